@@ -1,0 +1,91 @@
+// One interface for every backend (ref, cpu, cuda). A backend is created for a model, a workload and
+// options, takes tick inputs and returns outputs. The critical step (step) is kept apart from the
+// precompute (finish_precompute) so the benchmark can keep precompute off the critical path (SPEC §3).
+#pragma once
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/model.hpp"
+
+namespace hotpath {
+
+enum class Mode { window, streaming, batch };
+enum class Precision { fp64, fp32, fp16, bf16 };
+
+const char* mode_name(Mode m);
+const char* precision_name(Precision p);
+Mode parse_mode(const std::string& s);            // throws hotpath::Error naming the value
+Precision parse_precision(const std::string& s);  // throws hotpath::Error naming the value
+
+// SPEC §4 bounds on max|z - z_ref| / max(1, max|z_ref|) with fp32 accumulation and state.
+double error_bound(Precision p);
+
+struct BackendOptions {
+  Mode mode = Mode::window;
+  int window = 0;                        // W, required in window mode (>= 1)
+  std::optional<Precision> precision;    // unset: the backend's default
+  std::vector<int> cpuset;               // cores; the first runs the critical step, the rest precompute
+  double timeout_us = 1'000'000;         // cuda: give up on an output after this long
+  std::string fallback;                  // cuda: "" or "cpu"
+  int device = 0;                        // cuda device ordinal
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  virtual std::string name() const = 0;     // "ref", "cpu", "cuda"
+  virtual std::string variant() const = 0;  // e.g. "avx512-bf16", "persistent-1block"
+  virtual Precision precision() const = 0;
+
+  const ModelConfig& config() const { return config_; }
+  const BackendOptions& options() const { return options_; }
+
+  // The critical step of the next tick: on return out[0..O) holds z_t. A tick whose input holds NaN or
+  // Inf throws hotpath::TickError naming the tick, and leaves state and windows exactly as before.
+  // Call finish_precompute() before the next step().
+  virtual void step(std::span<const float> x, std::span<float> out) = 0;
+  // Brings state up to date for the next tick: the open windows consume x_t (window mode), or W_hh·h+b
+  // is prepared (streaming). Backends with background workers only wait for them here.
+  virtual void finish_precompute() = 0;
+  // Forget all state: the next tick is t = 0.
+  virtual void reset() = 0;
+  // step() then finish_precompute().
+  void process(std::span<const float> x, std::span<float> out) {
+    step(x, out);
+    finish_precompute();
+  }
+  // Ticks consumed since the last reset.
+  virtual long long ticks() const = 0;
+
+  // Batch workload: x [B, W, I] row-major -> out [B, O], every window from zero state.
+  virtual void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out);
+
+  // Counters worth reporting (e.g. "fallback_answers", "late_gpu_answers"), name -> value.
+  virtual std::map<std::string, double> counters() const { return {}; }
+  // Free-form facts for the report (e.g. "sm_clock_mhz", "gpu_name"), name -> value.
+  virtual std::map<std::string, std::string> facts() const { return {}; }
+
+ protected:
+  Backend(const ModelConfig& config, const BackendOptions& options) : config_(config), options_(options) {}
+  // Throws TickError if x has the wrong length or holds NaN/Inf; `tick` is named in the message.
+  void check_tick_input(std::span<const float> x, long long tick) const;
+
+ private:
+  ModelConfig config_;
+  BackendOptions options_;
+};
+
+// Backends built into this binary ("ref", "cpu", and "cuda" when built with CUDA).
+std::vector<std::string> backend_names();
+// Throws hotpath::Error for an unknown name or bad options, UnsupportedError when the platform or the
+// model cannot be served (e.g. no CUDA device).
+std::unique_ptr<Backend> make_backend(const std::string& name, const Model& model, const BackendOptions& options);
+
+}  // namespace hotpath

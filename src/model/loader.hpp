@@ -1,0 +1,30 @@
+// From a safetensors state_dict (SPEC §2) to a Model, and back.
+#pragma once
+#include <string>
+
+#include "model/model.hpp"
+#include "model/safetensors.hpp"
+
+namespace hotpath {
+
+struct LoadOptions {
+  std::string lstm_prefix;  // empty: detect from the `weight_ih_l0` suffix
+  std::string head_prefix;  // empty: detect the single remaining 2-D weight [O, H]
+};
+
+// Validates everything; throws hotpath::Error naming the problem. Unsupported variants (proj_size via
+// a `weight_hr_l{k}` key, bidirectional via `_reverse` keys) are recognised before any other check.
+Model model_from_safetensors(const safetensors::File& file, const LoadOptions& options = {});
+Model load_model_file(const std::string& path, const LoadOptions& options = {});
+// A path to a file, else a zoo name (zoo.hpp); throws naming both possibilities when neither.
+Model resolve_model(const std::string& path_or_zoo_name, const LoadOptions& options = {});
+
+// A PyTorch-style state_dict: `<lstm_prefix>weight_ih_l0` ..., `<head_prefix>weight`, with the config
+// and window in __metadata__ (keys input_size hidden_size num_layers output_size bias window
+// lstm_prefix head_prefix, as strings). Prefixes default to "lstm." and "fc.".
+std::vector<safetensors::OutTensor> model_tensors(const Model& model, DType dtype, const std::string& lstm_prefix,
+                                                  const std::string& head_prefix);
+void save_model_file(const Model& model, const std::string& path, DType dtype = DType::F32,
+                     const std::string& lstm_prefix = "lstm.", const std::string& head_prefix = "fc.");
+
+}  // namespace hotpath

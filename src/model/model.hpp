@@ -1,0 +1,53 @@
+// The model of SPEC §1: a stacked unidirectional LSTM (PyTorch nn.LSTM semantics, gate order i, f, g, o)
+// followed by a linear head. Weights are held in float64, exactly as decoded from the file (every
+// accepted dtype converts to float64 without rounding); each backend converts to its own precision.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hotpath {
+
+// Where a tensor's values came from; the storage here is always float64.
+enum class DType { F64, F32, F16, BF16 };
+const char* dtype_name(DType d);
+
+struct ModelConfig {
+  int input_size = 0;   // I
+  int hidden_size = 0;  // H
+  int num_layers = 0;   // L
+  int output_size = 0;  // O
+  bool lstm_bias = true;
+  bool head_bias = true;
+  std::optional<int> window;  // default sliding-window length, from the file's metadata
+  int layer_input_size(int layer) const { return layer == 0 ? input_size : hidden_size; }
+  size_t parameter_count() const;
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct LstmLayer {
+  std::vector<double> w_ih;  // [4H, in] row-major
+  std::vector<double> w_hh;  // [4H, H]
+  std::vector<double> b_ih;  // [4H], empty without bias
+  std::vector<double> b_hh;  // [4H], empty without bias
+  // b_ih + b_hh, or zeros: the single bias every backend actually adds.
+  std::vector<double> bias_sum(int hidden_size) const;
+};
+
+struct Model {
+  ModelConfig config;
+  std::vector<LstmLayer> layers;
+  std::vector<double> head_w;  // [O, H]
+  std::vector<double> head_b;  // [O], empty without bias
+  DType dtype = DType::F32;    // dtype of the weights in the source file
+  std::string name;            // zoo name or file path
+  std::string lstm_prefix;     // e.g. "lstm."
+  std::string head_prefix;     // e.g. "fc."
+
+  // Throws hotpath::Error if sizes disagree with the config or a weight is not finite.
+  void validate() const;
+};
+
+}  // namespace hotpath

@@ -1,0 +1,74 @@
+// A safetensors reader and writer written against the public format: 8-byte little-endian header
+// length N, N bytes of JSON header {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__":
+// {str: str}}, then the raw little-endian tensor bytes. Everything is validated before use; a
+// corrupt, truncated or hostile file is refused with a hotpath::Error naming the problem, never read
+// out of bounds.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hotpath::safetensors {
+
+enum class DType { BOOL, U8, I8, U16, I16, F16, BF16, U32, I32, F32, U64, I64, F64 };
+const char* dtype_name(DType d);
+size_t dtype_size(DType d);
+bool is_float(DType d);  // F64, F32, F16, BF16
+
+inline constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;  // SPEC §2: larger is refused
+
+struct TensorInfo {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;  // byte offsets relative to the start of the data section
+  uint64_t end = 0;
+  uint64_t element_count() const;
+};
+
+class File {
+ public:
+  // Reads and validates a whole file. `path` is used in error messages.
+  static File open(const std::string& path);
+  static File parse(std::vector<uint8_t> bytes, const std::string& source_name);
+
+  const std::string& source() const { return source_; }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in file order of offsets
+  const TensorInfo* find(std::string_view name) const;                 // nullptr when absent
+  const TensorInfo& at(std::string_view name) const;                   // throws naming the tensor
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+  std::span<const uint8_t> raw(const TensorInfo& t) const;
+  // Float tensors converted exactly to double / to float (F64 -> float rounds). Throws for non-float.
+  std::vector<double> read_f64(const TensorInfo& t) const;
+  std::vector<float> read_f32(const TensorInfo& t) const;
+
+ private:
+  std::string source_;
+  std::vector<uint8_t> bytes_;
+  size_t data_start_ = 0;
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+struct OutTensor {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;  // little-endian, size = product(shape) * dtype_size
+};
+OutTensor make_f32(std::string name, std::vector<int64_t> shape, std::span<const float> values);
+OutTensor make_f64(std::string name, std::vector<int64_t> shape, std::span<const double> values);
+// Converts from double, rounding to nearest even.
+OutTensor make_tensor(std::string name, DType dtype, std::vector<int64_t> shape, std::span<const double> values);
+
+std::vector<uint8_t> serialize(const std::vector<OutTensor>& tensors,
+                               const std::map<std::string, std::string>& metadata);
+// Writes atomically enough for our use (to a temp name, then rename); throws hotpath::Error on failure.
+void write_file(const std::string& path, const std::vector<OutTensor>& tensors,
+                const std::map<std::string, std::string>& metadata);
+
+}  // namespace hotpath::safetensors

@@ -1,0 +1,49 @@
+// The float64 reference (SPEC §4): the truth every backend is checked against. Kept obviously correct
+// rather than fast: plain loops, libm sigmoid/tanh, every sliding window recomputed from zero state.
+#pragma once
+#include <span>
+#include <vector>
+
+#include "model/model.hpp"
+
+namespace hotpath::reference {
+
+// h and c of every layer, each [L][H].
+struct LstmState {
+  std::vector<std::vector<double>> h, c;
+  explicit LstmState(const ModelConfig& cfg);
+  void clear();
+};
+
+// One LSTM time step of all layers on input x (I values); returns nothing, updates state.
+void lstm_step(const Model& m, std::span<const double> x, LstmState& state);
+// The head applied to the last layer's h: O values.
+std::vector<double> head(const Model& m, const LstmState& state);
+
+// inputs [T, I] row-major. Outputs [T, O]: at tick t, the window x_{max(0,t-W+1)} .. x_t from zero state.
+std::vector<double> sliding_window(const Model& m, std::span<const float> inputs, size_t ticks, int window);
+// inputs [T, I] -> [T, O], state carried from t = 0.
+std::vector<double> streaming(const Model& m, std::span<const float> inputs, size_t ticks);
+// inputs [B, W, I] -> [B, O], each window from zero state.
+std::vector<double> batch(const Model& m, std::span<const float> inputs, size_t batch, size_t window);
+
+// Incremental float64 sliding window / streaming, one tick at a time (for checking long benchmark runs):
+// keeps the W-1 open windows, so each tick costs W LSTM steps instead of recomputing W^2.
+class Incremental {
+ public:
+  Incremental(const Model& m, bool streaming, int window);
+  std::vector<double> tick(std::span<const float> x);  // z_t, O values
+  void reset();
+
+ private:
+  const Model& model_;
+  bool streaming_;
+  int window_;
+  long long t_ = 0;
+  std::vector<LstmState> open_;  // ring of W window states, slot = start % W
+};
+
+// SPEC §4: max |z - z_ref| / max(1, max |z_ref|). Sizes must match.
+double normalized_error(std::span<const double> z, std::span<const double> z_ref);
+
+}  // namespace hotpath::reference
