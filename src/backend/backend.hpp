@@ -61,6 +61,8 @@ class Backend {
     step(x, out);
     finish_precompute();
   }
+  // Backends that compute in float64 (ref) also expose the last output unrounded; others return empty.
+  virtual std::span<const double> last_output_f64() const { return {}; }
   // Ticks consumed since the last reset.
   virtual long long ticks() const = 0;
 

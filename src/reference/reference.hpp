@@ -47,3 +47,26 @@ class Incremental {
 double normalized_error(std::span<const double> z, std::span<const double> z_ref);
 
 }  // namespace hotpath::reference
+
+namespace hotpath::reference {
+
+// A float64 LSTM for checking long benchmark runs: the same arithmetic as lstm_step in float64, with
+// the weights transposed so that the inner loops vectorise without reassociating any sum (each gate
+// row keeps its own accumulator). Only the summation order differs from lstm_step, so the two agree to
+// float64 rounding (tested to 1e-12).
+class FastF64 {
+ public:
+  explicit FastF64(const Model& m);
+  void step(std::span<const float> x, LstmState& state) const;
+  void head(const LstmState& state, std::span<double> z) const;
+  const ModelConfig& config() const { return cfg_; }
+
+ private:
+  ModelConfig cfg_;
+  std::vector<std::vector<double>> w_ih_t_, w_hh_t_;  // [in][4H], [H][4H]
+  std::vector<std::vector<double>> bias_;             // [4H]
+  std::vector<double> head_w_, head_b_;
+  mutable std::vector<double> gates_, in_;
+};
+
+}  // namespace hotpath::reference

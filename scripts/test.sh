@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Builds and runs every test: the release tree (GPU tests skip themselves, saying so, without a GPU),
+# then the host code again under AddressSanitizer + UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh
+ctest --preset release -j2
+cmake --preset asan >/dev/null
+cmake --build --preset asan --target test_safetensors test_loader test_reference test_cli hotpath
+ctest --preset asan -j2 -L '^(test_safetensors|test_loader|test_reference|test_cli)$'

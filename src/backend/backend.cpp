@@ -1,0 +1,68 @@
+#include "backend/backend.hpp"
+
+#include <cmath>
+
+#include "util/error.hpp"
+
+namespace hotpath {
+
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::window: return "window";
+    case Mode::streaming: return "streaming";
+    case Mode::batch: return "batch";
+  }
+  return "?";
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::fp64: return "fp64";
+    case Precision::fp32: return "fp32";
+    case Precision::fp16: return "fp16";
+    case Precision::bf16: return "bf16";
+  }
+  return "?";
+}
+
+Mode parse_mode(const std::string& s) {
+  if (s == "window") return Mode::window;
+  if (s == "streaming") return Mode::streaming;
+  if (s == "batch") return Mode::batch;
+  throw Error("unknown mode '" + s + "' (expected window, streaming or batch)");
+}
+
+Precision parse_precision(const std::string& s) {
+  if (s == "fp64") return Precision::fp64;
+  if (s == "fp32") return Precision::fp32;
+  if (s == "fp16") return Precision::fp16;
+  if (s == "bf16") return Precision::bf16;
+  throw Error("unknown precision '" + s + "' (expected fp64, fp32, fp16 or bf16)");
+}
+
+double error_bound(Precision p) {
+  switch (p) {
+    // float64 against float64 (PyTorch's own float64 LSTM): only summation order differs.
+    case Precision::fp64: return 1e-9;
+    case Precision::fp32: return 1e-5;
+    case Precision::fp16: return 3e-4;
+    case Precision::bf16: return 2e-3;
+  }
+  return 0;
+}
+
+void Backend::check_tick_input(std::span<const float> x, long long tick) const {
+  if (x.size() != size_t(config_.input_size))
+    throw TickError("tick " + std::to_string(tick) + ": input has " + std::to_string(x.size()) +
+                    " values, the model takes " + std::to_string(config_.input_size));
+  for (size_t k = 0; k < x.size(); ++k)
+    if (!std::isfinite(x[k]))
+      throw TickError("tick " + std::to_string(tick) + ": input value " + std::to_string(k) + " is " +
+                      (std::isnan(x[k]) ? "NaN" : "Inf") + "; the tick was refused and the state left unchanged");
+}
+
+void Backend::run_batch(std::span<const float>, size_t, size_t, std::span<float>) {
+  throw UnsupportedError("backend " + name() + " does not run the batch workload");
+}
+
+}  // namespace hotpath

@@ -1,0 +1,348 @@
+#include "cli/commands.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "backend/backend.hpp"
+#include "bench/latency_bench.hpp"
+#include "bench/machine.hpp"
+#include "model/loader.hpp"
+#include "model/safetensors.hpp"
+#include "model/zoo.hpp"
+#include "reference/reference.hpp"
+#include "util/error.hpp"
+
+namespace hotpath::cli {
+
+namespace {
+std::string g_command_line;
+}  // namespace
+void set_command_line(int argc, char** argv) {
+  g_command_line.clear();
+  for (int k = 0; k < argc; ++k) g_command_line += (k ? " " : "") + std::string(k == 0 ? "hotpath" : argv[k]);
+}
+const std::string& command_line() { return g_command_line; }
+
+namespace {
+
+namespace st = hotpath::safetensors;
+
+// Flags shared by every subcommand that takes --model.
+struct ModelFlags {
+  std::string model;
+  LoadOptions load;
+  void add(CLI::App* cmd) {
+    cmd->add_option("--model", model, "Model file (safetensors state_dict) or zoo name")->required();
+    cmd->add_option("--lstm-prefix", load.lstm_prefix, "Key prefix of the nn.LSTM tensors (default: detected)");
+    cmd->add_option("--head-prefix", load.head_prefix, "Key prefix of the nn.Linear head (default: detected)");
+  }
+  Model resolve() const { return resolve_model(model, load); }
+};
+
+// Flags shared by the subcommands that create a backend.
+struct BackendFlags {
+  std::string backend = "ref";
+  std::string precision;
+  std::string cpuset;
+  void add(CLI::App* cmd, const std::string& default_backend) {
+    backend = default_backend;
+    std::string names;
+    for (const auto& n : backend_names()) names += (names.empty() ? "" : ", ") + n;
+    cmd->add_option("--backend", backend, "Backend: " + names)->capture_default_str();
+    cmd->add_option("--precision", precision, "Weight precision: fp32|bf16 (cpu), fp16|bf16 (cuda); default per backend");
+    cmd->add_option("--cpuset", cpuset, "Cores, e.g. 2-5: the first runs the critical step, the rest precompute");
+  }
+  BackendOptions options(Mode mode, int window) const {
+    BackendOptions o;
+    o.mode = mode;
+    o.window = window;
+    if (!precision.empty()) o.precision = parse_precision(precision);
+    if (!cpuset.empty()) o.cpuset = bench::parse_cpuset(cpuset);
+    return o;
+  }
+};
+
+[[noreturn]] void exit_with(int code) { throw CLI::RuntimeError(code); }
+
+// A float tensor [T, I] from a safetensors file, checked against the model.
+std::vector<float> read_inputs(const st::File& file, const std::string& key, int input_size, size_t* ticks) {
+  const st::TensorInfo* t = file.find(key);
+  if (!t) {
+    std::string have;
+    for (const auto& x : file.tensors()) have += (have.empty() ? "" : ", ") + x.name;
+    throw Error(file.source() + ": no tensor '" + key + "' (tensors: " + (have.empty() ? "none" : have) +
+                "); name it with --inputs-key");
+  }
+  if (!st::is_float(t->dtype)) throw Error(file.source() + ": tensor '" + key + "' has dtype " + st::dtype_name(t->dtype) + ", expected a float tensor");
+  if (t->shape.size() != 2 || t->shape[1] != input_size) {
+    std::string shape;
+    for (auto d : t->shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    throw Error(file.source() + ": tensor '" + key + "' has shape [" + shape + "], the model needs [T, " +
+                std::to_string(input_size) + "]");
+  }
+  *ticks = size_t(t->shape[0]);
+  return file.read_f32(*t);
+}
+
+int resolve_window(Mode mode, int flag, const Model& m) {
+  if (mode != Mode::window) return 1;
+  if (flag > 0) return flag;
+  if (m.config.window) return *m.config.window;
+  throw Error("window mode needs --window: the model '" + m.name + "' carries no window in its metadata");
+}
+
+// Runs a backend over a whole series, one tick at a time (the window mode output at t uses the window
+// ending at t, partial while t < W-1).
+std::vector<double> run_series(Backend& b, std::span<const float> inputs, size_t ticks) {
+  const size_t I = b.config().input_size, O = b.config().output_size;
+  std::vector<double> out(ticks * O);
+  std::vector<float> z(O);
+  for (size_t t = 0; t < ticks; ++t) {
+    b.process(inputs.subspan(t * I, I), z);
+    const auto exact = b.last_output_f64();
+    for (size_t o = 0; o < O; ++o) out[t * O + o] = exact.empty() ? double(z[o]) : exact[o];
+  }
+  return out;
+}
+
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3e", v);
+  return buf;
+}
+
+}  // namespace
+
+void add_models_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("models", "List the built-in model zoo");
+  cmd->callback([] {
+    std::cout << std::left << std::setw(14) << "name" << std::right << std::setw(6) << "I" << std::setw(6) << "H"
+              << std::setw(4) << "L" << std::setw(5) << "O" << std::setw(5) << "W" << std::setw(13) << "parameters"
+              << "\n";
+    for (const auto& e : zoo()) {
+      const auto& c = e.config;
+      std::cout << std::left << std::setw(14) << e.name << std::right << std::setw(6) << c.input_size << std::setw(6)
+                << c.hidden_size << std::setw(4) << c.num_layers << std::setw(5) << c.output_size << std::setw(5)
+                << c.window.value_or(0) << std::setw(13) << c.parameter_count() << "\n";
+    }
+  });
+}
+
+void add_info_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("info", "Show a model's detected shape, dtype, parameters and key prefixes");
+  auto flags = std::make_shared<ModelFlags>();
+  flags->add(cmd);
+  cmd->callback([flags] {
+    const Model m = flags->resolve();
+    const auto& c = m.config;
+    std::cout << "model:        " << m.name << "\n"
+              << "input_size:   " << c.input_size << "\n"
+              << "hidden_size:  " << c.hidden_size << "\n"
+              << "num_layers:   " << c.num_layers << "\n"
+              << "output_size:  " << c.output_size << "\n"
+              << "window:       " << (c.window ? std::to_string(*c.window) : std::string("unknown")) << "\n"
+              << "lstm bias:    " << (c.lstm_bias ? "yes" : "no") << "\n"
+              << "head bias:    " << (c.head_bias ? "yes" : "no") << "\n"
+              << "dtype:        " << dtype_name(m.dtype) << "\n"
+              << "parameters:   " << c.parameter_count() << "\n"
+              << "lstm_prefix:  " << m.lstm_prefix << "\n"
+              << "head_prefix:  " << m.head_prefix << "\n";
+  });
+}
+
+void add_run_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Run a model over a recorded series [T, I] and write every output [T, O]");
+  struct Flags {
+    ModelFlags model;
+    BackendFlags backend;
+    std::string inputs, inputs_key = "inputs", mode = "window", out, out_dtype = "f64";
+    int window = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  f->model.add(cmd);
+  cmd->add_option("--inputs", f->inputs, "safetensors file holding the input series")->required();
+  cmd->add_option("--inputs-key", f->inputs_key, "Tensor name of the inputs")->capture_default_str();
+  cmd->add_option("--mode", f->mode, "window or streaming")->capture_default_str();
+  cmd->add_option("--window", f->window, "Window length (default: the model's metadata); ignored in streaming mode");
+  f->backend.add(cmd, "ref");
+  cmd->add_option("--out", f->out, "Output safetensors file (tensor `outputs` [T, O])")->required();
+  cmd->add_option("--out-dtype", f->out_dtype, "f32 or f64")->capture_default_str();
+  cmd->callback([f] {
+    const Mode mode = parse_mode(f->mode);
+    if (mode == Mode::batch) throw Error("hotpath run takes --mode window or streaming");
+    if (f->out_dtype != "f32" && f->out_dtype != "f64") throw Error("--out-dtype must be f32 or f64");
+    if (f->window < 0) throw Error("--window must be >= 1");
+    const Model m = f->model.resolve();
+    const int window = resolve_window(mode, f->window, m);
+    const st::File file = st::File::open(f->inputs);
+    size_t ticks = 0;
+    const auto inputs = read_inputs(file, f->inputs_key, m.config.input_size, &ticks);
+    auto backend = make_backend(f->backend.backend, m, f->backend.options(mode, window));
+    const auto out = run_series(*backend, inputs, ticks);
+    const std::vector<int64_t> shape = {int64_t(ticks), m.config.output_size};
+    st::write_file(f->out, {st::make_tensor("outputs", f->out_dtype == "f32" ? st::DType::F32 : st::DType::F64, shape, out)},
+                   {{"mode", mode_name(mode)}, {"window", std::to_string(window)}, {"backend", backend->name()},
+                    {"precision", precision_name(backend->precision())}, {"model", m.name}});
+    std::cerr << "hotpath run: " << ticks << " ticks, " << mode_name(mode) << " mode"
+              << (mode == Mode::window ? " W=" + std::to_string(window) : std::string()) << ", backend "
+              << backend->name() << " -> " << f->out << "\n";
+  });
+}
+
+void add_verify_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("verify", "Compare a backend with PyTorch's golden outputs");
+  struct Flags {
+    ModelFlags model;
+    BackendFlags backend;
+    std::string golden, mode = "both";
+  };
+  auto f = std::make_shared<Flags>();
+  f->model.add(cmd);
+  cmd->add_option("--golden", f->golden, "Golden file: inputs, tacana_expected, streaming_expected")->required();
+  f->backend.add(cmd, "ref");
+  cmd->add_option("--mode", f->mode, "window, streaming or both")->capture_default_str();
+  cmd->callback([f] {
+    if (f->mode != "window" && f->mode != "streaming" && f->mode != "both")
+      throw Error("--mode must be window, streaming or both");
+    const Model m = f->model.resolve();
+    const st::File golden = st::File::open(f->golden);
+    size_t ticks = 0;
+    const auto inputs = read_inputs(golden, "inputs", m.config.input_size, &ticks);
+    const auto& meta = golden.metadata();
+    bool all_pass = true;
+    for (const Mode mode : {Mode::window, Mode::streaming}) {
+      if (f->mode != "both" && f->mode != mode_name(mode)) continue;
+      int window = 1;
+      const char* key = mode == Mode::window ? "tacana_expected" : "streaming_expected";
+      if (mode == Mode::window) {
+        const auto it = meta.find("window");
+        if (it != meta.end()) {
+          try {
+            window = std::stoi(it->second);
+          } catch (const std::exception&) {
+            throw Error(golden.source() + ": metadata window '" + it->second + "' is not a number");
+          }
+        } else if (m.config.window) {
+          window = *m.config.window;
+        } else {
+          throw Error(golden.source() + ": no window in the golden file's metadata nor the model's");
+        }
+        if (window < 1) throw Error(golden.source() + ": window must be >= 1");
+      }
+      const st::TensorInfo& exp_t = golden.at(key);
+      const size_t first = mode == Mode::window ? size_t(window - 1) : 0;
+      const size_t rows = ticks > first ? ticks - first : 0;
+      if (exp_t.shape.size() != 2 || size_t(exp_t.shape[0]) != rows || exp_t.shape[1] != m.config.output_size)
+        throw Error(golden.source() + ": tensor '" + key + "' should have shape [" + std::to_string(rows) + ", " +
+                    std::to_string(m.config.output_size) + "]");
+      const auto expected = golden.read_f64(exp_t);
+      auto backend = make_backend(f->backend.backend, m, f->backend.options(mode, window));
+      const auto out = run_series(*backend, inputs, ticks);
+      const size_t O = m.config.output_size;
+      const std::span<const double> got(out.data() + first * O, rows * O);
+      const double err = reference::normalized_error(got, expected);
+      const double bound = error_bound(backend->precision());
+      const bool pass = err <= bound;
+      all_pass = all_pass && pass;
+      std::cout << std::left << std::setw(10) << mode_name(mode) << " backend " << backend->name() << " ("
+                << precision_name(backend->precision()) << "): error " << sci(err) << "  bound " << sci(bound)
+                << "  " << (pass ? "PASS" : "FAIL") << "\n";
+    }
+    if (!all_pass) exit_with(1);
+  });
+}
+
+void add_export_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("export", "Write a zoo model as a PyTorch-style state_dict safetensors file");
+  struct Flags {
+    std::string model, out, dtype = "f32";
+    uint64_t seed = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  cmd->add_option("--model", f->model, "Zoo name (hotpath models)")->required();
+  cmd->add_option("--out", f->out, "Output file")->required();
+  cmd->add_option("--dtype", f->dtype, "f32, f16, bf16 or f64")->capture_default_str();
+  cmd->add_option("--seed", f->seed, "Seed of the random weights")->capture_default_str();
+  cmd->callback([f] {
+    const auto m = zoo_model(f->model, f->seed);
+    if (!m) throw Error("unknown zoo model '" + f->model + "' (hotpath models lists the zoo)");
+    DType d;
+    if (f->dtype == "f32") d = DType::F32;
+    else if (f->dtype == "f16") d = DType::F16;
+    else if (f->dtype == "bf16") d = DType::BF16;
+    else if (f->dtype == "f64") d = DType::F64;
+    else throw Error("--dtype must be f32, f16, bf16 or f64");
+    save_model_file(*m, f->out, d);
+    std::cerr << "hotpath export: " << f->model << " -> " << f->out << "\n";
+  });
+}
+
+void add_bench_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "Tick latency benchmark (SPEC §5), or --pingpong for the signalling floor");
+  struct Flags {
+    bench::BenchOptions o;
+    std::string mode = "window", precision, cpuset;
+    int window = 0, floats = 0;
+    double rate = 0, seconds = 0;
+    int64_t seed = 1;
+  };
+  auto f = std::make_shared<Flags>();
+  cmd->add_option("--model", f->o.model, "Model file or zoo name");
+  cmd->add_option("--lstm-prefix", f->o.load.lstm_prefix, "Key prefix of the nn.LSTM tensors (default: detected)");
+  cmd->add_option("--head-prefix", f->o.load.head_prefix, "Key prefix of the nn.Linear head (default: detected)");
+  std::string names;
+  for (const auto& n : backend_names()) names += (names.empty() ? "" : ", ") + n;
+  f->o.backend = "auto";
+  cmd->add_option("--backend", f->o.backend, "Backend: auto (cuda if usable, else cpu), " + names)->capture_default_str();
+  cmd->add_option("--mode", f->mode, "window or streaming")->capture_default_str();
+  cmd->add_option("--window", f->window, "Window length (default: the model's)");
+  cmd->add_option("--precision", f->precision, "fp32|bf16 (cpu), fp16|bf16 (cuda)");
+  auto* ticks = cmd->add_option("--ticks", f->o.ticks, "Measured ticks")->capture_default_str();
+  cmd->add_option("--seconds", f->seconds, "Measure for this long instead of --ticks")->excludes(ticks);
+  cmd->add_option("--warmup", f->o.warmup, "Unmeasured ticks first")->capture_default_str();
+  auto* gap = cmd->add_option("--gap-us", f->o.gap_us, "Pause after precompute before the next tick")->capture_default_str();
+  cmd->add_option("--rate", f->rate, "Fixed tick rate in Hz; latency counts from each tick's scheduled time")->excludes(gap);
+  cmd->add_option("--cpuset", f->cpuset, "Cores, e.g. 2-5: the first runs the critical step");
+  cmd->add_option("--seed", f->seed, "Seed of the random inputs")->capture_default_str();
+  cmd->add_option("--check-every", f->o.check_every, "Check every K-th tick against float64 (1: all)")->capture_default_str();
+  cmd->add_option("--json", f->o.json_path, "Write the report as JSON (schema: bench/SCHEMA.md)");
+  cmd->add_option("--samples", f->o.samples_path, "Write every raw latency sample (CSV)");
+  cmd->add_option("--timeout-us", f->o.timeout_us, "cuda: give up on an output after this long")->capture_default_str();
+  cmd->add_option("--fallback", f->o.fallback, "cuda: 'cpu' answers from the CPU backend when the GPU is late");
+  cmd->add_flag("--pingpong", f->o.pingpong, "Measure only the host->GPU->host floor over the mailbox, no model");
+  cmd->add_option("--floats", f->floats, "Ping-pong payload in floats (default: the model's I, else 32)");
+  cmd->add_flag("--no-pingpong", f->o.skip_pingpong, "cuda: skip the same-process ping-pong");
+  cmd->callback([f] {
+    auto& o = f->o;
+    o.mode = parse_mode(f->mode);
+    if (!f->precision.empty()) o.precision = parse_precision(f->precision);
+    if (!f->cpuset.empty()) o.cpuset = bench::parse_cpuset(f->cpuset);
+    if (f->window < 0) throw Error("--window must be >= 1");
+    if (f->window > 0) o.window = f->window;
+    if (f->floats != 0) o.floats = f->floats;
+    if (f->rate != 0) {
+      if (!(f->rate > 0)) throw Error("--rate must be a positive tick rate in Hz");
+      o.rate_hz = f->rate;
+    }
+    if (f->seconds != 0) {
+      if (!(f->seconds > 0)) throw Error("--seconds must be positive");
+      o.seconds = f->seconds;
+    }
+    if (f->seed < 0) throw Error("--seed must be >= 0");
+    o.seed = uint64_t(f->seed);
+    if (!o.fallback.empty() && o.fallback != "cpu") throw Error("--fallback must be cpu");
+    if (o.pingpong && !o.model.empty()) throw Error("--pingpong measures the floor without a model: drop --model");
+    o.command_line = command_line();
+    const auto report = bench::run_bench(o, std::cout);
+    if (!bench::report_passed(report)) {
+      std::cerr << "hotpath bench: error against the float64 reference exceeds the bound\n";
+      exit_with(1);
+    }
+  });
+}
+
+}  // namespace hotpath::cli

@@ -1,0 +1,20 @@
+// The `hotpath` subcommands. Each adds itself to the CLI11 app; its callback throws hotpath::Error for
+// bad input (main prints one line, exits 2) and CLI::RuntimeError(code) for other exit codes.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace hotpath::cli {
+
+// The command line as typed, recorded in benchmark reports.
+void set_command_line(int argc, char** argv);
+const std::string& command_line();
+
+void add_models_command(CLI::App& app);
+void add_info_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_verify_command(CLI::App& app);
+void add_export_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+
+}  // namespace hotpath::cli

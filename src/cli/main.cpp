@@ -1,0 +1,43 @@
+// hotpath: microsecond LSTM inference on trading signals, and the benchmarks that prove it.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <new>
+#include <string>
+
+#include "cli/commands.hpp"
+#include "llm/llm_cli.hpp"
+#include "util/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"hotpath: microsecond LSTM inference on trading signals, and the benchmarks that prove it"};
+  app.set_version_flag("--version", std::string("hotpath ") + HOTPATH_VERSION + " (commit " + HOTPATH_GIT_COMMIT + ")");
+  app.require_subcommand(1);
+  hotpath::cli::set_command_line(argc, argv);
+  hotpath::cli::add_models_command(app);
+  hotpath::cli::add_info_command(app);
+  hotpath::cli::add_run_command(app);
+  hotpath::cli::add_verify_command(app);
+  hotpath::cli::add_export_command(app);
+  hotpath::cli::add_bench_command(app);
+  hotpath::llm::add_llm_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // a command chose its exit code and has said why
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << "hotpath: error: " << e.what() << " (see --help)\n";
+    return 2;
+  } catch (const hotpath::Error& e) {
+    std::cerr << "hotpath: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "hotpath: error: out of memory\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "hotpath: internal error: " << e.what() << "\n";
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,268 @@
+// The `hotpath` executable end to end: golden reproduction, exit codes, one-line errors on bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/safetensors.hpp"
+#include "reference/reference.hpp"
+
+namespace fs = std::filesystem;
+namespace st = hotpath::safetensors;
+
+namespace {
+
+const std::string kGolden = HOTPATH_GOLDEN_DIR;
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("hotpath_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  static std::string slurp(const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  }
+
+  Result hotpath(const std::string& args) const {
+    const std::string out = path("stdout.txt"), err = path("stderr.txt");
+    const std::string cmd = std::string(HOTPATH_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
+    const int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
+  }
+
+  // A bad-input run: exit 2 and exactly one line on stderr that contains `needle`.
+  void expect_refused(const std::string& args, const std::string& needle) const {
+    const Result r = hotpath(args);
+    EXPECT_EQ(r.code, 2) << args << "\nstderr: " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nstderr: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "not one line: " << r.err;
+  }
+
+  void write_bytes(const std::string& p, const std::string& bytes) const {
+    std::ofstream f(p, std::ios::binary);
+    f << bytes;
+  }
+
+  fs::path dir_;
+};
+
+std::string golden_model(const std::string& n) { return kGolden + "/" + n + ".model.safetensors"; }
+std::string golden_file(const std::string& n) { return kGolden + "/" + n + ".golden.safetensors"; }
+
+}  // namespace
+
+TEST_F(Cli, VersionAndHelp) {
+  Result r = hotpath("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("hotpath"), std::string::npos);
+  for (const char* sub : {"models", "info", "run", "verify", "export", "bench"}) {
+    r = hotpath(std::string(sub) + " --help");
+    EXPECT_EQ(r.code, 0) << sub;
+    EXPECT_NE(r.out.find("--"), std::string::npos) << sub;
+  }
+}
+
+TEST_F(Cli, ModelsListsTheZoo) {
+  const Result r = hotpath("models");
+  ASSERT_EQ(r.code, 0);
+  for (const char* n : {"lstm_s", "lstm_m", "lstm_l", "vollo_tiny", "vollo_small", "vollo_med", "vollo_large"})
+    EXPECT_NE(r.out.find(n), std::string::npos) << n;
+  EXPECT_NE(r.out.find("215169"), std::string::npos);
+}
+
+TEST_F(Cli, InfoShowsDetectedShape) {
+  const Result r = hotpath("info --model " + golden_model("multi_out"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("input_size:   16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hidden_size:  64"), std::string::npos);
+  EXPECT_NE(r.out.find("num_layers:   3"), std::string::npos);
+  EXPECT_NE(r.out.find("output_size:  4"), std::string::npos);
+  EXPECT_NE(r.out.find("lstm_prefix:  lstm."), std::string::npos);
+  EXPECT_NE(r.out.find("head_prefix:  fc."), std::string::npos);
+}
+
+TEST_F(Cli, VerifyRefPassesEveryGoldenCase) {
+  for (const char* n : {"tiny", "small2x128", "multi_out"}) {
+    const Result r = hotpath("verify --model " + golden_model(n) + " --golden " + golden_file(n));
+    EXPECT_EQ(r.code, 0) << n << r.out << r.err;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;  // one line per mode
+    EXPECT_EQ(r.out.find("FAIL"), std::string::npos);
+  }
+}
+
+TEST_F(Cli, VerifyFailsWithExitOneOnAWrongModel) {
+  // The golden outputs of one model checked against another model of the same shape must fail.
+  const std::string other = path("other.safetensors");
+  ASSERT_EQ(hotpath("export --model vollo_tiny --out " + other).code, 0);
+  // tiny has I=4; use a golden file whose shape matches the exported model: none does, so build one.
+  const auto golden = st::File::open(golden_file("tiny"));
+  std::vector<st::OutTensor> t;
+  for (const auto& info : golden.tensors()) {
+    const auto v = golden.read_f64(info);
+    t.push_back(st::make_tensor(info.name, info.dtype, info.shape, v));
+  }
+  // Perturb the expected outputs slightly: ref must now report FAIL and exit 1.
+  for (auto& x : t)
+    if (x.name == "streaming_expected") {
+      std::vector<double> v(size_t(x.shape[0] * x.shape[1]));
+      std::memcpy(v.data(), x.bytes.data(), x.bytes.size());
+      v[3] += 1e-3;
+      x = st::make_f64(x.name, x.shape, v);
+    }
+  const std::string bad = path("bad.golden.safetensors");
+  st::write_file(bad, t, golden.metadata());
+  const Result r = hotpath("verify --model " + golden_model("tiny") + " --golden " + bad);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAIL"), std::string::npos);
+  EXPECT_NE(r.out.find("PASS"), std::string::npos);  // window mode still passes
+}
+
+TEST_F(Cli, RunReproducesGoldenOutputs) {
+  for (const char* n : {"tiny", "small2x128", "multi_out"}) {
+    const auto golden = st::File::open(golden_file(n));
+    const int W = std::stoi(golden.metadata().at("window"));
+    for (const std::string mode : {"window", "streaming"}) {
+      const std::string out = path(std::string(n) + "." + mode + ".safetensors");
+      const Result r = hotpath("run --model " + golden_model(n) + " --inputs " + golden_file(n) + " --mode " + mode +
+                               " --out " + out);
+      ASSERT_EQ(r.code, 0) << r.err;
+      const auto got_file = st::File::open(out);
+      const auto got = got_file.read_f64(got_file.at("outputs"));
+      const auto expected = golden.read_f64(golden.at(mode == "window" ? "tacana_expected" : "streaming_expected"));
+      const size_t skip = got.size() - expected.size();  // window mode: ticks before W-1 are partial windows
+      if (mode == "window") EXPECT_EQ(skip, size_t(W - 1) * size_t(got_file.at("outputs").shape[1]));
+      EXPECT_LE(hotpath::reference::normalized_error(std::span(got).subspan(skip), expected), 1e-9) << n << " " << mode;
+    }
+  }
+}
+
+TEST_F(Cli, ExportRoundTripsThroughInfoAndRun) {
+  const std::string m = path("lstm_s.safetensors");
+  ASSERT_EQ(hotpath("export --model lstm_s --out " + m).code, 0);
+  const Result r = hotpath("info --model " + m);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("window:       50"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("parameters:   215169"), std::string::npos) << r.out;
+  const auto f = st::File::open(m);
+  EXPECT_EQ(f.metadata().at("hidden_size"), "128");
+  EXPECT_EQ(f.metadata().at("lstm_prefix"), "lstm.");
+  EXPECT_EQ(f.metadata().at("head_prefix"), "fc.");
+}
+
+TEST_F(Cli, BadInputExitsTwoWithOneLine) {
+  expect_refused("info --model " + path("missing.safetensors"), "missing.safetensors");
+  expect_refused("info --model no_such_zoo_model", "no_such_zoo_model");
+  expect_refused("info --model lstm_s --bogus-flag", "bogus");
+  expect_refused("no-such-command", "no-such-command");
+  expect_refused("run --model lstm_s --inputs " + golden_file("tiny") + " --out " + path("o.st"), "[T, 32]");
+  expect_refused("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --mode sideways --out " +
+                     path("o.st"),
+                 "sideways");
+  expect_refused("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") +
+                     " --inputs-key nope --out " + path("o.st"),
+                 "nope");
+  expect_refused("verify --model " + golden_model("tiny") + " --golden " + golden_file("tiny") + " --backend warp",
+                 "warp");
+  expect_refused("export --model nope --out " + path("x"), "nope");
+  expect_refused("bench --model lstm_s --backend ref --ticks 0", "--ticks");
+  expect_refused("bench --model lstm_s --backend ref --cpuset 3-1", "cpuset");
+  expect_refused("bench --model lstm_s --backend ref --check-every 0", "check-every");
+  expect_refused("bench --model lstm_s --mode batch", "window or streaming");
+}
+
+TEST_F(Cli, CorruptModelFilesAreRefused) {
+  const std::string good = slurp(golden_model("tiny"));
+  // Truncated at a few offsets: inside the length, inside the header, inside the data.
+  for (size_t cut : {size_t(0), size_t(5), size_t(40), good.size() / 2, good.size() - 1}) {
+    const std::string p = path("cut" + std::to_string(cut) + ".safetensors");
+    write_bytes(p, good.substr(0, cut));
+    expect_refused("info --model " + p, p);
+  }
+  // Header length far past the end of the file.
+  std::string huge = good;
+  const uint64_t n = 1ull << 40;
+  std::memcpy(huge.data(), &n, 8);
+  write_bytes(path("huge.safetensors"), huge);
+  expect_refused("info --model " + path("huge.safetensors"), "huge.safetensors");
+  // A directory is not a model.
+  expect_refused("info --model " + dir_.string(), dir_.string());
+}
+
+TEST_F(Cli, UnsupportedVariantsAreNamed) {
+  const auto f = st::File::open(golden_model("tiny"));
+  std::vector<st::OutTensor> t;
+  for (const auto& info : f.tensors()) t.push_back(st::make_tensor(info.name, info.dtype, info.shape, f.read_f64(info)));
+  auto with = [&](const std::string& key) {
+    auto copy = t;
+    copy.push_back(st::make_tensor(key, st::DType::F32, {32, 8}, std::vector<double>(32 * 8, 0.1)));
+    const std::string p = path(key + ".safetensors");
+    st::write_file(p, copy, {});
+    return p;
+  };
+  expect_refused("info --model " + with("lstm.weight_hh_l0_reverse"), "bidirectional");
+  expect_refused("info --model " + with("lstm.weight_hr_l0"), "proj_size");
+}
+
+TEST_F(Cli, NanTickIsRefusedNamingTheTick) {
+  const auto golden = st::File::open(golden_file("tiny"));
+  auto x = golden.read_f64(golden.at("inputs"));
+  x[7 * 4 + 2] = std::nan("");
+  const std::string p = path("nan.safetensors");
+  st::write_file(p, {st::make_tensor("inputs", st::DType::F32, {40, 4}, x)}, {});
+  for (const char* backend : {"ref", "cpu"}) {
+    const Result r = hotpath(std::string("run --backend ") + backend + " --model " + golden_model("tiny") +
+                             " --inputs " + p + " --mode streaming --out " + path("o.st"));
+    EXPECT_EQ(r.code, 2) << backend << r.err;
+    EXPECT_NE(r.err.find("tick 7"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("NaN"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(path("o.st")));
+  }
+}
+
+TEST_F(Cli, BenchReportsLatencyAndError) {
+  const std::string json = path("bench.json"), samples = path("samples.csv");
+  const Result r = hotpath("bench --model " + golden_model("multi_out") + " --backend ref --mode window --window 7 --ticks 300 --warmup 20 --check-every 3 --json " +
+                           json + " --samples " + samples);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("p99.9"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(json));
+  for (const char* k : {"schema_version", "hotpath_version", "model", "backend", "precision", "mode", "count",
+                        "latency_us", "error", "tick_rate_hz", "precompute_us", "machine"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["count"], 300);
+  for (const char* k : {"p50", "p90", "p99", "p999", "max", "mean"}) EXPECT_TRUE(j["latency_us"].contains(k)) << k;
+  EXPECT_GT(j["latency_us"]["p50"].get<double>(), 0.0);
+  EXPECT_LE(j["latency_us"]["p50"].get<double>(), j["latency_us"]["p99"].get<double>());
+  // Ticks 0, 3, ..., 318 are checked (warm-up included): 107 of them, and ref agrees with itself exactly.
+  EXPECT_EQ(j["error"]["checked_ticks"], 107);
+  EXPECT_LE(j["error"]["max_abs"].get<double>(), 1e-12);  // float64 against float64
+  const std::string s = slurp(samples);
+  EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 301);
+}
+
+TEST_F(Cli, CudaWithoutADeviceSaysSo) {
+  if (fs::exists("/dev/nvidia0")) GTEST_SKIP() << "a GPU is present; this test covers machines without one";
+  expect_refused("bench --model lstm_s --backend cuda --ticks 10", "no usable CUDA device");
+  expect_refused("bench --pingpong --ticks 10", "no usable CUDA device");
+}
