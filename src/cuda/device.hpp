@@ -1,0 +1,40 @@
+// Host-side facts about the CUDA device and the bare signalling floor (ping-pong), callable from host
+// code that is built without nvcc. Every function throws UnsupportedError when there is no usable
+// CUDA device (the message says so).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hotpath::cuda {
+
+// True when a CUDA device can be used; otherwise `why` (if given) says why not.
+bool device_available(std::string* why = nullptr, int device = 0);
+
+// gpu_name, driver_version, sm_count, compute_capability, sm_clock_mhz (read at run time, or "unknown").
+std::map<std::string, std::string> device_facts(int device = 0);
+
+// How the host and the kernel talk (the winners measured on the lent H200 are the defaults; the numbers
+// are in docs/cuda.md).
+struct MailboxOptions {
+  bool stream_stores = true;          // host writes chunks with _mm_stream_si128 + sfence (else _mm_store_si128)
+  bool write_combined_input = false;  // input ring in write-combined pinned memory (else cached)
+  int poll_sets = 1;                  // poller warps per input chunk
+  int load_kind = 0;                  // device poll load: 0 ld.volatile.v4, 1 ld.relaxed.sys.v4
+};
+
+struct PingPongOptions {
+  int floats = 32;             // input floats carried per round trip, over the backend's mailbox protocol
+  long long warmup = 1000;     // round trips before measuring
+  long long count = 100000;    // measured round trips
+  double gap_us = 0;           // pause between round trips
+  int device = 0;
+  int cpu = -1;                // pin the calling thread to this core (-1: leave as is)
+  MailboxOptions mailbox;
+};
+// One latency sample per measured round trip, in microseconds: host writes the input, a persistent
+// kernel (no model) sees it and answers, host sees the answer. Every answer is checked (the kernel
+// echoes a checksum of the input bits); a wrong one throws.
+std::vector<double> pingpong_us(const PingPongOptions& options);
+
+}  // namespace hotpath::cuda
