@@ -21,6 +21,16 @@ int main(int argc, char** argv) {
   hotpath::cli::add_export_command(app);
   hotpath::cli::add_bench_command(app);
   hotpath::llm::add_llm_commands(app);
+  // CLI11 would only say that a subcommand is required; name the word it did not know.
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const auto* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
+    if (!known) {
+      std::cerr << "hotpath: error: unknown command '" << argv[1]
+                << "' (commands: models, info, run, verify, export, bench, llm)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

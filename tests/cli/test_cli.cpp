@@ -144,8 +144,9 @@ TEST_F(Cli, RunReproducesGoldenOutputs) {
     const int W = std::stoi(golden.metadata().at("window"));
     for (const std::string mode : {"window", "streaming"}) {
       const std::string out = path(std::string(n) + "." + mode + ".safetensors");
+      // The golden model files carry no window; the golden file's metadata says which one PyTorch used.
       const Result r = hotpath("run --model " + golden_model(n) + " --inputs " + golden_file(n) + " --mode " + mode +
-                               " --out " + out);
+                               " --window " + std::to_string(W) + " --out " + out);
       ASSERT_EQ(r.code, 0) << r.err;
       const auto got_file = st::File::open(out);
       const auto got = got_file.read_f64(got_file.at("outputs"));
@@ -180,11 +181,13 @@ TEST_F(Cli, BadInputExitsTwoWithOneLine) {
                      path("o.st"),
                  "sideways");
   expect_refused("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") +
-                     " --inputs-key nope --out " + path("o.st"),
+                     " --window 5 --inputs-key nope --out " + path("o.st"),
                  "nope");
   expect_refused("verify --model " + golden_model("tiny") + " --golden " + golden_file("tiny") + " --backend warp",
                  "warp");
   expect_refused("export --model nope --out " + path("x"), "nope");
+  expect_refused("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.st"),
+                 "--window");
   expect_refused("bench --model lstm_s --backend ref --ticks 0", "--ticks");
   expect_refused("bench --model lstm_s --backend ref --cpuset 3-1", "cpuset");
   expect_refused("bench --model lstm_s --backend ref --check-every 0", "check-every");
