@@ -1,6 +1,8 @@
 // From a safetensors state_dict (SPEC §2) to a Model, and back.
 #pragma once
+#include <map>
 #include <string>
+#include <vector>
 
 #include "model/model.hpp"
 #include "model/safetensors.hpp"
@@ -21,7 +23,10 @@ Model resolve_model(const std::string& path_or_zoo_name, const LoadOptions& opti
 
 // A PyTorch-style state_dict: `<lstm_prefix>weight_ih_l0` ..., `<head_prefix>weight`, with the config
 // and window in __metadata__ (keys input_size hidden_size num_layers output_size bias window
-// lstm_prefix head_prefix, as strings). Prefixes default to "lstm." and "fc.".
+// lstm_prefix head_prefix, as strings). Prefixes default to "lstm." and "fc." (an empty prefix means
+// the default). Values are rounded to `dtype` to nearest even.
+std::map<std::string, std::string> model_metadata(const Model& model, const std::string& lstm_prefix = "lstm.",
+                                                  const std::string& head_prefix = "fc.");
 std::vector<safetensors::OutTensor> model_tensors(const Model& model, DType dtype, const std::string& lstm_prefix,
                                                   const std::string& head_prefix);
 void save_model_file(const Model& model, const std::string& path, DType dtype = DType::F32,

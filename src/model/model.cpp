@@ -1,0 +1,86 @@
+#include "model/model.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "util/error.hpp"
+
+namespace hotpath {
+namespace {
+
+// PyTorch's own name for a tensor, so that an error points at the key in the user's file.
+std::string lstm_name(const Model& m, const char* what, size_t layer) {
+  return m.lstm_prefix + what + "_l" + std::to_string(layer);
+}
+std::string head_name(const Model& m, const char* what) {
+  return m.head_prefix.empty() ? std::string("head ") + what : m.head_prefix + what;
+}
+
+}  // namespace
+
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::F64: return "F64";
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+  }
+  return "?";
+}
+
+size_t ModelConfig::parameter_count() const {
+  const size_t h = size_t(hidden_size), g = 4 * h;
+  size_t n = 0;
+  for (int k = 0; k < num_layers; ++k) {
+    n += g * size_t(layer_input_size(k)) + g * h;
+    if (lstm_bias) n += 2 * g;
+  }
+  n += size_t(output_size) * h;
+  if (head_bias) n += size_t(output_size);
+  return n;
+}
+
+std::vector<double> LstmLayer::bias_sum(int hidden_size) const {
+  std::vector<double> b(size_t(4) * size_t(hidden_size), 0.0);
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (i < b_ih.size()) b[i] += b_ih[i];
+    if (i < b_hh.size()) b[i] += b_hh[i];
+  }
+  return b;
+}
+
+void Model::validate() const {
+  const std::string who = name.empty() ? std::string() : name + ": ";
+  auto fail = [&](const std::string& what) { return Error(who + what); };
+  const ModelConfig& c = config;
+  if (c.input_size < 1 || c.hidden_size < 1 || c.num_layers < 1 || c.output_size < 1)
+    throw fail("model sizes must be positive (input_size " + std::to_string(c.input_size) + ", hidden_size " +
+               std::to_string(c.hidden_size) + ", num_layers " + std::to_string(c.num_layers) + ", output_size " +
+               std::to_string(c.output_size) + ")");
+  if (c.window && *c.window < 1) throw fail("window must be positive, not " + std::to_string(*c.window));
+  if (layers.size() != size_t(c.num_layers))
+    throw fail("model has " + std::to_string(layers.size()) + " layers but num_layers is " +
+               std::to_string(c.num_layers));
+
+  auto check = [&](const std::vector<double>& v, size_t expected, const std::string& tensor) {
+    if (v.size() != expected)
+      throw fail("weight '" + tensor + "' holds " + std::to_string(v.size()) + " values, expected " +
+                 std::to_string(expected));
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]))
+        throw fail("weight '" + tensor + "' holds " + (std::isnan(v[i]) ? "NaN" : v[i] > 0 ? "+Inf" : "-Inf") +
+                   " at index " + std::to_string(i));
+  };
+  const size_t h = size_t(c.hidden_size), g = 4 * h, o = size_t(c.output_size);
+  for (size_t k = 0; k < layers.size(); ++k) {
+    const LstmLayer& l = layers[k];
+    check(l.w_ih, g * size_t(c.layer_input_size(int(k))), lstm_name(*this, "weight_ih", k));
+    check(l.w_hh, g * h, lstm_name(*this, "weight_hh", k));
+    check(l.b_ih, c.lstm_bias ? g : 0, lstm_name(*this, "bias_ih", k));
+    check(l.b_hh, c.lstm_bias ? g : 0, lstm_name(*this, "bias_hh", k));
+  }
+  check(head_w, o * h, head_name(*this, "weight"));
+  check(head_b, c.head_bias ? o : 0, head_name(*this, "bias"));
+}
+
+}  // namespace hotpath
