@@ -1,8 +1,465 @@
-// Placeholder until the CUDA backend lands.
+// The cuda backend's host side: owns the persistent kernel (launch, heartbeat, stop), talks to it
+// through the mailbox, enforces the deadline, and optionally runs a CPU backend alongside as fallback.
 #include "cuda/cuda_backend.hpp"
+
+#include <emmintrin.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include "cpu/cpu_backend.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/kernels/lstm_launch.hpp"
+#include "cuda/lstm_plan.hpp"
+#include "cuda/mailbox_host.hpp"
 #include "util/error.hpp"
+
 namespace hotpath {
-std::unique_ptr<Backend> make_cuda_backend(const Model&, const BackendOptions&) {
-  throw UnsupportedError("the cuda backend is not built yet");
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using cuda::HostMailbox;
+
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  size_t count = 0;
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n) : count(n) { HOTPATH_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T))); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr(std::exchange(o.ptr, nullptr)), count(o.count) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr, o.ptr);
+    std::swap(count, o.count);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (ptr) HOTPATH_CUDA_CHECK_NOTHROW(cudaFree(ptr));
+  }
+  void upload(const T* src, size_t n, cudaStream_t s) {
+    HOTPATH_CUDA_CHECK(cudaMemcpyAsync(ptr, src, n * sizeof(T), cudaMemcpyHostToDevice, s));
+  }
+  void zero(cudaStream_t s) { HOTPATH_CUDA_CHECK(cudaMemsetAsync(ptr, 0, std::max<size_t>(count, 1) * sizeof(T), s)); }
+};
+
+void pin_this_thread(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
+
+// A CPU backend running alongside on its own core with its own state: every tick is handed to it, and
+// its answer is there when the GPU misses a deadline.
+class CpuShadow {
+ public:
+  CpuShadow(const Model& model, const BackendOptions& options, int cpu, int inputs, int outputs)
+      : backend_(make_cpu_backend(model, options)), I_(inputs), O_(outputs), x_(kRing * inputs), z_(kRing * outputs) {
+    worker_ = std::thread([this, cpu] { run(cpu); });
+  }
+  ~CpuShadow() {
+    stop_.store(true, std::memory_order_release);
+    worker_.join();
+  }
+  void submit(std::span<const float> x) {
+    const long long t = submitted_.load(std::memory_order_relaxed);
+    while (t - done_.load(std::memory_order_acquire) >= kRing) _mm_pause();
+    std::memcpy(&x_[(t % kRing) * I_], x.data(), sizeof(float) * I_);
+    submitted_.store(t + 1, std::memory_order_release);
+  }
+  // The CPU's answer to tick t (waits for it).
+  void result(long long t, std::span<float> out) {
+    while (done_.load(std::memory_order_acquire) <= t) {
+      check_failure();
+      _mm_pause();
+    }
+    check_failure();
+    std::memcpy(out.data(), &z_[(t % kRing) * O_], sizeof(float) * O_);
+  }
+  void reset() {
+    while (done_.load(std::memory_order_acquire) < submitted_.load(std::memory_order_relaxed)) _mm_pause();
+    backend_->reset();  // the worker is idle: nothing submitted
+    submitted_.store(0, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_release);
+  }
+
+ private:
+  static constexpr int kRing = 64;
+  void check_failure() {
+    if (failed_.load(std::memory_order_acquire)) throw Error("cuda fallback: the cpu backend failed: " + failure_);
+  }
+  void run(int cpu) {
+    pin_this_thread(cpu);
+    while (!stop_.load(std::memory_order_acquire)) {
+      const long long t = done_.load(std::memory_order_relaxed);
+      if (t >= submitted_.load(std::memory_order_acquire) || failed_.load(std::memory_order_relaxed)) {
+        _mm_pause();
+        continue;
+      }
+      try {
+        backend_->process(std::span<const float>(&x_[(t % kRing) * I_], I_), std::span<float>(&z_[(t % kRing) * O_], O_));
+      } catch (const std::exception& e) {
+        failure_ = e.what();
+        failed_.store(true, std::memory_order_release);
+        continue;
+      }
+      done_.store(t + 1, std::memory_order_release);
+    }
+  }
+  std::unique_ptr<Backend> backend_;
+  int I_, O_;
+  std::vector<float> x_, z_;
+  alignas(64) std::atomic<long long> submitted_{0};
+  alignas(64) std::atomic<long long> done_{0};
+  alignas(64) std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};
+  std::string failure_;
+  std::thread worker_;
+};
+
+cuda::DeviceLimits query_limits(int device) {
+  cudaDeviceProp prop{};
+  HOTPATH_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  cuda::DeviceLimits lim;
+  lim.sm_count = prop.multiProcessorCount;
+  lim.smem_per_block_optin = int(prop.sharedMemPerBlockOptin);
+  lim.name = prop.name;
+  return lim;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const Model& model, const BackendOptions& options, const CudaOptions& copt)
+      : Backend(model.config, options),
+        model_(model),
+        copt_(copt),
+        precision_(options.precision.value_or(Precision::fp16)) {
+    std::string why;
+    if (!cuda::device_available(&why, options.device)) throw UnsupportedError("no usable CUDA device: " + why);
+    HOTPATH_CUDA_CHECK(cudaSetDevice(options.device));
+    limits_ = query_limits(options.device);
+    plan_ = cuda::plan_lstm(model_, precision_, options.mode, options.window, copt.mailbox, limits_,
+                            copt.max_precompute_blocks);
+    const cuda::LstmParams& p = plan_.params;
+    HOTPATH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    HOTPATH_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+    frags_ = DeviceBuffer<uint32_t>(plan_.frags.size());
+    head_b_ = DeviceBuffer<float>(plan_.head_b.size());
+    pre_w_ = DeviceBuffer<float>(plan_.pre_w.size());
+    h_state_ = DeviceBuffer<float>(size_t(p.L) * p.nslots * p.H);
+    pub_P_ = DeviceBuffer<float>(size_t(p.L) * 4 * p.H);
+    pub_c_ = DeviceBuffer<float>(size_t(p.L) * p.H);
+    xbuf_ = DeviceBuffer<float>(size_t(p.I));
+    words_ = DeviceBuffer<cuda::SharedWords>(1);
+    frags_.upload(plan_.frags.data(), plan_.frags.size(), stream_);
+    head_b_.upload(plan_.head_b.data(), plan_.head_b.size(), stream_);
+    pre_w_.upload(plan_.pre_w.data(), plan_.pre_w.size(), stream_);
+    HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    mailbox_ = std::make_unique<HostMailbox>(p.I, p.O, copt.mailbox);
+    if (options.fallback == "cpu") {
+      BackendOptions co = options;
+      co.precision.reset();
+      co.fallback.clear();
+      int cpu = -1;
+      if (co.cpuset.size() >= 2) {
+        co.cpuset.erase(co.cpuset.begin());
+        cpu = co.cpuset.front();
+      }
+      shadow_ = std::make_unique<CpuShadow>(model_, co, cpu, p.I, p.O);
+    } else if (!options.fallback.empty()) {
+      throw Error("unknown fallback '" + options.fallback + "' (expected cpu)");
+    }
+    launch();
+  }
+
+  ~CudaBackend() override {
+    try {
+      stop_kernel();
+    } catch (...) {
+    }
+    if (kernel_running_) {
+      // The kernel ignored the stop request and outlived its lease: leak what it may still touch
+      // rather than free it under it.
+      for (auto* b : {&head_b_, &pre_w_, &h_state_, &pub_P_, &pub_c_, &xbuf_}) b->ptr = nullptr;
+      frags_.ptr = nullptr;
+      words_.ptr = nullptr;
+      (void)mailbox_.release();
+      return;
+    }
+    if (stream_) cudaStreamDestroy(stream_);
+    if (side_stream_) cudaStreamDestroy(side_stream_);
+  }
+
+  std::string name() const override { return "cuda"; }
+  std::string variant() const override {
+    const auto& p = plan_.params;
+    return std::string("persistent-mma-") + precision_name(precision_) + "-1+" + std::to_string(p.np) + "blocks-poll" +
+           std::to_string(p.mb.poll_sets);
+  }
+  Precision precision() const override { return precision_; }
+  long long ticks() const override { return t_; }
+
+  void step(std::span<const float> x, std::span<float> out) override {
+    check_tick_input(x, t_);
+    const int O = config().output_size;
+    if (int(out.size()) < O) throw Error("cuda: output span holds " + std::to_string(out.size()) + " floats, need " +
+                                         std::to_string(O));
+    if (shadow_) shadow_->submit(x);
+    const long long t = t_++;
+    std::string why;
+    if (gpu_usable(&why)) {
+      const auto t0 = Clock::now();
+      mailbox_->send(t, x);
+      const auto deadline = t0 + std::chrono::duration<double, std::micro>(options().timeout_us);
+      long long spins = 0;
+      for (;;) {
+        if (mailbox_->try_receive(t, out)) {
+          ++gpu_answers_;
+          return;
+        }
+        if ((++spins & 255) == 0) {
+          if (Clock::now() > deadline) {
+            ++timeouts_;
+            why = "no answer to tick " + std::to_string(t) + " within " + std::to_string(options().timeout_us) + " us";
+            break;
+          }
+          if (!gpu_usable(&why)) break;
+        }
+      }
+    }
+    if (shadow_) {
+      shadow_->result(t, out);
+      ++fallback_answers_;
+      return;
+    }
+    throw Error("cuda backend: " + why);
+  }
+
+  void finish_precompute() override {
+    std::string why;
+    if (!gpu_usable(&why)) {
+      if (shadow_) return;
+      throw Error("cuda backend: " + why);
+    }
+    const uint32_t want = cuda::wire_seq(t_);
+    const auto deadline = Clock::now() + std::chrono::duration<double, std::micro>(options().timeout_us);
+    long long spins = 0;
+    while (mailbox_->status().ready != want) {
+      if ((++spins & 255) == 0 && Clock::now() > deadline) {
+        ++timeouts_;
+        if (shadow_) return;  // the next step falls back if the GPU is still behind
+        throw Error("cuda backend: precompute for tick " + std::to_string(t_) + " not ready within " +
+                    std::to_string(options().timeout_us) + " us");
+      }
+    }
+  }
+
+  void reset() override {
+    stop_kernel();
+    if (shadow_) shadow_->reset();
+    t_ = 0;
+    accepted_base_ = gpu_answers_;
+    launch();
+  }
+
+  std::map<std::string, double> counters() const override {
+    std::map<std::string, double> c;
+    c["gpu_answers"] = double(gpu_answers_);
+    c["timeouts"] = double(timeouts_);
+    c["fallback_answers"] = double(fallback_answers_);
+    // Answers the kernel wrote that the host had already given up on (a late GPU answer is discarded).
+    const uint32_t written = mailbox_->status().answers;
+    const long long accepted = gpu_answers_ - accepted_base_;
+    const long long late = (long long)written - accepted;
+    c["late_gpu_answers"] = double(late_before_reset_ + (late > 0 ? late : 0));
+    c["kernel_running"] = kernel_alive() ? 1.0 : 0.0;
+    // In-kernel time from "input complete" to "output stored", SM cycles (read on a side stream).
+    cuda::SharedWords w{};
+    if (side_stream_ && cudaMemcpyAsync(&w, words_.ptr, sizeof w, cudaMemcpyDeviceToHost, side_stream_) == cudaSuccess &&
+        cudaStreamSynchronize(side_stream_) == cudaSuccess && w.ticks_timed > 0) {
+      c["kernel_compute_cycles_mean"] = double(w.compute_cycles_sum) / double(w.ticks_timed);
+      c["kernel_compute_cycles_max"] = double(w.compute_cycles_max);
+      const char* seg[4] = {"layer0", "layers", "head", "store"};
+      for (int i = 0; i < 4; ++i) {
+        c[std::string("kernel_cycles_") + seg[i] + "_mean"] = double(w.seg_sum[i]) / double(w.ticks_timed);
+        c[std::string("kernel_cycles_") + seg[i] + "_max"] = double(w.seg_max[i]);
+      }
+    } else {
+      (void)cudaGetLastError();
+    }
+    c["launches"] = double(launches_);
+    return c;
+  }
+
+  std::map<std::string, std::string> facts() const override {
+    std::map<std::string, std::string> f;
+    try {
+      f = cuda::device_facts(options().device);
+    } catch (const std::exception&) {
+    }
+    const auto& p = plan_.params;
+    f["kernel_variant"] = variant();
+    f["critical_weight_bytes"] = std::to_string(plan_.critical_weight_bytes);
+    f["smem_bytes_per_block"] = std::to_string(p.smem_bytes);
+    f["block_threads"] = std::to_string(p.threads());
+    f["precompute_blocks"] = std::to_string(p.np);
+    f["units_per_precompute_block"] = std::to_string(p.U);
+    f["mailbox"] = std::string(copt_.mailbox.stream_stores ? "stream" : "store") +
+                   (copt_.mailbox.dual_seq_input ? "+dualseq" : "") +
+                   (copt_.mailbox.write_combined_input ? "+wc" : "+wb") + ",poll_sets=" + std::to_string(p.mb.poll_sets);
+    f["fallback"] = shadow_ ? "cpu" : "none";
+    f["keep_warm"] = copt_.keep_warm ? "1" : "0";
+    return f;
+  }
+
+ private:
+  bool kernel_alive() const { return kernel_running_ && cudaStreamQuery(stream_) == cudaErrorNotReady; }
+
+  // The GPU can still answer: kernel running, and not so far behind that its input ring was overrun.
+  bool gpu_usable(std::string* why) {
+    if (!kernel_running_) {
+      *why = "the kernel is not running";
+      return false;
+    }
+    const cudaError_t q = cudaStreamQuery(stream_);
+    if (q != cudaErrorNotReady) {
+      kernel_running_ = false;
+      (void)cudaGetLastError();
+      const cuda::Status st = mailbox_->status();
+      *why = q != cudaSuccess ? std::string("the kernel failed: ") + cudaGetErrorString(q)
+             : st.state == cuda::kLeaseExpired
+                 ? "the kernel stopped itself: its lease lapsed (no heartbeat for " + std::to_string(copt_.lease_ms) + " ms)"
+                 : "the kernel has stopped";
+      return false;
+    }
+    const uint32_t answered = mailbox_->status().answers;
+    if (int32_t(uint32_t(t_ - 1) - answered) >= cuda::kInputRing - 1) {
+      *why = "the kernel is " + std::to_string(int32_t(uint32_t(t_ - 1) - answered)) +
+             " ticks behind, past its input ring; its state can no longer follow the stream";
+      return false;
+    }
+    return true;
+  }
+
+  void launch() {
+    cuda::LstmParams p = plan_.params;
+    p.mb = mailbox_->view((long long)(copt_.lease_ms * 1e6));
+    p.stall_tick = copt_.stall_tick;
+    p.stall_ns = (long long)(copt_.stall_us * 1e3);
+    p.forward_after_output = copt_.forward_after_output;
+    p.gate_sleep_ns = copt_.gate_sleep_ns;
+    p.keep_warm = copt_.keep_warm;
+    p.frags = frags_.ptr;
+    p.head_b = head_b_.ptr;
+    p.pre_w = pre_w_.ptr;
+    p.h_state = h_state_.ptr;
+    p.pub_P = pub_P_.ptr;
+    p.pub_c = pub_c_.ptr;
+    p.xbuf = xbuf_.ptr;
+    p.words = words_.ptr;
+    mailbox_->clear();
+    words_.zero(stream_);
+    h_state_.zero(stream_);
+    HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    int max_blocks = 0;
+    const cudaError_t e = cuda::launch_lstm(p, stream_, &max_blocks);
+    if (e == cudaErrorCooperativeLaunchTooLarge)
+      throw UnsupportedError("the cuda kernel needs " + std::to_string(p.grid()) + " co-resident blocks of " +
+                             std::to_string(p.threads()) + " threads and " + std::to_string(p.smem_bytes / 1024) +
+                             " KiB shared memory; " + limits_.name + " fits " + std::to_string(max_blocks));
+    if (e != cudaSuccess) cuda::throw_cuda(e, "launch_lstm");
+    kernel_running_ = true;
+    ++launches_;
+    start_heartbeat();
+    // Cold start: weights into shared memory, first precompute round published, status.ready = 1.
+    const auto deadline = Clock::now() + std::chrono::duration<double, std::milli>(copt_.start_timeout_ms);
+    std::string why;
+    while (mailbox_->status().ready != cuda::wire_seq(0)) {
+      if (!gpu_usable(&why)) why = "the kernel did not start: " + why;
+      else if (Clock::now() > deadline) why = "the kernel did not start within " + std::to_string(copt_.start_timeout_ms) + " ms";
+      if (!why.empty()) {
+        try {
+          stop_kernel();
+        } catch (...) {
+        }
+        stop_heartbeat();
+        throw Error("cuda backend: " + why);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  void start_heartbeat() {
+    stop_heartbeat();
+    if (!copt_.heartbeat) return;
+    hb_stop_.store(false);
+    heartbeat_ = std::thread([this] {
+      const auto period = std::chrono::duration<double, std::milli>(copt_.heartbeat_ms);
+      while (!hb_stop_.load(std::memory_order_acquire)) {
+        mailbox_->beat();
+        std::this_thread::sleep_for(period);
+      }
+    });
+  }
+  void stop_heartbeat() {
+    hb_stop_.store(true, std::memory_order_release);
+    if (heartbeat_.joinable()) heartbeat_.join();
+  }
+
+  void stop_kernel() {
+    if (kernel_running_) {
+      // Remember late answers of this launch before the counters restart.
+      const uint32_t written = mailbox_->status().answers;
+      const long long late = (long long)written - (gpu_answers_ - accepted_base_);
+      if (late > 0) late_before_reset_ += late;
+      mailbox_->request_stop();
+      const auto deadline = Clock::now() + std::chrono::duration<double, std::milli>(copt_.lease_ms + 5000);
+      cudaError_t q;
+      while ((q = cudaStreamQuery(stream_)) == cudaErrorNotReady && Clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (q == cudaErrorNotReady) {
+        stop_heartbeat();
+        throw Error("cuda backend: the kernel did not stop");
+      }
+      kernel_running_ = false;
+      (void)cudaGetLastError();
+    }
+    stop_heartbeat();
+  }
+
+  Model model_;
+  CudaOptions copt_;
+  Precision precision_;
+  cuda::DeviceLimits limits_;
+  cuda::LstmPlan plan_;
+  cudaStream_t stream_ = nullptr;
+  cudaStream_t side_stream_ = nullptr;  // reads instrumentation while the kernel runs
+  DeviceBuffer<uint32_t> frags_;
+  DeviceBuffer<float> head_b_, pre_w_, h_state_, pub_P_, pub_c_, xbuf_;
+  DeviceBuffer<cuda::SharedWords> words_;
+  std::unique_ptr<HostMailbox> mailbox_;
+  std::unique_ptr<CpuShadow> shadow_;
+  std::thread heartbeat_;
+  std::atomic<bool> hb_stop_{true};
+  bool kernel_running_ = false;
+  long long t_ = 0;
+  long long gpu_answers_ = 0, accepted_base_ = 0, timeouts_ = 0, fallback_answers_ = 0, late_before_reset_ = 0;
+  long long launches_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options) {
+  return make_cuda_backend(model, options, CudaOptions{});
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options, const CudaOptions& cuda) {
+  return std::make_unique<CudaBackend>(model, options, cuda);
+}
+
 }  // namespace hotpath

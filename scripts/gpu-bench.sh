@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The standard benchmarks and golden checks through the `hotpath` CLI, on the GPU machine.
+#   scripts/gpu-bench.sh BUILD_DIR OUT_DIR [TICKS]
+# Writes one JSON per run under OUT_DIR/bench/ and a summary table to stdout. Called by gpu-check.sh.
+set -u -o pipefail
+BUILD=$1
+OUT=$2
+TICKS=${3:-1000000}
+HP="$BUILD/hotpath"
+R="$OUT/bench"
+mkdir -p "$R"
+GOLDEN=${GOLDEN_DIR:-build-golden}
+# Core 0 takes the OS's interrupts; the critical step gets its own core, precompute the next ones.
+CRIT=2
+PRE="3-6"
+
+run() {  # name, then hotpath arguments
+  local name=$1; shift
+  echo "== $name: hotpath $*"
+  timeout 300 "$HP" "$@" --json "$R/$name.json" 2>&1 | tail -12
+  echo "   exit ${PIPESTATUS[0]}"
+}
+
+echo "== golden cases (verify: every backend and precision, both modes)"
+for g in "$GOLDEN"/*.model.safetensors; do
+  n=$(basename "$g" .model.safetensors)
+  for bp in "ref" "cpu --precision fp32" "cpu --precision bf16" "cuda --precision fp16" "cuda --precision bf16"; do
+    echo "-- $n $bp"; "$HP" verify --model "$g" --golden "$GOLDEN/$n.golden.safetensors" --backend $bp
+  done
+done
+if python3 -c "import torch, safetensors" 2>/dev/null; then
+  echo "== a fresh PyTorch case (encoder.rnn./head. prefixes, I=20 H=96 L=3 O=3 W=17) saved with python/hotpath_export.py"
+  python3 python/make_golden.py "$OUT/torchcase" && for bp in "ref" "cpu --precision fp32" "cpu --precision bf16" "cuda"; do
+    "$HP" verify --model "$OUT/torchcase/case.model.safetensors" --golden "$OUT/torchcase/case.golden.safetensors" --backend $bp
+  done
+  rm -rf "$OUT/torchcase"
+fi
+
+run pingpong_32 bench --pingpong --floats 32 --ticks "$TICKS" --cpuset $CRIT
+run cuda_lstm_s_window_fp16 bench --model lstm_s --backend cuda --precision fp16 --mode window --ticks "$TICKS" --cpuset $CRIT
+run cuda_lstm_s_window_bf16 bench --model lstm_s --backend cuda --precision bf16 --mode window --ticks "$TICKS" --cpuset $CRIT
+run cuda_vollo_tiny_streaming_fp16 bench --model vollo_tiny --backend cuda --precision fp16 --mode streaming --ticks "$TICKS" --cpuset $CRIT
+run cpu_lstm_s_window_bf16 bench --model lstm_s --backend cpu --precision bf16 --mode window --ticks "$TICKS" --cpuset $CRIT,$PRE
+run cpu_lstm_s_window_fp32 bench --model lstm_s --backend cpu --precision fp32 --mode window --ticks "$TICKS" --cpuset $CRIT,$PRE
+run cpu_vollo_tiny_streaming_bf16 bench --model vollo_tiny --backend cpu --precision bf16 --mode streaming --ticks "$TICKS" --cpuset $CRIT,$PRE
+run cpu_lstm_m_window_bf16 bench --model lstm_m --backend cpu --precision bf16 --mode window --ticks $((TICKS / 4)) --cpuset $CRIT,$PRE
+run cpu_lstm_m_window_fp32 bench --model lstm_m --backend cpu --precision fp32 --mode window --ticks $((TICKS / 4)) --cpuset $CRIT,$PRE
+
+echo "== summary (us)"
+python3 - "$R" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+print(f"{'run':34} {'p50':>7} {'p90':>7} {'p99':>7} {'p99.9':>7} {'max':>8} {'rate/s':>9} {'error':>9} {'pp p99':>7}")
+for f in sorted(os.listdir(d)):
+    j = json.load(open(os.path.join(d, f)))
+    lat = j.get("latency_us") or j.get("pingpong", {}).get("latency_us", {})
+    pp = j.get("pingpong", {}).get("latency_us", {}).get("p99", float("nan"))
+    err = j.get("error", {}).get("normalized", float("nan"))
+    print(f"{f[:-5]:34} {lat.get('p50',0):7.2f} {lat.get('p90',0):7.2f} {lat.get('p99',0):7.2f} {lat.get('p999',0):7.2f} "
+          f"{lat.get('max',0):8.1f} {j.get('tick_rate_hz',0):9.0f} {err:9.2e} {pp:7.2f}")
+PY

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One device call: configure + build (Release, Ninja) on the GPU machine, run the GPU tests, then the
+# standard benchmarks; logs and JSON go under $OUT (few files: the device tool returns at most 8).
+#
+#   scripts/gpu-check.sh [--quick]      (run from the repository root; OUT defaults to ./gpu-out)
+#
+# The golden cases live beside the checkout (../shared/golden), which does not travel to the device
+# machine: copy them into build-golden/ (ignored) and carry that path; it is used when present.
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu-out}
+mkdir -p "$OUT"
+QUICK=0
+[ "${1:-}" = "--quick" ] && QUICK=1
+LOG=$OUT/gpu-check.log
+BUILD=${BUILD_DIR:-$ROOT/build-gpu}
+JOBS=$(nproc)
+say() { echo "== $*" | tee -a "$LOG"; }
+: >"$LOG"
+
+say "machine"
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv; lscpu | grep -E 'Model name|^CPU\(s\)|NUMA node'; nvcc --version | tail -1; } >>"$LOG" 2>&1
+
+GOLDEN=()
+[ -d "$ROOT/build-golden" ] && GOLDEN=(-DHOTPATH_GOLDEN_DIR="$ROOT/build-golden")
+say "configure + build"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTPATH_BENCHMARKS=OFF -DHOTPATH_CUDA_PTXAS_VERBOSE=ON \
+  "${GOLDEN[@]}" >>"$LOG" 2>&1 || { say "configure FAILED"; tail -30 "$LOG"; exit 1; }
+t0=$(date +%s)
+ninja -C "$BUILD" -j"$JOBS" test_cuda_backend cuda_sweep >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error|FAILED' "$LOG" | head -30; exit 1; }
+HAVE_CLI=0
+if [ "${SKIP_CLI:-0}" != 1 ]; then
+  ninja -C "$BUILD" -j"$JOBS" hotpath >>"$LOG" 2>&1 && HAVE_CLI=1 || say "hotpath CLI did not build (others' code): CLI benchmarks skipped"
+fi
+say "build took $(( $(date +%s) - t0 )) s"
+grep -E 'registers|spill' "$LOG" | sort | uniq -c | head -8
+OBJ=$(find "$BUILD" -name 'lstm_persistent.cu.o' | head -1)
+if command -v cuobjdump >/dev/null && [ -n "$OBJ" ]; then
+  say "SASS instruction mix of the LSTM kernel (HMMA = tensor cores, LDL/STL = local memory)"
+  cuobjdump --dump-sass "$OBJ" | grep -oE 'HMMA[.A-Z0-9]*|LDS\.128|LDL[.A-Z0-9]*|STL[.A-Z0-9]*|LDG\.E\.128[.A-Z]*|STG\.E\.128[.A-Z.]*|ST\.E\.128[.A-Z.]*|LD\.E\.128[.A-Z.]*' | sort | uniq -c | tee -a "$LOG"
+fi
+
+say "GPU tests"
+timeout 300 "$BUILD/tests/cuda/test_cuda_backend" --gtest_output=xml:"$OUT/tests.xml" >"$OUT/tests.log" 2>&1
+rc=$?
+say "tests rc=$rc"
+grep -E '^\[(golden|long|facts|pingpong|vollo)|FAILED|PASSED|Failure' "$OUT/tests.log" | head -60 | tee -a "$LOG"
+
+say "variant sweep"
+SWEEP_ARGS=(--json "$OUT/sweep.json" --cpu 2)
+[ $QUICK = 1 ] && SWEEP_ARGS+=(--ticks 300000 --pp 100000)
+PIN=()
+[ "$JOBS" -ge 4 ] && PIN=(taskset -c 2-$((JOBS - 1)))  # keep cores 0-1 for the system
+timeout 420 "${PIN[@]}" "$BUILD/tests/cuda/cuda_sweep" "${SWEEP_ARGS[@]}" 2>&1 | tee -a "$LOG"
+
+# ---- hotpath bench (the lead adds the standard CLI benchmarks here) --------------------------------
+if [ "$HAVE_CLI" = 1 ]; then
+  : # e.g. "$BUILD/hotpath" bench --model lstm_s --backend cuda --mode window --ticks 1000000 --json "$OUT/bench_lstm_s.json"
+  : #      "$BUILD/hotpath" bench --pingpong --json "$OUT/pingpong.json"
+fi
+# ---- end of hotpath bench section ------------------------------------------------------------------
+say "done"

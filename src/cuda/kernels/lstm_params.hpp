@@ -1,0 +1,94 @@
+// Parameters of the persistent LSTM kernel family (lstm_persistent.cu), visible to plain C++.
+//
+// One launch, cooperative (all blocks co-resident): block 0 is the critical block, blocks 1..np run
+// the precompute. Block 0 holds W_ih of every layer and the head in shared memory as tensor-core
+// fragments and answers each tick with (P_l, c_l) of the completing window prefetched; the precompute
+// blocks own all recurrent state (the W-1 open windows, or the single streaming state) and publish
+// P_l = W_hh,l h_l + b_l and c_l of the window that completes next.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/kernels/mailbox_layout.hpp"
+
+namespace hotpath::cuda {
+
+inline constexpr int kMaxLayers = 8;
+inline constexpr int kMaxOutputs = 32;      // one warp's two 16-row head tiles
+inline constexpr int kMaxComputeWarps = 16;
+inline constexpr int kMaxBlockThreads = 640;  // __launch_bounds__: 102 registers a thread at 1 block/SM
+inline constexpr int kUnitsPerGroup = 8;    // a warp's 2 m16 tiles = 8 hidden units x 4 gates
+// kernel instantiations of kreg besides 0 (8 spills at the 96-register cap: 100 B stores, 140 B loads)
+inline constexpr int kRegTileChoices[] = {4};
+
+// Device words the blocks share (global memory, zeroed before launch).
+struct SharedWords {
+  unsigned long long x_seq;      // ticks forwarded to the precompute (xbuf holds the latest)
+  unsigned long long published;  // precompute rounds published x np
+  unsigned long long barrier;    // precompute grid barrier arrivals
+  unsigned int quit;             // set by the critical block: every block leaves
+  unsigned int pad;
+  // Instrumentation, written by the critical block after each answer (off the critical path): SM
+  // cycles from "input complete in shared memory" to "output chunks stored".
+  unsigned long long compute_cycles_sum;
+  unsigned long long compute_cycles_max;
+  unsigned long long ticks_timed;
+  // Per-segment SM cycles (sum, max): layer 0, layers 1..L-1, head, output store.
+  unsigned long long seg_sum[4];
+  unsigned long long seg_max[4];
+};
+
+struct LstmParams {
+  MailboxView mb;
+  long long stall_tick = -1;  // test hook: the critical block stalls stall_ns before answering this tick
+  long long stall_ns = 0;
+  int forward_after_output = 0;  // tuning: pass the input to the precompute only once the answer is out
+  int gate_sleep_ns = 0;         // tuning: pollers nap this long while waiting for the consumer
+  int keep_warm = 0;             // tuning: every compute warp waits for the input issuing dummy mma
+
+  // model
+  int I = 0, H = 0, L = 0, O = 0;
+  int window_mode = 1;  // 0: streaming
+  int W = 1;
+  int bf16 = 0;
+
+  // critical block: tensor-core fragments, layer l at frag_off[l], head at frag_off[L] (uint4 units)
+  int groups = 0;                    // ceil(H / 8): unit groups, one warp each at a time
+  int kt[kMaxLayers + 1] = {};       // k16 tiles (even) of layer l's input; [L]: head
+  int frag_off[kMaxLayers + 1] = {};
+  int frag_total = 0;                // uint4 count resident in shared memory
+  // Layer 0's first kreg k16 tiles live in registers instead (vollo_tiny: 64 KiB that shared memory
+  // lacks): global [groups][2][kreg][32] uint4 at reg_off; shared memory keeps tiles [kreg, kt[0]).
+  int kreg = 0;
+  int reg_off = 0;
+  const void* frags = nullptr;       // global copy, loaded into shared memory at start
+  const float* head_b = nullptr;     // [O]
+  int compute_warps = 0;
+  int poll_warps = 0;                // poll_sets x ceil(n_in / 32)
+
+  // precompute
+  int np = 0;        // precompute blocks
+  int U = 0;         // hidden units per precompute block
+  int nslots = 1;    // open-window ring (W-1), 1 in streaming
+  const float* pre_w = nullptr;  // per block: [pre_block_floats]
+  int pre_block_floats = 0;
+  int pre_ih[kMaxLayers] = {}, pre_hh[kMaxLayers] = {}, pre_b[kMaxLayers] = {};  // float offsets in a block
+  float* h_state = nullptr;   // [L][nslots][H]
+  float* pub_P = nullptr;     // [L][4H]
+  float* pub_c = nullptr;     // [L][H]
+  float* xbuf = nullptr;      // [I]
+  SharedWords* words = nullptr;
+
+  // shared memory layout (bytes), computed on the host
+  int smem_bytes = 0;
+  // critical
+  int s_frags = 0, s_xin = 0, s_x32 = 0, s_seqw = 0, s_claim = 0, s_P = 0, s_c = 0, s_z = 0, s_flags = 0;
+  int xin_stride = 0;  // halves per [hi|lo] row of one layer's input buffer: max kt*16
+  // precompute
+  int s_pw = 0, s_Q = 0, s_pc = 0, s_px = 0, s_g0 = 0, s_pflags = 0;
+
+  int threads() const { return 32 * (compute_warps + poll_warps + 1); }
+  int grid() const { return 1 + np; }
+};
+
+}  // namespace hotpath::cuda

@@ -1,0 +1,563 @@
+// The persistent LSTM kernel (see lstm_params.hpp for the roles of the blocks).
+//
+// Critical block (block 0), warps:
+//   [0, compute_warps)           compute: wait for the precompute round, prefetch (P_l, c_l) into shared
+//                                memory, report `ready`, wait for the tick's input, run the layers on
+//                                the tensor cores (W_ih fragments resident in shared memory), the head,
+//                                and write the output chunks the moment they exist.
+//   [compute_warps, +poll_warps) pollers: one lane per 16-byte input chunk (mailbox.cuh).
+//   last                         service: forwards the input to the precompute and watches the lease.
+// Precompute blocks (1..np): hidden units [b*U, b*U+U) of every layer, all open windows; grid barriers
+// (a monotonic counter) between layers; publish P and c of the next completing window.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "cuda/kernels/lstm_launch.hpp"
+#include "cuda/kernels/mailbox.cuh"
+
+namespace hotpath::cuda {
+namespace {
+
+using dev::CtaFlags;
+
+template <class T>
+__device__ __forceinline__ T* smem_at(char* base, int off) {
+  return reinterpret_cast<T*>(base + off);
+}
+
+// hi + lo split of x in 16-bit floats: the tensor cores then see x to ~22 (fp16) / 16 (bf16) bits,
+// leaving weight rounding as the only half-precision error (B columns 0 and 1 of the mma).
+template <bool BF16>
+__device__ __forceinline__ void split_store(uint16_t* hi, uint16_t* lo, float x) {
+  if constexpr (BF16) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(x);
+    const __nv_bfloat16 l = __float2bfloat16_rn(x - __bfloat162float(h));
+    *hi = __bfloat16_as_ushort(h);
+    *lo = __bfloat16_as_ushort(l);
+  } else {
+    const __half h = __float2half_rn(x);
+    const __half l = __float2half_rn(x - __half2float(h));
+    *hi = __half_as_ushort(h);
+    *lo = __half_as_ushort(l);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// critical block
+
+// Gate pre-activations W_ih,l . in for unit group q (two m16 tiles), two accumulator chains per tile.
+// Lane (g, t=0) returns rows g and g+8 of both tiles: gates i, f (tile 0) and g, o (tile 1) of unit 8q+g.
+// The first KREG k-tiles come from registers (wr), the remaining kt (even) from shared memory.
+template <bool BF16, int KREG>
+__device__ __forceinline__ void group_gates(const uint4* frag, int kt, const uint32_t* xin32, int stride32,
+                                            float (&y)[4], const uint4 (&wr)[2][KREG > 0 ? KREG : 1],
+                                            bool second_tile = true) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float acc[2][2][4] = {};
+  const uint32_t* bcol = xin32 + (g & 1) * stride32;
+  const bool bvalid = g < 2;
+#pragma unroll
+  for (int k = 0; k < KREG; ++k) {
+    const uint32_t b0 = bvalid ? bcol[k * 8 + t] : 0u;
+    const uint32_t b1 = bvalid ? bcol[k * 8 + 4 + t] : 0u;
+    dev::mma16816<BF16>(acc[0][k & 1], wr[0][k], b0, b1);
+    dev::mma16816<BF16>(acc[1][k & 1], wr[1][k], b0, b1);
+  }
+  bcol += KREG * 8;
+#pragma unroll 2
+  for (int k = 0; k < kt; k += 2) {
+#pragma unroll
+    for (int ch = 0; ch < 2; ++ch) {
+      const int kk = k + ch;
+      const uint32_t b0 = bvalid ? bcol[kk * 8 + t] : 0u;
+      const uint32_t b1 = bvalid ? bcol[kk * 8 + 4 + t] : 0u;
+      const uint4 a0 = frag[kk * 32 + lane];
+      dev::mma16816<BF16>(acc[0][ch], a0, b0, b1);
+      if (second_tile) {
+        const uint4 a1 = frag[(kt + kk) * 32 + lane];
+        dev::mma16816<BF16>(acc[1][ch], a1, b0, b1);
+      }
+    }
+  }
+  // columns 0 (hi) and 1 (lo) of rows g and g+8
+  y[0] = (acc[0][0][0] + acc[0][0][1]) + (acc[0][1][0] + acc[0][1][1]);
+  y[1] = (acc[0][0][2] + acc[0][0][3]) + (acc[0][1][2] + acc[0][1][3]);
+  y[2] = (acc[1][0][0] + acc[1][0][1]) + (acc[1][1][0] + acc[1][1][1]);
+  y[3] = (acc[1][0][2] + acc[1][0][3]) + (acc[1][1][2] + acc[1][1][3]);
+}
+
+template <bool BF16, int KREG>
+__device__ void critical_compute(const LstmParams& p, char* smem, volatile CtaFlags* f) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int nct = p.compute_warps * 32;
+  const uint4* frags = smem_at<const uint4>(smem, p.s_frags);
+  uint16_t* xin = smem_at<uint16_t>(smem, p.s_xin);
+  const unsigned* seqw = smem_at<const unsigned>(smem, p.s_seqw);
+  float* sP = smem_at<float>(smem, p.s_P);
+  float* sc = smem_at<float>(smem, p.s_c);
+  float* sz = smem_at<float>(smem, p.s_z);
+  const int H = p.H, L = p.L;
+  const int stride = p.xin_stride;  // halves per hi/lo row
+  const int g = lane >> 2, t = lane & 3;
+
+  // Layer-0 tiles held in registers for the whole life of the kernel (KREG > 0: one group per warp).
+  uint4 wr[2][KREG > 0 ? KREG : 1];
+  const uint4 (&no_regs)[2][1] = *reinterpret_cast<const uint4(*)[2][1]>(wr);
+  if constexpr (KREG > 0) {
+    const uint4* src = static_cast<const uint4*>(p.frags) + p.reg_off + warp * 2 * KREG * 32 + lane;
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int k = 0; k < KREG; ++k) wr[m][k] = warp < p.groups ? __ldg(src + (m * KREG + k) * 32) : make_uint4(0, 0, 0, 0);
+  }
+  (void)no_regs;
+
+  // head bias of the rows this lane answers (warp 0, t == 0)
+  float hb[4] = {0.f, 0.f, 0.f, 0.f};
+  if (warp == 0 && t == 0) {
+    const int rows[4] = {g, g + 8, 16 + g, 24 + g};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) hb[i] = rows[i] < p.O ? p.head_b[rows[i]] : 0.f;
+  }
+
+  // Every exit decision is taken by one thread and read by all compute warps after a named barrier,
+  // so no warp can leave while another waits at the barrier.
+  unsigned long long s = 0;
+  for (;; ++s) {
+    // (1) the precompute round that prepares tick s
+    if (tid == 0) {
+      const unsigned long long target = (s + 1) * (unsigned long long)p.np;
+      while (dev::ld_acquire_u64(&p.words->published) < target && !f->quit) {
+      }
+      f->decision = f->quit ? 1u : 0u;
+    }
+    dev::named_barrier(nct);
+    if (f->decision) break;
+    // (2) prefetch P_l and c_l of the completing window
+    for (int i = tid; i < L * 4 * H; i += nct) sP[i] = __ldcg(p.pub_P + i);
+    for (int i = tid; i < L * H; i += nct) sc[i] = __ldcg(p.pub_c + i);
+    dev::named_barrier(nct);
+    if (tid == 0) dev::st_volatile_v4(p.mb.status, make_uint4(wire_seq(s), unsigned(s), kServing, 0));
+    // (3) the input: warp 0 watches the pollers' words and decides; with keep_warm every compute warp
+    // watches too, issuing a dummy mma each turn so the tensor cores are awake when the input lands.
+    const unsigned seq = wire_seq(s);
+    if (warp == 0 || p.keep_warm) {
+      float dummy[4] = {0.f, 0.f, 0.f, 0.f};
+      const uint4 za = make_uint4(0, 0, 0, 0);
+      bool ok;
+      for (;;) {
+        if (dev::tick_arrived(seqw, p.mb.n_in, seq)) {
+          ok = true;
+          break;
+        }
+        if (f->quit) {
+          ok = false;
+          break;
+        }
+        if (p.keep_warm) dev::mma16816<BF16>(dummy, za, 0u, 0u);
+      }
+      __threadfence_block();
+      asm volatile("" ::"f"(dummy[0]));
+      if (warp == 0 && lane == 0) f->decision = ok ? 0u : 1u;
+      __syncwarp();
+    }
+    dev::named_barrier(nct);
+    if (f->decision) break;
+    const long long t_in = clock64();
+    long long t_l0 = t_in;
+    if ((long long)s == p.stall_tick) {  // test hook only
+      const unsigned long long until = dev::globaltimer_ns() + p.stall_ns;
+      while (dev::globaltimer_ns() < until) {
+      }
+    }
+    // (4) layers
+    for (int l = 0; l < L; ++l) {
+      const int kt = p.kt[l] - (l == 0 ? KREG : 0);
+      const uint32_t* in32 = reinterpret_cast<const uint32_t*>(xin + l * 2 * stride);
+      uint16_t* out = xin + (l + 1) * 2 * stride;
+      for (int q = warp; q < p.groups; q += p.compute_warps) {
+        float y[4];
+        if (l == 0) {
+          group_gates<BF16, KREG>(frags + p.frag_off[l] + q * 2 * kt * 32, kt, in32, stride / 2, y, wr);
+        } else {
+          group_gates<BF16, 0>(frags + p.frag_off[l] + q * 2 * kt * 32, kt, in32, stride / 2, y, no_regs);
+        }
+        const int u = q * kUnitsPerGroup + g;
+        if (t == 0 && u < H) {
+          const float* P = sP + l * 4 * H;
+          float c = sc[l * H + u];
+          const float h = dev::lstm_cell(y[0] + P[u], y[1] + P[H + u], y[2] + P[2 * H + u], y[3] + P[3 * H + u], c);
+          split_store<BF16>(out + u, out + stride + u, h);
+        }
+      }
+      dev::named_barrier(nct);
+      if (l == 0) {
+        t_l0 = clock64();
+        if (tid == 0) f->consumed = s + 1;  // every compute warp has read this tick's input
+      }
+    }
+    const long long t_layers = clock64();
+    // (5) head and output
+    if (warp == 0) {
+      float y[4];
+      group_gates<BF16, 0>(frags + p.frag_off[L], p.kt[L], reinterpret_cast<const uint32_t*>(xin + L * 2 * stride),
+                           stride / 2, y, no_regs, p.O > 16);
+      if (t == 0) {
+        const int rows[4] = {g, g + 8, 16 + g, 24 + g};
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (rows[i] < p.O) sz[rows[i]] = y[i] + hb[i];
+      }
+      __syncwarp();
+      const long long t_head = clock64();
+      if (lane < p.mb.n_out) {
+        const int o = lane * kOutFloatsPerChunk;
+        uint4 v;
+        v.x = seq;
+        v.y = __float_as_uint(o < p.O ? sz[o] : 0.f);
+        v.z = __float_as_uint(o + 1 < p.O ? sz[o + 1] : 0.f);
+        v.w = seq;
+        dev::st_volatile_v4(p.mb.out + lane, v);
+      }
+      if (lane == 0) {
+        const long long t_out = clock64();
+        const unsigned long long dt = (unsigned long long)(t_out - t_in);
+        SharedWords* w = p.words;
+        w->compute_cycles_sum += dt;
+        if (dt > w->compute_cycles_max) w->compute_cycles_max = dt;
+        w->ticks_timed += 1;
+        const long long seg[4] = {t_l0 - t_in, t_layers - t_l0, t_head - t_layers, t_out - t_head};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          w->seg_sum[i] += (unsigned long long)seg[i];
+          if ((unsigned long long)seg[i] > w->seg_max[i]) w->seg_max[i] = (unsigned long long)seg[i];
+        }
+      }
+      __syncwarp();
+      if (lane == 0) f->answered = s + 1;
+    }
+  }
+  if (tid == 0) {
+    __threadfence_system();
+    dev::st_volatile_v4(p.mb.status, make_uint4(wire_seq(s), unsigned(s), f->quit, 0));
+  }
+}
+
+// The service warp: forwards each tick's input to the precompute blocks (after they have consumed the
+// previous one) and checks the control chunk; on stop or lease expiry it makes every block leave.
+__device__ void critical_service(const LstmParams& p, char* smem, volatile CtaFlags* f) {
+  const int lane = threadIdx.x & 31;
+  const float* x32 = smem_at<const float>(smem, p.s_x32);
+  dev::LeaseWatch watch;
+  if (lane == 0) watch.start(p.mb);
+  unsigned long long fwd = 0;
+  for (;;) {
+    // Tick fwd's input is complete and every compute warp has read it (so the compute warps have also
+    // prefetched the previous precompute round, which the next round would overwrite).
+    const unsigned long long done = p.forward_after_output ? f->answered : f->consumed;
+    const bool ready = __shfl_sync(0xffffffffu, done > fwd, 0);  // one lane decides for the warp
+    if (ready) {
+      __threadfence_block();
+      for (int i = lane; i < p.I; i += 32) __stcg(p.xbuf + i, x32[i]);
+      __threadfence();
+      __syncwarp();
+      if (lane == 0) dev::st_release_u64(&p.words->x_seq, fwd + 1);
+      ++fwd;
+      __syncwarp();
+      if (lane == 0) f->forwarded = fwd;
+      continue;
+    }
+    unsigned reason = lane == 0 ? watch.poll(p.mb) : 0u;
+    reason = __shfl_sync(0xffffffffu, reason, 0);
+    if (reason) {
+      if (lane == 0) {
+        f->quit = reason;
+        dev::st_volatile_u32(&p.words->quit, reason);
+        __threadfence();
+      }
+      return;
+    }
+    __nanosleep(100);
+  }
+}
+
+template <bool BF16, int KREG>
+__device__ void critical_block(const LstmParams& p, char* smem) {
+  const int tid = threadIdx.x, warp = tid >> 5;
+  volatile CtaFlags* f = smem_at<volatile CtaFlags>(smem, p.s_flags);
+  // weights -> shared memory, input buffers and flags cleared
+  {
+    const uint4* src = static_cast<const uint4*>(p.frags);
+    uint4* dst = smem_at<uint4>(smem, p.s_frags);
+    for (int i = tid; i < p.frag_total; i += blockDim.x) dst[i] = __ldg(src + i);
+    uint32_t* xin = smem_at<uint32_t>(smem, p.s_xin);
+    for (int i = tid; i < (p.L + 1) * p.xin_stride; i += blockDim.x) xin[i] = 0;
+    unsigned* seqw = smem_at<unsigned>(smem, p.s_seqw);
+    unsigned* claim = smem_at<unsigned>(smem, p.s_claim);
+    for (int i = tid; i < p.mb.n_in; i += blockDim.x) seqw[i] = claim[i] = 0;
+    if (tid == 0) {
+      f->consumed = 0;
+      f->forwarded = 0;
+      f->quit = 0;
+      f->decision = 0;
+      f->answered = 0;
+    }
+  }
+  __syncthreads();
+  if (warp < p.compute_warps) {
+    critical_compute<BF16, KREG>(p, smem, f);
+  } else if (warp < p.compute_warps + p.poll_warps) {
+    const int pw = warp - p.compute_warps;
+    const int per_set = (p.mb.n_in + 31) / 32;
+    float* x32 = smem_at<float>(smem, p.s_x32);
+    uint16_t* xin0 = smem_at<uint16_t>(smem, p.s_xin);
+    const int I = p.I, stride = p.xin_stride, fpc = p.mb.in_fpc;
+    dev::poll_loop<dev::PollLoad::volatile_v4>(p.mb, pw % per_set, smem_at<unsigned>(smem, p.s_seqw),
+                                               smem_at<unsigned>(smem, p.s_claim), f, true, p.gate_sleep_ns,
+                                               [&](int c, uint4 v) {
+                                                 const float xs[3] = {__uint_as_float(v.y), __uint_as_float(v.z),
+                                                                      __uint_as_float(v.w)};
+#pragma unroll
+                                                 for (int i = 0; i < 3; ++i) {
+                                                   const int k = fpc * c + i;
+                                                   if (i < fpc && k < I) {
+                                                     x32[k] = xs[i];
+                                                     split_store<BF16>(xin0 + k, xin0 + stride + k, xs[i]);
+                                                   }
+                                                 }
+                                               });
+  } else {
+    critical_service(p, smem, f);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// precompute blocks
+
+// Eight dot products of length K over one warp: rows 0-3 from A, rows 4-7 from B (either may be null),
+// all against `in` (shared or global memory). Returns, in every lane, the sum of row (lane >> 2) & 7:
+// a transposing butterfly (9 shuffles instead of 40).
+template <bool IN_GLOBAL>
+__device__ __forceinline__ float gemv8(const float* A, const float* B, const float* in, int K) {
+  const int lane = threadIdx.x & 31;
+  float v[8] = {};
+  for (int k = lane; k < K; k += 32) {
+    const float x = IN_GLOBAL ? __ldcg(in + k) : in[k];
+    if (A) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) v[r] = fmaf(A[r * K + k], x, v[r]);
+    }
+    if (B) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) v[4 + r] = fmaf(B[r * K + k], x, v[4 + r]);
+    }
+  }
+  const bool b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float send = b4 ? v[i] : v[i + 4];
+    const float keep = b4 ? v[i + 4] : v[i];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float send = b3 ? v[i] : v[i + 2];
+    const float keep = b3 ? v[i + 2] : v[i];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
+  }
+  {
+    const float send = b2 ? v[0] : v[1];
+    const float keep = b2 ? v[1] : v[0];
+    v[0] = keep + __shfl_xor_sync(0xffffffffu, send, 4);
+  }
+  v[0] += __shfl_xor_sync(0xffffffffu, v[0], 2);
+  v[0] += __shfl_xor_sync(0xffffffffu, v[0], 1);
+  return v[0];
+}
+
+// Monotonic-counter grid barrier over the precompute blocks; false when the kernel is quitting.
+__device__ __forceinline__ bool pre_barrier(const LstmParams& p, unsigned long long& epoch, volatile unsigned* quit) {
+  __syncthreads();
+  ++epoch;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(&p.words->barrier, 1ull);
+    const unsigned long long target = epoch * (unsigned long long)p.np;
+    while (dev::ld_acquire_u64(&p.words->barrier) < target) {
+      if (dev::ld_volatile_u32(&p.words->quit)) {
+        *quit = 1;
+        break;
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+  return *quit == 0;
+}
+
+__device__ void precompute_block(const LstmParams& p, char* smem, int b) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int nthreads = blockDim.x, nwarps = nthreads >> 5;
+  const int H = p.H, L = p.L, U = p.U, I = p.I, nslots = p.nslots;
+  const int u0 = b * U, nu = min(U, H - u0);
+  float* sw = smem_at<float>(smem, p.s_pw);
+  float* sQ = smem_at<float>(smem, p.s_Q);   // [L][nslots][4U]
+  float* scs = smem_at<float>(smem, p.s_pc);  // [L][nslots][U]
+  float* sx = smem_at<float>(smem, p.s_px);
+  float* sg0 = smem_at<float>(smem, p.s_g0);
+  volatile unsigned* quit = smem_at<volatile unsigned>(smem, p.s_pflags);
+  auto Q = [&](int l, int slot) { return sQ + (l * nslots + slot) * 4 * U; };
+  auto C = [&](int l, int slot) { return scs + (l * nslots + slot) * U; };
+  auto hstate = [&](int l, int slot) { return p.h_state + (size_t(l) * nslots + slot) * H; };
+
+  const float* src = p.pre_w + size_t(b) * p.pre_block_floats;
+  for (int i = tid; i < p.pre_block_floats; i += nthreads) sw[i] = __ldg(src + i);
+  if (tid == 0) *quit = 0;
+  __syncthreads();
+  auto fresh_slot = [&](int slot) {
+    for (int i = tid; i < L * 4 * U; i += nthreads) {
+      const int l = i / (4 * U), r = i % (4 * U);
+      Q(l, slot)[r] = sw[p.pre_b[l] + r];
+    }
+    for (int i = tid; i < L * U; i += nthreads) C(i / U, slot)[i % U] = 0.f;
+  };
+  for (int slot = 0; slot < nslots; ++slot) fresh_slot(slot);
+  __syncthreads();
+
+  // Publish P and c of window slot `slot` (or of a fresh window) for the next tick.
+  auto publish = [&](int slot, bool fresh) {
+    for (int i = tid; i < L * 4 * nu; i += nthreads) {
+      const int l = i / (4 * nu), r = i % (4 * nu), u = r >> 2, gate = r & 3;
+      p.pub_P[l * 4 * H + gate * H + u0 + u] = fresh ? sw[p.pre_b[l] + r] : Q(l, slot)[r];
+    }
+    for (int i = tid; i < L * nu; i += nthreads) {
+      const int l = i / nu, u = i % nu;
+      p.pub_c[l * H + u0 + u] = fresh ? 0.f : C(l, slot)[u];
+    }
+    __syncthreads();
+    if (tid == 0) {
+      __threadfence();
+      atomicAdd(&p.words->published, 1ull);
+    }
+  };
+  publish(0, true);  // tick 0: every window starts from zero
+
+  unsigned long long epoch = 0;
+  for (long long t = 0;; ++t) {
+    if (tid == 0) {
+      while (dev::ld_acquire_u64(&p.words->x_seq) < (unsigned long long)(t + 1)) {
+        if (dev::ld_volatile_u32(&p.words->quit)) {
+          *quit = 1;
+          break;
+        }
+      }
+    }
+    __syncthreads();
+    if (*quit) return;
+    for (int i = tid; i < I; i += nthreads) sx[i] = __ldcg(p.xbuf + i);
+
+    // open windows after x_t: starts [lo, t] (window), or the single stream
+    long long lo = t;
+    int nw = 1;
+    if (p.window_mode) {
+      if (p.W == 1) {
+        nw = 0;
+      } else {
+        lo = t - p.W + 2 > 0 ? t - p.W + 2 : 0;
+        nw = int(t - lo + 1);
+        fresh_slot(int(t % nslots));  // the window starting at t replaces the one that completed at t
+      }
+    }
+    auto slot_of = [&](int i) { return p.window_mode ? int((lo + i) % nslots) : 0; };
+    __syncthreads();
+
+    // layer 0: W_ih,0 x_t is shared by every window
+    for (int u = warp; u < nu; u += nwarps) {
+      const float v = gemv8<false>(sw + p.pre_ih[0] + 4 * u * I, nullptr, sx, I);
+      if ((lane & 3) == 0 && lane < 16) sg0[4 * u + (lane >> 2)] = v;
+    }
+    __syncthreads();
+    for (int i = tid; i < nw * nu; i += nthreads) {
+      const int wi = i / nu, u = i % nu, slot = slot_of(wi);
+      const float* q = Q(0, slot) + 4 * u;
+      float c = C(0, slot)[u];
+      const float h = dev::lstm_cell(sg0[4 * u] + q[0], sg0[4 * u + 1] + q[1], sg0[4 * u + 2] + q[2],
+                                     sg0[4 * u + 3] + q[3], c);
+      C(0, slot)[u] = c;
+      __stcg(hstate(0, slot) + u0 + u, h);
+    }
+    if (!pre_barrier(p, epoch, quit)) return;
+
+    // layers 1..L-1, plus Q_{l-1} = W_hh,l-1 h_{l-1} + b for the next tick from the same input vector
+    for (int l = 1; l <= L; ++l) {
+      const bool last = l == L;
+      for (int i = warp; i < nw * nu; i += nwarps) {
+        const int wi = i / nu, u = i % nu, slot = slot_of(wi);
+        const float* in = hstate(l - 1, slot);
+        const float v = gemv8<true>(last ? nullptr : sw + p.pre_ih[l] + 4 * u * H, sw + p.pre_hh[l - 1] + 4 * u * H,
+                                    in, H);
+        const int r = (lane >> 2) & 7;
+        if (r >= 4 && (lane & 3) == 0) Q(l - 1, slot)[4 * u + r - 4] = v + sw[p.pre_b[l - 1] + 4 * u + r - 4];
+        if (!last) {
+          const float gf = __shfl_sync(0xffffffffu, v, 4), gg = __shfl_sync(0xffffffffu, v, 8),
+                      go = __shfl_sync(0xffffffffu, v, 12);
+          if (lane == 0) {
+            const float* q = Q(l, slot) + 4 * u;
+            float c = C(l, slot)[u];
+            const float h = dev::lstm_cell(v + q[0], gf + q[1], gg + q[2], go + q[3], c);
+            C(l, slot)[u] = c;
+            __stcg(hstate(l, slot) + u0 + u, h);
+          }
+        }
+      }
+      if (!last && !pre_barrier(p, epoch, quit)) return;
+    }
+    __syncthreads();
+
+    // the window completing at t+1
+    if (!p.window_mode) {
+      publish(0, false);
+    } else if (p.W == 1) {
+      publish(0, true);
+    } else {
+      const long long start = t + 2 - p.W > 0 ? t + 2 - p.W : 0;
+      publish(int(start % nslots), false);
+    }
+  }
+}
+
+template <bool BF16, int KREG>
+__global__ void __launch_bounds__(kMaxBlockThreads, 1) lstm_persistent(const __grid_constant__ LstmParams p) {
+  extern __shared__ __align__(16) char smem[];
+  if (blockIdx.x == 0) {
+    critical_block<BF16, KREG>(p, smem);
+  } else {
+    precompute_block(p, smem, int(blockIdx.x) - 1);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_lstm(const LstmParams& p, cudaStream_t stream, int* max_coresident) {
+  const void* fn = nullptr;
+  switch (p.kreg) {
+    case 0: fn = p.bf16 ? (const void*)&lstm_persistent<true, 0> : (const void*)&lstm_persistent<false, 0>; break;
+    case 4: fn = p.bf16 ? (const void*)&lstm_persistent<true, 4> : (const void*)&lstm_persistent<false, 4>; break;
+    default: return cudaErrorInvalidValue;
+  }
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);
+  if (e != cudaSuccess) return e;
+  int device = 0, sms = 0, per_sm = 0;
+  if ((e = cudaGetDevice(&device)) != cudaSuccess) return e;
+  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return e;
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, p.threads(), p.smem_bytes)) != cudaSuccess)
+    return e;
+  if (max_coresident) *max_coresident = per_sm * sms;
+  if (per_sm * sms < p.grid()) return cudaErrorCooperativeLaunchTooLarge;
+  LstmParams copy = p;
+  void* args[] = {&copy};
+  return cudaLaunchCooperativeKernel(fn, dim3(p.grid()), dim3(p.threads()), args, p.smem_bytes, stream);
+}
+
+}  // namespace hotpath::cuda

@@ -1,0 +1,81 @@
+// The signalling floor: the LSTM kernel's mailbox machinery (pollers, service warp, output chunk) with
+// no model. Warps: [0, poll_warps) pollers, then the responder, then the service warp.
+#include <cuda_runtime.h>
+
+#include "cuda/kernels/lstm_launch.hpp"
+#include "cuda/kernels/mailbox.cuh"
+
+namespace hotpath::cuda {
+namespace {
+
+constexpr int kMaxPingChunks = 128;
+
+template <dev::PollLoad LOAD>
+__global__ void __launch_bounds__(kMaxBlockThreads, 1) pingpong_kernel(const __grid_constant__ PingPongParams p) {
+  __shared__ unsigned seqw[kMaxPingChunks];
+  __shared__ unsigned claim[kMaxPingChunks];
+  __shared__ float x32[kMaxPingChunks * 3];
+  __shared__ dev::CtaFlags flags;
+  volatile dev::CtaFlags* f = &flags;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int per_set = (p.mb.n_in + 31) / 32;
+  const int poll_warps = per_set * p.mb.poll_sets;
+  for (int i = tid; i < kMaxPingChunks; i += blockDim.x) seqw[i] = claim[i] = 0;
+  if (tid == 0) {
+    f->consumed = 0;
+    f->forwarded = 0;
+    f->quit = 0;
+    f->decision = 0;
+    f->answered = 0;
+  }
+  __syncthreads();
+  if (warp < poll_warps) {
+    const int fpc = p.mb.in_fpc;
+    dev::poll_loop<LOAD>(p.mb, warp % per_set, seqw, claim, f, false, 0, [&](int c, uint4 v) {
+      x32[fpc * c] = __uint_as_float(v.y);
+      x32[fpc * c + 1] = __uint_as_float(v.z);
+      if (fpc == 3) x32[3 * c + 2] = __uint_as_float(v.w);
+    });
+  } else if (warp == poll_warps) {
+    for (unsigned long long s = 0;; ++s) {
+      const unsigned seq = wire_seq(s);
+      if (!dev::wait_tick(seqw, p.mb.n_in, seq, f)) break;
+      unsigned x = 0;
+      for (int i = lane; i < p.floats; i += 32) x ^= __float_as_uint(x32[i]);
+      x = __reduce_xor_sync(0xffffffffu, x);
+      // two output chunks {seq, v0, v1, seq}: x[0], x[n-1] | xor, 0
+      if (lane < 2) {
+        const uint4 v = lane == 0 ? make_uint4(seq, __float_as_uint(x32[0]), __float_as_uint(x32[p.floats - 1]), seq)
+                                  : make_uint4(seq, x, 0u, seq);
+        dev::st_volatile_v4(p.mb.out + lane, v);
+      }
+      __syncwarp();
+      if (lane == 0) f->consumed = s + 1;
+      __syncwarp();
+    }
+  } else {
+    dev::LeaseWatch watch;
+    if (lane == 0) {
+      watch.start(p.mb);
+      unsigned reason = 0;
+      while (!(reason = watch.poll(p.mb))) __nanosleep(1000);
+      f->quit = reason;
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_pingpong(const PingPongParams& p, cudaStream_t stream) {
+  if (p.mb.n_in > kMaxPingChunks || p.floats < 1) return cudaErrorInvalidValue;
+  const int threads = 32 * (((p.mb.n_in + 31) / 32) * p.mb.poll_sets + 2);
+  if (threads > kMaxBlockThreads) return cudaErrorInvalidValue;
+  if (p.load_kind == 1) {
+    pingpong_kernel<dev::PollLoad::relaxed_sys_v4><<<1, threads, 0, stream>>>(p);
+  } else {
+    pingpong_kernel<dev::PollLoad::volatile_v4><<<1, threads, 0, stream>>>(p);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace hotpath::cuda

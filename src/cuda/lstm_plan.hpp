@@ -1,0 +1,44 @@
+// Host-side planning for the persistent LSTM kernel: which blocks do what, the shared-memory layout,
+// and the weights converted and packed the way the kernel reads them. Plain C++: built and unit-tested
+// without a GPU.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "cuda/device.hpp"
+#include "cuda/kernels/lstm_params.hpp"
+#include "model/model.hpp"
+
+namespace hotpath::cuda {
+
+// What the plan needs to know about the device (queried at run time, never assumed).
+struct DeviceLimits {
+  int sm_count = 0;
+  int smem_per_block_optin = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin
+  std::string name = "device";
+};
+
+struct LstmPlan {
+  LstmParams params;               // device pointers left null
+  std::vector<uint32_t> frags;     // params.frag_total x 4 words (uint4 each)
+  std::vector<float> head_b;       // [O]
+  std::vector<float> pre_w;        // np x pre_block_floats
+  size_t critical_weight_bytes = 0;
+};
+
+// Throws UnsupportedError naming the limit when the model cannot be served by one critical block.
+// max_precompute_blocks <= 0: as many as the device allows (one per SM beside the critical block).
+LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
+                   const DeviceLimits& limits, int max_precompute_blocks = 0);
+
+// Host emulation of one critical-block gate row as the tensor cores compute it from the packed
+// fragments (documented m16n8k16 layout), for tests: gate pre-activations W_ih,l . x (no P), in the
+// original PyTorch row order [4H]. x is split into hi+lo halves as the kernel does.
+std::vector<double> emulate_fragments(const LstmPlan& plan, int layer, const std::vector<float>& x);
+
+// The weight value the kernel uses for w at this precision (rounded to nearest even).
+float round_weight(double w, bool bf16);
+
+}  // namespace hotpath::cuda

@@ -1,0 +1,155 @@
+#include "cuda/mailbox_host.hpp"
+
+#include <emmintrin.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "cuda/cuda_check.hpp"
+
+namespace hotpath::cuda {
+namespace {
+constexpr size_t kLine = 64;
+size_t round_line(size_t n) { return (n + kLine - 1) / kLine * kLine; }
+}  // namespace
+
+HostMailbox::HostMailbox(int in_floats, int out_floats, const MailboxOptions& options)
+    : options_(options),
+      in_floats_(in_floats),
+      out_floats_(out_floats),
+      fpc_(options.dual_seq_input ? 2 : 3),
+      n_in_(chunks_for(in_floats, fpc_)),
+      stride_((n_in_ + 3) & ~3),
+      n_out_(chunks_for(out_floats, kOutFloatsPerChunk)) {
+  const size_t in_bytes = size_t(kInputRing) * stride_ * sizeof(Chunk);  // whole lines per slot
+  const unsigned in_flags = cudaHostAllocMapped | (options.write_combined_input ? cudaHostAllocWriteCombined : 0u);
+  HOTPATH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&in_), in_bytes, in_flags));
+  const size_t out_bytes = round_line(n_out_ * sizeof(Chunk));
+  try {
+    HOTPATH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&back_), out_bytes + 2 * kLine, cudaHostAllocMapped));
+  } catch (...) {
+    cudaFreeHost(in_);
+    throw;
+  }
+  out_ = reinterpret_cast<Chunk*>(back_);
+  status_ = reinterpret_cast<Status*>(back_ + out_bytes);
+  control_ = reinterpret_cast<Control*>(back_ + out_bytes + kLine);
+  clear();
+}
+
+HostMailbox::~HostMailbox() {
+  HOTPATH_CUDA_CHECK_NOTHROW(cudaFreeHost(back_));
+  HOTPATH_CUDA_CHECK_NOTHROW(cudaFreeHost(in_));
+}
+
+MailboxView HostMailbox::view(long long lease_ns) const {
+  MailboxView v;
+  auto dev = [](void* host) {
+    void* d = nullptr;
+    HOTPATH_CUDA_CHECK(cudaHostGetDevicePointer(&d, host, 0));
+    return d;
+  };
+  v.in = static_cast<const Chunk*>(dev(in_));
+  v.n_in = n_in_;
+  v.in_stride = stride_;
+  v.in_fpc = fpc_;
+  v.in_dual = options_.dual_seq_input;
+  v.out = static_cast<Chunk*>(dev(out_));
+  v.n_out = n_out_;
+  v.status = static_cast<Status*>(dev(status_));
+  v.control = static_cast<const Control*>(dev(control_));
+  v.poll_sets = options_.poll_sets;
+  v.lease_ns = lease_ns;
+  return v;
+}
+
+void HostMailbox::clear() {
+  std::memset(static_cast<void*>(in_), 0, size_t(kInputRing) * stride_ * sizeof(Chunk));
+  std::memset(static_cast<void*>(out_), 0, n_out_ * sizeof(Chunk));
+  std::memset(static_cast<void*>(status_), 0, sizeof(Status));
+  std::memset(static_cast<void*>(control_), 0, sizeof(Control));
+  beats_ = 0;
+  _mm_sfence();
+}
+
+void HostMailbox::send(long long tick, std::span<const float> x) {
+  const uint32_t seq = wire_seq(tick);
+  Chunk* slot = in_ + (tick % kInputRing) * stride_;
+  const int n = int(x.size());
+  // Streaming stores fill whole lines (padding chunks included) so each line leaves the write-combining
+  // buffer as one burst; a partial line would be flushed in 8-byte pieces and could be seen torn.
+  const int count = options_.stream_stores ? stride_ : n_in_;
+  for (int c = 0; c < count; ++c) {
+    const int k = fpc_ * c;
+    uint32_t w[4] = {seq, 0, 0, 0};
+    if (k < n) std::memcpy(&w[1], &x[k], sizeof(float) * size_t(std::min(fpc_, n - k)));
+    if (fpc_ == 2) w[3] = seq;
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+    // One aligned 16-byte store per chunk: the device's 16-byte load sees all of it or none of it.
+    if (options_.stream_stores) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(slot + c), v);
+    } else {
+      _mm_store_si128(reinterpret_cast<__m128i*>(slot + c), v);
+    }
+  }
+  // Streaming stores sit in write-combining buffers until fenced: flush them now, not eventually.
+  if (options_.stream_stores) _mm_sfence();
+}
+
+bool HostMailbox::try_receive(long long tick, std::span<float> out) const {
+  const uint32_t seq = wire_seq(tick);
+  alignas(16) uint32_t w[4];
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // re-read the device-written lines every call
+  for (int c = 0; c < n_out_; ++c) {
+    const __m128i v = _mm_load_si128(reinterpret_cast<const __m128i*>(out_ + c));
+    _mm_store_si128(reinterpret_cast<__m128i*>(w), v);
+    if (w[0] != seq || w[3] != seq) return false;  // both 8-byte halves must be this tick's
+    for (int i = 0; i < kOutFloatsPerChunk; ++i) {
+      const int k = kOutFloatsPerChunk * c + i;
+      if (k < int(out.size()) && k < out_floats_) std::memcpy(&out[k], &w[1 + i], sizeof(float));
+    }
+  }
+  return true;
+}
+
+Status HostMailbox::status() const {
+  Status s;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  const __m128i v = _mm_load_si128(reinterpret_cast<const __m128i*>(status_));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&s), v);
+  return s;
+}
+
+void HostMailbox::request_stop() {
+  reinterpret_cast<volatile uint32_t*>(control_)[0] = 1;
+  _mm_sfence();
+}
+
+void HostMailbox::beat() {
+  reinterpret_cast<volatile uint32_t*>(control_)[1] = ++beats_;
+  _mm_sfence();
+}
+
+ScopedPin::ScopedPin(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t old, want;
+  if (pthread_getaffinity_np(pthread_self(), sizeof(old), &old) != 0) return;
+  CPU_ZERO(&want);
+  CPU_SET(cpu, &want);
+  if (pthread_setaffinity_np(pthread_self(), sizeof(want), &want) != 0) return;
+  static_assert(sizeof(cpu_set_t) <= sizeof(old_));
+  std::memcpy(old_, &old, sizeof(old));
+  pinned_ = true;
+}
+
+ScopedPin::~ScopedPin() {
+  if (!pinned_) return;
+  cpu_set_t old;
+  std::memcpy(&old, old_, sizeof(old));
+  pthread_setaffinity_np(pthread_self(), sizeof(old), &old);
+}
+
+}  // namespace hotpath::cuda

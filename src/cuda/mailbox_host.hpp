@@ -1,0 +1,56 @@
+// Host side of the mailbox (kernels/mailbox_layout.hpp): mapped pinned memory, chunk stores, polling.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <span>
+
+#include "cuda/device.hpp"
+#include "cuda/kernels/mailbox_layout.hpp"
+
+namespace hotpath::cuda {
+
+class HostMailbox {
+ public:
+  HostMailbox(int in_floats, int out_floats, const MailboxOptions& options);
+  ~HostMailbox();
+  HostMailbox(const HostMailbox&) = delete;
+  HostMailbox& operator=(const HostMailbox&) = delete;
+
+  // Device view; lease_ns as given. Call clear() before every launch.
+  MailboxView view(long long lease_ns) const;
+  void clear();
+
+  // Writes tick `tick`'s input into its ring slot: one 16-byte store per chunk.
+  void send(long long tick, std::span<const float> x);
+  // One look at the output chunks: true (and `out` filled) when every chunk carries tick's seq.
+  bool try_receive(long long tick, std::span<float> out) const;
+  Status status() const;
+  void request_stop();
+  void beat();
+
+  int in_floats() const { return in_floats_; }
+  int out_floats() const { return out_floats_; }
+
+ private:
+  MailboxOptions options_;
+  int in_floats_, out_floats_, fpc_, n_in_, stride_, n_out_;
+  Chunk* in_ = nullptr;         // [kInputRing][stride_], input allocation
+  char* back_ = nullptr;        // output allocation: out chunks, status, control on separate lines
+  Chunk* out_ = nullptr;
+  Status* status_ = nullptr;
+  Control* control_ = nullptr;
+  uint32_t beats_ = 0;
+};
+
+// Pins the calling thread to `cpu` (>= 0) for its lifetime, restoring the old mask after.
+class ScopedPin {
+ public:
+  explicit ScopedPin(int cpu);
+  ~ScopedPin();
+
+ private:
+  bool pinned_ = false;
+  unsigned char old_[128] = {};
+};
+
+}  // namespace hotpath::cuda

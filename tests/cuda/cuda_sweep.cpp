@@ -1,0 +1,238 @@
+// Measures mailbox and kernel variants side by side in one process (one device call), for docs/cuda.md.
+// Not a test. Usage: cuda_sweep [--ticks N] [--pp N] [--json FILE] [--cpu C]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "cuda/device.hpp"
+#include "model/zoo.hpp"
+#include "parallel_reference.hpp"
+#include "util/error.hpp"
+
+using namespace hotpath;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Pct {
+  double p50, p90, p99, p999, max, mean;
+  size_t n;
+};
+
+Pct percentiles(std::vector<double> v) {
+  Pct p{};
+  p.n = v.size();
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[std::min(v.size() - 1, size_t(q * double(v.size())))]; };
+  p.p50 = at(0.5);
+  p.p90 = at(0.9);
+  p.p99 = at(0.99);
+  p.p999 = at(0.999);
+  p.max = v.back();
+  double s = 0;
+  for (double x : v) s += x;
+  p.mean = s / double(v.size());
+  return p;
+}
+
+std::string json_pct(const Pct& p) {
+  char b[256];
+  std::snprintf(b, sizeof b, "{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f,\"mean\":%.3f,\"count\":%zu}",
+                p.p50, p.p90, p.p99, p.p999, p.max, p.mean, p.n);
+  return b;
+}
+
+void row(const std::string& name, const Pct& p, const std::string& extra = "") {
+  std::printf("%-44s p50 %6.2f  p90 %6.2f  p99 %6.2f  p99.9 %6.2f  max %8.1f  (n=%zu) %s\n", name.c_str(), p.p50, p.p90,
+              p.p99, p.p999, p.max, p.n, extra.c_str());
+  std::fflush(stdout);
+}
+
+std::vector<std::string> json_rows;
+
+Pct pingpong(const std::string& name, int floats, long long count, cuda::MailboxOptions mb, int cpu) {
+  cuda::PingPongOptions o;
+  o.floats = floats;
+  o.count = count;
+  o.warmup = 5000;
+  o.cpu = cpu;
+  o.mailbox = mb;
+  Pct p{};
+  try {
+    p = percentiles(cuda::pingpong_us(o));
+  } catch (const std::exception& e) {  // a torn chunk is a result here, not a crash
+    std::printf("%-44s FAILED: %s\n", ("pingpong " + name).c_str(), e.what());
+    json_rows.push_back("{\"kind\":\"pingpong\",\"name\":\"" + name + "\",\"failed\":true}");
+    return p;
+  }
+  row("pingpong " + name, p);
+  json_rows.push_back("{\"kind\":\"pingpong\",\"name\":\"" + name + "\",\"floats\":" + std::to_string(floats) +
+                      ",\"latency_us\":" + json_pct(p) + "}");
+  return p;
+}
+
+void model_run(const std::string& name, const std::string& zoo, Mode mode, Precision prec, long long ticks,
+               const CudaOptions& copt, int cpu, size_t check_ticks) {
+  const Model m = *zoo_model(zoo);
+  const int W = m.config.window.value_or(1);
+  BackendOptions o;
+  o.mode = mode;
+  o.window = mode == Mode::window ? W : 0;
+  o.precision = prec;
+  o.timeout_us = 1'000'000;
+  if (cpu >= 0) o.cpuset = {cpu};
+  std::unique_ptr<Backend> b;
+  try {
+    b = make_cuda_backend(m, o, copt);
+  } catch (const UnsupportedError& e) {
+    std::printf("%-44s refused: %s\n", name.c_str(), e.what());
+    json_rows.push_back("{\"kind\":\"model\",\"name\":\"" + name + "\",\"refused\":true}");
+    return;
+  }
+  const int I = m.config.input_size, O = m.config.output_size;
+  // Inputs vary every tick: a pool of random vectors larger than the L2 of interest, cycled.
+  const size_t pool = 1 << 16;
+  std::vector<float> xs(pool * I);
+  std::mt19937_64 rng(42);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (float& x : xs) x = d(rng);
+  std::vector<float> out(O), first(check_ticks * O);
+  std::vector<double> lat;
+  lat.reserve(size_t(ticks));
+  const long long warm = 2000;
+  const auto start = Clock::now();
+  auto t_measure = start;
+  for (long long t = 0; t < ticks + warm; ++t) {
+    if (t == warm) t_measure = Clock::now();
+    std::span<const float> x(&xs[(size_t(t) % pool) * I], I);
+    const auto t0 = Clock::now();
+    b->step(x, out);
+    const auto t1 = Clock::now();
+    b->finish_precompute();
+    if (t >= warm) lat.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    if (size_t(t) < check_ticks) std::copy(out.begin(), out.end(), first.begin() + t * O);
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - t_measure).count();
+  const auto z = testing::reference_outputs(m, mode == Mode::streaming, W, xs, check_ticks);
+  double md = 0, mr = 0;
+  for (size_t i = 0; i < z.size(); ++i) {
+    md = std::max(md, std::fabs(double(first[i]) - z[i]));
+    mr = std::max(mr, std::fabs(z[i]));
+  }
+  const double err = md / std::max(1.0, mr);
+  const Pct p = percentiles(lat);
+  const auto c = b->counters();
+  const auto f = b->facts();
+  char extra[256];
+  std::snprintf(extra, sizeof extra, "rate %.0f ticks/s, err %.2e, kernel compute mean %.0f max %.0f cycles", double(ticks) / secs,
+                err, c.count("kernel_compute_cycles_mean") ? c.at("kernel_compute_cycles_mean") : -1.0,
+                c.count("kernel_compute_cycles_max") ? c.at("kernel_compute_cycles_max") : -1.0);
+  row(name, p, extra);
+  if (c.count("kernel_cycles_layer0_mean"))
+    std::printf("%-44s   cycles mean/max: layer0 %.0f/%.0f  layers1.. %.0f/%.0f  head %.0f/%.0f  store %.0f/%.0f\n", "",
+                c.at("kernel_cycles_layer0_mean"), c.at("kernel_cycles_layer0_max"), c.at("kernel_cycles_layers_mean"),
+                c.at("kernel_cycles_layers_max"), c.at("kernel_cycles_head_mean"), c.at("kernel_cycles_head_max"),
+                c.at("kernel_cycles_store_mean"), c.at("kernel_cycles_store_max"));
+  std::ostringstream js;
+  js << "{\"kind\":\"model\",\"name\":\"" << name << "\",\"model\":\"" << zoo << "\",\"mode\":\"" << mode_name(mode)
+     << "\",\"precision\":\"" << precision_name(prec) << "\",\"variant\":\"" << b->variant()
+     << "\",\"latency_us\":" << json_pct(p) << ",\"ticks_per_s\":" << double(ticks) / secs << ",\"error\":" << err
+     << ",\"error_ticks\":" << check_ticks;
+  for (const auto& [k, v] : c) js << ",\"" << k << "\":" << v;
+  js << "}";
+  json_rows.push_back(js.str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long long ticks = 1'000'000, pp = 200'000;
+  int cpu = 2;
+  std::string json;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
+    if (a == "--ticks") ticks = std::stoll(next());
+    else if (a == "--pp") pp = std::stoll(next());
+    else if (a == "--json") json = next();
+    else if (a == "--cpu") cpu = std::stoi(next());
+    else if (a == "--quick") quick = true;
+  }
+  try {
+    const auto facts = cuda::device_facts();
+    std::printf("device: %s, driver %s, %s SMs, SM clock %s MHz\n", facts.at("gpu_name").c_str(),
+                facts.at("driver_version").c_str(), facts.at("sm_count").c_str(), facts.at("sm_clock_mhz").c_str());
+    std::ostringstream fj;
+    fj << "{\"kind\":\"facts\"";
+    for (const auto& [k, v] : facts) fj << ",\"" << k << "\":\"" << v << "\"";
+    fj << "}";
+    json_rows.push_back(fj.str());
+
+    cuda::MailboxOptions def;
+    pingpong("32f store poll1 volatile (default)", 32, pp, def, cpu);
+    if (!quick) {
+      cuda::MailboxOptions v = def;
+      v.stream_stores = true;
+      pingpong("32f stream(full lines)", 32, pp, v, cpu);
+      v = def;
+      v.dual_seq_input = true;
+      pingpong("32f store dual-seq {seq,f,f,seq}", 32, pp, v, cpu);
+      v = def;
+      v.poll_sets = 2;
+      pingpong("32f store poll2", 32, pp, v, cpu);
+      v = def;
+      v.load_kind = 1;
+      pingpong("32f store relaxed.sys loads", 32, pp, v, cpu);
+    }
+
+    CudaOptions copt;
+    const size_t check = 3000;
+    pingpong("32f default, beside lstm_s", 32, pp, def, cpu);
+    model_run("lstm_s window fp16", "lstm_s", Mode::window, Precision::fp16, ticks, copt, cpu, check);
+    pingpong("32f default, after lstm_s", 32, pp, def, cpu);
+    const long long short_ticks = std::min<long long>(ticks, 200'000);
+    if (!quick) {
+      CudaOptions c2 = copt;
+      c2.keep_warm = true;
+      model_run("lstm_s window fp16 keep_warm on", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu, check);
+      c2 = copt;
+      c2.forward_after_output = true;
+      model_run("lstm_s window fp16 forward-after-output", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu, check);
+      c2 = copt;
+      c2.mailbox.poll_sets = 2;
+      model_run("lstm_s window fp16 poll2", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu, check);
+    }
+    model_run("lstm_s window bf16", "lstm_s", Mode::window, Precision::bf16, short_ticks, copt, cpu, check);
+    model_run("lstm_s streaming fp16", "lstm_s", Mode::streaming, Precision::fp16, short_ticks, copt, cpu, check);
+    pingpong("128f default, beside vollo_tiny", 128, pp, def, cpu);
+    model_run("vollo_tiny streaming fp16", "vollo_tiny", Mode::streaming, Precision::fp16, ticks, copt, cpu, check);
+  } catch (const std::exception& e) {
+    std::printf("sweep failed: %s\n", e.what());
+    if (!json.empty()) {
+      std::ofstream(json) << "[\n" << [&] {
+        std::string s;
+        for (size_t i = 0; i < json_rows.size(); ++i) s += json_rows[i] + (i + 1 < json_rows.size() ? ",\n" : "\n");
+        return s;
+      }() << "]\n";
+    }
+    return 1;
+  }
+  if (!json.empty()) {
+    std::ofstream f(json);
+    f << "[\n";
+    for (size_t i = 0; i < json_rows.size(); ++i) f << json_rows[i] << (i + 1 < json_rows.size() ? ",\n" : "\n");
+    f << "]\n";
+  }
+  return 0;
+}

@@ -1,0 +1,34 @@
+// Float64 reference outputs for many ticks, computed on every core: a sliding window only depends on
+// the last W inputs, so ticks [a, b) are exact from an Incremental started W-1 ticks before a.
+#pragma once
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "reference/reference.hpp"
+
+namespace hotpath::testing {
+
+inline std::vector<double> reference_outputs(const Model& m, bool streaming, int window, const std::vector<float>& xs,
+                                             size_t ticks) {
+  const int I = m.config.input_size, O = m.config.output_size;
+  std::vector<double> z(ticks * O);
+  auto run = [&](size_t a, size_t b) {
+    const size_t from = streaming ? 0 : (a >= size_t(window - 1) ? a - (window - 1) : 0);
+    reference::Incremental ref(m, streaming, window);
+    for (size_t t = from; t < b; ++t) {
+      const auto out = ref.tick(std::span<const float>(&xs[t * I], I));
+      if (t >= a) std::copy(out.begin(), out.end(), z.begin() + t * O);
+    }
+  };
+  const size_t threads = streaming ? 1 : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (size_t i = 0; i < threads; ++i) {
+    const size_t a = ticks * i / threads, b = ticks * (i + 1) / threads;
+    if (a < b) pool.emplace_back(run, a, b);
+  }
+  for (auto& t : pool) t.join();
+  return z;
+}
+
+}  // namespace hotpath::testing

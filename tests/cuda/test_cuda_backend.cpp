@@ -1,0 +1,366 @@
+// The cuda backend against the float64 reference. Every GPU test skips (saying why) without a usable
+// CUDA device; NoDevice checks the error then instead.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "backend/backend.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "cuda/device.hpp"
+#include "model/loader.hpp"
+#include "model/safetensors.hpp"
+#include "model/zoo.hpp"
+#include "parallel_reference.hpp"
+#include "reference/reference.hpp"
+#include "util/error.hpp"
+
+namespace hotpath {
+namespace {
+
+bool have_gpu(std::string* why = nullptr) { return cuda::device_available(why); }
+
+#define REQUIRE_GPU()                                                    \
+  do {                                                                   \
+    std::string why_;                                                    \
+    if (!have_gpu(&why_)) GTEST_SKIP() << "no usable CUDA device: " << why_; \
+  } while (0)
+
+BackendOptions opts(Mode mode, int window, Precision p = Precision::fp16) {
+  BackendOptions o;
+  o.mode = mode;
+  o.window = window;
+  o.precision = p;
+  o.timeout_us = 2'000'000;
+  return o;
+}
+
+std::vector<float> random_inputs(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Runs `ticks` ticks through the backend and the float64 reference; returns the SPEC §4 error
+// max|z - z_ref| / max(1, max|z_ref|) over all of them.
+double run_against_reference(Backend& b, const Model& m, bool streaming, int window, const std::vector<float>& xs,
+                             size_t ticks) {
+  const int I = m.config.input_size, O = m.config.output_size;
+  std::vector<float> got(ticks * O);
+  for (size_t t = 0; t < ticks; ++t)
+    b.process(std::span<const float>(&xs[t * I], I), std::span<float>(&got[t * O], O));
+  const auto z = testing::reference_outputs(m, streaming, window, xs, ticks);
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = 0; i < z.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(got[i])) << "output " << i;
+    max_diff = std::max(max_diff, std::fabs(double(got[i]) - z[i]));
+    max_ref = std::max(max_ref, std::fabs(z[i]));
+  }
+  return max_diff / std::max(1.0, max_ref);
+}
+
+TEST(CudaNoDevice, RefusesWithTheReason) {
+  std::string why;
+  if (have_gpu(&why)) GTEST_SKIP() << "a CUDA device is present; this checks the no-device error";
+  const Model m = *zoo_model("lstm_s");
+  try {
+    make_cuda_backend(m, opts(Mode::window, 50));
+    FAIL() << "created a cuda backend without a device";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("no usable CUDA device: "), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(cuda::pingpong_us({}), UnsupportedError);
+  EXPECT_THROW(cuda::device_facts(), UnsupportedError);
+}
+
+// ---- golden cases (PyTorch float64 outputs) ---------------------------------------------------------
+
+struct Golden {
+  Model model;
+  int window = 0;
+  size_t ticks = 0;
+  std::vector<float> inputs;
+  std::vector<double> tacana, streaming;
+};
+
+Golden load_golden(const std::string& name) {
+  const std::string dir = HOTPATH_GOLDEN_DIR;
+  Golden g;
+  g.model = load_model_file(dir + "/" + name + ".model.safetensors");
+  const auto f = safetensors::File::open(dir + "/" + name + ".golden.safetensors");
+  g.window = std::stoi(f.metadata().at("window"));
+  g.inputs = f.read_f32(f.at("inputs"));
+  g.ticks = g.inputs.size() / g.model.config.input_size;
+  g.tacana = f.read_f64(f.at("tacana_expected"));
+  g.streaming = f.read_f64(f.at("streaming_expected"));
+  return g;
+}
+
+class CudaGolden : public ::testing::TestWithParam<std::tuple<std::string, Precision>> {};
+
+// Bounds are SPEC §4's (fp16 3e-4, bf16 2e-3). Rounding the weights alone moves these outputs by up to
+// 4e-5 (fp16) / 4.2e-4 (bf16); inputs travel as hi+lo halves and everything else is fp32, so the
+// measured error should be a small multiple of that, and it is printed.
+TEST_P(CudaGolden, WindowAndStreamingMatchPyTorch) {
+  REQUIRE_GPU();
+  const auto [name, precision] = GetParam();
+  const Golden g = load_golden(name);
+  const int I = g.model.config.input_size, O = g.model.config.output_size;
+  for (Mode mode : {Mode::window, Mode::streaming}) {
+    auto b = make_cuda_backend(g.model, opts(mode, g.window, precision));
+    std::vector<float> out(O);
+    double max_diff = 0, max_ref = 0;
+    for (size_t t = 0; t < g.ticks; ++t) {
+      b->process(std::span<const float>(&g.inputs[t * I], I), out);
+      const double* want = nullptr;
+      if (mode == Mode::streaming) want = &g.streaming[t * O];
+      else if (t + 1 >= size_t(g.window)) want = &g.tacana[(t + 1 - g.window) * O];
+      if (!want) continue;
+      for (int o = 0; o < O; ++o) {
+        max_diff = std::max(max_diff, std::fabs(double(out[o]) - want[o]));
+        max_ref = std::max(max_ref, std::fabs(want[o]));
+      }
+    }
+    const double err = max_diff / std::max(1.0, max_ref);
+    std::printf("[golden] %s %s %s error %.3g (bound %.g)\n", name.c_str(), mode_name(mode), precision_name(precision),
+                err, error_bound(precision));
+    RecordProperty(name + "_" + mode_name(mode) + "_" + precision_name(precision), std::to_string(err));
+    EXPECT_LE(err, error_bound(precision)) << name << " " << mode_name(mode);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaGolden,
+                         ::testing::Combine(::testing::Values("tiny", "small2x128", "multi_out"),
+                                            ::testing::Values(Precision::fp16, Precision::bf16)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + precision_name(std::get<1>(info.param));
+                         });
+
+// ---- long runs against the incremental reference ----------------------------------------------------
+
+TEST(CudaBackend, LstmSWindow10kTicksVaryingInputs) {
+  REQUIRE_GPU();
+  const Model m = *zoo_model("lstm_s");
+  const size_t ticks = 10'000;
+  const auto xs = random_inputs(ticks * m.config.input_size, 11);
+  for (Precision p : {Precision::fp16, Precision::bf16}) {
+    auto b = make_cuda_backend(m, opts(Mode::window, 50, p));
+    const double err = run_against_reference(*b, m, false, 50, xs, ticks);
+    std::printf("[long] lstm_s window %s 10k ticks error %.3g\n", precision_name(p), err);
+    EXPECT_LE(err, error_bound(p));
+  }
+}
+
+TEST(CudaBackend, StreamingAndOddWindows) {
+  REQUIRE_GPU();
+  const Model m = *zoo_model("lstm_s");
+  const size_t ticks = 3000;
+  const auto xs = random_inputs(ticks * m.config.input_size, 12);
+  {
+    auto b = make_cuda_backend(m, opts(Mode::streaming, 0));
+    const double err = run_against_reference(*b, m, true, 0, xs, ticks);
+    std::printf("[long] lstm_s streaming fp16 3k ticks error %.3g\n", err);
+    EXPECT_LE(err, error_bound(Precision::fp16));
+  }
+  for (int w : {1, 2, 7}) {
+    auto b = make_cuda_backend(m, opts(Mode::window, w));
+    const double err = run_against_reference(*b, m, false, w, xs, 500);
+    EXPECT_LE(err, error_bound(Precision::fp16)) << "window " << w;
+  }
+}
+
+TEST(CudaBackend, VolloTinyStreamingOrRefusedNamingTheLimit) {
+  REQUIRE_GPU();
+  const Model m = *zoo_model("vollo_tiny");
+  std::unique_ptr<Backend> b;
+  try {
+    b = make_cuda_backend(m, opts(Mode::streaming, 0));
+  } catch (const UnsupportedError& e) {
+    std::printf("[vollo_tiny] refused: %s\n", e.what());
+    EXPECT_NE(std::string(e.what()).find("KiB"), std::string::npos);
+    return;
+  }
+  const size_t ticks = 3000;
+  const auto xs = random_inputs(ticks * m.config.input_size, 13);
+  const double err = run_against_reference(*b, m, true, 0, xs, ticks);
+  std::printf("[long] vollo_tiny streaming fp16 error %.3g\n", err);
+  EXPECT_LE(err, error_bound(Precision::fp16));
+}
+
+// ---- input checks, lifecycle ------------------------------------------------------------------------
+
+TEST(CudaBackend, NanAndInfTicksAreRefusedWithStateUntouched) {
+  REQUIRE_GPU();
+  const Model m = *zoo_model("lstm_s");
+  const int I = m.config.input_size;
+  auto b = make_cuda_backend(m, opts(Mode::window, 50));
+  reference::Incremental ref(m, false, 50);
+  const auto xs = random_inputs(200 * I, 14);
+  std::vector<float> out(1);
+  double max_diff = 0;
+  for (size_t t = 0; t < 200; ++t) {
+    std::span<const float> x(&xs[t * I], I);
+    if (t == 60 || t == 61) {
+      std::vector<float> bad(x.begin(), x.end());
+      bad[t == 60 ? 3 : I - 1] = t == 60 ? std::numeric_limits<float>::quiet_NaN() : -std::numeric_limits<float>::infinity();
+      EXPECT_THROW(b->step(bad, out), TickError);
+      EXPECT_EQ(b->ticks(), (long long)t);
+    }
+    b->process(x, out);
+    max_diff = std::max(max_diff, std::fabs(out[0] - ref.tick(x)[0]));
+  }
+  EXPECT_LE(max_diff, error_bound(Precision::fp16));
+}
+
+TEST(CudaBackend, StartStopRestartCycles) {
+  REQUIRE_GPU();
+  const Model m = *zoo_model("lstm_s");
+  const auto xs = random_inputs(300 * m.config.input_size, 15);
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    auto b = make_cuda_backend(m, opts(Mode::window, 50));
+    EXPECT_LE(run_against_reference(*b, m, false, 50, xs, 120), error_bound(Precision::fp16));
+    b->reset();
+    EXPECT_EQ(b->ticks(), 0);
+    EXPECT_LE(run_against_reference(*b, m, false, 50, xs, 120), error_bound(Precision::fp16)) << "after reset";
+    EXPECT_EQ(b->counters().at("launches"), 2.0);
+  }
+}
+
+TEST(CudaBackend, FactsNameTheDevice) {
+  REQUIRE_GPU();
+  const auto f = cuda::device_facts();
+  EXPECT_FALSE(f.at("gpu_name").empty());
+  EXPECT_GT(std::stoi(f.at("sm_count")), 1);
+  std::printf("[facts] %s driver %s sm_clock %s MHz, %s SMs\n", f.at("gpu_name").c_str(), f.at("driver_version").c_str(),
+              f.at("sm_clock_mhz").c_str(), f.at("sm_count").c_str());
+}
+
+// ---- deadlines, lease, fallback -------------------------------------------------------------------
+
+TEST(CudaBackend, TimeoutThrowsAndTheLateKernelCatchesUp) {
+  REQUIRE_GPU();
+  const Model m = *zoo_model("lstm_s");
+  const int I = m.config.input_size;
+  CudaOptions c;
+  c.stall_tick = 5;
+  c.stall_us = 100'000;
+  BackendOptions o = opts(Mode::window, 50);
+  o.timeout_us = 10'000;
+  auto b = make_cuda_backend(m, o, c);
+  reference::Incremental ref(m, false, 50);
+  const auto xs = random_inputs(40 * I, 16);
+  std::vector<float> out(1);
+  for (size_t t = 0; t < 40; ++t) {
+    std::span<const float> x(&xs[t * I], I);
+    const double want = ref.tick(x)[0];
+    if (t == 5) {
+      try {
+        b->step(x, out);
+        FAIL() << "a stalled tick answered";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("no answer to tick 5"), std::string::npos) << e.what();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    b->process(x, out);
+    EXPECT_NEAR(out[0], want, error_bound(Precision::fp16)) << "tick " << t;
+  }
+  const auto cnt = b->counters();
+  EXPECT_EQ(cnt.at("timeouts"), 1.0);
+  EXPECT_EQ(cnt.at("late_gpu_answers"), 1.0);
+}
+
+TEST(CudaBackend, FallbackAnswersFromTheCpuWhenTheGpuIsLate) {
+  REQUIRE_GPU();
+  const Model m = *zoo_model("lstm_s");
+  const int I = m.config.input_size;
+  CudaOptions c;
+  c.stall_tick = 7;
+  c.stall_us = 20'000;  // a few ticks fall back, then the GPU catches up from its input ring
+  BackendOptions o = opts(Mode::window, 50);
+  o.timeout_us = 5'000;
+  o.fallback = "cpu";
+  auto b = make_cuda_backend(m, o, c);
+  reference::Incremental ref(m, false, 50);
+  const auto xs = random_inputs(60 * I, 17);
+  std::vector<float> out(1);
+  for (size_t t = 0; t < 60; ++t) {
+    std::span<const float> x(&xs[t * I], I);
+    b->process(x, out);
+    EXPECT_NEAR(out[0], ref.tick(x)[0], error_bound(Precision::fp16)) << "tick " << t;
+  }
+  const auto cnt = b->counters();
+  EXPECT_GE(cnt.at("fallback_answers"), 1.0);
+  EXPECT_GE(cnt.at("late_gpu_answers"), 1.0);
+  EXPECT_EQ(cnt.at("kernel_running"), 1.0);
+  EXPECT_GE(cnt.at("gpu_answers"), 40.0) << "the GPU did not take over again";
+}
+
+TEST(CudaBackend, LeaseLapsesWithoutHeartbeatButIdleIsFineWithIt) {
+  REQUIRE_GPU();
+  const Model m = *zoo_model("lstm_s");
+  const auto xs = random_inputs(20 * m.config.input_size, 18);
+  std::vector<float> out(1);
+  {  // heartbeat on, short lease, long idle: still serving
+    CudaOptions c;
+    c.lease_ms = 100;
+    c.heartbeat_ms = 10;
+    auto b = make_cuda_backend(m, opts(Mode::window, 50), c);
+    b->process(std::span<const float>(xs.data(), m.config.input_size), out);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT_EQ(b->counters().at("kernel_running"), 1.0);
+    b->process(std::span<const float>(xs.data() + m.config.input_size, m.config.input_size), out);
+  }
+  for (bool fallback : {false, true}) {  // no heartbeat: the kernel leaves by itself
+    CudaOptions c;
+    c.lease_ms = 100;
+    c.heartbeat = false;
+    BackendOptions o = opts(Mode::window, 50);
+    o.timeout_us = 20'000;
+    if (fallback) o.fallback = "cpu";
+    auto b = make_cuda_backend(m, o, c);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    EXPECT_EQ(b->counters().at("kernel_running"), 0.0);
+    std::span<const float> x(xs.data(), m.config.input_size);
+    if (!fallback) {
+      try {
+        b->step(x, out);
+        FAIL() << "answered after the lease lapsed";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("lease"), std::string::npos) << e.what();
+      }
+    } else {
+      b->process(x, out);
+      reference::Incremental ref(m, false, 50);
+      EXPECT_NEAR(out[0], ref.tick(x)[0], 1e-4);
+      EXPECT_EQ(b->counters().at("fallback_answers"), 1.0);
+    }
+  }
+}
+
+TEST(CudaPingPong, SanityAndPayloadChecked) {
+  REQUIRE_GPU();
+  for (int floats : {1, 32, 129}) {
+    cuda::PingPongOptions o;
+    o.floats = floats;
+    o.warmup = 200;
+    o.count = 3000;
+    const auto s = cuda::pingpong_us(o);
+    ASSERT_EQ(s.size(), 3000u);
+    std::vector<double> v = s;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    std::printf("[pingpong] %d floats: p50 %.2f us\n", floats, v[v.size() / 2]);
+    EXPECT_GT(v[v.size() / 2], 0.1);
+    EXPECT_LT(v[v.size() / 2], 1000.0);
+  }
+}
+
+}  // namespace
+}  // namespace hotpath

@@ -1,0 +1,143 @@
+// Host-only checks of the kernel plan: run on every machine, GPU or not.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "cuda/lstm_plan.hpp"
+#include "util/error.hpp"
+
+namespace hotpath {
+namespace {
+
+Model random_model(int I, int H, int L, int O, uint64_t seed) {
+  Model m;
+  m.config.input_size = I;
+  m.config.hidden_size = H;
+  m.config.num_layers = L;
+  m.config.output_size = O;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> d(-0.5, 0.5);
+  auto fill = [&](std::vector<double>& v, size_t n) {
+    v.resize(n);
+    for (double& x : v) x = d(rng);
+  };
+  m.layers.resize(L);
+  for (int l = 0; l < L; ++l) {
+    fill(m.layers[l].w_ih, size_t(4 * H) * m.config.layer_input_size(l));
+    fill(m.layers[l].w_hh, size_t(4 * H) * H);
+    fill(m.layers[l].b_ih, 4 * H);
+    fill(m.layers[l].b_hh, 4 * H);
+  }
+  fill(m.head_w, size_t(O) * H);
+  fill(m.head_b, O);
+  return m;
+}
+
+cuda::DeviceLimits h200_like() {
+  cuda::DeviceLimits lim;
+  lim.sm_count = 132;
+  lim.smem_per_block_optin = 227 * 1024;
+  lim.name = "test device";
+  return lim;
+}
+
+struct Shape {
+  int I, H, L, O;
+};
+
+class FragmentPacking : public ::testing::TestWithParam<Shape> {};
+
+// The packed tensor-core fragments, read back through the documented m16n8k16 register layout, must
+// give W_ih,l . x with the rounded weights: this checks the packing (row permutation, padding, hi/lo
+// split) on the host. Tolerance 1e-12 relative to sum |w x|: double sums of the same products.
+TEST_P(FragmentPacking, EmulatedMatVecMatchesRoundedWeights) {
+  const Shape s = GetParam();
+  const Model m = random_model(s.I, s.H, s.L, s.O, 7);
+  for (bool bf16 : {false, true}) {
+    const auto plan = cuda::plan_lstm(m, bf16 ? Precision::bf16 : Precision::fp16, Mode::window, 5, {}, h200_like());
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> d(-1.f, 1.f);
+    for (int l = 0; l <= s.L; ++l) {
+      const int K = l == 0 ? s.I : s.H;
+      const int rows = l == s.L ? s.O : 4 * s.H;
+      const std::vector<double>& w = l == s.L ? m.head_w : m.layers[l].w_ih;
+      std::vector<float> x(K);
+      for (float& v : x) v = d(rng);
+      const auto y = cuda::emulate_fragments(plan, l, x);
+      ASSERT_EQ(int(y.size()), rows);
+      for (int r = 0; r < rows; ++r) {
+        double want = 0, scale = 0;
+        for (int k = 0; k < K; ++k) {
+          const double p = double(cuda::round_weight(w[size_t(r) * K + k], bf16)) * x[k];
+          want += p;
+          scale += std::fabs(p);
+        }
+        // hi+lo carries x to 2^-22 (fp16) / 2^-16 (bf16) relative
+        const double tol = (bf16 ? 1e-4 : 1e-6) * scale + 1e-12;
+        ASSERT_NEAR(y[r], want, tol) << "layer " << l << " row " << r << (bf16 ? " bf16" : " fp16");
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FragmentPacking,
+                         ::testing::Values(Shape{32, 128, 2, 1}, Shape{4, 8, 1, 1}, Shape{16, 64, 3, 4},
+                                           Shape{7, 20, 2, 5}, Shape{1, 1, 1, 1}, Shape{65, 24, 1, 32},
+                                           Shape{128, 128, 2, 32}),
+                         [](const auto& info) {
+                           const Shape s = info.param;
+                           return "I" + std::to_string(s.I) + "_H" + std::to_string(s.H) + "_L" +
+                                  std::to_string(s.L) + "_O" + std::to_string(s.O);
+                         });
+
+TEST(CudaPlan, LstmSFitsAndUsesOneBlockPerHiddenUnit) {
+  const auto plan = cuda::plan_lstm(random_model(32, 128, 2, 1, 1), Precision::fp16, Mode::window, 50, {}, h200_like());
+  // W_ih,0 32 KiB + W_ih,1 128 KiB + head 4 KiB (two 16-row tiles) in fp16
+  EXPECT_EQ(plan.critical_weight_bytes, size_t(32 + 128 + 8) * 1024);
+  EXPECT_EQ(plan.params.np, 128);
+  EXPECT_EQ(plan.params.U, 1);
+  EXPECT_EQ(plan.params.nslots, 49);
+  EXPECT_LE(plan.params.smem_bytes, 227 * 1024);
+  EXPECT_LE(plan.params.threads(), cuda::kMaxBlockThreads);
+}
+
+TEST(CudaPlan, VolloTinyKeepsHalfOfLayer0InRegisters) {
+  const auto plan =
+      cuda::plan_lstm(random_model(128, 128, 2, 32, 1), Precision::fp16, Mode::streaming, 0, {}, h200_like());
+  EXPECT_EQ(plan.params.kreg, 4);  // 64 KiB of W_ih,0 in registers: 16 warps x 32 lanes x 32 registers
+  EXPECT_LE(plan.params.smem_bytes, 227 * 1024);
+  EXPECT_EQ(plan.critical_weight_bytes, size_t(128 + 128 + 8) * 1024);
+}
+
+TEST(CudaPlan, SmallDeviceGetsSeveralUnitsPerPrecomputeBlock) {
+  cuda::DeviceLimits lim = h200_like();
+  lim.sm_count = 9;
+  const auto plan = cuda::plan_lstm(random_model(32, 128, 2, 1, 1), Precision::fp16, Mode::streaming, 0, {}, lim);
+  EXPECT_EQ(plan.params.U, 16);
+  EXPECT_EQ(plan.params.np, 8);
+  EXPECT_EQ(plan.params.nslots, 1);
+}
+
+TEST(CudaPlan, TooLargeModelNamesTheSharedMemoryLimit) {
+  cuda::DeviceLimits lim = h200_like();
+  try {
+    cuda::plan_lstm(random_model(32, 256, 3, 1, 1), Precision::fp16, Mode::window, 50, {}, lim);
+    FAIL() << "lstm_m-sized model accepted";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("sharedMemPerBlockOptin"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaPlan, TooManyOutputsIsRefused) {
+  EXPECT_THROW(cuda::plan_lstm(random_model(8, 8, 1, 33, 1), Precision::fp16, Mode::window, 5, {}, h200_like()),
+               UnsupportedError);
+}
+
+TEST(CudaPlan, Fp32IsRefused) {
+  EXPECT_THROW(cuda::plan_lstm(random_model(8, 8, 1, 1, 1), Precision::fp32, Mode::window, 5, {}, h200_like()),
+               UnsupportedError);
+}
+
+}  // namespace
+}  // namespace hotpath
