@@ -1,8 +1,567 @@
-// Placeholder until the CPU backend lands.
+// The CPU backend (issue 3): the critical step of SPEC §3 on the calling thread, pinned to the first
+// core of the cpuset; the precompute (the W-1 open windows consume x_t, or W_hh·h + b for streaming)
+// on spinning workers pinned to the other cores, started by step() right after the output is
+// written and awaited in finish_precompute().
+//
+// State, per open window ("slot", start % W) and layer: P = W_hh·h + b, the recurrent half of the
+// gates, already in the [nb][4][lanes] order the critical step adds, and c. h itself is not kept:
+// once P is known nothing else needs it. A fresh window is P = b, c = 0.
+//
+// Tick t: the completing window starts at s = max(0, t-W+1). step() runs, for it, gates = W_ih·in + P
+// layer by layer (keeping u = W_ih,0·x_t, which every open window shares), the cell, the head, and
+// writes h, c of every layer to scratch. Then the precompute: windows starting in
+// [max(0, t-W+2), t] advance by x_t, except that while t < W-1 (and always in streaming) the
+// completing window is also still open: it takes c from the scratch and P = W_hh·h + b from the
+// scratch h (rows split over all workers). Last, the slot of the window starting at t+1 is made fresh.
 #include "cpu/cpu_backend.hpp"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "cpu/aligned.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/packed_model.hpp"
+#include "cpu/spin_pool.hpp"
 #include "util/error.hpp"
+
 namespace hotpath {
-std::unique_ptr<Backend> make_cpu_backend(const Model&, const BackendOptions&) {
-  throw UnsupportedError("the cpu backend is not built yet");
+namespace cpu {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
+
+std::string env_string(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+struct IsaChoice {
+  const KernelTable* table = nullptr;
+  std::string variant;
+};
+
+// HOTPATH_CPU_ISA = auto (default) | avx512 | avx2 | generic; HOTPATH_CPU_BF16 = dot (default where
+// the ISA has a bf16 pair dot product) | cvt.
+IsaChoice choose_isa(bool bf16) {
+  __builtin_cpu_init();
+  const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  const bool has_bf16dot = has_avx512 && __builtin_cpu_supports("avx512bf16");
+  std::string isa = env_string("HOTPATH_CPU_ISA");
+  const std::string method = env_string("HOTPATH_CPU_BF16");
+  if (!method.empty() && method != "dot" && method != "cvt")
+    throw Error("HOTPATH_CPU_BF16='" + method + "': expected dot or cvt");
+  if (isa.empty() || isa == "auto") isa = has_avx512 ? "avx512" : has_avx2 ? "avx2" : "generic";
+  IsaChoice c;
+  if (isa == "avx512") {
+    if (!has_avx512) throw UnsupportedError("HOTPATH_CPU_ISA=avx512: this CPU lacks AVX-512 F/BW/DQ/VL");
+    bool dot = method != "cvt" && has_bf16dot;
+    if (method == "dot" && !has_bf16dot)
+      throw UnsupportedError("HOTPATH_CPU_BF16=dot: this CPU lacks AVX512_BF16");
+    c.table = kernels_avx512(dot);
+  } else if (isa == "avx2") {
+    if (!has_avx2) throw UnsupportedError("HOTPATH_CPU_ISA=avx2: this CPU lacks AVX2/FMA");
+    if (method == "dot") throw UnsupportedError("HOTPATH_CPU_BF16=dot needs AVX512_BF16 (or HOTPATH_CPU_ISA=generic)");
+    c.table = kernels_avx2();
+  } else if (isa == "generic") {
+    c.table = kernels_generic(method != "cvt");
+  } else {
+    throw Error("HOTPATH_CPU_ISA='" + isa + "': expected auto, avx512, avx2 or generic");
+  }
+  c.variant = std::string(c.table->isa) + (bf16 ? (c.table->bf16_dot || isa == "avx2" ? "-bf16" : "-bf16cvt") : "-fp32");
+  return c;
+}
+
+// Software prefetch distance ahead of the critical step's weight stream. Default 1024 B on AVX-512,
+// measured on the lent Xeon (family 6 model 207, Emerald Rapids, 2.1 GHz TSC, KVM; 13 precompute
+// workers): lstm_s window fp32 p50/p99 3.85/5.9 us with it, 4.90/13.6 us without; vollo_tiny
+// streaming fp32 5.5/7.6 vs 6.0/9.6 us.
+// Not measured for AVX2: off there.
+int prefetch_from_env(const KernelTable& k) {
+  const std::string s = env_string("HOTPATH_CPU_PREFETCH");
+  if (s.empty()) return k.lanes == 16 && std::string(k.isa) == "avx512" ? 1024 : 0;
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (*end != '\0' || v < 0 || v > 65536) throw Error("HOTPATH_CPU_PREFETCH='" + s + "': expected bytes 0..65536");
+  return static_cast<int>(v);
+}
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const Model& model, const BackendOptions& options, Precision precision, IsaChoice isa);
+  ~CpuBackend() override;
+
+  std::string name() const override { return "cpu"; }
+  std::string variant() const override { return variant_; }
+  Precision precision() const override { return precision_; }
+  void step(std::span<const float> x, std::span<float> out) override;
+  void finish_precompute() override;
+  void reset() override;
+  long long ticks() const override { return ticks_; }
+  void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out) override;
+  std::map<std::string, double> counters() const override;
+  std::map<std::string, std::string> facts() const override;
+
+ private:
+  // Per part (worker) scratch for advancing several windows at once.
+  struct Scratch {
+    int max_cols = 0;
+    AlignedArray<float> h_a, h_b;  // [max_cols][Hp]
+    AlignedArray<uint32_t> pairs;  // bf16 activation pairs
+    std::vector<int> slots;
+    std::vector<const float*> in, add;
+    std::vector<float*> P, c, h;
+    Scratch(int cols, int Hp, int kmax);
+  };
+
+  float* slot_P(int slot, int layer) { return slots_.data() + size_t(slot) * slot_floats_ + size_t(layer) * layer_floats_; }
+  float* slot_c(int slot, int layer) { return slot_P(slot, layer) + pm_.gate_floats(); }
+  void make_fresh(int slot);
+  void gemm(const PackedLayer& layer, bool hh, int b0, int b1, int ncols, const float* const* X,
+            const float* const* add, float* const* out, uint32_t* pairs) const;
+  void advance_windows(Scratch& s, int n);
+  void precompute_part(int part, int nparts);
+  static void precompute_job(void* self, int part, int nparts) {
+    static_cast<CpuBackend*>(self)->precompute_part(part, nparts);
+  }
+  void batch_part(int part, int nparts);
+  static void batch_job(void* self, int part, int nparts) { static_cast<CpuBackend*>(self)->batch_part(part, nparts); }
+  void pin_caller();
+
+  const Precision precision_;
+  const KernelTable* k_;
+  std::string variant_;
+  PackedModel pm_;
+  const bool streaming_;
+  const int W_;       // window length (1 slot in streaming)
+  const int nslots_;
+  int prefetch_ = 0;
+  bool rewarm_ = true;
+  // The critical step's weights (every W_ih, the head) as cache lines, for rewarm(); and where the
+  // next rewarm() starts.
+  std::vector<std::pair<const char*, size_t>> critical_regions_;
+  size_t rewarm_region_ = 0, rewarm_offset_ = 0;
+  void rewarm();
+
+  size_t layer_floats_ = 0, slot_floats_ = 0;
+  AlignedArray<float> slots_;
+  // Critical-step scratch.
+  AlignedArray<float> xbuf_, u0_, hs_, cs_, z_;
+  AlignedArray<uint32_t> crit_pairs_;
+
+  std::vector<Scratch> scratch_;  // one per precompute part
+  SpinPool pool_;
+  int nparts_ = 1;
+
+  long long ticks_ = 0;
+  bool pending_ = false;
+  long long pending_tick_ = 0;
+  bool pending_keep_ = false;
+  int pending_slot_ = 0;
+
+  // Pinning of the thread that calls step().
+  bool pin_ = false;
+  int critical_core_ = -1;
+  pthread_t pinned_thread_{};
+  bool restore_affinity_ = false;
+  cpu_set_t saved_affinity_{};
+
+  // Counters (caller thread only).
+  long long precompute_count_ = 0;
+  double precompute_busy_us_sum_ = 0, precompute_wait_us_sum_ = 0;
+  volatile float sink_ = 0;
+
+  // run_batch state.
+  const float* batch_x_ = nullptr;
+  float* batch_out_ = nullptr;
+  size_t batch_n_ = 0, batch_w_ = 0;
+};
+
+CpuBackend::Scratch::Scratch(int cols, int Hp, int kmax)
+    : max_cols(cols),
+      h_a(size_t(cols) * Hp),
+      h_b(size_t(cols) * Hp),
+      pairs(pair_scratch_words(kmax)),
+      slots(cols),
+      in(cols),
+      add(cols),
+      P(cols),
+      c(cols),
+      h(cols) {}
+
+CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precision precision, IsaChoice isa)
+    : Backend(model.config, options),
+      precision_(precision),
+      k_(isa.table),
+      variant_(std::move(isa.variant)),
+      pm_(pack_model(model, isa.table->lanes, precision == Precision::bf16)),
+      streaming_(options.mode != Mode::window),
+      W_(options.mode == Mode::window ? (options.window > 0 ? options.window : model.config.window.value_or(0)) : 1),
+      nslots_(options.mode == Mode::window ? std::max(W_, 1) : 1),
+      pool_(options.cpuset.size() > 1 ? std::vector<int>(options.cpuset.begin() + 1, options.cpuset.end())
+                                      : std::vector<int>{}) {
+  if (options.mode == Mode::window && W_ < 1)
+    throw Error("cpu backend: window mode needs a window length >= 1 (none given and none in the model file)");
+  prefetch_ = prefetch_from_env(*k_);
+  rewarm_ = env_string("HOTPATH_CPU_REWARM") != "0";
+  for (const PackedLayer& l : pm_.layers) {
+    if (pm_.bf16)
+      critical_regions_.emplace_back(reinterpret_cast<const char*>(l.wih16.data()), l.wih16.size() * 4);
+    else
+      critical_regions_.emplace_back(reinterpret_cast<const char*>(l.wih32.data()), l.wih32.size() * 4);
+  }
+  critical_regions_.emplace_back(reinterpret_cast<const char*>(pm_.head_w.data()), pm_.head_w.size() * 4);
+  const int Hp = pm_.Hp;
+  layer_floats_ = round_to_lines<float>(pm_.gate_floats() + size_t(Hp));
+  slot_floats_ = layer_floats_ * pm_.num_layers;
+  slots_ = AlignedArray<float>(slot_floats_ * nslots_);
+  xbuf_ = AlignedArray<float>(round_to_lines<float>(size_t(pm_.I) + 1));
+  u0_ = AlignedArray<float>(pm_.gate_floats());
+  hs_ = AlignedArray<float>(size_t(Hp) * pm_.num_layers);
+  cs_ = AlignedArray<float>(size_t(Hp) * pm_.num_layers);
+  z_ = AlignedArray<float>(pm_.Op);
+  const int kmax = std::max(pm_.I, pm_.H);
+  crit_pairs_ = AlignedArray<uint32_t>(pair_scratch_words(kmax));
+  nparts_ = std::max(1, pool_.size());
+  const int cols = (nslots_ + nparts_ - 1) / nparts_ + 1;
+  scratch_.reserve(nparts_);
+  for (int p = 0; p < nparts_; ++p) scratch_.emplace_back(cols, Hp, kmax);
+  if (!options.cpuset.empty()) {
+    for (size_t i = 0; i < options.cpuset.size(); ++i)
+      for (size_t j = i + 1; j < options.cpuset.size(); ++j)
+        if (options.cpuset[i] == options.cpuset[j])
+          throw Error("cpu backend: core " + std::to_string(options.cpuset[i]) + " appears twice in --cpuset");
+    pin_ = true;
+    critical_core_ = options.cpuset[0];
+    if (pthread_getaffinity_np(pthread_self(), sizeof(saved_affinity_), &saved_affinity_) == 0) restore_affinity_ = true;
+    pin_caller();
+  }
+  make_fresh(0);
+}
+
+CpuBackend::~CpuBackend() {
+  if (pending_) pool_.wait();
+  if (restore_affinity_ && pthread_equal(pinned_thread_, pthread_self()))
+    pthread_setaffinity_np(pthread_self(), sizeof(saved_affinity_), &saved_affinity_);
+}
+
+void CpuBackend::pin_caller() {
+  pin_this_thread(critical_core_);
+  pinned_thread_ = pthread_self();
+}
+
+void CpuBackend::make_fresh(int slot) {
+  for (int l = 0; l < pm_.num_layers; ++l) {
+    std::memcpy(slot_P(slot, l), pm_.layers[l].bias.data(), pm_.gate_floats() * sizeof(float));
+    std::memset(slot_c(slot, l), 0, size_t(pm_.Hp) * sizeof(float));
+  }
+}
+
+void CpuBackend::gemm(const PackedLayer& layer, bool hh, int b0, int b1, int ncols, const float* const* X,
+                      const float* const* add, float* const* out, uint32_t* pairs) const {
+  const int kdim = hh ? pm_.H : layer.in;
+  if (pm_.bf16)
+    k_->gemm_bf16((hh ? layer.whh16 : layer.wih16).data(), kdim, b0, b1, ncols, X, add, out, pairs);
+  else
+    k_->gemm_f32((hh ? layer.whh32 : layer.wih32).data(), kdim, b0, b1, ncols, X, add, out, pairs);
+}
+
+void CpuBackend::step(std::span<const float> x, std::span<float> out) {
+  const long long t = ticks_;
+  check_tick_input(x, t);
+  if (out.size() < size_t(pm_.O))
+    throw Error("cpu backend: output span holds " + std::to_string(out.size()) + " floats, the model gives " +
+                std::to_string(pm_.O));
+  if (options().mode == Mode::batch) throw Error("cpu backend: created for the batch workload; use run_batch");
+  if (pending_) finish_precompute();
+  if (pin_ && !pthread_equal(pinned_thread_, pthread_self())) pin_caller();  // first tick of a new thread only
+
+  std::memcpy(xbuf_.data(), x.data(), size_t(pm_.I) * sizeof(float));
+  const int slot = streaming_ || t < W_ - 1 ? 0 : int((t - W_ + 1) % W_);
+  const int nb = pm_.nb, Hp = pm_.Hp;
+  const float* in = xbuf_.data();
+  for (int l = 0; l < pm_.num_layers; ++l) {
+    const PackedLayer& layer = pm_.layers[l];
+    float* u = (l == 0 && !streaming_ && W_ > 1) ? u0_.data() : nullptr;
+    float* h = hs_.data() + size_t(l) * Hp;
+    float* c = cs_.data() + size_t(l) * Hp;
+    if (pm_.bf16)
+      k_->crit_bf16(layer.wih16.data(), layer.in, nb, in, slot_P(slot, l), slot_c(slot, l), h, c, u,
+                    crit_pairs_.data(), prefetch_);
+    else
+      k_->crit_f32(layer.wih32.data(), layer.in, nb, in, slot_P(slot, l), slot_c(slot, l), h, c, u,
+                   crit_pairs_.data(), prefetch_);
+    in = h;
+  }
+  k_->head(pm_.head_w.data(), pm_.head_bias ? pm_.head_b.data() : nullptr, pm_.O, Hp, in, z_.data());
+  for (int o = 0; o < pm_.O; ++o) out[o] = z_[o];
+
+  // Off the critical path from here.
+  pending_tick_ = t;
+  pending_keep_ = streaming_ || t < W_ - 1;
+  pending_slot_ = slot;
+  pending_ = true;
+  ticks_ = t + 1;
+  if (pool_.size() > 0) pool_.start(&precompute_job, this);
+}
+
+void CpuBackend::finish_precompute() {
+  if (!pending_) return;
+  const int64_t t0 = now_ns();
+  int64_t busy;
+  if (pool_.size() > 0) {
+    if (rewarm_)
+      pool_.wait_with([this] { rewarm(); });
+    else
+      pool_.wait();
+    busy = pool_.last_busy_ns();
+  } else {
+    precompute_part(0, 1);
+    busy = now_ns() - t0;
+  }
+  pending_ = false;
+  ++precompute_count_;
+  precompute_busy_us_sum_ += busy * 1e-3;
+  // Pull the next completing window's state into this core's cache now, not during the next step().
+  const long long t = ticks_;
+  const int slot = streaming_ || t < W_ - 1 ? 0 : int((t - W_ + 1) % W_);
+  float s = 0;
+  const float* p = slot_P(slot, 0);
+  for (size_t i = 0; i < slot_floats_; i += kCacheLine / sizeof(float)) s += p[i];
+  sink_ = s;
+  precompute_wait_us_sum_ += (now_ns() - t0) * 1e-3;
+}
+
+// While the workers run, the critical thread walks its weights with L2 prefetches, a few lines per
+// poll, round and round: lines of the critical weights that the precompute's traffic pushed out of
+// this core's L2 (the other cores' streams can evict them through the shared L3 / snoop filter) come
+// back before the next step needs them. It only uses time the thread would spend spinning.
+// (Window-mode p99 on the Xeon was 2-3x its p50 without it; not yet measured with it.)
+void CpuBackend::rewarm() {
+  constexpr size_t kLinesPerPoll = 8;
+  const auto& [base, bytes] = critical_regions_[rewarm_region_];
+  for (size_t i = 0; i < kLinesPerPoll && rewarm_offset_ < bytes; ++i, rewarm_offset_ += kCacheLine)
+    __builtin_prefetch(base + rewarm_offset_, 0, 2);  // prefetcht1: into L2
+  if (rewarm_offset_ >= bytes) {
+    rewarm_offset_ = 0;
+    rewarm_region_ = (rewarm_region_ + 1) % critical_regions_.size();
+  }
+  cpu_relax();
+}
+
+// Windows s.slots[0..n) consume x_t: layer 0 uses u = W_ih,0·x_t from the critical step.
+void CpuBackend::advance_windows(Scratch& s, int n) {
+  const int nb = pm_.nb, Hp = pm_.Hp;
+  float* hin = s.h_a.data();
+  float* hout = s.h_b.data();
+  for (int l = 0; l < pm_.num_layers; ++l) {
+    const PackedLayer& layer = pm_.layers[l];
+    for (int j = 0; j < n; ++j) {
+      s.P[j] = slot_P(s.slots[j], l);
+      s.c[j] = slot_c(s.slots[j], l);
+      s.h[j] = hout + size_t(j) * Hp;
+      s.in[j] = hin + size_t(j) * Hp;
+    }
+    if (l == 0) {
+      for (int j = 0; j < n; ++j) k_->cell(s.P[j], u0_.data(), s.c[j], s.h[j], 0, nb);
+    } else {
+      for (int j = 0; j < n; ++j) s.add[j] = s.P[j];
+      gemm(layer, false, 0, nb, n, s.in.data(), s.add.data(), s.P.data(), s.pairs.data());
+      for (int j = 0; j < n; ++j) k_->cell(s.P[j], nullptr, s.c[j], s.h[j], 0, nb);
+    }
+    for (int j = 0; j < n; ++j) {
+      s.add[j] = layer.bias.data();
+      s.in[j] = s.h[j];
+    }
+    gemm(layer, true, 0, nb, n, s.in.data(), s.add.data(), s.P.data(), s.pairs.data());
+    std::swap(hin, hout);
+  }
+}
+
+void CpuBackend::precompute_part(int part, int nparts) {
+  Scratch& s = scratch_[part];
+  const long long t = pending_tick_;
+  if (!streaming_) {
+    // Open windows (other than a kept completing one) that consume x_t, owned by slot % nparts.
+    const long long lo = pending_keep_ ? 1 : std::max(0LL, t - W_ + 2);
+    int n = 0;
+    for (long long st = lo; st <= t; ++st) {
+      const int slot = int(st % W_);
+      if (slot % nparts != part) continue;
+      s.slots[n++] = slot;
+      if (n == s.max_cols) {
+        advance_windows(s, n);
+        n = 0;
+      }
+    }
+    if (n > 0) advance_windows(s, n);
+  }
+  if (pending_keep_) {
+    // The completing window stays open: c from the scratch, P = W_hh·h + b from the scratch h. The
+    // (layer, block) rows are split over the parts.
+    const int nb = pm_.nb, Hp = pm_.Hp, items = pm_.num_layers * nb;
+    const int i0 = int(long(items) * part / nparts), i1 = int(long(items) * (part + 1) / nparts);
+    for (int l = 0; l < pm_.num_layers; ++l) {
+      const int b0 = std::max(i0 - l * nb, 0), b1 = std::min(i1 - l * nb, nb);
+      if (b0 >= b1) continue;
+      const float* h = hs_.data() + size_t(l) * Hp;
+      const float* bias = pm_.layers[l].bias.data();
+      float* P = slot_P(pending_slot_, l);
+      gemm(pm_.layers[l], true, b0, b1, 1, &h, &bias, &P, s.pairs.data());
+      const int L = pm_.lanes;
+      std::memcpy(slot_c(pending_slot_, l) + b0 * L, cs_.data() + size_t(l) * Hp + b0 * L,
+                  size_t(b1 - b0) * L * sizeof(float));
+    }
+  }
+  if (!streaming_) {
+    const int next = int((t + 1) % W_);
+    if (next % nparts == part) make_fresh(next);
+  }
+}
+
+void CpuBackend::reset() {
+  if (pending_) finish_precompute();
+  ticks_ = 0;
+  make_fresh(0);
+}
+
+void CpuBackend::batch_part(int part, int nparts) {
+  const int nb = pm_.nb, Hp = pm_.Hp, L = pm_.num_layers, G = kMaxTileCols;
+  const size_t W = batch_w_;
+  const size_t groups = (batch_n_ + G - 1) / G;
+  if (size_t(part) >= groups) return;
+  // Per part: G columns of P and c for every layer, two h buffers, pairs scratch, head output.
+  AlignedArray<float> P(size_t(G) * L * pm_.gate_floats()), c(size_t(G) * L * Hp);
+  AlignedArray<float> ha(size_t(G) * Hp), hb(size_t(G) * Hp), z(pm_.Op);
+  AlignedArray<uint32_t> pairs(pair_scratch_words(std::max(pm_.I, pm_.H)));
+  const float* in[kMaxTileCols];
+  const float* add[kMaxTileCols];
+  float* Pp[kMaxTileCols];
+  float* hp[kMaxTileCols];
+  for (size_t g = part; g < groups; g += nparts) {
+    const size_t first = g * G;
+    const int n = int(std::min<size_t>(G, batch_n_ - first));
+    for (int j = 0; j < n; ++j)
+      for (int l = 0; l < L; ++l) {
+        std::memcpy(P.data() + (size_t(j) * L + l) * pm_.gate_floats(), pm_.layers[l].bias.data(),
+                    pm_.gate_floats() * sizeof(float));
+        std::memset(c.data() + (size_t(j) * L + l) * Hp, 0, size_t(Hp) * sizeof(float));
+      }
+    for (size_t t = 0; t < W; ++t) {
+      float* hin = ha.data();
+      float* hout = hb.data();
+      for (int l = 0; l < L; ++l) {
+        for (int j = 0; j < n; ++j) {
+          Pp[j] = P.data() + (size_t(j) * L + l) * pm_.gate_floats();
+          in[j] = l == 0 ? batch_x_ + ((first + j) * W + t) * pm_.I : hin + size_t(j) * Hp;
+          add[j] = Pp[j];
+          hp[j] = hout + size_t(j) * Hp;
+        }
+        gemm(pm_.layers[l], false, 0, nb, n, in, add, Pp, pairs.data());
+        for (int j = 0; j < n; ++j) k_->cell(Pp[j], nullptr, c.data() + (size_t(j) * L + l) * Hp, hp[j], 0, nb);
+        if (t + 1 < W) {
+          for (int j = 0; j < n; ++j) {
+            add[j] = pm_.layers[l].bias.data();
+            in[j] = hp[j];
+          }
+          gemm(pm_.layers[l], true, 0, nb, n, in, add, Pp, pairs.data());
+        }
+        std::swap(hin, hout);
+      }
+      if (t + 1 == W)
+        for (int j = 0; j < n; ++j) {
+          k_->head(pm_.head_w.data(), pm_.head_bias ? pm_.head_b.data() : nullptr, pm_.O, Hp, hin + size_t(j) * Hp,
+                   z.data());
+          std::memcpy(batch_out_ + (first + j) * pm_.O, z.data(), size_t(pm_.O) * sizeof(float));
+        }
+    }
+  }
+}
+
+void CpuBackend::run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out) {
+  const size_t I = size_t(pm_.I), O = size_t(pm_.O);
+  if (window < 1) throw Error("cpu backend: run_batch needs a window length >= 1");
+  if (x.size() != batch * window * I)
+    throw Error("cpu backend: run_batch input holds " + std::to_string(x.size()) + " floats, expected " +
+                std::to_string(batch) + " x " + std::to_string(window) + " x " + std::to_string(I));
+  if (out.size() < batch * O)
+    throw Error("cpu backend: run_batch output holds " + std::to_string(out.size()) + " floats, expected " +
+                std::to_string(batch * O));
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!std::isfinite(x[i]))
+      throw TickError("cpu backend: run_batch input of window " + std::to_string(i / (window * I)) + ", step " +
+                      std::to_string(i / I % window) + " holds NaN or Inf");
+  if (batch == 0) return;
+  if (pending_) finish_precompute();
+  batch_x_ = x.data();
+  batch_out_ = out.data();
+  batch_n_ = batch;
+  batch_w_ = window;
+  const size_t groups = (batch + kMaxTileCols - 1) / kMaxTileCols;
+  if (pool_.size() > 0) {
+    pool_.start(&batch_job, this);
+    pool_.wait();
+  } else {
+    // No cpuset: use the machine's cores with plain threads for this call.
+    const int n = int(std::min<size_t>(groups, std::max(1u, std::thread::hardware_concurrency())));
+    std::vector<std::thread> threads;
+    for (int p = 1; p < n; ++p) threads.emplace_back([this, p, n] { batch_part(p, n); });
+    batch_part(0, n);
+    for (auto& th : threads) th.join();
+  }
+}
+
+std::map<std::string, double> CpuBackend::counters() const {
+  std::map<std::string, double> m;
+  m["precompute_parts"] = nparts_;
+  m["precompute_workers"] = pool_.size();
+  m["precompute_ticks"] = double(precompute_count_);
+  if (precompute_count_ > 0) {
+    // busy: the slowest part's own time; wait: what finish_precompute() cost the caller.
+    m["precompute_busy_us_mean"] = precompute_busy_us_sum_ / double(precompute_count_);
+    m["precompute_wait_us_mean"] = precompute_wait_us_sum_ / double(precompute_count_);
+  }
+  m["critical_weight_kib"] = double(pm_.critical_weight_bytes()) / 1024.0;
+  return m;
+}
+
+std::map<std::string, std::string> CpuBackend::facts() const {
+  std::map<std::string, std::string> f;
+  f["cpu_isa"] = k_->isa;
+  f["cpu_lanes"] = std::to_string(k_->lanes);
+  f["cpu_weights"] = pm_.bf16 ? "bf16" : "fp32";
+  f["cpu_activations"] = pm_.bf16 && k_->bf16_dot ? "bf16 (vdpbf16ps operands)" : "fp32";
+  f["cpu_critical_core"] = critical_core_ >= 0 ? std::to_string(critical_core_) : "unpinned";
+  std::string pre;
+  for (size_t i = 1; i < options().cpuset.size(); ++i) pre += (pre.empty() ? "" : ",") + std::to_string(options().cpuset[i]);
+  f["cpu_precompute_cores"] = pre.empty() ? "inline (critical thread)" : pre;
+  f["cpu_prefetch_bytes"] = std::to_string(prefetch_);
+  f["cpu_rewarm"] = rewarm_ && pool_.size() > 0 ? "on" : "off";
+  return f;
+}
+
+}  // namespace
+}  // namespace cpu
+
+std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& options) {
+  const Precision p = options.precision.value_or(Precision::fp32);
+  if (p != Precision::fp32 && p != Precision::bf16)
+    throw UnsupportedError(std::string("the cpu backend does not support precision ") + precision_name(p) +
+                           " (use fp32 or bf16)");
+  model.validate();
+  return std::make_unique<cpu::CpuBackend>(model, options, p, cpu::choose_isa(p == Precision::bf16));
+}
+
 }  // namespace hotpath

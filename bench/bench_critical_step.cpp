@@ -1,0 +1,232 @@
+// Google Benchmark micro-benchmark of the cpu backend's critical step: step() alone (input copy, the
+// last LSTM step of the completing window layer by layer, the head, the output written), timed per
+// call with manual timing; finish_precompute() runs between calls, outside the timed region.
+// Percentiles of every sample are reported as counters (p50_us ... max_us), and the error of the
+// same backend against the float64 reference (SPEC §4) as `error`.
+//
+//   bench_critical_step [--cpuset=LIST] [google benchmark flags]
+// --cpuset: the first core runs the critical step, the rest the precompute (as `hotpath bench`); without
+// it the precompute runs inline on the calling thread between samples (it then also evicts the
+// critical weights from the caches of a model as large as lstm_m). HOTPATH_CPU_ISA / HOTPATH_CPU_BF16 /
+// HOTPATH_CPU_PREFETCH choose the kernel path (cpu_backend.cpp).
+#include <benchmark/benchmark.h>
+#include <x86intrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "model/zoo.hpp"
+#include "reference/reference.hpp"
+
+using namespace hotpath;
+
+namespace {
+
+std::vector<int> g_cpuset;
+double g_tsc_per_ns = 0;  // calibrated once in main()
+
+// Time stamp counter reads ordered against the timed code (lfence before, rdtscp + lfence after):
+// ~10 ns a pair where a clock_gettime pair costs more (timer_overhead reports both).
+inline uint64_t tsc_begin() {
+  _mm_lfence();
+  return __rdtsc();
+}
+inline uint64_t tsc_end() {
+  unsigned aux;
+  const uint64_t t = __rdtscp(&aux);
+  _mm_lfence();
+  return t;
+}
+
+double calibrate_tsc() {
+  using clock = std::chrono::steady_clock;
+  const auto c0 = clock::now();
+  const uint64_t t0 = tsc_begin();
+  while (clock::now() - c0 < std::chrono::milliseconds(200)) {
+  }
+  const uint64_t t1 = tsc_end();
+  const auto c1 = clock::now();
+  return double(t1 - t0) / double(std::chrono::duration_cast<std::chrono::nanoseconds>(c1 - c0).count());
+}
+
+std::vector<int> parse_cpuset(const std::string& s) {
+  std::vector<int> cores;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const std::string part = s.substr(i, j - i);
+    const size_t dash = part.find('-');
+    if (dash == std::string::npos) {
+      cores.push_back(std::stoi(part));
+    } else {
+      for (int c = std::stoi(part.substr(0, dash)); c <= std::stoi(part.substr(dash + 1)); ++c) cores.push_back(c);
+    }
+    i = j + 1;
+  }
+  return cores;
+}
+
+struct Case {
+  const char* model;
+  Mode mode;
+  Precision precision;
+  int64_t iterations;
+};
+
+std::vector<float> random_inputs(size_t T, int I, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(T * I);
+  for (auto& v : x) v = n(rng);
+  return x;
+}
+
+double percentile(const std::vector<double>& sorted, double q) {  // nearest rank
+  if (sorted.empty()) return 0;
+  const size_t rank = size_t(std::ceil(q * double(sorted.size())));
+  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+void BM_critical_step(benchmark::State& state, Case c) {
+  const Model m = *zoo_model(c.model, 0);
+  const int I = m.config.input_size, O = m.config.output_size;
+  const int W = c.mode == Mode::window ? m.config.window.value_or(1) : 0;
+  BackendOptions opt;
+  opt.mode = c.mode;
+  opt.window = W;
+  opt.precision = c.precision;
+  opt.cpuset = g_cpuset;
+  std::unique_ptr<Backend> b;
+  try {
+    b = make_cpu_backend(m, opt);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    for (auto _ : state) {
+    }
+    return;
+  }
+  constexpr size_t kInputs = 4096;
+  const auto x = random_inputs(kInputs, I, 1);
+  std::vector<float> out(O);
+
+  // Error against the float64 reference over the first W + 10 ticks (the window ring wraps).
+  {
+    const size_t T = size_t(std::max(W, 1)) + 10;
+    reference::Incremental ref(m, c.mode == Mode::streaming, std::max(W, 1));
+    std::vector<double> z, zr;
+    for (size_t t = 0; t < T; ++t) {
+      const std::span<const float> xt(x.data() + t * I, I);
+      b->process(xt, out);
+      z.insert(z.end(), out.begin(), out.end());
+      const auto r = ref.tick(xt);
+      zr.insert(zr.end(), r.begin(), r.end());
+    }
+    state.counters["error"] = reference::normalized_error(z, zr);
+  }
+  for (size_t t = 0; t < 2000; ++t) b->process(std::span<const float>(x.data() + (t % kInputs) * I, I), out);
+
+  std::vector<double> samples;
+  samples.reserve(size_t(state.max_iterations));
+  size_t t = 0;
+  for (auto _ : state) {
+    const std::span<const float> xt(x.data() + (t++ % kInputs) * I, I);
+    const uint64_t t0 = tsc_begin();
+    b->step(xt, out);
+    const uint64_t t1 = tsc_end();
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+    b->finish_precompute();
+    const double ns = double(t1 - t0) / g_tsc_per_ns;
+    samples.push_back(ns);
+    state.SetIterationTime(ns * 1e-9);
+  }
+  std::sort(samples.begin(), samples.end());
+  state.counters["p50_us"] = percentile(samples, 0.50) * 1e-3;
+  state.counters["p90_us"] = percentile(samples, 0.90) * 1e-3;
+  state.counters["p99_us"] = percentile(samples, 0.99) * 1e-3;
+  state.counters["p999_us"] = percentile(samples, 0.999) * 1e-3;
+  state.counters["max_us"] = samples.empty() ? 0 : samples.back() * 1e-3;
+  const auto counters = b->counters();
+  if (auto it = counters.find("precompute_busy_us_mean"); it != counters.end())
+    state.counters["precompute_us"] = it->second;
+  if (auto it = counters.find("critical_weight_kib"); it != counters.end()) state.counters["crit_KiB"] = it->second;
+  state.SetLabel(b->variant() + (g_cpuset.empty() ? " inline-precompute" : " workers=" + std::to_string(g_cpuset.size() - 1)));
+}
+
+// What a pair of timer reads costs (included in every sample above): the TSC pair used here, and for
+// comparison a steady_clock pair.
+void BM_timer_overhead(benchmark::State& state) {
+  using clock = std::chrono::steady_clock;
+  std::vector<double> samples, clock_samples;
+  samples.reserve(size_t(state.max_iterations));
+  clock_samples.reserve(size_t(state.max_iterations));
+  for (auto _ : state) {
+    const uint64_t t0 = tsc_begin();
+    const uint64_t t1 = tsc_end();
+    const auto c0 = clock::now();
+    const auto c1 = clock::now();
+    const double ns = double(t1 - t0) / g_tsc_per_ns;
+    samples.push_back(ns);
+    clock_samples.push_back(double(std::chrono::duration_cast<std::chrono::nanoseconds>(c1 - c0).count()));
+    state.SetIterationTime(ns * 1e-9);
+  }
+  std::sort(samples.begin(), samples.end());
+  std::sort(clock_samples.begin(), clock_samples.end());
+  state.counters["p50_us"] = percentile(samples, 0.50) * 1e-3;
+  state.counters["p99_us"] = percentile(samples, 0.99) * 1e-3;
+  state.counters["clock_p50_us"] = percentile(clock_samples, 0.50) * 1e-3;
+  state.counters["tsc_GHz"] = g_tsc_per_ns;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--cpuset=", 9) == 0) {
+      try {
+        g_cpuset = parse_cpuset(argv[i] + 9);
+      } catch (const std::exception&) {
+        std::fprintf(stderr, "bad --cpuset '%s' (expected e.g. 2,3,4 or 2-15)\n", argv[i] + 9);
+        return 2;
+      }
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  int n = int(args.size());
+  benchmark::Initialize(&n, args.data());
+  g_tsc_per_ns = calibrate_tsc();
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 2;
+
+  // Iterations are fixed: each one also runs a precompute (W-1 window steps), which manual timing does
+  // not count, so a time-based stop would run far too long.
+  const Case cases[] = {
+      {"lstm_s", Mode::window, Precision::fp32, 20000},      {"lstm_s", Mode::window, Precision::bf16, 20000},
+      {"lstm_m", Mode::window, Precision::fp32, 5000},       {"lstm_m", Mode::window, Precision::bf16, 5000},
+      {"vollo_tiny", Mode::streaming, Precision::fp32, 50000}, {"vollo_tiny", Mode::streaming, Precision::bf16, 50000},
+      {"lstm_s", Mode::streaming, Precision::bf16, 50000},
+  };
+  for (const Case& c : cases) {
+    const std::string name = std::string("critical_step/") + c.model + "/" + mode_name(c.mode) + "/" +
+                             precision_name(c.precision);
+    benchmark::RegisterBenchmark(name.c_str(), BM_critical_step, c)
+        ->UseManualTime()
+        ->Iterations(c.iterations)
+        ->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::RegisterBenchmark("timer_overhead", BM_timer_overhead)->UseManualTime()->Iterations(100000)->Unit(benchmark::kNanosecond);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,65 @@
+// The CPU backend's kernels, behind one table of plain function pointers so that the ISA (AVX-512,
+// AVX2+FMA, or portable C++) is chosen at run time. Each ISA lives in its own translation unit compiled
+// with its own -m flags (kernels_avx512.cpp, kernels_avx2.cpp, kernels_generic.cpp), all instantiating
+// the one template body in kernels_impl.hpp, so the 16-lane AVX-512 logic is the same source as the
+// 8-lane AVX2 logic tested on any machine, and a 16-lane portable build mirrors it lane for lane.
+//
+// Layout (shared by the packer in packed_model.cpp and the kernels). `lanes` = vector width in floats.
+//   Hp = H rounded up to lanes; nb = Hp / lanes hidden-unit blocks.
+//   A gate matrix [4H, K] (PyTorch order i, f, g, o) is packed per block b of `lanes` hidden units as
+//   one contiguous stream:
+//     fp32: [nb][K][4][lanes]        element (b, k, g, j) = W[g*H + b*lanes + j][k]
+//     bf16: [nb][ceil(K/2)][4][lanes] uint32 pairs: low half bf16(W[row][2kp]), high half W[row][2kp+1]
+//   so the critical step reads each weight once, front to back, with the 4 gates of a unit in the same
+//   lane of 4 registers: the cell update then runs in registers, no shuffles. Padding rows/cols are 0.
+//   Gate vectors (pre-activations, P = W_hh·h + b) are [nb][4][lanes] floats; h and c are [Hp] floats.
+//   Padded units stay exactly h = 0, c = 0 (zero weights and bias: i=f=o=0.5, g=0).
+//   Head: O <= kHeadRowMajorMax: row-major [O][Hp] (a dot product per output); otherwise
+//   [ceil(O/lanes)][Hp][lanes] (outputs in lanes). Head weights are fp32 (in bf16 mode holding
+//   bf16-rounded values): O*H is small next to the gate matrices.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace hotpath::cpu {
+
+constexpr int kHeadRowMajorMax = 4;
+
+// Scratch (uint32 words: bf16 activation pairs) a gemm/crit call needs for `kdim` inputs: up to 4
+// columns of ceil(kdim/2) pairs, each rounded up to 16 words.
+constexpr int kMaxTileCols = 4;
+constexpr size_t pair_scratch_words(int kdim) { return size_t((kdim + 1) / 2 + 15) / 16 * 16 * kMaxTileCols; }
+
+struct KernelTable {
+  const char* isa;  // "avx512", "avx2", "generic"
+  int lanes;        // 16 or 8
+  bool bf16_dot;    // bf16 weights use a pair dot product (vdpbf16ps): activations are rounded to bf16
+
+  // The critical step of one layer for one column: acc = W·x (x: kdim floats); u_out (if non-null) =
+  // acc; gates = acc + P (P may be null); then the LSTM cell on c_in -> h_out, c_out (nb blocks).
+  // Prefetch distance in bytes ahead of the weight stream (0: none).
+  void (*crit_f32)(const float* W, int kdim, int nb, const float* x, const float* P, const float* c_in,
+                   float* h_out, float* c_out, float* u_out, uint32_t* scratch, int prefetch);
+  void (*crit_bf16)(const uint32_t* W, int kdim, int nb, const float* x, const float* P, const float* c_in,
+                    float* h_out, float* c_out, float* u_out, uint32_t* scratch, int prefetch);
+  // out[j] = W·X[j] + add[j] (add[j] may be null) over row blocks [b0, b1), for ncols >= 1 columns.
+  // out[j] may alias add[j].
+  void (*gemm_f32)(const float* W, int kdim, int b0, int b1, int ncols, const float* const* X,
+                   const float* const* add, float* const* out, uint32_t* scratch);
+  void (*gemm_bf16)(const uint32_t* W, int kdim, int b0, int b1, int ncols, const float* const* X,
+                    const float* const* add, float* const* out, uint32_t* scratch);
+  // LSTM cell over blocks [b0, b1): gates (+ add if non-null) with c (in/out) -> h.
+  void (*cell)(const float* gates, const float* add, float* c, float* h, int b0, int b1);
+  // z = head_w·h + head_b (head_b may be null); z needs room for O rounded up to lanes.
+  void (*head)(const float* head_w, const float* head_b, int O, int Hp, const float* h, float* z);
+  // The fast activations, exposed for their accuracy test.
+  void (*tanh)(const float* x, float* y, size_t n);
+  void (*sigmoid)(const float* x, float* y, size_t n);
+};
+
+// Tables per ISA; the avx512 ones exist only where the compiler can build them (nullptr otherwise).
+const KernelTable* kernels_avx512(bool bf16_dot);
+const KernelTable* kernels_avx2();
+const KernelTable* kernels_generic(bool bf16_dot);
+
+}  // namespace hotpath::cpu

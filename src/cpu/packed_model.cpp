@@ -1,0 +1,108 @@
+#include "cpu/packed_model.hpp"
+
+#include "cpu/kernels.hpp"
+#include "util/half.hpp"
+
+namespace hotpath::cpu {
+namespace {
+
+float round_weight(double v, bool bf16) {
+  const float f = static_cast<float>(v);
+  return bf16 ? bf16_to_float(float_to_bf16(f)) : f;
+}
+
+// src [4H, K] row-major (PyTorch order) -> [nb][K][4][lanes].
+AlignedArray<float> pack_f32(const std::vector<double>& src, int H, int K, int lanes) {
+  const int nb = (H + lanes - 1) / lanes;
+  AlignedArray<float> dst(size_t(nb) * K * 4 * lanes);
+  for (int b = 0; b < nb; ++b)
+    for (int k = 0; k < K; ++k)
+      for (int g = 0; g < 4; ++g)
+        for (int j = 0; j < lanes; ++j) {
+          const int unit = b * lanes + j;
+          if (unit < H)
+            dst[((size_t(b) * K + k) * 4 + g) * lanes + j] = static_cast<float>(src[(size_t(g) * H + unit) * K + k]);
+        }
+  return dst;
+}
+
+// src [4H, K] -> [nb][ceil(K/2)][4][lanes] pairs, low half column 2kp, high half 2kp+1.
+AlignedArray<uint32_t> pack_bf16(const std::vector<double>& src, int H, int K, int lanes) {
+  const int nb = (H + lanes - 1) / lanes, nkp = (K + 1) / 2;
+  AlignedArray<uint32_t> dst(size_t(nb) * nkp * 4 * lanes);
+  for (int b = 0; b < nb; ++b)
+    for (int kp = 0; kp < nkp; ++kp)
+      for (int g = 0; g < 4; ++g)
+        for (int j = 0; j < lanes; ++j) {
+          const int unit = b * lanes + j;
+          if (unit >= H) continue;
+          const size_t row = size_t(g) * H + unit;
+          const uint32_t lo = float_to_bf16(static_cast<float>(src[row * K + 2 * kp]));
+          const uint32_t hi = 2 * kp + 1 < K ? float_to_bf16(static_cast<float>(src[row * K + 2 * kp + 1])) : 0u;
+          dst[((size_t(b) * nkp + kp) * 4 + g) * lanes + j] = lo | (hi << 16);
+        }
+  return dst;
+}
+
+}  // namespace
+
+size_t PackedModel::critical_weight_bytes() const {
+  size_t bytes = head_w.size() * sizeof(float);
+  for (const auto& l : layers) bytes += bf16 ? l.wih16.size() * 4 : l.wih32.size() * 4;
+  return bytes;
+}
+
+PackedModel pack_model(const Model& model, int lanes, bool bf16) {
+  const ModelConfig& cfg = model.config;
+  PackedModel p;
+  p.lanes = lanes;
+  p.I = cfg.input_size;
+  p.H = cfg.hidden_size;
+  p.nb = (p.H + lanes - 1) / lanes;
+  p.Hp = p.nb * lanes;
+  p.O = cfg.output_size;
+  p.Op = (p.O + lanes - 1) / lanes * lanes;
+  p.num_layers = cfg.num_layers;
+  p.bf16 = bf16;
+  p.head_bias = !model.head_b.empty();
+  const int H = p.H;
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    const LstmLayer& src = model.layers[l];
+    PackedLayer dst;
+    dst.in = cfg.layer_input_size(l);
+    if (bf16) {
+      dst.wih16 = pack_bf16(src.w_ih, H, dst.in, lanes);
+      dst.whh16 = pack_bf16(src.w_hh, H, H, lanes);
+    } else {
+      dst.wih32 = pack_f32(src.w_ih, H, dst.in, lanes);
+      dst.whh32 = pack_f32(src.w_hh, H, H, lanes);
+    }
+    dst.bias = AlignedArray<float>(p.gate_floats());
+    if (!src.b_ih.empty() || !src.b_hh.empty()) {
+      for (int g = 0; g < 4; ++g)
+        for (int u = 0; u < H; ++u) {
+          const size_t row = size_t(g) * H + u;
+          float v = 0.0f;
+          if (!src.b_ih.empty()) v += round_weight(src.b_ih[row], bf16);
+          if (!src.b_hh.empty()) v += round_weight(src.b_hh[row], bf16);
+          dst.bias[(size_t(u / lanes) * 4 + g) * lanes + u % lanes] = v;
+        }
+    }
+    p.layers.push_back(std::move(dst));
+  }
+  p.head_w = AlignedArray<float>(size_t(p.Op) * p.Hp);
+  const bool row_major = p.O <= kHeadRowMajorMax;
+  for (int o = 0; o < p.O; ++o)
+    for (int k = 0; k < H; ++k) {
+      const float w = round_weight(model.head_w[size_t(o) * H + k], bf16);
+      if (row_major)
+        p.head_w[size_t(o) * p.Hp + k] = w;
+      else
+        p.head_w[(size_t(o / lanes) * p.Hp + k) * lanes + o % lanes] = w;
+    }
+  p.head_b = AlignedArray<float>(p.Op);
+  for (int o = 0; o < int(model.head_b.size()); ++o) p.head_b[o] = round_weight(model.head_b[o], bf16);
+  return p;
+}
+
+}  // namespace hotpath::cpu

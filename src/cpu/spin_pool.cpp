@@ -1,0 +1,107 @@
+#include "cpu/spin_pool.hpp"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "util/error.hpp"
+
+namespace hotpath::cpu {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int pin(pthread_t thread, int core) {
+  if (core < 0 || core >= CPU_SETSIZE) return EINVAL;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  return pthread_setaffinity_np(thread, sizeof(set), &set);
+}
+
+[[noreturn]] void pin_failed(int core, int err) {
+  throw Error("cpu backend: cannot pin a thread to core " + std::to_string(core) + " (" + std::strerror(err) +
+              "); --cpuset must name cores this process may run on");
+}
+
+}  // namespace
+
+void pin_this_thread(int core) {
+  if (const int err = pin(pthread_self(), core)) pin_failed(core, err);
+}
+
+SpinPool::SpinPool(const std::vector<int>& cores) : done_(cores.size()) {
+  threads_.reserve(cores.size());
+  for (size_t i = 0; i < cores.size(); ++i) {
+    threads_.emplace_back([this, i] { worker(static_cast<int>(i)); });
+    if (const int err = pin(threads_.back().native_handle(), cores[i])) {
+      stop_.store(true, std::memory_order_release);
+      gen_.fetch_add(1, std::memory_order_release);
+      for (auto& t : threads_) t.join();
+      threads_.clear();
+      pin_failed(cores[i], err);
+    }
+  }
+}
+
+SpinPool::~SpinPool() {
+  stop_.store(true, std::memory_order_release);
+  gen_.fetch_add(1, std::memory_order_release);
+  for (auto& t : threads_) t.join();
+}
+
+void SpinPool::start(PoolJob fn, void* ctx) {
+  fn_ = fn;
+  ctx_ = ctx;
+  gen_.fetch_add(1, std::memory_order_release);
+}
+
+void SpinPool::wait() const {
+  const uint64_t g = gen_.load(std::memory_order_relaxed);
+  for (const Done& d : done_)
+    while (d.gen.load(std::memory_order_acquire) != g) cpu_relax();
+}
+
+int64_t SpinPool::last_busy_ns() const {
+  int64_t m = 0;
+  for (const Done& d : done_) m = std::max(m, d.busy_ns.load(std::memory_order_relaxed));
+  return m;
+}
+
+void SpinPool::worker(int part) {
+  const int nparts = static_cast<int>(done_.size());
+  uint64_t seen = 0;
+  for (;;) {
+    // Spin on the generation word. After ~2 ms without work, poll every 50 us instead so an idle
+    // backend does not hold its cores at 100%; ticks that come faster than that never sleep, and the
+    // critical step never waits for a worker (only finish_precompute does).
+    uint64_t g;
+    int64_t idle_since = 0;
+    unsigned spins = 0;
+    while ((g = gen_.load(std::memory_order_acquire)) == seen) {
+      cpu_relax();
+      if ((++spins & 1023u) == 0) {
+        const int64_t t = now_ns();
+        if (idle_since == 0)
+          idle_since = t;
+        else if (t - idle_since > 2'000'000)
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+    seen = g;
+    if (stop_.load(std::memory_order_acquire)) return;
+    const int64_t t0 = now_ns();
+    fn_(ctx_, part, nparts);
+    done_[part].busy_ns.store(now_ns() - t0, std::memory_order_relaxed);
+    done_[part].gen.store(g, std::memory_order_release);
+  }
+}
+
+}  // namespace hotpath::cpu

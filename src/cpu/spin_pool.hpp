@@ -1,0 +1,62 @@
+// Worker threads pinned one per core that spin (with a pause instruction) waiting for work, so that
+// handing them a job is one atomic store and no system call. Used for the precompute and run_batch.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace hotpath::cpu {
+
+// fn(ctx, part, nparts) is run once for each part in [0, nparts); it must not throw.
+using PoolJob = void (*)(void* ctx, int part, int nparts);
+
+class SpinPool {
+ public:
+  // One worker per core id; throws hotpath::Error naming a core that cannot be pinned. Empty: no workers.
+  explicit SpinPool(const std::vector<int>& cores);
+  ~SpinPool();
+  SpinPool(const SpinPool&) = delete;
+  SpinPool& operator=(const SpinPool&) = delete;
+
+  int size() const { return static_cast<int>(threads_.size()); }
+  // Hands the job to every worker and returns at once. Not while a job is running.
+  void start(PoolJob fn, void* ctx);
+  // Spins until every worker has finished the job given by start().
+  void wait() const;
+  // The same, calling idle() between polls (cheap work for a thread that would only spin).
+  template <class F>
+  void wait_with(F&& idle) const {
+    const uint64_t g = gen_.load(std::memory_order_relaxed);
+    for (const Done& d : done_)
+      while (d.gen.load(std::memory_order_acquire) != g) idle();
+  }
+  // Nanoseconds the slowest worker spent in the last job (valid after wait()).
+  int64_t last_busy_ns() const;
+
+ private:
+  void worker(int part);
+
+  struct alignas(64) Done {
+    std::atomic<uint64_t> gen{0};
+    std::atomic<int64_t> busy_ns{0};
+  };
+  // Written by the caller, read by every worker: its own cache line.
+  alignas(64) std::atomic<uint64_t> gen_{0};
+  PoolJob fn_ = nullptr;
+  void* ctx_ = nullptr;
+  std::atomic<bool> stop_{false};
+  alignas(64) std::vector<Done> done_;
+  std::vector<std::thread> threads_;
+};
+
+// Pins the calling thread to one core; throws hotpath::Error naming the core on failure.
+void pin_this_thread(int core);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace hotpath::cpu

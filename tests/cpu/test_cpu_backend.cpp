@@ -1,0 +1,435 @@
+// The cpu backend against the float64 reference (SPEC §4): golden PyTorch cases, awkward shapes, long
+// runs, reset, refused ticks, threads, every ISA path this CPU can run, and run_batch.
+//
+// Tolerances (normalized error, SPEC §4): fp32 1e-5 and bf16 2e-3 against the unrounded reference.
+// bf16 is also held against its own rounding figure: the reference run on the bf16-rounded weights
+// gives the error weight rounding alone causes (`rounding`), and the backend must stay within
+// 2 x rounding + 1e-4 of the unrounded reference: fp32 state and accumulation add little on top,
+// and a bf16 activation rounding (vdpbf16ps path) about as much again as the weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "backend/backend.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "model/loader.hpp"
+#include "model/safetensors.hpp"
+#include "model/zoo.hpp"
+#include "reference/reference.hpp"
+#include "test_cpu_util.hpp"
+#include "util/error.hpp"
+#include "util/half.hpp"
+
+using namespace hotpath;
+using namespace hotpath::cputest;
+
+namespace {
+
+const std::string kGolden = HOTPATH_GOLDEN_DIR;
+
+struct Golden {
+  Model model;
+  std::vector<float> inputs;
+  size_t ticks = 0;
+  int window = 0;
+  std::vector<double> window_expected, streaming_expected;
+};
+
+Golden load_golden(const std::string& name) {
+  Golden g;
+  g.model = load_model_file(kGolden + "/" + name + ".model.safetensors");
+  const auto f = safetensors::File::open(kGolden + "/" + name + ".golden.safetensors");
+  const auto& in = f.at("inputs");
+  g.ticks = size_t(in.shape[0]);
+  g.inputs = f.read_f32(in);
+  g.window = std::stoi(f.metadata().at("window"));
+  g.window_expected = f.read_f64(f.at("tacana_expected"));
+  g.streaming_expected = f.read_f64(f.at("streaming_expected"));
+  return g;
+}
+
+// Every weight and bias rounded to bf16: the reference on it isolates the weight-rounding error.
+Model round_to_bf16(Model m) {
+  auto r = [](std::vector<double>& v) {
+    for (auto& x : v) x = bf16_to_float(float_to_bf16(float(x)));
+  };
+  for (auto& l : m.layers) r(l.w_ih), r(l.w_hh), r(l.b_ih), r(l.b_hh);
+  r(m.head_w), r(m.head_b);
+  return m;
+}
+
+double bound(Precision p) { return p == Precision::bf16 ? 2e-3 : 1e-5; }
+
+std::vector<double> tail(const std::vector<double>& v, size_t from_tick, int O) {
+  return std::vector<double>(v.begin() + long(from_tick) * O, v.end());
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Golden PyTorch cases, both precisions, both modes, on every ISA path.
+
+class Golden_ : public ::testing::TestWithParam<std::tuple<std::string, Precision, Variant>> {};
+
+TEST_P(Golden_, MatchesPyTorch) {
+  const auto& [name, prec, variant] = GetParam();
+  IsaScope isa(variant);
+  const Golden g = load_golden(name);
+  const int O = g.model.config.output_size;
+  for (Mode mode : {Mode::window, Mode::streaming}) {
+    SCOPED_TRACE(mode_name(mode));
+    BackendOptions opt;
+    opt.mode = mode;
+    opt.window = g.window;
+    opt.precision = prec;
+    auto b = make_cpu_backend(g.model, opt);
+    EXPECT_EQ(b->variant().rfind(variant.isa, 0), 0u) << b->variant();
+    const std::vector<double> z = run_ticks(*b, g.inputs, g.ticks);
+    double err;
+    if (mode == Mode::window) {
+      ASSERT_EQ(g.window_expected.size(), (g.ticks - g.window + 1) * O);
+      err = reference::normalized_error(tail(z, g.window - 1, O), g.window_expected);
+      // The ticks before W-1 (a window still filling up) against the float64 reference.
+      const auto ref = reference::sliding_window(g.model, g.inputs, g.ticks, g.window);
+      err = std::max(err, reference::normalized_error(z, ref));
+    } else {
+      err = reference::normalized_error(z, g.streaming_expected);
+    }
+    double rounding = 0;
+    if (prec == Precision::bf16) {
+      const Model r = round_to_bf16(g.model);
+      const auto zr = mode == Mode::window ? reference::sliding_window(r, g.inputs, g.ticks, g.window)
+                                           : reference::streaming(r, g.inputs, g.ticks);
+      const auto exact = mode == Mode::window ? reference::sliding_window(g.model, g.inputs, g.ticks, g.window)
+                                              : reference::streaming(g.model, g.inputs, g.ticks);
+      rounding = reference::normalized_error(zr, exact);
+      EXPECT_LE(err, 2 * rounding + 1e-4) << "rounding figure " << rounding;
+    }
+    std::printf("[golden] %-10s %-9s %-4s %-16s error %.3g (bf16 weight rounding alone %.3g)\n", name.c_str(),
+                mode_name(mode), precision_name(prec), b->variant().c_str(), err, rounding);
+    EXPECT_LE(err, bound(prec));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, Golden_,
+                         ::testing::Combine(::testing::Values("tiny", "small2x128", "multi_out"),
+                                            ::testing::Values(Precision::fp32, Precision::bf16),
+                                            ::testing::ValuesIn(available_variants())),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + precision_name(std::get<1>(info.param)) + "_" +
+                                  std::get<2>(info.param).label;
+                         });
+
+// ---------------------------------------------------------------------------------------------------
+// Awkward shapes against reference::sliding_window / streaming on random data.
+
+struct Shape {
+  int I, H, L, O, W;
+  bool bias, head_bias;
+};
+
+std::string shape_name(const Shape& s) {
+  return "I" + std::to_string(s.I) + "_H" + std::to_string(s.H) + "_L" + std::to_string(s.L) + "_O" +
+         std::to_string(s.O) + "_W" + std::to_string(s.W) + (s.bias ? "" : "_nobias") + (s.head_bias ? "" : "_noheadbias");
+}
+
+const Shape kShapes[] = {
+    {1, 1, 1, 1, 1, true, true},     {1, 7, 2, 1, 2, true, false},  {7, 7, 1, 7, 3, false, true},
+    {7, 65, 3, 65, 50, true, true},  {65, 1, 2, 2, 5, true, true},  {3, 17, 3, 5, 2, false, false},
+    {32, 128, 2, 1, 50, true, true}, {128, 128, 2, 32, 1, true, true}, {33, 40, 1, 4, 7, true, true},
+};
+
+class Shapes_ : public ::testing::TestWithParam<std::tuple<Shape, Precision, Variant>> {};
+
+TEST_P(Shapes_, MatchesReference) {
+  const auto& [s, prec, variant] = GetParam();
+  IsaScope isa(variant);
+  const Model m = random_model(s.I, s.H, s.L, s.O, s.bias, s.head_bias, 1234 + s.I * 7 + s.H);
+  const size_t T = size_t(s.W) + 40;
+  const auto x = random_inputs(T, s.I, 99);
+  for (Mode mode : {Mode::window, Mode::streaming}) {
+    SCOPED_TRACE(mode_name(mode));
+    BackendOptions opt;
+    opt.mode = mode;
+    opt.window = s.W;
+    opt.precision = prec;
+    auto b = make_cpu_backend(m, opt);
+    const auto z = run_ticks(*b, x, T);
+    const auto ref = mode == Mode::window ? reference::sliding_window(m, x, T, s.W) : reference::streaming(m, x, T);
+    const double err = reference::normalized_error(z, ref);
+    EXPECT_LE(err, bound(prec)) << b->variant();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, Shapes_,
+                         ::testing::Combine(::testing::ValuesIn(kShapes),
+                                            ::testing::Values(Precision::fp32, Precision::bf16),
+                                            ::testing::ValuesIn(available_variants())),
+                         [](const auto& info) {
+                           return shape_name(std::get<0>(info.param)) + "_" + precision_name(std::get<1>(info.param)) +
+                                  "_" + std::get<2>(info.param).label;
+                         });
+
+// ---------------------------------------------------------------------------------------------------
+// Long runs with inputs varying every tick, against the incremental float64 reference; inline and
+// with a 2-core cpuset (one precompute worker).
+
+class LongRun_ : public ::testing::TestWithParam<std::tuple<Precision, bool>> {};
+
+TEST_P(LongRun_, TwoThousandTicks) {
+  const auto& [prec, threaded] = GetParam();
+  const Model m = random_model(8, 24, 2, 3, true, true, 77);
+  const int W = 20;
+  const size_t T = 2000;
+  const auto x = random_inputs(T, 8, 5);
+  for (Mode mode : {Mode::window, Mode::streaming}) {
+    SCOPED_TRACE(mode_name(mode));
+    BackendOptions opt;
+    opt.mode = mode;
+    opt.window = W;
+    opt.precision = prec;
+    if (threaded) opt.cpuset = two_cores();
+    auto b = make_cpu_backend(m, opt);
+    reference::Incremental ref(m, mode == Mode::streaming, W);
+    std::vector<double> z, zr;
+    std::vector<float> out(3);
+    for (size_t t = 0; t < T; ++t) {
+      const std::span<const float> xt(x.data() + t * 8, 8);
+      b->process(xt, out);
+      z.insert(z.end(), out.begin(), out.end());
+      const auto r = ref.tick(xt);
+      zr.insert(zr.end(), r.begin(), r.end());
+    }
+    EXPECT_EQ(b->ticks(), (long long)T);
+    EXPECT_LE(reference::normalized_error(z, zr), bound(prec)) << b->variant();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, LongRun_,
+                         ::testing::Combine(::testing::Values(Precision::fp32, Precision::bf16), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(precision_name(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) ? "_cpuset2" : "_inline");
+                         });
+
+// lstm_s itself, window mode, 150 ticks (the ring of 50 windows wraps twice), threaded.
+TEST(CpuBackend, LstmSWindowThreaded) {
+  const Model m = *zoo_model("lstm_s", 3);
+  const size_t T = 150;
+  const auto x = random_inputs(T, 32, 8);
+  const auto ref = reference::sliding_window(m, x, T, 50);
+  for (Precision p : {Precision::fp32, Precision::bf16}) {
+    BackendOptions opt;
+    opt.window = 50;
+    opt.precision = p;
+    opt.cpuset = two_cores();
+    auto b = make_cpu_backend(m, opt);
+    const double err = reference::normalized_error(run_ticks(*b, x, T), ref);
+    std::printf("[lstm_s] window %-4s %-14s error %.3g\n", precision_name(p), b->variant().c_str(), err);
+    EXPECT_LE(err, bound(p));
+  }
+}
+
+// Threads change where the work runs, never the arithmetic: outputs are bitwise those of the inline run.
+TEST(CpuBackend, ThreadedIsBitwiseInline) {
+  const Model m = random_model(5, 33, 3, 2, true, true, 4);
+  const size_t T = 90;
+  const auto x = random_inputs(T, 5, 6);
+  for (Mode mode : {Mode::window, Mode::streaming}) {
+    BackendOptions a, t;
+    a.mode = t.mode = mode;
+    a.window = t.window = 11;
+    t.cpuset = two_cores();
+    auto ba = make_cpu_backend(m, a), bt = make_cpu_backend(m, t);
+    EXPECT_EQ(run_ticks(*ba, x, T), run_ticks(*bt, x, T)) << mode_name(mode);
+    const auto c = bt->counters();
+    EXPECT_EQ(c.at("precompute_workers"), 1.0);
+    EXPECT_EQ(bt->facts().at("cpu_critical_core"), std::to_string(t.cpuset[0]));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Reset, refused ticks, lifetime.
+
+TEST(CpuBackend, ResetStartsOver) {
+  const Model m = random_model(4, 20, 2, 1, true, true, 8);
+  const auto x = random_inputs(60, 4, 9);
+  for (Mode mode : {Mode::window, Mode::streaming}) {
+    for (bool threaded : {false, true}) {
+      BackendOptions opt;
+      opt.mode = mode;
+      opt.window = 7;
+      if (threaded) opt.cpuset = two_cores();
+      auto b = make_cpu_backend(m, opt);
+      const auto first = run_ticks(*b, x, 60);
+      std::vector<float> out(1);
+      b->step(std::span<const float>(x.data(), 4), out);  // left pending on purpose
+      b->reset();
+      EXPECT_EQ(b->ticks(), 0);
+      EXPECT_EQ(run_ticks(*b, x, 60), first) << mode_name(mode) << (threaded ? " threaded" : "");
+    }
+  }
+}
+
+TEST(CpuBackend, NonFiniteTickIsRefusedAndStateKept) {
+  const Model m = random_model(6, 19, 2, 2, true, true, 10);
+  const size_t T = 40;
+  const int W = 9;
+  const auto x = random_inputs(T, 6, 11);
+  for (Mode mode : {Mode::window, Mode::streaming}) {
+    for (bool threaded : {false, true}) {
+      SCOPED_TRACE(std::string(mode_name(mode)) + (threaded ? " threaded" : ""));
+      BackendOptions opt;
+      opt.mode = mode;
+      opt.window = W;
+      if (threaded) opt.cpuset = two_cores();
+      auto b = make_cpu_backend(m, opt);
+      std::vector<double> z;
+      std::vector<float> out(2, 0.0f);
+      for (size_t t = 0; t < T; ++t) {
+        const std::span<const float> xt(x.data() + t * 6, 6);
+        if (t == 5 || t == 20) {
+          // With the previous tick's precompute still pending, and without it.
+          if (t == 20) b->finish_precompute();
+          for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()}) {
+            std::vector<float> xb(xt.begin(), xt.end());
+            xb[t % 6] = bad;
+            out.assign(2, 42.0f);
+            try {
+              b->step(xb, out);
+              ADD_FAILURE() << "tick with " << bad << " accepted";
+            } catch (const TickError& e) {
+              EXPECT_NE(std::string(e.what()).find("tick " + std::to_string(t)), std::string::npos) << e.what();
+            }
+            EXPECT_EQ(b->ticks(), (long long)t);
+            EXPECT_EQ(out[0], 42.0f);  // output untouched
+          }
+        }
+        b->step(xt, out);
+        z.insert(z.end(), out.begin(), out.end());
+        if (t % 3 != 0) b->finish_precompute();  // sometimes leave it pending until the next step
+      }
+      b->finish_precompute();
+      const auto ref = mode == Mode::window ? reference::sliding_window(m, x, T, W) : reference::streaming(m, x, T);
+      EXPECT_LE(reference::normalized_error(z, ref), 1e-5);
+    }
+  }
+}
+
+TEST(CpuBackend, WrongSizesAreErrors) {
+  const Model m = random_model(3, 8, 1, 2, true, true, 1);
+  BackendOptions opt;
+  opt.window = 4;
+  auto b = make_cpu_backend(m, opt);
+  std::vector<float> x(4, 0.5f), out(2);
+  EXPECT_THROW(b->step(x, out), TickError);
+  std::vector<float> x3(3, 0.5f), out1(1);
+  EXPECT_THROW(b->step(x3, out1), Error);
+  EXPECT_EQ(b->ticks(), 0);
+}
+
+TEST(CpuBackend, DestroyWithPendingPrecompute) {
+  const Model m = random_model(4, 30, 2, 1, true, true, 2);
+  for (int i = 0; i < 20; ++i) {
+    BackendOptions opt;
+    opt.window = 12;
+    opt.cpuset = two_cores();
+    auto b = make_cpu_backend(m, opt);
+    std::vector<float> x(4, 0.25f), out(1);
+    for (int t = 0; t < i; ++t) b->process(x, out);
+    b->step(x, out);  // destroyed with this tick's precompute in flight
+  }
+}
+
+TEST(CpuBackend, OptionErrors) {
+  const Model m = random_model(3, 8, 1, 2, true, true, 1);
+  BackendOptions opt;
+  opt.window = 4;
+  opt.precision = Precision::fp16;
+  try {
+    make_cpu_backend(m, opt);
+    ADD_FAILURE() << "fp16 accepted";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("fp16"), std::string::npos) << e.what();
+  }
+  opt.precision = Precision::fp64;
+  EXPECT_THROW(make_cpu_backend(m, opt), UnsupportedError);
+  opt.precision = Precision::fp32;
+  opt.cpuset = {0, 0};
+  EXPECT_THROW(make_cpu_backend(m, opt), Error);
+  opt.cpuset = {0, 100000};
+  EXPECT_THROW(make_cpu_backend(m, opt), Error);
+  opt.cpuset = {};
+  opt.window = 0;
+  EXPECT_THROW(make_cpu_backend(m, opt), Error);
+  opt.window = 4;
+  {
+    IsaScope bad(Variant{"bogus", "", "bogus"});
+    EXPECT_THROW(make_cpu_backend(m, opt), Error);
+  }
+  if (!cpu_has_avx512()) {
+    IsaScope v(Variant{"avx512", "", "avx512"});
+    EXPECT_THROW(make_cpu_backend(m, opt), UnsupportedError);
+  }
+  opt.mode = Mode::batch;
+  auto b = make_cpu_backend(m, opt);
+  std::vector<float> x(3, 0.1f), out(2);
+  EXPECT_THROW(b->step(x, out), Error);
+}
+
+TEST(CpuBackend, VariantNamesThePath) {
+  const Model m = random_model(3, 8, 1, 2, true, true, 1);
+  for (const Variant& v : available_variants()) {
+    IsaScope s(v);
+    for (Precision p : {Precision::fp32, Precision::bf16}) {
+      BackendOptions opt;
+      opt.window = 3;
+      opt.precision = p;
+      auto b = make_cpu_backend(m, opt);
+      EXPECT_EQ(b->name(), "cpu");
+      EXPECT_EQ(b->precision(), p);
+      EXPECT_EQ(b->variant().rfind(v.isa + "-", 0), 0u) << b->variant();
+      EXPECT_NE(b->variant().find(precision_name(p)), std::string::npos) << b->variant();
+    }
+  }
+  // Default (auto): the best path this CPU has.
+  BackendOptions opt;
+  opt.window = 3;
+  auto b = make_cpu_backend(m, opt);
+  EXPECT_EQ(b->variant(), cpu_has_avx512() ? "avx512-fp32" : "avx2-fp32");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Batch workload.
+
+TEST(CpuBackend, RunBatchMatchesReference) {
+  const Model m = random_model(9, 21, 2, 3, true, true, 12);
+  const size_t B = 23, W = 13;
+  const auto x = random_inputs(B * W, 9, 13);
+  const auto ref = reference::batch(m, x, B, W);
+  for (Precision p : {Precision::fp32, Precision::bf16}) {
+    for (bool threaded : {false, true}) {
+      BackendOptions opt;
+      opt.mode = Mode::batch;
+      opt.precision = p;
+      if (threaded) opt.cpuset = two_cores();
+      auto b = make_cpu_backend(m, opt);
+      std::vector<float> out(B * 3);
+      b->run_batch(x, B, W, out);
+      EXPECT_LE(reference::normalized_error(std::vector<double>(out.begin(), out.end()), ref), bound(p));
+    }
+  }
+  BackendOptions opt;
+  opt.mode = Mode::batch;
+  auto b = make_cpu_backend(m, opt);
+  std::vector<float> bad = x, out(B * 3);
+  bad[5 * W * 9 + 2] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(b->run_batch(bad, B, W, out), TickError);
+  EXPECT_THROW(b->run_batch(x, B, W + 1, out), Error);
+}
+
+}  // namespace

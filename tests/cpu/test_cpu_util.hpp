@@ -1,0 +1,140 @@
+// Helpers shared by the cpu backend's tests.
+#pragma once
+#include <sched.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "model/model.hpp"
+
+namespace hotpath::cputest {
+
+inline bool cpu_has_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+inline bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+inline bool cpu_has_avx512bf16() { return cpu_has_avx512() && __builtin_cpu_supports("avx512bf16"); }
+
+// One kernel path, forced through HOTPATH_CPU_ISA / HOTPATH_CPU_BF16.
+struct Variant {
+  std::string isa, bf16, label;
+};
+
+// Every path this CPU can run: the portable 16-lane ones (mirroring AVX-512, with and without the
+// bf16 pair dot) always, AVX2 and AVX-512 where present.
+inline std::vector<Variant> available_variants() {
+  std::vector<Variant> v = {{"generic", "dot", "generic_dot"}, {"generic", "cvt", "generic_cvt"}};
+  if (cpu_has_avx2()) v.push_back({"avx2", "", "avx2"});
+  if (cpu_has_avx512()) v.push_back({"avx512", "cvt", "avx512_cvt"});
+  if (cpu_has_avx512bf16()) v.push_back({"avx512", "dot", "avx512_dot"});
+  return v;
+}
+
+class IsaScope {
+ public:
+  explicit IsaScope(const Variant& v) {
+    save("HOTPATH_CPU_ISA", isa_);
+    save("HOTPATH_CPU_BF16", bf16_);
+    set("HOTPATH_CPU_ISA", v.isa);
+    set("HOTPATH_CPU_BF16", v.bf16);
+  }
+  ~IsaScope() {
+    restore("HOTPATH_CPU_ISA", isa_);
+    restore("HOTPATH_CPU_BF16", bf16_);
+  }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+
+ private:
+  struct Saved {
+    bool had = false;
+    std::string value;
+  };
+  static void save(const char* n, Saved& s) {
+    const char* v = std::getenv(n);
+    s.had = v != nullptr;
+    if (v) s.value = v;
+  }
+  static void set(const char* n, const std::string& v) {
+    if (v.empty())
+      unsetenv(n);
+    else
+      setenv(n, v.c_str(), 1);
+  }
+  static void restore(const char* n, const Saved& s) {
+    if (s.had)
+      setenv(n, s.value.c_str(), 1);
+    else
+      unsetenv(n);
+  }
+  Saved isa_, bf16_;
+};
+
+// Random model with PyTorch-like weights (U(+-1/sqrt(H))).
+inline Model random_model(int I, int H, int L, int O, bool bias, bool head_bias, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0 / std::sqrt(H), 1.0 / std::sqrt(H));
+  auto f = [&] { return double(float(u(rng))); };
+  Model m;
+  m.config = {I, H, L, O, bias, head_bias, std::nullopt};
+  m.name = "random";
+  for (int l = 0; l < L; ++l) {
+    LstmLayer w;
+    const int in = l == 0 ? I : H;
+    for (int k = 0; k < 4 * H * in; ++k) w.w_ih.push_back(f());
+    for (int k = 0; k < 4 * H * H; ++k) w.w_hh.push_back(f());
+    if (bias)
+      for (int k = 0; k < 4 * H; ++k) w.b_ih.push_back(f()), w.b_hh.push_back(f());
+    m.layers.push_back(w);
+  }
+  for (int k = 0; k < O * H; ++k) m.head_w.push_back(f());
+  if (head_bias)
+    for (int k = 0; k < O; ++k) m.head_b.push_back(f());
+  return m;
+}
+
+// [T, I] standard normal inputs, different every tick.
+inline std::vector<float> random_inputs(size_t T, int I, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(T * I);
+  for (auto& v : x) v = n(rng);
+  return x;
+}
+
+// process() every tick; [T, O] outputs.
+inline std::vector<double> run_ticks(Backend& b, const std::vector<float>& x, size_t T) {
+  const int I = b.config().input_size, O = b.config().output_size;
+  std::vector<float> out(O);
+  std::vector<double> z;
+  z.reserve(T * O);
+  for (size_t t = 0; t < T; ++t) {
+    b.process(std::span<const float>(x.data() + t * I, I), out);
+    z.insert(z.end(), out.begin(), out.end());
+  }
+  return z;
+}
+
+// Two cores this process may run on (one when it may run on only one).
+inline std::vector<int> two_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cores;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE && cores.size() < 2; ++c)
+      if (CPU_ISSET(c, &set)) cores.push_back(c);
+  if (cores.empty()) cores.push_back(0);
+  return cores;
+}
+
+}  // namespace hotpath::cputest
