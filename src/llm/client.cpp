@@ -1,0 +1,622 @@
+#include "llm/client.hpp"
+
+#include <curl/curl.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "llm/schedule.hpp"
+#include "llm/sse.hpp"
+#include "llm/text.hpp"
+#include "util/error.hpp"
+
+namespace hotpath::llm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void global_init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw Error("libcurl failed to initialise");
+  });
+}
+
+// Many concurrent streams need many descriptors; the default soft limit is often 1024.
+void raise_fd_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+std::string utc_now_iso() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Everything the workers share, read-only while they run.
+struct Plan {
+  const std::vector<DatasetItem>* items = nullptr;
+  std::vector<std::string> bodies;   // one per dataset item
+  std::string url;
+  curl_slist* headers = nullptr;
+  double duration_s = 0;
+  long timeout_ms = 0;
+  bool insecure = false;
+  bool busy_poll = false;
+  Clock::time_point t0;
+};
+
+class Worker;
+
+struct Transfer {
+  Worker* worker = nullptr;
+  CURL* easy = nullptr;
+  RequestRecord* rec = nullptr;
+  const DatasetItem* item = nullptr;
+  SseParser sse;
+  WordClock words;
+  std::string text;  // kept only when there is a reference to score against
+  std::string err_body;
+  std::string fail_reason, fail_detail;
+  bool keep_text = false, done_seen = false, status_checked = false, error_body = false;
+  std::size_t bytes = 0;
+
+  void reset(RequestRecord* r, const DatasetItem* it) {
+    rec = r;
+    item = it;
+    sse = SseParser();
+    words = WordClock();
+    text.clear();
+    err_body.clear();
+    fail_reason.clear();
+    fail_detail.clear();
+    keep_text = it->reference.has_value();
+    done_seen = status_checked = error_body = false;
+    bytes = 0;
+  }
+};
+
+class Worker {
+ public:
+  Worker(const Plan& plan, std::vector<RequestRecord>& records, std::vector<std::size_t> mine, std::size_t cap)
+      : plan_(plan), records_(records), mine_(std::move(mine)), cap_(cap) {
+    for (std::size_t i = 0; i < cap_; ++i) free_slots_.push_back(-kInf);
+  }
+  ~Worker() {
+    for (auto& t : pool_) {
+      if (!t->easy) continue;
+      if (multi_) curl_multi_remove_handle(multi_, t->easy);  // a no-op unless a throw left it added
+      curl_easy_cleanup(t->easy);
+    }
+    if (multi_) curl_multi_cleanup(multi_);
+    if (timer_fd_ >= 0) close(timer_fd_);
+    if (epoll_fd_ >= 0) close(epoll_fd_);
+  }
+
+  double now_s() const { return std::chrono::duration<double>(Clock::now() - plan_.t0).count(); }
+  std::int64_t t0_ns() const { return t0_ns_; }
+  std::size_t max_in_flight() const { return max_in_flight_; }
+
+  // Everything that costs time once (epoll, the multi handle, easy handles: the first
+  // curl_easy_init takes milliseconds) happens here, before t0, so it never delays a send.
+  void prepare() {
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (epoll_fd_ < 0 || timer_fd_ < 0) throw Error(std::string("client: epoll/timerfd: ") + std::strerror(errno));
+    epoll_event tev{};
+    tev.events = EPOLLIN;
+    tev.data.fd = timer_fd_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_fd_, &tev);
+
+    multi_ = curl_multi_init();
+    if (!multi_) throw Error("client: curl_multi_init failed");
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &Worker::socket_cb);
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &Worker::timer_cb);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
+    // Keep one idle connection per possible stream so keep-alive reuse never has to reconnect.
+    const long keep = static_cast<long>(cap_ ? cap_ : std::max<std::size_t>(mine_.size(), 16));
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, keep);
+    curl_multi_setopt(multi_, CURLMOPT_PIPELINING, CURLPIPE_NOTHING);
+    const std::size_t pre = std::min<std::size_t>(cap_ ? cap_ : mine_.size(), std::min<std::size_t>(mine_.size(), 1024));
+    for (std::size_t i = 0; i < pre; ++i) idle_.push_back(create_transfer());
+  }
+
+  double cpu_s() const { return cpu_s_; }
+
+  static double thread_cpu_s() {
+    rusage ru{};
+    getrusage(RUSAGE_THREAD, &ru);
+    return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+  }
+
+  void run() {
+    const double cpu0 = thread_cpu_s();
+    run_loop();
+    cpu_s_ = thread_cpu_s() - cpu0;
+  }
+
+  void run_loop() {
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // wake-ups at the scheduled nanosecond, not +50 us
+    t0_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(plan_.t0.time_since_epoch()).count();
+    std::vector<epoll_event> events(512);
+    for (;;) {
+      start_due();
+      if (next_ == mine_.size() && in_flight_ == 0) break;
+      const std::int64_t wake = next_wake_ns();
+      int timeout = -1;
+      if (plan_.busy_poll || wake <= now_ns()) {
+        timeout = 0;  // busy polling never sleeps, so no wake-up latency lands in RT
+      } else if (wake != kNever) {
+        arm(wake);
+      }
+      const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout);
+      if (n < 0 && errno != EINTR) throw Error(std::string("client: epoll_wait: ") + std::strerror(errno));
+      int running = 0;
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.fd == timer_fd_) {
+          std::uint64_t x;
+          [[maybe_unused]] ssize_t r = read(timer_fd_, &x, sizeof x);
+          armed_ = -1;
+          continue;
+        }
+        int flags = 0;
+        if (events[i].events & EPOLLIN) flags |= CURL_CSELECT_IN;
+        if (events[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
+        if (events[i].events & (EPOLLERR | EPOLLHUP)) flags |= CURL_CSELECT_ERR;
+        curl_multi_socket_action(multi_, events[i].data.fd, flags, &running);
+      }
+      if (curl_deadline_ns_ != kNever && curl_deadline_ns_ <= now_ns()) {
+        curl_deadline_ns_ = kNever;
+        curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+      }
+      reap();
+    }
+  }
+
+ private:
+  static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+
+  std::int64_t now_ns() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  }
+
+  std::int64_t next_wake_ns() const {
+    std::int64_t w = curl_deadline_ns_;
+    if (next_ < mine_.size() && (cap_ == 0 || in_flight_ < cap_)) {
+      double s = records_[mine_[next_]].scheduled_s;
+      if (plan_.duration_s > 0) s = std::min(s, plan_.duration_s);
+      w = std::min(w, t0_ns_ + static_cast<std::int64_t>(std::llround(s * 1e9)));
+    }
+    return w;
+  }
+
+  void arm(std::int64_t t) {
+    if (t == armed_) return;
+    itimerspec its{};
+    its.it_value.tv_sec = t / 1'000'000'000;
+    its.it_value.tv_nsec = t % 1'000'000'000;
+    timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);
+    armed_ = t;
+  }
+
+  // Sends every request whose time has come and for which a slot is free.
+  void start_due() {
+    while (next_ < mine_.size()) {
+      const double now = now_s();
+      RequestRecord& rec = records_[mine_[next_]];
+      if (plan_.duration_s > 0 && now >= plan_.duration_s) {
+        next_ = mine_.size();  // the rest stay not_sent
+        return;
+      }
+      if (rec.scheduled_s > now) return;
+      if (cap_ && in_flight_ >= cap_) return;
+      double slot = rec.scheduled_s;
+      if (cap_) {
+        // The slot this request takes was freed at free_slots_.front(); waiting for it is the
+        // client-slot wait, reported apart from RT.
+        slot = std::max(slot, free_slots_.front());
+        free_slots_.pop_front();
+      }
+      ++next_;
+      launch(rec, slot);
+      // Let curl write the request now rather than after another trip through epoll_wait.
+      int running = 0;
+      curl_deadline_ns_ = kNever;
+      curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+    }
+  }
+
+  Transfer* acquire() {
+    if (idle_.empty()) return create_transfer();
+    Transfer* t = idle_.back();
+    idle_.pop_back();
+    return t;
+  }
+
+  Transfer* create_transfer() {
+    auto t = std::make_unique<Transfer>();
+    t->worker = this;
+    t->easy = curl_easy_init();
+    if (!t->easy) throw Error("client: curl_easy_init failed");
+    CURL* e = t->easy;
+    curl_easy_setopt(e, CURLOPT_URL, plan_.url.c_str());
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, plan_.headers);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Worker::write_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
+    curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, plan_.timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, std::min<long>(plan_.timeout_ms, 30'000));
+    if (plan_.insecure) {
+      curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+      curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    Transfer* raw = t.get();
+    pool_.push_back(std::move(t));
+    return raw;
+  }
+
+  void launch(RequestRecord& rec, double slot) {
+    Transfer* t = acquire();
+    const DatasetItem& item = (*plan_.items)[rec.dataset_index];
+    t->reset(&rec, &item);
+    const std::string& body = plan_.bodies[rec.dataset_index];
+    curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, body.data());
+    curl_easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    rec.slot_s = slot;
+    rec.sent_s = now_s();
+    rec.outcome = Outcome::failed;  // until proven completed
+    const CURLMcode mc = curl_multi_add_handle(multi_, t->easy);
+    if (mc != CURLM_OK) {
+      rec.reason = reason::client_error;
+      rec.detail = curl_multi_strerror(mc);
+      rec.end_s = now_s();
+      idle_.push_back(t);
+      release_slot(rec.end_s);
+      return;
+    }
+    ++in_flight_;
+    max_in_flight_ = std::max(max_in_flight_, in_flight_);
+  }
+
+  void release_slot(double t) {
+    if (cap_) free_slots_.push_back(t);
+  }
+
+  void reap() {
+    int left = 0;
+    while (CURLMsg* m = curl_multi_info_read(multi_, &left)) {
+      if (m->msg != CURLMSG_DONE) continue;
+      Transfer* t = nullptr;
+      curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
+      const CURLcode result = m->data.result;
+      curl_multi_remove_handle(multi_, m->easy_handle);
+      finish(*t, result);
+      --in_flight_;
+      idle_.push_back(t);
+    }
+  }
+
+  void finish(Transfer& t, CURLcode result) {
+    const double now = now_s();
+    RequestRecord& r = *t.rec;
+    if (!t.error_body && !t.done_seen && t.fail_reason.empty())
+      t.sse.finish([&](std::string_view d) { return on_event(t, d, now); });
+    t.words.finish();
+    r.words = t.words.words();
+    r.distinct_stamps = t.words.distinct_stamps();
+    if (r.words) {
+      r.first_word_s = t.words.first_stamp();
+      r.last_word_s = t.words.last_stamp();
+    }
+    if (!std::isfinite(r.end_s)) r.end_s = now;
+    long code = 0;
+    curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &code);
+    r.http_status = code;
+    if (!t.fail_reason.empty()) {
+      r.reason = t.fail_reason;
+      r.detail = t.fail_detail;
+    } else if (code >= 400) {
+      r.reason = reason::http_error;
+      r.detail = "HTTP " + std::to_string(code) + ": " + t.err_body.substr(0, 300);
+    } else if (t.done_seen) {
+      r.outcome = Outcome::completed;  // everything arrived, whatever happened to the socket after
+    } else if (result == CURLE_OPERATION_TIMEDOUT) {
+      r.reason = reason::timeout;
+      r.detail = curl_easy_strerror(result);
+    } else if (result == CURLE_COULDNT_CONNECT || result == CURLE_COULDNT_RESOLVE_HOST ||
+               result == CURLE_COULDNT_RESOLVE_PROXY || result == CURLE_SSL_CONNECT_ERROR) {
+      r.reason = reason::connect_error;
+      r.detail = curl_easy_strerror(result);
+    } else if (result == CURLE_OK || result == CURLE_PARTIAL_FILE || result == CURLE_RECV_ERROR ||
+               result == CURLE_GOT_NOTHING || result == CURLE_HTTP2_STREAM) {
+      if (t.sse.events() == 0 && t.bytes > 0) {
+        r.reason = reason::malformed_event;
+        r.detail = "response is not a server-sent event stream (is `stream` honoured?)";
+      } else {
+        r.reason = reason::cut_stream;
+        r.detail = result == CURLE_OK ? "stream ended without `data: [DONE]`" : curl_easy_strerror(result);
+      }
+    } else {
+      r.reason = reason::client_error;
+      r.detail = curl_easy_strerror(result);
+    }
+    if (r.outcome == Outcome::completed && t.item->reference) {
+      r.rouge_l = rouge_l(t.text, *t.item->reference);
+      const std::size_t ref_words = count_words(*t.item->reference);
+      if (ref_words) r.word_ratio = static_cast<double>(r.words) / static_cast<double>(ref_words);
+    }
+    release_slot(now);
+  }
+
+  bool on_event(Transfer& t, std::string_view data, double now) {
+    RequestRecord& r = *t.rec;
+    ++r.events;
+    StreamEvent ev = interpret_event(data);
+    switch (ev.kind) {
+      case StreamEvent::Kind::done:
+        t.done_seen = true;
+        r.end_s = now;
+        return true;
+      case StreamEvent::Kind::malformed:
+        t.fail_reason = reason::malformed_event;
+        t.fail_detail = ev.error;
+        r.end_s = now;
+        return false;
+      case StreamEvent::Kind::error:
+        t.fail_reason = reason::server_error_event;
+        t.fail_detail = ev.error;
+        r.end_s = now;
+        return false;
+      case StreamEvent::Kind::chunk:
+        break;
+    }
+    if (!ev.text.empty()) {
+      if (!std::isfinite(r.first_content_s)) r.first_content_s = now;
+      r.last_content_s = now;
+      ++r.content_events;
+      t.words.feed(ev.text, now);
+      if (t.keep_text) t.text += ev.text;
+    }
+    if (!ev.finish_reason.empty()) r.finish_reason = ev.finish_reason;
+    if (ev.completion_tokens) r.completion_tokens = ev.completion_tokens;
+    if (ev.prompt_tokens) r.prompt_tokens = ev.prompt_tokens;
+    if (ev.sim_recv_ns && ev.sim_sent_ns) {
+      r.sim_recv_s = static_cast<double>(*ev.sim_recv_ns - t0_ns_) * 1e-9;
+      r.sim_sent_s = static_cast<double>(*ev.sim_sent_ns - t0_ns_) * 1e-9;
+    }
+    return true;
+  }
+
+  static size_t write_cb(char* ptr, size_t size, size_t nmemb, void* userdata) {
+    auto* t = static_cast<Transfer*>(userdata);
+    const std::size_t len = size * nmemb;
+    const double now = t->worker->now_s();  // arrival stamp of this chunk
+    t->bytes += len;
+    if (!t->status_checked) {
+      long code = 0;
+      curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &code);
+      t->status_checked = true;
+      t->error_body = code >= 400;
+    }
+    if (t->error_body) {
+      if (t->err_body.size() < 4096) t->err_body.append(ptr, std::min<std::size_t>(len, 4096 - t->err_body.size()));
+      return len;
+    }
+    if (t->done_seen || !t->fail_reason.empty()) return len;
+    const bool go = t->sse.feed(std::string_view(ptr, len),
+                                [&](std::string_view d) { return t->worker->on_event(*t, d, now); });
+    return go ? len : 0;  // 0 aborts the transfer: a malformed or error event ends it
+  }
+
+  static int socket_cb(CURL*, curl_socket_t s, int what, void* userp, void*) {
+    auto* w = static_cast<Worker*>(userp);
+    if (what == CURL_POLL_REMOVE) {
+      epoll_ctl(w->epoll_fd_, EPOLL_CTL_DEL, s, nullptr);
+      return 0;
+    }
+    epoll_event ev{};
+    ev.data.fd = s;
+    if (what & CURL_POLL_IN) ev.events |= EPOLLIN;
+    if (what & CURL_POLL_OUT) ev.events |= EPOLLOUT;
+    if (epoll_ctl(w->epoll_fd_, EPOLL_CTL_MOD, s, &ev) != 0 && errno == ENOENT)
+      epoll_ctl(w->epoll_fd_, EPOLL_CTL_ADD, s, &ev);
+    return 0;
+  }
+
+  static int timer_cb(CURLM*, long timeout_ms, void* userp) {
+    auto* w = static_cast<Worker*>(userp);
+    w->curl_deadline_ns_ = timeout_ms < 0 ? kNever : w->now_ns() + static_cast<std::int64_t>(timeout_ms) * 1'000'000;
+    return 0;
+  }
+
+  const Plan& plan_;
+  std::vector<RequestRecord>& records_;
+  std::vector<std::size_t> mine_;
+  std::size_t cap_;
+  std::size_t next_ = 0, in_flight_ = 0, max_in_flight_ = 0;
+  std::deque<double> free_slots_;
+  std::vector<std::unique_ptr<Transfer>> pool_;
+  std::vector<Transfer*> idle_;
+  CURLM* multi_ = nullptr;
+  int epoll_fd_ = -1, timer_fd_ = -1;
+  std::int64_t t0_ns_ = 0;
+  std::int64_t curl_deadline_ns_ = kNever;
+  std::int64_t armed_ = -1;
+  double cpu_s_ = 0;
+};
+
+// Runs `records` (scheduled_s and dataset_index filled) on `threads` workers; request i goes to
+// worker i % threads, and the concurrency cap is split between workers as evenly as possible.
+// Returns the CPU time the worker threads used.
+double execute(Plan& plan, std::vector<RequestRecord>& records, std::size_t threads, std::size_t cap) {
+  threads = std::max<std::size_t>(1, std::min(threads, std::max<std::size_t>(1, records.size())));
+  if (cap) threads = std::min(threads, cap);
+  std::vector<std::vector<std::size_t>> parts(threads);
+  for (std::size_t i = 0; i < records.size(); ++i) parts[i % threads].push_back(i);
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (std::size_t k = 0; k < threads; ++k) {
+    const std::size_t share = cap ? cap / threads + (k < cap % threads ? 1 : 0) : 0;
+    workers.push_back(std::make_unique<Worker>(plan, records, std::move(parts[k]), share));
+    workers.back()->prepare();
+  }
+  // t0 is set after the set-up; the margin lets worker threads start before the first send.
+  plan.t0 = Clock::now() + std::chrono::microseconds(threads > 1 ? 5000 : 200);
+  if (threads == 1) {
+    workers[0]->run();
+    return workers[0]->cpu_s();
+  }
+  std::vector<std::thread> ts;
+  std::vector<std::exception_ptr> errs(threads);
+  for (std::size_t k = 0; k < threads; ++k) {
+    ts.emplace_back([&, k] {
+      try {
+        workers[k]->run();
+      } catch (...) {
+        errs[k] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  for (auto& e : errs)
+    if (e) std::rethrow_exception(e);
+  double cpu = 0;
+  for (const auto& w : workers) cpu += w->cpu_s();
+  return cpu;
+}
+
+}  // namespace
+
+std::string endpoint_url(const std::string& base, Api api) {
+  if (base.rfind("http://", 0) != 0 && base.rfind("https://", 0) != 0)
+    throw Error("--endpoint must start with http:// or https:// (got '" + base + "')");
+  std::string b = base;
+  while (!b.empty() && b.back() == '/') b.pop_back();
+  return b + (api == Api::chat ? "/chat/completions" : "/completions");
+}
+
+nlohmann::json config_json(const BenchConfig& c) {
+  nlohmann::json j;
+  j["endpoint"] = c.endpoint;
+  j["url"] = endpoint_url(c.endpoint, c.api);
+  j["model"] = c.model;
+  j["api"] = c.api == Api::chat ? "chat" : "completions";
+  j["mode"] = c.mode == Mode::batch ? "batch" : "interactive";
+  j["rate"] = c.mode == Mode::interactive ? nlohmann::json(c.rate) : nlohmann::json(nullptr);
+  j["burstiness"] = c.burstiness;
+  j["max_concurrency"] = c.max_concurrency ? nlohmann::json(c.max_concurrency) : nlohmann::json(nullptr);
+  j["requests"] = c.requests ? nlohmann::json(c.requests) : nlohmann::json(nullptr);
+  j["duration_s"] = c.duration_s > 0 ? nlohmann::json(c.duration_s) : nlohmann::json(nullptr);
+  j["warmup"] = c.warmup;
+  j["timeout_s"] = c.timeout_s;
+  j["seed"] = c.seed;
+  j["ignore_eos"] = c.ignore_eos;
+  j["threads"] = c.threads;
+  j["busy_poll"] = c.busy_poll;
+  j["dataset"] = c.dataset_path;
+  j["word_rule"] = "maximal runs of non-ASCII-whitespace characters";
+  return j;
+}
+
+BenchResult run_bench(const BenchConfig& c, const std::vector<DatasetItem>& dataset) {
+  if (dataset.empty()) throw Error("the dataset is empty");
+  if (c.model.empty()) throw Error("--model is required");
+  if (!(c.timeout_s > 0)) throw Error("--timeout must be > 0 seconds");
+  if (c.threads < 1) throw Error("--threads must be >= 1");
+  global_init();
+  raise_fd_limit();
+
+  Plan plan;
+  plan.items = &dataset;
+  plan.url = endpoint_url(c.endpoint, c.api);
+  plan.duration_s = c.duration_s;
+  plan.timeout_ms = static_cast<long>(std::llround(c.timeout_s * 1000));
+  plan.insecure = c.insecure;
+  plan.busy_poll = c.busy_poll;
+  plan.bodies.reserve(dataset.size());
+  for (const auto& it : dataset) plan.bodies.push_back(build_request_body(it, c.api, c.model, c.ignore_eos));
+  struct Headers {
+    curl_slist* h = nullptr;
+    ~Headers() { curl_slist_free_all(h); }
+  } headers;
+  headers.h = curl_slist_append(headers.h, "Content-Type: application/json");
+  headers.h = curl_slist_append(headers.h, "Accept: text/event-stream");
+  headers.h = curl_slist_append(headers.h, "Expect:");  // no 100-continue round trip for long prompts
+  if (!c.api_key.empty()) headers.h = curl_slist_append(headers.h, ("Authorization: Bearer " + c.api_key).c_str());
+  plan.headers = headers.h;
+
+  BenchResult res;
+  res.info.ignore_eos = c.ignore_eos;
+  res.info.config = config_json(c);
+
+  // Warm-up: unmeasured, sent as a batch under the same cap, from the start of the data set.
+  if (c.warmup) {
+    std::vector<RequestRecord> warm(c.warmup);
+    for (std::size_t i = 0; i < warm.size(); ++i) {
+      warm[i].index = i;
+      warm[i].dataset_index = i % dataset.size();
+      warm[i].scheduled_s = 0;
+      warm[i].requested_tokens = dataset[warm[i].dataset_index].output_tokens;
+    }
+    Plan wp = plan;
+    wp.duration_s = 0;
+    execute(wp, warm, c.threads, c.max_concurrency);
+    res.info.warmup_sent = warm.size();
+    for (const auto& r : warm)
+      if (r.outcome != Outcome::completed) ++res.info.warmup_failed;
+  }
+
+  std::vector<double> schedule;
+  if (c.mode == Mode::interactive) {
+    const std::size_t n = c.requests ? c.requests : (c.duration_s > 0 ? 0 : dataset.size());
+    schedule = interactive_schedule(c.rate, c.burstiness, c.seed, n, c.duration_s);
+  } else {
+    schedule = batch_schedule(c.requests ? c.requests : dataset.size());
+  }
+  res.records.resize(schedule.size());
+  for (std::size_t i = 0; i < schedule.size(); ++i) {
+    auto& r = res.records[i];
+    r.index = i;
+    r.dataset_index = i % dataset.size();
+    r.scheduled_s = schedule[i];
+    r.requested_tokens = dataset[r.dataset_index].output_tokens;
+    r.input_words = dataset[r.dataset_index].input_words;
+  }
+  res.info.started_at = utc_now_iso();
+  const auto wall0 = Clock::now();
+  res.info.client_cpu_s = execute(plan, res.records, c.threads, c.max_concurrency);
+  res.info.client_threads = std::max<std::size_t>(1, c.threads);
+  res.info.wall_s = std::chrono::duration<double>(Clock::now() - wall0).count();
+  res.report = make_report(res.info, res.records);
+  return res;
+}
+
+}  // namespace hotpath::llm

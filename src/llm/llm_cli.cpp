@@ -1,0 +1,326 @@
+#include "llm/llm_cli.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "llm/dataset.hpp"
+#include "llm/report.hpp"
+#include "llm/sim_server.hpp"
+#include "util/error.hpp"
+#ifdef HOTPATH_HAVE_CURL
+#include "llm/client.hpp"
+#endif
+
+namespace hotpath::llm {
+
+namespace {
+
+struct BenchOpts {
+  std::string endpoint, model, dataset, mode, api = "chat", api_key, json_path, csv_path, sweep, sweep_out = "llm-sweep";
+  double rate = 0, burstiness = 1, duration = 0, timeout = 600;
+  std::size_t max_concurrency = 0, requests = 0, warmup = 0, threads = 1;
+  std::uint64_t seed = 0;
+  bool ignore_eos = false, insecure = false, quiet = false, busy_poll = false;
+};
+
+struct SynthOpts {
+  SynthParams p;
+  std::string out;
+};
+
+struct SimOpts {
+  SimConfig cfg;
+  double duration = 0;
+  std::uint64_t max_requests = 0;
+};
+
+#ifdef HOTPATH_HAVE_CURL
+std::vector<double> parse_rates(const std::string& s) {
+  std::vector<double> rates;
+  std::stringstream ss(s);
+  std::string tok;
+  while (std::getline(ss, tok, ',')) {
+    if (tok.empty()) continue;
+    char* end = nullptr;
+    const double v = std::strtod(tok.c_str(), &end);
+    if (end == tok.c_str() || *end != '\0' || !(v > 0)) throw Error("--sweep: '" + tok + "' is not a rate > 0");
+    rates.push_back(v);
+  }
+  if (rates.empty()) throw Error("--sweep needs at least one rate, e.g. --sweep 1,2,4,8");
+  return rates;
+}
+
+std::string fmt(const nlohmann::json& v, int prec = 2) {
+  if (!v.is_number()) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v.get<double>());
+  return buf;
+}
+
+void print_summary(const nlohmann::json& r, std::ostream& os) {
+  const auto& cfg = r["config"];
+  os << "hotpath llm bench: " << cfg["mode"].get<std::string>();
+  if (cfg["rate"].is_number()) os << " at " << fmt(cfg["rate"]) << " req/s (burstiness " << fmt(cfg["burstiness"]) << ")";
+  if (cfg["max_concurrency"].is_number()) os << ", max concurrency " << cfg["max_concurrency"];
+  os << ", " << r["requests"] << " requests: " << r["completed"] << " completed, " << r["failed"] << " failed";
+  if (r["not_sent"].get<std::size_t>()) os << ", " << r["not_sent"] << " not sent (duration)";
+  os << '\n';
+  if (r["failed"].get<std::size_t>()) {
+    os << "  failures:";
+    for (const auto& [k, v] : r["failures"].items())
+      if (v.get<std::size_t>()) os << ' ' << k << '=' << v;
+    os << '\n';
+  }
+  os << "  rps " << fmt(r["rps"], 3) << "   total words/s " << fmt(r["wps_total"], 1) << "   output tokens/s "
+     << fmt(r["output_tokens_per_s"], 1) << "   interval " << fmt(r["interval_s"], 3) << " s\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-16s %10s %10s %10s %10s %10s %10s %7s\n", "", "p50", "p90", "p95", "p99", "max",
+                "mean", "n");
+  os << line;
+  const std::pair<const char*, const char*> rows[] = {{"rt_ms", "RT ms"},
+                                                      {"e2e_ms", "E2E ms"},
+                                                      {"iwl_ms", "IWL ms"},
+                                                      {"wps_per_user", "words/s/user"},
+                                                      {"tpot_ms", "TPOT ms"},
+                                                      {"slot_wait_ms", "slot wait ms"},
+                                                      {"send_lag_ms", "send lag ms"}};
+  for (const auto& [key, label] : rows) {
+    const auto& m = r["metrics"][key];
+    std::snprintf(line, sizeof line, "  %-16s %10s %10s %10s %10s %10s %10s %7zu\n", label, fmt(m["p50"], 3).c_str(),
+                  fmt(m["p90"], 3).c_str(), fmt(m["p95"], 3).c_str(), fmt(m["p99"], 3).c_str(),
+                  fmt(m["max"], 3).c_str(), fmt(m["mean"], 3).c_str(), m["count"].get<std::size_t>());
+    os << line;
+  }
+  const auto& ol = r["output_length"];
+  os << "  output length: requested " << ol["requested_tokens_total"] << " tokens, delivered "
+     << (ol["delivered_tokens_total"].is_null() ? std::string("unknown") : fmt(ol["delivered_tokens_total"], 0))
+     << " (" << ol["with_usage"] << " with usage: " << ol["matched"] << " matched, " << ol["short"] << " short, "
+     << ol["long"] << " long; " << ol["without_usage"] << " without usage)\n";
+  if (r["wps_excluded"].get<std::size_t>())
+    os << "  " << r["wps_excluded"] << " completed requests had < 2 distinct word stamps (excluded from WPS/IWL)\n";
+  if (r.contains("quality"))
+    os << "  ROUGE-L p50 " << fmt(r["quality"]["rouge_l"]["p50"], 3) << ", word ratio p50 "
+       << fmt(r["quality"]["word_ratio"]["p50"], 3) << " over " << r["quality"]["requests_with_reference"]
+       << " requests with a reference\n";
+  if (r.contains("client")) {
+    os << "  client: " << fmt(r["client"]["cpu_utilization"].get<double>() * 100, 1) << "% of "
+       << r["client"]["threads"] << " core(s) busy, " << fmt(r["client"]["cpu_us_per_request"], 1)
+       << " us CPU per request\n";
+    if (r["client"]["saturated"].get<bool>())
+      os << "  WARNING: the client was over 80% busy; its own queueing may be in the latencies (add --threads)\n";
+  }
+  if (r.contains("harness_overhead_us"))
+    os << "  harness overhead (serve-sim stamps) us: p50 " << fmt(r["harness_overhead_us"]["p50"], 1) << ", p99 "
+       << fmt(r["harness_overhead_us"]["p99"], 1) << '\n';
+}
+
+void write_json(const nlohmann::json& j, const std::string& path) { write_text(j.dump(2) + "\n", path); }
+
+void run_bench_command(const BenchOpts& o) {
+  BenchConfig c;
+  c.endpoint = o.endpoint;
+  c.model = o.model;
+  c.dataset_path = o.dataset;
+  c.api_key = o.api_key;
+  if (c.api_key.empty()) {
+    if (const char* k = std::getenv("OPENAI_API_KEY")) c.api_key = k;
+  }
+  if (o.api == "chat") c.api = Api::chat;
+  else if (o.api == "completions") c.api = Api::completions;
+  else throw Error("--api must be chat or completions");
+  const bool has_sweep = !o.sweep.empty();
+  std::string mode = o.mode;
+  if (mode.empty()) mode = (o.rate > 0 || has_sweep) ? "interactive" : "batch";
+  if (mode == "batch") c.mode = Mode::batch;
+  else if (mode == "interactive") c.mode = Mode::interactive;
+  else throw Error("--mode must be batch or interactive");
+  if (c.mode == Mode::batch && (o.rate > 0 || has_sweep)) throw Error("--rate and --sweep need --mode interactive");
+  if (c.mode == Mode::interactive && !has_sweep && !(o.rate > 0)) throw Error("interactive mode needs --rate R > 0 (or --sweep)");
+  if (o.burstiness <= 0) throw Error("--burstiness must be > 0");
+  c.rate = o.rate;
+  c.burstiness = o.burstiness;
+  c.max_concurrency = o.max_concurrency;
+  c.requests = o.requests;
+  c.duration_s = o.duration;
+  c.warmup = o.warmup;
+  c.timeout_s = o.timeout;
+  c.seed = o.seed;
+  c.ignore_eos = o.ignore_eos;
+  c.insecure = o.insecure;
+  c.threads = o.threads;
+  c.busy_poll = o.busy_poll;
+  endpoint_url(c.endpoint, c.api);  // validate before loading anything
+  const auto dataset = load_dataset(o.dataset);
+
+  std::size_t completed = 0;
+  if (!has_sweep) {
+    BenchResult res = run_bench(c, dataset);
+    if (!o.quiet) print_summary(res.report, std::cout);
+    if (!o.json_path.empty()) write_json(res.report, o.json_path);
+    if (!o.csv_path.empty()) write_csv(res.records, o.csv_path);
+    completed = res.report["completed"].get<std::size_t>();
+  } else {
+    std::vector<SweepPoint> points;
+    nlohmann::json all = nlohmann::json::array();
+    bool first = true;
+    for (double rate : parse_rates(o.sweep)) {
+      c.rate = rate;
+      BenchResult res = run_bench(c, dataset);
+      if (!o.quiet) print_summary(res.report, std::cout);
+      if (!o.csv_path.empty()) write_csv(res.records, o.csv_path, rate, /*append=*/!first);
+      first = false;
+      completed += res.report["completed"].get<std::size_t>();
+      points.push_back({rate, res.report});
+      all.push_back(res.report);
+    }
+    write_sweep_csv(points, o.sweep_out + ".csv");
+    write_text(sweep_svg(points, "hotpath llm bench sweep: " + c.model + " at " + c.endpoint), o.sweep_out + ".svg");
+    if (!o.quiet) std::cout << "sweep table: " << o.sweep_out << ".csv, plot: " << o.sweep_out << ".svg\n";
+    if (!o.json_path.empty()) write_json({{"schema", "hotpath.llm.sweep/1"}, {"runs", all}}, o.json_path);
+  }
+  if (completed == 0) {
+    std::cerr << "hotpath llm bench: no request completed\n";
+    throw CLI::RuntimeError(1);
+  }
+}
+#endif
+
+void run_synth_command(const SynthOpts& o) {
+  const auto items = synth_dataset(o.p);
+  write_jsonl(items, o.out);
+  std::cout << "wrote " << items.size() << " requests to " << o.out << '\n';
+}
+
+void run_sim_command(const SimOpts& o) {
+  // Block the stop signals before the server thread starts so that only sigtimedwait sees them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  SimServer server(o.cfg);
+  server.start();
+  std::cout << "serve-sim listening on " << server.base_url() << std::endl;
+  const timespec tick{0, 100'000'000};
+  timespec start{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    if (sigtimedwait(&set, nullptr, &tick) > 0) break;
+    if (o.max_requests && server.stats().requests >= o.max_requests && server.stats().streams_done +
+                                                                                server.stats().http_errors +
+                                                                                server.stats().cuts +
+                                                                                server.stats().malformed >=
+                                                                            o.max_requests)
+      break;
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (o.duration > 0 && (now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) * 1e-9 >= o.duration) break;
+  }
+  server.stop();
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  const SimStats s = server.stats();
+  std::cout << "serve-sim: " << s.requests << " requests, " << s.streams_done << " completed, " << s.http_errors
+            << " HTTP errors, " << s.cuts << " cut, " << s.malformed << " malformed, max concurrent "
+            << s.max_concurrent << std::endl;
+}
+
+[[noreturn]] void no_curl() { throw Error(kNoCurlMessage); }
+
+}  // namespace
+
+void add_llm_commands(CLI::App& root) {
+  CLI::App* llm = root.add_subcommand("llm", "Benchmark OpenAI-compatible LLM servers (docs/llm.md)");
+#ifdef HOTPATH_HAVE_CURL
+  llm->require_subcommand(1);
+#else
+  llm->callback([] { no_curl(); });
+#endif
+
+  // ---- bench -----------------------------------------------------------------------------
+  auto b = std::make_shared<BenchOpts>();
+  CLI::App* bench = llm->add_subcommand("bench", "Measure a server in batch or interactive mode");
+  bench->add_option("--endpoint", b->endpoint, "Base URL as OpenAI clients take it, e.g. http://host:8000/v1")->required();
+  bench->add_option("--model", b->model, "Model name sent in each request")->required();
+  bench->add_option("--dataset", b->dataset, "JSONL data set (prompt|messages, output_tokens, [reference])")->required();
+  bench->add_option("--mode", b->mode, "batch | interactive (default: interactive when --rate/--sweep is given)");
+  bench->add_option("--api", b->api, "chat | completions (default chat)");
+  bench->add_option("--rate", b->rate, "Interactive: mean arrival rate, requests/s");
+  bench->add_option("--burstiness", b->burstiness, "Interactive: gamma shape K of the gaps (1 = Poisson)");
+  bench->add_option("--max-concurrency", b->max_concurrency, "Client slots (default: no cap)");
+  bench->add_option("--requests", b->requests, "Requests to send, cycling the data set (default: all of it)");
+  bench->add_option("--duration", b->duration, "Send no request after S seconds");
+  bench->add_option("--warmup", b->warmup, "Unmeasured requests sent first");
+  bench->add_option("--timeout", b->timeout, "Per-request timeout in seconds (default 600)");
+  bench->add_option("--seed", b->seed, "Seed of the arrival schedule");
+  bench->add_option("--api-key", b->api_key, "Bearer token (default: $OPENAI_API_KEY)");
+  bench->add_flag("--ignore-eos", b->ignore_eos, "Send ignore_eos: true so outputs run to max_tokens");
+  bench->add_option("--json", b->json_path, "Write the report as JSON");
+  bench->add_option("--csv", b->csv_path, "Write one CSV row per request");
+  bench->add_option("--sweep", b->sweep, "Interactive runs at rates R1,R2,... with the throughput/latency frontier");
+  bench->add_option("--sweep-out", b->sweep_out, "Prefix of the sweep table (.csv) and plot (.svg)");
+  bench->add_option("--threads", b->threads, "Client threads (default 1)");
+  bench->add_flag("--insecure", b->insecure, "https without certificate verification");
+  bench->add_flag("--quiet", b->quiet, "No summary on stdout");
+  bench->add_flag("--busy-poll", b->busy_poll, "Spin instead of sleeping (needs a free core per --threads)");
+#ifdef HOTPATH_HAVE_CURL
+  bench->callback([b] { run_bench_command(*b); });
+#else
+  bench->callback([] { no_curl(); });
+#endif
+
+  // ---- dataset synth -----------------------------------------------------------------------
+  CLI::App* dataset = llm->add_subcommand("dataset", "Benchmark data sets");
+  dataset->require_subcommand(1);
+  auto s = std::make_shared<SynthOpts>();
+  CLI::App* synth = dataset->add_subcommand("synth", "Write reproducible synthetic prompts (normal length distributions)");
+  synth->add_option("--requests", s->p.requests, "Number of requests")->required();
+  synth->add_option("--input-mean", s->p.input_mean, "Mean prompt length, words")->required();
+  synth->add_option("--input-stdev", s->p.input_stdev, "Prompt length standard deviation, words");
+  synth->add_option("--output-mean", s->p.output_mean, "Mean requested output, tokens")->required();
+  synth->add_option("--output-stdev", s->p.output_stdev, "Requested output standard deviation, tokens");
+  synth->add_option("--seed", s->p.seed, "Seed");
+  synth->add_option("--out", s->out, "Output JSONL file")->required();
+#ifdef HOTPATH_HAVE_CURL
+  synth->callback([s] { run_synth_command(*s); });
+#else
+  synth->callback([] { no_curl(); });
+#endif
+
+  // ---- serve-sim ---------------------------------------------------------------------------
+  auto m = std::make_shared<SimOpts>();
+  CLI::App* sim = llm->add_subcommand("serve-sim", "Simulated OpenAI-compatible streaming server on loopback");
+  sim->add_option("--host", m->cfg.host, "Loopback address (default 127.0.0.1)");
+  sim->add_option("--port", m->cfg.port, "Port (default 0: any free one, printed)");
+  sim->add_option("--ttft-ms", m->cfg.ttft_ms, "Request received -> first token, ms (default 20)");
+  sim->add_option("--tpot-ms", m->cfg.tpot_ms, "Between tokens, ms (default 5)");
+  sim->add_option("--output-tokens", m->cfg.output_tokens, "Always this many tokens (default: max_tokens)");
+  sim->add_option("--default-tokens", m->cfg.default_tokens, "Tokens when a request has no max_tokens (default 16)");
+  sim->add_option("--eos-tokens", m->cfg.eos_tokens, "Stop after this many tokens unless ignore_eos (default: never)");
+  sim->add_option("--tokens-per-word", m->cfg.tokens_per_word, "Split each word over this many tokens (default 1)");
+  sim->add_option("--error-rate", m->cfg.error_rate, "Fraction of requests answered with an HTTP error");
+  sim->add_option("--error-status", m->cfg.error_status, "Status of injected errors (default 500)");
+  sim->add_option("--cut-rate", m->cfg.cut_rate, "Fraction of streams cut half way");
+  sim->add_option("--malformed-rate", m->cfg.malformed_rate, "Fraction of streams given a malformed event");
+  sim->add_option("--seed", m->cfg.seed, "Seed of the fault decisions");
+  sim->add_flag("!--no-role-chunk", m->cfg.role_chunk, "Chat: no empty role chunk on receipt");
+  sim->add_flag("!--no-stamps", m->cfg.stamps, "No hotpath_sim timing stamps in the first content chunk");
+  sim->add_flag("--busy-poll", m->cfg.busy_poll, "Spin instead of sleeping (needs a free core)");
+  sim->add_option("--duration", m->duration, "Exit after S seconds (default: at SIGINT/SIGTERM)");
+  sim->add_option("--max-requests", m->max_requests, "Exit after answering N requests");
+#ifdef HOTPATH_HAVE_CURL
+  sim->callback([m] { run_sim_command(*m); });
+#else
+  sim->callback([] { no_curl(); });
+  (void)&run_sim_command;
+  (void)&run_synth_command;
+#endif
+}
+
+}  // namespace hotpath::llm

@@ -1,0 +1,33 @@
+#include "llm/schedule.hpp"
+
+#include <cmath>
+
+#include "llm/rng.hpp"
+#include "util/error.hpp"
+
+namespace hotpath::llm {
+
+std::vector<double> interactive_schedule(double rate, double burstiness, std::uint64_t seed,
+                                         std::size_t max_count, double duration_s) {
+  if (!(rate > 0) || !std::isfinite(rate)) throw Error("--rate must be > 0 requests/s in interactive mode");
+  if (!(burstiness > 0) || !std::isfinite(burstiness)) throw Error("--burstiness must be > 0");
+  if (max_count == 0 && !(duration_s > 0)) throw Error("interactive schedule needs a request count or a duration");
+  // Hard cap so a typo such as --rate 1e9 --duration 3600 fails instead of eating all memory.
+  constexpr std::size_t kMaxRequests = 50'000'000;
+  Rng rng(seed);
+  const double scale = 1.0 / (rate * burstiness);  // gamma(K, scale) has mean K * scale = 1/rate
+  std::vector<double> t;
+  double now = 0.0;
+  for (;;) {
+    if (max_count && t.size() >= max_count) break;
+    if (duration_s > 0 && now >= duration_s) break;
+    if (t.size() >= kMaxRequests) throw Error("schedule exceeds 50 million requests; lower --rate or --duration");
+    t.push_back(now);
+    now += rng.gamma(burstiness) * scale;
+  }
+  return t;
+}
+
+std::vector<double> batch_schedule(std::size_t count) { return std::vector<double>(count, 0.0); }
+
+}  // namespace hotpath::llm

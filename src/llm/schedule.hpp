@@ -1,0 +1,20 @@
+// Send schedules, computed up front from a seeded generator so a run can be repeated exactly.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace hotpath::llm {
+
+// Interactive (open-loop) arrivals: gaps drawn from a gamma distribution with shape `burstiness`
+// (K) and mean 1/rate, so K = 1 is a Poisson process, K < 1 burstier, K > 1 more regular (the gap
+// coefficient of variation is 1/sqrt(K)). The first request is sent at t = 0. Stops at `max_count`
+// arrivals (0 = no count limit) or at the first arrival at or after `duration_s` (0 = no limit);
+// at least one limit must be set.
+std::vector<double> interactive_schedule(double rate, double burstiness, std::uint64_t seed,
+                                         std::size_t max_count, double duration_s);
+
+// Batch: every request is due at t = 0.
+std::vector<double> batch_schedule(std::size_t count);
+
+}  // namespace hotpath::llm
