@@ -28,7 +28,7 @@ say "configure + build"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTPATH_BENCHMARKS=OFF -DHOTPATH_CUDA_PTXAS_VERBOSE=ON \
   "${GOLDEN[@]}" >>"$LOG" 2>&1 || { say "configure FAILED"; tail -30 "$LOG"; exit 1; }
 t0=$(date +%s)
-ninja -C "$BUILD" -j"$JOBS" test_cuda_backend cuda_sweep >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error|FAILED' "$LOG" | head -30; exit 1; }
+ninja -C "$BUILD" -j"$JOBS" test_cuda_backend cuda_sweep test_cpu_backend >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error|FAILED' "$LOG" | head -30; exit 1; }
 HAVE_CLI=0
 if [ "${SKIP_CLI:-0}" != 1 ]; then
   ninja -C "$BUILD" -j"$JOBS" hotpath >>"$LOG" 2>&1 && HAVE_CLI=1 || say "hotpath CLI did not build (others' code): CLI benchmarks skipped"
@@ -45,7 +45,12 @@ say "GPU tests"
 timeout 300 "$BUILD/tests/cuda/test_cuda_backend" --gtest_output=xml:"$OUT/tests.xml" >"$OUT/tests.log" 2>&1
 rc=$?
 say "tests rc=$rc"
-grep -E '^\[(golden|long|facts|pingpong|vollo)|FAILED|PASSED|Failure' "$OUT/tests.log" | head -60 | tee -a "$LOG"
+grep -E '^\[(golden|long|facts|pingpong|vollo|variant)|FAILED|PASSED|Failure' "$OUT/tests.log" | head -90 | tee -a "$LOG"
+
+say "CPU backend tests (the AVX-512 path runs here)"
+timeout 200 "$BUILD/tests/cpu/test_cpu_backend" >"$OUT/cpu-tests.log" 2>&1
+say "cpu tests rc=$?"
+tail -3 "$OUT/cpu-tests.log" | tee -a "$LOG"
 
 say "variant sweep"
 SWEEP_ARGS=(--json "$OUT/sweep.json" --cpu 2)
@@ -54,10 +59,10 @@ PIN=()
 [ "$JOBS" -ge 4 ] && PIN=(taskset -c 2-$((JOBS - 1)))  # keep cores 0-1 for the system
 timeout 420 "${PIN[@]}" "$BUILD/tests/cuda/cuda_sweep" "${SWEEP_ARGS[@]}" 2>&1 | tee -a "$LOG"
 
-# ---- hotpath bench (the lead adds the standard CLI benchmarks here) --------------------------------
-if [ "$HAVE_CLI" = 1 ]; then
-  : # e.g. "$BUILD/hotpath" bench --model lstm_s --backend cuda --mode window --ticks 1000000 --json "$OUT/bench_lstm_s.json"
-  : #      "$BUILD/hotpath" bench --pingpong --json "$OUT/pingpong.json"
+# ---- hotpath bench: golden checks and the standard benchmarks through the CLI ---------------------
+# BENCH_TICKS=0 skips them (e.g. to run them in a second call on the still-warm machine).
+if [ "$HAVE_CLI" = 1 ] && [ "${BENCH_TICKS:-1000000}" != 0 ]; then
+  GOLDEN_DIR="$ROOT/build-golden" scripts/gpu-bench.sh "$BUILD" "$OUT" "${BENCH_TICKS:-1000000}" 2>&1 | tee -a "$LOG"
 fi
 # ---- end of hotpath bench section ------------------------------------------------------------------
 say "done"

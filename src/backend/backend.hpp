@@ -32,6 +32,7 @@ struct BackendOptions {
   double timeout_us = 1'000'000;         // cuda: give up on an output after this long
   std::string fallback;                  // cuda: "" or "cpu"
   int device = 0;                        // cuda device ordinal
+  std::string variant;  // backend-specific kernel variant, "" = default
 };
 
 class Backend {

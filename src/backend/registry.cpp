@@ -18,6 +18,9 @@ std::vector<std::string> backend_names() {
 std::unique_ptr<Backend> make_backend(const std::string& name, const Model& model, const BackendOptions& options) {
   if (options.mode == Mode::window && options.window < 1)
     throw Error("window mode needs a window length >= 1 (--window, or `window` in the model's metadata)");
+  if ((name == "ref" || name == "cpu") && !options.variant.empty())
+    throw Error("backend " + name + " has no kernel variants (--variant is for cuda); the cpu path is chosen "
+                "from the processor at run time (HOTPATH_CPU_ISA overrides it)");
   if (name == "ref") return make_reference_backend(model, options);
   if (name == "cpu") return make_cpu_backend(model, options);
   if (name == "cuda") {

@@ -1,5 +1,8 @@
 #include "bench/latency_bench.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -73,11 +76,15 @@ struct CheckResult {
 class Checker {
  public:
   Checker(const Model& model, Mode mode, int window, uint64_t seed, int every, const CheckedOutputs& outs,
-          int threads)
+          int threads, const std::vector<int>& busy_cores)
       : f64_(model), mode_(mode), window_(window), seed_(seed), every_(every), outs_(outs) {
     const int n = mode == Mode::streaming ? 1 : std::max(1, threads);
     results_.resize(n);
-    for (int k = 0; k < n; ++k) threads_.emplace_back([this, k, n] { run(k, n); });
+    for (int k = 0; k < n; ++k)
+      threads_.emplace_back([this, k, n, busy_cores] {
+        keep_off(busy_cores);
+        run(k, n);
+      });
   }
   // Call once the timed loop is done; `total` records were published.
   CheckResult finish() {
@@ -93,6 +100,16 @@ class Checker {
   }
 
  private:
+  // The checker must not steal the benchmarked cores: run on the others, when there are any.
+  static void keep_off(const std::vector<int>& busy) {
+    if (busy.empty()) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return;
+    for (int c : busy)
+      if (c >= 0 && c < CPU_SETSIZE) CPU_CLR(c, &set);
+    if (CPU_COUNT(&set) > 0) pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  }
   // Waits for record k; false when the loop ended without producing it.
   bool wait_for(size_t k) {
     while (outs_.published() <= k) {
@@ -260,6 +277,7 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     bo.cpuset = o.cpuset;
     bo.timeout_us = o.timeout_us;
     bo.fallback = o.fallback;
+    bo.variant = o.variant;
     const int window = o.mode == Mode::window ? o.window.value_or(cfg.window.value_or(0)) : 1;
     if (o.mode == Mode::window && window < 1)
       throw Error("window mode needs --window: the model '" + model.name + "' carries no window in its metadata");
@@ -316,7 +334,7 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     // Checker threads go on cores outside the cpuset where there are any.
     const int spare = std::max(1, cores_online() - int(o.cpuset.size()) - 1);
     CheckedOutputs outs(cfg.output_size);
-    Checker checker(model, o.mode, window, o.seed, o.check_every, outs, std::min(spare, 8));
+    Checker checker(model, o.mode, window, o.seed, o.check_every, outs, std::min(spare, 8), o.cpuset);
 
     std::vector<float> x(cfg.input_size), z(cfg.output_size);
     std::vector<double> lat, pre;

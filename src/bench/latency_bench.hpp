@@ -37,6 +37,7 @@ struct BenchOptions {
   std::string samples_path;
   double timeout_us = 1'000'000;
   std::string fallback;
+  std::string variant;           // backend kernel variant ("" = the backend's default)
   bool pingpong = false;         // only the bare signalling floor, no model
   std::optional<int> floats;     // ping-pong payload; default the model's I, else 32
   bool skip_pingpong = false;    // cuda: do not run the same-process ping-pong

@@ -48,6 +48,7 @@ struct BackendFlags {
   std::string backend = "ref";
   std::string precision;
   std::string cpuset;
+  std::string variant;
   void add(CLI::App* cmd, const std::string& default_backend) {
     backend = default_backend;
     std::string names;
@@ -55,6 +56,7 @@ struct BackendFlags {
     cmd->add_option("--backend", backend, "Backend: " + names)->capture_default_str();
     cmd->add_option("--precision", precision, "Weight precision: fp32|bf16 (cpu), fp16|bf16 (cuda); default per backend");
     cmd->add_option("--cpuset", cpuset, "Cores, e.g. 2-5: the first runs the critical step, the rest precompute");
+    cmd->add_option("--variant", variant, "Backend kernel variant (cuda: auto, smem, regs); default: the backend's");
   }
   BackendOptions options(Mode mode, int window) const {
     BackendOptions o;
@@ -62,6 +64,7 @@ struct BackendFlags {
     o.window = window;
     if (!precision.empty()) o.precision = parse_precision(precision);
     if (!cpuset.empty()) o.cpuset = bench::parse_cpuset(cpuset);
+    o.variant = variant;
     return o;
   }
 };
@@ -313,6 +316,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--samples", f->o.samples_path, "Write every raw latency sample (CSV)");
   cmd->add_option("--timeout-us", f->o.timeout_us, "cuda: give up on an output after this long")->capture_default_str();
   cmd->add_option("--fallback", f->o.fallback, "cuda: 'cpu' answers from the CPU backend when the GPU is late");
+  cmd->add_option("--variant", f->o.variant, "Backend kernel variant (cuda: auto, smem, regs); default: the backend's");
   cmd->add_flag("--pingpong", f->o.pingpong, "Measure only the host->GPU->host floor over the mailbox, no model");
   cmd->add_option("--floats", f->floats, "Ping-pong payload in floats (default: the model's I, else 32)");
   cmd->add_flag("--no-pingpong", f->o.skip_pingpong, "cuda: skip the same-process ping-pong");

@@ -139,17 +139,31 @@ class CudaBackend final : public Backend {
         model_(model),
         copt_(copt),
         precision_(options.precision.value_or(Precision::fp16)) {
+    variant_ = resolve_variant(copt.variant.empty() ? options.variant : copt.variant);
     std::string why;
     if (!cuda::device_available(&why, options.device)) throw UnsupportedError("no usable CUDA device: " + why);
     HOTPATH_CUDA_CHECK(cudaSetDevice(options.device));
     limits_ = query_limits(options.device);
     plan_ = cuda::plan_lstm(model_, precision_, options.mode, options.window, copt.mailbox, limits_,
                             copt.max_precompute_blocks);
+    if (variant_ == "regs") {
+      cuda::use_regs_variant(plan_);
+    } else if (variant_ == "auto") {
+      variant_ = "smem";  // serves every model that fits; regs is faster where it is compiled
+      cuda::LstmPlan trial = plan_;
+      try {
+        cuda::use_regs_variant(trial);
+        plan_ = std::move(trial);
+        variant_ = "regs";
+      } catch (const UnsupportedError&) {
+      }
+    }
     const cuda::LstmParams& p = plan_.params;
     HOTPATH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     HOTPATH_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
     frags_ = DeviceBuffer<uint32_t>(plan_.frags.size());
     head_b_ = DeviceBuffer<float>(plan_.head_b.size());
+    head_w_ = DeviceBuffer<float>(plan_.head_w.size());
     pre_w_ = DeviceBuffer<float>(plan_.pre_w.size());
     h_state_ = DeviceBuffer<float>(size_t(p.L) * p.nslots * p.H);
     pub_P_ = DeviceBuffer<float>(size_t(p.L) * 4 * p.H);
@@ -158,6 +172,7 @@ class CudaBackend final : public Backend {
     words_ = DeviceBuffer<cuda::SharedWords>(1);
     frags_.upload(plan_.frags.data(), plan_.frags.size(), stream_);
     head_b_.upload(plan_.head_b.data(), plan_.head_b.size(), stream_);
+    head_w_.upload(plan_.head_w.data(), plan_.head_w.size(), stream_);
     pre_w_.upload(plan_.pre_w.data(), plan_.pre_w.size(), stream_);
     HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_));
     mailbox_ = std::make_unique<HostMailbox>(p.I, p.O, copt.mailbox);
@@ -185,7 +200,7 @@ class CudaBackend final : public Backend {
     if (kernel_running_) {
       // The kernel ignored the stop request and outlived its lease: leak what it may still touch
       // rather than free it under it.
-      for (auto* b : {&head_b_, &pre_w_, &h_state_, &pub_P_, &pub_c_, &xbuf_}) b->ptr = nullptr;
+      for (auto* b : {&head_b_, &head_w_, &pre_w_, &h_state_, &pub_P_, &pub_c_, &xbuf_}) b->ptr = nullptr;
       frags_.ptr = nullptr;
       words_.ptr = nullptr;
       (void)mailbox_.release();
@@ -198,6 +213,9 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   std::string variant() const override {
     const auto& p = plan_.params;
+    if (p.variant == cuda::kVariantRegs)
+      return std::string("persistent-mma-regs-") + precision_name(precision_) + "-1+" + std::to_string(p.np) +
+             "blocks-warp0poll";
     return std::string("persistent-mma-") + precision_name(precision_) + "-1+" + std::to_string(p.np) + "blocks-poll" +
            std::to_string(p.mb.poll_sets);
   }
@@ -304,6 +322,7 @@ class CudaBackend final : public Backend {
     }
     const auto& p = plan_.params;
     f["kernel_variant"] = variant();
+    f["critical_variant"] = variant_;
     f["critical_weight_bytes"] = std::to_string(plan_.critical_weight_bytes);
     f["smem_bytes_per_block"] = std::to_string(p.smem_bytes);
     f["block_threads"] = std::to_string(p.threads());
@@ -356,6 +375,7 @@ class CudaBackend final : public Backend {
     p.keep_warm = copt_.keep_warm;
     p.frags = frags_.ptr;
     p.head_b = head_b_.ptr;
+    p.head_w = head_w_.ptr;
     p.pre_w = pre_w_.ptr;
     p.h_state = h_state_.ptr;
     p.pub_P = pub_P_.ptr;
@@ -432,15 +452,26 @@ class CudaBackend final : public Backend {
     stop_heartbeat();
   }
 
+  static std::string resolve_variant(const std::string& v) {
+    if (v.empty()) return kCudaVariants[0];
+    std::string list;
+    for (const char* n : kCudaVariants) {
+      if (v == n) return v;
+      list += (list.empty() ? "" : ", ") + std::string(n);
+    }
+    throw Error("unknown cuda variant '" + v + "' (valid: " + list + "; default " + kCudaVariants[0] + ")");
+  }
+
   Model model_;
   CudaOptions copt_;
+  std::string variant_;
   Precision precision_;
   cuda::DeviceLimits limits_;
   cuda::LstmPlan plan_;
   cudaStream_t stream_ = nullptr;
   cudaStream_t side_stream_ = nullptr;  // reads instrumentation while the kernel runs
   DeviceBuffer<uint32_t> frags_;
-  DeviceBuffer<float> head_b_, pre_w_, h_state_, pub_P_, pub_c_, xbuf_;
+  DeviceBuffer<float> head_b_, head_w_, pre_w_, h_state_, pub_P_, pub_c_, xbuf_;
   DeviceBuffer<cuda::SharedWords> words_;
   std::unique_ptr<HostMailbox> mailbox_;
   std::unique_ptr<CpuShadow> shadow_;

@@ -144,6 +144,9 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
       }
   }
   plan.critical_weight_bytes = plan.frags.size() * 4;
+  plan.head_w.assign(size_t(O) * H, 0.0f);
+  for (size_t i = 0; i < plan.head_w.size() && i < model.head_w.size(); ++i)
+    plan.head_w[i] = round_weight(model.head_w[i], bf16);
   plan.head_b.assign(O, 0.0f);
   for (int o = 0; o < O && !model.head_b.empty(); ++o) plan.head_b[o] = float(model.head_b[o]);
 
@@ -217,6 +220,38 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
                            std::to_string(window) + "), but " + limits.name + " allows " +
                            std::to_string(limits.smem_per_block_optin / 1024) + " KiB per block");
   return plan;
+}
+
+void use_regs_variant(LstmPlan& plan) {
+  LstmParams& p = plan.params;
+  auto refuse = [&](const std::string& why) {
+    throw UnsupportedError("cuda variant 'regs' (every W_ih in registers) cannot serve this model: " + why +
+                           "; use the default variant 'smem'");
+  };
+  if (p.groups > kMaxComputeWarps || p.compute_warps != p.groups)
+    refuse("hidden size " + std::to_string(p.H) + " > " + std::to_string(kMaxComputeWarps * kUnitsPerGroup) +
+           " (one warp per 8 hidden units, 16 warps)");
+  if (p.O > kRegsMaxOutputs)
+    refuse("output size " + std::to_string(p.O) + " > " + std::to_string(kRegsMaxOutputs) + " (SIMT head)");
+  if (p.mb.n_in > 32) refuse("input size " + std::to_string(p.I) + " needs more than 32 input chunks (one warp polls)");
+  bool shape = false;
+  for (const RegsShape& r : kRegsShapes)
+    shape |= r.kt0 == p.kt[0] && r.layers == p.L && (p.L == 1 || r.kth == p.kt[1]);
+  if (!shape) {
+    std::string list;
+    for (const RegsShape& r : kRegsShapes)
+      list += (list.empty() ? "" : ", ") + std::string("(input<=") + std::to_string(16 * r.kt0) +
+              (r.layers > 1 ? ", hidden<=" + std::to_string(16 * r.kth) : std::string()) + ", layers " +
+              std::to_string(r.layers) + ")";
+    refuse("no kernel compiled for input " + std::to_string(p.I) + ", hidden " + std::to_string(p.H) + ", " +
+           std::to_string(p.L) + " layers (compiled: " + list + ")");
+  }
+  if (p.kreg != 0) refuse("its critical weights need registers for layer-0 tiles beyond the compiled shapes");
+  if ((p.O * p.H + kMaxComputeWarps * kRegsMaxOutputs) * 4 > p.frag_total * 16)
+    refuse("no room for the fp32 head weights");  // not reached for the compiled shapes
+  p.variant = kVariantRegs;
+  p.poll_warps = 0;
+  p.mb.poll_sets = 1;
 }
 
 std::vector<double> emulate_fragments(const LstmPlan& plan, int layer, const std::vector<float>& x) {

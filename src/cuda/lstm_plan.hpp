@@ -24,6 +24,7 @@ struct LstmPlan {
   LstmParams params;               // device pointers left null
   std::vector<uint32_t> frags;     // params.frag_total x 4 words (uint4 each)
   std::vector<float> head_b;       // [O]
+  std::vector<float> head_w;       // [O][H] head weights rounded to the precision, as fp32 (variant regs)
   std::vector<float> pre_w;        // np x pre_block_floats
   size_t critical_weight_bytes = 0;
 };
@@ -32,6 +33,11 @@ struct LstmPlan {
 // max_precompute_blocks <= 0: as many as the device allows (one per SM beside the critical block).
 LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
                    const DeviceLimits& limits, int max_precompute_blocks = 0);
+
+// Switches a plan to the critical-step variant "regs" (kVariantRegs: every W_ih fragment in registers,
+// no poller/service warps). Throws UnsupportedError naming why when the model is outside what that
+// kernel was compiled for (kRegsShapes, O <= kRegsMaxOutputs, H <= 128, input <= 32 chunks).
+void use_regs_variant(LstmPlan& plan);
 
 // Host emulation of one critical-block gate row as the tensor cores compute it from the packed
 // fragments (documented m16n8k16 layout), for tests: gate pre-activations W_ih,l . x (no P), in the

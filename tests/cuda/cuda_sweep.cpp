@@ -53,7 +53,7 @@ std::string json_pct(const Pct& p) {
 }
 
 void row(const std::string& name, const Pct& p, const std::string& extra = "") {
-  std::printf("%-44s p50 %6.2f  p90 %6.2f  p99 %6.2f  p99.9 %6.2f  max %8.1f  (n=%zu) %s\n", name.c_str(), p.p50, p.p90,
+  std::printf("%-46s p50 %6.2f  p90 %6.2f  p99 %6.2f  p99.9 %6.2f  max %8.1f  (n=%zu) %s\n", name.c_str(), p.p50, p.p90,
               p.p99, p.p999, p.max, p.n, extra.c_str());
   std::fflush(stdout);
 }
@@ -199,7 +199,13 @@ int main(int argc, char** argv) {
     CudaOptions copt;
     const size_t check = 3000;
     pingpong("32f default, beside lstm_s", 32, pp, def, cpu);
+    // Critical-step variants side by side (same inputs, same tick count): smem (default), regs, smem again
+    // (drift check).
+    CudaOptions cregs = copt;
+    cregs.variant = "regs";
     model_run("lstm_s window fp16", "lstm_s", Mode::window, Precision::fp16, ticks, copt, cpu, check);
+    model_run("lstm_s window fp16 regs", "lstm_s", Mode::window, Precision::fp16, ticks, cregs, cpu, check);
+    model_run("lstm_s window fp16 (again)", "lstm_s", Mode::window, Precision::fp16, ticks, copt, cpu, check);
     pingpong("32f default, after lstm_s", 32, pp, def, cpu);
     const long long short_ticks = std::min<long long>(ticks, 200'000);
     if (!quick) {
@@ -214,9 +220,13 @@ int main(int argc, char** argv) {
       model_run("lstm_s window fp16 poll2", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu, check);
     }
     model_run("lstm_s window bf16", "lstm_s", Mode::window, Precision::bf16, short_ticks, copt, cpu, check);
+    model_run("lstm_s window bf16 regs", "lstm_s", Mode::window, Precision::bf16, short_ticks, cregs, cpu, check);
     model_run("lstm_s streaming fp16", "lstm_s", Mode::streaming, Precision::fp16, short_ticks, copt, cpu, check);
+    model_run("lstm_s streaming fp16 regs", "lstm_s", Mode::streaming, Precision::fp16, short_ticks, cregs, cpu, check);
     pingpong("128f default, beside vollo_tiny", 128, pp, def, cpu);
     model_run("vollo_tiny streaming fp16", "vollo_tiny", Mode::streaming, Precision::fp16, ticks, copt, cpu, check);
+    model_run("vollo_tiny streaming fp16 regs", "vollo_tiny", Mode::streaming, Precision::fp16, short_ticks, cregs, cpu,
+              check);  // refused (printed) until a regs kernel is compiled for its shape
   } catch (const std::exception& e) {
     std::printf("sweep failed: %s\n", e.what());
     if (!json.empty()) {

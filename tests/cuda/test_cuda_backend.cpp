@@ -39,6 +39,24 @@ BackendOptions opts(Mode mode, int window, Precision p = Precision::fp16) {
   return o;
 }
 
+// A backend of critical-step variant `variant` (through BackendOptions::variant), or null when that
+// variant refuses the model (UnsupportedError naming why, printed): the caller skips.
+std::unique_ptr<Backend> make_variant(const Model& m, BackendOptions o, const std::string& variant,
+                                      const CudaOptions& c = {}) {
+  o.variant = variant;
+  try {
+    return make_cuda_backend(m, o, c);
+  } catch (const UnsupportedError& e) {
+    if (variant == "smem" || variant == kCudaVariants[0]) throw;  // these serve every tested model
+    std::printf("[variant %s] refused: %s\n", variant.c_str(), e.what());
+    return nullptr;
+  }
+}
+
+#define MAKE_OR_SKIP(var, ...)                                              \
+  auto var = make_variant(__VA_ARGS__);                                     \
+  if (!var) GTEST_SKIP() << "variant refuses this model (printed above)"
+
 std::vector<float> random_inputs(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> d(0.f, 1.f);
@@ -79,6 +97,26 @@ TEST(CudaNoDevice, RefusesWithTheReason) {
   EXPECT_THROW(cuda::device_facts(), UnsupportedError);
 }
 
+TEST(CudaVariants, UnknownNameListsTheValidOnes) {
+  const Model m = *zoo_model("lstm_s");
+  BackendOptions o = opts(Mode::window, 50);
+  o.variant = "warp-specialised";
+  try {
+    make_cuda_backend(m, o);
+    FAIL() << "accepted an unknown variant";
+  } catch (const UnsupportedError& e) {
+    FAIL() << "unknown variant reported as unsupported: " << e.what();
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("'warp-specialised'"), std::string::npos) << w;
+    EXPECT_NE(w.find("smem"), std::string::npos) << w;
+    EXPECT_NE(w.find("regs"), std::string::npos) << w;
+  }
+  CudaOptions c;
+  c.variant = "nope";
+  EXPECT_THROW(make_cuda_backend(m, opts(Mode::window, 50), c), Error);
+}
+
 // ---- golden cases (PyTorch float64 outputs) ---------------------------------------------------------
 
 struct Golden {
@@ -102,18 +140,18 @@ Golden load_golden(const std::string& name) {
   return g;
 }
 
-class CudaGolden : public ::testing::TestWithParam<std::tuple<std::string, Precision>> {};
+class CudaGolden : public ::testing::TestWithParam<std::tuple<std::string, Precision, std::string>> {};
 
 // Bounds are SPEC §4's (fp16 3e-4, bf16 2e-3). Rounding the weights alone moves these outputs by up to
 // 4e-5 (fp16) / 4.2e-4 (bf16); inputs travel as hi+lo halves and everything else is fp32, so the
 // measured error should be a small multiple of that, and it is printed.
 TEST_P(CudaGolden, WindowAndStreamingMatchPyTorch) {
   REQUIRE_GPU();
-  const auto [name, precision] = GetParam();
+  const auto [name, precision, variant] = GetParam();
   const Golden g = load_golden(name);
   const int I = g.model.config.input_size, O = g.model.config.output_size;
   for (Mode mode : {Mode::window, Mode::streaming}) {
-    auto b = make_cuda_backend(g.model, opts(mode, g.window, precision));
+    MAKE_OR_SKIP(b, g.model, opts(mode, g.window, precision), variant);
     std::vector<float> out(O);
     double max_diff = 0, max_ref = 0;
     for (size_t t = 0; t < g.ticks; ++t) {
@@ -128,62 +166,72 @@ TEST_P(CudaGolden, WindowAndStreamingMatchPyTorch) {
       }
     }
     const double err = max_diff / std::max(1.0, max_ref);
-    std::printf("[golden] %s %s %s error %.3g (bound %.g)\n", name.c_str(), mode_name(mode), precision_name(precision),
-                err, error_bound(precision));
-    RecordProperty(name + "_" + mode_name(mode) + "_" + precision_name(precision), std::to_string(err));
+    std::printf("[golden] %s %s %s %s error %.3g (bound %.g)\n", name.c_str(), mode_name(mode), precision_name(precision),
+                b->variant().c_str(), err, error_bound(precision));
+    RecordProperty(name + "_" + mode_name(mode) + "_" + precision_name(precision) + "_" + variant, std::to_string(err));
     EXPECT_LE(err, error_bound(precision)) << name << " " << mode_name(mode);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaGolden,
                          ::testing::Combine(::testing::Values("tiny", "small2x128", "multi_out"),
-                                            ::testing::Values(Precision::fp16, Precision::bf16)),
+                                            ::testing::Values(Precision::fp16, Precision::bf16),
+                                            ::testing::Values(std::string("smem"), std::string("regs"))),
                          [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + precision_name(std::get<1>(info.param));
+                           return std::get<0>(info.param) + "_" + precision_name(std::get<1>(info.param)) + "_" +
+                                  std::get<2>(info.param);
                          });
+
+// The tests below run once per critical-step variant.
+class CudaVariant : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Variants, CudaVariant, ::testing::Values(std::string("smem"), std::string("regs")),
+                         [](const auto& info) { return info.param; });
 
 // ---- long runs against the incremental reference ----------------------------------------------------
 
-TEST(CudaBackend, LstmSWindow10kTicksVaryingInputs) {
+TEST_P(CudaVariant, LstmSWindow10kTicksVaryingInputs) {
   REQUIRE_GPU();
   const Model m = *zoo_model("lstm_s");
   const size_t ticks = 10'000;
   const auto xs = random_inputs(ticks * m.config.input_size, 11);
   for (Precision p : {Precision::fp16, Precision::bf16}) {
-    auto b = make_cuda_backend(m, opts(Mode::window, 50, p));
+    MAKE_OR_SKIP(b, m, opts(Mode::window, 50, p), GetParam());
     const double err = run_against_reference(*b, m, false, 50, xs, ticks);
-    std::printf("[long] lstm_s window %s 10k ticks error %.3g\n", precision_name(p), err);
+    std::printf("[long] lstm_s window %s %s 10k ticks error %.3g\n", precision_name(p), b->variant().c_str(), err);
     EXPECT_LE(err, error_bound(p));
   }
 }
 
-TEST(CudaBackend, StreamingAndOddWindows) {
+TEST_P(CudaVariant, StreamingAndOddWindows) {
   REQUIRE_GPU();
   const Model m = *zoo_model("lstm_s");
   const size_t ticks = 3000;
   const auto xs = random_inputs(ticks * m.config.input_size, 12);
   {
-    auto b = make_cuda_backend(m, opts(Mode::streaming, 0));
+    MAKE_OR_SKIP(b, m, opts(Mode::streaming, 0), GetParam());
     const double err = run_against_reference(*b, m, true, 0, xs, ticks);
-    std::printf("[long] lstm_s streaming fp16 3k ticks error %.3g\n", err);
+    std::printf("[long] lstm_s streaming fp16 %s 3k ticks error %.3g\n", b->variant().c_str(), err);
     EXPECT_LE(err, error_bound(Precision::fp16));
   }
   for (int w : {1, 2, 7}) {
-    auto b = make_cuda_backend(m, opts(Mode::window, w));
+    MAKE_OR_SKIP(b, m, opts(Mode::window, w), GetParam());
     const double err = run_against_reference(*b, m, false, w, xs, 500);
     EXPECT_LE(err, error_bound(Precision::fp16)) << "window " << w;
   }
 }
 
-TEST(CudaBackend, VolloTinyStreamingOrRefusedNamingTheLimit) {
+TEST_P(CudaVariant, VolloTinyStreamingOrRefusedNamingTheLimit) {
   REQUIRE_GPU();
   const Model m = *zoo_model("vollo_tiny");
   std::unique_ptr<Backend> b;
   try {
-    b = make_cuda_backend(m, opts(Mode::streaming, 0));
+    BackendOptions o = opts(Mode::streaming, 0);
+    o.variant = GetParam();
+    b = make_cuda_backend(m, o);
   } catch (const UnsupportedError& e) {
-    std::printf("[vollo_tiny] refused: %s\n", e.what());
-    EXPECT_NE(std::string(e.what()).find("KiB"), std::string::npos);
+    std::printf("[vollo_tiny] %s refused: %s\n", GetParam().c_str(), e.what());
+    if (GetParam() == "regs") EXPECT_NE(std::string(e.what()).find("variant 'regs'"), std::string::npos);
+    else EXPECT_NE(std::string(e.what()).find("KiB"), std::string::npos);
     return;
   }
   const size_t ticks = 3000;
@@ -195,11 +243,11 @@ TEST(CudaBackend, VolloTinyStreamingOrRefusedNamingTheLimit) {
 
 // ---- input checks, lifecycle ------------------------------------------------------------------------
 
-TEST(CudaBackend, NanAndInfTicksAreRefusedWithStateUntouched) {
+TEST_P(CudaVariant, NanAndInfTicksAreRefusedWithStateUntouched) {
   REQUIRE_GPU();
   const Model m = *zoo_model("lstm_s");
   const int I = m.config.input_size;
-  auto b = make_cuda_backend(m, opts(Mode::window, 50));
+  MAKE_OR_SKIP(b, m, opts(Mode::window, 50), GetParam());
   reference::Incremental ref(m, false, 50);
   const auto xs = random_inputs(200 * I, 14);
   std::vector<float> out(1);
@@ -218,12 +266,12 @@ TEST(CudaBackend, NanAndInfTicksAreRefusedWithStateUntouched) {
   EXPECT_LE(max_diff, error_bound(Precision::fp16));
 }
 
-TEST(CudaBackend, StartStopRestartCycles) {
+TEST_P(CudaVariant, StartStopRestartCycles) {
   REQUIRE_GPU();
   const Model m = *zoo_model("lstm_s");
   const auto xs = random_inputs(300 * m.config.input_size, 15);
   for (int cycle = 0; cycle < 3; ++cycle) {
-    auto b = make_cuda_backend(m, opts(Mode::window, 50));
+    MAKE_OR_SKIP(b, m, opts(Mode::window, 50), GetParam());
     EXPECT_LE(run_against_reference(*b, m, false, 50, xs, 120), error_bound(Precision::fp16));
     b->reset();
     EXPECT_EQ(b->ticks(), 0);
@@ -243,7 +291,7 @@ TEST(CudaBackend, FactsNameTheDevice) {
 
 // ---- deadlines, lease, fallback -------------------------------------------------------------------
 
-TEST(CudaBackend, TimeoutThrowsAndTheLateKernelCatchesUp) {
+TEST_P(CudaVariant, TimeoutThrowsAndTheLateKernelCatchesUp) {
   REQUIRE_GPU();
   const Model m = *zoo_model("lstm_s");
   const int I = m.config.input_size;
@@ -252,7 +300,7 @@ TEST(CudaBackend, TimeoutThrowsAndTheLateKernelCatchesUp) {
   c.stall_us = 100'000;
   BackendOptions o = opts(Mode::window, 50);
   o.timeout_us = 10'000;
-  auto b = make_cuda_backend(m, o, c);
+  MAKE_OR_SKIP(b, m, o, GetParam(), c);
   reference::Incremental ref(m, false, 50);
   const auto xs = random_inputs(40 * I, 16);
   std::vector<float> out(1);
@@ -277,7 +325,7 @@ TEST(CudaBackend, TimeoutThrowsAndTheLateKernelCatchesUp) {
   EXPECT_EQ(cnt.at("late_gpu_answers"), 1.0);
 }
 
-TEST(CudaBackend, FallbackAnswersFromTheCpuWhenTheGpuIsLate) {
+TEST_P(CudaVariant, FallbackAnswersFromTheCpuWhenTheGpuIsLate) {
   REQUIRE_GPU();
   const Model m = *zoo_model("lstm_s");
   const int I = m.config.input_size;
@@ -287,7 +335,7 @@ TEST(CudaBackend, FallbackAnswersFromTheCpuWhenTheGpuIsLate) {
   BackendOptions o = opts(Mode::window, 50);
   o.timeout_us = 5'000;
   o.fallback = "cpu";
-  auto b = make_cuda_backend(m, o, c);
+  MAKE_OR_SKIP(b, m, o, GetParam(), c);
   reference::Incremental ref(m, false, 50);
   const auto xs = random_inputs(60 * I, 17);
   std::vector<float> out(1);
@@ -303,7 +351,7 @@ TEST(CudaBackend, FallbackAnswersFromTheCpuWhenTheGpuIsLate) {
   EXPECT_GE(cnt.at("gpu_answers"), 40.0) << "the GPU did not take over again";
 }
 
-TEST(CudaBackend, LeaseLapsesWithoutHeartbeatButIdleIsFineWithIt) {
+TEST_P(CudaVariant, LeaseLapsesWithoutHeartbeatButIdleIsFineWithIt) {
   REQUIRE_GPU();
   const Model m = *zoo_model("lstm_s");
   const auto xs = random_inputs(20 * m.config.input_size, 18);
@@ -312,7 +360,7 @@ TEST(CudaBackend, LeaseLapsesWithoutHeartbeatButIdleIsFineWithIt) {
     CudaOptions c;
     c.lease_ms = 100;
     c.heartbeat_ms = 10;
-    auto b = make_cuda_backend(m, opts(Mode::window, 50), c);
+    MAKE_OR_SKIP(b, m, opts(Mode::window, 50), GetParam(), c);
     b->process(std::span<const float>(xs.data(), m.config.input_size), out);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     EXPECT_EQ(b->counters().at("kernel_running"), 1.0);
@@ -325,7 +373,7 @@ TEST(CudaBackend, LeaseLapsesWithoutHeartbeatButIdleIsFineWithIt) {
     BackendOptions o = opts(Mode::window, 50);
     o.timeout_us = 20'000;
     if (fallback) o.fallback = "cpu";
-    auto b = make_cuda_backend(m, o, c);
+    MAKE_OR_SKIP(b, m, o, GetParam(), c);
     std::this_thread::sleep_for(std::chrono::milliseconds(400));
     EXPECT_EQ(b->counters().at("kernel_running"), 0.0);
     std::span<const float> x(xs.data(), m.config.input_size);

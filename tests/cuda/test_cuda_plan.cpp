@@ -1,6 +1,7 @@
 // Host-only checks of the kernel plan: run on every machine, GPU or not.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 
@@ -137,6 +138,31 @@ TEST(CudaPlan, TooManyOutputsIsRefused) {
 TEST(CudaPlan, Fp32IsRefused) {
   EXPECT_THROW(cuda::plan_lstm(random_model(8, 8, 1, 1, 1), Precision::fp32, Mode::window, 5, {}, h200_like()),
                UnsupportedError);
+}
+
+TEST(CudaPlan, RegsVariantServesLstmSShapesAndRefusesOthersNamingWhy) {
+  using namespace cuda;
+  MailboxOptions mb;
+  for (auto [I, H, L, O] : {std::array{32, 128, 2, 1}, std::array{16, 64, 3, 4}, std::array{4, 8, 1, 1}}) {
+    const Model m = random_model(I, H, L, O, 21);
+    LstmPlan plan = plan_lstm(m, Precision::fp16, Mode::window, 50, mb, h200_like());
+    ASSERT_NO_THROW(use_regs_variant(plan)) << I << " " << H << " " << L;
+    EXPECT_EQ(plan.params.variant, kVariantRegs);
+    EXPECT_EQ(plan.params.threads(), 32 * plan.params.compute_warps);
+    EXPECT_LE(plan.params.threads(), kRegsMaxThreads);
+    ASSERT_EQ(plan.head_w.size(), size_t(O) * H);
+    for (size_t i = 0; i < plan.head_w.size(); ++i) EXPECT_EQ(plan.head_w[i], round_weight(m.head_w[i], false));
+  }
+  for (auto [I, H, L, O] : {std::array{128, 128, 2, 32}, std::array{64, 128, 2, 1}, std::array{32, 96, 3, 1}, std::array{32, 128, 2, 8}}) {
+    const Model m = random_model(I, H, L, O, 22);
+    LstmPlan plan = plan_lstm(m, Precision::fp16, Mode::streaming, 0, mb, h200_like());
+    try {
+      use_regs_variant(plan);
+      ADD_FAILURE() << "regs accepted " << I << " " << H << " " << L << " " << O;
+    } catch (const UnsupportedError& e) {
+      EXPECT_NE(std::string(e.what()).find("variant 'regs'"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -21,6 +21,26 @@ inline constexpr int kUnitsPerGroup = 8;    // a warp's 2 m16 tiles = 8 hidden u
 // kernel instantiations of kreg besides 0 (8 spills at the 96-register cap: 100 B stores, 140 B loads)
 inline constexpr int kRegTileChoices[] = {4};
 
+// Critical-step variants (LstmParams::variant).
+//   0 "smem" (default): W_ih fragments in shared memory, head on the tensor cores (one warp).
+//   1 "regs": every W_ih fragment in registers for the life of the kernel (one unit group per warp),
+//      the layer input as pre-swizzled B fragments (one LDS.128 per two k16 tiles), the head as fp32
+//      SIMT partial dot products folded into the last layer's cell update (one barrier, then warp 0
+//      adds 16 partials). Compiled for the shapes below only (k16 tiles of layer 0, of the hidden
+//      layers, layers); register budget: 8 x (kt0 + (L-1) x kth) <= 80 per thread.
+inline constexpr int kVariantSmem = 0;
+inline constexpr int kVariantRegs = 1;
+struct RegsShape {
+  int kt0, kth, layers;
+};
+// Keep in step with regs_kernel() in lstm_persistent.cu (the instantiations).
+inline constexpr RegsShape kRegsShapes[] = {{2, 8, 2}, {2, 4, 3}, {2, 2, 1}};
+// The regs block is compute warps only (warp 0 polls the input and watches the lease, warp 1 forwards
+// x_t): <= 16 warps keep <= 4 warps per SM sub-partition, so a thread may hold 128 registers (with 17-18
+// warps the cap is 96 and the 80 fragment registers spill).
+inline constexpr int kRegsMaxThreads = 512;
+inline constexpr int kRegsMaxOutputs = 4;
+
 // Device words the blocks share (global memory, zeroed before launch).
 struct SharedWords {
   unsigned long long x_seq;      // ticks forwarded to the precompute (xbuf holds the latest)
@@ -45,6 +65,7 @@ struct LstmParams {
   int forward_after_output = 0;  // tuning: pass the input to the precompute only once the answer is out
   int gate_sleep_ns = 0;         // tuning: pollers nap this long while waiting for the consumer
   int keep_warm = 0;             // tuning: every compute warp waits for the input issuing dummy mma
+  int variant = kVariantSmem;    // critical-step variant (see kVariantSmem / kVariantRegs)
 
   // model
   int I = 0, H = 0, L = 0, O = 0;
@@ -63,6 +84,7 @@ struct LstmParams {
   int reg_off = 0;
   const void* frags = nullptr;       // global copy, loaded into shared memory at start
   const float* head_b = nullptr;     // [O]
+  const float* head_w = nullptr;     // [O][H] rounded head weights as fp32 (variant regs)
   int compute_warps = 0;
   int poll_warps = 0;                // poll_sets x ceil(n_in / 32)
 
@@ -87,7 +109,7 @@ struct LstmParams {
   // precompute
   int s_pw = 0, s_Q = 0, s_pc = 0, s_px = 0, s_g0 = 0, s_pflags = 0;
 
-  int threads() const { return 32 * (compute_warps + poll_warps + 1); }
+  int threads() const { return 32 * (compute_warps + poll_warps + (variant == kVariantRegs ? 0 : 1)); }
   int grid() const { return 1 + np; }
 };
 

@@ -537,14 +537,325 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) lstm_persistent(const __g
   }
 }
 
+
+// ---------------------------------------------------------------------------------------------------
+// critical block, variant "regs" (kVariantRegs): every W_ih fragment lives in registers, so the matrix
+// part reads no shared memory for A (the "smem" variant streams 160 KiB of fragments through the
+// 128 B/clk shared-memory pipe each tick for lstm_s: >= 1 300 cycles of the 2 700 measured).
+
+// Half-word position of input element k in one B column buffer, swizzled so that lane t reads the B
+// registers of two k16 tiles with one LDS.128: uint4 [k16 pair j][t] = {b0(2j), b1(2j), b0(2j+1), b1(2j+1)}
+// (b0 = rows 2t, 2t+1 of the tile, b1 = rows 2t+8, 2t+9).
+__device__ __forceinline__ int bpos(int k) {
+  const int kk = k >> 4, r = k & 15, w = r >> 1;
+  const int slot = (w >> 2) + 2 * (kk & 1);
+  return ((((kk >> 1) * 4 + (w & 3)) * 4 + slot) << 1) + (r & 1);
+}
+
+// mma.sync without `volatile`: pure register arithmetic the compiler may schedule freely.
+template <bool BF16>
+__device__ __forceinline__ void mma16816_nv(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
+  if constexpr (BF16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+  }
+}
+
+// Gate pre-activations of this warp's unit group from register-resident fragments w (two m16 tiles),
+// one accumulator chain per tile (4 warps per SM sub-partition give 8 independent chains, enough to
+// cover the HMMA latency). col0: the layer's input buffer, column 0 (hi); column 1 (lo) at +stride.
+template <bool BF16, int KT>
+__device__ __forceinline__ void gates_regs(const uint4 (&w)[2][KT], const uint16_t* col0, int stride, float (&y)[4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const uint4* b = reinterpret_cast<const uint4*>(col0 + (g & 1) * stride) + t;
+  const bool bvalid = g < 2;
+  float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
+  uint4 v[KT / 2];
+#pragma unroll
+  for (int j = 0; j < KT / 2; ++j) {
+    v[j] = b[j * 4];
+    if (!bvalid) v[j] = make_uint4(0u, 0u, 0u, 0u);
+  }
+#pragma unroll
+  for (int j = 0; j < KT / 2; ++j) {
+    mma16816_nv<BF16>(a0, w[0][2 * j], v[j].x, v[j].y);
+    mma16816_nv<BF16>(a1, w[1][2 * j], v[j].x, v[j].y);
+    mma16816_nv<BF16>(a0, w[0][2 * j + 1], v[j].z, v[j].w);
+    mma16816_nv<BF16>(a1, w[1][2 * j + 1], v[j].z, v[j].w);
+  }
+  // lane (g, t=0): columns 0 (hi) and 1 (lo) of rows g (gate i / g) and g+8 (gate f / o)
+  y[0] = a0[0] + a0[1];
+  y[1] = a0[2] + a0[3];
+  y[2] = a1[0] + a1[1];
+  y[3] = a1[2] + a1[3];
+}
+
+// The whole critical block of the regs variant: compute warps only (<= 16 warps, so each SM
+// sub-partition holds <= 4 and a thread may use 128 registers; a 17th warp would cap it at 96).
+//   warp 0 also polls the input chunks itself (lane c <-> chunk c, the same 16-byte ld.volatile as the
+//          poller warps of the smem variant) and, in its waits, watches the lease / stop request;
+//   warp 1 (warp 0 when there is one warp) forwards x_t to the precompute once the last layer is done.
+template <bool BF16, int KT0, int KTH, int L>
+__device__ void critical_block_regs(const LstmParams& p, char* smem) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  volatile CtaFlags* f = smem_at<volatile CtaFlags>(smem, p.s_flags);
+  const int H = p.H, O = p.O, I = p.I;
+  float* sHW = smem_at<float>(smem, p.s_frags);  // [O][H] head weights, then [warps][kRegsMaxOutputs] partials
+  float* sHP = sHW + O * H;
+  float* sz = smem_at<float>(smem, p.s_z);        // head bias
+  float* x32 = smem_at<float>(smem, p.s_x32);
+  uint16_t* xin = smem_at<uint16_t>(smem, p.s_xin);
+  {
+    for (int i = tid; i < O * H; i += blockDim.x) sHW[i] = __ldg(p.head_w + i);
+    for (int i = tid; i < kMaxOutputs; i += blockDim.x) sz[i] = i < O ? __ldg(p.head_b + i) : 0.f;
+    uint32_t* x = smem_at<uint32_t>(smem, p.s_xin);
+    for (int i = tid; i < (p.L + 1) * p.xin_stride; i += blockDim.x) x[i] = 0;
+    if (tid == 0) {
+      f->quit = 0;
+      f->decision = 0;
+    }
+  }
+  __syncthreads();
+  const int nct = p.compute_warps * 32;
+  const float* sP = smem_at<const float>(smem, p.s_P);
+  const float* sc = smem_at<const float>(smem, p.s_c);
+  const int stride = p.xin_stride;
+  const int g = lane >> 2, t = lane & 3;
+  const int q = warp;  // one unit group per warp (compute_warps == groups)
+  const int u = min(q * kUnitsPerGroup + g, H - 1);
+  const bool cell_lane = t == 0 && q * kUnitsPerGroup + g < H;
+  const int fwd_warp = p.compute_warps > 1 ? 1 : 0;
+  constexpr int NH = L > 1 ? L - 1 : 1;
+
+  // the fragments, for the life of the kernel: layer l [groups][2][kt][32] uint4 at frag_off[l]
+  uint4 w0[2][KT0];
+  uint4 wh[NH][2][KTH];
+  {
+    const uint4* src = static_cast<const uint4*>(p.frags);
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int k = 0; k < KT0; ++k) w0[m][k] = __ldg(src + p.frag_off[0] + ((q * 2 + m) * KT0 + k) * 32 + lane);
+#pragma unroll
+    for (int l = 0; l < NH; ++l)
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int k = 0; k < KTH; ++k)
+          wh[l][m][k] = L > 1 ? __ldg(src + p.frag_off[l + 1] + ((q * 2 + m) * KTH + k) * 32 + lane)
+                              : make_uint4(0u, 0u, 0u, 0u);
+  }
+
+  // One layer's cell update from the gate pre-activations y; the new h goes to the next layer's input
+  // buffer, or (last layer) into this warp's head partial sums (fp32 h, rounded head weights).
+  auto cell = [&](int l, const float (&y)[4], bool last) {
+    const float* P = sP + l * 4 * H;
+    float c = sc[l * H + u];
+    const float h = dev::lstm_cell(y[0] + P[u], y[1] + P[H + u], y[2] + P[2 * H + u], y[3] + P[3 * H + u], c);
+    if (!last) {
+      if (cell_lane) {
+        uint16_t* out = xin + (l + 1) * 2 * stride;
+        const int pos = bpos(u);
+        split_store<BF16>(out + pos, out + stride + pos, h);
+      }
+    } else {
+#pragma unroll
+      for (int o = 0; o < kRegsMaxOutputs; ++o) {
+        if (o < O) {
+          float v = cell_lane ? sHW[o * H + u] * h : 0.f;
+          v += __shfl_xor_sync(0xffffffffu, v, 4);
+          v += __shfl_xor_sync(0xffffffffu, v, 8);
+          v += __shfl_xor_sync(0xffffffffu, v, 16);
+          if (lane == 0) sHP[warp * kRegsMaxOutputs + o] = v;
+        }
+      }
+    }
+  };
+
+  dev::LeaseWatch watch;
+  if (tid == 0) watch.start(p.mb);
+  unsigned checks = 0;
+  // tid 0 only: on a stop request or a lapsed lease, make every block leave; true when leaving
+  auto lease_check = [&]() -> bool {
+    if (f->quit) return true;
+    if ((++checks & 15u) != 0) return false;
+    const unsigned reason = watch.poll(p.mb);
+    if (!reason) return false;
+    f->quit = reason;
+    dev::st_volatile_u32(&p.words->quit, reason);
+    __threadfence();
+    return true;
+  };
+
+  unsigned long long s = 0;
+  for (;; ++s) {
+    // (1) the precompute round that prepares tick s
+    if (tid == 0) {
+      const unsigned long long target = (s + 1) * (unsigned long long)p.np;
+      bool quit = false;
+      while (dev::ld_acquire_u64(&p.words->published) < target) {
+        if ((quit = lease_check())) break;
+      }
+      f->decision = quit ? 1u : 0u;
+    }
+    dev::named_barrier(nct);
+    if (f->decision) break;
+    // (2) prefetch P_l and c_l of the completing window
+    {
+      float* wP = smem_at<float>(smem, p.s_P);
+      float* wc = smem_at<float>(smem, p.s_c);
+      for (int i = tid; i < L * 4 * H; i += nct) wP[i] = __ldcg(p.pub_P + i);
+      for (int i = tid; i < L * H; i += nct) wc[i] = __ldcg(p.pub_c + i);
+    }
+    dev::named_barrier(nct);
+    if (tid == 0) dev::st_volatile_v4(p.mb.status, make_uint4(wire_seq(s), unsigned(s), kServing, 0));
+    // (3) the input: warp 0 polls the chunks of ring slot s % kInputRing, one lane each
+    const unsigned seq = wire_seq(s);
+    if (warp == 0) {
+      const Chunk* src = p.mb.in + (s % kInputRing) * p.mb.in_stride + lane;
+      const int fpc = p.mb.in_fpc;
+      bool have = lane >= p.mb.n_in;
+      bool quit = false;
+      for (;;) {
+        if (!have) {
+          const uint4 v = dev::ld_volatile_v4(src);
+          if (v.x == seq && (!p.mb.in_dual || v.w == seq)) {
+            have = true;
+            const float xs[3] = {__uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w)};
+#pragma unroll
+            for (int i = 0; i < 3; ++i) {
+              const int k = fpc * lane + i;
+              if (i < fpc && k < I) {
+                x32[k] = xs[i];
+                const int pos = bpos(k);
+                split_store<BF16>(xin + pos, xin + stride + pos, xs[i]);
+              }
+            }
+          }
+        }
+        if (__all_sync(0xffffffffu, have)) break;
+        if (lane == 0) quit = lease_check();
+        if (__shfl_sync(0xffffffffu, quit, 0)) break;
+      }
+      if (lane == 0) f->decision = quit ? 1u : 0u;
+      __syncwarp();
+    }
+    dev::named_barrier(nct);
+    if (f->decision) break;
+    const long long t_in = clock64();
+    if ((long long)s == p.stall_tick) {  // test hook only
+      const unsigned long long until = dev::globaltimer_ns() + p.stall_ns;
+      while (dev::globaltimer_ns() < until) {
+      }
+    }
+    // (4) layers; the last one leaves the head's partial sums
+    {
+      float y[4];
+      gates_regs<BF16, KT0>(w0, xin, stride, y);
+      cell(0, y, L == 1);
+    }
+    dev::named_barrier(nct);
+    const long long t_l0 = clock64();
+#pragma unroll
+    for (int l = 1; l < L; ++l) {
+      float y[4];
+      gates_regs<BF16, KTH>(wh[l - 1], xin + l * 2 * stride, stride, y);
+      cell(l, y, l == L - 1);
+      dev::named_barrier(nct);
+    }
+    const long long t_layers = clock64();
+    // (5) head: warp 0 adds the compute warps' partial sums and stores the output chunks
+    if (warp == 0) {
+      float z[kRegsMaxOutputs];
+#pragma unroll
+      for (int o = 0; o < kRegsMaxOutputs; ++o) {
+        float v = 0.f;
+        if (o < O) {
+          v = lane < p.compute_warps ? sHP[lane * kRegsMaxOutputs + o] : 0.f;
+          v += __shfl_xor_sync(0xffffffffu, v, 8);
+          v += __shfl_xor_sync(0xffffffffu, v, 4);
+          v += __shfl_xor_sync(0xffffffffu, v, 2);
+          v += __shfl_xor_sync(0xffffffffu, v, 1);
+          v += sz[o];
+        }
+        z[o] = v;
+      }
+      const long long t_head = clock64();
+      if (lane < p.mb.n_out) {  // n_out <= 2 (O <= kRegsMaxOutputs)
+        uint4 v;
+        v.x = seq;
+        v.y = __float_as_uint(lane == 0 ? z[0] : z[2]);
+        v.z = __float_as_uint(lane == 0 ? z[1] : z[3]);
+        v.w = seq;
+        dev::st_volatile_v4(p.mb.out + lane, v);
+      }
+      if (lane == 0) {
+        const long long t_out = clock64();
+        const unsigned long long dt = (unsigned long long)(t_out - t_in);
+        SharedWords* w = p.words;
+        w->compute_cycles_sum += dt;
+        if (dt > w->compute_cycles_max) w->compute_cycles_max = dt;
+        w->ticks_timed += 1;
+        const long long seg[4] = {t_l0 - t_in, t_layers - t_l0, t_head - t_layers, t_out - t_head};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          w->seg_sum[i] += (unsigned long long)seg[i];
+          if ((unsigned long long)seg[i] > w->seg_max[i]) w->seg_max[i] = (unsigned long long)seg[i];
+        }
+      }
+    }
+    // (6) x_t to the precompute (its round s-1 has published, so it no longer reads xbuf); x32 is
+    // next written in tick s+1's step (3), after two more barriers.
+    if (warp == fwd_warp) {
+      for (int i = lane; i < I; i += 32) __stcg(p.xbuf + i, x32[i]);
+      __threadfence();
+      __syncwarp();
+      if (lane == 0) dev::st_release_u64(&p.words->x_seq, s + 1);
+    }
+  }
+  if (tid == 0) {
+    __threadfence_system();
+    dev::st_volatile_v4(p.mb.status, make_uint4(wire_seq(s), unsigned(s), f->quit, 0));
+  }
+}
+
+template <bool BF16, int KT0, int KTH, int L>
+__global__ void __launch_bounds__(kRegsMaxThreads, 1) lstm_persistent_regs(const __grid_constant__ LstmParams p) {
+  extern __shared__ __align__(16) char smem[];
+  if (blockIdx.x == 0) {
+    critical_block_regs<BF16, KT0, KTH, L>(p, smem);
+  } else {
+    precompute_block(p, smem, int(blockIdx.x) - 1);
+  }
+}
+
+template <bool BF16>
+const void* regs_kernel(int kt0, int kth, int L) {
+  if (kt0 == 2 && kth == 8 && L == 2) return (const void*)&lstm_persistent_regs<BF16, 2, 8, 2>;
+  if (kt0 == 2 && kth == 4 && L == 3) return (const void*)&lstm_persistent_regs<BF16, 2, 4, 3>;
+  if (kt0 == 2 && L == 1) return (const void*)&lstm_persistent_regs<BF16, 2, 2, 1>;
+  return nullptr;
+}
+
 }  // namespace
 
 cudaError_t launch_lstm(const LstmParams& p, cudaStream_t stream, int* max_coresident) {
   const void* fn = nullptr;
-  switch (p.kreg) {
-    case 0: fn = p.bf16 ? (const void*)&lstm_persistent<true, 0> : (const void*)&lstm_persistent<false, 0>; break;
-    case 4: fn = p.bf16 ? (const void*)&lstm_persistent<true, 4> : (const void*)&lstm_persistent<false, 4>; break;
-    default: return cudaErrorInvalidValue;
+  if (p.variant == kVariantRegs) {
+    if (p.kreg != 0 || p.threads() > kRegsMaxThreads || p.O > kRegsMaxOutputs) return cudaErrorInvalidValue;
+    fn = p.bf16 ? regs_kernel<true>(p.kt[0], p.L > 1 ? p.kt[1] : 0, p.L) : regs_kernel<false>(p.kt[0], p.L > 1 ? p.kt[1] : 0, p.L);
+    if (!fn) return cudaErrorInvalidValue;
+  } else {
+    switch (p.kreg) {
+      case 0: fn = p.bf16 ? (const void*)&lstm_persistent<true, 0> : (const void*)&lstm_persistent<false, 0>; break;
+      case 4: fn = p.bf16 ? (const void*)&lstm_persistent<true, 4> : (const void*)&lstm_persistent<false, 4>; break;
+      default: return cudaErrorInvalidValue;
+    }
   }
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);
   if (e != cudaSuccess) return e;
