@@ -37,6 +37,25 @@ void pin_current_thread(int core) {
     throw Error("cannot pin a thread to cpu " + std::to_string(core) + " (not in this process's allowed cpus?)");
 }
 
+std::vector<int> thread_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cores;
+  if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) != 0) return cores;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cores.push_back(c);
+  return cores;
+}
+
+void set_thread_cores(const std::vector<int>& cores) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cores)
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+  if (CPU_COUNT(&set) == 0 || pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+    throw Error("cannot run a thread on the given cores");
+}
+
 std::vector<int> parse_cpuset(const std::string& text) {
   std::set<int> cores;
   std::vector<int> order;
