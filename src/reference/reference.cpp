@@ -163,16 +163,16 @@ FastF64::FastF64(const Model& m) : cfg_(m.config), head_w_(m.head_w), head_b_(m.
     w_hh_t_.push_back(std::move(hh));
     bias_.push_back(w.bias_sum(cfg_.hidden_size));
   }
-  gates_.resize(G);
-  in_.resize(std::max(cfg_.input_size, cfg_.hidden_size));
 }
 
 void FastF64::step(std::span<const float> x, LstmState& state) const {
   const size_t G = 4 * size_t(cfg_.hidden_size), H = cfg_.hidden_size;
+  // Scratch lives on this call's stack frame, not in the object: threads share one FastF64.
+  std::vector<double> gates(G), in_(std::max(x.size(), H));
   for (size_t k = 0; k < x.size(); ++k) in_[k] = x[k];
   size_t n_in = x.size();
   for (int l = 0; l < cfg_.num_layers; ++l) {
-    double* g = gates_.data();
+    double* g = gates.data();
     std::copy(bias_[l].begin(), bias_[l].end(), g);
     for (size_t k = 0; k < n_in; ++k) {
       const double v = in_[k];

@@ -54,6 +54,7 @@ namespace hotpath::reference {
 // the weights transposed so that the inner loops vectorise without reassociating any sum (each gate
 // row keeps its own accumulator). Only the summation order differs from lstm_step, so the two agree to
 // float64 rounding (tested to 1e-12).
+// Const member functions are safe to call from several threads at once (the checker's threads share one).
 class FastF64 {
  public:
   explicit FastF64(const Model& m);
@@ -66,7 +67,6 @@ class FastF64 {
   std::vector<std::vector<double>> w_ih_t_, w_hh_t_;  // [in][4H], [H][4H]
   std::vector<std::vector<double>> bias_;             // [4H]
   std::vector<double> head_w_, head_b_;
-  mutable std::vector<double> gates_, in_;
 };
 
 }  // namespace hotpath::reference

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "model/loader.hpp"
 #include "model/safetensors.hpp"
@@ -183,4 +184,27 @@ TEST(Zoo, ShapesAndParameterCountsMatchTheSpec) {
   EXPECT_NE(zoo_model("lstm_s", 3)->layers[1].w_hh, zoo_model("lstm_s", 4)->layers[1].w_hh);
   for (double w : s->layers[0].w_ih) ASSERT_LE(std::abs(w), 1.0 / std::sqrt(128.0));
   EXPECT_NO_THROW(s->validate());
+}
+
+// The benchmark's checker threads share one FastF64: concurrent steps must not disturb each other.
+TEST(Reference, TransposedFloat64IsSafeToShareBetweenThreads) {
+  const Model m = random_model(32, 64, 2, 2, true, true, 5);
+  const reference::FastF64 fast(m);
+  const size_t T = 200;
+  const auto x = random_inputs(T * 32, 23);
+  const auto expected = reference::streaming(m, x, T);
+  std::vector<std::thread> threads;
+  std::vector<double> worst(4, 0.0);
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      reference::LstmState s(m.config);
+      std::vector<double> z(2);
+      for (size_t t = 0; t < T; ++t) {
+        fast.step(std::span(x).subspan(t * 32, 32), s);
+        fast.head(s, z);
+        for (int o = 0; o < 2; ++o) worst[k] = std::max(worst[k], std::abs(z[o] - expected[t * 2 + o]));
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (double w : worst) EXPECT_LE(w, 1e-12);
 }
