@@ -28,19 +28,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
-std::string quote_key(std::string_view key) {
-  std::string s = "'";
-  size_t n = 0;
-  for (char c : key) {
-    if (++n > 120) {
-      s += "...";
-      break;
-    }
-    const auto u = static_cast<unsigned char>(c);
-    s += (u < 0x20 || u == 0x7f) ? '?' : c;
-  }
-  return s + "'";
-}
+using safetensors::quote_key;
 
 std::string quote_keys(const std::vector<std::string>& items, size_t max_items = 12) {
   std::string s;

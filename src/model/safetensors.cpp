@@ -74,27 +74,6 @@ std::string excerpt(const json& j) {
   return s;
 }
 
-// A key quoted for a message: control characters and overlong names would break the one-line rule.
-std::string quote_key(std::string_view key) {
-  std::string s = "'";
-  size_t n = 0;
-  for (char c : key) {
-    if (++n > 120) {
-      s += "...";
-      break;
-    }
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      s += buf;
-    } else {
-      s += c;
-    }
-  }
-  return s + "'";
-}
-
 // A JSON number that is an integer >= 0 (floats like 4.0 are refused, as serde refuses them for usize).
 bool as_u64(const json& j, uint64_t& out) {
   if (j.is_number_unsigned()) {
@@ -153,6 +132,27 @@ T to_integer(double v, const std::string& name, DType dtype, size_t index) {
 }
 
 }  // namespace
+
+std::string quote_key(std::string_view key) {
+  std::string s = "'";
+  size_t n = 0;
+  for (char c : key) {
+    if (++n > 120) {
+      s += "...";
+      break;
+    }
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      s += buf;
+    } else {
+      s += c;
+    }
+  }
+  return s + "'";
+}
+
 
 const char* dtype_name(DType d) {
   for (const auto& e : kDTypes)

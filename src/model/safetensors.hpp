@@ -20,6 +20,10 @@ bool is_float(DType d);  // F64, F32, F16, BF16
 
 inline constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;  // SPEC §2: larger is refused
 
+// A tensor name or string from a file, quoted for an error message: control characters are escaped
+// and long names cut, so that a hostile file cannot break the one-line error rule.
+std::string quote_key(std::string_view key);
+
 struct TensorInfo {
   std::string name;
   DType dtype;

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "backend/backend.hpp"
+#include "common/golden.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "model/loader.hpp"
 #include "model/safetensors.hpp"
@@ -30,28 +31,8 @@ using namespace hotpath::cputest;
 
 namespace {
 
-const std::string kGolden = HOTPATH_GOLDEN_DIR;
-
-struct Golden {
-  Model model;
-  std::vector<float> inputs;
-  size_t ticks = 0;
-  int window = 0;
-  std::vector<double> window_expected, streaming_expected;
-};
-
-Golden load_golden(const std::string& name) {
-  Golden g;
-  g.model = load_model_file(kGolden + "/" + name + ".model.safetensors");
-  const auto f = safetensors::File::open(kGolden + "/" + name + ".golden.safetensors");
-  const auto& in = f.at("inputs");
-  g.ticks = size_t(in.shape[0]);
-  g.inputs = f.read_f32(in);
-  g.window = std::stoi(f.metadata().at("window"));
-  g.window_expected = f.read_f64(f.at("tacana_expected"));
-  g.streaming_expected = f.read_f64(f.at("streaming_expected"));
-  return g;
-}
+using hotpath::test_support::Golden;
+using hotpath::test_support::load_golden;
 
 // Every weight and bias rounded to bf16: the reference on it isolates the weight-rounding error.
 Model round_to_bf16(Model m) {

@@ -12,6 +12,7 @@
 #include "backend/backend.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device.hpp"
+#include "common/golden.hpp"
 #include "model/loader.hpp"
 #include "model/safetensors.hpp"
 #include "model/zoo.hpp"
@@ -119,26 +120,8 @@ TEST(CudaVariants, UnknownNameListsTheValidOnes) {
 
 // ---- golden cases (PyTorch float64 outputs) ---------------------------------------------------------
 
-struct Golden {
-  Model model;
-  int window = 0;
-  size_t ticks = 0;
-  std::vector<float> inputs;
-  std::vector<double> tacana, streaming;
-};
-
-Golden load_golden(const std::string& name) {
-  const std::string dir = HOTPATH_GOLDEN_DIR;
-  Golden g;
-  g.model = load_model_file(dir + "/" + name + ".model.safetensors");
-  const auto f = safetensors::File::open(dir + "/" + name + ".golden.safetensors");
-  g.window = std::stoi(f.metadata().at("window"));
-  g.inputs = f.read_f32(f.at("inputs"));
-  g.ticks = g.inputs.size() / g.model.config.input_size;
-  g.tacana = f.read_f64(f.at("tacana_expected"));
-  g.streaming = f.read_f64(f.at("streaming_expected"));
-  return g;
-}
+using hotpath::test_support::Golden;
+using hotpath::test_support::load_golden;
 
 class CudaGolden : public ::testing::TestWithParam<std::tuple<std::string, Precision, std::string>> {};
 
@@ -157,8 +140,8 @@ TEST_P(CudaGolden, WindowAndStreamingMatchPyTorch) {
     for (size_t t = 0; t < g.ticks; ++t) {
       b->process(std::span<const float>(&g.inputs[t * I], I), out);
       const double* want = nullptr;
-      if (mode == Mode::streaming) want = &g.streaming[t * O];
-      else if (t + 1 >= size_t(g.window)) want = &g.tacana[(t + 1 - g.window) * O];
+      if (mode == Mode::streaming) want = &g.streaming_expected[t * O];
+      else if (t + 1 >= size_t(g.window)) want = &g.window_expected[(t + 1 - g.window) * O];
       if (!want) continue;
       for (int o = 0; o < O; ++o) {
         max_diff = std::max(max_diff, std::fabs(double(out[o]) - want[o]));
