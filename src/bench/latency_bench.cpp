@@ -183,6 +183,7 @@ void validate(const BenchOptions& o) {
   if (o.rate_hz && !(*o.rate_hz > 0 && *o.rate_hz <= 1e8)) throw Error("--rate must be a positive tick rate in Hz");
   if (o.rate_hz && o.gap_us > 0) throw Error("--rate and --gap-us exclude each other");
   if (o.check_every < 1) throw Error("--check-every must be at least 1");
+  if (o.check_threads < 0 || o.check_threads > 256) throw Error("--check-threads must be between 1 and 256");
   if (o.mode == Mode::batch) throw Error("hotpath bench measures tick latency: --mode must be window or streaming");
   if (o.floats && (*o.floats < 1 || *o.floats > 1 << 16)) throw Error("--floats must be between 1 and 65536");
 }
@@ -348,8 +349,9 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
 
     // Checker threads go on cores outside the cpuset where there are any.
     const int spare = std::max(1, int(spare_cores.size()) - 1);
+    const int check_threads = o.check_threads > 0 ? o.check_threads : std::min(spare, 8);
     CheckedOutputs outs(cfg.output_size);
-    Checker checker(model, o.mode, window, o.seed, o.check_every, outs, std::min(spare, 8), spare_cores,
+    Checker checker(model, o.mode, window, o.seed, o.check_every, outs, check_threads, spare_cores,
                     error_bound(backend->precision()));
     if (!o.cpuset.empty()) pin_current_thread(o.cpuset.front());
 

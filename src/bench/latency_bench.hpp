@@ -33,6 +33,7 @@ struct BenchOptions {
   std::vector<int> cpuset;
   uint64_t seed = 1;
   int check_every = 16;
+  int check_threads = 0;         // float64 checker threads (window mode); 0: one per spare core, up to 8
   std::string json_path;
   std::string samples_path;
   double timeout_us = 1'000'000;

@@ -312,6 +312,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--cpuset", f->cpuset, "Cores, e.g. 2-5: the first runs the critical step");
   cmd->add_option("--seed", f->seed, "Seed of the random inputs")->capture_default_str();
   cmd->add_option("--check-every", f->o.check_every, "Check every K-th tick against float64 (1: all)")->capture_default_str();
+  cmd->add_option("--check-threads", f->o.check_threads, "Float64 checker threads (default: one per spare core, up to 8)");
   cmd->add_option("--json", f->o.json_path, "Write the report as JSON (schema: bench/SCHEMA.md)");
   cmd->add_option("--samples", f->o.samples_path, "Write every raw latency sample (CSV)");
   cmd->add_option("--timeout-us", f->o.timeout_us, "cuda: give up on an output after this long")->capture_default_str();

@@ -80,6 +80,24 @@ TEST(Bench, ReferenceRunChecksEveryTickAndPaces) {
   EXPECT_NE(out.str().find("PASS"), std::string::npos);
 }
 
+// Several checker threads split the checked windows; each must see its own ticks and agree exactly.
+TEST(Bench, ManyCheckerThreadsAgreeWithTheReference) {
+  bench::BenchOptions o;
+  o.model = std::string(HOTPATH_GOLDEN_DIR) + "/multi_out.model.safetensors";
+  o.backend = "ref";
+  o.mode = Mode::window;
+  o.window = 20;
+  o.ticks = 400;
+  o.warmup = 0;
+  o.check_every = 1;
+  o.check_threads = 5;
+  std::ostringstream out;
+  const auto r = bench::run_bench(o, out);
+  EXPECT_EQ(r["error"]["checked_ticks"], 400);
+  EXPECT_EQ(r["error"]["ticks_over_bound"], 0);
+  EXPECT_LE(r["error"]["max_abs"].get<double>(), 1e-12);
+}
+
 TEST(Bench, BadOptionsAreRefused) {
   bench::BenchOptions o;
   o.model = "lstm_s";
