@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 scripts/build.sh
 ctest --preset release -j2
 cmake --preset asan >/dev/null
-cmake --build --preset asan --target test_safetensors test_loader test_reference test_cli hotpath
-ctest --preset asan -j2 -L '^(test_safetensors|test_loader|test_reference|test_cli)$'
+cmake --build --preset asan --target test_safetensors test_loader test_reference test_cli test_bench hotpath
+ctest --preset asan -j2 -L '^(test_safetensors|test_loader|test_reference|test_cli|test_bench)$'
