@@ -29,12 +29,12 @@ int cores_online() { return int(sysconf(_SC_NPROCESSORS_ONLN)); }
 std::string git_version() { return std::string(HOTPATH_VERSION) + "+" + HOTPATH_GIT_COMMIT; }
 
 void pin_current_thread(int core) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
   if (core < 0 || core >= CPU_SETSIZE) throw Error("cpu " + std::to_string(core) + " is out of range");
-  CPU_SET(core, &set);
-  if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0)
+  try {
+    set_thread_cores({core});
+  } catch (const Error&) {
     throw Error("cannot pin a thread to cpu " + std::to_string(core) + " (not in this process's allowed cpus?)");
+  }
 }
 
 std::vector<int> thread_cores() {

@@ -12,7 +12,10 @@ Summary summarize(std::vector<double> v) {
   if (v.empty()) return s;
   std::sort(v.begin(), v.end());
   // Nearest rank: the smallest sample with at least q of all samples at or below it.
-  auto rank = [&](double q) { return v[std::min(v.size() - 1, size_t(std::ceil(q * double(v.size()))) - (q > 0 ? 1 : 0))]; };
+  auto rank = [&](double q) {
+    const size_t r = std::max<size_t>(1, size_t(std::ceil(q * double(v.size()))));  // 1-based rank
+    return v[std::min(r, v.size()) - 1];
+  };
   s.p50 = rank(0.50);
   s.p90 = rank(0.90);
   s.p99 = rank(0.99);
