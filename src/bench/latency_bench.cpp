@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <deque>
 #include <fstream>
 #include <iomanip>
 #include <memory>
@@ -91,10 +90,11 @@ class Checker {
         run(k, n);
       });
   }
-  // Call once the timed loop is done; `total` records were published.
+  // An error mid-run must not leave running threads behind (std::terminate).
+  ~Checker() { stop(); }
+  // Call once the timed loop is done: checks what was published, then joins.
   CheckResult finish() {
-    done_.store(true, std::memory_order_release);
-    for (auto& t : threads_) t.join();
+    stop();
     CheckResult r;
     for (const auto& p : results_) {
       if (p.max_abs > r.max_abs || r.worst_tick < 0) {
@@ -109,6 +109,11 @@ class Checker {
   }
 
  private:
+  void stop() {
+    done_.store(true, std::memory_order_release);
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
   // Waits for record k; false when the loop ended without producing it.
   bool wait_for(size_t k) {
     while (outs_.published() <= k) {
@@ -318,6 +323,10 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     // Threads the backend starts (a heartbeat, workers) inherit the creating thread's cores: create
     // the backend, and the checker, with the process's cores, and pin the timed thread afterwards.
     const std::vector<int> all_cores = thread_cores();
+    for (int c : o.cpuset)
+      if (std::find(all_cores.begin(), all_cores.end(), c) == all_cores.end())
+        throw Error("--cpuset names cpu " + std::to_string(c) + ", which this process may not use (allowed: " +
+                    std::to_string(all_cores.size()) + " cpus)");
     std::vector<int> spare_cores;  // cores outside the cpuset, for the checker
     for (int c : all_cores)
       if (std::find(o.cpuset.begin(), o.cpuset.end(), c) == o.cpuset.end()) spare_cores.push_back(c);

@@ -191,6 +191,7 @@ TEST_F(Cli, BadInputExitsTwoWithOneLine) {
   expect_refused("bench --model lstm_s --backend ref --ticks 0", "--ticks");
   expect_refused("bench --model lstm_s --backend ref --cpuset 3-1", "cpuset");
   expect_refused("bench --model lstm_s --backend ref --check-every 0", "check-every");
+  expect_refused("bench --model lstm_s --backend ref --ticks 5 --cpuset 999", "cpu 999");
   expect_refused("bench --model lstm_s --mode batch", "window or streaming");
 }
 
