@@ -3,6 +3,9 @@
 # standard benchmarks; logs and JSON go under $OUT (few files: the device tool returns at most 8).
 #
 #   scripts/gpu-check.sh [--quick]      (run from the repository root; OUT defaults to ./gpu-out)
+#   BENCH_TICKS=N   ticks of the `hotpath bench` runs (default 1000000; 0 skips them)
+#   GPU_TESTS=0 / CPU_TESTS=0 / SWEEP=0   skip the GPU tests / the CPU backend's tests / cuda_sweep
+#   BENCH_CPU=0 / TORCH_CASE=0   skip gpu-bench.sh's cpu runs / its fresh PyTorch golden case
 #
 # The golden cases live beside the checkout (../shared/golden), which does not travel to the device
 # machine: copy them into build-golden/ (ignored) and carry that path; it is used when present.
@@ -38,26 +41,33 @@ grep -E 'registers|spill' "$LOG" | sort | uniq -c | head -8
 OBJ=$(find "$BUILD" -name 'lstm_persistent.cu.o' | head -1)
 if command -v cuobjdump >/dev/null && [ -n "$OBJ" ]; then
   say "SASS instruction mix of the LSTM kernel (HMMA = tensor cores, LDL/STL = local memory)"
-  cuobjdump --dump-sass "$OBJ" | grep -oE 'HMMA[.A-Z0-9]*|LDS\.128|LDL[.A-Z0-9]*|STL[.A-Z0-9]*|LDG\.E\.128[.A-Z]*|STG\.E\.128[.A-Z.]*|ST\.E\.128[.A-Z.]*|LD\.E\.128[.A-Z.]*' | sort | uniq -c | tee -a "$LOG"
+  cuobjdump --dump-sass "$OBJ" | gzip -9 >"$OUT/sass.txt.gz"
+  zcat "$OUT/sass.txt.gz" | grep -oE 'HMMA[.A-Z0-9]*|LDS\.128|LDL[.A-Z0-9]*|STL[.A-Z0-9]*|LDG\.E\.128[.A-Z]*|STG\.E\.128[.A-Z.]*|ST\.E\.128[.A-Z.]*|LD\.E\.128[.A-Z.]*' | sort | uniq -c | tee -a "$LOG"
 fi
 
-say "GPU tests"
-timeout 300 "$BUILD/tests/cuda/test_cuda_backend" --gtest_output=xml:"$OUT/tests.xml" >"$OUT/tests.log" 2>&1
-rc=$?
-say "tests rc=$rc"
-grep -E '^\[(golden|long|facts|pingpong|vollo|variant)|FAILED|PASSED|Failure' "$OUT/tests.log" | head -90 | tee -a "$LOG"
+if [ "${GPU_TESTS:-1}" = 1 ]; then
+  say "GPU tests"
+  timeout 300 "$BUILD/tests/cuda/test_cuda_backend" --gtest_output=xml:"$OUT/tests.xml" >"$OUT/tests.log" 2>&1
+  rc=$?
+  say "tests rc=$rc"
+  grep -E '^\[(golden|long|facts|pingpong|vollo|variant)|FAILED|PASSED|Failure' "$OUT/tests.log" | head -90 | tee -a "$LOG"
+fi
 
-say "CPU backend tests (the AVX-512 path runs here)"
-timeout 200 "$BUILD/tests/cpu/test_cpu_backend" >"$OUT/cpu-tests.log" 2>&1
-say "cpu tests rc=$?"
-tail -3 "$OUT/cpu-tests.log" | tee -a "$LOG"
+if [ "${CPU_TESTS:-1}" = 1 ]; then
+  say "CPU backend tests (the AVX-512 path runs here)"
+  timeout 200 "$BUILD/tests/cpu/test_cpu_backend" >"$OUT/cpu-tests.log" 2>&1
+  say "cpu tests rc=$?"
+  tail -3 "$OUT/cpu-tests.log" | tee -a "$LOG"
+fi
 
+if [ "${SWEEP:-1}" = 1 ]; then
 say "variant sweep"
 SWEEP_ARGS=(--json "$OUT/sweep.json" --cpu 2)
 [ $QUICK = 1 ] && SWEEP_ARGS+=(--ticks 300000 --pp 100000)
 PIN=()
 [ "$JOBS" -ge 4 ] && PIN=(taskset -c 2-$((JOBS - 1)))  # keep cores 0-1 for the system
 timeout 420 "${PIN[@]}" "$BUILD/tests/cuda/cuda_sweep" "${SWEEP_ARGS[@]}" 2>&1 | tee -a "$LOG"
+fi
 
 # ---- hotpath bench: golden checks and the standard benchmarks through the CLI ---------------------
 # BENCH_TICKS=0 skips them (e.g. to run them in a second call on the still-warm machine).

@@ -234,7 +234,7 @@ nlohmann::json pingpong_json(int floats, long long count, long long warmup, cons
   p.warmup = warmup;
   p.cpu = cpuset.empty() ? -1 : cpuset.front();
   *summary = summarize(cuda::pingpong_us(p));
-  return {{"floats", floats}, {"latency_us", to_json(*summary)}};
+  return {{"floats", floats}, {"path", cuda::pingpong_path_name(p)}, {"latency_us", to_json(*summary)}};
 }
 #endif
 

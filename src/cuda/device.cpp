@@ -132,6 +132,18 @@ std::map<std::string, std::string> device_facts(int device) {
   return f;
 }
 
+namespace {
+bool pingpong_single_warp(const PingPongOptions& o) {
+  if (o.path != PingPongPath::automatic) return o.path == PingPongPath::single_warp;
+  const int chunks = chunks_for(o.floats, o.mailbox.dual_seq_input ? 2 : 3);
+  return chunks <= 32 && o.mailbox.poll_sets <= 1;
+}
+}  // namespace
+
+std::string pingpong_path_name(const PingPongOptions& o) {
+  return pingpong_single_warp(o) ? "single_warp" : "poller_warps";
+}
+
 std::vector<double> pingpong_us(const PingPongOptions& o) {
   require_device(o.device);
   if (o.floats < 1 || o.floats > 256) throw Error("ping-pong carries 1..256 floats, not " + std::to_string(o.floats));
@@ -143,6 +155,7 @@ std::vector<double> pingpong_us(const PingPongOptions& o) {
   p.mb = mb.view(2'000'000'000LL);  // 2 s lease, renewed every 1024 round trips below
   p.floats = o.floats;
   p.load_kind = o.mailbox.load_kind;
+  p.single_warp = pingpong_single_warp(o) ? 1 : 0;
   const cudaError_t le = launch_pingpong(p, stream);
   if (le != cudaSuccess) {
     cudaStreamDestroy(stream);

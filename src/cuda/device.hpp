@@ -25,6 +25,13 @@ struct MailboxOptions {
   int load_kind = 0;                  // device poll load: 0 ld.volatile.v4, 1 ld.relaxed.sys.v4
 };
 
+// Which of the kernels' input paths the ping-pong measures.
+enum class PingPongPath {
+  automatic,     // single_warp when the input fits one warp's lanes and one poll set, else poller_warps
+  single_warp,   // one warp polls (lane c <-> chunk c) and answers: the "regs" critical block's path
+  poller_warps,  // poller warps hand chunks to a responder through shared memory: the "smem" path
+};
+
 struct PingPongOptions {
   int floats = 32;             // input floats carried per round trip, over the backend's mailbox protocol
   long long warmup = 1000;     // round trips before measuring
@@ -33,7 +40,10 @@ struct PingPongOptions {
   int device = 0;
   int cpu = -1;                // pin the calling thread to this core (-1: leave as is)
   MailboxOptions mailbox;
+  PingPongPath path = PingPongPath::automatic;
 };
+// The path `options` resolves to: "single_warp" or "poller_warps".
+std::string pingpong_path_name(const PingPongOptions& options);
 // One latency sample per measured round trip, in microseconds: host writes the input, a persistent
 // kernel (no model) sees it and answers, host sees the answer. Every answer is checked (the kernel
 // echoes a checksum of the input bits); a wrong one throws.

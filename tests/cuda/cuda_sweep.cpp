@@ -139,7 +139,9 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
                 c.count("kernel_compute_cycles_max") ? c.at("kernel_compute_cycles_max") : -1.0);
   row(name, p, extra);
   if (c.count("kernel_cycles_layer0_mean"))
-    std::printf("%-44s   cycles mean/max: layer0 %.0f/%.0f  layers1.. %.0f/%.0f  head %.0f/%.0f  store %.0f/%.0f\n", "",
+    std::printf("%-44s   compute %.0f ns mean; cycles mean/max: wake %.0f/%.0f  layer0 %.0f/%.0f  layers1.. %.0f/%.0f  head "
+                "%.0f/%.0f  store %.0f/%.0f\n",
+                "", c.at("kernel_compute_ns_mean"), c.at("kernel_cycles_wake_mean"), c.at("kernel_cycles_wake_max"),
                 c.at("kernel_cycles_layer0_mean"), c.at("kernel_cycles_layer0_max"), c.at("kernel_cycles_layers_mean"),
                 c.at("kernel_cycles_layers_max"), c.at("kernel_cycles_head_mean"), c.at("kernel_cycles_head_max"),
                 c.at("kernel_cycles_store_mean"), c.at("kernel_cycles_store_max"));
@@ -180,7 +182,28 @@ int main(int argc, char** argv) {
     json_rows.push_back(fj.str());
 
     cuda::MailboxOptions def;
-    pingpong("32f store poll1 volatile (default)", 32, pp, def, cpu);
+    auto pp_path = [&](const std::string& name, cuda::PingPongPath path, cuda::MailboxOptions mb, int floats = 32) {
+      cuda::PingPongOptions o;
+      o.floats = floats;
+      o.count = pp;
+      o.warmup = 5000;
+      o.cpu = cpu;
+      o.mailbox = mb;
+      o.path = path;
+      Pct p{};
+      try {
+        p = percentiles(cuda::pingpong_us(o));
+      } catch (const std::exception& e) {
+        std::printf("%-44s FAILED: %s\n", ("pingpong " + name).c_str(), e.what());
+        return;
+      }
+      row("pingpong " + name, p);
+      json_rows.push_back("{\"kind\":\"pingpong\",\"name\":\"" + name + "\",\"floats\":" + std::to_string(floats) +
+                          ",\"path\":\"" + cuda::pingpong_path_name(o) + "\",\"latency_us\":" + json_pct(p) + "}");
+    };
+    // Mailbox: the two kernels' input paths (smem variant: poller warps; regs: one warp).
+    pp_path("32f poller_warps", cuda::PingPongPath::poller_warps, def);
+    pp_path("32f single_warp", cuda::PingPongPath::single_warp, def);
     if (!quick) {
       cuda::MailboxOptions v = def;
       v.stream_stores = true;
@@ -198,35 +221,33 @@ int main(int argc, char** argv) {
 
     CudaOptions copt;
     const size_t check = 3000;
-    pingpong("32f default, beside lstm_s", 32, pp, def, cpu);
-    // Critical-step variants side by side (same inputs, same tick count): smem (default), regs, smem again
-    // (drift check).
+    const long long short_ticks = std::min<long long>(ticks, 200'000);
     CudaOptions cregs = copt;
     cregs.variant = "regs";
-    model_run("lstm_s window fp16", "lstm_s", Mode::window, Precision::fp16, ticks, copt, cpu, check);
+    CudaOptions csmem = copt;
+    csmem.variant = "smem";
+    pingpong("32f default, beside lstm_s", 32, pp, def, cpu);
+    // The critical block of the default variant, and what each knob does to it, side by side.
     model_run("lstm_s window fp16 regs", "lstm_s", Mode::window, Precision::fp16, ticks, cregs, cpu, check);
-    model_run("lstm_s window fp16 (again)", "lstm_s", Mode::window, Precision::fp16, ticks, copt, cpu, check);
+    model_run("lstm_s window fp16 regs (again)", "lstm_s", Mode::window, Precision::fp16, short_ticks, cregs, cpu, check);
     pingpong("32f default, after lstm_s", 32, pp, def, cpu);
-    const long long short_ticks = std::min<long long>(ticks, 200'000);
+    model_run("lstm_s window fp16 smem", "lstm_s", Mode::window, Precision::fp16, short_ticks, csmem, cpu, check);
     if (!quick) {
-      CudaOptions c2 = copt;
+      CudaOptions c2 = csmem;
       c2.keep_warm = true;
-      model_run("lstm_s window fp16 keep_warm on", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu, check);
-      c2 = copt;
+      model_run("lstm_s window fp16 smem keep_warm on", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu, check);
+      c2 = csmem;
       c2.forward_after_output = true;
-      model_run("lstm_s window fp16 forward-after-output", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu, check);
-      c2 = copt;
+      model_run("lstm_s window fp16 smem forward-after-output", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu,
+                check);
+      c2 = csmem;
       c2.mailbox.poll_sets = 2;
-      model_run("lstm_s window fp16 poll2", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu, check);
+      model_run("lstm_s window fp16 smem poll2", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu, check);
     }
-    model_run("lstm_s window bf16", "lstm_s", Mode::window, Precision::bf16, short_ticks, copt, cpu, check);
     model_run("lstm_s window bf16 regs", "lstm_s", Mode::window, Precision::bf16, short_ticks, cregs, cpu, check);
-    model_run("lstm_s streaming fp16", "lstm_s", Mode::streaming, Precision::fp16, short_ticks, copt, cpu, check);
     model_run("lstm_s streaming fp16 regs", "lstm_s", Mode::streaming, Precision::fp16, short_ticks, cregs, cpu, check);
     pingpong("128f default, beside vollo_tiny", 128, pp, def, cpu);
-    model_run("vollo_tiny streaming fp16", "vollo_tiny", Mode::streaming, Precision::fp16, ticks, copt, cpu, check);
-    model_run("vollo_tiny streaming fp16 regs", "vollo_tiny", Mode::streaming, Precision::fp16, short_ticks, cregs, cpu,
-              check);  // refused (printed) until a regs kernel is compiled for its shape
+    model_run("vollo_tiny streaming fp16", "vollo_tiny", Mode::streaming, Precision::fp16, short_ticks, copt, cpu, check);
   } catch (const std::exception& e) {
     std::printf("sweep failed: %s\n", e.what());
     if (!json.empty()) {

@@ -376,6 +376,25 @@ TEST_P(CudaVariant, LeaseLapsesWithoutHeartbeatButIdleIsFineWithIt) {
   }
 }
 
+TEST(CudaPingPong, BothKernelPathsCarryThePayload) {
+  REQUIRE_GPU();
+  for (auto path : {cuda::PingPongPath::single_warp, cuda::PingPongPath::poller_warps}) {
+    cuda::PingPongOptions o;
+    o.floats = 32;
+    o.warmup = 100;
+    o.count = 3000;
+    o.path = path;
+    const auto s = cuda::pingpong_us(o);  // every answer's payload is checked inside; a wrong one throws
+    EXPECT_EQ(s.size(), 3000u) << cuda::pingpong_path_name(o);
+  }
+  cuda::PingPongOptions too_wide;
+  too_wide.floats = 129;  // 43 chunks: more than one warp's lanes
+  too_wide.path = cuda::PingPongPath::single_warp;
+  EXPECT_THROW(cuda::pingpong_us(too_wide), Error);
+  too_wide.path = cuda::PingPongPath::automatic;
+  EXPECT_EQ(cuda::pingpong_path_name(too_wide), "poller_warps");
+}
+
 TEST(CudaPingPong, SanityAndPayloadChecked) {
   REQUIRE_GPU();
   for (int floats : {1, 32, 129}) {

@@ -66,6 +66,22 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint4& a, uint32_t
 __device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
 __device__ __forceinline__ float tanh_(float x) { return 2.0f * sigmoid(2.0f * x) - 1.0f; }
 
+// The same through the flush-to-zero forms of ex2 and rcp: one MUFU instruction each and no range
+// fix-ups (__expf/__fdividef add a compare and two multiplies around each). ex2.approx.ftz: 2^-22
+// relative; rcp.approx.ftz: 1 ulp; the flushed range (|x| > 87) returns exactly 0 or 1, as it should.
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float rcp_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float sigmoid_ftz(float x) { return rcp_ftz(1.0f + ex2_ftz(-1.4426950408889634f * x)); }
+__device__ __forceinline__ float tanh_ftz(float x) { return 2.0f * sigmoid_ftz(2.0f * x) - 1.0f; }
+
 // One LSTM cell update; returns h', updates c.
 __device__ __forceinline__ float lstm_cell(float gi, float gf, float gg, float go, float& c) {
   c = sigmoid(gf) * c + sigmoid(gi) * tanh_(gg);

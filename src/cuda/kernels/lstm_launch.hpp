@@ -13,12 +13,15 @@ namespace hotpath::cuda {
 // receives the number of blocks that could be.
 cudaError_t launch_lstm(const LstmParams& params, cudaStream_t stream, int* max_coresident = nullptr);
 
-// The ping-pong kernel: the same pollers and service warp as the LSTM kernel, and one responder warp
-// that answers each tick with {seq, x[0], x[n-1], xor of all input bits} in one output chunk.
+// The ping-pong kernel: the LSTM kernel's input and output path with no model; it answers each tick
+// with {seq, x[0], x[n-1]} and {seq, xor of all input bits} in two output chunks.
 struct PingPongParams {
   MailboxView mb;
   int floats = 32;
   int load_kind = 0;  // 0: ld.volatile.v4, 1: ld.relaxed.sys.v4
+  // 1: one warp polls (lane c <-> chunk c, n_in <= 32, one poll set) and answers: the regs variant's
+  // path. 0: poller warps hand the chunks to a responder warp through shared memory: the smem variant's.
+  int single_warp = 0;
 };
 cudaError_t launch_pingpong(const PingPongParams& params, cudaStream_t stream);
 

@@ -53,9 +53,12 @@ struct SharedWords {
   unsigned long long compute_cycles_sum;
   unsigned long long compute_cycles_max;
   unsigned long long ticks_timed;
-  // Per-segment SM cycles (sum, max): layer 0, layers 1..L-1, head, output store.
-  unsigned long long seg_sum[4];
-  unsigned long long seg_max[4];
+  // Per-segment SM cycles (sum, max): wake (warp 0 has the whole input -> every compute warp past the
+  // barrier), layer 0, layers 1..L-1, head, output store.
+  unsigned long long seg_sum[5];
+  unsigned long long seg_max[5];
+  // globaltimer ns over the same span as compute_cycles (with the cycles: the SM clock while serving).
+  unsigned long long compute_ns_sum;
 };
 
 struct LstmParams {

@@ -43,6 +43,24 @@ __device__ __forceinline__ void split_store(uint16_t* hi, uint16_t* lo, float x)
   }
 }
 
+// Instrumentation of one answered tick, written by one thread after the output is stored (off the
+// critical path). marks: clock64 at input seen (warp 0), past the barrier, after layer 0, after the
+// last layer, after the head, after the output store; ns_in: globaltimer past the barrier.
+__device__ __forceinline__ void record_tick_timing(SharedWords* w, const long long (&marks)[6], unsigned long long ns_in) {
+  const unsigned long long ns = dev::globaltimer_ns() - ns_in;
+  const unsigned long long dt = (unsigned long long)(marks[5] - marks[1]);
+  w->compute_cycles_sum += dt;
+  w->compute_ns_sum += ns;
+  if (dt > w->compute_cycles_max) w->compute_cycles_max = dt;
+  w->ticks_timed += 1;
+#pragma unroll
+  for (int i = 0; i < 5; ++i) {
+    const unsigned long long seg = (unsigned long long)(marks[i + 1] - marks[i]);
+    w->seg_sum[i] += seg;
+    if (seg > w->seg_max[i]) w->seg_max[i] = seg;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // critical block
 
@@ -142,6 +160,7 @@ __device__ void critical_compute(const LstmParams& p, char* smem, volatile CtaFl
     // (3) the input: warp 0 watches the pollers' words and decides; with keep_warm every compute warp
     // watches too, issuing a dummy mma each turn so the tensor cores are awake when the input lands.
     const unsigned seq = wire_seq(s);
+    long long t_seen = 0;
     if (warp == 0 || p.keep_warm) {
       float dummy[4] = {0.f, 0.f, 0.f, 0.f};
       const uint4 za = make_uint4(0, 0, 0, 0);
@@ -149,6 +168,7 @@ __device__ void critical_compute(const LstmParams& p, char* smem, volatile CtaFl
       for (;;) {
         if (dev::tick_arrived(seqw, p.mb.n_in, seq)) {
           ok = true;
+          t_seen = clock64();
           break;
         }
         if (f->quit) {
@@ -165,6 +185,7 @@ __device__ void critical_compute(const LstmParams& p, char* smem, volatile CtaFl
     dev::named_barrier(nct);
     if (f->decision) break;
     const long long t_in = clock64();
+    const unsigned long long ns_in = tid == 0 ? dev::globaltimer_ns() : 0ull;
     long long t_l0 = t_in;
     if ((long long)s == p.stall_tick) {  // test hook only
       const unsigned long long until = dev::globaltimer_ns() + p.stall_ns;
@@ -220,20 +241,7 @@ __device__ void critical_compute(const LstmParams& p, char* smem, volatile CtaFl
         v.w = seq;
         dev::st_volatile_v4(p.mb.out + lane, v);
       }
-      if (lane == 0) {
-        const long long t_out = clock64();
-        const unsigned long long dt = (unsigned long long)(t_out - t_in);
-        SharedWords* w = p.words;
-        w->compute_cycles_sum += dt;
-        if (dt > w->compute_cycles_max) w->compute_cycles_max = dt;
-        w->ticks_timed += 1;
-        const long long seg[4] = {t_l0 - t_in, t_layers - t_l0, t_head - t_layers, t_out - t_head};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          w->seg_sum[i] += (unsigned long long)seg[i];
-          if ((unsigned long long)seg[i] > w->seg_max[i]) w->seg_max[i] = (unsigned long long)seg[i];
-        }
-      }
+      if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()}, ns_in);
       __syncwarp();
       if (lane == 0) f->answered = s + 1;
     }
@@ -567,20 +575,18 @@ __device__ __forceinline__ void mma16816_nv(float (&d)[4], const uint4& a, uint3
 }
 
 // Gate pre-activations of this warp's unit group from register-resident fragments w (two m16 tiles),
-// one accumulator chain per tile (4 warps per SM sub-partition give 8 independent chains, enough to
-// cover the HMMA latency). col0: the layer's input buffer, column 0 (hi); column 1 (lo) at +stride.
+// one accumulator chain per tile (4 warps per SM sub-partition give 8 independent chains). Every B
+// column carries the layer input, hi in the even columns and lo in the odd ones (N = 8 is paid for
+// anyway), so EVERY lane (g, t) ends with all four gates of unit g: y = {i, f, g, o} (rows g, g+8 of
+// both tiles, hi + lo). col0: the input buffer's hi row; the lo row is at +stride.
 template <bool BF16, int KT>
 __device__ __forceinline__ void gates_regs(const uint4 (&w)[2][KT], const uint16_t* col0, int stride, float (&y)[4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const uint4* b = reinterpret_cast<const uint4*>(col0 + (g & 1) * stride) + t;
-  const bool bvalid = g < 2;
   float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
   uint4 v[KT / 2];
 #pragma unroll
-  for (int j = 0; j < KT / 2; ++j) {
-    v[j] = b[j * 4];
-    if (!bvalid) v[j] = make_uint4(0u, 0u, 0u, 0u);
-  }
+  for (int j = 0; j < KT / 2; ++j) v[j] = b[j * 4];
 #pragma unroll
   for (int j = 0; j < KT / 2; ++j) {
     mma16816_nv<BF16>(a0, w[0][2 * j], v[j].x, v[j].y);
@@ -588,7 +594,7 @@ __device__ __forceinline__ void gates_regs(const uint4 (&w)[2][KT], const uint16
     mma16816_nv<BF16>(a0, w[0][2 * j + 1], v[j].z, v[j].w);
     mma16816_nv<BF16>(a1, w[1][2 * j + 1], v[j].z, v[j].w);
   }
-  // lane (g, t=0): columns 0 (hi) and 1 (lo) of rows g (gate i / g) and g+8 (gate f / o)
+  // columns 2t (hi) and 2t+1 (lo) of rows g (gate i / g) and g+8 (gate f / o)
   y[0] = a0[0] + a0[1];
   y[1] = a0[2] + a0[3];
   y[2] = a1[0] + a1[1];
@@ -628,7 +634,7 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
   const int g = lane >> 2, t = lane & 3;
   const int q = warp;  // one unit group per warp (compute_warps == groups)
   const int u = min(q * kUnitsPerGroup + g, H - 1);
-  const bool cell_lane = t == 0 && q * kUnitsPerGroup + g < H;
+  const bool unit_valid = q * kUnitsPerGroup + g < H;
   const int fwd_warp = p.compute_warps > 1 ? 1 : 0;
   constexpr int NH = L > 1 ? L - 1 : 1;
 
@@ -651,29 +657,33 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
                               : make_uint4(0u, 0u, 0u, 0u);
   }
 
-  // One layer's cell update from the gate pre-activations y; the new h goes to the next layer's input
-  // buffer, or (last layer) into this warp's head partial sums (fp32 h, rounded head weights).
+  // One layer's cell update from the gate pre-activations y (all four in every lane). The four lanes of
+  // a unit share the activations: lane t computes gate t's (sigmoid, or tanh = 2 sigmoid(2x) - 1 for
+  // t = 2), so a warp issues 2 + 2 MUFU instructions per layer instead of 10 (the SM sub-partition's
+  // MUFU pipe is shared by its 4 warps), and 4 shuffles hand them round. The new h goes to the next
+  // layer's input buffer (lane 0: hi, lane 1: lo), or (last layer) into this warp's head partial sums:
+  // lane t for output t (fp32 h, rounded head weights), reduced over the warp's 8 units.
   auto cell = [&](int l, const float (&y)[4], bool last) {
-    const float* P = sP + l * 4 * H;
-    float c = sc[l * H + u];
-    const float h = dev::lstm_cell(y[0] + P[u], y[1] + P[H + u], y[2] + P[2 * H + u], y[3] + P[3 * H + u], c);
+    const float pre = (t == 0 ? y[0] : t == 1 ? y[1] : t == 2 ? y[2] : y[3]) + sP[(l * 4 + t) * H + u];
+    const float a = dev::sigmoid_ftz(t == 2 ? 2.f * pre : pre);
+    const float act = t == 2 ? 2.f * a - 1.f : a;
+    const int base = lane & ~3;
+    const float ai = __shfl_sync(0xffffffffu, act, base), af = __shfl_sync(0xffffffffu, act, base + 1),
+                ag = __shfl_sync(0xffffffffu, act, base + 2), ao = __shfl_sync(0xffffffffu, act, base + 3);
+    const float c = af * sc[l * H + u] + ai * ag;
+    const float h = ao * dev::tanh_ftz(c);
     if (!last) {
-      if (cell_lane) {
-        uint16_t* out = xin + (l + 1) * 2 * stride;
-        const int pos = bpos(u);
-        split_store<BF16>(out + pos, out + stride + pos, h);
+      if (unit_valid && t < 2) {
+        uint16_t hi, lo;
+        split_store<BF16>(&hi, &lo, h);
+        xin[(l + 1) * 2 * stride + t * stride + bpos(u)] = t == 0 ? hi : lo;
       }
     } else {
-#pragma unroll
-      for (int o = 0; o < kRegsMaxOutputs; ++o) {
-        if (o < O) {
-          float v = cell_lane ? sHW[o * H + u] * h : 0.f;
-          v += __shfl_xor_sync(0xffffffffu, v, 4);
-          v += __shfl_xor_sync(0xffffffffu, v, 8);
-          v += __shfl_xor_sync(0xffffffffu, v, 16);
-          if (lane == 0) sHP[warp * kRegsMaxOutputs + o] = v;
-        }
-      }
+      float v = unit_valid && t < O ? sHW[t * H + u] * h : 0.f;
+      v += __shfl_xor_sync(0xffffffffu, v, 4);
+      v += __shfl_xor_sync(0xffffffffu, v, 8);
+      v += __shfl_xor_sync(0xffffffffu, v, 16);
+      if (lane < kRegsMaxOutputs) sHP[warp * kRegsMaxOutputs + lane] = v;
     }
   };
 
@@ -716,16 +726,12 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
     if (tid == 0) dev::st_volatile_v4(p.mb.status, make_uint4(wire_seq(s), unsigned(s), kServing, 0));
     // (3) the input: warp 0 polls the chunks of ring slot s % kInputRing, one lane each
     const unsigned seq = wire_seq(s);
+    long long t_seen = 0;
     if (warp == 0) {
-      const Chunk* src = p.mb.in + (s % kInputRing) * p.mb.in_stride + lane;
       const int fpc = p.mb.in_fpc;
-      bool have = lane >= p.mb.n_in;
-      bool quit = false;
-      for (;;) {
-        if (!have) {
-          const uint4 v = dev::ld_volatile_v4(src);
-          if (v.x == seq && (!p.mb.in_dual || v.w == seq)) {
-            have = true;
+      const bool ok = dev::warp_poll_tick(
+          p.mb, p.mb.in + (s % kInputRing) * p.mb.in_stride, seq,
+          [&](uint4 v) {
             const float xs[3] = {__uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w)};
 #pragma unroll
             for (int i = 0; i < 3; ++i) {
@@ -736,18 +742,20 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
                 split_store<BF16>(xin + pos, xin + stride + pos, xs[i]);
               }
             }
-          }
-        }
-        if (__all_sync(0xffffffffu, have)) break;
-        if (lane == 0) quit = lease_check();
-        if (__shfl_sync(0xffffffffu, quit, 0)) break;
-      }
-      if (lane == 0) f->decision = quit ? 1u : 0u;
+          },
+          [&] {
+            bool quit = false;
+            if (lane == 0) quit = lease_check();
+            return __shfl_sync(0xffffffffu, quit, 0);
+          });
+      t_seen = clock64();
+      if (lane == 0) f->decision = ok ? 0u : 1u;
       __syncwarp();
     }
     dev::named_barrier(nct);
     if (f->decision) break;
     const long long t_in = clock64();
+    const unsigned long long ns_in = tid == 0 ? dev::globaltimer_ns() : 0ull;
     if ((long long)s == p.stall_tick) {  // test hook only
       const unsigned long long until = dev::globaltimer_ns() + p.stall_ns;
       while (dev::globaltimer_ns() < until) {
@@ -769,45 +777,28 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
       dev::named_barrier(nct);
     }
     const long long t_layers = clock64();
-    // (5) head: warp 0 adds the compute warps' partial sums and stores the output chunks
+    // (5) head: warp 0 adds the compute warps' partial sums (lane w*4 + o holds warp w's for output o,
+    // and lane 32 + w*4 + o's too), then lanes 0 and 1 store the output chunks {seq, z0, z1, seq} and
+    // {seq, z2, z3, seq}.
     if (warp == 0) {
-      float z[kRegsMaxOutputs];
-#pragma unroll
-      for (int o = 0; o < kRegsMaxOutputs; ++o) {
-        float v = 0.f;
-        if (o < O) {
-          v = lane < p.compute_warps ? sHP[lane * kRegsMaxOutputs + o] : 0.f;
-          v += __shfl_xor_sync(0xffffffffu, v, 8);
-          v += __shfl_xor_sync(0xffffffffu, v, 4);
-          v += __shfl_xor_sync(0xffffffffu, v, 2);
-          v += __shfl_xor_sync(0xffffffffu, v, 1);
-          v += sz[o];
-        }
-        z[o] = v;
-      }
+      const int np4 = p.compute_warps * kRegsMaxOutputs;
+      float v = lane < np4 ? sHP[lane] : 0.f;
+      if (lane + 32 < np4) v += sHP[lane + 32];
+      v += __shfl_xor_sync(0xffffffffu, v, 4);
+      v += __shfl_xor_sync(0xffffffffu, v, 8);
+      v += __shfl_xor_sync(0xffffffffu, v, 16);
+      v += sz[lane & (kRegsMaxOutputs - 1)];  // lanes 0..3: output lane
+      const float za = __shfl_sync(0xffffffffu, v, 2 * (lane & 1)), zb = __shfl_sync(0xffffffffu, v, 2 * (lane & 1) + 1);
       const long long t_head = clock64();
       if (lane < p.mb.n_out) {  // n_out <= 2 (O <= kRegsMaxOutputs)
-        uint4 v;
-        v.x = seq;
-        v.y = __float_as_uint(lane == 0 ? z[0] : z[2]);
-        v.z = __float_as_uint(lane == 0 ? z[1] : z[3]);
-        v.w = seq;
-        dev::st_volatile_v4(p.mb.out + lane, v);
+        uint4 o;
+        o.x = seq;
+        o.y = __float_as_uint(2 * lane < O ? za : 0.f);
+        o.z = __float_as_uint(2 * lane + 1 < O ? zb : 0.f);
+        o.w = seq;
+        dev::st_volatile_v4(p.mb.out + lane, o);
       }
-      if (lane == 0) {
-        const long long t_out = clock64();
-        const unsigned long long dt = (unsigned long long)(t_out - t_in);
-        SharedWords* w = p.words;
-        w->compute_cycles_sum += dt;
-        if (dt > w->compute_cycles_max) w->compute_cycles_max = dt;
-        w->ticks_timed += 1;
-        const long long seg[4] = {t_l0 - t_in, t_layers - t_l0, t_head - t_layers, t_out - t_head};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          w->seg_sum[i] += (unsigned long long)seg[i];
-          if ((unsigned long long)seg[i] > w->seg_max[i]) w->seg_max[i] = (unsigned long long)seg[i];
-        }
-      }
+      if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()}, ns_in);
     }
     // (6) x_t to the precompute (its round s-1 has published, so it no longer reads xbuf); x32 is
     // next written in tick s+1's step (3), after two more barriers.

@@ -17,6 +17,30 @@ struct CtaFlags {
 
 enum class PollLoad { volatile_v4, relaxed_sys_v4 };
 
+// One warp polls one tick's chunks, lane c <-> chunk c (n_in <= 32), one 16-byte load in flight per
+// lane (two or four in flight, spaced over the PCIe round trip, made every round trip slower: 3.3-5.7
+// vs 2.3 us p50, docs/cuda.md); `sink(chunk)` runs once in each lane that owns a chunk, when it arrives.
+// `quit()` is asked between looks and must return the same value in every lane. True when the whole
+// tick has arrived.
+template <class Sink, class Quit>
+__device__ __forceinline__ bool warp_poll_tick(const MailboxView& mb, const Chunk* slot, unsigned seq, Sink&& sink,
+                                               Quit&& quit) {
+  const int lane = int(threadIdx.x & 31);
+  const Chunk* src = slot + lane;
+  bool have = lane >= mb.n_in;
+  for (;;) {
+    if (!have) {
+      const uint4 v = ld_volatile_v4(src);
+      if (v.x == seq && (!mb.in_dual || v.w == seq)) {
+        have = true;
+        sink(v);
+      }
+    }
+    if (__all_sync(0xffffffffu, have)) return true;
+    if (quit()) return false;
+  }
+}
+
 // One lane per input chunk, `set_warp` selects which 32 chunks of the tick this warp covers. Several
 // poll sets may cover the same chunks: whichever lane sees a chunk first stores it, the others then
 // skip it (the per-chunk word in shared memory already holds the seq). Polling of tick s starts only
