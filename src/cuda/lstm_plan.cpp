@@ -247,7 +247,8 @@ void use_regs_variant(LstmPlan& plan) {
            std::to_string(p.L) + " layers (compiled: " + list + ")");
   }
   if (p.kreg != 0) refuse("its critical weights need registers for layer-0 tiles beyond the compiled shapes");
-  if ((p.O * p.H + kMaxComputeWarps * kRegsMaxOutputs) * 4 > p.frag_total * 16)
+  // shared memory keeps layer 0's fragments, then the fp32 head weights and the partial sums
+  if ((p.O * p.H + kMaxComputeWarps * kRegsMaxOutputs) * 4 > (p.frag_total - p.frag_off[1]) * 16)
     refuse("no room for the fp32 head weights");  // not reached for the compiled shapes
   p.variant = kVariantRegs;
   p.poll_warps = 0;

@@ -575,30 +575,37 @@ __device__ __forceinline__ void mma16816_nv(float (&d)[4], const uint4& a, uint3
 }
 
 // Gate pre-activations of this warp's unit group from register-resident fragments w (two m16 tiles),
-// one accumulator chain per tile (4 warps per SM sub-partition give 8 independent chains). Every B
-// column carries the layer input, hi in the even columns and lo in the odd ones (N = 8 is paid for
-// anyway), so EVERY lane (g, t) ends with all four gates of unit g: y = {i, f, g, o} (rows g, g+8 of
-// both tiles, hi + lo). col0: the input buffer's hi row; the lo row is at +stride.
-template <bool BF16, int KT>
+// CH accumulator chains per tile (k16 tiles alternate between them: CH = 2 halves the dependent HMMA
+// chain of a deep layer). Every B column carries the layer input, hi in the even columns and lo in the
+// odd ones (N = 8 is paid for anyway), so EVERY lane (g, t) ends with all four gates of unit g:
+// y = {i, f, g, o} (rows g, g+8 of both tiles, hi + lo). col0: the input buffer's hi row; lo at +stride.
+template <bool BF16, int KT, int CH>
 __device__ __forceinline__ void gates_regs(const uint4 (&w)[2][KT], const uint16_t* col0, int stride, float (&y)[4]) {
+  static_assert(CH == 1 || CH == 2, "one or two chains per tile");
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const uint4* b = reinterpret_cast<const uint4*>(col0 + (g & 1) * stride) + t;
-  float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
+  float a0[CH][4] = {}, a1[CH][4] = {};
   uint4 v[KT / 2];
 #pragma unroll
   for (int j = 0; j < KT / 2; ++j) v[j] = b[j * 4];
 #pragma unroll
   for (int j = 0; j < KT / 2; ++j) {
-    mma16816_nv<BF16>(a0, w[0][2 * j], v[j].x, v[j].y);
-    mma16816_nv<BF16>(a1, w[1][2 * j], v[j].x, v[j].y);
-    mma16816_nv<BF16>(a0, w[0][2 * j + 1], v[j].z, v[j].w);
-    mma16816_nv<BF16>(a1, w[1][2 * j + 1], v[j].z, v[j].w);
+    mma16816_nv<BF16>(a0[0], w[0][2 * j], v[j].x, v[j].y);
+    mma16816_nv<BF16>(a1[0], w[1][2 * j], v[j].x, v[j].y);
+    mma16816_nv<BF16>(a0[CH - 1], w[0][2 * j + 1], v[j].z, v[j].w);
+    mma16816_nv<BF16>(a1[CH - 1], w[1][2 * j + 1], v[j].z, v[j].w);
   }
   // columns 2t (hi) and 2t+1 (lo) of rows g (gate i / g) and g+8 (gate f / o)
-  y[0] = a0[0] + a0[1];
-  y[1] = a0[2] + a0[3];
-  y[2] = a1[0] + a1[1];
-  y[3] = a1[2] + a1[3];
+  y[0] = a0[0][0] + a0[0][1];
+  y[1] = a0[0][2] + a0[0][3];
+  y[2] = a1[0][0] + a1[0][1];
+  y[3] = a1[0][2] + a1[0][3];
+  if constexpr (CH == 2) {
+    y[0] += a0[1][0] + a0[1][1];
+    y[1] += a0[1][2] + a0[1][3];
+    y[2] += a1[1][0] + a1[1][1];
+    y[3] += a1[1][2] + a1[1][3];
+  }
 }
 
 // The whole critical block of the regs variant: compute warps only (<= 16 warps, so each SM
@@ -611,13 +618,18 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   volatile CtaFlags* f = smem_at<volatile CtaFlags>(smem, p.s_flags);
   const int H = p.H, O = p.O, I = p.I;
-  float* sHW = smem_at<float>(smem, p.s_frags);  // [O][H] head weights, then [warps][kRegsMaxOutputs] partials
+  // fragment region: layer 0's fragments [groups][2][KT0][32] (as in global memory), then the head
+  // weights [O][H] (fp32) and the partial sums [warps][kRegsMaxOutputs]
+  uint4* sW0 = smem_at<uint4>(smem, p.s_frags + 16 * p.frag_off[0]);
+  float* sHW = smem_at<float>(smem, p.s_frags + 16 * p.frag_off[1]);
   float* sHP = sHW + O * H;
   float* sz = smem_at<float>(smem, p.s_z);        // head bias
   float* x32 = smem_at<float>(smem, p.s_x32);
   uint16_t* xin = smem_at<uint16_t>(smem, p.s_xin);
   {
     for (int i = tid; i < O * H; i += blockDim.x) sHW[i] = __ldg(p.head_w + i);
+    const uint4* w0src = static_cast<const uint4*>(p.frags) + p.frag_off[0];
+    for (int i = tid; i < p.groups * 2 * KT0 * 32; i += blockDim.x) sW0[i] = __ldg(w0src + i);
     for (int i = tid; i < kMaxOutputs; i += blockDim.x) sz[i] = i < O ? __ldg(p.head_b + i) : 0.f;
     uint32_t* x = smem_at<uint32_t>(smem, p.s_xin);
     for (int i = tid; i < (p.L + 1) * p.xin_stride; i += blockDim.x) x[i] = 0;
@@ -638,15 +650,13 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
   const int fwd_warp = p.compute_warps > 1 ? 1 : 0;
   constexpr int NH = L > 1 ? L - 1 : 1;
 
-  // the fragments, for the life of the kernel: layer l [groups][2][kt][32] uint4 at frag_off[l]
-  uint4 w0[2][KT0];
+  // The hidden layers' fragments, for the life of the kernel: layer l [groups][2][kt][32] uint4 at
+  // frag_off[l]. Layer 0's are read from shared memory each tick while the input is awaited (off the
+  // critical path): their registers are then free during the hidden layers, for a second accumulator
+  // chain per tile.
   uint4 wh[NH][2][KTH];
   {
     const uint4* src = static_cast<const uint4*>(p.frags);
-#pragma unroll
-    for (int m = 0; m < 2; ++m)
-#pragma unroll
-      for (int k = 0; k < KT0; ++k) w0[m][k] = __ldg(src + p.frag_off[0] + ((q * 2 + m) * KT0 + k) * 32 + lane);
 #pragma unroll
     for (int l = 0; l < NH; ++l)
 #pragma unroll
@@ -724,7 +734,13 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
     }
     dev::named_barrier(nct);
     if (tid == 0) dev::st_volatile_v4(p.mb.status, make_uint4(wire_seq(s), unsigned(s), kServing, 0));
-    // (3) the input: warp 0 polls the chunks of ring slot s % kInputRing, one lane each
+    // (3) the input: warp 0 polls the chunks of ring slot s % kInputRing, one lane each; meanwhile
+    // (before the barrier) every warp reads its layer-0 fragments
+    uint4 w0[2][KT0];
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int k = 0; k < KT0; ++k) w0[m][k] = sW0[((q * 2 + m) * KT0 + k) * 32 + lane];
     const unsigned seq = wire_seq(s);
     long long t_seen = 0;
     if (warp == 0) {
@@ -764,7 +780,7 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
     // (4) layers; the last one leaves the head's partial sums
     {
       float y[4];
-      gates_regs<BF16, KT0>(w0, xin, stride, y);
+      gates_regs<BF16, KT0, 1>(w0, xin, stride, y);
       cell(0, y, L == 1);
     }
     dev::named_barrier(nct);
@@ -772,7 +788,7 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
 #pragma unroll
     for (int l = 1; l < L; ++l) {
       float y[4];
-      gates_regs<BF16, KTH>(wh[l - 1], xin + l * 2 * stride, stride, y);
+      gates_regs<BF16, KTH, 2>(wh[l - 1], xin + l * 2 * stride, stride, y);
       cell(l, y, l == L - 1);
       dev::named_barrier(nct);
     }
