@@ -60,13 +60,15 @@ void row(const std::string& name, const Pct& p, const std::string& extra = "") {
 
 std::vector<std::string> json_rows;
 
-Pct pingpong(const std::string& name, int floats, long long count, cuda::MailboxOptions mb, int cpu) {
+Pct pingpong(const std::string& name, int floats, long long count, cuda::MailboxOptions mb, int cpu,
+             cuda::PingPongPath path = cuda::PingPongPath::automatic) {
   cuda::PingPongOptions o;
   o.floats = floats;
   o.count = count;
   o.warmup = 5000;
   o.cpu = cpu;
   o.mailbox = mb;
+  o.path = path;
   Pct p{};
   try {
     p = percentiles(cuda::pingpong_us(o));
@@ -77,7 +79,7 @@ Pct pingpong(const std::string& name, int floats, long long count, cuda::Mailbox
   }
   row("pingpong " + name, p);
   json_rows.push_back("{\"kind\":\"pingpong\",\"name\":\"" + name + "\",\"floats\":" + std::to_string(floats) +
-                      ",\"latency_us\":" + json_pct(p) + "}");
+                      ",\"path\":\"" + cuda::pingpong_path_name(o) + "\",\"latency_us\":" + json_pct(p) + "}");
   return p;
 }
 
@@ -182,28 +184,9 @@ int main(int argc, char** argv) {
     json_rows.push_back(fj.str());
 
     cuda::MailboxOptions def;
-    auto pp_path = [&](const std::string& name, cuda::PingPongPath path, cuda::MailboxOptions mb, int floats = 32) {
-      cuda::PingPongOptions o;
-      o.floats = floats;
-      o.count = pp;
-      o.warmup = 5000;
-      o.cpu = cpu;
-      o.mailbox = mb;
-      o.path = path;
-      Pct p{};
-      try {
-        p = percentiles(cuda::pingpong_us(o));
-      } catch (const std::exception& e) {
-        std::printf("%-44s FAILED: %s\n", ("pingpong " + name).c_str(), e.what());
-        return;
-      }
-      row("pingpong " + name, p);
-      json_rows.push_back("{\"kind\":\"pingpong\",\"name\":\"" + name + "\",\"floats\":" + std::to_string(floats) +
-                          ",\"path\":\"" + cuda::pingpong_path_name(o) + "\",\"latency_us\":" + json_pct(p) + "}");
-    };
     // Mailbox: the two kernels' input paths (smem variant: poller warps; regs: one warp).
-    pp_path("32f poller_warps", cuda::PingPongPath::poller_warps, def);
-    pp_path("32f single_warp", cuda::PingPongPath::single_warp, def);
+    pingpong("32f poller_warps", 32, pp, def, cpu, cuda::PingPongPath::poller_warps);
+    pingpong("32f single_warp", 32, pp, def, cpu, cuda::PingPongPath::single_warp);
     if (!quick) {
       cuda::MailboxOptions v = def;
       v.stream_stores = true;
