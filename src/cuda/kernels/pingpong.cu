@@ -1,5 +1,6 @@
-// The signalling floor: the LSTM kernel's mailbox machinery (pollers, service warp, output chunk) with
-// no model. Warps: [0, poll_warps) pollers, then the responder, then the service warp.
+// The signalling floor: the LSTM kernel's mailbox machinery with no model. single_warp (the regs
+// critical block's path): warp 0 polls and answers. Otherwise (smem's path): warps [0, poll_warps) poll,
+// then the responder, then the service warp.
 #include <cuda_runtime.h>
 
 #include "cuda/kernels/lstm_launch.hpp"
@@ -19,7 +20,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) pingpong_kernel(const __g
   volatile dev::CtaFlags* f = &flags;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // The answer: two output chunks {seq, v0, v1, seq}: x[0], x[n-1] | xor of all input bits, 0.
-  auto respond = [&](unsigned long long, unsigned seq) {
+  auto respond = [&](unsigned seq) {
     unsigned x = 0;
     for (int i = lane; i < p.floats; i += 32) x ^= __float_as_uint(x32[i]);
     x = __reduce_xor_sync(0xffffffffu, x);
@@ -64,7 +65,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) pingpong_kernel(const __g
           });
       if (!ok) return;
       __syncwarp();
-      respond(s, seq);
+      respond(seq);
       __syncwarp();
     }
   }
@@ -79,7 +80,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) pingpong_kernel(const __g
     for (unsigned long long s = 0;; ++s) {
       const unsigned seq = wire_seq(s);
       if (!dev::wait_tick(seqw, p.mb.n_in, seq, f)) break;
-      respond(s, seq);
+      respond(seq);
       __syncwarp();
       if (lane == 0) f->consumed = s + 1;
       __syncwarp();
