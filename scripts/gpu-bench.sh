@@ -11,7 +11,7 @@ HP="$BUILD/hotpath"
 # $OUT/bench.tgz after every run, so a call cut short still returns what finished.
 R="$BUILD/bench"
 rm -rf "$R"
-mkdir -p "$R"
+mkdir -p "$OUT" "$R"
 GOLDEN=${GOLDEN_DIR:-build-golden}
 # Core 0 takes the OS's interrupts; the critical step gets its own core, precompute the next ones.
 CRIT=2
@@ -47,8 +47,7 @@ run cuda_lstm_s_window_bf16 bench --model lstm_s --backend cuda --precision bf16
 # Streaming checks need every tick through the float64 reference in order (one thread): a quarter of
 # the ticks keeps the run near a minute.
 run cuda_vollo_tiny_streaming_fp16 bench --model vollo_tiny --backend cuda --precision fp16 --mode streaming --ticks $((TICKS / 4)) --cpuset $CRIT
-[ "${BENCH_CPU:-1}" = 1 ] || { echo "== cpu runs skipped (BENCH_CPU=0)"; SKIP_CPU=1; }
-if [ "${SKIP_CPU:-0}" = 0 ]; then
+if [ "${BENCH_CPU:-1}" = 1 ]; then
 # The CPU's window-mode tick rate is bounded by its precompute (W-1 windows advanced per tick), so
 # fewer ticks there keep the whole script inside one device call.
 run cpu_lstm_s_window_bf16 bench --model lstm_s --backend cpu --precision bf16 --mode window --ticks $((TICKS / 10)) --cpuset $CRIT,$PRE
@@ -56,6 +55,8 @@ run cpu_lstm_s_window_fp32 bench --model lstm_s --backend cpu --precision fp32 -
 run cpu_vollo_tiny_streaming_bf16 bench --model vollo_tiny --backend cpu --precision bf16 --mode streaming --ticks $((TICKS / 4)) --cpuset $CRIT,$PRE
 run cpu_lstm_m_window_bf16 bench --model lstm_m --backend cpu --precision bf16 --mode window --ticks $((TICKS / 40)) --cpuset $CRIT,$PRE
 run cpu_lstm_m_window_fp32 bench --model lstm_m --backend cpu --precision fp32 --mode window --ticks $((TICKS / 40)) --cpuset $CRIT,$PRE
+else
+  echo "== cpu runs skipped (BENCH_CPU=0)"
 fi
 
 echo "== summary (us)"

@@ -28,7 +28,8 @@ struct CudaOptions {
 };
 
 // The critical-step variants make_cuda_backend accepts (the first is the default).
-// H200, lstm_s window fp16, 200k ticks, one run: regs 4.45 / 6.17 us p50 / p99, smem 6.78 / 9.83 us.
+// H200, lstm_s window fp16 (BENCHMARKS.md, run 10): regs 4.05 / 4.77 us p50 / p99 over 1 M ticks, smem
+// 5.58 / 6.77 over 250 k.
 inline constexpr const char* kCudaVariants[] = {"auto", "smem", "regs"};
 
 // The persistent-kernel CUDA backend. Throws UnsupportedError when there is no usable CUDA device or
