@@ -12,7 +12,7 @@ HP="$BUILD/hotpath"
 R="$BUILD/bench"
 rm -rf "$R"
 mkdir -p "$OUT" "$R"
-GOLDEN=${GOLDEN_DIR:-build-golden}
+GOLDEN=${GOLDEN_DIR:-tests/data/golden}
 # Core 0 takes the OS's interrupts; the critical step gets its own core, precompute the next ones.
 CRIT=2
 PRE="3-14"

@@ -7,8 +7,7 @@
 #   GPU_TESTS=0 / CPU_TESTS=0 / SWEEP=0   skip the GPU tests / the CPU backend's tests / cuda_sweep
 #   BENCH_CPU=0 / TORCH_CASE=0   skip gpu-bench.sh's cpu runs / its fresh PyTorch golden case
 #
-# The golden cases live beside the checkout (../shared/golden), which does not travel to the device
-# machine: copy them into build-golden/ (ignored) and carry that path; it is used when present.
+# The golden cases are the repository's own (tests/data/golden), so nothing needs carrying.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -25,11 +24,9 @@ say() { echo "== $*" | tee -a "$LOG"; }
 say "machine"
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv; lscpu | grep -E 'Model name|^CPU\(s\)|NUMA node'; nvcc --version | tail -1; } >>"$LOG" 2>&1
 
-GOLDEN=()
-[ -d "$ROOT/build-golden" ] && GOLDEN=(-DHOTPATH_GOLDEN_DIR="$ROOT/build-golden")
 say "configure + build"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTPATH_BENCHMARKS=OFF -DHOTPATH_CUDA_PTXAS_VERBOSE=ON \
-  "${GOLDEN[@]}" >>"$LOG" 2>&1 || { say "configure FAILED"; tail -30 "$LOG"; exit 1; }
+  >>"$LOG" 2>&1 || { say "configure FAILED"; tail -30 "$LOG"; exit 1; }
 t0=$(date +%s)
 ninja -C "$BUILD" -j"$JOBS" test_cuda_backend cuda_sweep test_cpu_backend >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error|FAILED' "$LOG" | head -30; exit 1; }
 HAVE_CLI=0
@@ -72,7 +69,7 @@ fi
 # ---- hotpath bench: golden checks and the standard benchmarks through the CLI ---------------------
 # BENCH_TICKS=0 skips them (e.g. to run them in a second call on the still-warm machine).
 if [ "$HAVE_CLI" = 1 ] && [ "${BENCH_TICKS:-1000000}" != 0 ]; then
-  GOLDEN_DIR="$ROOT/build-golden" scripts/gpu-bench.sh "$BUILD" "$OUT" "${BENCH_TICKS:-1000000}" 2>&1 | tee -a "$LOG"
+  scripts/gpu-bench.sh "$BUILD" "$OUT" "${BENCH_TICKS:-1000000}" 2>&1 | tee -a "$LOG"
 fi
 # ---- end of hotpath bench section ------------------------------------------------------------------
 say "done"

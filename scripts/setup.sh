@@ -3,7 +3,7 @@
 # Nothing is downloaded at build or run time. The CUDA toolkit is not installed here: with nvcc on PATH
 # (or in /usr/local/cuda/bin) the CUDA backend is built, otherwise hotpath builds without it.
 set -euo pipefail
-required=(cmake ninja-build g++ libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev)
+required=(cmake ninja-build g++ clang libclang-rt-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev)
 optional=(libbenchmark-dev libcurl4-openssl-dev)
 missing=()
 for p in "${required[@]}" "${optional[@]}"; do

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the release tree (GPU tests skip themselves, saying so, without a GPU),
-# then the host code again under AddressSanitizer + UBSan.
+# then the host code again under AddressSanitizer + UBSan (clang), whose tree also builds the libFuzzer
+# targets and runs each for a short smoke run (HOTPATH_FUZZ_SECONDS, 60 by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 ctest --preset release -j2
-cmake --preset asan >/dev/null
-cmake --build --preset asan --target test_safetensors test_loader test_reference test_cli test_bench hotpath
-ctest --preset asan -j2 -L '^(test_safetensors|test_loader|test_reference|test_cli|test_bench)$'
+cmake --preset asan -DHOTPATH_FUZZ_SECONDS="${HOTPATH_FUZZ_SECONDS:-60}" >/dev/null
+cmake --build --preset asan --target test_safetensors test_loader test_reference test_cli test_bench hotpath fuzzers
+ctest --preset asan -j2 -L '^(test_safetensors|test_loader|test_reference|test_cli|test_bench|fuzz)$'

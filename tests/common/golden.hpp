@@ -1,4 +1,4 @@
-// The PyTorch golden cases of ../shared/golden, shared by every backend's tests.
+// The PyTorch golden cases of tests/data/golden, shared by every backend's tests.
 #pragma once
 #include <string>
 #include <vector>
