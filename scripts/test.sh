@@ -6,6 +6,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 ctest --preset release -j2
+# The tests use the repository's own golden cases. Where the project's shared copy sits beside the
+# checkout (CI on the project's machines), its cases are verified too, on every host backend.
+shared=../shared/golden
+if [ -d "$shared" ]; then
+  for model in "$shared"/*.model.safetensors; do
+    name=$(basename "$model" .model.safetensors)
+    for backend in "ref" "cpu --precision fp32" "cpu --precision bf16"; do
+      build/hotpath verify --model "$model" --golden "$shared/$name.golden.safetensors" --backend $backend \
+        | sed "s/^/$name: /"
+    done
+  done
+fi
 cmake --preset asan -DHOTPATH_FUZZ_SECONDS="${HOTPATH_FUZZ_SECONDS:-60}" >/dev/null
 cmake --build --preset asan --target test_safetensors test_loader test_reference test_cli test_bench hotpath fuzzers
 ctest --preset asan -j2 -L '^(test_safetensors|test_loader|test_reference|test_cli|test_bench|fuzz)$'
