@@ -118,6 +118,24 @@ TEST(CudaVariants, UnknownNameListsTheValidOnes) {
   EXPECT_THROW(make_cuda_backend(m, opts(Mode::window, 50), c), Error);
 }
 
+TEST(CudaOptionsCheck, StallHookIsFp16OnlyAndFallbackIsChecked) {
+  // Both refused before any device is touched: they run (and pass) without a GPU too.
+  const Model m = *zoo_model("lstm_s");
+  CudaOptions c;
+  c.stall_tick = 3;
+  EXPECT_THROW(make_cuda_backend(m, opts(Mode::window, 50, Precision::bf16), c), UnsupportedError);
+  BackendOptions o = opts(Mode::window, 50);
+  o.fallback = "gpu";
+  try {
+    make_cuda_backend(m, o);
+    FAIL() << "accepted an unknown fallback";
+  } catch (const UnsupportedError& e) {
+    FAIL() << "unknown fallback reported as unsupported: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown fallback 'gpu'"), std::string::npos) << e.what();
+  }
+}
+
 // ---- golden cases (PyTorch float64 outputs) ---------------------------------------------------------
 
 using hotpath::test_support::Golden;
@@ -254,13 +272,28 @@ TEST_P(CudaVariant, StartStopRestartCycles) {
   const Model m = *zoo_model("lstm_s");
   const auto xs = random_inputs(300 * m.config.input_size, 15);
   for (int cycle = 0; cycle < 3; ++cycle) {
-    MAKE_OR_SKIP(b, m, opts(Mode::window, 50), GetParam());
+    BackendOptions o = opts(Mode::window, 50);
+    if (cycle == 1) o.fallback = "cpu";  // the CPU shadow is reset beside the kernel
+    MAKE_OR_SKIP(b, m, o, GetParam());
     EXPECT_LE(run_against_reference(*b, m, false, 50, xs, 120), error_bound(Precision::fp16));
     b->reset();
     EXPECT_EQ(b->ticks(), 0);
     EXPECT_LE(run_against_reference(*b, m, false, 50, xs, 120), error_bound(Precision::fp16)) << "after reset";
     EXPECT_EQ(b->counters().at("launches"), 2.0);
   }
+}
+
+TEST_P(CudaVariant, GridFitsTheSmsOfItsContext) {
+  REQUIRE_GPU();
+  const Model m = *zoo_model("lstm_s");
+  MAKE_OR_SKIP(b, m, opts(Mode::window, 50), GetParam());
+  const auto f = b->facts();
+  const int context_sms = std::stoi(f.at("context_sm_count")), device_sms = std::stoi(f.at("sm_count"));
+  const int grid = 1 + std::stoi(f.at("precompute_blocks"));
+  std::printf("[grid] %s: %d blocks, %d SMs in the context, %d on the device\n", GetParam().c_str(), grid,
+              context_sms, device_sms);
+  EXPECT_LE(context_sms, device_sms);
+  EXPECT_LE(grid, context_sms);  // one block per SM (the kernels' occupancy is 1)
 }
 
 TEST(CudaBackend, FactsNameTheDevice) {
