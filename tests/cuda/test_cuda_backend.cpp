@@ -98,21 +98,25 @@ TEST(CudaNoDevice, RefusesWithTheReason) {
   EXPECT_THROW(cuda::device_facts(), UnsupportedError);
 }
 
+// make_cuda_backend(m, o) must refuse the options as bad input (Error, not UnsupportedError) with a
+// message holding every one of `words`.
+void expect_bad_option(const Model& m, const BackendOptions& o, std::initializer_list<const char*> words) {
+  try {
+    make_cuda_backend(m, o);
+    FAIL() << "accepted the options";
+  } catch (const UnsupportedError& e) {
+    FAIL() << "bad option reported as unsupported: " << e.what();
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    for (const char* word : words) EXPECT_NE(w.find(word), std::string::npos) << w;
+  }
+}
+
 TEST(CudaVariants, UnknownNameListsTheValidOnes) {
   const Model m = *zoo_model("lstm_s");
   BackendOptions o = opts(Mode::window, 50);
   o.variant = "warp-specialised";
-  try {
-    make_cuda_backend(m, o);
-    FAIL() << "accepted an unknown variant";
-  } catch (const UnsupportedError& e) {
-    FAIL() << "unknown variant reported as unsupported: " << e.what();
-  } catch (const Error& e) {
-    const std::string w = e.what();
-    EXPECT_NE(w.find("'warp-specialised'"), std::string::npos) << w;
-    EXPECT_NE(w.find("smem"), std::string::npos) << w;
-    EXPECT_NE(w.find("regs"), std::string::npos) << w;
-  }
+  expect_bad_option(m, o, {"'warp-specialised'", "smem", "regs"});
   CudaOptions c;
   c.variant = "nope";
   EXPECT_THROW(make_cuda_backend(m, opts(Mode::window, 50), c), Error);
@@ -126,14 +130,7 @@ TEST(CudaOptionsCheck, StallHookIsFp16OnlyAndFallbackIsChecked) {
   EXPECT_THROW(make_cuda_backend(m, opts(Mode::window, 50, Precision::bf16), c), UnsupportedError);
   BackendOptions o = opts(Mode::window, 50);
   o.fallback = "gpu";
-  try {
-    make_cuda_backend(m, o);
-    FAIL() << "accepted an unknown fallback";
-  } catch (const UnsupportedError& e) {
-    FAIL() << "unknown fallback reported as unsupported: " << e.what();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown fallback 'gpu'"), std::string::npos) << e.what();
-  }
+  expect_bad_option(m, o, {"unknown fallback 'gpu'"});
 }
 
 // ---- golden cases (PyTorch float64 outputs) ---------------------------------------------------------
