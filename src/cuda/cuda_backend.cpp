@@ -2,9 +2,7 @@
 // through the mailbox, enforces the deadline, and optionally runs a CPU backend alongside as fallback.
 #include "cuda/cuda_backend.hpp"
 
-#include <atomic>
 #include <chrono>
-#include <cstring>
 #include <thread>
 
 #include "cuda/cpu_shadow.hpp"
