@@ -2,18 +2,12 @@
 // through the mailbox, enforces the deadline, and optionally runs a CPU backend alongside as fallback.
 #include "cuda/cuda_backend.hpp"
 
-#include <emmintrin.h>
-#include <pthread.h>
-#include <sched.h>
-
-#include <atomic>
 #include <chrono>
-#include <cstring>
-#include <optional>
 #include <thread>
 
-#include "cpu/cpu_backend.hpp"
+#include "cuda/cpu_shadow.hpp"
 #include "cuda/cuda_check.hpp"
+#include "cuda/cuda_raii.hpp"
 #include "cuda/kernels/lstm_launch.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "cuda/mailbox_host.hpp"
@@ -25,108 +19,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using cuda::HostMailbox;
 
-template <class T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  size_t count = 0;
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t n) : count(n) { HOTPATH_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T))); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr(std::exchange(o.ptr, nullptr)), count(o.count) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(ptr, o.ptr);
-    std::swap(count, o.count);
-    return *this;
-  }
-  ~DeviceBuffer() {
-    if (ptr) HOTPATH_CUDA_CHECK_NOTHROW(cudaFree(ptr));
-  }
-  void upload(const T* src, size_t n, cudaStream_t s) {
-    HOTPATH_CUDA_CHECK(cudaMemcpyAsync(ptr, src, n * sizeof(T), cudaMemcpyHostToDevice, s));
-  }
-  void zero(cudaStream_t s) { HOTPATH_CUDA_CHECK(cudaMemsetAsync(ptr, 0, std::max<size_t>(count, 1) * sizeof(T), s)); }
-};
+using cuda::CpuShadow;
+using cuda::DeviceBuffer;
 
-void pin_this_thread(int cpu) {
-  if (cpu < 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
-// A CPU backend running alongside on its own core with its own state: every tick is handed to it, and
-// its answer is there when the GPU misses a deadline.
-class CpuShadow {
- public:
-  CpuShadow(const Model& model, const BackendOptions& options, int cpu, int inputs, int outputs)
-      : backend_(make_cpu_backend(model, options)), I_(inputs), O_(outputs), x_(kRing * inputs), z_(kRing * outputs) {
-    worker_ = std::thread([this, cpu] { run(cpu); });
-  }
-  ~CpuShadow() {
-    stop_.store(true, std::memory_order_release);
-    worker_.join();
-  }
-  void submit(std::span<const float> x) {
-    const long long t = submitted_.load(std::memory_order_relaxed);
-    while (t - done_.load(std::memory_order_acquire) >= kRing) _mm_pause();
-    std::memcpy(&x_[(t % kRing) * I_], x.data(), sizeof(float) * I_);
-    submitted_.store(t + 1, std::memory_order_release);
-  }
-  // The CPU's answer to tick t (waits for it).
-  void result(long long t, std::span<float> out) {
-    while (done_.load(std::memory_order_acquire) <= t) {
-      check_failure();
-      _mm_pause();
-    }
-    check_failure();
-    std::memcpy(out.data(), &z_[(t % kRing) * O_], sizeof(float) * O_);
-  }
-  void reset() {
-    while (done_.load(std::memory_order_acquire) < submitted_.load(std::memory_order_relaxed)) _mm_pause();
-    backend_->reset();  // the worker is idle: nothing submitted
-    submitted_.store(0, std::memory_order_relaxed);
-    done_.store(0, std::memory_order_release);
-  }
-
- private:
-  static constexpr int kRing = 64;
-  void check_failure() {
-    if (failed_.load(std::memory_order_acquire)) throw Error("cuda fallback: the cpu backend failed: " + failure_);
-  }
-  void run(int cpu) {
-    pin_this_thread(cpu);
-    while (!stop_.load(std::memory_order_acquire)) {
-      const long long t = done_.load(std::memory_order_relaxed);
-      if (t >= submitted_.load(std::memory_order_acquire) || failed_.load(std::memory_order_relaxed)) {
-        _mm_pause();
-        continue;
-      }
-      try {
-        backend_->process(std::span<const float>(&x_[(t % kRing) * I_], I_), std::span<float>(&z_[(t % kRing) * O_], O_));
-      } catch (const std::exception& e) {
-        failure_ = e.what();
-        failed_.store(true, std::memory_order_release);
-        continue;
-      }
-      done_.store(t + 1, std::memory_order_release);
-    }
-  }
-  std::unique_ptr<Backend> backend_;
-  int I_, O_;
-  std::vector<float> x_, z_;
-  alignas(64) std::atomic<long long> submitted_{0};
-  alignas(64) std::atomic<long long> done_{0};
-  alignas(64) std::atomic<bool> stop_{false};
-  std::atomic<bool> failed_{false};
-  std::string failure_;
-  std::thread worker_;
-};
-
-cuda::DeviceLimits query_limits(int device) {
+// The limits of the context `stream` launches into: its SMs (a green context or MPS may hold fewer than
+// the device has), the device's shared memory per block.
+cuda::DeviceLimits query_limits(int device, cudaStream_t stream) {
   cudaDeviceProp prop{};
   HOTPATH_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   cuda::DeviceLimits lim;
-  lim.sm_count = prop.multiProcessorCount;
+  lim.sm_count = cuda::launch_sm_count(cuda::query_stream_sms(stream));
   lim.smem_per_block_optin = int(prop.sharedMemPerBlockOptin);
   lim.name = prop.name;
   return lim;
@@ -140,10 +42,16 @@ class CudaBackend final : public Backend {
         copt_(copt),
         precision_(options.precision.value_or(Precision::fp16)) {
     variant_ = resolve_variant(copt.variant.empty() ? options.variant : copt.variant);
+    if (!options.fallback.empty() && options.fallback != "cpu")
+      throw Error("unknown fallback '" + options.fallback + "' (expected cpu)");
+    if (copt.stall_tick >= 0 && precision_ != Precision::fp16)
+      throw UnsupportedError("the stall test hook is compiled into the fp16 test kernels only");
     std::string why;
     if (!cuda::device_available(&why, options.device)) throw UnsupportedError("no usable CUDA device: " + why);
     HOTPATH_CUDA_CHECK(cudaSetDevice(options.device));
-    limits_ = query_limits(options.device);
+    stream_ = cuda::Stream(cudaStreamNonBlocking);
+    side_stream_ = cuda::Stream(cudaStreamNonBlocking);
+    limits_ = query_limits(options.device, stream_.get());
     plan_ = cuda::plan_lstm(model_, precision_, options.mode, options.window, copt.mailbox, limits_,
                             copt.max_precompute_blocks);
     if (variant_ == "regs") {
@@ -159,8 +67,6 @@ class CudaBackend final : public Backend {
       }
     }
     const cuda::LstmParams& p = plan_.params;
-    HOTPATH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    HOTPATH_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
     frags_ = DeviceBuffer<uint32_t>(plan_.frags.size());
     head_b_ = DeviceBuffer<float>(plan_.head_b.size());
     head_w_ = DeviceBuffer<float>(plan_.head_w.size());
@@ -170,11 +76,11 @@ class CudaBackend final : public Backend {
     pub_c_ = DeviceBuffer<float>(size_t(p.L) * p.H);
     xbuf_ = DeviceBuffer<float>(size_t(p.I));
     words_ = DeviceBuffer<cuda::SharedWords>(1);
-    frags_.upload(plan_.frags.data(), plan_.frags.size(), stream_);
-    head_b_.upload(plan_.head_b.data(), plan_.head_b.size(), stream_);
-    head_w_.upload(plan_.head_w.data(), plan_.head_w.size(), stream_);
-    pre_w_.upload(plan_.pre_w.data(), plan_.pre_w.size(), stream_);
-    HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    frags_.upload(plan_.frags.data(), plan_.frags.size(), stream_.get());
+    head_b_.upload(plan_.head_b.data(), plan_.head_b.size(), stream_.get());
+    head_w_.upload(plan_.head_w.data(), plan_.head_w.size(), stream_.get());
+    pre_w_.upload(plan_.pre_w.data(), plan_.pre_w.size(), stream_.get());
+    HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     mailbox_ = std::make_unique<HostMailbox>(p.I, p.O, copt.mailbox);
     if (options.fallback == "cpu") {
       BackendOptions co = options;
@@ -185,11 +91,16 @@ class CudaBackend final : public Backend {
         co.cpuset.erase(co.cpuset.begin());
         cpu = co.cpuset.front();
       }
-      shadow_ = std::make_unique<CpuShadow>(model_, co, cpu, p.I, p.O);
-    } else if (!options.fallback.empty()) {
-      throw Error("unknown fallback '" + options.fallback + "' (expected cpu)");
+      shadow_ = std::make_unique<CpuShadow>(model_, co, cpu);
     }
-    launch();
+    // Every member above frees itself if this throws; a kernel that would not stop must not have its
+    // memory freed under it.
+    try {
+      launch();
+    } catch (...) {
+      abandon_if_running();
+      throw;
+    }
   }
 
   ~CudaBackend() override {
@@ -197,17 +108,7 @@ class CudaBackend final : public Backend {
       stop_kernel();
     } catch (...) {
     }
-    if (kernel_running_) {
-      // The kernel ignored the stop request and outlived its lease: leak what it may still touch
-      // rather than free it under it.
-      for (auto* b : {&head_b_, &head_w_, &pre_w_, &h_state_, &pub_P_, &pub_c_, &xbuf_}) b->ptr = nullptr;
-      frags_.ptr = nullptr;
-      words_.ptr = nullptr;
-      (void)mailbox_.release();
-      return;
-    }
-    if (stream_) cudaStreamDestroy(stream_);
-    if (side_stream_) cudaStreamDestroy(side_stream_);
+    abandon_if_running();
   }
 
   std::string name() const override { return "cuda"; }
@@ -227,7 +128,7 @@ class CudaBackend final : public Backend {
     const int O = config().output_size;
     if (int(out.size()) < O) throw Error("cuda: output span holds " + std::to_string(out.size()) + " floats, need " +
                                          std::to_string(O));
-    if (shadow_) shadow_->submit(x);
+    const long long shadow_tick = shadow_ ? shadow_->submit(x) : -1;
     const long long t = t_++;
     std::string why;
     // The input goes out first: no driver call (cudaStreamQuery costs ~0.5 us and jitters) and no
@@ -259,7 +160,7 @@ class CudaBackend final : public Backend {
       }
     }
     if (shadow_) {
-      shadow_->result(t, out);
+      shadow_->result(shadow_tick, out);
       ++fallback_answers_;
       return;
     }
@@ -300,15 +201,13 @@ class CudaBackend final : public Backend {
     c["timeouts"] = double(timeouts_);
     c["fallback_answers"] = double(fallback_answers_);
     // Answers the kernel wrote that the host had already given up on (a late GPU answer is discarded).
-    const uint32_t written = mailbox_->status().answers;
-    const long long accepted = gpu_answers_ - accepted_base_;
-    const long long late = (long long)written - accepted;
-    c["late_gpu_answers"] = double(late_before_reset_ + (late > 0 ? late : 0));
+    c["late_gpu_answers"] = double(late_before_reset_ + late_this_launch());
     c["kernel_running"] = kernel_alive() ? 1.0 : 0.0;
     // In-kernel time from "input complete" to "output stored", SM cycles (read on a side stream).
     cuda::SharedWords w{};
-    if (side_stream_ && cudaMemcpyAsync(&w, words_.ptr, sizeof w, cudaMemcpyDeviceToHost, side_stream_) == cudaSuccess &&
-        cudaStreamSynchronize(side_stream_) == cudaSuccess && w.ticks_timed > 0) {
+    if (side_stream_ && words_.get() &&
+        cudaMemcpyAsync(&w, words_.get(), sizeof w, cudaMemcpyDeviceToHost, side_stream_.get()) == cudaSuccess &&
+        cudaStreamSynchronize(side_stream_.get()) == cudaSuccess && w.ticks_timed > 0) {
       c["kernel_compute_cycles_mean"] = double(w.compute_cycles_sum) / double(w.ticks_timed);
       c["kernel_compute_cycles_max"] = double(w.compute_cycles_max);
       c["kernel_compute_ns_mean"] = double(w.compute_ns_sum) / double(w.ticks_timed);
@@ -338,6 +237,7 @@ class CudaBackend final : public Backend {
     f["smem_bytes_per_block"] = std::to_string(p.smem_bytes);
     f["block_threads"] = std::to_string(p.threads());
     f["precompute_blocks"] = std::to_string(p.np);
+    f["context_sm_count"] = std::to_string(limits_.sm_count);  // the SMs the grid was sized for
     f["units_per_precompute_block"] = std::to_string(p.U);
     f["mailbox"] = std::string(copt_.mailbox.stream_stores ? "stream" : "store") +
                    (copt_.mailbox.dual_seq_input ? "+dualseq" : "") +
@@ -348,7 +248,17 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  bool kernel_alive() const { return kernel_running_ && cudaStreamQuery(stream_) == cudaErrorNotReady; }
+  bool kernel_alive() const { return kernel_running_ && cudaStreamQuery(stream_.get()) == cudaErrorNotReady; }
+
+  // The kernel ignored the stop request and outlived its lease: leak what it may still touch rather
+  // than free it under it (the streams may go: the runtime frees them once their work ends).
+  void abandon_if_running() {
+    if (!kernel_running_) return;
+    for (auto* b : {&head_b_, &head_w_, &pre_w_, &h_state_, &pub_P_, &pub_c_, &xbuf_}) (void)b->release();
+    (void)frags_.release();
+    (void)words_.release();
+    (void)mailbox_.release();
+  }
 
   // The GPU can still answer: kernel running, and not so far behind that its input ring was overrun.
   bool gpu_usable(std::string* why) {
@@ -356,7 +266,7 @@ class CudaBackend final : public Backend {
       *why = "the kernel is not running";
       return false;
     }
-    const cudaError_t q = cudaStreamQuery(stream_);
+    const cudaError_t q = cudaStreamQuery(stream_.get());
     if (q != cudaErrorNotReady) {
       kernel_running_ = false;
       (void)cudaGetLastError();
@@ -384,25 +294,26 @@ class CudaBackend final : public Backend {
     p.forward_after_output = copt_.forward_after_output;
     p.gate_sleep_ns = copt_.gate_sleep_ns;
     p.keep_warm = copt_.keep_warm;
-    p.frags = frags_.ptr;
-    p.head_b = head_b_.ptr;
-    p.head_w = head_w_.ptr;
-    p.pre_w = pre_w_.ptr;
-    p.h_state = h_state_.ptr;
-    p.pub_P = pub_P_.ptr;
-    p.pub_c = pub_c_.ptr;
-    p.xbuf = xbuf_.ptr;
-    p.words = words_.ptr;
+    p.frags = frags_.get();
+    p.head_b = head_b_.get();
+    p.head_w = head_w_.get();
+    p.pre_w = pre_w_.get();
+    p.h_state = h_state_.get();
+    p.pub_P = pub_P_.get();
+    p.pub_c = pub_c_.get();
+    p.xbuf = xbuf_.get();
+    p.words = words_.get();
     mailbox_->clear();
-    words_.zero(stream_);
-    h_state_.zero(stream_);
-    HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    int max_blocks = 0;
-    const cudaError_t e = cuda::launch_lstm(p, stream_, &max_blocks);
+    words_.zero(stream_.get());
+    h_state_.zero(stream_.get());
+    HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+    long long max_blocks = 0;
+    const cudaError_t e = cuda::launch_lstm(p, stream_.get(), &max_blocks);
     if (e == cudaErrorCooperativeLaunchTooLarge)
       throw UnsupportedError("the cuda kernel needs " + std::to_string(p.grid()) + " co-resident blocks of " +
                              std::to_string(p.threads()) + " threads and " + std::to_string(p.smem_bytes / 1024) +
-                             " KiB shared memory; " + limits_.name + " fits " + std::to_string(max_blocks));
+                             " KiB shared memory; " + limits_.name + " fits " + std::to_string(max_blocks) + " with the " +
+                             std::to_string(limits_.sm_count) + " SMs of this context");
     if (e != cudaSuccess) cuda::throw_cuda(e, "launch_lstm");
     kernel_running_ = true;
     maybe_behind_ = false;
@@ -426,33 +337,35 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // Answers this launch's kernel wrote that the host had already given up on (discarded late answers).
+  long long late_this_launch() const {
+    return cuda::late_answers(mailbox_->status().answers, gpu_answers_ - accepted_base_);
+  }
+
   void start_heartbeat() {
     stop_heartbeat();
     if (!copt_.heartbeat) return;
-    hb_stop_.store(false);
-    heartbeat_ = std::thread([this] {
+    heartbeat_ = std::jthread([this](std::stop_token stop) {
       const auto period = std::chrono::duration<double, std::milli>(copt_.heartbeat_ms);
-      while (!hb_stop_.load(std::memory_order_acquire)) {
+      while (!stop.stop_requested()) {
         mailbox_->beat();
         std::this_thread::sleep_for(period);
       }
     });
   }
   void stop_heartbeat() {
-    hb_stop_.store(true, std::memory_order_release);
+    heartbeat_.request_stop();
     if (heartbeat_.joinable()) heartbeat_.join();
   }
 
   void stop_kernel() {
     if (kernel_running_) {
       // Remember late answers of this launch before the counters restart.
-      const uint32_t written = mailbox_->status().answers;
-      const long long late = (long long)written - (gpu_answers_ - accepted_base_);
-      if (late > 0) late_before_reset_ += late;
+      late_before_reset_ += late_this_launch();
       mailbox_->request_stop();
       const auto deadline = Clock::now() + std::chrono::duration<double, std::milli>(copt_.lease_ms + 5000);
       cudaError_t q;
-      while ((q = cudaStreamQuery(stream_)) == cudaErrorNotReady && Clock::now() < deadline)
+      while ((q = cudaStreamQuery(stream_.get())) == cudaErrorNotReady && Clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       if (q == cudaErrorNotReady) {
         stop_heartbeat();
@@ -480,15 +393,16 @@ class CudaBackend final : public Backend {
   Precision precision_;
   cuda::DeviceLimits limits_;
   cuda::LstmPlan plan_;
-  cudaStream_t stream_ = nullptr;
-  cudaStream_t side_stream_ = nullptr;  // reads instrumentation while the kernel runs
+  cuda::Stream stream_;
+  cuda::Stream side_stream_;  // reads instrumentation while the kernel runs
   DeviceBuffer<uint32_t> frags_;
   DeviceBuffer<float> head_b_, head_w_, pre_w_, h_state_, pub_P_, pub_c_, xbuf_;
   DeviceBuffer<cuda::SharedWords> words_;
   std::unique_ptr<HostMailbox> mailbox_;
   std::unique_ptr<CpuShadow> shadow_;
-  std::thread heartbeat_;
-  std::atomic<bool> hb_stop_{true};
+  // Renews the kernel's lease. A std::jthread: a constructor that throws after starting it stops and
+  // joins it (a joinable std::thread would call std::terminate); declared after mailbox_, which it uses.
+  std::jthread heartbeat_;
   bool kernel_running_ = false;
   bool maybe_behind_ = false;  // the host gave up on a tick the kernel has not answered yet
   long long t_ = 0;

@@ -21,8 +21,9 @@ struct CudaOptions {
   // fragment in registers, SIMT head; compiled for a few shapes, e.g. lstm_s, else UnsupportedError).
   // "" takes BackendOptions::variant, and "" there is the default.
   std::string variant;
-  // Test hooks.
-  long long stall_tick = -1;      // the kernel stalls stall_us before answering this tick (0-based)
+  // Test hooks. stall_tick >= 0 runs a test-only kernel instantiation (fp16 only; production kernels
+  // have no stall code): it stalls stall_us before answering that tick (0-based).
+  long long stall_tick = -1;
   double stall_us = 0;
   bool heartbeat = true;          // false: never renew the lease (tests its expiry)
 };

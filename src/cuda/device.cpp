@@ -1,23 +1,88 @@
 #include "cuda/device.hpp"
 
+#include <cuda.h>  // driver API types only: its entry points are fetched through the runtime
+#include <cudaTypedefs.h>
 #include <dlfcn.h>
 #include <emmintrin.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "cuda/cuda_check.hpp"
+#include "cuda/cuda_raii.hpp"
 #include "cuda/kernels/lstm_launch.hpp"
 #include "cuda/mailbox_host.hpp"
 #include "util/error.hpp"
+
+#ifndef HOTPATH_CUDA_ARCHS
+#define HOTPATH_CUDA_ARCHS "unknown"
+#endif
 
 namespace hotpath::cuda {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// One CMake CUDA_ARCHITECTURES entry: "90a", "80-real", "100f-virtual", ...
+struct ArchEntry {
+  int number = -1;  // 90 for compute capability 9.0; -1: not a number (native, all, ...)
+  char suffix = 0;  // 'a' arch-specific, 'f' family, 0 plain
+  bool sass = true, ptx = true;
+  std::string text;
+};
+
+std::vector<ArchEntry> parse_architectures(const std::string& list) {
+  std::vector<ArchEntry> out;
+  std::string item;
+  std::istringstream in(list);
+  while (std::getline(in, item, ',')) {
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (item.empty()) continue;
+    ArchEntry e;
+    e.text = item;
+    size_t i = 0;
+    while (i < item.size() && item[i] >= '0' && item[i] <= '9') ++i;
+    if (i > 0 && i <= 4) {
+      e.number = std::stoi(item.substr(0, i));
+      if (i < item.size() && (item[i] == 'a' || item[i] == 'f')) e.suffix = item[i++];
+      const std::string rest = item.substr(i);
+      if (rest == "-real") e.ptx = false;
+      else if (rest == "-virtual") e.sass = false;
+      else if (!rest.empty()) e.number = -1;
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+bool entry_serves(const ArchEntry& e, int major, int minor) {
+  if (e.number < 0) return true;
+  const int M = e.number / 10, m = e.number % 10;
+  if (e.suffix == 'a') return major == M && minor == m;  // arch-specific code runs on that one only
+  if (e.suffix == 'f') return major == M && minor >= m;  // family code: the same major, newer minors
+  if (e.ptx && (major > M || (major == M && minor >= m))) return true;  // PTX: JIT-compiled for newer
+  return e.sass && major == M && minor >= m;  // SASS: the same major, newer minors
+}
+
+std::string gpus_of(int number) {
+  switch (number) {
+    case 80: return "A100/A30";
+    case 86: return "A10/A40/RTX 30";
+    case 87: return "Jetson Orin";
+    case 89: return "L4/L40/RTX 40";
+    case 90: return "H100/H200";
+    case 100: return "B200/GB200";
+    case 103: return "B300/GB300";
+    case 120: return "RTX 50/RTX PRO Blackwell";
+    default: return "";
+  }
+}
 
 void require_device(int device) {
   std::string why;
@@ -66,6 +131,71 @@ std::string run_command(const std::string& cmd) {
 
 }  // namespace
 
+const char* built_architectures() { return HOTPATH_CUDA_ARCHS; }
+
+std::string served_gpus(const std::string& architectures) {
+  std::string out;
+  for (const ArchEntry& e : parse_architectures(architectures)) {
+    std::string d = e.number < 0 ? e.text : "sm_" + std::to_string(e.number) + (e.suffix ? std::string(1, e.suffix) : "");
+    const std::string names = e.number < 0 ? "" : gpus_of(e.number);
+    if (!names.empty()) d += " (" + names + (e.suffix == 'f' ? " family" : "") + ")";
+    if (e.number >= 0 && !e.suffix && e.ptx) d += " and newer";
+    out += (out.empty() ? "" : ", ") + d;
+  }
+  return out.empty() ? architectures : out;
+}
+
+std::string architecture_refusal(const std::string& architectures, int major, int minor, const std::string& device_name) {
+  for (const ArchEntry& e : parse_architectures(architectures))
+    if (entry_serves(e, major, minor)) return "";
+  return "this build serves " + served_gpus(architectures) + "; device " + device_name + " is sm_" +
+         std::to_string(major) + std::to_string(minor);
+}
+
+int launch_sm_count(const SmReport& r) {
+  for (int n : {r.green_ctx_sms, r.ctx_sms, r.device_sms})
+    if (n > 0) return n;
+  throw Error("cuda: the runtime reported no SM count for the launch stream's context");
+}
+
+long long coresident_blocks(int blocks_per_sm, int sms) {
+  if (blocks_per_sm <= 0 || sms <= 0) return 0;
+  return (long long)blocks_per_sm * sms;
+}
+
+SmReport query_stream_sms(CUstream_st* stream) {
+  SmReport r;
+  int device = 0;
+  HOTPATH_CUDA_CHECK(cudaStreamGetDevice(stream, &device));
+  HOTPATH_CUDA_CHECK(cudaDeviceGetAttribute(&r.device_sms, cudaDevAttrMultiProcessorCount, device));
+  // The context's own view (green contexts and MPS can narrow it), through the driver's entry points so
+  // that nothing links libcuda; a driver without them leaves the device count.
+  auto entry = [](const char* name, void** fn) {
+    cudaDriverEntryPointQueryResult found{};
+    const bool ok = cudaGetDriverEntryPointByVersion(name, fn, 12050, cudaEnableDefault, &found) == cudaSuccess &&
+                    found == cudaDriverEntryPointSuccess && *fn;
+    if (!ok) (void)cudaGetLastError();
+    return ok;
+  };
+  using StreamCtx = PFN_cuStreamGetCtx_v12050;
+  using CtxRes = PFN_cuCtxGetDevResource_v12040;
+  using GreenRes = PFN_cuGreenCtxGetDevResource_v12040;
+  void *stream_ctx = nullptr, *ctx_res = nullptr, *green_res = nullptr;
+  if (!entry("cuStreamGetCtx", &stream_ctx)) return r;  // at version 12.5: the form that names green contexts
+  CUcontext ctx = nullptr;
+  CUgreenCtx green = nullptr;
+  if (reinterpret_cast<StreamCtx>(stream_ctx)(stream, &ctx, &green) != CUDA_SUCCESS) return r;
+  CUdevResource res{};
+  if (green && entry("cuGreenCtxGetDevResource", &green_res) &&
+      reinterpret_cast<GreenRes>(green_res)(green, &res, CU_DEV_RESOURCE_TYPE_SM) == CUDA_SUCCESS)
+    r.green_ctx_sms = int(res.sm.smCount);
+  res = CUdevResource{};
+  if (ctx && entry("cuCtxGetDevResource", &ctx_res) &&
+      reinterpret_cast<CtxRes>(ctx_res)(ctx, &res, CU_DEV_RESOURCE_TYPE_SM) == CUDA_SUCCESS)
+    r.ctx_sms = int(res.sm.smCount);
+  return r;
+}
+
 bool device_available(std::string* why, int device) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
@@ -84,6 +214,11 @@ bool device_available(std::string* why, int device) {
     if (why) *why = "cannot query device " + std::to_string(device);
     return false;
   }
+  const std::string refusal = architecture_refusal(built_architectures(), prop.major, prop.minor, prop.name);
+  if (!refusal.empty()) {
+    if (why) *why = refusal;
+    return false;
+  }
   if (!prop.canMapHostMemory || prop.major < 8) {
     if (why) *why = std::string(prop.name) + " lacks mapped host memory or tensor-core mma.sync (compute capability " +
                     std::to_string(prop.major) + "." + std::to_string(prop.minor) + ")";
@@ -100,6 +235,7 @@ std::map<std::string, std::string> device_facts(int device) {
   f["gpu_name"] = prop.name;
   f["sm_count"] = std::to_string(prop.multiProcessorCount);
   f["compute_capability"] = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+  f["build_cuda_architectures"] = built_architectures();
   f["smem_per_block_optin"] = std::to_string(prop.sharedMemPerBlockOptin);
   f["driver_version"] = "unknown";
   f["sm_clock_mhz"] = "unknown";
@@ -148,65 +284,79 @@ std::vector<double> pingpong_us(const PingPongOptions& o) {
   require_device(o.device);
   if (o.floats < 1 || o.floats > 256) throw Error("ping-pong carries 1..256 floats, not " + std::to_string(o.floats));
   ScopedPin pin(o.cpu);
-  HostMailbox mb(o.floats, 3, o.mailbox);
-  cudaStream_t stream = nullptr;
-  HOTPATH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // Everything that can throw comes before the launch: once the kernel runs it must be stopped (or its
+  // mailbox leaked) before anything is freed.
+  std::vector<double> samples;
+  samples.reserve(size_t(o.count));
+  auto mb = std::make_unique<HostMailbox>(o.floats, 3, o.mailbox);
+  Stream stream(cudaStreamNonBlocking);
   PingPongParams p;
-  p.mb = mb.view(2'000'000'000LL);  // 2 s lease, renewed every 1024 round trips below
+  p.mb = mb->view(2'000'000'000LL);  // 2 s lease, renewed every 1024 round trips below
   p.floats = o.floats;
   p.load_kind = o.mailbox.load_kind;
   p.single_warp = pingpong_single_warp(o) ? 1 : 0;
-  const cudaError_t le = launch_pingpong(p, stream);
-  if (le != cudaSuccess) {
-    cudaStreamDestroy(stream);
-    throw_cuda(le, "launch_pingpong");
-  }
-  std::vector<double> samples;
-  samples.reserve(size_t(o.count));
   std::vector<float> x(o.floats);
+  const cudaError_t le = launch_pingpong(p, stream.get());
+  if (le != cudaSuccess) throw_cuda(le, "launch_pingpong");
+  // Stops the kernel; the empty string when it stopped cleanly.
+  auto stop_kernel = [&]() -> std::string {
+    mb->request_stop();
+    const auto stop_deadline = Clock::now() + std::chrono::seconds(5);
+    cudaError_t qe;
+    while ((qe = cudaStreamQuery(stream.get())) == cudaErrorNotReady && Clock::now() < stop_deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (qe == cudaErrorNotReady) {
+      (void)mb.release();  // the kernel may poll it until its lease lapses: leak it rather than free it
+      return "ping-pong kernel did not stop within 5 s";
+    }
+    if (qe != cudaSuccess) {
+      (void)cudaGetLastError();
+      return std::string("ping-pong kernel failed: ") + cudaGetErrorString(qe);
+    }
+    return "";
+  };
   std::mt19937 rng(12345);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::string failure;
   const long long total = o.warmup + o.count;
   float back[3];
-  for (long long t = 0; t < total && failure.empty(); ++t) {
-    for (float& v : x) v = dist(rng);
-    if (t % 1024 == 0) mb.beat();
-    const auto t0 = Clock::now();
-    mb.send(t, x);
-    long long spins = 0;
-    while (!mb.try_receive(t, back)) {
-      if ((++spins & 4095) == 0 && Clock::now() - t0 > std::chrono::seconds(2)) {
-        failure = "ping-pong: no answer to round trip " + std::to_string(t) + " within 2 s";
-        break;
+  try {
+    for (long long t = 0; t < total && failure.empty(); ++t) {
+      for (float& v : x) v = dist(rng);
+      if (t % 1024 == 0) mb->beat();
+      const auto t0 = Clock::now();
+      mb->send(t, x);
+      long long spins = 0;
+      while (!mb->try_receive(t, back)) {
+        if ((++spins & 4095) == 0 && Clock::now() - t0 > std::chrono::seconds(2)) {
+          failure = "ping-pong: no answer to round trip " + std::to_string(t) + " within 2 s";
+          break;
+        }
+      }
+      if (!failure.empty()) break;
+      const auto t1 = Clock::now();
+      uint32_t sum = 0;
+      for (float v : x) {
+        uint32_t b;
+        std::memcpy(&b, &v, 4);
+        sum ^= b;
+      }
+      uint32_t got;
+      std::memcpy(&got, &back[2], 4);
+      if (back[0] != x[0] || back[1] != x[o.floats - 1] || got != sum)
+        failure = "ping-pong: round trip " + std::to_string(t) + " came back with the wrong payload (torn chunk?)";
+      if (t >= o.warmup) samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      if (o.gap_us > 0) {
+        const auto until = t1 + std::chrono::duration<double, std::micro>(o.gap_us);
+        while (Clock::now() < until) _mm_pause();
       }
     }
-    if (!failure.empty()) break;
-    const auto t1 = Clock::now();
-    uint32_t sum = 0;
-    for (float v : x) {
-      uint32_t b;
-      std::memcpy(&b, &v, 4);
-      sum ^= b;
-    }
-    uint32_t got;
-    std::memcpy(&got, &back[2], 4);
-    if (back[0] != x[0] || back[1] != x[o.floats - 1] || got != sum)
-      failure = "ping-pong: round trip " + std::to_string(t) + " came back with the wrong payload (torn chunk?)";
-    if (t >= o.warmup) samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-    if (o.gap_us > 0) {
-      const auto until = t1 + std::chrono::duration<double, std::micro>(o.gap_us);
-      while (Clock::now() < until) _mm_pause();
-    }
+  } catch (...) {
+    (void)stop_kernel();
+    throw;
   }
-  mb.request_stop();
-  const auto stop_deadline = Clock::now() + std::chrono::seconds(5);
-  cudaError_t qe;
-  while ((qe = cudaStreamQuery(stream)) == cudaErrorNotReady && Clock::now() < stop_deadline)
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  if (qe == cudaErrorNotReady) failure += failure.empty() ? "ping-pong kernel did not stop within 5 s" : "";
-  else cudaStreamDestroy(stream);
-  if (qe != cudaSuccess && qe != cudaErrorNotReady) failure = std::string("ping-pong kernel failed: ") + cudaGetErrorString(qe);
+  const std::string stopped = stop_kernel();
+  if (failure.empty()) failure = stopped;
   if (!failure.empty()) throw Error(failure);
   return samples;
 }

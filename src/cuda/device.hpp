@@ -6,10 +6,39 @@
 #include <string>
 #include <vector>
 
+struct CUstream_st;  // cudaStream_t is CUstream_st*
+
 namespace hotpath::cuda {
 
-// True when a CUDA device can be used; otherwise `why` (if given) says why not.
+// True when a CUDA device can be used; otherwise `why` (if given) says why not (a device this build has
+// no kernel code for is refused by name: see architecture_refusal).
 bool device_available(std::string* why = nullptr, int device = 0);
+
+// The CUDA architectures this build compiled its kernels for, as CMake spelt them (e.g. "90a", or
+// "80-real,90a"), and the GPUs they serve in words, e.g. "sm_90a (H100/H200)".
+const char* built_architectures();
+std::string served_gpus(const std::string& architectures = built_architectures());
+// Empty when kernels built for `architectures` (comma-separated CMake entries: NN real+PTX, NN-real,
+// NN-virtual, NNa arch-specific, NNf family) run on a device of compute capability major.minor;
+// otherwise the one-line refusal "this build serves sm_90a (H100/H200); device NAME is sm_YY".
+// Entries that name no number (native, all, all-major) are taken to serve any device.
+std::string architecture_refusal(const std::string& architectures, int major, int minor, const std::string& device_name);
+
+// What the runtime reports about the SMs a stream's work may use (-1: not reported): the green
+// context's SM partition when the stream belongs to one, the SM resource of its context (MPS limits
+// show there), the device's SM count.
+struct SmReport {
+  int green_ctx_sms = -1;
+  int ctx_sms = -1;
+  int device_sms = -1;
+};
+// The SMs a launch into that stream can use: the narrowest reported scope. Throws Error when none is.
+int launch_sm_count(const SmReport& report);
+// Asks the runtime (and, through its entry points, the driver) about the stream's context. Needs a device.
+SmReport query_stream_sms(CUstream_st* stream);
+// Blocks of one kernel that can be co-resident in a context: the kernel's occupancy per SM (as
+// cudaOccupancyMaxActiveBlocksPerMultiprocessor reports it) x the context's SMs; 0 when either is <= 0.
+long long coresident_blocks(int blocks_per_sm, int sms);
 
 // gpu_name, driver_version, sm_count, compute_capability, sm_clock_mhz (read at run time, or "unknown").
 std::map<std::string, std::string> device_facts(int device = 0);

@@ -42,6 +42,14 @@ class HostMailbox {
   uint32_t beats_ = 0;
 };
 
+// Answers a launch's kernel wrote beyond the `accepted` ones the host took (both counted from the
+// launch): `written` is the status chunk's 32-bit count, which wraps every 2^32 answers, so it is
+// compared in that width with accepted's low bits. Never negative (the count can lag an accepted answer).
+inline long long late_answers(uint32_t written, long long accepted) {
+  const int32_t ahead = int32_t(written - uint32_t(uint64_t(accepted)));
+  return ahead > 0 ? ahead : 0;
+}
+
 // Pins the calling thread to `cpu` (>= 0) for its lifetime, restoring the old mask after.
 class ScopedPin {
  public:

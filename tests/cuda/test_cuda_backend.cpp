@@ -98,24 +98,39 @@ TEST(CudaNoDevice, RefusesWithTheReason) {
   EXPECT_THROW(cuda::device_facts(), UnsupportedError);
 }
 
+// make_cuda_backend(m, o) must refuse the options as bad input (Error, not UnsupportedError) with a
+// message holding every one of `words`.
+void expect_bad_option(const Model& m, const BackendOptions& o, std::initializer_list<const char*> words) {
+  try {
+    make_cuda_backend(m, o);
+    FAIL() << "accepted the options";
+  } catch (const UnsupportedError& e) {
+    FAIL() << "bad option reported as unsupported: " << e.what();
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    for (const char* word : words) EXPECT_NE(w.find(word), std::string::npos) << w;
+  }
+}
+
 TEST(CudaVariants, UnknownNameListsTheValidOnes) {
   const Model m = *zoo_model("lstm_s");
   BackendOptions o = opts(Mode::window, 50);
   o.variant = "warp-specialised";
-  try {
-    make_cuda_backend(m, o);
-    FAIL() << "accepted an unknown variant";
-  } catch (const UnsupportedError& e) {
-    FAIL() << "unknown variant reported as unsupported: " << e.what();
-  } catch (const Error& e) {
-    const std::string w = e.what();
-    EXPECT_NE(w.find("'warp-specialised'"), std::string::npos) << w;
-    EXPECT_NE(w.find("smem"), std::string::npos) << w;
-    EXPECT_NE(w.find("regs"), std::string::npos) << w;
-  }
+  expect_bad_option(m, o, {"'warp-specialised'", "smem", "regs"});
   CudaOptions c;
   c.variant = "nope";
   EXPECT_THROW(make_cuda_backend(m, opts(Mode::window, 50), c), Error);
+}
+
+TEST(CudaOptionsCheck, StallHookIsFp16OnlyAndFallbackIsChecked) {
+  // Both refused before any device is touched: they run (and pass) without a GPU too.
+  const Model m = *zoo_model("lstm_s");
+  CudaOptions c;
+  c.stall_tick = 3;
+  EXPECT_THROW(make_cuda_backend(m, opts(Mode::window, 50, Precision::bf16), c), UnsupportedError);
+  BackendOptions o = opts(Mode::window, 50);
+  o.fallback = "gpu";
+  expect_bad_option(m, o, {"unknown fallback 'gpu'"});
 }
 
 // ---- golden cases (PyTorch float64 outputs) ---------------------------------------------------------
@@ -254,13 +269,28 @@ TEST_P(CudaVariant, StartStopRestartCycles) {
   const Model m = *zoo_model("lstm_s");
   const auto xs = random_inputs(300 * m.config.input_size, 15);
   for (int cycle = 0; cycle < 3; ++cycle) {
-    MAKE_OR_SKIP(b, m, opts(Mode::window, 50), GetParam());
+    BackendOptions o = opts(Mode::window, 50);
+    if (cycle == 1) o.fallback = "cpu";  // the CPU shadow is reset beside the kernel
+    MAKE_OR_SKIP(b, m, o, GetParam());
     EXPECT_LE(run_against_reference(*b, m, false, 50, xs, 120), error_bound(Precision::fp16));
     b->reset();
     EXPECT_EQ(b->ticks(), 0);
     EXPECT_LE(run_against_reference(*b, m, false, 50, xs, 120), error_bound(Precision::fp16)) << "after reset";
     EXPECT_EQ(b->counters().at("launches"), 2.0);
   }
+}
+
+TEST_P(CudaVariant, GridFitsTheSmsOfItsContext) {
+  REQUIRE_GPU();
+  const Model m = *zoo_model("lstm_s");
+  MAKE_OR_SKIP(b, m, opts(Mode::window, 50), GetParam());
+  const auto f = b->facts();
+  const int context_sms = std::stoi(f.at("context_sm_count")), device_sms = std::stoi(f.at("sm_count"));
+  const int grid = 1 + std::stoi(f.at("precompute_blocks"));
+  std::printf("[grid] %s: %d blocks, %d SMs in the context, %d on the device\n", GetParam().c_str(), grid,
+              context_sms, device_sms);
+  EXPECT_LE(context_sms, device_sms);
+  EXPECT_LE(grid, context_sms);  // one block per SM (the kernels' occupancy is 1)
 }
 
 TEST(CudaBackend, FactsNameTheDevice) {

@@ -8,10 +8,12 @@
 
 namespace hotpath::cuda {
 
-// Cooperative launch of the persistent LSTM kernel (block 0 critical, 1..np precompute). Fails with
-// cudaErrorCooperativeLaunchTooLarge when the grid cannot be co-resident; *max_coresident (if given)
-// receives the number of blocks that could be.
-cudaError_t launch_lstm(const LstmParams& params, cudaStream_t stream, int* max_coresident = nullptr);
+// Cooperative launch of the persistent LSTM kernel (block 0 critical, 1..np precompute) into `stream`.
+// Fails with cudaErrorCooperativeLaunchTooLarge when the grid cannot be co-resident in the stream's
+// context (the kernel's occupancy per SM x that context's SMs); *max_coresident (if given) receives the
+// number of blocks that could be. params.stall_tick >= 0 selects the test-only kernels with the stall
+// hook (fp16 only; cudaErrorInvalidValue otherwise).
+cudaError_t launch_lstm(const LstmParams& params, cudaStream_t stream, long long* max_coresident = nullptr);
 
 // The ping-pong kernel: the LSTM kernel's input and output path with no model; it answers each tick
 // with {seq, x[0], x[n-1]} and {seq, xor of all input bits} in two output chunks.

@@ -63,7 +63,7 @@ struct SharedWords {
 
 struct LstmParams {
   MailboxView mb;
-  long long stall_tick = -1;  // test hook: the critical block stalls stall_ns before answering this tick
+  long long stall_tick = -1;  // test hook (>= 0 selects the test-only kernels): stall stall_ns before answering this tick
   long long stall_ns = 0;
   int forward_after_output = 0;  // tuning: pass the input to the precompute only once the answer is out
   int gate_sleep_ns = 0;         // tuning: pollers nap this long while waiting for the consumer

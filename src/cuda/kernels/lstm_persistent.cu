@@ -13,6 +13,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <exception>
+
+#include "cuda/device.hpp"
 #include "cuda/kernels/lstm_launch.hpp"
 #include "cuda/kernels/mailbox.cuh"
 
@@ -61,6 +64,15 @@ __device__ __forceinline__ void record_tick_timing(SharedWords* w, const long lo
   }
 }
 
+// Test hook of the STALL instantiations only: the critical block stalls stall_ns before answering tick
+// stall_tick (tests of the host's deadline and fallback).
+__device__ __forceinline__ void stall_if(const LstmParams& p, unsigned long long s) {
+  if ((long long)s != p.stall_tick) return;
+  const unsigned long long until = dev::globaltimer_ns() + p.stall_ns;
+  while (dev::globaltimer_ns() < until) {
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // critical block
 
@@ -105,7 +117,9 @@ __device__ __forceinline__ void group_gates(const uint4* frag, int kt, const uin
   y[3] = (acc[1][0][2] + acc[1][0][3]) + (acc[1][1][2] + acc[1][1][3]);
 }
 
-template <bool BF16, int KREG>
+// STALL: the test-only instantiation (CudaOptions::stall_tick); production kernels are STALL = false and
+// carry no trace of the hook.
+template <bool BF16, int KREG, bool STALL>
 __device__ void critical_compute(const LstmParams& p, char* smem, volatile CtaFlags* f) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int nct = p.compute_warps * 32;
@@ -187,11 +201,7 @@ __device__ void critical_compute(const LstmParams& p, char* smem, volatile CtaFl
     const long long t_in = clock64();
     const unsigned long long ns_in = tid == 0 ? dev::globaltimer_ns() : 0ull;
     long long t_l0 = t_in;
-    if ((long long)s == p.stall_tick) {  // test hook only
-      const unsigned long long until = dev::globaltimer_ns() + p.stall_ns;
-      while (dev::globaltimer_ns() < until) {
-      }
-    }
+    if constexpr (STALL) stall_if(p, s);
     // (4) layers
     for (int l = 0; l < L; ++l) {
       const int kt = p.kt[l] - (l == 0 ? KREG : 0);
@@ -290,7 +300,7 @@ __device__ void critical_service(const LstmParams& p, char* smem, volatile CtaFl
   }
 }
 
-template <bool BF16, int KREG>
+template <bool BF16, int KREG, bool STALL>
 __device__ void critical_block(const LstmParams& p, char* smem) {
   const int tid = threadIdx.x, warp = tid >> 5;
   volatile CtaFlags* f = smem_at<volatile CtaFlags>(smem, p.s_flags);
@@ -314,7 +324,7 @@ __device__ void critical_block(const LstmParams& p, char* smem) {
   }
   __syncthreads();
   if (warp < p.compute_warps) {
-    critical_compute<BF16, KREG>(p, smem, f);
+    critical_compute<BF16, KREG, STALL>(p, smem, f);
   } else if (warp < p.compute_warps + p.poll_warps) {
     const int pw = warp - p.compute_warps;
     const int per_set = (p.mb.n_in + 31) / 32;
@@ -535,11 +545,11 @@ __device__ void precompute_block(const LstmParams& p, char* smem, int b) {
   }
 }
 
-template <bool BF16, int KREG>
+template <bool BF16, int KREG, bool STALL>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1) lstm_persistent(const __grid_constant__ LstmParams p) {
   extern __shared__ __align__(16) char smem[];
   if (blockIdx.x == 0) {
-    critical_block<BF16, KREG>(p, smem);
+    critical_block<BF16, KREG, STALL>(p, smem);
   } else {
     precompute_block(p, smem, int(blockIdx.x) - 1);
   }
@@ -613,7 +623,7 @@ __device__ __forceinline__ void gates_regs(const uint4 (&w)[2][KT], const uint16
 //   warp 0 also polls the input chunks itself (lane c <-> chunk c, the same 16-byte ld.volatile as the
 //          poller warps of the smem variant) and, in its waits, watches the lease / stop request;
 //   warp 1 (warp 0 when there is one warp) forwards x_t to the precompute once the last layer is done.
-template <bool BF16, int KT0, int KTH, int L>
+template <bool BF16, int KT0, int KTH, int L, bool STALL>
 __device__ void critical_block_regs(const LstmParams& p, char* smem) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   volatile CtaFlags* f = smem_at<volatile CtaFlags>(smem, p.s_flags);
@@ -772,11 +782,7 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
     if (f->decision) break;
     const long long t_in = clock64();
     const unsigned long long ns_in = tid == 0 ? dev::globaltimer_ns() : 0ull;
-    if ((long long)s == p.stall_tick) {  // test hook only
-      const unsigned long long until = dev::globaltimer_ns() + p.stall_ns;
-      while (dev::globaltimer_ns() < until) {
-      }
-    }
+    if constexpr (STALL) stall_if(p, s);
     // (4) layers; the last one leaves the head's partial sums
     {
       float y[4];
@@ -831,48 +837,67 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
   }
 }
 
-template <bool BF16, int KT0, int KTH, int L>
+template <bool BF16, int KT0, int KTH, int L, bool STALL>
 __global__ void __launch_bounds__(kRegsMaxThreads, 1) lstm_persistent_regs(const __grid_constant__ LstmParams p) {
   extern __shared__ __align__(16) char smem[];
   if (blockIdx.x == 0) {
-    critical_block_regs<BF16, KT0, KTH, L>(p, smem);
+    critical_block_regs<BF16, KT0, KTH, L, STALL>(p, smem);
   } else {
     precompute_block(p, smem, int(blockIdx.x) - 1);
   }
 }
 
-template <bool BF16>
+template <bool BF16, bool STALL>
 const void* regs_kernel(int kt0, int kth, int L) {
-  if (kt0 == 2 && kth == 8 && L == 2) return (const void*)&lstm_persistent_regs<BF16, 2, 8, 2>;
-  if (kt0 == 2 && kth == 4 && L == 3) return (const void*)&lstm_persistent_regs<BF16, 2, 4, 3>;
-  if (kt0 == 2 && L == 1) return (const void*)&lstm_persistent_regs<BF16, 2, 2, 1>;
+  if (kt0 == 2 && kth == 8 && L == 2) return (const void*)&lstm_persistent_regs<BF16, 2, 8, 2, STALL>;
+  if (kt0 == 2 && kth == 4 && L == 3) return (const void*)&lstm_persistent_regs<BF16, 2, 4, 3, STALL>;
+  if (kt0 == 2 && L == 1) return (const void*)&lstm_persistent_regs<BF16, 2, 2, 1, STALL>;
   return nullptr;
+}
+
+// The kernel for p: the production instantiation, or (p.stall_tick >= 0) the test-only one with the
+// stall hook, compiled for fp16 only. Null when none is compiled for p.
+const void* lstm_kernel(const LstmParams& p) {
+  const bool stall = p.stall_tick >= 0;
+  if (stall && p.bf16) return nullptr;
+  if (p.variant == kVariantRegs) {
+    if (p.kreg != 0 || p.threads() > kRegsMaxThreads || p.O > kRegsMaxOutputs) return nullptr;
+    const int kth = p.L > 1 ? p.kt[1] : 0;
+    if (stall) return regs_kernel<false, true>(p.kt[0], kth, p.L);
+    return p.bf16 ? regs_kernel<true, false>(p.kt[0], kth, p.L) : regs_kernel<false, false>(p.kt[0], kth, p.L);
+  }
+  switch (p.kreg) {
+    case 0:
+      if (stall) return (const void*)&lstm_persistent<false, 0, true>;
+      return p.bf16 ? (const void*)&lstm_persistent<true, 0, false> : (const void*)&lstm_persistent<false, 0, false>;
+    case 4:
+      if (stall) return (const void*)&lstm_persistent<false, 4, true>;
+      return p.bf16 ? (const void*)&lstm_persistent<true, 4, false> : (const void*)&lstm_persistent<false, 4, false>;
+    default: return nullptr;
+  }
 }
 
 }  // namespace
 
-cudaError_t launch_lstm(const LstmParams& p, cudaStream_t stream, int* max_coresident) {
-  const void* fn = nullptr;
-  if (p.variant == kVariantRegs) {
-    if (p.kreg != 0 || p.threads() > kRegsMaxThreads || p.O > kRegsMaxOutputs) return cudaErrorInvalidValue;
-    fn = p.bf16 ? regs_kernel<true>(p.kt[0], p.L > 1 ? p.kt[1] : 0, p.L) : regs_kernel<false>(p.kt[0], p.L > 1 ? p.kt[1] : 0, p.L);
-    if (!fn) return cudaErrorInvalidValue;
-  } else {
-    switch (p.kreg) {
-      case 0: fn = p.bf16 ? (const void*)&lstm_persistent<true, 0> : (const void*)&lstm_persistent<false, 0>; break;
-      case 4: fn = p.bf16 ? (const void*)&lstm_persistent<true, 4> : (const void*)&lstm_persistent<false, 4>; break;
-      default: return cudaErrorInvalidValue;
-    }
-  }
+cudaError_t launch_lstm(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
+  const void* fn = lstm_kernel(p);
+  if (!fn) return cudaErrorInvalidValue;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);
   if (e != cudaSuccess) return e;
-  int device = 0, sms = 0, per_sm = 0;
-  if ((e = cudaGetDevice(&device)) != cudaSuccess) return e;
-  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return e;
+  // Co-resident blocks where this stream's work runs: this kernel's occupancy x the SMs of the stream's
+  // context (a green context or MPS may hold fewer than the device).
+  int per_sm = 0;
   if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, p.threads(), p.smem_bytes)) != cudaSuccess)
     return e;
-  if (max_coresident) *max_coresident = per_sm * sms;
-  if (per_sm * sms < p.grid()) return cudaErrorCooperativeLaunchTooLarge;
+  int sms = 0;
+  try {
+    sms = launch_sm_count(query_stream_sms(stream));
+  } catch (const std::exception&) {
+    return cudaErrorInvalidResourceHandle;
+  }
+  const long long fits = coresident_blocks(per_sm, sms);
+  if (max_coresident) *max_coresident = fits;
+  if (fits < p.grid()) return cudaErrorCooperativeLaunchTooLarge;
   LstmParams copy = p;
   void* args[] = {&copy};
   return cudaLaunchCooperativeKernel(fn, dim3(p.grid()), dim3(p.threads()), args, p.smem_bytes, stream);

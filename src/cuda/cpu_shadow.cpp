@@ -1,0 +1,88 @@
+#include "cuda/cpu_shadow.hpp"
+
+#include <emmintrin.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstring>
+
+#include "cpu/cpu_backend.hpp"
+#include "util/error.hpp"
+
+namespace hotpath::cuda {
+namespace {
+
+void pin_this_thread(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+}  // namespace
+
+CpuShadow::CpuShadow(const Model& model, const BackendOptions& options, int cpu)
+    : backend_(make_cpu_backend(model, options)),
+      I_(model.config.input_size),
+      O_(model.config.output_size),
+      x_(size_t(kRing) * I_),
+      z_(size_t(kRing) * O_),
+      worker_([this, cpu](std::stop_token stop) { run(stop, cpu); }) {}
+
+CpuShadow::~CpuShadow() = default;  // worker_ (the last member) requests stop and joins first
+
+long long CpuShadow::submit(std::span<const float> x) {
+  const long long t = submitted_.load(std::memory_order_relaxed);
+  while (t - done_.load(std::memory_order_acquire) >= kRing) {
+    check_failure();  // a failed worker answers nothing more: never wait for it
+    _mm_pause();
+  }
+  std::memcpy(&x_[size_t(t % kRing) * I_], x.data(), sizeof(float) * size_t(I_));
+  submitted_.store(t + 1, std::memory_order_release);
+  return t;
+}
+
+void CpuShadow::result(long long n, std::span<float> out) {
+  while (done_.load(std::memory_order_acquire) <= n) {
+    check_failure();
+    _mm_pause();
+  }
+  std::memcpy(out.data(), &z_[size_t(n % kRing) * O_], sizeof(float) * size_t(O_));
+}
+
+void CpuShadow::reset() {
+  // Once done_ == submitted_ (acquire) the worker has finished every tick and waits for submitted_ to
+  // grow, which only this thread does: it does not touch the backend while it is reset here.
+  while (done_.load(std::memory_order_acquire) < submitted_.load(std::memory_order_relaxed)) {
+    check_failure();
+    _mm_pause();
+  }
+  backend_->reset();  // published to the worker by the next submit's release store
+}
+
+void CpuShadow::check_failure() const {
+  if (failed_.load(std::memory_order_acquire)) throw Error("cuda fallback: the cpu backend failed: " + failure_);
+}
+
+void CpuShadow::run(std::stop_token stop, int cpu) {
+  pin_this_thread(cpu);
+  while (!stop.stop_requested()) {
+    const long long t = done_.load(std::memory_order_relaxed);  // this thread is its only writer
+    if (t >= submitted_.load(std::memory_order_acquire)) {
+      _mm_pause();
+      continue;
+    }
+    try {
+      backend_->process(std::span<const float>(&x_[size_t(t % kRing) * I_], I_),
+                        std::span<float>(&z_[size_t(t % kRing) * O_], O_));
+    } catch (const std::exception& e) {
+      failure_ = e.what();
+      failed_.store(true, std::memory_order_release);
+      return;  // answers nothing more; every wait on it sees failed_
+    }
+    done_.store(t + 1, std::memory_order_release);
+  }
+}
+
+}  // namespace hotpath::cuda

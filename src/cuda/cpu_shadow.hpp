@@ -1,0 +1,52 @@
+// The cuda backend's CPU fallback: a CPU backend running alongside on its own core with its own state.
+// Every tick is handed to it; its answer is there when the GPU misses a deadline. Plain C++ (no CUDA):
+// built and tested without a GPU.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "model/model.hpp"
+
+namespace hotpath::cuda {
+
+class CpuShadow {
+ public:
+  // cpu >= 0: the worker thread runs on that core.
+  CpuShadow(const Model& model, const BackendOptions& options, int cpu);
+  ~CpuShadow();
+  CpuShadow(const CpuShadow&) = delete;
+  CpuShadow& operator=(const CpuShadow&) = delete;
+
+  // Queues the next tick (waits while kRing ticks are unanswered); returns its number for result().
+  long long submit(std::span<const float> x);
+  // The CPU's answer to tick number n (waits for it).
+  void result(long long n, std::span<float> out);
+  // Drains the queue and resets the CPU backend's state: the next tick starts a fresh stream.
+  void reset();
+  // Ticks the worker has answered since construction (never rewound).
+  long long answered() const { return done_.load(std::memory_order_acquire); }
+
+  static constexpr int kRing = 64;
+
+ private:
+  void check_failure() const;
+  void run(std::stop_token stop, int cpu);
+
+  std::unique_ptr<Backend> backend_;
+  int I_, O_;
+  std::vector<float> x_, z_;
+  // Each counter has one writer (submitted_: the caller's thread, done_: the worker) and only grows, so
+  // neither side can see the other's counter rewound under it; reset() changes no counter.
+  alignas(64) std::atomic<long long> submitted_{0};
+  alignas(64) std::atomic<long long> done_{0};
+  alignas(64) std::atomic<bool> failed_{false};
+  std::string failure_;  // written by the worker before failed_ is released
+  std::jthread worker_;  // last member: stopped and joined before the rest is destroyed
+};
+
+}  // namespace hotpath::cuda
