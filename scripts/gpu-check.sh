@@ -5,6 +5,8 @@
 #   scripts/gpu-check.sh [--quick]      (run from the repository root; OUT defaults to ./gpu-out)
 #   BENCH_TICKS=N   ticks of the `hotpath bench` runs (default 1000000; 0 skips them)
 #   GPU_TESTS=0 / CPU_TESTS=0 / SWEEP=0   skip the GPU tests / the CPU backend's tests / cuda_sweep
+#   PARALLEL_TESTS=0 / SANITIZER=0 / KILL_TEST=0   skip the GPU tests under ctest -j8 / under
+#   compute-sanitizer / the kill test (scripts/gpu-soak.sh)
 #   BENCH_CPU=0 / TORCH_CASE=0   skip gpu-bench.sh's cpu runs / its fresh PyTorch golden case
 #
 # The golden cases are the repository's own (tests/data/golden), so nothing needs carrying.
@@ -50,6 +52,27 @@ if [ "${GPU_TESTS:-1}" = 1 ]; then
   grep -E '^\[(golden|long|facts|pingpong|vollo|variant)|FAILED|PASSED|Failure' "$OUT/tests.log" | head -90 | tee -a "$LOG"
 fi
 
+# The same GPU tests through ctest -j8: the `gpu` resource lock must give the verdict of the run alone.
+if [ "${PARALLEL_TESTS:-1}" = 1 ]; then
+  say "GPU tests under ctest -j8"
+  timeout 400 ctest --test-dir "$BUILD" -j8 -L test_cuda_backend --output-on-failure >"$OUT/ctest-j8.log" 2>&1
+  say "ctest -j8 rc=$?"
+  grep -E 'tests passed|tests failed|\(Failed\)|Timeout' "$OUT/ctest-j8.log" | head -20 | tee -a "$LOG"
+fi
+
+# New or changed kernels run once under compute-sanitizer (memcheck, racecheck, synccheck).
+if [ "${SANITIZER:-1}" = 1 ]; then
+  say "compute-sanitizer"
+  for tool in memcheck racecheck synccheck; do
+    echo "== $tool" >>"$OUT/sanitizer.log"
+    timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/tests/cuda/test_cuda_backend" \
+      --gtest_filter="${SANITIZER_FILTER:-CudaGolden.*:CudaPingPong.*:*TimeoutThrows*fp16*:*TimeoutThrows*smem*:*TimeoutThrows*regs*}" \
+      >>"$OUT/sanitizer.log" 2>&1
+    say "compute-sanitizer $tool rc=$?"
+    grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/sanitizer.log" | tail -3 | tee -a "$LOG"
+  done
+fi
+
 if [ "${CPU_TESTS:-1}" = 1 ]; then
   say "CPU backend tests (the AVX-512 path runs here)"
   timeout 200 "$BUILD/tests/cpu/test_cpu_backend" >"$OUT/cpu-tests.log" 2>&1
@@ -70,6 +93,11 @@ fi
 # BENCH_TICKS=0 skips them (e.g. to run them in a second call on the still-warm machine).
 if [ "$HAVE_CLI" = 1 ] && [ "${BENCH_TICKS:-1000000}" != 0 ]; then
   scripts/gpu-bench.sh "$BUILD" "$OUT" "${BENCH_TICKS:-1000000}" 2>&1 | tee -a "$LOG"
+fi
+# The kill test (issue 13): a SIGKILLed host leaves no kernel behind; the next process starts normally.
+if [ "$HAVE_CLI" = 1 ] && [ "${KILL_TEST:-1}" = 1 ]; then
+  say "kill test"
+  scripts/gpu-soak.sh "$BUILD" "$OUT" kill 2>&1 | tee -a "$LOG"
 fi
 # ---- end of hotpath bench section ------------------------------------------------------------------
 say "done"
