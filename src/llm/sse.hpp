@@ -30,6 +30,7 @@ class SseParser {
     if (overflow_) return false;
     if (!line_.empty()) take_line(line_);
     line_.clear();
+    if (overflow_) return false;
     if (has_data_ && data_ == "[DONE]") {
       has_data_ = false;
       return on_event(std::string_view(data_));
