@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "llm/client.hpp"
+#include "llm/csv_check.hpp"
 #include "llm/limits.hpp"
 #include "llm/sim_server.hpp"
 #include "llm/thread.hpp"
@@ -157,16 +158,7 @@ TEST(LlmHostileClient, ErrorBodyWithNulAndInvalidUtf8GivesAValidCsv) {
   const auto res = run_bench(config_for(srv.url()), one_item());
   ASSERT_EQ(res.records.size(), 1u);
   EXPECT_EQ(res.records[0].reason, reason::http_error);
-  const fs::path p = fs::temp_directory_path() / ("hotpath_llm_hostile_" + std::to_string(getpid()) + ".csv");
-  write_csv(res.records, p.string());
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  fs::remove(p);
-  const std::string csv = ss.str();
-  EXPECT_EQ(csv.find('\0'), std::string::npos);
-  EXPECT_EQ(csv.find('\xff'), std::string::npos);
-  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 2) << csv;
+  const std::string csv = clean_csv_of(res.records);
   EXPECT_NE(csv.find(R"(oops\x00\xff\x0a,""x"")"), std::string::npos) << csv;
 }
 
