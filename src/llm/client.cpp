@@ -9,19 +9,25 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <arpa/inet.h>
+
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <ctime>
 #include <deque>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
+#include "llm/limits.hpp"
 #include "llm/schedule.hpp"
 #include "llm/sse.hpp"
 #include "llm/text.hpp"
+#include "llm/thread.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {
@@ -64,6 +70,7 @@ struct Plan {
   curl_slist* headers = nullptr;
   double duration_s = 0;
   long timeout_ms = 0;
+  double timeout_s = 0;
   bool insecure = false;
   bool busy_poll = false;
   Clock::time_point t0;
@@ -82,6 +89,7 @@ struct Transfer {
   std::string err_body;
   std::string fail_reason, fail_detail;
   bool keep_text = false, done_seen = false, status_checked = false, error_body = false;
+  bool active = false;  // added to the multi handle
   std::size_t bytes = 0;
 
   void reset(RequestRecord* r, const DatasetItem* it) {
@@ -138,7 +146,7 @@ class Worker {
     curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &Worker::timer_cb);
     curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
     // Keep one idle connection per possible stream so keep-alive reuse never has to reconnect.
-    const long keep = static_cast<long>(cap_ ? cap_ : std::max<std::size_t>(mine_.size(), 16));
+    const long keep = static_cast<long>(std::min(cap_ ? cap_ : kMaxConcurrency, std::max<std::size_t>(mine_.size(), 16)));
     curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, keep);
     curl_multi_setopt(multi_, CURLMOPT_PIPELINING, CURLPIPE_NOTHING);
     const std::size_t pre = std::min<std::size_t>(cap_ ? cap_ : mine_.size(), std::min<std::size_t>(mine_.size(), 1024));
@@ -166,9 +174,15 @@ class Worker {
     std::vector<epoll_event> events(512);
     for (;;) {
       start_due();
+      // A transfer can end inside curl_multi_socket_action without any socket event (a refused
+      // connect, a URL curl rejects): reap before sleeping, or nothing would wake the loop.
+      reap();
       if (next_ == mine_.size() && in_flight_ == 0) break;
+      expire_overdue();
       const std::int64_t wake = next_wake_ns();
-      int timeout = -1;
+      // The timerfd wakes the loop at the next send or curl deadline; the epoll timeout is a
+      // backstop so that no wait is unbounded whatever curl or the schedule say.
+      int timeout = kBackstopMs;
       if (plan_.busy_poll || wake <= now_ns()) {
         timeout = 0;  // busy polling never sleeps, so no wake-up latency lands in RT
       } else if (wake != kNever) {
@@ -200,6 +214,27 @@ class Worker {
 
  private:
   static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+  static constexpr int kBackstopMs = 1000;
+
+  // Seconds since t0 as an absolute steady_clock time in ns, saturating at kNever.
+  std::int64_t at_ns(double s) const {
+    const double ns = static_cast<double>(t0_ns_) + s * 1e9;
+    return ns >= 9.2e18 ? kNever : static_cast<std::int64_t>(std::llround(ns));
+  }
+
+  // The watchdog behind curl's own timeout: a transfer still running a second after its
+  // --timeout is ended here as a timeout, so a run always ends within its flags. Checked once a
+  // second, so its cost does not grow with the event rate.
+  void expire_overdue() {
+    const double now = now_s();
+    if (now < next_watchdog_s_) return;
+    next_watchdog_s_ = now + 1.0;
+    for (auto& t : pool_) {
+      if (!t->active || now < t->rec->sent_s + plan_.timeout_s + 1.0) continue;
+      curl_multi_remove_handle(multi_, t->easy);
+      end_transfer(*t, CURLE_OPERATION_TIMEDOUT);
+    }
+  }
 
   std::int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
@@ -210,7 +245,7 @@ class Worker {
     if (next_ < mine_.size() && (cap_ == 0 || in_flight_ < cap_)) {
       double s = records_[mine_[next_]].scheduled_s;
       if (plan_.duration_s > 0) s = std::min(s, plan_.duration_s);
-      w = std::min(w, t0_ns_ + static_cast<std::int64_t>(std::llround(s * 1e9)));
+      w = std::min(w, at_ns(s));
     }
     return w;
   }
@@ -303,6 +338,7 @@ class Worker {
       release_slot(rec.end_s);
       return;
     }
+    t->active = true;
     ++in_flight_;
     max_in_flight_ = std::max(max_in_flight_, in_flight_);
   }
@@ -319,10 +355,15 @@ class Worker {
       curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
       const CURLcode result = m->data.result;
       curl_multi_remove_handle(multi_, m->easy_handle);
-      finish(*t, result);
-      --in_flight_;
-      idle_.push_back(t);
+      end_transfer(*t, result);
     }
+  }
+
+  void end_transfer(Transfer& t, CURLcode result) {
+    t.active = false;
+    finish(t, result);
+    --in_flight_;
+    idle_.push_back(&t);
   }
 
   void finish(Transfer& t, CURLcode result) {
@@ -347,6 +388,13 @@ class Worker {
     } else if (code >= 400) {
       r.reason = reason::http_error;
       r.detail = "HTTP " + std::to_string(code) + ": " + t.err_body.substr(0, 300);
+    } else if (code >= 300) {
+      // Redirects are not followed (a benchmark must not silently measure another server).
+      char* location = nullptr;
+      curl_easy_getinfo(t.easy, CURLINFO_REDIRECT_URL, &location);
+      r.reason = reason::http_redirect;
+      r.detail = "HTTP " + std::to_string(code) + " (redirects are not followed)" +
+                 (location ? std::string(" to ") + location : std::string());
     } else if (t.done_seen) {
       r.outcome = Outcome::completed;  // everything arrived, whatever happened to the socket after
     } else if (result == CURLE_OPERATION_TIMEDOUT) {
@@ -404,7 +452,8 @@ class Worker {
       r.last_content_s = now;
       ++r.content_events;
       t.words.feed(ev.text, now);
-      if (t.keep_text) t.text += ev.text;
+      if (t.keep_text && t.text.size() < kMaxKeptTextBytes)
+        t.text.append(ev.text, 0, kMaxKeptTextBytes - t.text.size());
     }
     if (!ev.finish_reason.empty()) r.finish_reason = ev.finish_reason;
     if (ev.completion_tokens) r.completion_tokens = ev.completion_tokens;
@@ -425,7 +474,7 @@ class Worker {
       long code = 0;
       curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &code);
       t->status_checked = true;
-      t->error_body = code >= 400;
+      t->error_body = code >= 300;  // an error or a redirect: keep the start of the body, parse none
     }
     if (t->error_body) {
       if (t->err_body.size() < 4096) t->err_body.append(ptr, std::min<std::size_t>(len, 4096 - t->err_body.size()));
@@ -434,7 +483,12 @@ class Worker {
     if (t->done_seen || !t->fail_reason.empty()) return len;
     const bool go = t->sse.feed(std::string_view(ptr, len),
                                 [&](std::string_view d) { return t->worker->on_event(*t, d, now); });
-    return go ? len : 0;  // 0 aborts the transfer: a malformed or error event ends it
+    if (t->sse.overflowed()) {
+      t->fail_reason = reason::oversized_event;
+      t->fail_detail = "an event or line exceeded " + std::to_string(t->sse.max_event_bytes()) + " bytes";
+      t->rec->end_s = now;
+    }
+    return go ? len : 0;  // 0 aborts the transfer: a malformed, error or oversized event ends it
   }
 
   static int socket_cb(CURL*, curl_socket_t s, int what, void* userp, void*) {
@@ -471,7 +525,33 @@ class Worker {
   std::int64_t t0_ns_ = 0;
   std::int64_t curl_deadline_ns_ = kNever;
   std::int64_t armed_ = -1;
+  double next_watchdog_s_ = 0;
   double cpu_s_ = 0;
+};
+
+// Holds worker threads until every one has started, so that a start that fails (ulimit -u) can
+// release the others to return at once instead of running the schedule.
+class StartGate {
+ public:
+  enum State { waiting, go, abort };
+  void open(State s) {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      if (state_ != waiting) return;
+      state_ = s;
+    }
+    cv_.notify_all();
+  }
+  bool wait() {
+    std::unique_lock<std::mutex> l(m_);
+    cv_.wait(l, [&] { return state_ != waiting; });  // open() is called on every path of execute()
+    return state_ == go;
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  State state_ = waiting;
 };
 
 // Runs `records` (scheduled_s and dataset_index filled) on `threads` workers; request i goes to
@@ -488,23 +568,43 @@ double execute(Plan& plan, std::vector<RequestRecord>& records, std::size_t thre
     workers.push_back(std::make_unique<Worker>(plan, records, std::move(parts[k]), share));
     workers.back()->prepare();
   }
-  // t0 is set after the set-up; the margin lets worker threads start before the first send.
-  plan.t0 = Clock::now() + std::chrono::microseconds(threads > 1 ? 5000 : 200);
   if (threads == 1) {
+    plan.t0 = Clock::now() + std::chrono::microseconds(200);  // t0 is set after the set-up
     workers[0]->run();
     return workers[0]->cpu_s();
   }
   std::vector<std::thread> ts;
   std::vector<std::exception_ptr> errs(threads);
+  StartGate gate;
+  // Whatever throws below, no std::thread is destroyed joinable (that would std::terminate).
+  struct Joiner {
+    StartGate& gate;
+    std::vector<std::thread>& ts;
+    ~Joiner() {
+      gate.open(StartGate::abort);  // a no-op once the gate is open
+      for (auto& t : ts)
+        if (t.joinable()) t.join();
+    }
+  } joiner{gate, ts};
+  ts.reserve(threads);
   for (std::size_t k = 0; k < threads; ++k) {
-    ts.emplace_back([&, k] {
-      try {
-        workers[k]->run();
-      } catch (...) {
-        errs[k] = std::current_exception();
-      }
-    });
+    try {
+      ts.push_back(start_thread([&, k] {
+        if (!gate.wait()) return;
+        try {
+          workers[k]->run();
+        } catch (...) {
+          errs[k] = std::current_exception();
+        }
+      }));
+    } catch (const std::system_error& e) {
+      throw Error("client: cannot start thread " + std::to_string(k + 1) + " of " + std::to_string(threads) + " (" +
+                  e.what() + "); lower --threads or raise the process limit (ulimit -u)");
+    }
   }
+  // t0 is set once every thread exists; the margin lets them wake before the first send.
+  plan.t0 = Clock::now() + std::chrono::microseconds(5000);
+  gate.open(StartGate::go);
   for (auto& t : ts) t.join();
   for (auto& e : errs)
     if (e) std::rethrow_exception(e);
@@ -513,11 +613,56 @@ double execute(Plan& plan, std::vector<RequestRecord>& records, std::size_t thre
   return cpu;
 }
 
+// Why `url` is not an http(s) URL this client can send to, or "" when it is. Stricter than curl
+// (which would take some of these and fail only once the run has started): scheme, host (a name,
+// an IPv4 address or a bracketed IPv6 one), an optional port in 1-65535, then printable ASCII.
+std::string url_problem(const std::string& url) {
+  std::string_view u = url;
+  if (u.rfind("http://", 0) == 0) u.remove_prefix(7);
+  else if (u.rfind("https://", 0) == 0) u.remove_prefix(8);
+  else return "must start with http:// or https://";
+  for (char ch : u)
+    if (ch <= ' ' || ch >= 0x7f) return "must be printable ASCII without spaces (percent-encode the rest)";
+  std::string_view auth = u.substr(0, u.find_first_of("/?#"));
+  if (const std::size_t at = auth.rfind('@'); at != std::string_view::npos) auth.remove_prefix(at + 1);
+  std::string_view host = auth, port;
+  if (!auth.empty() && auth.front() == '[') {
+    const std::size_t close = auth.find(']');
+    if (close == std::string_view::npos) return "an IPv6 host needs its closing ']'";
+    host = auth.substr(1, close - 1);
+    in6_addr a6{};
+    if (inet_pton(AF_INET6, std::string(host).c_str(), &a6) != 1) return "'[" + std::string(host) + "]' is not an IPv6 address";
+    const std::string_view rest = auth.substr(close + 1);
+    if (!rest.empty() && rest.front() != ':') return "only ':PORT' may follow ']'";
+    if (!rest.empty()) port = rest.substr(1);
+    if (rest.size() == 1) return "the port after ':' is empty";
+  } else {
+    if (const std::size_t colon = auth.find(':'); colon != std::string_view::npos) {
+      host = auth.substr(0, colon);
+      port = auth.substr(colon + 1);
+      if (port.empty()) return "the port after ':' is empty";
+    }
+    if (host.empty()) return "the host is empty";
+    for (char ch : host)
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.' || ch == '_'))
+        return "the host '" + std::string(host) + "' may hold only letters, digits, '-', '.' and '_'";
+  }
+  if (!port.empty()) {
+    unsigned long v = 0;
+    for (char ch : port) {
+      if (ch < '0' || ch > '9') return "the port '" + std::string(port) + "' is not a number in 1-65535";
+      v = std::min(v * 10 + static_cast<unsigned long>(ch - '0'), 100000UL);
+    }
+    if (v < 1 || v > 65535) return "the port " + std::string(port) + " is outside 1-65535";
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string endpoint_url(const std::string& base, Api api) {
-  if (base.rfind("http://", 0) != 0 && base.rfind("https://", 0) != 0)
-    throw Error("--endpoint must start with http:// or https:// (got '" + base + "')");
+  if (const std::string why = url_problem(base); !why.empty())
+    throw Error("--endpoint: " + why + " (got '" + escape_bytes(base) + "')");
   std::string b = base;
   while (!b.empty() && b.back() == '/') b.pop_back();
   return b + (api == Api::chat ? "/chat/completions" : "/completions");
@@ -549,8 +694,12 @@ nlohmann::json config_json(const BenchConfig& c) {
 BenchResult run_bench(const BenchConfig& c, const std::vector<DatasetItem>& dataset) {
   if (dataset.empty()) throw Error("the dataset is empty");
   if (c.model.empty()) throw Error("--model is required");
-  if (!(c.timeout_s > 0)) throw Error("--timeout must be > 0 seconds");
-  if (c.threads < 1) throw Error("--threads must be >= 1");
+  // The CLI refuses these first; written so that NaN fails every check.
+  if (!(c.timeout_s >= kMinTimeoutS && c.timeout_s <= kMaxTimeoutS)) throw Error("--timeout must be in [0.001, 1000000] seconds");
+  if (c.threads < 1 || c.threads > kMaxThreads) throw Error("--threads must be in [1, 256]");
+  if (c.max_concurrency > kMaxConcurrency) throw Error("--max-concurrency must be at most 100000");
+  if (c.requests > kMaxRequests || c.warmup > kMaxRequests) throw Error("--requests and --warmup must be at most 10000000");
+  if (!(c.duration_s >= 0 && c.duration_s <= kMaxDurationS)) throw Error("--duration must be in (0, 10000000] seconds");
   global_init();
   raise_fd_limit();
 
@@ -558,7 +707,8 @@ BenchResult run_bench(const BenchConfig& c, const std::vector<DatasetItem>& data
   plan.items = &dataset;
   plan.url = endpoint_url(c.endpoint, c.api);
   plan.duration_s = c.duration_s;
-  plan.timeout_ms = static_cast<long>(std::llround(c.timeout_s * 1000));
+  plan.timeout_ms = static_cast<long>(std::ceil(c.timeout_s * 1000));  // 0.0004 s is 1 ms, never 0 (= none)
+  plan.timeout_s = c.timeout_s;
   plan.insecure = c.insecure;
   plan.busy_poll = c.busy_poll;
   plan.bodies.reserve(dataset.size());
@@ -573,6 +723,8 @@ BenchResult run_bench(const BenchConfig& c, const std::vector<DatasetItem>& data
   if (!c.api_key.empty()) headers.h = curl_slist_append(headers.h, ("Authorization: Bearer " + c.api_key).c_str());
   plan.headers = headers.h;
 
+  // Without --max-concurrency the limit still holds: each stream in flight is a socket and a handle.
+  const std::size_t cap = c.max_concurrency ? c.max_concurrency : kMaxConcurrency;
   BenchResult res;
   res.info.ignore_eos = c.ignore_eos;
   res.info.config = config_json(c);
@@ -588,7 +740,7 @@ BenchResult run_bench(const BenchConfig& c, const std::vector<DatasetItem>& data
     }
     Plan wp = plan;
     wp.duration_s = 0;
-    execute(wp, warm, c.threads, c.max_concurrency);
+    execute(wp, warm, c.threads, cap);
     res.info.warmup_sent = warm.size();
     for (const auto& r : warm)
       if (r.outcome != Outcome::completed) ++res.info.warmup_failed;
@@ -612,7 +764,7 @@ BenchResult run_bench(const BenchConfig& c, const std::vector<DatasetItem>& data
   }
   res.info.started_at = utc_now_iso();
   const auto wall0 = Clock::now();
-  res.info.client_cpu_s = execute(plan, res.records, c.threads, c.max_concurrency);
+  res.info.client_cpu_s = execute(plan, res.records, c.threads, cap);
   res.info.client_threads = std::max<std::size_t>(1, c.threads);
   res.info.wall_s = std::chrono::duration<double>(Clock::now() - wall0).count();
   res.report = make_report(res.info, res.records);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <fstream>
 
+#include "llm/json_int.hpp"
+#include "llm/limits.hpp"
 #include "llm/rng.hpp"
 #include "llm/text.hpp"
 #include "util/error.hpp"
@@ -25,7 +27,7 @@ DatasetItem parse_dataset_line(const std::string& line) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
     throw Error(std::string("not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw Error("a record must be a JSON object");
@@ -45,10 +47,8 @@ DatasetItem parse_dataset_line(const std::string& line) {
   } else {
     throw Error("a record needs `prompt` (string) or `messages` (chat list)");
   }
-  const auto o = j.find("output_tokens");
-  if (o == j.end() || !o->is_number_integer() || o->get<long long>() < 1)
-    throw Error("`output_tokens` must be an integer >= 1");
-  it.output_tokens = static_cast<int>(o->get<long long>());
+  it.output_tokens = static_cast<int>(json_int_in(j, "output_tokens", 1, kMaxOutputTokens).value_or(0));
+  if (it.output_tokens < 1) throw Error("`output_tokens` must be an integer in [1, 2147483647]");
   if (auto r = j.find("reference"); r != j.end() && !r->is_null()) {
     if (!r->is_string()) throw Error("`reference` must be a string");
     it.reference = r->get<std::string>();
@@ -86,22 +86,30 @@ constexpr std::array<const char*, 48> kVocab = {
     "increase",  "decrease",  "guidance",   "market",    "customers", "products",  "services",
     "acquisition", "goodwill", "impairment", "tax",      "expense",   "billion"};
 
-long long draw_clamped(Rng& rng, double mean, double stdev) {
+long long draw_clamped(Rng& rng, double mean, double stdev, double max) {
   const double v = std::round(mean + stdev * rng.normal());
-  return v < 1.0 ? 1 : static_cast<long long>(v);
+  return v < 1.0 ? 1 : static_cast<long long>(std::min(v, max));
 }
 }  // namespace
 
 std::vector<DatasetItem> synth_dataset(const SynthParams& p) {
-  if (p.input_mean <= 0 || p.output_mean <= 0) throw Error("means must be > 0");
-  if (p.input_stdev < 0 || p.output_stdev < 0) throw Error("standard deviations must be >= 0");
+  // Written so that NaN fails every check.
+  if (!(p.input_mean > 0 && p.input_mean <= kMaxInputWords)) throw Error("--input-mean must be in (0, 1000000] words");
+  if (!(p.input_stdev >= 0 && p.input_stdev <= kMaxInputWords)) throw Error("--input-stdev must be in [0, 1000000] words");
+  if (!(p.output_mean > 0 && p.output_mean <= kMaxOutputTokens))
+    throw Error("--output-mean must be in (0, 2147483647] tokens");
+  if (!(p.output_stdev >= 0 && p.output_stdev <= kMaxOutputTokens))
+    throw Error("--output-stdev must be in [0, 2147483647] tokens");
+  if (p.requests < 1 || p.requests > kMaxRequests) throw Error("--requests must be in [1, 10000000]");
+  if (static_cast<double>(p.requests) * p.input_mean > kMaxSynthWords)
+    throw Error("--requests x --input-mean must be at most 100000000 words (about 1 GB of prompts)");
   Rng lengths(p.seed);
   Rng words(splitmix64(p.seed ^ 0x5eed5eedULL));
   std::vector<DatasetItem> out;
   out.reserve(p.requests);
   for (std::size_t i = 0; i < p.requests; ++i) {
-    const long long in_words = draw_clamped(lengths, p.input_mean, p.input_stdev);
-    const long long out_tokens = draw_clamped(lengths, p.output_mean, p.output_stdev);
+    const long long in_words = draw_clamped(lengths, p.input_mean, p.input_stdev, kMaxInputWords);
+    const long long out_tokens = draw_clamped(lengths, p.output_mean, p.output_stdev, kMaxOutputTokens);
     std::string prompt;
     prompt.reserve(static_cast<std::size_t>(in_words) * 9);
     for (long long w = 0; w < in_words; ++w) {
@@ -111,7 +119,7 @@ std::vector<DatasetItem> synth_dataset(const SynthParams& p) {
     DatasetItem it;
     it.prompt = std::move(prompt);
     it.input_words = static_cast<std::size_t>(in_words);
-    it.output_tokens = static_cast<int>(std::min<long long>(out_tokens, 1 << 30));
+    it.output_tokens = static_cast<int>(out_tokens);
     out.push_back(std::move(it));
   }
   return out;

@@ -1,6 +1,9 @@
 #include "llm/llm_cli.hpp"
 
+#include <charconv>
+#include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "llm/dataset.hpp"
+#include "llm/limits.hpp"
 #include "llm/report.hpp"
 #include "llm/sim_server.hpp"
 #include "util/error.hpp"
@@ -41,6 +45,47 @@ struct SimOpts {
   std::uint64_t max_requests = 0;
 };
 
+std::string num_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", v);
+  return buf;
+}
+
+// Range checks for numeric flags. CLI::Range lets NaN through and CLI11 reads "-1" into an
+// unsigned flag as 2^64-1 (and "010" as octal), so integers must be plain decimal digits here; the
+// value is rewritten to its canonical form before CLI11 converts it.
+CLI::Validator int_in(std::uint64_t lo, std::uint64_t hi) {
+  const std::string limit = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, limit](std::string& in) -> std::string {
+        std::uint64_t v = 0;
+        const char* b = in.data();
+        const char* e = b + in.size();
+        if (b != e && *b == '+') ++b;
+        const auto [ptr, ec] = std::from_chars(b, e, v);
+        if (b == e || ptr != e || ec != std::errc() || v < lo || v > hi)
+          return "must be " + limit + " (got '" + in + "')";
+        in = std::to_string(v);
+        return {};
+      },
+      limit);
+}
+
+// A finite number in [lo, hi], or in (lo, hi] when `open_lo`.
+CLI::Validator num_in(double lo, double hi, bool open_lo = false) {
+  const std::string limit = "a number in " + std::string(open_lo ? "(" : "[") + num_text(lo) + ", " + num_text(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, open_lo, limit](std::string& in) -> std::string {
+        char* end = nullptr;
+        const double v = in.empty() ? std::nan("") : std::strtod(in.c_str(), &end);
+        const bool good = !in.empty() && end == in.c_str() + in.size() && std::isfinite(v) &&
+                          (open_lo ? v > lo : v >= lo) && v <= hi;
+        if (!good) return "must be " + limit + " (got '" + in + "')";
+        return {};
+      },
+      limit);
+}
+
 #ifdef HOTPATH_HAVE_CURL
 std::vector<double> parse_rates(const std::string& s) {
   std::vector<double> rates;
@@ -50,7 +95,8 @@ std::vector<double> parse_rates(const std::string& s) {
     if (tok.empty()) continue;
     char* end = nullptr;
     const double v = std::strtod(tok.c_str(), &end);
-    if (end == tok.c_str() || *end != '\0' || !(v > 0)) throw Error("--sweep: '" + tok + "' is not a rate > 0");
+    if (end == tok.c_str() || *end != '\0' || !(v >= kMinRate && v <= kMaxRate))
+      throw Error("--sweep: '" + tok + "' is not a rate in [" + num_text(kMinRate) + ", " + num_text(kMaxRate) + "]");
     rates.push_back(v);
   }
   if (rates.empty()) throw Error("--sweep needs at least one rate, e.g. --sweep 1,2,4,8");
@@ -121,7 +167,10 @@ void print_summary(const nlohmann::json& r, std::ostream& os) {
        << fmt(r["harness_overhead_us"]["p99"], 1) << '\n';
 }
 
-void write_json(const nlohmann::json& j, const std::string& path) { write_text(j.dump(2) + "\n", path); }
+// `replace`: a --model or server text that is not UTF-8 must not make dump() throw.
+void write_json(const nlohmann::json& j, const std::string& path) {
+  write_text(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", path);
+}
 
 void run_bench_command(const BenchOpts& o) {
   BenchConfig c;
@@ -143,7 +192,6 @@ void run_bench_command(const BenchOpts& o) {
   else throw Error("--mode must be batch or interactive");
   if (c.mode == Mode::batch && (o.rate > 0 || has_sweep)) throw Error("--rate and --sweep need --mode interactive");
   if (c.mode == Mode::interactive && !has_sweep && !(o.rate > 0)) throw Error("interactive mode needs --rate R > 0 (or --sweep)");
-  if (o.burstiness <= 0) throw Error("--burstiness must be > 0");
   c.rate = o.rate;
   c.burstiness = o.burstiness;
   c.max_concurrency = o.max_concurrency;
@@ -251,21 +299,25 @@ void add_llm_commands(CLI::App& root) {
   bench->add_option("--dataset", b->dataset, "JSONL data set (prompt|messages, output_tokens, [reference])")->required();
   bench->add_option("--mode", b->mode, "batch | interactive (default: interactive when --rate/--sweep is given)");
   bench->add_option("--api", b->api, "chat | completions (default chat)");
-  bench->add_option("--rate", b->rate, "Interactive: mean arrival rate, requests/s");
-  bench->add_option("--burstiness", b->burstiness, "Interactive: gamma shape K of the gaps (1 = Poisson)");
-  bench->add_option("--max-concurrency", b->max_concurrency, "Client slots (default: no cap)");
-  bench->add_option("--requests", b->requests, "Requests to send, cycling the data set (default: all of it)");
-  bench->add_option("--duration", b->duration, "Send no request after S seconds");
-  bench->add_option("--warmup", b->warmup, "Unmeasured requests sent first");
-  bench->add_option("--timeout", b->timeout, "Per-request timeout in seconds (default 600)");
-  bench->add_option("--seed", b->seed, "Seed of the arrival schedule");
+  bench->add_option("--rate", b->rate, "Interactive: mean arrival rate, requests/s")->check(num_in(kMinRate, kMaxRate));
+  bench->add_option("--burstiness", b->burstiness, "Interactive: gamma shape K of the gaps (1 = Poisson)")
+      ->check(num_in(kMinBurstiness, kMaxBurstiness));
+  bench->add_option("--max-concurrency", b->max_concurrency, "Client slots (default: no cap but the limit, 100000)")
+      ->check(int_in(1, kMaxConcurrency));
+  bench->add_option("--requests", b->requests, "Requests to send, cycling the data set (default: all of it)")
+      ->check(int_in(1, kMaxRequests));
+  bench->add_option("--duration", b->duration, "Send no request after S seconds")->check(num_in(0, kMaxDurationS, true));
+  bench->add_option("--warmup", b->warmup, "Unmeasured requests sent first")->check(int_in(0, kMaxRequests));
+  bench->add_option("--timeout", b->timeout, "Per-request timeout in seconds (default 600)")
+      ->check(num_in(kMinTimeoutS, kMaxTimeoutS));
+  bench->add_option("--seed", b->seed, "Seed of the arrival schedule")->check(int_in(0, UINT64_MAX));
   bench->add_option("--api-key", b->api_key, "Bearer token (default: $OPENAI_API_KEY)");
   bench->add_flag("--ignore-eos", b->ignore_eos, "Send ignore_eos: true so outputs run to max_tokens");
   bench->add_option("--json", b->json_path, "Write the report as JSON");
   bench->add_option("--csv", b->csv_path, "Write one CSV row per request");
   bench->add_option("--sweep", b->sweep, "Interactive runs at rates R1,R2,... with the throughput/latency frontier");
   bench->add_option("--sweep-out", b->sweep_out, "Prefix of the sweep table (.csv) and plot (.svg)");
-  bench->add_option("--threads", b->threads, "Client threads (default 1)");
+  bench->add_option("--threads", b->threads, "Client threads (default 1)")->check(int_in(1, kMaxThreads));
   bench->add_flag("--insecure", b->insecure, "https without certificate verification");
   bench->add_flag("--quiet", b->quiet, "No summary on stdout");
   bench->add_flag("--busy-poll", b->busy_poll, "Spin instead of sleeping (needs a free core per --threads)");
@@ -280,12 +332,18 @@ void add_llm_commands(CLI::App& root) {
   dataset->require_subcommand(1);
   auto s = std::make_shared<SynthOpts>();
   CLI::App* synth = dataset->add_subcommand("synth", "Write reproducible synthetic prompts (normal length distributions)");
-  synth->add_option("--requests", s->p.requests, "Number of requests")->required();
-  synth->add_option("--input-mean", s->p.input_mean, "Mean prompt length, words")->required();
-  synth->add_option("--input-stdev", s->p.input_stdev, "Prompt length standard deviation, words");
-  synth->add_option("--output-mean", s->p.output_mean, "Mean requested output, tokens")->required();
-  synth->add_option("--output-stdev", s->p.output_stdev, "Requested output standard deviation, tokens");
-  synth->add_option("--seed", s->p.seed, "Seed");
+  synth->add_option("--requests", s->p.requests, "Number of requests")->required()->check(int_in(1, kMaxRequests));
+  synth->add_option("--input-mean", s->p.input_mean, "Mean prompt length, words")
+      ->required()
+      ->check(num_in(0, kMaxInputWords, true));
+  synth->add_option("--input-stdev", s->p.input_stdev, "Prompt length standard deviation, words")
+      ->check(num_in(0, kMaxInputWords));
+  synth->add_option("--output-mean", s->p.output_mean, "Mean requested output, tokens")
+      ->required()
+      ->check(num_in(0, kMaxOutputTokens, true));
+  synth->add_option("--output-stdev", s->p.output_stdev, "Requested output standard deviation, tokens")
+      ->check(num_in(0, kMaxOutputTokens));
+  synth->add_option("--seed", s->p.seed, "Seed")->check(int_in(0, UINT64_MAX));
   synth->add_option("--out", s->out, "Output JSONL file")->required();
 #ifdef HOTPATH_HAVE_CURL
   synth->callback([s] { run_synth_command(*s); });
@@ -297,23 +355,29 @@ void add_llm_commands(CLI::App& root) {
   auto m = std::make_shared<SimOpts>();
   CLI::App* sim = llm->add_subcommand("serve-sim", "Simulated OpenAI-compatible streaming server on loopback");
   sim->add_option("--host", m->cfg.host, "Loopback address (default 127.0.0.1)");
-  sim->add_option("--port", m->cfg.port, "Port (default 0: any free one, printed)");
-  sim->add_option("--ttft-ms", m->cfg.ttft_ms, "Request received -> first token, ms (default 20)");
-  sim->add_option("--tpot-ms", m->cfg.tpot_ms, "Between tokens, ms (default 5)");
-  sim->add_option("--output-tokens", m->cfg.output_tokens, "Always this many tokens (default: max_tokens)");
-  sim->add_option("--default-tokens", m->cfg.default_tokens, "Tokens when a request has no max_tokens (default 16)");
-  sim->add_option("--eos-tokens", m->cfg.eos_tokens, "Stop after this many tokens unless ignore_eos (default: never)");
-  sim->add_option("--tokens-per-word", m->cfg.tokens_per_word, "Split each word over this many tokens (default 1)");
-  sim->add_option("--error-rate", m->cfg.error_rate, "Fraction of requests answered with an HTTP error");
-  sim->add_option("--error-status", m->cfg.error_status, "Status of injected errors (default 500)");
-  sim->add_option("--cut-rate", m->cfg.cut_rate, "Fraction of streams cut half way");
-  sim->add_option("--malformed-rate", m->cfg.malformed_rate, "Fraction of streams given a malformed event");
-  sim->add_option("--seed", m->cfg.seed, "Seed of the fault decisions");
+  sim->add_option("--port", m->cfg.port, "Port (default 0: any free one, printed)")->check(int_in(0, 65535));
+  sim->add_option("--ttft-ms", m->cfg.ttft_ms, "Request received -> first token, ms (default 20)")
+      ->check(num_in(0, kMaxSimDelayMs));
+  sim->add_option("--tpot-ms", m->cfg.tpot_ms, "Between tokens, ms (default 5)")->check(num_in(0, kMaxSimDelayMs));
+  sim->add_option("--output-tokens", m->cfg.output_tokens, "Always this many tokens (default: max_tokens)")
+      ->check(int_in(1, kMaxOutputTokens));
+  sim->add_option("--default-tokens", m->cfg.default_tokens, "Tokens when a request has no max_tokens (default 16)")
+      ->check(int_in(1, kMaxOutputTokens));
+  sim->add_option("--eos-tokens", m->cfg.eos_tokens, "Stop after this many tokens unless ignore_eos (default: never)")
+      ->check(int_in(1, kMaxOutputTokens));
+  sim->add_option("--tokens-per-word", m->cfg.tokens_per_word, "Split each word over this many tokens (default 1)")
+      ->check(int_in(1, kMaxTokensPerWord));
+  sim->add_option("--error-rate", m->cfg.error_rate, "Fraction of requests answered with an HTTP error")->check(num_in(0, 1));
+  sim->add_option("--error-status", m->cfg.error_status, "Status of injected errors (default 500)")->check(int_in(400, 599));
+  sim->add_option("--cut-rate", m->cfg.cut_rate, "Fraction of streams cut half way")->check(num_in(0, 1));
+  sim->add_option("--malformed-rate", m->cfg.malformed_rate, "Fraction of streams given a malformed event")->check(num_in(0, 1));
+  sim->add_option("--seed", m->cfg.seed, "Seed of the fault decisions")->check(int_in(0, UINT64_MAX));
   sim->add_flag("!--no-role-chunk", m->cfg.role_chunk, "Chat: no empty role chunk on receipt");
   sim->add_flag("!--no-stamps", m->cfg.stamps, "No hotpath_sim timing stamps in the first content chunk");
   sim->add_flag("--busy-poll", m->cfg.busy_poll, "Spin instead of sleeping (needs a free core)");
-  sim->add_option("--duration", m->duration, "Exit after S seconds (default: at SIGINT/SIGTERM)");
-  sim->add_option("--max-requests", m->max_requests, "Exit after answering N requests");
+  sim->add_option("--duration", m->duration, "Exit after S seconds (default: at SIGINT/SIGTERM)")
+      ->check(num_in(0, kMaxDurationS, true));
+  sim->add_option("--max-requests", m->max_requests, "Exit after answering N requests")->check(int_in(1, UINT64_MAX));
 #ifdef HOTPATH_HAVE_CURL
   sim->callback([m] { run_sim_command(*m); });
 #else

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "llm/stats.hpp"
+#include "llm/text.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {
@@ -52,8 +53,11 @@ std::string iso_num(double v) {
   return buf;
 }
 
-std::string csv_quote(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+// A CSV cell of text from a server: escaped (no NUL, newline or invalid UTF-8 gets through), then
+// quoted when it holds a comma or a quote.
+std::string csv_field(const std::string& raw) {
+  const std::string s = escape_bytes(raw);
+  if (s.find_first_of(",\"") == std::string::npos) return s;
   std::string o = "\"";
   for (char c : s) {
     if (c == '"') o += '"';
@@ -67,8 +71,9 @@ nlohmann::json make_report(const RunInfo& info, const std::vector<RequestRecord>
   using nlohmann::json;
   std::size_t completed = 0, failed = 0, not_sent = 0, sent = 0, no_content = 0, wps_excluded = 0;
   std::map<std::string, std::size_t> failures;
-  for (const char* k : {reason::http_error, reason::connect_error, reason::timeout, reason::cut_stream,
-                        reason::malformed_event, reason::server_error_event, reason::client_error})
+  for (const char* k : {reason::http_error, reason::http_redirect, reason::connect_error, reason::timeout,
+                        reason::cut_stream, reason::malformed_event, reason::server_error_event,
+                        reason::oversized_event, reason::client_error})
     failures[k] = 0;
   std::vector<double> rt, rt_send, e2e, slot, lag, wps, iwl, tpot, words, tokens, overhead, pre, post;
   std::vector<double> rouge, ratio;
@@ -232,10 +237,10 @@ void write_csv(const std::vector<RequestRecord>& records, const std::string& pat
         << iso_num(d.rt_ms) << ',' << iso_num(d.rt_send_ms) << ',' << iso_num(d.e2e_ms) << ',' << r.words << ','
         << r.distinct_stamps << ',' << iso_num(d.wps) << ',' << iso_num(d.iwl_ms) << ',' << r.requested_tokens
         << ',' << (r.completion_tokens ? std::to_string(*r.completion_tokens) : "") << ','
-        << (r.prompt_tokens ? std::to_string(*r.prompt_tokens) : "") << ',' << csv_quote(r.finish_reason) << ','
+        << (r.prompt_tokens ? std::to_string(*r.prompt_tokens) : "") << ',' << csv_field(r.finish_reason) << ','
         << r.events << ',' << r.content_events << ',' << r.input_words << ',' << iso_num(d.tpot_ms) << ','
         << (r.rouge_l ? iso_num(*r.rouge_l) : "") << ',' << (r.word_ratio ? iso_num(*r.word_ratio) : "") << ','
-        << iso_num(d.overhead_us) << ',' << csv_quote(r.detail) << '\n';
+        << iso_num(d.overhead_us) << ',' << csv_field(r.detail) << '\n';
   }
   if (!out) throw Error("failed writing " + path);
 }

@@ -18,11 +18,13 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Failure reasons; every request that was sent ends as completed or with exactly one of these.
 namespace reason {
 inline constexpr const char* http_error = "http_error";            // HTTP status >= 400
+inline constexpr const char* http_redirect = "http_redirect";      // HTTP 3xx (never followed)
 inline constexpr const char* connect_error = "connect_error";      // could not resolve/connect
 inline constexpr const char* timeout = "timeout";                  // --timeout reached
 inline constexpr const char* cut_stream = "cut_stream";            // ended before `data: [DONE]`
 inline constexpr const char* malformed_event = "malformed_event";  // an event that is not a chunk
 inline constexpr const char* server_error_event = "server_error_event";  // {"error": ...} in stream
+inline constexpr const char* oversized_event = "oversized_event";  // a line/event over kMaxEventBytes
 inline constexpr const char* client_error = "client_error";        // any other transfer error
 }  // namespace reason
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "llm/limits.hpp"
 #include "llm/rng.hpp"
 #include "util/error.hpp"
 
@@ -9,11 +10,11 @@ namespace hotpath::llm {
 
 std::vector<double> interactive_schedule(double rate, double burstiness, std::uint64_t seed,
                                          std::size_t max_count, double duration_s) {
-  if (!(rate > 0) || !std::isfinite(rate)) throw Error("--rate must be > 0 requests/s in interactive mode");
-  if (!(burstiness > 0) || !std::isfinite(burstiness)) throw Error("--burstiness must be > 0");
+  if (!(rate >= kMinRate && rate <= kMaxRate))
+    throw Error("--rate must be in [0.001, 1000000] requests/s in interactive mode");
+  if (!(burstiness >= kMinBurstiness && burstiness <= kMaxBurstiness)) throw Error("--burstiness must be in [0.01, 100]");
   if (max_count == 0 && !(duration_s > 0)) throw Error("interactive schedule needs a request count or a duration");
-  // Hard cap so a typo such as --rate 1e9 --duration 3600 fails instead of eating all memory.
-  constexpr std::size_t kMaxRequests = 50'000'000;
+  if (max_count > kMaxRequests) throw Error("--requests must be at most 10000000");
   Rng rng(seed);
   const double scale = 1.0 / (rate * burstiness);  // gamma(K, scale) has mean K * scale = 1/rate
   std::vector<double> t;
@@ -21,7 +22,8 @@ std::vector<double> interactive_schedule(double rate, double burstiness, std::ui
   for (;;) {
     if (max_count && t.size() >= max_count) break;
     if (duration_s > 0 && now >= duration_s) break;
-    if (t.size() >= kMaxRequests) throw Error("schedule exceeds 50 million requests; lower --rate or --duration");
+    // A typo such as --rate 1e6 --duration 3600 fails instead of eating all memory.
+    if (t.size() >= kMaxRequests) throw Error("schedule exceeds 10000000 requests; lower --rate or --duration");
     t.push_back(now);
     now += rng.gamma(burstiness) * scale;
   }

@@ -19,14 +19,18 @@
 #include <cmath>
 #include <cstring>
 #include <queue>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "llm/json_int.hpp"
+#include "llm/limits.hpp"
 #include "llm/rng.hpp"
 #include "llm/text.hpp"
+#include "llm/thread.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {
@@ -112,7 +116,17 @@ struct SimServer::Impl {
     std::string finish;
     long long cut_at = -1, malformed_at = -1;
     std::int64_t recv_ns = 0, first_ns = 0, tpot_ns = 0;
+    bool blocked = false;  // its connection's output is over kOutHigh: flush() re-queues it
+
+    // When token k is due, saturating (2^31 tokens at 600 s each do not fit in int64 ns).
+    std::int64_t due_ns(long long k) const {
+      if (tpot_ns > 0 && k > (INT64_MAX - first_ns) / tpot_ns) return INT64_MAX;
+      return first_ns + k * tpot_ns;
+    }
   };
+  // Output queued per connection before the stream waits for the socket, so a request for 2^31
+  // tokens with --tpot-ms 0 costs a bounded buffer.
+  static constexpr std::size_t kOutHigh = 1u << 20;
   std::unordered_map<std::uint64_t, Conn> conns;
   std::unordered_map<std::uint64_t, Stream> streams;
   std::uint64_t next_conn = 1, next_stream = 1;
@@ -232,6 +246,12 @@ struct SimServer::Impl {
     c.out.clear();
     c.out_off = 0;
     set_out_interest(id, c, false);
+    if (c.stream) {
+      if (auto st = streams.find(c.stream); st != streams.end() && st->second.blocked) {
+        st->second.blocked = false;
+        due.emplace(now_ns(), c.stream);
+      }
+    }
     if (c.close_after && c.stream == 0) {
       drop_conn(id);
       return false;
@@ -359,10 +379,10 @@ struct SimServer::Impl {
     s.recv_ns = recv;
     long long max_tokens = cfg.default_tokens;
     for (const char* k : {"max_tokens", "max_completion_tokens"}) {
-      if (auto m = j.find(k); m != j.end() && m->is_number_integer()) max_tokens = m->get<long long>();
+      if (auto m = j.find(k); m != j.end() && m->is_number_integer()) max_tokens = json_int_in(j, k, 1, kMaxOutputTokens).value_or(0);
     }
     if (max_tokens < 1)
-      return respond_simple(id, 400, "{\"error\":{\"message\":\"max_tokens must be >= 1\",\"type\":\"invalid_request_error\"}}");
+      return respond_simple(id, 400, "{\"error\":{\"message\":\"max_tokens must be in [1, 2147483647]\",\"type\":\"invalid_request_error\"}}");
     const bool ignore_eos = j.value("ignore_eos", false);
     s.n = cfg.output_tokens > 0 ? cfg.output_tokens : max_tokens;
     s.finish = "length";
@@ -392,7 +412,7 @@ struct SimServer::Impl {
     ++active;
     if (active > n_max.load(std::memory_order_relaxed)) n_max.store(active, std::memory_order_relaxed);
     std::int64_t first_due = s.first_ns;
-    if (!s.streaming) first_due = s.first_ns + (s.n - 1) * s.tpot_ns;
+    if (!s.streaming) first_due = s.due_ns(s.n - 1);
     if (s.streaming) {
       c.out += "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                "Transfer-Encoding: chunked\r\n";
@@ -461,7 +481,7 @@ struct SimServer::Impl {
       process_input(cid);
       return;
     }
-    while (s.sent < s.n && s.first_ns + s.sent * s.tpot_ns <= now) {
+    while (s.sent < s.n && s.due_ns(s.sent) <= now && c.out.size() - c.out_off < kOutHigh) {
       const long long k = s.sent;
       if (k == s.cut_at) {
         n_cuts.fetch_add(1, std::memory_order_relaxed);
@@ -502,7 +522,12 @@ struct SimServer::Impl {
       if (flush(cid)) process_input(cid);
       return;
     }
-    due.emplace(s.first_ns + s.sent * s.tpot_ns, sid);
+    if (c.out.size() - c.out_off >= kOutHigh) {
+      s.blocked = true;
+      flush(cid);  // may drop the connection and the stream with it: `s` is not used after this
+      return;
+    }
+    due.emplace(s.due_ns(s.sent), sid);
     flush(cid);
   }
 
@@ -538,7 +563,7 @@ struct SimServer::Impl {
     while (running.load(std::memory_order_acquire)) {
       run_due();
       arm_timer();
-      const int n = epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), cfg.busy_poll ? 0 : -1);
+      const int n = epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), cfg.busy_poll ? 0 : 1000);
       if (n < 0) {
         if (errno == EINTR) continue;
         break;
@@ -564,10 +589,13 @@ struct SimServer::Impl {
 };
 
 SimServer::SimServer(SimConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {
-  if (impl_->cfg.ttft_ms < 0 || impl_->cfg.tpot_ms < 0) throw Error("serve-sim: delays must be >= 0");
-  if (impl_->cfg.tokens_per_word < 1) throw Error("serve-sim: --tokens-per-word must be >= 1");
+  // Written so that NaN fails every check.
+  for (double d : {impl_->cfg.ttft_ms, impl_->cfg.tpot_ms})
+    if (!(d >= 0 && d <= kMaxSimDelayMs)) throw Error("serve-sim: --ttft-ms and --tpot-ms must be in [0, 600000]");
+  if (impl_->cfg.tokens_per_word < 1 || impl_->cfg.tokens_per_word > kMaxTokensPerWord)
+    throw Error("serve-sim: --tokens-per-word must be in [1, 1000]");
   for (double r : {impl_->cfg.error_rate, impl_->cfg.cut_rate, impl_->cfg.malformed_rate})
-    if (r < 0 || r > 1) throw Error("serve-sim: fault rates must be in [0, 1]");
+    if (!(r >= 0 && r <= 1)) throw Error("serve-sim: fault rates must be in [0, 1]");
   if (impl_->cfg.error_status < 400 || impl_->cfg.error_status > 599) throw Error("serve-sim: --error-status must be 4xx or 5xx");
 }
 
@@ -582,7 +610,13 @@ void SimServer::start() {
     throw;
   }
   impl_->running.store(true, std::memory_order_release);
-  impl_->thread = std::thread([this] { impl_->loop(); });
+  try {
+    impl_->thread = start_thread([this] { impl_->loop(); });
+  } catch (const std::system_error& e) {
+    impl_->running.store(false);
+    impl_->close_all();
+    throw Error(std::string("serve-sim: cannot start its thread: ") + e.what() + " (ulimit -u?)");
+  }
 }
 
 void SimServer::stop() {

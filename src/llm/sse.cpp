@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "llm/json_int.hpp"
+#include "llm/limits.hpp"
+
 namespace hotpath::llm {
 
 namespace {
@@ -49,14 +52,23 @@ StreamEvent interpret_event(std::string_view data) {
     }
   }
   if (const auto u = j.find("usage"); u != j.end() && u->is_object()) {
-    if (const auto t = u->find("completion_tokens"); t != u->end() && t->is_number_integer())
-      ev.completion_tokens = t->get<long long>();
-    if (const auto t = u->find("prompt_tokens"); t != u->end() && t->is_number_integer())
-      ev.prompt_tokens = t->get<long long>();
+    // A count outside [0, 2^31-1] (negative, 2^63, 1e300) would enter the totals: the event is bad.
+    for (auto [key, out] : {std::pair{"completion_tokens", &ev.completion_tokens}, std::pair{"prompt_tokens", &ev.prompt_tokens}}) {
+      const auto t = u->find(key);
+      if (t == u->end() || !t->is_number()) continue;
+      *out = json_int_in(*u, key, 0, kMaxOutputTokens);
+      if (!*out) {
+        ev = StreamEvent();
+        ev.kind = StreamEvent::Kind::malformed;
+        ev.error = std::string("usage.") + key + " is not an integer in [0, 2147483647]: " + t->dump();
+        return ev;
+      }
+    }
   }
   if (const auto s = j.find("hotpath_sim"); s != j.end() && s->is_object()) {
-    if (const auto t = s->find("recv_ns"); t != s->end() && t->is_number_integer()) ev.sim_recv_ns = t->get<std::int64_t>();
-    if (const auto t = s->find("sent_ns"); t != s->end() && t->is_number_integer()) ev.sim_sent_ns = t->get<std::int64_t>();
+    // Stamps are steady_clock nanoseconds, never negative (so differences cannot overflow).
+    ev.sim_recv_ns = json_int_in(*s, "recv_ns", 0, INT64_MAX);
+    ev.sim_sent_ns = json_int_in(*s, "sent_ns", 0, INT64_MAX);
   }
   return ev;
 }

@@ -6,22 +6,31 @@
 #include <string>
 #include <string_view>
 
+#include "llm/limits.hpp"
+
 namespace hotpath::llm {
 
 // Follows the WHATWG event-stream rules that matter here: lines end in \n or \r\n, `data:` lines of
 // one event are joined with \n, a blank line dispatches the event, comment (`:`) and other fields are
 // ignored. An event still open when the stream ends is dropped (as the spec says) unless it is
 // exactly `[DONE]`.
+//
+// A server decides how long a line or an event is, so both are capped at `max_event_bytes` (a line
+// without a newline is otherwise buffered for ever): past it the parser stops for good, feed()
+// returns false and overflowed() says why.
 class SseParser {
  public:
+  explicit SseParser(std::size_t max_event_bytes = kMaxEventBytes) : max_(max_event_bytes) {}
   // Calls on_event(std::string_view data) for each complete event; stops early and returns false
-  // when on_event returns false.
+  // when on_event returns false or the stream overflows.
   template <class F>
   bool feed(std::string_view bytes, F&& on_event);
   template <class F>
   bool finish(F&& on_event) {
+    if (overflow_) return false;
     if (!line_.empty()) take_line(line_);
     line_.clear();
+    if (overflow_) return false;
     if (has_data_ && data_ == "[DONE]") {
       has_data_ = false;
       return on_event(std::string_view(data_));
@@ -29,6 +38,8 @@ class SseParser {
     return true;
   }
   std::size_t events() const { return events_; }
+  bool overflowed() const { return overflow_; }
+  std::size_t max_event_bytes() const { return max_; }
 
  private:
   // Returns true when the line completes an event (data in data_).
@@ -39,22 +50,35 @@ class SseParser {
     if (line.substr(0, 5) == "data:") {
       std::string_view v = line.substr(5);
       if (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+      if (data_.size() + v.size() + 1 > max_) {
+        overflow_ = true;
+        return false;
+      }
       if (has_data_) data_ += '\n';
       data_.append(v);
       has_data_ = true;
     }
     return false;
   }
+  std::size_t max_;
   std::string line_;
   std::string data_;
-  bool has_data_ = false;
+  bool has_data_ = false, overflow_ = false;
   std::size_t events_ = 0;
 };
 
 template <class F>
 bool SseParser::feed(std::string_view bytes, F&& on_event) {
+  if (overflow_) return false;
   while (!bytes.empty()) {
     const std::size_t nl = bytes.find('\n');
+    const std::size_t part = nl == std::string_view::npos ? bytes.size() : nl;
+    if (line_.size() + part > max_) {
+      overflow_ = true;
+      line_.clear();
+      data_.clear();
+      return false;
+    }
     if (nl == std::string_view::npos) {
       line_.append(bytes);
       return true;
@@ -68,6 +92,10 @@ bool SseParser::feed(std::string_view bytes, F&& on_event) {
       line_.clear();
     }
     bytes.remove_prefix(nl + 1);
+    if (overflow_) {
+      data_.clear();
+      return false;
+    }
     if (dispatch) {
       has_data_ = false;
       ++events_;

@@ -47,6 +47,11 @@ class WordClock {
   double first_ = 0, last_ = 0;
 };
 
+// Bytes from a server or a user made safe for one line of a CSV cell, a log or an error message:
+// valid UTF-8 is kept, a backslash becomes "\\", and control characters (NUL, newlines, DEL) and
+// bytes that are not valid UTF-8 become "\xNN". The result is valid UTF-8 without control bytes.
+std::string escape_bytes(std::string_view bytes);
+
 // ROUGE-L F1 (beta = 1) between a candidate and a reference, over lower-cased words with ASCII
 // punctuation stripped from both ends. Longest common subsequence in O(n*m) time and O(m) memory;
 // texts are cut to their first `max_words` words to bound the cost.
