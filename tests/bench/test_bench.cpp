@@ -364,3 +364,26 @@ TEST(Threads, GroupStopsAndJoins) {
   EXPECT_EQ(ran, 3);
   EXPECT_EQ(stops, 1);
 }
+
+// Past a few blocks of checked outputs the checker's buffers are reused (memory follows the backlog,
+// not the run): every record must still be read before it is overwritten, by one thread (streaming)
+// or several taking turns (window).
+TEST(Bench, LongRunsReuseTheCheckersBuffersWithoutLosingARecord) {
+  for (const Mode mode : {Mode::streaming, Mode::window}) {
+    bench::BenchOptions o;
+    o.model = std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors";
+    o.backend = "ref";
+    o.mode = mode;
+    o.window = 3;
+    o.ticks = 200'000;  // O = 1: 65,536 records a block, so four blocks
+    o.warmup = 0;
+    o.check_every = 1;
+    o.check_threads = 3;
+    std::ostringstream out;
+    const auto r = bench::run_bench(o, out);
+    EXPECT_EQ(r["error"]["checked_ticks"], 200'000) << mode_name(mode);
+    EXPECT_EQ(r["error"]["ticks_over_bound"], 0) << mode_name(mode);
+    EXPECT_LE(r["error"]["max_abs"].get<double>(), 1e-12) << mode_name(mode);
+    EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"];
+  }
+}
