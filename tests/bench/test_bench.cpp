@@ -18,6 +18,20 @@
 
 using namespace hotpath;
 
+namespace {
+
+// A run of the float64 reference on the tiny golden model: quick, and exact against the checker.
+bench::BenchOptions on_tiny(Mode mode) {
+  bench::BenchOptions o;
+  o.model = std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors";
+  o.backend = "ref";
+  o.mode = mode;
+  o.check_every = 1;
+  return o;
+}
+
+}  // namespace
+
 TEST(Stats, NearestRankPercentiles) {
   std::vector<double> v(1000);
   std::iota(v.begin(), v.end(), 1.0);  // 1..1000, shuffled order must not matter
@@ -72,13 +86,9 @@ TEST(Inputs, DeterministicVaryingNormal) {
 // period apart), never sent before it is due, so the active time covers the whole schedule; late ticks
 // are counted, never more than were sent. (The rate itself is a measurement: a busy machine sends late.)
 TEST(Bench, ReferenceRunChecksEveryTickAndPaces) {
-  bench::BenchOptions o;
-  o.model = std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors";
-  o.backend = "ref";
-  o.mode = Mode::streaming;
+  bench::BenchOptions o = on_tiny(Mode::streaming);
   o.ticks = 50;
   o.warmup = 5;
-  o.check_every = 1;
   o.rate_hz = 2000;  // 0.5 ms apart
   std::ostringstream out;
   const auto r = bench::run_bench(o, out);
@@ -220,12 +230,9 @@ class FlakyBackend final : public Backend {
 };
 
 bench::BenchOptions flaky_options(std::function<bool(long long)> fails, double skew = 0) {
-  bench::BenchOptions o;
-  o.model = std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors";
-  o.mode = Mode::streaming;
+  bench::BenchOptions o = on_tiny(Mode::streaming);
   o.ticks = 200;
   o.warmup = 10;
-  o.check_every = 1;
   o.make_backend = [fails, skew](const Model& m, const BackendOptions& bo) {
     return std::make_unique<FlakyBackend>(m, bo, fails, skew);
   };
@@ -275,13 +282,9 @@ TEST(Bench, ABackendThatStopsAnsweringEndsTheRunWithoutPassing) {
 // The soak run's pieces: a report per interval (from histograms, so memory does not grow with the run)
 // that together cover every measured tick and every check, and idle gaps in which no tick is sent.
 TEST(Bench, IntervalsCoverEveryTickAndIdleGapsHappen) {
-  bench::BenchOptions o;
-  o.model = std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors";
-  o.backend = "ref";
-  o.mode = Mode::window;
+  bench::BenchOptions o = on_tiny(Mode::window);
   o.window = 6;
   o.warmup = 7;
-  o.check_every = 1;
   o.check_threads = 2;
   o.seconds = 0.6;
   o.report_every_s = 0.1;
@@ -335,10 +338,7 @@ TEST(Threads, PinFailuresAreRecordedAndNamed) {
   util::clear_pin_failures();
   EXPECT_TRUE(util::pin_failures().empty());
   // A run reports its failures (none here) in the JSON.
-  bench::BenchOptions o;
-  o.model = std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors";
-  o.backend = "ref";
-  o.mode = Mode::streaming;
+  bench::BenchOptions o = on_tiny(Mode::streaming);
   o.ticks = 5;
   std::ostringstream out;
   EXPECT_TRUE(bench::run_bench(o, out)["pin_failures"].is_array());
@@ -370,14 +370,10 @@ TEST(Threads, GroupStopsAndJoins) {
 // or several taking turns (window).
 TEST(Bench, LongRunsReuseTheCheckersBuffersWithoutLosingARecord) {
   for (const Mode mode : {Mode::streaming, Mode::window}) {
-    bench::BenchOptions o;
-    o.model = std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors";
-    o.backend = "ref";
-    o.mode = mode;
+    bench::BenchOptions o = on_tiny(mode);
     o.window = 3;
     o.ticks = 200'000;  // O = 1: 65,536 records a block, so four blocks
     o.warmup = 0;
-    o.check_every = 1;
     o.check_threads = 3;
     std::ostringstream out;
     const auto r = bench::run_bench(o, out);

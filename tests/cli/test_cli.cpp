@@ -279,29 +279,31 @@ TEST_F(Cli, CudaWithoutADeviceSaysSo) {
 // never "0 means unset".
 TEST_F(Cli, BenchAndRunNumbersAreRangeChecked) {
   const std::string b = "bench --model lstm_s --backend ref ";
-  expect_refused(b + "--warmup 9223372036854775807", "--warmup");  // measured nothing and said PASS
-  expect_refused(b + "--warmup 100000001", "100000000");
-  expect_refused(b + "--ticks 9223372036854775807", "--ticks");    // exit 3: vector::reserve
-  expect_refused(b + "--ticks 100000001", "100000000");
-  expect_refused(b + "--ticks 99999999999999999999", "--ticks");
-  expect_refused(b + "--timeout-us nan", "--timeout-us");
-  expect_refused(b + "--timeout-us 0", "--timeout-us");
-  expect_refused(b + "--window 0", "--window");                    // was treated as unset
-  expect_refused(b + "--window 1000001", "1000000");
-  expect_refused(b + "--check-threads 100", "--check-threads");
-  expect_refused(b + "--check-threads 0", "64");
-  expect_refused(b + "--check-every -1", "--check-every");
-  expect_refused(b + "--seconds nan", "--seconds");
-  expect_refused(b + "--duration -1", "1e+06");
-  expect_refused(b + "--rate nan", "--rate");
-  expect_refused(b + "--rate inf", "--rate");
-  expect_refused(b + "--gap-us -1", "--gap-us");
-  expect_refused(b + "--floats 70000", "65536");
-  expect_refused(b + "--seed -1", "--seed");
-  expect_refused(b + "--report-every 0", "--report-every");
-  expect_refused(b + "--report-every 1 --samples " + path("s.csv"), "--samples");
-  expect_refused(b + "--idle-s 1", "--idle-every-s");
-  expect_refused(b + "--idle-every-s 1 --idle-s nan", "--idle-s");
+  const std::vector<std::pair<std::string, std::string>> bench_cases = {
+      {"--warmup 9223372036854775807", "--warmup"},  // measured nothing and said PASS
+      {"--warmup 100000001", "100000000"},
+      {"--ticks 9223372036854775807", "--ticks"},    // exit 3: vector::reserve
+      {"--ticks 100000001", "100000000"},
+      {"--ticks 99999999999999999999", "--ticks"},
+      {"--timeout-us nan", "--timeout-us"},
+      {"--timeout-us 0", "--timeout-us"},
+      {"--window 0", "--window"},                    // was treated as unset
+      {"--window 1000001", "1000000"},
+      {"--check-threads 100", "--check-threads"},
+      {"--check-threads 0", "64"},
+      {"--check-every -1", "--check-every"},
+      {"--seconds nan", "--seconds"},
+      {"--duration -1", "1e+06"},
+      {"--rate nan", "--rate"},
+      {"--rate inf", "--rate"},
+      {"--gap-us -1", "--gap-us"},
+      {"--floats 70000", "65536"},
+      {"--seed -1", "--seed"},
+      {"--report-every 0", "--report-every"},
+      {"--report-every 1 --samples " + path("s.csv"), "--samples"},
+      {"--idle-s 1", "--idle-every-s"},
+      {"--idle-every-s 1 --idle-s nan", "--idle-s"}};
+  for (const auto& [args, needle] : bench_cases) expect_refused(b + args, needle);
   const std::string run = "run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.st");
   expect_refused(run + " --window 10000000", "--window");  // allocated 1.9 GB, then "out of memory"
   expect_refused(run + " --window 0", "--window");
