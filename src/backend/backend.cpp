@@ -1,6 +1,7 @@
 #include "backend/backend.hpp"
 
 #include <cmath>
+#include <cstdio>
 
 #include "util/error.hpp"
 
@@ -49,6 +50,17 @@ double error_bound(Precision p) {
     case Precision::bf16: return 2e-3;
   }
   return 0;
+}
+
+void check_window_state(const std::string& backend, long long window, double bytes) {
+  if (window < 1 || window > kMaxWindow)
+    throw Error(backend + " backend: window " + std::to_string(window) + " is outside 1.." + std::to_string(kMaxWindow));
+  if (bytes > kMaxWindowStateBytes) {
+    char gib[32];
+    std::snprintf(gib, sizeof gib, "%.1f", bytes / double(1ull << 30));
+    throw Error(backend + " backend: window " + std::to_string(window) + " needs " + gib +
+                " GiB of window state, over the 1 GiB limit; use a shorter window");
+  }
 }
 
 void Backend::check_tick_input(std::span<const float> x, long long tick) const {

@@ -1,7 +1,5 @@
 #include "bench/machine.hpp"
 
-#include <pthread.h>
-#include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -28,32 +26,11 @@ int cores_online() { return int(sysconf(_SC_NPROCESSORS_ONLN)); }
 
 std::string git_version() { return std::string(HOTPATH_VERSION) + "+" + HOTPATH_GIT_COMMIT; }
 
-void pin_current_thread(int core) {
-  if (core < 0 || core >= CPU_SETSIZE) throw Error("cpu " + std::to_string(core) + " is out of range");
-  try {
-    set_thread_cores({core});
-  } catch (const Error&) {
-    throw Error("cannot pin a thread to cpu " + std::to_string(core) + " (not in this process's allowed cpus?)");
-  }
-}
-
-std::vector<int> thread_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cores;
-  if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) != 0) return cores;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cores.push_back(c);
-  return cores;
-}
-
-void set_thread_cores(const std::vector<int>& cores) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int c : cores)
-    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
-  if (CPU_COUNT(&set) == 0 || pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
-    throw Error("cannot run a thread on the given cores");
+long long rss_bytes() {
+  std::ifstream f("/proc/self/statm");
+  long long pages = 0, resident = -1;
+  if (!(f >> pages >> resident)) return -1;
+  return resident * sysconf(_SC_PAGESIZE);
 }
 
 std::vector<int> parse_cpuset(const std::string& text) {

@@ -1,5 +1,7 @@
-// Latency distributions: every sample is kept; percentiles are nearest-rank over all of them.
+// Latency distributions: every sample is kept; percentiles are nearest-rank over all of them. Long
+// runs that report per interval use Histogram instead, whose memory does not grow with the run.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -14,5 +16,28 @@ struct Summary {
 // Sorts a copy; an empty input gives a zero summary with count 0.
 Summary summarize(std::vector<double> samples);
 nlohmann::json to_json(const Summary& s);
+
+// Samples in microseconds, binned by nanoseconds: exact below 1024 ns, then 1024 bins per power of two
+// (relative width 1/1024) up to 2^40 ns (~18 minutes; longer samples land in the last bin, reported as the maximum). A
+// percentile is nearest-rank over the bins and reported as its bin's upper edge (never below the exact
+// value, at most 0.1% above it, and at most the exact maximum); count, min, max and mean are exact.
+class Histogram {
+ public:
+  Histogram();
+  void add(double us);
+  void merge(const Histogram& other);
+  void clear();
+  long long count() const { return count_; }
+  Summary summary() const;
+
+ private:
+  static constexpr int kSubBits = 10;
+  static constexpr int kMaxExp = 40;
+  static size_t bin(uint64_t ns);
+  static uint64_t upper_edge_ns(size_t bin);
+  std::vector<uint64_t> bins_;
+  long long count_ = 0;
+  double min_ = 0, max_ = 0, sum_ = 0;
+};
 
 }  // namespace hotpath::bench

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <sstream>
 
@@ -14,6 +15,7 @@
 #include "model/safetensors.hpp"
 #include "model/zoo.hpp"
 #include "reference/reference.hpp"
+#include "util/cli_range.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::cli {
@@ -170,7 +172,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--inputs", f->inputs, "safetensors file holding the input series")->required();
   cmd->add_option("--inputs-key", f->inputs_key, "Tensor name of the inputs")->capture_default_str();
   cmd->add_option("--mode", f->mode, "window or streaming")->capture_default_str();
-  cmd->add_option("--window", f->window, "Window length (default: the model's metadata); ignored in streaming mode");
+  cmd->add_option("--window", f->window, "Window length (default: the model's metadata; at most the series length); ignored in streaming mode")
+      ->check(util::int_range(1, kMaxWindow));
   f->backend.add(cmd, "ref");
   cmd->add_option("--out", f->out, "Output safetensors file (tensor `outputs` [T, O])")->required();
   cmd->add_option("--out-dtype", f->out_dtype, "f32 or f64")->capture_default_str();
@@ -178,12 +181,16 @@ void add_run_command(CLI::App& app) {
     const Mode mode = parse_mode(f->mode);
     if (mode == Mode::batch) throw Error("hotpath run takes --mode window or streaming");
     if (f->out_dtype != "f32" && f->out_dtype != "f64") throw Error("--out-dtype must be f32 or f64");
-    if (f->window < 0) throw Error("--window must be >= 1");
     const Model m = f->model.resolve();
     const int window = resolve_window(mode, f->window, m);
     const st::File file = st::File::open(f->inputs);
     size_t ticks = 0;
     const auto inputs = read_inputs(file, f->inputs_key, m.config.input_size, &ticks);
+    // A window longer than the series gives nothing but partial windows: refused before the backend
+    // allocates the window state.
+    if (mode == Mode::window && size_t(window) > ticks)
+      throw Error((f->window > 0 ? "--window " : "the model's window ") + std::to_string(window) +
+                  " is longer than the series (" + std::to_string(ticks) + " ticks in '" + f->inputs + "')");
     auto backend = make_backend(f->backend.backend, m, f->backend.options(mode, window));
     const auto out = run_series(*backend, inputs, ticks);
     const std::vector<int64_t> shape = {int64_t(ticks), m.config.output_size};
@@ -289,11 +296,13 @@ void add_bench_command(CLI::App& app) {
   struct Flags {
     bench::BenchOptions o;
     std::string mode = "window", precision, cpuset;
-    int window = 0, floats = 0;
-    double rate = 0, seconds = 0;
+    int window = 0, floats = 0, check_threads = 0;
+    double rate = 0, seconds = 0, report_every = 0;
     int64_t seed = 1;
   };
   auto f = std::make_shared<Flags>();
+  using util::finite_range;
+  using util::int_range;
   cmd->add_option("--model", f->o.model, "Model file or zoo name");
   cmd->add_option("--lstm-prefix", f->o.load.lstm_prefix, "Key prefix of the nn.LSTM tensors (default: detected)");
   cmd->add_option("--head-prefix", f->o.load.head_prefix, "Key prefix of the nn.Linear head (default: detected)");
@@ -302,49 +311,69 @@ void add_bench_command(CLI::App& app) {
   f->o.backend = "auto";
   cmd->add_option("--backend", f->o.backend, "Backend: auto (cuda if usable, else cpu), " + names)->capture_default_str();
   cmd->add_option("--mode", f->mode, "window or streaming")->capture_default_str();
-  cmd->add_option("--window", f->window, "Window length (default: the model's)");
+  cmd->add_option("--window", f->window, "Window length (default: the model's)")->check(int_range(1, kMaxWindow));
   cmd->add_option("--precision", f->precision, "fp32|bf16 (cpu), fp16|bf16 (cuda)");
-  auto* ticks = cmd->add_option("--ticks", f->o.ticks, "Measured ticks")->capture_default_str();
-  cmd->add_option("--seconds", f->seconds, "Measure for this long instead of --ticks")->excludes(ticks);
-  cmd->add_option("--warmup", f->o.warmup, "Unmeasured ticks first")->capture_default_str();
-  auto* gap = cmd->add_option("--gap-us", f->o.gap_us, "Pause after precompute before the next tick")->capture_default_str();
-  cmd->add_option("--rate", f->rate, "Fixed tick rate in Hz; latency counts from each tick's scheduled time")->excludes(gap);
+  auto* ticks = cmd->add_option("--ticks", f->o.ticks, "Measured ticks (each sample is kept: 16 bytes a tick)")
+                    ->capture_default_str()
+                    ->check(int_range(1LL, bench::kMaxTicks));
+  cmd->add_option("--seconds,--duration", f->seconds, "Measure for this long (seconds) instead of --ticks")
+      ->excludes(ticks)
+      ->check(finite_range(1e-6, bench::kMaxSeconds));
+  cmd->add_option("--warmup", f->o.warmup, "Unmeasured ticks first")->capture_default_str()->check(int_range(0LL, bench::kMaxWarmup));
+  auto* gap = cmd->add_option("--gap-us", f->o.gap_us, "Pause after precompute before the next tick")
+                  ->capture_default_str()
+                  ->check(finite_range(0, bench::kMaxGapUs));
+  cmd->add_option("--rate", f->rate, "Fixed tick rate in Hz; latency counts from each tick's scheduled time")
+      ->excludes(gap)
+      ->check(finite_range(1e-6, bench::kMaxRateHz));
   cmd->add_option("--cpuset", f->cpuset, "Cores, e.g. 2-5: the first runs the critical step");
-  cmd->add_option("--seed", f->seed, "Seed of the random inputs")->capture_default_str();
-  cmd->add_option("--check-every", f->o.check_every, "Check every K-th tick against float64 (1: all)")->capture_default_str();
-  cmd->add_option("--check-threads", f->o.check_threads, "Float64 checker threads (default: one per spare core, up to 8)");
+  cmd->add_option("--seed", f->seed, "Seed of the random inputs")->capture_default_str()->check(
+      int_range<int64_t>(0, std::numeric_limits<int64_t>::max()));
+  cmd->add_option("--check-every", f->o.check_every, "Check every K-th tick against float64 (1: all)")
+      ->capture_default_str()
+      ->check(int_range(1, std::numeric_limits<int>::max()));
+  cmd->add_option("--check-threads", f->check_threads, "Float64 checker threads (default: one per spare core, up to 8)")
+      ->check(int_range(1, bench::kMaxCheckThreads));
+  cmd->add_option("--report-every", f->report_every,
+                  "Report every this many seconds (count, percentiles, errors, RSS; JSON `intervals`); "
+                  "percentiles then come from histograms, so memory stays flat over long runs")
+      ->check(finite_range(bench::kMinIntervalSeconds, bench::kMaxSeconds));
+  auto* idle_every = cmd->add_option("--idle-every-s", f->o.idle_every_s, "Every this many seconds of measuring, an idle gap")
+                         ->check(finite_range(bench::kMinIntervalSeconds, bench::kMaxSeconds));
+  auto* idle = cmd->add_option("--idle-s", f->o.idle_s, "Length of each idle gap in seconds: no tick is sent")
+                   ->check(finite_range(1e-6, bench::kMaxIdleSeconds));
+  idle_every->needs(idle);
+  idle->needs(idle_every);
   cmd->add_option("--json", f->o.json_path, "Write the report as JSON (schema: bench/SCHEMA.md)");
   cmd->add_option("--samples", f->o.samples_path, "Write every raw latency sample (CSV)");
-  cmd->add_option("--timeout-us", f->o.timeout_us, "cuda: give up on an output after this long")->capture_default_str();
+  cmd->add_option("--timeout-us", f->o.timeout_us, "cuda: give up on an output after this long")
+      ->capture_default_str()
+      ->check(finite_range(1, bench::kMaxTimeoutUs));
   cmd->add_option("--fallback", f->o.fallback, "cuda: 'cpu' answers from the CPU backend when the GPU is late");
   cmd->add_option("--variant", f->o.variant, "Backend kernel variant (cuda: auto, smem, regs); default: the backend's");
   cmd->add_flag("--pingpong", f->o.pingpong, "Measure only the host->GPU->host floor over the mailbox, no model");
-  cmd->add_option("--floats", f->floats, "Ping-pong payload in floats (default: the model's I, else 32)");
+  cmd->add_option("--floats", f->floats, "Ping-pong payload in floats (default: the model's I, else 32)")
+      ->check(int_range(1, bench::kMaxFloats));
   cmd->add_flag("--no-pingpong", f->o.skip_pingpong, "cuda: skip the same-process ping-pong");
-  cmd->callback([f] {
+  cmd->callback([f, cmd] {
     auto& o = f->o;
     o.mode = parse_mode(f->mode);
     if (!f->precision.empty()) o.precision = parse_precision(f->precision);
     if (!f->cpuset.empty()) o.cpuset = bench::parse_cpuset(f->cpuset);
-    if (f->window < 0) throw Error("--window must be >= 1");
-    if (f->window > 0) o.window = f->window;
-    if (f->floats != 0) o.floats = f->floats;
-    if (f->rate != 0) {
-      if (!(f->rate > 0)) throw Error("--rate must be a positive tick rate in Hz");
-      o.rate_hz = f->rate;
-    }
-    if (f->seconds != 0) {
-      if (!(f->seconds > 0)) throw Error("--seconds must be positive");
-      o.seconds = f->seconds;
-    }
-    if (f->seed < 0) throw Error("--seed must be >= 0");
+    // Flags given are range-checked by their validators; unset ones keep the library's defaults.
+    if (cmd->count("--window")) o.window = f->window;
+    if (cmd->count("--floats")) o.floats = f->floats;
+    if (cmd->count("--check-threads")) o.check_threads = f->check_threads;
+    if (cmd->count("--rate")) o.rate_hz = f->rate;
+    if (cmd->count("--seconds")) o.seconds = f->seconds;
+    if (cmd->count("--report-every")) o.report_every_s = f->report_every;
     o.seed = uint64_t(f->seed);
     if (!o.fallback.empty() && o.fallback != "cpu") throw Error("--fallback must be cpu");
     if (o.pingpong && !o.model.empty()) throw Error("--pingpong measures the floor without a model: drop --model");
     o.command_line = command_line();
     const auto report = bench::run_bench(o, std::cout);
-    if (!bench::report_passed(report)) {
-      std::cerr << "hotpath bench: error against the float64 reference exceeds the bound\n";
+    if (!report["pass"].get<bool>()) {
+      std::cerr << "hotpath bench: FAIL: " << report["failure"].get<std::string>() << "\n";
       exit_with(1);
     }
   });

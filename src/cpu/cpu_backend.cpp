@@ -16,7 +16,6 @@
 #include "cpu/cpu_backend.hpp"
 
 #include <pthread.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,6 +30,7 @@
 #include "cpu/packed_model.hpp"
 #include "cpu/spin_pool.hpp"
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 namespace hotpath {
 namespace cpu {
@@ -175,8 +175,7 @@ class CpuBackend final : public Backend {
   bool pin_ = false;
   int critical_core_ = -1;
   pthread_t pinned_thread_{};
-  bool restore_affinity_ = false;
-  cpu_set_t saved_affinity_{};
+  std::vector<int> saved_affinity_;  // the pinned thread's cores before, restored by the destructor
 
   // Counters (caller thread only).
   long long precompute_count_ = 0;
@@ -226,6 +225,13 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
   const int Hp = pm_.Hp;
   layer_floats_ = round_to_lines<float>(pm_.gate_floats() + size_t(Hp));
   slot_floats_ = layer_floats_ * pm_.num_layers;
+  nparts_ = std::max(1, pool_.size());
+  const int cols = int((static_cast<long long>(nslots_) + nparts_ - 1) / nparts_ + 1);
+  // The window state (P and c per open window, two h columns per window for the precompute) grows
+  // with W: refuse a window whose state no machine should be asked for before allocating any of it.
+  if (!streaming_)
+    check_window_state("cpu", W_,
+                       4.0 * (double(slot_floats_) * nslots_ + double(nparts_) * cols * 2.0 * Hp));
   slots_ = AlignedArray<float>(slot_floats_ * nslots_);
   xbuf_ = AlignedArray<float>(round_to_lines<float>(size_t(pm_.I) + 1));
   u0_ = AlignedArray<float>(pm_.gate_floats());
@@ -234,8 +240,6 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
   z_ = AlignedArray<float>(pm_.Op);
   const int kmax = std::max(pm_.I, pm_.H);
   crit_pairs_ = AlignedArray<uint32_t>(pair_scratch_words(kmax));
-  nparts_ = std::max(1, pool_.size());
-  const int cols = (nslots_ + nparts_ - 1) / nparts_ + 1;
   scratch_.reserve(nparts_);
   for (int p = 0; p < nparts_; ++p) scratch_.emplace_back(cols, Hp, kmax);
   if (!options.cpuset.empty()) {
@@ -245,7 +249,7 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
           throw Error("cpu backend: core " + std::to_string(options.cpuset[i]) + " appears twice in --cpuset");
     pin_ = true;
     critical_core_ = options.cpuset[0];
-    if (pthread_getaffinity_np(pthread_self(), sizeof(saved_affinity_), &saved_affinity_) == 0) restore_affinity_ = true;
+    saved_affinity_ = util::allowed_cores();
     pin_caller();
   }
   make_fresh(0);
@@ -253,12 +257,12 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
 
 CpuBackend::~CpuBackend() {
   if (pending_) pool_.wait();
-  if (restore_affinity_ && pthread_equal(pinned_thread_, pthread_self()))
-    pthread_setaffinity_np(pthread_self(), sizeof(saved_affinity_), &saved_affinity_);
+  if (!saved_affinity_.empty() && pthread_equal(pinned_thread_, pthread_self()))
+    util::set_thread_cores(pthread_self(), saved_affinity_);
 }
 
 void CpuBackend::pin_caller() {
-  pin_this_thread(critical_core_);
+  util::pin_thread(pthread_self(), {critical_core_}, "cpu backend");
   pinned_thread_ = pthread_self();
 }
 
@@ -516,10 +520,12 @@ void CpuBackend::run_batch(std::span<const float> x, size_t batch, size_t window
   } else {
     // No cpuset: use the machine's cores with plain threads for this call.
     const int n = int(std::min<size_t>(groups, std::max(1u, std::thread::hardware_concurrency())));
-    std::vector<std::thread> threads;
-    for (int p = 1; p < n; ++p) threads.emplace_back([this, p, n] { batch_part(p, n); });
+    util::ThreadGroup threads;  // joined however this ends (a thread the system refuses throws)
+    for (int p = 1; p < n; ++p)
+      threads.start("cpu backend batch thread " + std::to_string(p) + " of " + std::to_string(n - 1),
+                    [this, p, n] { batch_part(p, n); });
     batch_part(0, n);
-    for (auto& th : threads) th.join();
+    threads.stop_and_join();
   }
 }
 

@@ -1,14 +1,8 @@
 #include "cpu/spin_pool.hpp"
 
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <string>
-
-#include "util/error.hpp"
 
 namespace hotpath::cpu {
 namespace {
@@ -18,43 +12,19 @@ int64_t now_ns() {
       .count();
 }
 
-int pin(pthread_t thread, int core) {
-  if (core < 0 || core >= CPU_SETSIZE) return EINVAL;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(core, &set);
-  return pthread_setaffinity_np(thread, sizeof(set), &set);
-}
-
-[[noreturn]] void pin_failed(int core, int err) {
-  throw Error("cpu backend: cannot pin a thread to core " + std::to_string(core) + " (" + std::strerror(err) +
-              "); --cpuset must name cores this process may run on");
-}
-
 }  // namespace
 
-void pin_this_thread(int core) {
-  if (const int err = pin(pthread_self(), core)) pin_failed(core, err);
-}
-
-SpinPool::SpinPool(const std::vector<int>& cores) : done_(cores.size()) {
-  threads_.reserve(cores.size());
+SpinPool::SpinPool(const std::vector<int>& cores)
+    : done_(cores.size()), threads_([this] {
+        stop_.store(true, std::memory_order_release);
+        gen_.fetch_add(1, std::memory_order_release);
+      }) {
+  // A worker that cannot be started or pinned throws; threads_ then stops and joins the others.
   for (size_t i = 0; i < cores.size(); ++i) {
-    threads_.emplace_back([this, i] { worker(static_cast<int>(i)); });
-    if (const int err = pin(threads_.back().native_handle(), cores[i])) {
-      stop_.store(true, std::memory_order_release);
-      gen_.fetch_add(1, std::memory_order_release);
-      for (auto& t : threads_) t.join();
-      threads_.clear();
-      pin_failed(cores[i], err);
-    }
+    threads_.start("cpu backend precompute worker " + std::to_string(i + 1) + " of " + std::to_string(cores.size()),
+                   [this, i] { worker(static_cast<int>(i)); });
+    util::pin_thread(threads_.back().native_handle(), {cores[i]}, "cpu backend");
   }
-}
-
-SpinPool::~SpinPool() {
-  stop_.store(true, std::memory_order_release);
-  gen_.fetch_add(1, std::memory_order_release);
-  for (auto& t : threads_) t.join();
 }
 
 void SpinPool::start(PoolJob fn, void* ctx) {

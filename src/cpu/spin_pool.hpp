@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "util/threads.hpp"
+
 namespace hotpath::cpu {
 
 // fn(ctx, part, nparts) is run once for each part in [0, nparts); it must not throw.
@@ -13,9 +15,10 @@ using PoolJob = void (*)(void* ctx, int part, int nparts);
 
 class SpinPool {
  public:
-  // One worker per core id; throws hotpath::Error naming a core that cannot be pinned. Empty: no workers.
+  // One worker per core id; throws hotpath::Error naming a core that cannot be pinned or a worker that
+  // cannot be started (the others are joined first). Empty: no workers.
   explicit SpinPool(const std::vector<int>& cores);
-  ~SpinPool();
+  ~SpinPool() = default;  // threads_ stops and joins the workers
   SpinPool(const SpinPool&) = delete;
   SpinPool& operator=(const SpinPool&) = delete;
 
@@ -47,11 +50,8 @@ class SpinPool {
   void* ctx_ = nullptr;
   std::atomic<bool> stop_{false};
   alignas(64) std::vector<Done> done_;
-  std::vector<std::thread> threads_;
+  util::ThreadGroup threads_;  // last: destroyed (stopped, joined) before what the workers use
 };
-
-// Pins the calling thread to one core; throws hotpath::Error naming the core on failure.
-void pin_this_thread(int core);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)

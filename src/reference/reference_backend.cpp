@@ -51,6 +51,10 @@ std::unique_ptr<Backend> make_reference_backend(const Model& model, const Backen
   if (options.precision && *options.precision != Precision::fp64)
     throw Error(std::string("backend ref computes in float64 only; --precision ") +
                 precision_name(*options.precision) + " is not available for it");
+  // Window mode keeps W float64 states of L x 2H values (reference::Incremental).
+  if (options.mode == Mode::window)
+    check_window_state("ref", options.window,
+                       double(options.window) * 2.0 * model.config.num_layers * model.config.hidden_size * 8.0);
   return std::make_unique<ReferenceBackend>(model, options);
 }
 

@@ -1,16 +1,36 @@
 // The latency harness's own pieces: percentiles, cpusets, inputs, pacing and checking.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <numeric>
+#include <random>
 #include <sstream>
+#include <thread>
 
 #include "bench/latency_bench.hpp"
 #include "bench/machine.hpp"
 #include "bench/stats.hpp"
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 using namespace hotpath;
+
+namespace {
+
+// A run of the float64 reference on the tiny golden model: quick, and exact against the checker.
+bench::BenchOptions on_tiny(Mode mode) {
+  bench::BenchOptions o;
+  o.model = std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors";
+  o.backend = "ref";
+  o.mode = mode;
+  o.check_every = 1;
+  return o;
+}
+
+}  // namespace
 
 TEST(Stats, NearestRankPercentiles) {
   std::vector<double> v(1000);
@@ -62,22 +82,32 @@ TEST(Inputs, DeterministicVaryingNormal) {
   EXPECT_NEAR(var, 1.0, 0.05);
 }
 
+// Pacing is checked by what it does, not by a rate: every tick is due on the schedule (due times
+// period apart), never sent before it is due, so the active time covers the whole schedule; late ticks
+// are counted, never more than were sent. (The rate itself is a measurement: a busy machine sends late.)
 TEST(Bench, ReferenceRunChecksEveryTickAndPaces) {
-  bench::BenchOptions o;
-  o.model = std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors";  // tiny: the reference keeps up
-  o.backend = "ref";
-  o.mode = Mode::streaming;
+  bench::BenchOptions o = on_tiny(Mode::streaming);
   o.ticks = 50;
   o.warmup = 5;
-  o.check_every = 1;
   o.rate_hz = 2000;  // 0.5 ms apart
   std::ostringstream out;
   const auto r = bench::run_bench(o, out);
   EXPECT_EQ(r["count"], 50);
-  EXPECT_EQ(r["error"]["checked_ticks"], 55);
+  EXPECT_EQ(r["error"]["checked_ticks"], 55);  // every tick, warm-up included
+  EXPECT_EQ(r["error"]["checks_due"], 55);
+  EXPECT_EQ(r["error"]["unchecked_ticks"], 0);
   EXPECT_TRUE(r["error"]["pass"].get<bool>());
-  EXPECT_NEAR(r["tick_rate_hz"].get<double>(), 2000, 400);
+  EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"];
+  const auto& p = r["pacing"];
+  EXPECT_EQ(p["rate_hz"], 2000.0);
+  EXPECT_NEAR(p["schedule_s"].get<double>(), 49 / 2000.0, 1e-9);  // the 50th tick is due 49 periods in
+  EXPECT_GE(p["active_s"].get<double>(), p["schedule_s"].get<double>());
+  EXPECT_GE(p["late_ticks"].get<long long>(), 0);
+  EXPECT_LE(p["late_ticks"].get<long long>(), 50);
   EXPECT_NE(out.str().find("PASS"), std::string::npos);
+  // Unpaced, there is no schedule.
+  o.rate_hz.reset();
+  EXPECT_EQ(bench::run_bench(o, out)["pacing"]["schedule_s"], 0.0);
 }
 
 // Several checker threads split the checked windows; each must see its own ticks and agree exactly.
@@ -103,15 +133,253 @@ TEST(Bench, BadOptionsAreRefused) {
   o.model = "lstm_s";
   o.backend = "ref";
   std::ostringstream out;
-  auto with = [&](auto change) {
+  auto refused = [&](auto change, const std::string& needle) {
     auto c = o;
     change(c);
-    return c;
+    try {
+      bench::run_bench(c, out);
+      ADD_FAILURE() << needle << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
   };
-  EXPECT_THROW(bench::run_bench(with([](auto& c) { c.ticks = 0; }), out), Error);
-  EXPECT_THROW(bench::run_bench(with([](auto& c) { c.warmup = -1; }), out), Error);
-  EXPECT_THROW(bench::run_bench(with([](auto& c) { c.rate_hz = -5; }), out), Error);
-  EXPECT_THROW(bench::run_bench(with([](auto& c) { c.model = ""; }), out), Error);
-  EXPECT_THROW(bench::run_bench(with([](auto& c) { c.model = "nonexistent"; }), out), Error);
-  EXPECT_THROW(bench::run_bench(with([](auto& c) { c.mode = Mode::batch; }), out), Error);
+  const double nan = std::nan("");
+  refused([](auto& c) { c.ticks = 0; }, "--ticks");
+  refused([](auto& c) { c.ticks = bench::kMaxTicks + 1; }, "100000000");
+  refused([](auto& c) { c.ticks = std::numeric_limits<long long>::max(); }, "--ticks");
+  refused([](auto& c) { c.warmup = -1; }, "--warmup");
+  refused([](auto& c) { c.warmup = std::numeric_limits<long long>::max(); }, "--warmup");  // warm-up + ticks wrapped
+  refused([](auto& c) { c.rate_hz = -5; }, "--rate");
+  refused([&](auto& c) { c.rate_hz = nan; }, "--rate");
+  refused([&](auto& c) { c.seconds = nan; }, "--seconds");
+  refused([&](auto& c) { c.gap_us = nan; }, "--gap-us");
+  refused([&](auto& c) { c.timeout_us = nan; }, "--timeout-us");
+  refused([](auto& c) { c.timeout_us = 0; }, "--timeout-us");
+  refused([](auto& c) { c.window = 0; }, "--window");
+  refused([](auto& c) { c.window = 10'000'000; }, "--window");
+  refused([](auto& c) { c.check_threads = bench::kMaxCheckThreads + 1; }, "--check-threads");
+  refused([](auto& c) { c.report_every_s = 0; }, "--report-every");
+  refused([](auto& c) {
+    c.report_every_s = 1;
+    c.samples_path = "x.csv";
+  }, "--samples");
+  refused([](auto& c) { c.idle_s = 1; }, "--idle-every-s");
+  refused([](auto& c) { c.idle_every_s = 1; }, "--idle-s");
+  refused([](auto& c) { c.model = ""; }, "--model");
+  refused([](auto& c) { c.model = "nonexistent"; }, "nonexistent");
+  refused([](auto& c) { c.mode = Mode::batch; }, "--mode");
+}
+
+TEST(Stats, HistogramPercentilesBoundTheExactOnes) {
+  std::mt19937_64 rng(3);
+  std::lognormal_distribution<double> d(1.5, 0.8);  // microseconds, a long tail
+  std::vector<double> v(100000);
+  bench::Histogram h, a, b;
+  for (size_t k = 0; k < v.size(); ++k) {
+    v[k] = d(rng);
+    h.add(v[k]);
+    (k % 2 ? a : b).add(v[k]);
+  }
+  a.merge(b);
+  const auto exact = bench::summarize(v);
+  for (const auto& s : {h.summary(), a.summary()}) {
+    EXPECT_EQ(s.count, exact.count);
+    EXPECT_EQ(s.min, exact.min);
+    EXPECT_EQ(s.max, exact.max);
+    EXPECT_NEAR(s.mean, exact.mean, 1e-9 * exact.mean);
+    for (auto [got, want] : {std::pair{s.p50, exact.p50}, {s.p90, exact.p90}, {s.p99, exact.p99}, {s.p999, exact.p999}}) {
+      EXPECT_GE(got, want);
+      EXPECT_LE(got, want * (1 + 1.0 / 1024) + 0.001);  // one bin: 1/1024 relative, 1 ns absolute
+    }
+  }
+  h.clear();
+  EXPECT_EQ(h.summary().count, 0);
+  h.add(1e12);  // beyond the last bin: counted, reported as the exact maximum
+  EXPECT_EQ(h.summary().p50, 1e12);
+}
+
+namespace {
+
+// The reference backend, except that step() throws on chosen ticks (a GPU that misses its deadline):
+// the bench must count those ticks as lost, never as checked, and never pass.
+class FlakyBackend final : public Backend {
+ public:
+  FlakyBackend(const Model& m, const BackendOptions& o, std::function<bool(long long)> fails, double skew = 0)
+      : Backend(m.config, o), inner_(make_backend("ref", m, o)), fails_(std::move(fails)), skew_(skew) {}
+  std::string name() const override { return "flaky"; }
+  std::string variant() const override { return "test"; }
+  Precision precision() const override { return Precision::fp32; }  // float outputs: the fp32 bound
+  void step(std::span<const float> x, std::span<float> out) override {
+    const long long t = t_++;
+    inner_->step(x, out);  // state advances: the tick was sent, its answer is what is lost
+    if (fails_(t)) throw Error("no answer to tick " + std::to_string(t));
+    for (auto& v : out) v += float(skew_);
+  }
+  void finish_precompute() override { inner_->finish_precompute(); }
+  void reset() override {
+    inner_->reset();
+    t_ = 0;
+  }
+  long long ticks() const override { return t_; }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  std::function<bool(long long)> fails_;
+  double skew_;
+  long long t_ = 0;
+};
+
+bench::BenchOptions flaky_options(std::function<bool(long long)> fails, double skew = 0) {
+  bench::BenchOptions o = on_tiny(Mode::streaming);
+  o.ticks = 200;
+  o.warmup = 10;
+  o.make_backend = [fails, skew](const Model& m, const BackendOptions& bo) {
+    return std::make_unique<FlakyBackend>(m, bo, fails, skew);
+  };
+  return o;
+}
+
+}  // namespace
+
+TEST(Bench, LostTicksAreCountedAndNeverPass) {
+  std::ostringstream out;
+  const auto r = bench::run_bench(flaky_options([](long long t) { return t == 37 || t == 120; }), out);
+  EXPECT_EQ(r["lost_ticks"], 2);
+  EXPECT_EQ(r["ticks_run"], 210);
+  EXPECT_EQ(r["count"], 198);                       // measured ticks that were answered
+  EXPECT_EQ(r["error"]["lost_checks"], 2);          // due for checking, nothing to check
+  EXPECT_EQ(r["error"]["checked_ticks"], 208);
+  EXPECT_EQ(r["error"]["unchecked_ticks"], 0);
+  EXPECT_EQ(r["error"]["ticks_over_bound"], 0);     // the others are right: records stay aligned
+  EXPECT_FALSE(r["pass"].get<bool>());
+  EXPECT_NE(r["failure"].get<std::string>().find("2 ticks got no answer"), std::string::npos) << r["failure"];
+  EXPECT_NE(r["failure"].get<std::string>().find("tick 120"), std::string::npos) << r["failure"];
+  EXPECT_NE(out.str().find("FAIL"), std::string::npos);
+}
+
+TEST(Bench, WrongAnswersFail) {
+  std::ostringstream out;
+  const auto r = bench::run_bench(flaky_options([](long long) { return false; }, 1e-3), out);
+  EXPECT_EQ(r["error"]["ticks_over_bound"], 210);
+  EXPECT_FALSE(r["error"]["pass"].get<bool>());
+  EXPECT_FALSE(r["pass"].get<bool>());
+  EXPECT_NE(r["failure"].get<std::string>().find("exceeds the bound"), std::string::npos);
+}
+
+// A backend that stops answering ends the run (it does not spin through every remaining tick), and a
+// run in which no tick was measured never passes.
+TEST(Bench, ABackendThatStopsAnsweringEndsTheRunWithoutPassing) {
+  std::ostringstream out;
+  const auto r = bench::run_bench(flaky_options([](long long t) { return t >= 3; }), out);
+  EXPECT_EQ(r["ticks_run"], 3 + bench::kMaxFailuresInRow);
+  EXPECT_EQ(r["count"], 0);
+  EXPECT_FALSE(r["pass"].get<bool>());
+  EXPECT_NE(r["failure"].get<std::string>().find("in a row"), std::string::npos) << r["failure"];
+  // One that never answered at all is an error, as before.
+  EXPECT_THROW(bench::run_bench(flaky_options([](long long) { return true; }), out), Error);
+}
+
+// The soak run's pieces: a report per interval (from histograms, so memory does not grow with the run)
+// that together cover every measured tick and every check, and idle gaps in which no tick is sent.
+TEST(Bench, IntervalsCoverEveryTickAndIdleGapsHappen) {
+  bench::BenchOptions o = on_tiny(Mode::window);
+  o.window = 6;
+  o.warmup = 7;
+  o.check_threads = 2;
+  o.seconds = 0.6;
+  o.report_every_s = 0.1;
+  o.idle_every_s = 0.2;
+  o.idle_s = 0.05;
+  std::ostringstream out;
+  const auto r = bench::run_bench(o, out);
+  EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"];
+  EXPECT_EQ(r["percentiles"], "histogram");
+  EXPECT_GE(r["pacing"]["idle_gaps"].get<long long>(), 1);
+  const auto& iv = r["intervals"];
+  ASSERT_TRUE(iv.is_array());
+  ASSERT_GE(iv.size(), 1u);
+  long long ticks = 0, checked = 0;
+  double idle = 0;
+  for (size_t k = 0; k < iv.size(); ++k) {
+    EXPECT_EQ(iv[k]["index"], k);
+    EXPECT_EQ(iv[k]["ticks"], iv[k]["latency_us"]["count"]);
+    EXPECT_GT(iv[k]["rss_bytes"].get<long long>(), 0);
+    EXPECT_EQ(iv[k]["lost_ticks"], 0);
+    EXPECT_EQ(iv[k]["error"]["ticks_over_bound"], 0);
+    if (k > 0) EXPECT_EQ(iv[k]["first_tick"].get<long long>(), iv[k - 1]["first_tick"].get<long long>() + iv[k - 1]["ticks"].get<long long>());
+    ticks += iv[k]["ticks"].get<long long>();
+    checked += iv[k]["error"]["checked_ticks"].get<long long>();
+    idle += iv[k]["idle_s"].get<double>();
+  }
+  EXPECT_EQ(iv[0]["first_tick"], 7);
+  EXPECT_EQ(ticks, r["count"].get<long long>());
+  EXPECT_EQ(checked, r["error"]["checked_ticks"].get<long long>() - 7);  // warm-up checks belong to no interval
+  EXPECT_NEAR(idle, r["pacing"]["idle_total_s"].get<double>(), 1e-9);
+  EXPECT_EQ(r["error"]["unchecked_ticks"], 0);
+  EXPECT_NE(out.str().find("interval 0:"), std::string::npos);
+}
+
+TEST(Threads, PinFailuresAreRecordedAndNamed) {
+  util::clear_pin_failures();
+  EXPECT_TRUE(util::try_pin_thread(pthread_self(), util::allowed_cores(), "test thread"));
+  EXPECT_FALSE(util::try_pin_thread(pthread_self(), {CPU_SETSIZE - 1}, "test thread"));
+  EXPECT_FALSE(util::try_pin_thread(pthread_self(), {-1}, "test thread"));
+  const auto f = util::pin_failures();
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].thread, "test thread");
+  EXPECT_EQ(f[0].cores, std::vector<int>{CPU_SETSIZE - 1});
+  EXPECT_FALSE(f[0].reason.empty());
+  try {
+    util::pin_thread(pthread_self(), {CPU_SETSIZE - 1}, "bench timed thread");
+    ADD_FAILURE() << "pinned to a core that does not exist";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu " + std::to_string(CPU_SETSIZE - 1)), std::string::npos) << e.what();
+  }
+  util::clear_pin_failures();
+  EXPECT_TRUE(util::pin_failures().empty());
+  // A run reports its failures (none here) in the JSON.
+  bench::BenchOptions o = on_tiny(Mode::streaming);
+  o.ticks = 5;
+  std::ostringstream out;
+  EXPECT_TRUE(bench::run_bench(o, out)["pin_failures"].is_array());
+}
+
+// The group joins what started, whatever happens: its stop function runs first, once.
+TEST(Threads, GroupStopsAndJoins) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> ran{0};
+  int stops = 0;
+  {
+    util::ThreadGroup g([&] {
+      ++stops;
+      stop = true;
+    });
+    for (int k = 0; k < 3; ++k)
+      g.start("test thread", [&] {
+        while (!stop) std::this_thread::yield();
+        ++ran;
+      });
+    EXPECT_EQ(g.size(), 3u);
+  }
+  EXPECT_EQ(ran, 3);
+  EXPECT_EQ(stops, 1);
+}
+
+// Past a few blocks of checked outputs the checker's buffers are reused (memory follows the backlog,
+// not the run): every record must still be read before it is overwritten, by one thread (streaming)
+// or several taking turns (window).
+TEST(Bench, LongRunsReuseTheCheckersBuffersWithoutLosingARecord) {
+  for (const Mode mode : {Mode::streaming, Mode::window}) {
+    bench::BenchOptions o = on_tiny(mode);
+    o.window = 3;
+    o.ticks = 200'000;  // O = 1: 65,536 records a block, so four blocks
+    o.warmup = 0;
+    o.check_threads = 3;
+    std::ostringstream out;
+    const auto r = bench::run_bench(o, out);
+    EXPECT_EQ(r["error"]["checked_ticks"], 200'000) << mode_name(mode);
+    EXPECT_EQ(r["error"]["ticks_over_bound"], 0) << mode_name(mode);
+    EXPECT_LE(r["error"]["max_abs"].get<double>(), 1e-12) << mode_name(mode);
+    EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"];
+  }
 }

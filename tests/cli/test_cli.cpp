@@ -1,7 +1,10 @@
 // The `hotpath` executable end to end: golden reproduction, exit codes, one-line errors on bad input.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -269,4 +272,109 @@ TEST_F(Cli, CudaWithoutADeviceSaysSo) {
   if (fs::exists("/dev/nvidia0")) GTEST_SKIP() << "a GPU is present; this test covers machines without one";
   expect_refused("bench --model lstm_s --backend cuda --ticks 10", "no usable CUDA device");
   expect_refused("bench --pingpong --ticks 10", "no usable CUDA device");
+}
+
+// Every numeric flag of bench and run is range-checked: exit 2 and one line naming the flag and its
+// limit; never exit 3 (vector::reserve), never a wrap (warm-up + ticks), never NaN taken as a value,
+// never "0 means unset".
+TEST_F(Cli, BenchAndRunNumbersAreRangeChecked) {
+  const std::string b = "bench --model lstm_s --backend ref ";
+  const std::vector<std::pair<std::string, std::string>> bench_cases = {
+      {"--warmup 9223372036854775807", "--warmup"},  // measured nothing and said PASS
+      {"--warmup 100000001", "100000000"},
+      {"--ticks 9223372036854775807", "--ticks"},    // exit 3: vector::reserve
+      {"--ticks 100000001", "100000000"},
+      {"--ticks 99999999999999999999", "--ticks"},
+      {"--timeout-us nan", "--timeout-us"},
+      {"--timeout-us 0", "--timeout-us"},
+      {"--window 0", "--window"},                    // was treated as unset
+      {"--window 1000001", "1000000"},
+      {"--check-threads 100", "--check-threads"},
+      {"--check-threads 0", "64"},
+      {"--check-every -1", "--check-every"},
+      {"--seconds nan", "--seconds"},
+      {"--duration -1", "1e+06"},
+      {"--rate nan", "--rate"},
+      {"--rate inf", "--rate"},
+      {"--gap-us -1", "--gap-us"},
+      {"--floats 70000", "65536"},
+      {"--seed -1", "--seed"},
+      {"--report-every 0", "--report-every"},
+      {"--report-every 1 --samples " + path("s.csv"), "--samples"},
+      {"--idle-s 1", "--idle-every-s"},
+      {"--idle-every-s 1 --idle-s nan", "--idle-s"}};
+  for (const auto& [args, needle] : bench_cases) expect_refused(b + args, needle);
+  const std::string run = "run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.st");
+  expect_refused(run + " --window 10000000", "--window");  // allocated 1.9 GB, then "out of memory"
+  expect_refused(run + " --window 0", "--window");
+  expect_refused(run + " --window 41", "longer than the series (40 ticks");
+  EXPECT_FALSE(fs::exists(path("o.st")));
+}
+
+// A window that reaches a backend is checked there before the window state is allocated.
+TEST_F(Cli, AWindowOverTheBackendsMemoryLimitIsRefused) {
+  expect_refused("bench --model lstm_s --backend cpu --window 1000000 --ticks 5", "1 GiB");
+  expect_refused("bench --model lstm_s --backend ref --window 1000000 --ticks 5", "1 GiB");
+}
+
+// When the system refuses a thread (a thread limit), the process does not abort ("terminate called
+// without an active exception", exit 134): the threads already started are joined and the error is one
+// line, exit 2. The limit is set with prlimit --nproc (which root ignores, so as root the command runs
+// as an unused uid).
+TEST_F(Cli, AThreadLimitIsACleanError) {
+  auto limited = [&](int nproc, const std::string& args) {
+    std::string cmd = "prlimit --nproc=" + std::to_string(nproc) + " " + args;
+    if (::geteuid() == 0) cmd = "setpriv --reuid 54321 --regid 54321 --clear-groups " + cmd;
+    const std::string out = path("stdout.txt"), err = path("stderr.txt");
+    const int status = std::system((cmd + " >" + out + " 2>" + err + " </dev/null").c_str());
+    return Result{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
+  };
+  const std::string bin = HOTPATH_BINARY;
+  if (limited(100, bin + " --version").code != 0 || limited(1, "sh -c 'true & wait'").code == 0)
+    GTEST_SKIP() << "cannot limit threads here (needs prlimit, and setpriv when root, and a binary others may run)";
+  for (const auto& [nproc, args] : std::vector<std::pair<int, std::string>>{
+           {3, "bench --model lstm_s --backend ref --ticks 10 --check-threads 10"},
+           {2, "bench --model lstm_s --backend ref --mode window --window 50 --ticks 10 --check-threads 64"}}) {
+    const Result r = limited(nproc, bin + " " + args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("cannot start bench checker thread"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ulimit -u"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  // The cpu backend's precompute workers (one per core after the first of --cpuset).
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= 2) {
+    std::vector<int> cores;
+    for (int c = 0; c < CPU_SETSIZE && cores.size() < 2; ++c)
+      if (CPU_ISSET(c, &set)) cores.push_back(c);
+    const Result r = limited(1, bin + " bench --model lstm_s --backend cpu --ticks 10 --cpuset " +
+                                    std::to_string(cores[0]) + "," + std::to_string(cores[1]));
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("cannot start cpu backend precompute worker"), std::string::npos) << r.err;
+  }
+}
+
+// The soak run's flags: --duration with a report per interval and idle gaps, every tick checked; the
+// JSON carries the intervals (schema: bench/SCHEMA.md). Behaviour only: no rate or duration is asserted.
+TEST_F(Cli, BenchSoakFlagsReportIntervals) {
+  const std::string json = path("soak.json");
+  const Result r = hotpath("bench --model " + golden_model("tiny") + " --backend ref --mode streaming --duration 0.5 "
+                           "--report-every 0.1 --idle-every-s 0.15 --idle-s 0.02 --check-every 1 --warmup 3 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_TRUE(j["pass"].get<bool>());
+  EXPECT_EQ(j["failure"], "");
+  EXPECT_EQ(j["lost_ticks"], 0);
+  EXPECT_EQ(j["error"]["unchecked_ticks"], 0);
+  EXPECT_EQ(j["error"]["checked_ticks"], j["ticks_run"]);
+  ASSERT_GE(j["intervals"].size(), 1u);
+  long long ticks = 0;
+  for (const auto& iv : j["intervals"]) {
+    for (const char* k : {"start_s", "end_s", "ticks", "latency_us", "precompute_us", "rss_bytes", "lost_ticks", "error"})
+      EXPECT_TRUE(iv.contains(k)) << k;
+    ticks += iv["ticks"].get<long long>();
+  }
+  EXPECT_EQ(ticks, j["count"].get<long long>());
+  EXPECT_TRUE(j["pin_failures"].is_array());
+  EXPECT_NE(r.out.find("interval 0:"), std::string::npos) << r.out;
 }

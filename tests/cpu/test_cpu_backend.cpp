@@ -414,3 +414,40 @@ TEST(CpuBackend, RunBatchMatchesReference) {
 }
 
 }  // namespace
+
+// A window whose state would take gigabytes is refused, naming the window and the limit, before any of
+// it is allocated (issue 13: a golden window of 10^6..2^31 allocated >1 GiB or ran out of memory).
+TEST(CpuBackend, HugeWindowIsRefusedBeforeAllocating) {
+  const Model m = *zoo_model("lstm_s", 3);
+  BackendOptions opt;
+  for (int w : {1'000'000, std::numeric_limits<int>::max()}) {
+    opt.window = w;
+    try {
+      make_cpu_backend(m, opt);
+      ADD_FAILURE() << "window " << w << " accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("window " + std::to_string(w)), std::string::npos) << what;
+      EXPECT_TRUE(what.find("GiB") != std::string::npos || what.find("1..1000000") != std::string::npos) << what;
+    }
+  }
+  opt.window = 1000;  // a long but sane window still works
+  EXPECT_NO_THROW(make_cpu_backend(m, opt));
+}
+
+// A precompute worker that cannot be pinned (or started) leaves no joinable thread behind: the
+// constructor throws a hotpath::Error and the workers already started are joined (no std::terminate).
+TEST(CpuBackend, AWorkerThatCannotBePinnedIsACleanError) {
+  const Model m = random_model(4, 30, 2, 1, true, true, 2);
+  BackendOptions opt;
+  opt.window = 8;
+  const auto cores = two_cores();
+  if (cores.size() < 2) GTEST_SKIP() << "needs two usable cores";
+  opt.cpuset = {cores[0], cores[1], CPU_SETSIZE - 1};  // the last worker's core does not exist
+  try {
+    make_cpu_backend(m, opt);
+    ADD_FAILURE() << "an impossible core accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(CPU_SETSIZE - 1)), std::string::npos) << e.what();
+  }
+}

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -12,6 +13,8 @@
 #include "common/golden.hpp"
 #include "model/zoo.hpp"
 #include "reference/reference.hpp"
+#include "reference/reference_backend.hpp"
+#include "util/error.hpp"
 
 using namespace hotpath;
 
@@ -188,4 +191,22 @@ TEST(Reference, TransposedFloat64IsSafeToShareBetweenThreads) {
     });
   for (auto& t : threads) t.join();
   for (double w : worst) EXPECT_LE(w, 1e-12);
+}
+
+// The reference backend keeps W float64 window states: a window whose state would take gigabytes is
+// refused, naming the window, before it is allocated; an unset window is an error, not a crash.
+TEST(ReferenceBackend, HugeOrMissingWindowIsRefused) {
+  const hotpath::Model m = *hotpath::zoo_model("lstm_s", 1);
+  hotpath::BackendOptions opt;
+  for (int w : {0, 1'000'000, std::numeric_limits<int>::max()}) {
+    opt.window = w;
+    try {
+      hotpath::make_reference_backend(m, opt);
+      ADD_FAILURE() << "window " << w << " accepted";
+    } catch (const hotpath::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("window " + std::to_string(w)), std::string::npos) << e.what();
+    }
+  }
+  opt.window = 50;
+  EXPECT_NO_THROW(hotpath::make_reference_backend(m, opt));
 }

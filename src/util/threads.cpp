@@ -1,0 +1,91 @@
+#include "util/threads.hpp"
+
+#include <sched.h>
+
+#include <cstring>
+#include <mutex>
+#include <system_error>
+#include <utility>
+
+#include "util/error.hpp"
+
+namespace hotpath::util {
+namespace {
+
+std::mutex g_pin_mutex;
+std::vector<PinFailure> g_pin_failures;
+
+}  // namespace
+
+std::vector<int> allowed_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cores;
+  if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) != 0) return cores;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cores.push_back(c);
+  return cores;
+}
+
+int set_thread_cores(pthread_t thread, const std::vector<int>& cores) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cores) {
+    if (c < 0 || c >= CPU_SETSIZE) return EINVAL;
+    CPU_SET(c, &set);
+  }
+  if (CPU_COUNT(&set) == 0) return EINVAL;
+  return pthread_setaffinity_np(thread, sizeof set, &set);
+}
+
+std::string cores_text(const std::vector<int>& cores) {
+  std::string s = cores.size() == 1 ? "cpu " : "cpus ";
+  for (size_t i = 0; i < cores.size(); ++i) s += (i ? "," : "") + std::to_string(cores[i]);
+  return cores.empty() ? "no cpus" : s;
+}
+
+void pin_thread(pthread_t thread, const std::vector<int>& cores, const std::string& who) {
+  if (const int err = set_thread_cores(thread, cores))
+    throw Error(who + ": cannot pin a thread to " + cores_text(cores) + " (" + std::strerror(err) +
+                "); --cpuset must name cores this process may run on");
+}
+
+bool try_pin_thread(pthread_t thread, const std::vector<int>& cores, const std::string& who) {
+  const int err = set_thread_cores(thread, cores);
+  if (err == 0) return true;
+  std::lock_guard lock(g_pin_mutex);
+  g_pin_failures.push_back({who, cores, std::strerror(err)});
+  return false;
+}
+
+std::vector<PinFailure> pin_failures() {
+  std::lock_guard lock(g_pin_mutex);
+  return g_pin_failures;
+}
+
+void clear_pin_failures() {
+  std::lock_guard lock(g_pin_mutex);
+  g_pin_failures.clear();
+}
+
+void ThreadGroup::start(const std::string& what, std::function<void()> fn) {
+  try {
+    threads_.emplace_back(std::move(fn));
+  } catch (const std::system_error& e) {
+    throw Error("cannot start " + what + ": " + e.code().message() +
+                "; the process may be at its thread limit (ulimit -u)");
+  }
+}
+
+void ThreadGroup::join() {
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+}
+
+void ThreadGroup::stop_and_join() {
+  if (stop_) std::exchange(stop_, nullptr)();
+  join();
+}
+
+}  // namespace hotpath::util

@@ -1,0 +1,67 @@
+// Threads the engine starts and the cores it places them on, in one place: every owner of threads
+// (the bench checker, the cpu backend's spin pool and batch workers, the cuda backend's fallback worker
+// and heartbeat) starts them through ThreadGroup and pins them through pin_thread / try_pin_thread.
+#pragma once
+#include <pthread.h>
+
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hotpath::util {
+
+// The cores the calling thread may run on (empty if the kernel will not say).
+std::vector<int> allowed_cores();
+
+// Restricts `thread` to `cores`; returns 0 or the errno (EINVAL for an empty set or a core outside
+// 0..CPU_SETSIZE-1). The one place that calls pthread_setaffinity_np.
+int set_thread_cores(pthread_t thread, const std::vector<int>& cores);
+
+// "cpu 3" or "cpus 2,3,5".
+std::string cores_text(const std::vector<int>& cores);
+
+// Pins `thread` to `cores`; throws hotpath::Error "<who>: cannot pin ... (<why>)" when it fails.
+void pin_thread(pthread_t thread, const std::vector<int>& cores, const std::string& who);
+
+// For placement that is only a preference: pins, and when that fails records the failure (see
+// pin_failures) and returns false instead of throwing.
+bool try_pin_thread(pthread_t thread, const std::vector<int>& cores, const std::string& who);
+
+struct PinFailure {
+  std::string thread;      // who asked, e.g. "bench checker 2 of 8"
+  std::vector<int> cores;  // where it was to run
+  std::string reason;      // strerror of the failure
+};
+// Failures recorded by try_pin_thread since the process started or the last clear (thread-safe).
+std::vector<PinFailure> pin_failures();
+void clear_pin_failures();
+
+// Threads that are always joined: the destructor first calls `stop` (which must make every thread
+// return soon) and then joins what started, so an owner whose constructor throws halfway (a thread
+// that cannot be created, a core that cannot be pinned) never destroys a joinable std::thread
+// (std::terminate). Declare it after every member its threads use, so it is destroyed first.
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(std::function<void()> stop = {}) : stop_(std::move(stop)) {}
+  ~ThreadGroup() { stop_and_join(); }
+  ThreadGroup(const ThreadGroup&) = delete;
+  ThreadGroup& operator=(const ThreadGroup&) = delete;
+
+  // Starts fn on a new thread. When the system refuses a thread (EAGAIN under `ulimit -u`), throws
+  // hotpath::Error naming `what` and the limit; threads already started keep running until
+  // stop_and_join().
+  void start(const std::string& what, std::function<void()> fn);
+  std::thread& back() { return threads_.back(); }
+  size_t size() const { return threads_.size(); }
+  // Joins every thread (they must be returning on their own).
+  void join();
+  // Calls stop (once) and joins every thread. Idempotent.
+  void stop_and_join();
+
+ private:
+  std::function<void()> stop_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace hotpath::util
