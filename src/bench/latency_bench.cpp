@@ -561,6 +561,9 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
                           {"backend_errors", iv.failures},
                           {"idle_s", iv.idle_s},
                           {"rss_bytes", rss}};
+#ifdef HOTPATH_HAVE_CUDA
+      if (backend_name == "cuda") j["gpu_memory_used_bytes"] = cuda::device_memory_used_bytes();
+#endif
       intervals.push_back(std::move(j));
       out << "interval " << intervals.size() - 1 << ": " << ls.count << " ticks, p50 " << fmt(ls.p50) << " p99 "
           << fmt(ls.p99) << " p99.9 " << fmt(ls.p999) << " max " << fmt(ls.max) << " us, " << iv.lost << " lost, rss "

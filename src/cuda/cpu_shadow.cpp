@@ -2,25 +2,14 @@
 
 #include <emmintrin.h>
 #include <pthread.h>
-#include <sched.h>
 
 #include <cstring>
 
 #include "cpu/cpu_backend.hpp"
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 namespace hotpath::cuda {
-namespace {
-
-void pin_this_thread(int cpu) {
-  if (cpu < 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
-}  // namespace
 
 CpuShadow::CpuShadow(const Model& model, const BackendOptions& options, int cpu)
     : backend_(make_cpu_backend(model, options)),
@@ -28,7 +17,7 @@ CpuShadow::CpuShadow(const Model& model, const BackendOptions& options, int cpu)
       O_(model.config.output_size),
       x_(size_t(kRing) * I_),
       z_(size_t(kRing) * O_),
-      worker_([this, cpu](std::stop_token stop) { run(stop, cpu); }) {}
+      worker_(util::start_jthread("the cuda fallback worker", [this, cpu](std::stop_token stop) { run(stop, cpu); })) {}
 
 CpuShadow::~CpuShadow() = default;  // worker_ (the last member) requests stop and joins first
 
@@ -66,7 +55,8 @@ void CpuShadow::check_failure() const {
 }
 
 void CpuShadow::run(std::stop_token stop, int cpu) {
-  pin_this_thread(cpu);
+  // A preference: a failure is recorded (and reported by bench), the fallback still answers.
+  if (cpu >= 0) util::try_pin_thread(pthread_self(), {cpu}, "cuda fallback worker");
   while (!stop.stop_requested()) {
     const long long t = done_.load(std::memory_order_relaxed);  // this thread is its only writer
     if (t >= submitted_.load(std::memory_order_acquire)) {

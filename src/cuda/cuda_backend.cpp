@@ -12,6 +12,7 @@
 #include "cuda/lstm_plan.hpp"
 #include "cuda/mailbox_host.hpp"
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 namespace hotpath {
 namespace {
@@ -345,7 +346,7 @@ class CudaBackend final : public Backend {
   void start_heartbeat() {
     stop_heartbeat();
     if (!copt_.heartbeat) return;
-    heartbeat_ = std::jthread([this](std::stop_token stop) {
+    heartbeat_ = util::start_jthread("the cuda heartbeat", [this](std::stop_token stop) {
       const auto period = std::chrono::duration<double, std::milli>(copt_.heartbeat_ms);
       while (!stop.stop_requested()) {
         mailbox_->beat();

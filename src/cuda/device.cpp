@@ -227,6 +227,15 @@ bool device_available(std::string* why, int device) {
   return true;
 }
 
+long long device_memory_used_bytes(int device) {
+  size_t free_b = 0, total_b = 0;
+  if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it so later calls do not see it
+    return -1;
+  }
+  return (long long)(total_b - free_b);
+}
+
 std::map<std::string, std::string> device_facts(int device) {
   require_device(device);
   cudaDeviceProp prop{};

@@ -40,6 +40,10 @@ SmReport query_stream_sms(CUstream_st* stream);
 // cudaOccupancyMaxActiveBlocksPerMultiprocessor reports it) x the context's SMs; 0 when either is <= 0.
 long long coresident_blocks(int blocks_per_sm, int sms);
 
+// Memory in use on the device (total - free, as cudaMemGetInfo reports it: every process's, not only
+// this one's); -1 when the runtime will not say. For soak runs, which check that it stays flat.
+long long device_memory_used_bytes(int device = 0);
+
 // gpu_name, driver_version, sm_count, compute_capability, sm_clock_mhz (read at run time, or "unknown").
 std::map<std::string, std::string> device_facts(int device = 0);
 

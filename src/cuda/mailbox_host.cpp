@@ -2,13 +2,13 @@
 
 #include <emmintrin.h>
 #include <pthread.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 
 #include "cuda/cuda_check.hpp"
+#include "util/threads.hpp"
 
 namespace hotpath::cuda {
 namespace {
@@ -135,21 +135,13 @@ void HostMailbox::beat() {
 
 ScopedPin::ScopedPin(int cpu) {
   if (cpu < 0) return;
-  cpu_set_t old, want;
-  if (pthread_getaffinity_np(pthread_self(), sizeof(old), &old) != 0) return;
-  CPU_ZERO(&want);
-  CPU_SET(cpu, &want);
-  if (pthread_setaffinity_np(pthread_self(), sizeof(want), &want) != 0) return;
-  static_assert(sizeof(cpu_set_t) <= sizeof(old_));
-  std::memcpy(old_, &old, sizeof(old));
-  pinned_ = true;
+  old_ = util::allowed_cores();
+  // A preference: a failure is recorded (bench reports it) and the ping-pong runs unpinned.
+  pinned_ = !old_.empty() && util::try_pin_thread(pthread_self(), {cpu}, "ping-pong host thread");
 }
 
 ScopedPin::~ScopedPin() {
-  if (!pinned_) return;
-  cpu_set_t old;
-  std::memcpy(&old, old_, sizeof(old));
-  pthread_setaffinity_np(pthread_self(), sizeof(old), &old);
+  if (pinned_) util::set_thread_cores(pthread_self(), old_);
 }
 
 }  // namespace hotpath::cuda

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "cuda/device.hpp"
 #include "cuda/kernels/mailbox_layout.hpp"
@@ -58,7 +59,7 @@ class ScopedPin {
 
  private:
   bool pinned_ = false;
-  unsigned char old_[128] = {};
+  std::vector<int> old_;  // the cores the thread had before
 };
 
 }  // namespace hotpath::cuda

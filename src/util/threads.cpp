@@ -68,12 +68,16 @@ void clear_pin_failures() {
   g_pin_failures.clear();
 }
 
+Error thread_start_error(const std::string& what, const std::system_error& e) {
+  return Error("cannot start " + what + ": " + e.code().message() +
+               "; the process may be at its thread limit (ulimit -u)");
+}
+
 void ThreadGroup::start(const std::string& what, std::function<void()> fn) {
   try {
     threads_.emplace_back(std::move(fn));
   } catch (const std::system_error& e) {
-    throw Error("cannot start " + what + ": " + e.code().message() +
-                "; the process may be at its thread limit (ulimit -u)");
+    throw thread_start_error(what, e);
   }
 }
 

@@ -6,8 +6,12 @@
 
 #include <functional>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include "util/error.hpp"
 
 namespace hotpath::util {
 
@@ -36,6 +40,21 @@ struct PinFailure {
 // Failures recorded by try_pin_thread since the process started or the last clear (thread-safe).
 std::vector<PinFailure> pin_failures();
 void clear_pin_failures();
+
+// The error for a thread the system refused to create (std::thread's std::system_error): names the
+// thread and the likely limit, so the CLI prints one line and exits 2 instead of "internal error".
+Error thread_start_error(const std::string& what, const std::system_error& e);
+
+// A std::jthread (joined by its destructor, so a throwing owner never terminates) whose refusal is a
+// thread_start_error.
+template <class F>
+std::jthread start_jthread(const std::string& what, F&& fn) {
+  try {
+    return std::jthread(std::forward<F>(fn));
+  } catch (const std::system_error& e) {
+    throw thread_start_error(what, e);
+  }
+}
 
 // Threads that are always joined: the destructor first calls `stop` (which must make every thread
 // return soon) and then joins what started, so an owner whose constructor throws halfway (a thread
