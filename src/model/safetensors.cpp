@@ -579,12 +579,20 @@ OutTensor make_tensor(std::string name, DType dtype, std::vector<int64_t> shape,
 
 std::vector<uint8_t> serialize(const std::vector<OutTensor>& tensors,
                                const std::map<std::string, std::string>& metadata) {
-  // ordered_json keeps the given tensor order; the reference writes __metadata__ first.
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  // The header is written entry by entry in the given tensor order, __metadata__ first as the
+  // reference does (a whole ordered_json object would look each key up linearly: quadratic).
+  std::string h = "{";
+  auto dump = [](const nlohmann::ordered_json& j) {
+    try {
+      return j.dump();
+    } catch (const nlohmann::ordered_json::exception& e) {
+      throw Error(std::string("cannot encode the safetensors header: ") + e.what());
+    }
+  };
   if (!metadata.empty()) {
     nlohmann::ordered_json m = nlohmann::ordered_json::object();
     for (const auto& [k, v] : metadata) m[k] = v;
-    header["__metadata__"] = std::move(m);
+    h += "\"__metadata__\":" + dump(m);
   }
   std::set<std::string_view> names;
   uint64_t offset = 0;
@@ -601,17 +609,12 @@ std::vector<uint8_t> serialize(const std::vector<OutTensor>& tensors,
     if (count > std::numeric_limits<uint64_t>::max() / dtype_size(t.dtype) || count * dtype_size(t.dtype) != t.bytes.size())
       throw Error("tensor " + quote_key(t.name) + ": " + std::to_string(t.bytes.size()) + " bytes do not match " +
                   dtype_name(t.dtype) + " shape " + shape_str(t.shape));
-    header[t.name] = {{"dtype", dtype_name(t.dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + t.bytes.size()}}};
+    const nlohmann::ordered_json entry = {
+        {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    h += (h.size() > 1 ? "," : "") + dump(t.name) + ":" + dump(entry);
     offset += t.bytes.size();
   }
-  std::string h;
-  try {
-    h = header.dump();
-  } catch (const nlohmann::ordered_json::exception& e) {
-    throw Error(std::string("cannot encode the safetensors header: ") + e.what());
-  }
+  h += "}";
   h.append((8 - h.size() % 8) % 8, ' ');  // as the reference does: the data section starts 8-aligned
   std::vector<uint8_t> out(8 + h.size() + offset);
   const uint64_t n = h.size();
