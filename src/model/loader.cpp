@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "model/zoo.hpp"
 #include "util/error.hpp"
@@ -41,15 +42,6 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
-}
-
-// A strict decimal integer: digits only, no sign, no spaces, fits in int.
-std::optional<int> parse_int(const std::string& s) {
-  int v = 0;
-  if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
-  return v;
 }
 
 std::optional<bool> parse_bool(const std::string& s) {
@@ -208,8 +200,13 @@ class Loader {
                  std::to_string(g) + ", I] ([4H, input_size] with H = " + std::to_string(h) + ", I >= 1)");
     c.input_size = int(ih0.shape[1]);
 
+    // Counted no further than the limit: a hostile file may name a million layers.
     size_t layers = 0;
-    while (find(p + "weight_ih_l" + std::to_string(layers))) ++layers;
+    while (layers <= size_t(kMaxNumLayers) && find(p + "weight_ih_l" + std::to_string(layers))) ++layers;
+    if (layers > size_t(kMaxNumLayers))
+      throw fail("the LSTM has more than " + std::to_string(kMaxNumLayers) + " layers (" +
+                 quote_key(p + "weight_ih_l" + std::to_string(kMaxNumLayers)) + " exists); num_layers is limited to " +
+                 std::to_string(kMaxNumLayers));
     for (const auto& n : names_)
       if (auto k = lstm_layer_of(n, p); k && *k >= layers)
         throw fail("tensor " + quote_key(n) + " belongs to layer " + std::to_string(*k) + " but " +
@@ -217,7 +214,6 @@ class Loader {
                    (layers == 1 ? std::string("only layer 0 is complete")
                                 : "layers 0.." + std::to_string(layers - 1) + " are complete") +
                    ")");
-    if (layers > size_t(INT_MAX)) throw fail("too many layers");
     c.num_layers = int(layers);
 
     const std::string hs = "H = " + std::to_string(h);
@@ -306,22 +302,15 @@ class Loader {
 
   void check_metadata(ModelConfig& c) const {
     const auto& meta = f_.metadata();
-    if (auto it = meta.find("window"); it != meta.end()) {
-      const auto w = parse_int(it->second);
-      if (!w || *w < 1) throw fail("__metadata__ window " + quote_key(it->second) + " is not a positive integer");
-      c.window = *w;
-    }
-    const std::pair<const char*, int> sizes[] = {{"input_size", c.input_size},
-                                                 {"hidden_size", c.hidden_size},
-                                                 {"num_layers", c.num_layers},
-                                                 {"output_size", c.output_size}};
-    for (const auto& [key, actual] : sizes) {
-      const auto it = meta.find(key);
-      if (it == meta.end()) continue;
-      const auto v = parse_int(it->second);
-      if (!v) throw fail(std::string("__metadata__ ") + key + " " + quote_key(it->second) + " is not an integer");
-      if (*v != actual)
-        throw fail(std::string("__metadata__ ") + key + " is " + it->second + " but the tensors give " +
+    if (const auto w = metadata_int(f_, "window", 1, kMaxWindow)) c.window = *w;
+    const std::tuple<const char*, int, int> sizes[] = {{"input_size", c.input_size, INT_MAX},
+                                                       {"hidden_size", c.hidden_size, INT_MAX},
+                                                       {"num_layers", c.num_layers, kMaxNumLayers},
+                                                       {"output_size", c.output_size, INT_MAX}};
+    for (const auto& [key, actual, limit] : sizes) {
+      const auto v = metadata_int(f_, key, 1, limit);
+      if (v && *v != actual)
+        throw fail(std::string("__metadata__ ") + key + " is " + std::to_string(*v) + " but the tensors give " +
                    std::to_string(actual));
     }
     if (auto it = meta.find("bias"); it != meta.end()) {
@@ -341,6 +330,19 @@ class Loader {
 };
 
 }  // namespace
+
+std::optional<int> metadata_int(const safetensors::File& file, const std::string& key, int lo, int hi) {
+  const auto it = file.metadata().find(key);
+  if (it == file.metadata().end()) return std::nullopt;
+  const std::string& s = it->second;
+  int v = 0;
+  const bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (!digits || r.ec != std::errc() || r.ptr != s.data() + s.size() || v < lo || v > hi)
+    throw Error(file.source() + ": __metadata__ " + key + " " + quote_key(s) + " is not an integer in " +
+                std::to_string(lo) + ".." + std::to_string(hi));
+  return v;
+}
 
 Model model_from_safetensors(const safetensors::File& file, const LoadOptions& options) {
   return Loader(file, options).load();

@@ -1,6 +1,7 @@
 // From a safetensors state_dict (SPEC §2) to a Model, and back.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,11 @@ struct LoadOptions {
   std::string lstm_prefix;  // empty: detect from the `weight_ih_l0` suffix
   std::string head_prefix;  // empty: detect the single remaining 2-D weight [O, H]
 };
+
+// An integer of a file's __metadata__ (whose values are strings): the one parser for the integer
+// fields of model and golden files. Decimal digits only (no sign, space, point or suffix), within
+// lo..hi. nullopt when the key is absent; otherwise throws naming the file, the key and the range.
+std::optional<int> metadata_int(const safetensors::File& file, const std::string& key, int lo, int hi);
 
 // Validates everything; throws hotpath::Error naming the problem. Unsupported variants (proj_size via
 // a `weight_hr_l{k}` key, bidirectional via `_reverse` keys) are recognised before any other check.

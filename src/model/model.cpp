@@ -16,7 +16,18 @@ std::string head_name(const Model& m, const char* what) {
   return m.head_prefix.empty() ? std::string("head ") + what : m.head_prefix + what;
 }
 
+template <typename T>
+void require_finite_impl(std::span<const T> v, const std::string& what) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]))
+      throw Error(what + " holds " + (std::isnan(v[i]) ? "NaN" : v[i] > 0 ? "+Inf" : "-Inf") + " at index " +
+                  std::to_string(i));
+}
+
 }  // namespace
+
+void require_finite(std::span<const double> values, const std::string& what) { require_finite_impl(values, what); }
+void require_finite(std::span<const float> values, const std::string& what) { require_finite_impl(values, what); }
 
 const char* dtype_name(DType d) {
   switch (d) {
@@ -57,7 +68,10 @@ void Model::validate() const {
     throw fail("model sizes must be positive (input_size " + std::to_string(c.input_size) + ", hidden_size " +
                std::to_string(c.hidden_size) + ", num_layers " + std::to_string(c.num_layers) + ", output_size " +
                std::to_string(c.output_size) + ")");
-  if (c.window && *c.window < 1) throw fail("window must be positive, not " + std::to_string(*c.window));
+  if (c.num_layers > kMaxNumLayers)
+    throw fail("num_layers " + std::to_string(c.num_layers) + " exceeds the limit of " + std::to_string(kMaxNumLayers));
+  if (c.window && (*c.window < 1 || *c.window > kMaxWindow))
+    throw fail("window " + std::to_string(*c.window) + " is outside 1.." + std::to_string(kMaxWindow));
   if (layers.size() != size_t(c.num_layers))
     throw fail("model has " + std::to_string(layers.size()) + " layers but num_layers is " +
                std::to_string(c.num_layers));
@@ -66,10 +80,7 @@ void Model::validate() const {
     if (v.size() != expected)
       throw fail("weight '" + tensor + "' holds " + std::to_string(v.size()) + " values, expected " +
                  std::to_string(expected));
-    for (size_t i = 0; i < v.size(); ++i)
-      if (!std::isfinite(v[i]))
-        throw fail("weight '" + tensor + "' holds " + (std::isnan(v[i]) ? "NaN" : v[i] > 0 ? "+Inf" : "-Inf") +
-                   " at index " + std::to_string(i));
+    require_finite(v, who + "weight '" + tensor + "'");
   };
   const size_t h = size_t(c.hidden_size), g = 4 * h, o = size_t(c.output_size);
   for (size_t k = 0; k < layers.size(); ++k) {

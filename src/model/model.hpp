@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,18 @@ namespace hotpath {
 // Where a tensor's values came from; the storage here is always float64.
 enum class DType { F64, F32, F16, BF16 };
 const char* dtype_name(DType d);
+
+// Limits of what hotpath runs, checked by Model::validate (so for files, the zoo and tests alike) and by
+// the loader before any weight is read. num_layers: the cuda kernel runs at most 8 layers, cpu and ref
+// any number; trained LSTM stacks have 1-4; 64 keeps a hostile file from making a backend build
+// thousands of layers. window: every backend keeps W-1 open windows, each a state per layer; 10,000
+// keeps the largest zoo model (lstm_l, H 1024, 4 layers) under 1 GB of window state.
+inline constexpr int kMaxNumLayers = 64;
+inline constexpr int kMaxWindow = 10000;
+
+// Throws hotpath::Error "<what> holds NaN|+Inf|-Inf at index i" at the first value that is not finite.
+void require_finite(std::span<const double> values, const std::string& what);
+void require_finite(std::span<const float> values, const std::string& what);
 
 struct ModelConfig {
   int input_size = 0;   // I

@@ -5,6 +5,8 @@
 //   tensors are refused.
 // - unknown fields inside a tensor entry are ignored, as serde does.
 // - a key repeated inside any JSON object of the header is refused (serde would keep one silently).
+// - the header's JSON nests at most 3 levels, and holds at most kMaxTensors entries, arrays of at most
+//   kMaxArrayElements and objects of at most kMaxObjectMembers keys (safetensors.hpp says why).
 // - dtypes outside the enum (F8_*, F4, ...) are refused as unknown.
 #include "model/safetensors.hpp"
 
@@ -16,8 +18,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <set>
+#include <unordered_set>
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
@@ -174,6 +178,213 @@ uint64_t TensorInfo::element_count() const {
   return n;
 }
 
+namespace {
+
+// The checks on the 8-byte header length, from the file's size alone: File::open makes them before it
+// reads more than those 8 bytes. `first` holds min(8, file_size) bytes.
+uint64_t checked_header_length(const uint8_t* first, uint64_t file_size, const std::string& src) {
+  auto fail = [&](const std::string& what) -> Error { return Error(src + ": " + what); };
+  if (file_size == 0) throw fail("file is empty (not a safetensors file)");
+  if (file_size < 8)
+    throw fail("file is " + std::to_string(file_size) +
+               " bytes, shorter than the 8-byte header length of a safetensors file");
+  const uint64_t n = read_le_u64(first);
+  if (n == 0) throw fail("header length is 0 (not a safetensors file)");
+  if (n > kMaxHeaderBytes)
+    throw fail("header length " + std::to_string(n) + " bytes exceeds the limit of " +
+               std::to_string(kMaxHeaderBytes) + " bytes (corrupt or not a safetensors file)");
+  if (n > file_size - 8)
+    throw fail("header length " + std::to_string(n) + " bytes runs past the end of the file (" +
+               std::to_string(file_size) + " bytes; truncated or not a safetensors file)");
+  return n;
+}
+
+// A byte for an error message: 'c' when printable ASCII, else its hex code.
+std::string byte_str(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  if (u >= 0x20 && u < 0x7f) return std::string("'") + c + "'";
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02x", u);
+  return buf;
+}
+
+// One tensor entry of the header, validated against the data section's size.
+TensorInfo read_entry(const std::string& key, const json& v, uint64_t data_size,
+                      const std::function<Error(const std::string&)>& fail) {
+  const std::string tname = "tensor " + quote_key(key);
+  if (!v.is_object()) throw fail(tname + " entry is not a JSON object (" + excerpt(v) + ")");
+  TensorInfo t;
+  t.name = key;
+
+  const auto dt = v.find("dtype");
+  if (dt == v.end()) throw fail(tname + " has no dtype");
+  if (!dt->is_string()) throw fail(tname + " dtype is not a string (" + excerpt(*dt) + ")");
+  const DTypeEntry* de = dtype_by_name(dt->get_ref<const std::string&>());
+  if (!de) throw fail(tname + " has unknown dtype " + quote_key(dt->get_ref<const std::string&>()));
+  t.dtype = de->dtype;
+
+  const auto sh = v.find("shape");
+  if (sh == v.end()) throw fail(tname + " has no shape");
+  if (!sh->is_array()) throw fail(tname + " shape is not an array (" + excerpt(*sh) + ")");
+  uint64_t count = 1;
+  bool count_overflow = false;
+  for (const json& d : *sh) {
+    uint64_t u;
+    if (!as_u64(d, u) || u > uint64_t(std::numeric_limits<int64_t>::max()))
+      throw fail(tname + " shape " + excerpt(*sh) + " holds " + excerpt(d) + ", not a non-negative integer");
+    t.shape.push_back(int64_t(u));
+    if (u != 0 && count > std::numeric_limits<uint64_t>::max() / u) count_overflow = true;
+    else count *= u;
+  }
+  // A zero dimension makes the product 0 whatever overflowed before it.
+  if (count_overflow && std::find(t.shape.begin(), t.shape.end(), 0) == t.shape.end())
+    throw fail(tname + " shape " + shape_str(t.shape) + " has an element count that overflows 64 bits");
+  if (count_overflow) count = 0;
+  if (count > std::numeric_limits<uint64_t>::max() / de->size)
+    throw fail(tname + " shape " + shape_str(t.shape) + " has a byte count that overflows 64 bits");
+  const uint64_t nbytes = count * de->size;
+
+  const auto off = v.find("data_offsets");
+  if (off == v.end()) throw fail(tname + " has no data_offsets");
+  if (!off->is_array() || off->size() != 2 || !as_u64((*off)[0], t.begin) || !as_u64((*off)[1], t.end))
+    throw fail(tname + " data_offsets " + excerpt(*off) + " are not two non-negative integers");
+  const std::string offs = "data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "]";
+  if (t.begin > t.end) throw fail(tname + " " + offs + " begin after they end");
+  if (t.end - t.begin != nbytes)
+    throw fail(tname + " " + offs + " span " + std::to_string(t.end - t.begin) + " bytes but " + de->name +
+               " shape " + shape_str(t.shape) + " needs " + std::to_string(nbytes));
+  if (t.end > data_size)
+    throw fail(tname + " " + offs + " run past the end of the data section (" + std::to_string(data_size) +
+               " bytes)");
+  return t;
+}
+
+// SAX handler for the header: builds a small JSON tree of one top-level entry at a time, turns it into
+// a TensorInfo (or the metadata) as soon as the entry ends, and enforces the limits of safetensors.hpp
+// as it goes. nlohmann's parser keeps its own nesting state in a bit vector, so the first value
+// nested too deeply stops the parse. (nlohmann's callback parser, used before, rescans the parent
+// object each time a child ends: quadratic in the number of entries.)
+class HeaderReader final : public nlohmann::json_sax<json> {
+ public:
+  HeaderReader(uint64_t data_size, std::function<Error(const std::string&)> fail)
+      : data_size_(data_size), fail_(std::move(fail)) {}
+
+  std::vector<TensorInfo> tensors;
+  std::map<std::string, std::string> metadata;
+
+  bool null() override { return value(json(nullptr)); }
+  bool boolean(bool v) override { return value(json(v)); }
+  bool number_integer(number_integer_t v) override { return value(json(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return value(json(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return value(json(v)); }
+  bool string(string_t& v) override { return value(json(std::move(v))); }
+  bool binary(binary_t&) override { return value(json(nullptr)); }  // never produced by the JSON lexer
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+
+  bool key(string_t& k) override {
+    if (depth_ == 1) {
+      if (++entries_ > kMaxTensors)
+        throw fail_("header holds more than " + std::to_string(kMaxTensors) + " entries (the limit of tensors per file)");
+      if (!names_.insert(k).second) throw fail_("header repeats the key " + quote_key(k));
+      entry_name_ = std::move(k);
+      return true;
+    }
+    const json& obj = *open_.back();
+    if (obj.contains(k)) throw fail_("header repeats the key " + quote_key(k));
+    if (obj.size() >= kMaxObjectMembers)
+      throw fail_(where() + " holds more than " + std::to_string(kMaxObjectMembers) + " keys");
+    pending_key_ = std::move(k);
+    return true;
+  }
+
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    std::string msg = e.what();
+    if (msg.size() > 200) msg = msg.substr(0, 197) + "...";
+    for (char& c : msg)
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    throw fail_("header is not valid JSON: " + msg);
+  }
+
+ private:
+  std::string where() const {
+    return entry_name_ == "__metadata__" ? std::string("__metadata__") : "tensor " + quote_key(entry_name_);
+  }
+
+  // Puts a value where the parse stands: into the open array, or under the pending key.
+  json* place(json v) {
+    json& parent = *open_.back();
+    if (parent.is_array()) {
+      if (parent.size() >= kMaxArrayElements)
+        throw fail_(where() + " holds an array of more than " + std::to_string(kMaxArrayElements) + " elements");
+      parent.push_back(std::move(v));
+      return &parent.back();
+    }
+    return &(parent[pending_key_] = std::move(v));
+  }
+
+  bool value(json v) {
+    if (depth_ == 0) throw fail_("header is not a JSON object");
+    if (depth_ == 1) {
+      entry_ = std::move(v);
+      finish_entry();
+    } else {
+      place(std::move(v));
+    }
+    return true;
+  }
+
+  bool open(json container) {
+    if (depth_ == 0) {
+      if (!container.is_object()) throw fail_("header is not a JSON object");
+    } else if (depth_ >= kMaxHeaderDepth) {
+      throw fail_(where() + " nests JSON deeper than the " + std::to_string(kMaxHeaderDepth) +
+                  " levels the format needs (header, tensor entry, shape)");
+    } else if (depth_ == 1) {
+      entry_ = std::move(container);
+      open_.push_back(&entry_);
+    } else {
+      open_.push_back(place(std::move(container)));  // stays valid: its parent does not change meanwhile
+    }
+    ++depth_;
+    return true;
+  }
+
+  bool close() {
+    --depth_;
+    if (depth_ >= 1) open_.pop_back();
+    if (depth_ == 1) finish_entry();
+    return true;
+  }
+
+  void finish_entry() {
+    if (entry_name_ == "__metadata__") {
+      if (!entry_.is_object()) throw fail_("__metadata__ is not a JSON object (" + excerpt(entry_) + ")");
+      for (auto m = entry_.begin(); m != entry_.end(); ++m) {
+        if (!m.value().is_string())
+          throw fail_("__metadata__ value of " + quote_key(m.key()) + " is not a string (" + excerpt(m.value()) + ")");
+        metadata[m.key()] = std::move(m.value().get_ref<std::string&>());
+      }
+    } else {
+      tensors.push_back(read_entry(entry_name_, entry_, data_size_, fail_));
+    }
+    entry_ = json();
+  }
+
+  const uint64_t data_size_;
+  const std::function<Error(const std::string&)> fail_;
+  int depth_ = 0;                // containers open, the header object included
+  std::vector<json*> open_;      // the open containers below the header object
+  size_t entries_ = 0;
+  std::unordered_set<std::string> names_;  // top-level keys so far
+  std::string entry_name_, pending_key_;
+  json entry_;
+};
+
+}  // namespace
+
 File File::open(const std::string& path) {
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
@@ -185,14 +396,23 @@ File File::open(const std::string& path) {
   const std::streamoff size = in.tellg();
   if (size < 0) throw Error(path + ": cannot determine the file size");
   in.seekg(0, std::ios::beg);
+  // The header length first: a file whose header claims more than the file holds (or than the
+  // limit) is refused before the rest of it is read.
+  uint8_t first[8] = {};
+  const std::streamsize head = std::min<std::streamoff>(size, 8);
+  if (head > 0 && !in.read(reinterpret_cast<char*>(first), head))
+    throw Error(path + ": read failed after " + std::to_string(in.gcount()) + " of " + std::to_string(head) + " bytes");
+  checked_header_length(first, uint64_t(size), path);
   std::vector<uint8_t> bytes;
   try {
     bytes.resize(static_cast<size_t>(size));
   } catch (const std::bad_alloc&) {
     throw Error(path + ": file of " + std::to_string(size) + " bytes does not fit in memory");
   }
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size))
-    throw Error(path + ": read failed after " + std::to_string(in.gcount()) + " of " + std::to_string(size) + " bytes");
+  std::memcpy(bytes.data(), first, 8);
+  if (!in.read(reinterpret_cast<char*>(bytes.data()) + 8, size - 8))
+    throw Error(path + ": read failed after " + std::to_string(8 + in.gcount()) + " of " + std::to_string(size) +
+                " bytes");
   return parse(std::move(bytes), path);
 }
 
@@ -200,130 +420,55 @@ File File::parse(std::vector<uint8_t> bytes, const std::string& source_name) {
   const std::string& src = source_name;
   auto fail = [&](const std::string& what) -> Error { return Error(src + ": " + what); };
 
-  if (bytes.empty()) throw fail("file is empty (not a safetensors file)");
-  if (bytes.size() < 8)
-    throw fail("file is " + std::to_string(bytes.size()) +
-               " bytes, shorter than the 8-byte header length of a safetensors file");
-  const uint64_t n = read_le_u64(bytes.data());
+  const uint64_t n = checked_header_length(bytes.data(), bytes.size(), src);
   const uint64_t avail = bytes.size() - 8;
-  if (n == 0) throw fail("header length is 0 (not a safetensors file)");
-  if (n > kMaxHeaderBytes)
-    throw fail("header length " + std::to_string(n) + " bytes exceeds the limit of " +
-               std::to_string(kMaxHeaderBytes) + " bytes (corrupt or not a safetensors file)");
-  if (n > avail)
-    throw fail("header length " + std::to_string(n) + " bytes runs past the end of the file (" +
-               std::to_string(bytes.size()) + " bytes; truncated or not a safetensors file)");
-
-  // Parse with a callback that records the first key repeated within one object.
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  const json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& parsed) {
-    switch (ev) {
-      case json::parse_event_t::object_start: open_objects.emplace_back(); break;
-      case json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case json::parse_event_t::key:
-        if (!open_objects.empty() && parsed.is_string() && duplicate.empty() &&
-            !open_objects.back().insert(parsed.get_ref<const std::string&>()).second)
-          duplicate = parsed.get_ref<const std::string&>();
-        break;
-      default: break;
-    }
-    return true;
-  };
   const char* hb = reinterpret_cast<const char*>(bytes.data() + 8);
-  json header;
+  const std::string_view header(hb, size_t(n));
+
+  // The format: '{' first, only spaces after the closing '}'. nlohmann would skip a UTF-8 BOM, and
+  // its lexer takes a NUL byte for the end of input, so both are refused here.
+  if (header.substr(0, 3) == "\xef\xbb\xbf")
+    throw fail("header starts with a UTF-8 byte order mark; the format wants '{' as its first byte");
+  if (header[0] != '{')
+    throw fail("header is not a JSON object: its first byte is " + byte_str(header[0]) + ", the format wants '{'");
+  if (const size_t nul = header.find('\0'); nul != std::string_view::npos)
+    throw fail("header holds a NUL byte at offset " + std::to_string(nul) +
+               " (JSON has none; only spaces may follow the header's JSON object)");
+
+  HeaderReader reader(avail - n, fail);
   try {
-    header = json::parse(hb, hb + n, cb, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+    json::sax_parse(hb, hb + n, &reader, json::input_format_t::json, /*strict=*/true, /*ignore_comments=*/false);
   } catch (const json::exception& e) {
-    std::string msg = e.what();
-    if (msg.size() > 200) msg = msg.substr(0, 197) + "...";
-    for (char& c : msg)
-      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-    throw fail("header is not valid JSON: " + msg);
+    throw fail(std::string("header is not valid JSON: ") + e.what());
   } catch (const std::bad_alloc&) {
     throw fail("header JSON too large to parse");
   }
-  if (!header.is_object()) throw fail("header is not a JSON object");
-  if (!duplicate.empty()) throw fail("header repeats the key " + quote_key(duplicate));
+  // The parse accepted JSON whitespace after the object; the format allows spaces only.
+  const size_t last = header.find_last_not_of(' ');
+  if (header[last] != '}')
+    throw fail("header has " + byte_str(header[last]) + " after its JSON object; the format allows only spaces there");
 
   File f;
   f.source_ = src;
-  const uint64_t data_size = avail - n;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& key = it.key();
-    const json& v = it.value();
-    if (key == "__metadata__") {
-      if (!v.is_object()) throw fail("__metadata__ is not a JSON object (" + excerpt(v) + ")");
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string())
-          throw fail("__metadata__ value of " + quote_key(m.key()) + " is not a string (" + excerpt(m.value()) + ")");
-        f.metadata_[m.key()] = m.value().get<std::string>();
-      }
-      continue;
-    }
-    const std::string tname = "tensor " + quote_key(key);
-    if (!v.is_object()) throw fail(tname + " entry is not a JSON object (" + excerpt(v) + ")");
-    TensorInfo t;
-    t.name = key;
-
-    const auto dt = v.find("dtype");
-    if (dt == v.end()) throw fail(tname + " has no dtype");
-    if (!dt->is_string()) throw fail(tname + " dtype is not a string (" + excerpt(*dt) + ")");
-    const DTypeEntry* de = dtype_by_name(dt->get_ref<const std::string&>());
-    if (!de) throw fail(tname + " has unknown dtype " + quote_key(dt->get_ref<const std::string&>()));
-    t.dtype = de->dtype;
-
-    const auto sh = v.find("shape");
-    if (sh == v.end()) throw fail(tname + " has no shape");
-    if (!sh->is_array()) throw fail(tname + " shape is not an array (" + excerpt(*sh) + ")");
-    uint64_t count = 1;
-    bool count_overflow = false;
-    for (const json& d : *sh) {
-      uint64_t u;
-      if (!as_u64(d, u) || u > uint64_t(std::numeric_limits<int64_t>::max()))
-        throw fail(tname + " shape " + excerpt(*sh) + " holds " + excerpt(d) + ", not a non-negative integer");
-      t.shape.push_back(int64_t(u));
-      if (u != 0 && count > std::numeric_limits<uint64_t>::max() / u) count_overflow = true;
-      else count *= u;
-    }
-    // A zero dimension makes the product 0 whatever overflowed before it.
-    if (count_overflow && std::find(t.shape.begin(), t.shape.end(), 0) == t.shape.end())
-      throw fail(tname + " shape " + shape_str(t.shape) + " has an element count that overflows 64 bits");
-    if (count_overflow) count = 0;
-    if (count > std::numeric_limits<uint64_t>::max() / de->size)
-      throw fail(tname + " shape " + shape_str(t.shape) + " has a byte count that overflows 64 bits");
-    const uint64_t nbytes = count * de->size;
-
-    const auto off = v.find("data_offsets");
-    if (off == v.end()) throw fail(tname + " has no data_offsets");
-    if (!off->is_array() || off->size() != 2 || !as_u64((*off)[0], t.begin) || !as_u64((*off)[1], t.end))
-      throw fail(tname + " data_offsets " + excerpt(*off) + " are not two non-negative integers");
-    const std::string offs = "data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "]";
-    if (t.begin > t.end) throw fail(tname + " " + offs + " begin after they end");
-    if (t.end - t.begin != nbytes)
-      throw fail(tname + " " + offs + " span " + std::to_string(t.end - t.begin) + " bytes but " + de->name +
-                 " shape " + shape_str(t.shape) + " needs " + std::to_string(nbytes));
-    if (t.end > data_size)
-      throw fail(tname + " " + offs + " run past the end of the data section (" + std::to_string(data_size) +
-                 " bytes)");
-    f.tensors_.push_back(std::move(t));
-  }
-
+  f.tensors_ = std::move(reader.tensors);
+  f.metadata_ = std::move(reader.metadata);
   std::sort(f.tensors_.begin(), f.tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end != b.end ? a.end < b.end : a.name < b.name;
   });
   // Empty tensors occupy no bytes and cannot overlap anything.
-  const TensorInfo* last = nullptr;
+  const TensorInfo* last_tensor = nullptr;
   for (const auto& t : f.tensors_) {
     if (t.begin == t.end) continue;
-    if (last && last->end > t.begin)
-      throw fail("tensors " + quote_key(last->name) + " [" + std::to_string(last->begin) + ", " +
-                 std::to_string(last->end) + "] and " + quote_key(t.name) + " [" + std::to_string(t.begin) + ", " +
-                 std::to_string(t.end) + "] overlap");
-    last = &t;
+    if (last_tensor && last_tensor->end > t.begin)
+      throw fail("tensors " + quote_key(last_tensor->name) + " [" + std::to_string(last_tensor->begin) + ", " +
+                 std::to_string(last_tensor->end) + "] and " + quote_key(t.name) + " [" + std::to_string(t.begin) +
+                 ", " + std::to_string(t.end) + "] overlap");
+    last_tensor = &t;
   }
+  f.by_name_.resize(f.tensors_.size());
+  for (size_t i = 0; i < f.by_name_.size(); ++i) f.by_name_[i] = uint32_t(i);
+  std::sort(f.by_name_.begin(), f.by_name_.end(),
+            [&](uint32_t a, uint32_t b) { return f.tensors_[a].name < f.tensors_[b].name; });
 
   f.bytes_ = std::move(bytes);
   f.data_start_ = size_t(8 + n);
@@ -331,9 +476,9 @@ File File::parse(std::vector<uint8_t> bytes, const std::string& source_name) {
 }
 
 const TensorInfo* File::find(std::string_view name) const {
-  for (const auto& t : tensors_)
-    if (t.name == name) return &t;
-  return nullptr;
+  const auto it = std::lower_bound(by_name_.begin(), by_name_.end(), name,
+                                   [&](uint32_t i, std::string_view n) { return tensors_[i].name < n; });
+  return it != by_name_.end() && tensors_[*it].name == name ? &tensors_[*it] : nullptr;
 }
 
 const TensorInfo& File::at(std::string_view name) const {
@@ -434,12 +579,20 @@ OutTensor make_tensor(std::string name, DType dtype, std::vector<int64_t> shape,
 
 std::vector<uint8_t> serialize(const std::vector<OutTensor>& tensors,
                                const std::map<std::string, std::string>& metadata) {
-  // ordered_json keeps the given tensor order; the reference writes __metadata__ first.
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  // The header is written entry by entry in the given tensor order, __metadata__ first as the
+  // reference does (a whole ordered_json object would look each key up linearly: quadratic).
+  std::string h = "{";
+  auto dump = [](const nlohmann::ordered_json& j) {
+    try {
+      return j.dump();
+    } catch (const nlohmann::ordered_json::exception& e) {
+      throw Error(std::string("cannot encode the safetensors header: ") + e.what());
+    }
+  };
   if (!metadata.empty()) {
     nlohmann::ordered_json m = nlohmann::ordered_json::object();
     for (const auto& [k, v] : metadata) m[k] = v;
-    header["__metadata__"] = std::move(m);
+    h += "\"__metadata__\":" + dump(m);
   }
   std::set<std::string_view> names;
   uint64_t offset = 0;
@@ -456,17 +609,12 @@ std::vector<uint8_t> serialize(const std::vector<OutTensor>& tensors,
     if (count > std::numeric_limits<uint64_t>::max() / dtype_size(t.dtype) || count * dtype_size(t.dtype) != t.bytes.size())
       throw Error("tensor " + quote_key(t.name) + ": " + std::to_string(t.bytes.size()) + " bytes do not match " +
                   dtype_name(t.dtype) + " shape " + shape_str(t.shape));
-    header[t.name] = {{"dtype", dtype_name(t.dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + t.bytes.size()}}};
+    const nlohmann::ordered_json entry = {
+        {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    h += (h.size() > 1 ? "," : "") + dump(t.name) + ":" + dump(entry);
     offset += t.bytes.size();
   }
-  std::string h;
-  try {
-    h = header.dump();
-  } catch (const nlohmann::ordered_json::exception& e) {
-    throw Error(std::string("cannot encode the safetensors header: ") + e.what());
-  }
+  h += "}";
   h.append((8 - h.size() % 8) % 8, ' ');  // as the reference does: the data section starts 8-aligned
   std::vector<uint8_t> out(8 + h.size() + offset);
   const uint64_t n = h.size();

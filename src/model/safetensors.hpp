@@ -19,6 +19,15 @@ size_t dtype_size(DType d);
 bool is_float(DType d);  // F64, F32, F16, BF16
 
 inline constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;  // SPEC §2: larger is refused
+// Limits on the header's JSON, checked while it is parsed (a SAX parse, no document tree of the whole
+// header), so that a hostile header is refused in time linear in its length and in memory a small
+// multiple of it. The format needs three levels (the header object, a tensor entry or __metadata__,
+// a shape or data_offsets array); a checkpoint shard holds a few thousand tensors at most; PyTorch
+// tensors have at most 64 dimensions; __metadata__ carries a handful of strings.
+inline constexpr int kMaxHeaderDepth = 3;
+inline constexpr size_t kMaxTensors = 100000;       // entries of the header object
+inline constexpr size_t kMaxArrayElements = 64;     // elements of any array (shape, data_offsets)
+inline constexpr size_t kMaxObjectMembers = 1024;   // keys of __metadata__ or of one tensor entry
 
 // A tensor name or string from a file, quoted for an error message: control characters are escaped
 // and long names cut, so that a hostile file cannot break the one-line error rule.
@@ -35,13 +44,15 @@ struct TensorInfo {
 
 class File {
  public:
-  // Reads and validates a whole file. `path` is used in error messages.
+  // Reads and validates a whole file. `path` is used in error messages. The header length is checked
+  // against the file's size before the rest of the file is read.
   static File open(const std::string& path);
+  // The same from bytes in memory (what open() does once it has read them).
   static File parse(std::vector<uint8_t> bytes, const std::string& source_name);
 
   const std::string& source() const { return source_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in file order of offsets
-  const TensorInfo* find(std::string_view name) const;                 // nullptr when absent
+  const TensorInfo* find(std::string_view name) const;                 // nullptr when absent; O(log n)
   const TensorInfo& at(std::string_view name) const;                   // throws naming the tensor
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
@@ -55,6 +66,7 @@ class File {
   std::vector<uint8_t> bytes_;
   size_t data_start_ = 0;
   std::vector<TensorInfo> tensors_;
+  std::vector<uint32_t> by_name_;  // indices into tensors_, sorted by name: find() must not scan
   std::map<std::string, std::string> metadata_;
 };
 

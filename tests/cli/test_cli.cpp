@@ -5,15 +5,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "common/within_seconds.hpp"
 #include "model/safetensors.hpp"
 #include "reference/reference.hpp"
 
@@ -139,6 +144,101 @@ TEST_F(Cli, VerifyFailsWithExitOneOnAWrongModel) {
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("FAIL"), std::string::npos);
   EXPECT_NE(r.out.find("PASS"), std::string::npos);  // window mode still passes
+}
+
+namespace {
+
+// A copy of a golden file with its metadata overridden and its tensors edited (values as float64).
+std::string edited_golden(const std::string& out, const std::map<std::string, std::string>& meta_overrides,
+                          const std::function<void(std::vector<st::OutTensor>&)>& edit = {}) {
+  const auto golden = st::File::open(golden_file("tiny"));
+  std::vector<st::OutTensor> t;
+  for (const auto& info : golden.tensors()) t.push_back(st::make_tensor(info.name, info.dtype, info.shape, golden.read_f64(info)));
+  if (edit) edit(t);
+  auto meta = golden.metadata();
+  for (const auto& [k, v] : meta_overrides) meta[k] = v;
+  st::write_file(out, t, meta);
+  return out;
+}
+
+// Sets element `i` of tensor `name` (a float64 or float32 tensor) to `v`.
+void poke(std::vector<st::OutTensor>& t, const std::string& name, size_t i, double v) {
+  for (auto& x : t)
+    if (x.name == name) {
+      if (x.dtype == st::DType::F64) std::memcpy(x.bytes.data() + 8 * i, &v, 8);
+      else {
+        const float f = float(v);
+        std::memcpy(x.bytes.data() + 4 * i, &f, 4);
+      }
+    }
+}
+
+}  // namespace
+
+TEST_F(Cli, VerifyRefusesBadGoldenFiles) {
+  const std::string model = " --model " + golden_model("tiny") + " --golden ";
+  // The golden window is parsed as the loader parses the model's: one parser, the range named.
+  for (const char* w : {"+5", " 5", "5abc", "5.0", "-5", "1000000", "2147483647", "2147483648"})
+    expect_refused("verify" + model + edited_golden(path("w.golden"), {{"window", w}}),
+                   std::string("__metadata__ window '") + w + "' is not an integer in 1..10000");
+  // A window longer than the ticks (40) compares nothing: refused before a backend is made.
+  expect_refused("verify --mode window" + model + edited_golden(path("w41.golden"), {{"window", "41"}}),
+                 "window 41 is longer than the 40 ticks of tensor 'inputs': nothing to compare");
+  // NaN / Inf in expected outputs or inputs: bad input, named (was exit 1 with an empty stderr).
+  expect_refused("verify" + model + edited_golden(path("nan.golden"), {}, [](auto& t) {
+                   poke(t, "tacana_expected", 3, std::nan(""));
+                 }),
+                 "tensor 'tacana_expected' holds NaN at index 3");
+  expect_refused("verify --mode streaming" + model + edited_golden(path("inf.golden"), {}, [](auto& t) {
+                   poke(t, "streaming_expected", 0, -INFINITY);
+                 }),
+                 "tensor 'streaming_expected' holds -Inf at index 0");
+  expect_refused("verify" + model + edited_golden(path("infin.golden"), {}, [](auto& t) {
+                   poke(t, "inputs", 9, INFINITY);
+                 }),
+                 "tensor 'inputs' holds +Inf at index 9");
+  // No ticks at all: nothing to compare, in either mode (was "error 0.000e+00 PASS").
+  const std::string empty = edited_golden(path("empty.golden"), {}, [](auto& t) {
+    for (auto& x : t) {
+      x.shape[0] = 0;
+      x.bytes.clear();
+    }
+  });
+  for (const char* mode : {"window", "streaming", "both"}) {
+    const Result r = hotpath(std::string("verify --mode ") + mode + model + empty);
+    EXPECT_EQ(r.code, 2) << mode << r.out << r.err;
+    EXPECT_EQ(r.out.find("PASS"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("holds 0 ticks: nothing to compare"), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(Cli, VerifyFailurePrintsItsReason) {
+  // Every non-zero exit says why on stderr, a comparison that fails included.
+  const std::string bad = edited_golden(path("bad.golden"), {}, [](auto& t) { poke(t, "streaming_expected", 3, 5.0); });
+  const Result r = hotpath("verify --model " + golden_model("tiny") + " --golden " + bad);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("exceeds the bound (streaming mode)"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST_F(Cli, HostileHeadersRefusedQuickly) {
+  auto file = [&](const std::string& name, const std::string& header) {
+    std::string b(8, '\0');
+    const uint64_t n = header.size();
+    std::memcpy(b.data(), &n, 8);
+    write_bytes(path(name), b + header);
+    return path(name);
+  };
+  std::string empties = "{";
+  for (int i = 0; i < 80000; ++i) empties += (i ? ",\"t" : "\"t") + std::to_string(i) + "\":{}";
+  const std::string deep = "{\"__x\":" + std::string(3000000, '[') + std::string(3000000, ']') + "}";
+  // Each was slow (42 s for the 80,000 entries on a busy machine) or accepted; now refused at once.
+  hotpath::test_support::within_seconds(60, [&] {
+    expect_refused("info --model " + file("empties.st", empties + "}"), "tensor 't0' has no dtype");
+    expect_refused("info --model " + file("deep.st", deep), "nests JSON deeper than the 3 levels");
+    expect_refused("info --model " + file("nul.st", std::string("{}\0GARBAGE", 10)), "NUL byte at offset 2");
+    expect_refused("info --model " + file("bom.st", "\xef\xbb\xbf{}"), "byte order mark");
+  });
 }
 
 TEST_F(Cli, RunReproducesGoldenOutputs) {

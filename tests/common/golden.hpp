@@ -25,7 +25,7 @@ inline Golden load_golden(const std::string& name) {
   const auto& in = f.at("inputs");
   g.ticks = size_t(in.shape[0]);
   g.inputs = f.read_f32(in);
-  g.window = std::stoi(f.metadata().at("window"));
+  g.window = metadata_int(f, "window", 1, kMaxWindow).value();
   g.window_expected = f.read_f64(f.at("tacana_expected"));
   g.streaming_expected = f.read_f64(f.at("streaming_expected"));
   return g;

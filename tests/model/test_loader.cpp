@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "common/within_seconds.hpp"
 #include "model/loader.hpp"
 #include "model/model.hpp"
 #include "model/safetensors.hpp"
@@ -658,4 +659,65 @@ TEST(ModelTest, ValidateSizes) {
   Model e = m;
   e.config.output_size = 0;
   EXPECT_THROW(e.validate(), Error);
+}
+
+// --- issue 13: limits, checked up front -----------------------------------------------------------
+
+TEST(LoaderHostile, ThousandsOfLayersRefusedInLinearTime) {
+  // The issue's valid-looking H = 1 models: 10,000 layers took 4.3 s to inspect, 40,000 took 207 s
+  // (File::find scanned every tensor, once per layer). Now find() is a binary search and the layers
+  // are counted no further than the limit.
+  for (const int layers : {10000, 40000}) {
+    Spec s;
+    s.I = s.H = s.O = 1;
+    s.L = layers;
+    s.bias = false;
+    const auto bytes = st::serialize(state_dict(s), {});
+    hotpath::test_support::within_seconds(10, [&] {
+      std::string e;
+      try {
+        hotpath::model_from_safetensors(st::File::parse(bytes, "deep.safetensors"));
+      } catch (const Error& x) {
+        e = x.what();
+      }
+      EXPECT_HAS(e, "deep.safetensors: the LSTM has more than 64 layers ('lstm.weight_ih_l64' exists); num_layers is "
+                    "limited to 64");
+    });
+  }
+  Spec s;
+  s.I = s.H = s.O = 1;
+  s.L = hotpath::kMaxNumLayers;
+  EXPECT_EQ(load(state_dict(s)).config.num_layers, hotpath::kMaxNumLayers);
+  s.L = hotpath::kMaxNumLayers + 1;
+  EXPECT_HAS(load_error(state_dict(s)), "num_layers is limited to 64");
+}
+
+TEST(LoaderMetadata, EveryIntegerFieldRangeChecked) {
+  const auto t = state_dict({});
+  // One parser for all of them: digits only, within the field's range, the range named.
+  for (const char* w : {"+5", " 5", "5 ", "5abc", "0x5", "5e1", "10001", "2147483648", "1000000"})
+    EXPECT_HAS(load_error(t, {{"window", w}}), std::string("__metadata__ window '") + w + "' is not an integer in 1..10000");
+  EXPECT_EQ(load(t, {{"window", "10000"}}).config.window, 10000);
+  EXPECT_EQ(load(t, {{"window", "007"}}).config.window, 7);
+  EXPECT_HAS(load_error(t, {{"num_layers", "65"}}), "__metadata__ num_layers '65' is not an integer in 1..64");
+  EXPECT_HAS(load_error(t, {{"hidden_size", "0"}}), "__metadata__ hidden_size '0' is not an integer in 1..2147483647");
+  EXPECT_HAS(load_error(t, {{"input_size", "-3"}}), "__metadata__ input_size '-3' is not an integer");
+  EXPECT_HAS(load_error(t, {{"output_size", "4294967298"}}), "__metadata__ output_size '4294967298' is not an integer");
+  // The parser itself, as verify uses it on golden files.
+  const st::File f = as_file(t, {{"w", "+5"}, {"ok", "12"}});
+  EXPECT_EQ(hotpath::metadata_int(f, "ok", 1, 12), 12);
+  EXPECT_EQ(hotpath::metadata_int(f, "absent", 1, 12), std::nullopt);
+  EXPECT_THROW(hotpath::metadata_int(f, "ok", 1, 11), Error);
+  EXPECT_THROW(hotpath::metadata_int(f, "w", 1, 100), Error);
+}
+
+TEST(ModelLimits, ValidateRefusesTooManyLayersAndTooLongWindows) {
+  Model m = *hotpath::zoo_model("lstm_s");
+  m.config.window = hotpath::kMaxWindow + 1;
+  try {
+    m.validate();
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_HAS(e.what(), "window 10001 is outside 1..10000");
+  }
 }

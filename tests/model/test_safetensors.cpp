@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include "common/within_seconds.hpp"
 #include "model/safetensors.hpp"
 #include "util/error.hpp"
 #include "util/half.hpp"
@@ -384,15 +386,15 @@ TEST(SafetensorsHostile, HeaderNotJsonObject) {
   EXPECT_HAS(parse_error(with_header("{} x")), "not valid JSON");
   EXPECT_HAS(parse_error(with_header(std::string("{\"a\\u0000\xff\":1}"))), "not valid JSON");  // bad UTF-8
   EXPECT_HAS(parse_error(with_header("{\"t\": 5}")), "'t' entry is not a JSON object");
-  // Deep nesting must not blow the stack, in parsing or in error reporting.
-  EXPECT_HAS(parse_error(with_header(std::string(200000, '['))), "not valid JSON");
+  // Deep nesting must not blow the stack, in parsing or in error reporting: refused at the 4th level.
+  EXPECT_HAS(parse_error(with_header(std::string(200000, '['))), "not a JSON object");
   const std::string deep = "{\"t\":{\"dtype\":\"F32\",\"shape\":" + std::string(100000, '[') + std::string(100000, ']') +
                            ",\"data_offsets\":[0,0]}}";
-  EXPECT_HAS(parse_error(with_header(deep)), "not a non-negative integer");
+  EXPECT_HAS(parse_error(with_header(deep)), "tensor 't' nests JSON deeper than the 3 levels");
   std::string deep_obj = "{\"t\":";
   for (int i = 0; i < 100000; ++i) deep_obj += "{\"a\":";
   deep_obj += "1" + std::string(100001, '}');
-  EXPECT_HAS(parse_error(with_header(deep_obj)), "'t' has no dtype");
+  EXPECT_HAS(parse_error(with_header(deep_obj)), "tensor 't' nests JSON deeper");
   // Accepted: an empty header object, trailing spaces (the reference's padding).
   const st::File f = st::File::parse(with_header("{}      "), "e");
   EXPECT_TRUE(f.tensors().empty());
@@ -588,4 +590,124 @@ TEST(SafetensorsHostile, RandomBytes) {
     } catch (const Error&) {
     }
   }
+}
+
+// --- issue 13: hostile headers refused up front, in time linear in the header ----------------------
+
+namespace {
+
+// A header of `n` entries made by `entry(i)`, joined into one object.
+template <typename F>
+std::string header_of(size_t n, F entry) {
+  std::string h = "{";
+  for (size_t i = 0; i < n; ++i) h += (i ? "," : "") + entry(i);
+  return h + "}";
+}
+
+std::string empty_u8(size_t i) {
+  return "\"t" + std::to_string(i) + "\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}";
+}
+
+}  // namespace
+
+TEST(SafetensorsHostile, ManyEntriesInLinearTime) {
+  // nlohmann's callback parser, used for the duplicate-key check, rescanned the parent object each
+  // time a child ended: 80,000 entries took minutes. Now a SAX parse.
+  hotpath::test_support::within_seconds(10, [] {
+    const size_t n = 80000;
+    const st::File f = st::File::parse(with_header(header_of(n, empty_u8)), "many");
+    ASSERT_EQ(f.tensors().size(), n);
+    EXPECT_NE(f.find("t79999"), nullptr);
+    EXPECT_EQ(f.find("t80000"), nullptr);
+    // The issue's file: 80,000 empty objects, refused at the first.
+    EXPECT_HAS(parse_error(with_header(header_of(n, [](size_t i) { return "\"t" + std::to_string(i) + "\":{}"; }))),
+               "tensor 't0' has no dtype");
+    // A repeated key found at the end of many.
+    EXPECT_HAS(parse_error(with_header(header_of(n + 1, [](size_t i) { return empty_u8(i % 80000); }))),
+               "repeats the key 't0'");
+  });
+}
+
+TEST(SafetensorsHostile, MoreEntriesThanTheLimit) {
+  hotpath::test_support::within_seconds(10, [] {
+    EXPECT_HAS(parse_error(with_header(header_of(st::kMaxTensors + 1, empty_u8))),
+               "more than " + std::to_string(st::kMaxTensors) + " entries");
+    EXPECT_NO_THROW(st::File::parse(with_header(header_of(st::kMaxTensors, empty_u8)), "at the limit"));
+  });
+}
+
+TEST(SafetensorsHostile, NestingAndSizeLimits) {
+  hotpath::test_support::within_seconds(10, [] {
+    // The issue's 15 MB header: one value nested 3 M deep in an unknown field (was accepted after
+    // ~880 MB of tree). Refused at the fourth level, before anything of that size is built.
+    const size_t d = 3000000;
+    const std::string deep = "{\"__x\":" + std::string(d, '[') + std::string(d, ']') + "}";
+    EXPECT_HAS(parse_error(with_header(deep)), "tensor '__x' nests JSON deeper than the 3 levels");
+    // Three levels are what the format needs, unknown fields included.
+    EXPECT_NO_THROW(st::File::parse(
+        with_header(R"({"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":{"y":1}}})", 1), "ok"));
+    EXPECT_HAS(parse_error(with_header(R"({"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":{"y":[]}}})", 1)),
+               "nests JSON deeper");
+    EXPECT_HAS(parse_error(with_header(R"({"__metadata__":{"a":["b"]}})")), "not a string");
+    EXPECT_HAS(parse_error(with_header(R"({"__metadata__":{"a":[["b"]]}})")), "__metadata__ nests JSON deeper");
+    // Arrays: a rank of 64 is accepted, 65 refused; so is a huge array in an unknown field.
+    auto shape_of = [](size_t rank) {
+      std::string s;
+      for (size_t i = 0; i < rank; ++i) s += (i ? ",1" : "1");
+      return "{\"t\":{\"dtype\":\"U8\",\"shape\":[" + s + "],\"data_offsets\":[0,1]}}";
+    };
+    EXPECT_EQ(st::File::parse(with_header(shape_of(st::kMaxArrayElements), 1), "r").at("t").shape.size(),
+              st::kMaxArrayElements);
+    EXPECT_HAS(parse_error(with_header(shape_of(st::kMaxArrayElements + 1), 1)),
+               "tensor 't' holds an array of more than 64 elements");
+    std::string zeros = "{\"t\":{\"x\":[0";
+    for (int i = 0; i < 5000000; ++i) zeros += ",0";
+    EXPECT_HAS(parse_error(with_header(zeros + "]}}")), "more than 64 elements");
+    // Objects: __metadata__ of 1024 keys is accepted, 1025 refused.
+    auto meta_of = [](size_t n) {
+      return "{\"__metadata__\":" + header_of(n, [](size_t i) { return "\"k" + std::to_string(i) + "\":\"v\""; }) + "}";
+    };
+    EXPECT_EQ(st::File::parse(with_header(meta_of(st::kMaxObjectMembers)), "m").metadata().size(),
+              st::kMaxObjectMembers);
+    EXPECT_HAS(parse_error(with_header(meta_of(st::kMaxObjectMembers + 1))), "__metadata__ holds more than 1024 keys");
+  });
+}
+
+TEST(SafetensorsHostile, OnlySpacesMayFollowTheJson) {
+  // nlohmann's lexer takes NUL for the end of input, and skips a UTF-8 BOM: both were accepted.
+  EXPECT_HAS(parse_error(with_header(std::string("{}\0GARBAGE", 10))), "NUL byte at offset 2");
+  EXPECT_HAS(parse_error(with_header(std::string("{\"__metadata__\":{\"a\":\"b\"}}\0\0\0\0", 30))), "NUL byte");
+  EXPECT_HAS(parse_error(with_header("\xef\xbb\xbf{}")), "byte order mark");
+  EXPECT_HAS(parse_error(with_header(" {}")), "first byte is ' '");
+  EXPECT_HAS(parse_error(with_header("{}\n")), "header has 0x0a after its JSON object");
+  EXPECT_HAS(parse_error(with_header("{}\t  ")), "only spaces");
+  EXPECT_HAS(parse_error(with_header("{} }")), "not valid JSON");
+  EXPECT_NO_THROW(st::File::parse(with_header("{}"), "none"));
+  EXPECT_NO_THROW(st::File::parse(with_header("{}       "), "spaces"));
+}
+
+TEST(SafetensorsHostile, HeaderLengthCheckedAgainstTheFileSizeBeforeReading) {
+  // A sparse file of 1 TiB whose header length says 2^62: refused from the first 8 bytes and the
+  // size. (Reading it whole first, as before, cannot even allocate.)
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("hotpath_sparse_" + std::to_string(::getpid()))).string();
+  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  ASSERT_GE(fd, 0);
+  const uint64_t n = 1ull << 62;
+  const bool made = ::write(fd, &n, 8) == 8 && ::ftruncate(fd, off_t(1) << 40) == 0;
+  ::close(fd);
+  if (!made) {
+    std::filesystem::remove(path);
+    GTEST_SKIP() << "cannot make a sparse 1 TiB file in " << std::filesystem::temp_directory_path();
+  }
+  std::string msg;
+  hotpath::test_support::within_seconds(10, [&] {
+    try {
+      st::File::open(path);
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+  });
+  std::filesystem::remove(path);
+  EXPECT_HAS(msg, "header length 4611686018427387904 bytes exceeds the limit");
 }

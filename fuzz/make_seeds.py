@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of fuzz/corpus/<target>/: the small golden files of tests/data/golden and
+hand-made edge cases (valid files and near misses). Plain Python, no torch. Run from the repository
+root: python3 fuzz/make_seeds.py"""
+import json
+import math
+import os
+import shutil
+import struct
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+GOLDEN = os.path.join(ROOT, "..", "tests", "data", "golden")
+
+PACK = {"F64": "d", "F32": "f", "F16": "e", "I64": "q", "I32": "i", "I16": "h", "I8": "b",
+        "U64": "Q", "U32": "I", "U16": "H", "U8": "B", "BOOL": "?"}
+
+
+def encode(dtype, values):
+    if dtype == "BF16":
+        return b"".join(struct.pack("<H", struct.unpack("<I", struct.pack("<f", v))[0] >> 16) for v in values)
+    return struct.pack("<%d%s" % (len(values), PACK[dtype]), *values)
+
+
+def st_file(tensors, metadata=None, pad=True):
+    """tensors: list of (name, dtype, shape, values) -> safetensors bytes, as the reference writes them."""
+    header, data = {}, b""
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, values in tensors:
+        raw = encode(dtype, values)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header, separators=(",", ":")).encode()
+    if pad:
+        h += b" " * (-len(h) % 8)
+    return raw_file(h, data)
+
+
+def raw_file(header, data=b"", length=None):
+    return struct.pack("<Q", len(header) if length is None else length) + header + data
+
+
+def vals(n, scale=0.25):
+    return [((i * 37) % 17 - 8) * scale / 8 for i in range(n)]
+
+
+def lstm(I=2, H=2, L=2, O=2, dtype="F32", prefix="lstm.", head="fc.", bias=True, head_bias=True, skip=()):
+    t = []
+    for k in range(L):
+        i = I if k == 0 else H
+        t.append((f"{prefix}weight_ih_l{k}", dtype, [4 * H, i], vals(4 * H * i)))
+        t.append((f"{prefix}weight_hh_l{k}", dtype, [4 * H, H], vals(4 * H * H)))
+        if bias:
+            t.append((f"{prefix}bias_ih_l{k}", dtype, [4 * H], vals(4 * H)))
+            t.append((f"{prefix}bias_hh_l{k}", dtype, [4 * H], vals(4 * H)))
+    t.append((f"{head}weight", dtype, [O, H], vals(O * H)))
+    if head_bias:
+        t.append((f"{head}bias", dtype, [O], vals(O)))
+    return [x for x in t if x[0] not in skip]
+
+
+def meta(I=2, H=2, L=2, O=2, window="3", **extra):
+    m = {"input_size": str(I), "hidden_size": str(H), "num_layers": str(L), "output_size": str(O),
+         "bias": "True", "window": window, "lstm_prefix": "lstm.", "head_prefix": "fc."}
+    m.update(extra)
+    return m
+
+
+def write(target, name, data):
+    d = os.path.join(ROOT, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def copy_golden(target, names):
+    for n in names:
+        shutil.copy(os.path.join(GOLDEN, n), os.path.join(ROOT, "corpus", target, n))
+
+
+def safetensors_seeds():
+    t = "fuzz_safetensors"
+    os.makedirs(os.path.join(ROOT, "corpus", t), exist_ok=True)
+    copy_golden(t, ["tiny.model.safetensors", "tiny.golden.safetensors", "multi_out.golden.safetensors",
+                    "small2x128.golden.safetensors"])
+    every = [(f"t_{d.lower()}", d, [2, 2], [0, 1, 1, 0]) for d in PACK] + [("t_bf16", "BF16", [3], [1.0, -2.5, 0.5])]
+    write(t, "every_dtype", st_file(every, {"format": "pt", "window": "5"}))
+    write(t, "empty_header", st_file([]))
+    write(t, "metadata_only", st_file([], {"a": "b", "\u00e9\ud83d\ude00": "\n\u0000"}))
+    write(t, "zero_sized", st_file([("empty", "F32", [0, 5], []), ("scalar", "F64", [], [math.pi]),
+                                    ("e2", "U8", [3, 0, 9], [])]))
+    gaps = json.dumps({"a": {"dtype": "U8", "shape": [2], "data_offsets": [4, 6]},
+                       "b": {"dtype": "F16", "shape": [1], "data_offsets": [0, 2], "extra": {"k": 1}, "x": [1, "a"]}}).encode()
+    write(t, "gaps_trailing_unknown_field", raw_file(gaps, bytes(range(16))))
+    write(t, "unpadded_escaped_keys", st_file([("k\\\"\u2028", "F32", [1], [1.5])], pad=False))
+    write(t, "max_shapes", st_file([("big", "U8", [1] * 64, [7]),
+                                    ("z", "F32", [0, 9223372036854775807], [])]))
+    # Near misses, refused: each a different check.
+    write(t, "bom", raw_file(b"\xef\xbb\xbf{}"))
+    write(t, "nul_then_garbage", raw_file(b"{}\x00GARBAGE"))
+    write(t, "newline_after", raw_file(b"{}\n"))
+    write(t, "too_deep", raw_file(b'{"t":{"x":{"y":[1]}}}'))
+    write(t, "duplicate_key", raw_file(b'{"__metadata__":{"w":"1","w":"2"}}'))
+    write(t, "overlap", raw_file(json.dumps({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+                                             "b": {"dtype": "U8", "shape": [2], "data_offsets": [2, 4]}}).encode(),
+                                 b"\0" * 8))
+    write(t, "past_end", raw_file(b'{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}', b"\0" * 8))
+    write(t, "length_past_file", raw_file(b"{}", length=1 << 62))
+    write(t, "shape_overflow", raw_file(
+        b'{"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,0]}}'))
+
+
+def loader_seeds():
+    t = "fuzz_model_loader"
+    os.makedirs(os.path.join(ROOT, "corpus", t), exist_ok=True)
+    copy_golden(t, ["tiny.model.safetensors", "tiny.golden.safetensors"])
+    write(t, "l2_f32_meta", st_file(lstm(), meta()))
+    write(t, "l3_f16_nobias", st_file(lstm(L=3, dtype="F16", bias=False, head_bias=False),
+                                      meta(L=3, bias="False")))
+    write(t, "l1_bf16", st_file(lstm(L=1, I=3, H=1, O=1, dtype="BF16")))
+    write(t, "l2_f64_prefixes", st_file(lstm(dtype="F64", prefix="encoder.rnn.", head="head.")))
+    write(t, "bare_prefix", st_file(lstm(L=1, prefix="", head="out.")))
+    write(t, "explicit_prefix_meta", st_file(lstm(prefix="a.", head="b.") + lstm(prefix="c.", head="d."),
+                                             {"lstm_prefix": "a", "head_prefix": "b."}))
+    write(t, "two_lstms", st_file(lstm(prefix="a.", head="b.") + lstm(prefix="c.", head="d.")))
+    write(t, "proj_size", st_file(lstm() + [("lstm.weight_hr_l0", "F32", [2, 2], vals(4))]))
+    write(t, "bidirectional", st_file(lstm() + [("lstm.weight_ih_l0_reverse", "F32", [8, 2], vals(16))]))
+    write(t, "missing_layer", st_file(lstm(L=3, skip=("lstm.weight_ih_l1",))))
+    write(t, "nan_weight", st_file([(n, d, s, v if n != "fc.weight" else [math.nan] + v[1:])
+                                    for n, d, s, v in lstm()]))
+    write(t, "bad_window", st_file(lstm(), meta(window="+5")))
+    write(t, "too_many_layers", st_file(lstm(L=65, I=1, H=1, O=1, bias=False)))
+
+
+if __name__ == "__main__":
+    safetensors_seeds()
+    loader_seeds()
