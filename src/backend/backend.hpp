@@ -24,9 +24,8 @@ Precision parse_precision(const std::string& s);  // throws hotpath::Error namin
 // SPEC §4 bounds on max|z - z_ref| / max(1, max|z_ref|) with fp32 accumulation and state.
 double error_bound(Precision p);
 
-// The longest window any command accepts (--window, or a model's metadata).
-inline constexpr int kMaxWindow = 1'000'000;
-// Window state (the W open windows) a backend may allocate.
+// The longest window any command accepts is model.hpp's kMaxWindow (one limit for --window and for a
+// model's or golden file's metadata). Window state (the W open windows) a backend may allocate.
 inline constexpr double kMaxWindowStateBytes = double(1ull << 30);
 // Backends call this before allocating their window state: throws hotpath::Error naming the window, its
 // limit and the memory it would take when the window is outside 1..kMaxWindow or `bytes` exceeds
