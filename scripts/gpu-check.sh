@@ -6,7 +6,7 @@
 #   BENCH_TICKS=N   ticks of the `hotpath bench` runs (default 1000000; 0 skips them)
 #   GPU_TESTS=0 / CPU_TESTS=0 / SWEEP=0   skip the GPU tests / the CPU backend's tests / cuda_sweep
 #   PARALLEL_TESTS=0 / SANITIZER=0 / KILL_TEST=0   skip the GPU tests under ctest -j8 / under
-#   compute-sanitizer / the kill test (scripts/gpu-soak.sh)
+#   compute-sanitizer / the kill test (scripts/gpu-soak.sh); SOAK=1 adds the 5-minute soak
 #   BENCH_CPU=0 / TORCH_CASE=0   skip gpu-bench.sh's cpu runs / its fresh PyTorch golden case
 #
 # The golden cases are the repository's own (tests/data/golden), so nothing needs carrying.
@@ -67,7 +67,7 @@ if [ "${SANITIZER:-1}" = 1 ]; then
   # timeouts) are left out: they fail there on time alone.
   for tool in memcheck racecheck synccheck; do
     echo "== $tool" >>"$OUT/sanitizer.log"
-    timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/tests/cuda/test_cuda_backend" \
+    timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/tests/cuda/test_cuda_backend" \
       --gtest_filter="${SANITIZER_FILTER:-*CudaGolden*:*StreamingAndOddWindows*:*NanAndInf*:CudaPingPong.BothKernelPaths*}" \
       >>"$OUT/sanitizer.log" 2>&1
     say "compute-sanitizer $tool rc=$?"
@@ -100,6 +100,11 @@ fi
 if [ "$HAVE_CLI" = 1 ] && [ "${KILL_TEST:-1}" = 1 ]; then
   say "kill test"
   scripts/gpu-soak.sh "$BUILD" "$OUT" kill 2>&1 | tee -a "$LOG"
+fi
+# The soak (issue 13): SOAK=1 runs scripts/gpu-soak.sh soak (SOAK_SECONDS, 300 by default).
+if [ "$HAVE_CLI" = 1 ] && [ "${SOAK:-0}" = 1 ]; then
+  say "soak"
+  scripts/gpu-soak.sh "$BUILD" "$OUT" soak 2>&1 | tee -a "$LOG"
 fi
 # ---- end of hotpath bench section ------------------------------------------------------------------
 say "done"

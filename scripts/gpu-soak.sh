@@ -3,7 +3,12 @@
 #   scripts/gpu-soak.sh BUILD_DIR OUT_DIR kill|soak
 #   kill: the host process is SIGKILLed mid-run; the GPU must be idle again within the lease, and the
 #         next process must start and answer correctly.
-#   soak: see the soak section below (SOAK_SECONDS per backend, 300 by default).
+#   soak: `hotpath bench` for SOAK_SECONDS (300) on the cuda and the cpu backend at once, on disjoint
+#         cores (cuda: cores 1-7, critical thread on 2; cpu: cores 8-15, critical 8, precompute 9-11),
+#         each at SOAK_RATE ticks/s (1000) with every answer checked against float64, an idle gap of
+#         3 s every 30 s, a report every 60 s; then each run must show 0 errors over the bound, 0 lost
+#         ticks or checks, RSS and GPU memory flat (last interval within 1 MiB / 2 MiB of the first)
+#         and the last interval's p99 within 10% of the first's.
 set -u -o pipefail
 BUILD=$1
 OUT=$2
@@ -38,7 +43,57 @@ kill_test() {
   [ $rc = 0 ] && echo "   next process: exit 0 (kill test PASS)" || { echo "   FAIL: next process exit $rc"; return 1; }
 }
 
+soak() {
+  local secs=${SOAK_SECONDS:-300} rate=${SOAK_RATE:-1000}
+  local common=(--model lstm_s --mode window --duration "$secs" --rate "$rate" --check-every 1
+                --report-every 60 --idle-every-s 30 --idle-s 3 --seed 7)
+  echo "== soak: ${secs} s per backend, both at once, ${rate} ticks/s, every answer checked"
+  taskset -c 1-7 "$HP" bench "${common[@]}" --backend cuda --precision fp16 --cpuset 2 --check-threads 5 \
+    --json "$OUT/soak-cuda.json" >"$OUT/soak-cuda.log" 2>&1 &
+  local pc=$!
+  taskset -c 8-15 "$HP" bench "${common[@]}" --backend cpu --precision bf16 --cpuset 8-11 --check-threads 4 \
+    --json "$OUT/soak-cpu.json" >"$OUT/soak-cpu.log" 2>&1 &
+  local pp=$!
+  wait $pc; local rc_cuda=$?
+  wait $pp; local rc_cpu=$?
+  echo "   exit: cuda $rc_cuda, cpu $rc_cpu"
+  python3 - "$OUT/soak-cuda.json" "$OUT/soak-cpu.json" <<'PY'
+import json, sys
+ok_all = True
+for path in sys.argv[1:]:
+    try:
+        r = json.load(open(path))
+    except Exception as e:
+        print(f"   {path}: no report ({e})"); ok_all = False; continue
+    iv = r.get("intervals", [])
+    e = r["error"]
+    first, last = iv[0], iv[-1]
+    p99 = [i["latency_us"]["p99"] for i in iv]
+    rss = [i["rss_bytes"] / 2**20 for i in iv]
+    gpu = [i["gpu_memory_used_bytes"] / 2**20 for i in iv if "gpu_memory_used_bytes" in i]
+    checks = {
+        "run passes": r.get("pass") is True,
+        "0 ticks over the bound": e["ticks_over_bound"] == 0,
+        "every due check made": e["lost_checks"] == 0 and e["unchecked_ticks"] == 0 and e["checked_ticks"] == e["checks_due"],
+        "0 lost ticks": r.get("lost_ticks", 0) == 0 and all(i["lost_ticks"] == 0 for i in iv),
+        "RSS flat (last - first <= 1 MiB)": rss[-1] - rss[0] <= 1.0,
+        "GPU memory flat (|last - first| <= 2 MiB)": not gpu or abs(gpu[-1] - gpu[0]) <= 2.0,
+        "last p99 within 10% of the first": p99[-1] <= 1.10 * p99[0],
+    }
+    ok = all(checks.values()); ok_all &= ok
+    print(f"   {r.get('backend', path)}: {r['count']} ticks, {e['checked_ticks']} checked, max error {e['normalized']:.3g} "
+          f"(bound {e['bound']}), lost {r.get('lost_ticks', 0)}, idle gaps {r.get('idle_gaps', r.get('pacing', {}).get('idle_gaps', '?'))}")
+    print("      p99 per interval (us): " + " ".join(f"{x:.2f}" for x in p99))
+    print("      RSS per interval (MiB): " + " ".join(f"{x:.2f}" for x in rss))
+    if gpu: print("      GPU memory per interval (MiB): " + " ".join(f"{x:.0f}" for x in gpu))
+    for k, v in checks.items(): print(f"      {'ok  ' if v else 'FAIL'} {k}")
+print("   soak " + ("PASS" if ok_all else "FAIL"))
+sys.exit(0 if ok_all else 1)
+PY
+}
+
 case "$WHAT" in
   kill) kill_test ;;
+  soak) soak ;;
   *) echo "usage: gpu-soak.sh BUILD_DIR OUT_DIR kill|soak"; exit 2 ;;
 esac
