@@ -3,12 +3,15 @@
 #   scripts/gpu-soak.sh BUILD_DIR OUT_DIR kill|soak
 #   kill: the host process is SIGKILLed mid-run; the GPU must be idle again within the lease, and the
 #         next process must start and answer correctly.
-#   soak: `hotpath bench` for SOAK_SECONDS (300) on the cuda and the cpu backend at once, on disjoint
-#         cores (cuda: cores 1-7, critical thread on 2; cpu: cores 8-15, critical 8, precompute 9-11),
-#         each at SOAK_RATE ticks/s (1000) with every answer checked against float64, an idle gap of
-#         3 s every 30 s, a report every 60 s; then each run must show 0 errors over the bound, 0 lost
-#         ticks or checks, RSS and GPU memory flat (last interval within 1 MiB / 2 MiB of the first)
-#         and the last interval's p99 within 10% of the first's.
+#   soak: `hotpath bench` for SOAK_SECONDS (300) on each backend of SOAK_BACKENDS ("cuda cpu": both at
+#         once, on disjoint cores; cuda: cores 1-7, critical thread on 2; cpu: cores 8-15, critical 8,
+#         precompute 9-11), each at SOAK_RATE ticks/s (1000) with every answer checked against
+#         float64, an idle gap of 3 s every 30 s and a report every 60 s. Each run must then show 0
+#         errors over the bound, 0 lost ticks or checks, RSS and GPU memory flat and the last
+#         interval's p99 within 10% of the first's. "Flat" is judged from the second interval on: in
+#         the first, the checker's output ring allocates its second 1 MiB block (at 65,536 records of
+#         lstm_s), after which blocks are recycled; RSS may then grow by at most 0.25 MiB and GPU memory
+#         by at most 2 MiB.
 set -u -o pipefail
 BUILD=$1
 OUT=$2
@@ -47,17 +50,22 @@ soak() {
   local secs=${SOAK_SECONDS:-300} rate=${SOAK_RATE:-1000}
   local common=(--model lstm_s --mode window --duration "$secs" --rate "$rate" --check-every 1
                 --report-every 60 --idle-every-s 30 --idle-s 3 --seed 7)
-  echo "== soak: ${secs} s per backend, both at once, ${rate} ticks/s, every answer checked"
-  taskset -c 1-7 "$HP" bench "${common[@]}" --backend cuda --precision fp16 --cpuset 2 --check-threads 5 \
-    --json "$OUT/soak-cuda.json" >"$OUT/soak-cuda.log" 2>&1 &
-  local pc=$!
-  taskset -c 8-15 "$HP" bench "${common[@]}" --backend cpu --precision bf16 --cpuset 8-11 --check-threads 4 \
-    --json "$OUT/soak-cpu.json" >"$OUT/soak-cpu.log" 2>&1 &
-  local pp=$!
-  wait $pc; local rc_cuda=$?
-  wait $pp; local rc_cpu=$?
-  echo "   exit: cuda $rc_cuda, cpu $rc_cpu"
-  python3 - "$OUT/soak-cuda.json" "$OUT/soak-cpu.json" <<'PY'
+  echo "== soak: ${secs} s on each of: ${SOAK_BACKENDS:-cuda cpu} (at once), ${rate} ticks/s, every answer checked"
+  local pids=() jsons=()
+  for b in ${SOAK_BACKENDS:-cuda cpu}; do
+    case $b in
+      cuda) taskset -c 1-7 "$HP" bench "${common[@]}" --backend cuda --precision fp16 --cpuset 2 --check-threads 5 \
+              --json "$OUT/soak-cuda.json" >"$OUT/soak-cuda.log" 2>&1 & ;;
+      cpu)  taskset -c 8-15 "$HP" bench "${common[@]}" --backend cpu --precision bf16 --cpuset 8-11 --check-threads 4 \
+              --json "$OUT/soak-cpu.json" >"$OUT/soak-cpu.log" 2>&1 & ;;
+      *) echo "unknown soak backend $b"; return 2 ;;
+    esac
+    pids+=($!); jsons+=("$OUT/soak-$b.json")
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"; echo "   ${jsons[$i]##*/}: exit $?"
+  done
+  python3 - "${jsons[@]}" <<'PY'
 import json, sys
 ok_all = True
 for path in sys.argv[1:]:
@@ -76,8 +84,8 @@ for path in sys.argv[1:]:
         "0 ticks over the bound": e["ticks_over_bound"] == 0,
         "every due check made": e["lost_checks"] == 0 and e["unchecked_ticks"] == 0 and e["checked_ticks"] == e["checks_due"],
         "0 lost ticks": r.get("lost_ticks", 0) == 0 and all(i["lost_ticks"] == 0 for i in iv),
-        "RSS flat (last - first <= 1 MiB)": rss[-1] - rss[0] <= 1.0,
-        "GPU memory flat (|last - first| <= 2 MiB)": not gpu or abs(gpu[-1] - gpu[0]) <= 2.0,
+        "RSS flat (last - second interval <= 0.25 MiB)": len(rss) > 1 and rss[-1] - rss[1] <= 0.25,
+        "GPU memory flat (|last - second| <= 2 MiB)": not gpu or (len(gpu) > 1 and abs(gpu[-1] - gpu[1]) <= 2.0),
         "last p99 within 10% of the first": p99[-1] <= 1.10 * p99[0],
     }
     ok = all(checks.values()); ok_all &= ok
