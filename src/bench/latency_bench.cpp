@@ -55,7 +55,7 @@ class CheckedOutputs {
     for (int r = 0; r < readers; ++r) progress_[r].store(strided ? size_t(r) : 0, std::memory_order_relaxed);
   }
   // The timed loop, between ticks: the slot of the next record, or nullptr once the readers are so far
-  // behind that the ring is full (recording then stops for the rest of the run).
+  // behind that the ring is full (the run then stops: see the timed loop).
   double* next_slot() {
     if (full_) return nullptr;
     const size_t n = count_, b = n / per_block_;
@@ -87,7 +87,8 @@ class CheckedOutputs {
   void consumed(int r, size_t next) { progress_[r].store(next, std::memory_order_release); }
 
  private:
-  static constexpr size_t kBlockBytes = size_t(1) << 20, kRingBlocks = 8192;  // up to 8 GiB of backlog
+  // Up to 1 GiB of unchecked outputs; past that the run stops (the checker cannot keep up).
+  static constexpr size_t kBlockBytes = size_t(1) << 20, kRingBlocks = 1024;
   // Moves blocks below `current` that every reader has passed to the spare list.
   void recycle(size_t current) {
     size_t done = SIZE_MAX;
@@ -672,6 +673,11 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
             else std::copy(exact.begin(), exact.end(), slot);
           }
           outs.publish(slot, no_answer);
+        } else {
+          stopped = "the float64 checker fell 1 GiB of outputs behind (it cannot keep up); lower --rate, raise "
+                    "--check-every or --check-threads";
+          ++t;
+          break;
         }
       }
       if (failures_in_row >= kMaxFailuresInRow) {
@@ -693,7 +699,9 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
       }
     }
     end = Clock::now();
-    if (intervals_on && (lat_iv.count() > 0 || intervals.empty())) close_interval(end, t, true);
+    // The last interval is kept whenever a tick was sent or an idle gap fell in it (lost ticks and
+    // failures count there too), so the intervals' counts add up to the run's.
+    if (intervals_on && (t > iv.first_tick || iv.idle_s > 0 || intervals.empty())) close_interval(end, t, true);
     const CheckTotals totals = checker.finish();
     const CheckResult& check = totals.all;
 

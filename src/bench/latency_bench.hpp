@@ -33,7 +33,7 @@ inline constexpr double kMaxTimeoutUs = 3.6e9;   // an hour
 inline constexpr int kMaxCheckThreads = 64;
 inline constexpr int kMaxFloats = 1 << 16;
 // Per-interval reports beyond this many: the last interval runs to the end of the run.
-inline constexpr size_t kMaxIntervals = 100'000;
+inline constexpr size_t kMaxIntervals = 10'000;
 // A backend that fails this many ticks in a row (no answer, or an error getting ready) ends the run.
 inline constexpr int kMaxFailuresInRow = 100;
 

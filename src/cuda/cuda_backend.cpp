@@ -99,6 +99,12 @@ class CudaBackend final : public Backend {
     try {
       launch();
     } catch (...) {
+      // launch() can throw with the kernel running (the heartbeat thread refused): ask it to stop
+      // first; only a kernel that will not stop keeps its memory.
+      try {
+        stop_kernel();
+      } catch (...) {
+      }
       abandon_if_running();
       throw;
     }

@@ -1,6 +1,7 @@
 #include "llm/dataset.hpp"
 
 #include <array>
+#include <cstdint>
 #include <cmath>
 #include <fstream>
 
@@ -105,11 +106,26 @@ std::vector<DatasetItem> synth_dataset(const SynthParams& p) {
     throw Error("--requests x --input-mean must be at most 100000000 words (about 1 GB of prompts)");
   Rng lengths(p.seed);
   Rng words(splitmix64(p.seed ^ 0x5eed5eedULL));
+  // The check above bounds the mean; a wide stdev can still draw far longer prompts, so every length
+  // is drawn first (the same sequence as drawing them one request at a time) and the words actually
+  // drawn are held to the same limit before any prompt is built.
+  struct Lengths {
+    std::int32_t in_words, out_tokens;
+  };
+  std::vector<Lengths> lens(p.requests);
+  double total_words = 0;
+  for (auto& l : lens) {
+    l.in_words = static_cast<std::int32_t>(draw_clamped(lengths, p.input_mean, p.input_stdev, kMaxInputWords));
+    l.out_tokens = static_cast<std::int32_t>(draw_clamped(lengths, p.output_mean, p.output_stdev, kMaxOutputTokens));
+    total_words += l.in_words;
+  }
+  if (total_words > kMaxSynthWords)
+    throw Error("the drawn prompt lengths add up to " + std::to_string(static_cast<long long>(total_words)) +
+                " words, over 100000000 (about 1 GB); lower --requests, --input-mean or --input-stdev");
   std::vector<DatasetItem> out;
   out.reserve(p.requests);
-  for (std::size_t i = 0; i < p.requests; ++i) {
-    const long long in_words = draw_clamped(lengths, p.input_mean, p.input_stdev, kMaxInputWords);
-    const long long out_tokens = draw_clamped(lengths, p.output_mean, p.output_stdev, kMaxOutputTokens);
+  for (const Lengths& l : lens) {
+    const long long in_words = l.in_words, out_tokens = l.out_tokens;
     std::string prompt;
     prompt.reserve(static_cast<std::size_t>(in_words) * 9);
     for (long long w = 0; w < in_words; ++w) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -26,14 +27,21 @@ inline CLI::Validator finite_range(double lo, double hi) {
       desc.str());
 }
 
-// An integer in [lo, hi] (CLI::Range, with the message in the same words as finite_range).
+// An integer in [lo, hi], written in plain decimal (an optional sign, then digits): CLI11's own
+// conversion reads "010" as octal, "0x20" as hex and saturates an overflow, all silent rewrites. The
+// value is rewritten to its canonical form before CLI11 converts it. Same words as finite_range.
 template <class T>
 CLI::Validator int_range(T lo, T hi) {
   return CLI::Validator(
       [lo, hi](std::string& input) -> std::string {
         T v{};
-        if (!CLI::detail::lexical_cast(input, v) || v < lo || v > hi)
+        const char* b = input.data();
+        const char* e = b + input.size();
+        if (b != e && *b == '+') ++b;
+        const auto [ptr, ec] = std::from_chars(b, e, v);
+        if (b == e || ptr != e || ec != std::errc() || v < lo || v > hi)
           return "value " + input + " is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+        input = std::to_string(v);
         return {};
       },
       "INT in [" + std::to_string(lo) + " - " + std::to_string(hi) + "]");

