@@ -80,7 +80,6 @@ class CheckedOutputs {
     published_.store(++count_, std::memory_order_release);
   }
   size_t published() const { return published_.load(std::memory_order_acquire); }
-  bool full() const { return full_; }
   const double* record(size_t k) const { return blocks_[k / per_block_ % kRingBlocks].get() + (k % per_block_) * stride_; }
   bool lost(size_t k) const { return record(k)[stride_ - 1] != 0; }
   // Reader r is done with every record it will read below `next`.
@@ -431,9 +430,6 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     const int window = o.mode == Mode::window ? o.window.value_or(cfg.window.value_or(0)) : 1;
     if (o.mode == Mode::window && window < 1)
       throw Error("window mode needs --window: the model '" + model.name + "' carries no window in its metadata");
-    if (window > kMaxWindow)
-      throw Error("the model's window " + std::to_string(window) + " is over the limit of " + std::to_string(kMaxWindow) +
-                  "; give a shorter --window");
     bo.window = window;
     auto create = [&](const std::string& name) {
       return o.make_backend ? o.make_backend(model, bo) : make_backend(name, model, bo);

@@ -525,7 +525,7 @@ void CpuBackend::run_batch(std::span<const float> x, size_t batch, size_t window
       threads.start("cpu backend batch thread " + std::to_string(p) + " of " + std::to_string(n - 1),
                     [this, p, n] { batch_part(p, n); });
     batch_part(0, n);
-    threads.stop_and_join();
+    threads.join();
   }
 }
 
