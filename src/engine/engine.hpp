@@ -1,0 +1,102 @@
+// The engine layer: the one way every front end (CLI, bench harness, C ABI, Python) opens a model,
+// chooses and creates a backend (`auto` included), wraps it with a fallback, and runs ticks. The backend
+// registry lives here, above the backends (ref, cpu, cuda), so no lower layer reaches up to them.
+#pragma once
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "model/loader.hpp"
+#include "model/model.hpp"
+
+namespace hotpath {
+
+// --- models -----------------------------------------------------------------------------------------
+// A file path, else a zoo name (`hotpath models`); throws hotpath::Error naming both when neither.
+Model open_model(const std::string& path_or_zoo_name, const LoadOptions& options = {});
+// A safetensors state_dict held in memory (the bytes of a .safetensors file); `name` names it in
+// messages and reports. Throws hotpath::Error naming the problem, like a file.
+Model open_model_bytes(std::span<const std::byte> bytes, const std::string& name = "<bytes>",
+                       const LoadOptions& options = {});
+
+// --- backends ---------------------------------------------------------------------------------------
+// Backends built into this library ("ref", "cpu", and "cuda" when built with CUDA); "auto" is not one.
+std::vector<std::string> backend_names();
+// One backend by name (not "auto", no fallback wrapper). Throws hotpath::Error for an unknown name or bad
+// options, UnsupportedError when the platform or the model cannot be served (e.g. no CUDA device).
+std::unique_ptr<Backend> make_backend(const std::string& name, const Model& model, const BackendOptions& options);
+
+// --- engine -----------------------------------------------------------------------------------------
+struct EngineOptions {
+  std::string backend = "auto";          // auto | ref | cpu | cuda. auto: cuda when a GPU is usable and
+                                         // the model fits its kernels, else cpu
+  std::optional<Precision> precision;    // unset: the backend's default
+  Mode mode = Mode::window;              // window | streaming (batch: run_batch only)
+  int window = 0;                        // W (window mode); 0: the model's metadata window
+  int device = 0;                        // CUDA device ordinal
+  std::vector<int> cpuset;               // cores: the first runs the critical step, the rest precompute
+                                         // (and the fallback's shadow, when there is one)
+  double timeout_us = 1'000'000;         // cuda: give up on an output after this long
+  std::string fallback;                  // "" or "cpu": a CPU backend answers when the primary is late
+  std::string variant;                   // backend kernel variant, "" = the backend's default
+};
+
+// Reads an option value the way the CLI spells it; throws hotpath::Error naming the value and the
+// accepted ones. ("0-3,8" -> {0,1,2,3,8} for cpusets.)
+std::vector<int> parse_cpuset(const std::string& text);
+
+// A model served by one backend. Not thread-safe: one thread at a time per engine (engines are
+// independent: many may run in parallel on different threads).
+class Engine {
+ public:
+  // Throws hotpath::Error for bad options (named as the CLI names them), UnsupportedError when the
+  // chosen backend cannot serve the model here.
+  Engine(Model model, const EngineOptions& options);
+  // Serves `backend` (already made for `model`): tests, and harnesses that build their own backend.
+  Engine(Model model, std::unique_ptr<Backend> backend);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const Model& model() const { return model_; }
+  const ModelConfig& config() const { return model_.config; }
+  int input_size() const { return model_.config.input_size; }
+  int output_size() const { return model_.config.output_size; }
+  Mode mode() const;
+  int window() const;                 // W in window mode, 1 otherwise
+  std::string backend_name() const;   // the backend serving (auto resolved), e.g. "cuda"
+  std::string variant() const;
+  Precision precision() const;
+  // Why `auto` chose what it chose (e.g. "cuda unavailable for this model (...), using cpu"); empty
+  // when the backend was named.
+  const std::string& choice_note() const { return choice_note_; }
+
+  // One tick: x [I] -> out [O] (critical step, then the precompute for the next tick). Throws TickError
+  // for a bad input (NaN/Inf, wrong length), leaving the state as before.
+  void step(std::span<const float> x, std::span<float> out);
+  // A series [T, I] row-major -> out [T, O], continuing from the current state.
+  void run(std::span<const float> series, size_t ticks, std::span<float> out);
+  // Fresh windows: x [B, W, I] -> out [B, O], each from zero state (state of step/run untouched).
+  void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out);
+  // Forget all state: the next tick is t = 0.
+  void reset();
+  long long ticks() const;
+  std::map<std::string, double> counters() const;
+  std::map<std::string, std::string> facts() const;
+
+  // The backend itself, for harnesses that time step() and finish_precompute() apart (bench).
+  Backend& backend() { return *backend_; }
+  const Backend& backend() const { return *backend_; }
+
+ private:
+  Model model_;
+  std::unique_ptr<Backend> backend_;
+  std::string choice_note_;
+};
+
+}  // namespace hotpath

@@ -1,0 +1,35 @@
+// What the front ends may know about the GPU, without reaching into the cuda backend: whether one is
+// usable, facts for reports, and the bare signalling floor (ping-pong). Built with or without CUDA;
+// without it every query says so (no device, UnsupportedError for the ping-pong).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hotpath::gpu {
+
+// True when this build has CUDA and a device it serves is usable; otherwise `why` (if given) says why.
+bool available(std::string* why = nullptr, int device = 0);
+// gpu_name, driver_version, sm_count, compute_capability, sm_clock_mhz; empty without a usable device.
+std::map<std::string, std::string> facts(int device = 0);
+// Device memory in use (every process's), -1 when unknown or no device.
+long long memory_used_bytes(int device = 0);
+// The GPUs this build's kernels serve, in words ("none: built without CUDA" without CUDA).
+std::string served();
+
+struct PingPongRequest {
+  int floats = 32;           // payload per round trip (the model's input path is chosen from it)
+  long long warmup = 1000;
+  long long count = 100000;
+  int device = 0;
+  int cpu = -1;              // pin the calling thread to this core for the run (-1: leave as is)
+};
+struct PingPongResult {
+  std::string path;               // "single_warp" or "poller_warps": the model input path measured
+  std::vector<double> samples_us; // one per measured round trip
+};
+// The host -> GPU -> host floor over the kernels' own mailbox protocol. Throws UnsupportedError
+// without a usable device.
+PingPongResult pingpong(const PingPongRequest& request);
+
+}  // namespace hotpath::gpu
