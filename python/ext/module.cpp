@@ -1,0 +1,442 @@
+// hotpath._hotpath: the engine layer (src/engine/engine.hpp) for Python, through nanobind. The package
+// hotpath (python/hotpath/) re-exports it; docs/python.md is the user's guide, _hotpath.pyi the types.
+//
+// The rules here: numpy arrays in and out without copies where the layout allows (a float32
+// C-contiguous input is read in place; anything else is converted once by numpy), one output array
+// allocated per call (or the caller's `out=`), the GIL released while the engine works, and every
+// hotpath error raised as hotpath.Error / TickError / UnsupportedError with the CLI's one-line message.
+// No C++ exception crosses into Python untranslated (nanobind maps the rest to RuntimeError/MemoryError).
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "model/zoo.hpp"
+#include "util/error.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+// The exception classes (module attributes Error, TickError, UnsupportedError), made at import.
+PyObject* g_error = nullptr;
+PyObject* g_tick_error = nullptr;
+PyObject* g_unsupported_error = nullptr;
+
+// Arrays go through numpy's C API, not a generic array protocol: on the tick path a numpy array is
+// checked and read in a few nanoseconds, and an output array costs one PyArray_SimpleNew.
+
+// A tick or series input: float32, C-contiguous, aligned, native byte order, read in place. Anything
+// else (another dtype, a strided view, a list, a CPU torch tensor) is converted once into `holder` by
+// numpy (PyArray_FromAny with a forced cast to float32, i.e. np.ascontiguousarray(x, dtype=np.float32)).
+struct Input {
+  nb::object holder;  // a converted copy, when one was needed
+  PyArrayObject* array = nullptr;
+  int ndim() const { return PyArray_NDIM(array); }
+  size_t shape(int d) const { return size_t(PyArray_DIM(array, d)); }
+  const float* data() const { return static_cast<const float*>(PyArray_DATA(array)); }
+  std::string shape_text() const {
+    std::string s = "(";
+    for (int d = 0; d < ndim(); ++d) s += (d ? ", " : "") + std::to_string(shape(d));
+    return s + (ndim() == 1 ? ",)" : ")");
+  }
+};
+
+bool is_float32_carray(PyObject* o, bool writable) {
+  if (!PyArray_Check(o)) return false;
+  auto* a = reinterpret_cast<PyArrayObject*>(o);
+  return PyArray_TYPE(a) == NPY_FLOAT32 && PyArray_ISNOTSWAPPED(a) &&
+         (writable ? PyArray_ISCARRAY(a) : PyArray_ISCARRAY_RO(a));
+}
+
+Input as_input(nb::handle x) {
+  Input in;
+  if (is_float32_carray(x.ptr(), false)) {
+    in.array = reinterpret_cast<PyArrayObject*>(x.ptr());
+    return in;
+  }
+  PyObject* converted = PyArray_FromAny(x.ptr(), PyArray_DescrFromType(NPY_FLOAT32), 0, 0,
+                                        NPY_ARRAY_IN_ARRAY | NPY_ARRAY_FORCECAST, nullptr);
+  if (!converted) throw nb::python_error();
+  in.holder = nb::steal(converted);
+  in.array = reinterpret_cast<PyArrayObject*>(converted);
+  return in;
+}
+
+// A new float32 array of `shape` and its data.
+std::pair<nb::object, float*> new_array(std::initializer_list<npy_intp> shape) {
+  PyObject* a = PyArray_SimpleNew(int(shape.size()), const_cast<npy_intp*>(shape.begin()), NPY_FLOAT32);
+  if (!a) throw nb::python_error();
+  return {nb::steal(a), static_cast<float*>(PyArray_DATA(reinterpret_cast<PyArrayObject*>(a)))};
+}
+
+// The engine behind a hotpath.Engine. `engine` is null once closed. `busy` keeps a second thread out
+// while one is inside the engine with the GIL released (an Engine is one thread at a time).
+struct PyEngine {
+  std::unique_ptr<hotpath::Engine> engine;
+  std::atomic<bool> busy{false};
+  size_t I = 0, O = 0;
+};
+
+// Holds the engine for one call: refuses a closed engine and a concurrent call, by name.
+class Use {
+ public:
+  explicit Use(PyEngine& e) : e_(e) {
+    if (!e.engine) throw hotpath::Error("this engine is closed (close() or the end of its with block); make a new Engine");
+    if (e.busy.exchange(true, std::memory_order_acquire))
+      throw hotpath::Error("this engine is in use by another thread: an Engine runs one call at a time "
+                           "(make one Engine per thread)");
+  }
+  ~Use() { e_.busy.store(false, std::memory_order_release); }
+  Use(const Use&) = delete;
+  Use& operator=(const Use&) = delete;
+  hotpath::Engine& engine() { return *e_.engine; }
+
+ private:
+  PyEngine& e_;
+};
+
+hotpath::Engine& open_engine(PyEngine& e) {
+  if (!e.engine) throw hotpath::Error("this engine is closed (close() or the end of its with block); make a new Engine");
+  return *e.engine;
+}
+
+void check_window(std::optional<int> window) {
+  if (window && (*window < 1 || *window > hotpath::kMaxWindow))
+    throw hotpath::Error("window " + std::to_string(*window) + " is outside 1.." + std::to_string(hotpath::kMaxWindow));
+}
+
+hotpath::Model with_window(hotpath::Model m, std::optional<int> window) {
+  if (window) m.config.window = *window;
+  return m;
+}
+
+hotpath::LoadOptions load_options(const std::optional<std::string>& lstm_prefix,
+                                  const std::optional<std::string>& head_prefix) {
+  hotpath::LoadOptions o;
+  o.lstm_prefix = lstm_prefix.value_or("");
+  o.head_prefix = head_prefix.value_or("");
+  return o;
+}
+
+std::vector<int> cpuset_from(nb::handle cpuset) {
+  if (cpuset.is_none()) return {};
+  if (nb::isinstance<nb::str>(cpuset)) return hotpath::parse_cpuset(nb::cast<std::string>(cpuset));
+  std::vector<int> cores;
+  if (!nb::try_cast(cpuset, cores, /*convert=*/false))
+    throw hotpath::Error("cpuset must be a string like \"2-5\" or a list of core numbers");
+  for (int c : cores)
+    if (c < 0) throw hotpath::Error("cpuset: core " + std::to_string(c) + " is not a core number");
+  return cores;
+}
+
+// x [I] -> z [O] into `out`, GIL released.
+void step_into(Use& use, const Input& x, float* out, size_t O) {
+  if (x.ndim() != 1)
+    throw hotpath::TickError("step takes one tick x of shape (" + std::to_string(use.engine().input_size()) +
+                             ",), got an array of shape " + x.shape_text());
+  nb::gil_scoped_release unlocked;
+  use.engine().step({x.data(), x.shape(0)}, {out, O});
+}
+
+nb::object step(PyEngine& self, nb::handle x_in, nb::handle out) {
+  const Input x = as_input(x_in);
+  Use use(self);
+  if (out.is_none()) {
+    auto [z, data] = new_array({npy_intp(self.O)});
+    step_into(use, x, data, self.O);
+    return std::move(z);
+  }
+  auto* o = reinterpret_cast<PyArrayObject*>(out.ptr());
+  if (!is_float32_carray(out.ptr(), true) || PyArray_NDIM(o) != 1 || size_t(PyArray_DIM(o, 0)) != self.O)
+    throw hotpath::Error("out must be a writable float32 C-contiguous array of shape (" + std::to_string(self.O) + ",)");
+  step_into(use, x, static_cast<float*>(PyArray_DATA(o)), self.O);
+  return nb::borrow(out);
+}
+
+nb::object run(PyEngine& self, nb::handle series_in) {
+  const Input series = as_input(series_in);
+  Use use(self);
+  hotpath::Engine& e = use.engine();
+  const size_t I = self.I, O = self.O;
+  if ((series.ndim() != 2 && series.ndim() != 3) || series.shape(series.ndim() - 1) != I)
+    throw hotpath::Error("run takes a series of shape (T, " + std::to_string(I) + ") or series of shape (S, T, " +
+                         std::to_string(I) + "), got an array of shape " + series.shape_text());
+  const bool many = series.ndim() == 3;
+  const size_t S = many ? series.shape(0) : 1, T = series.shape(many ? 1 : 0);
+  auto [out, data] = many ? new_array({npy_intp(S), npy_intp(T), npy_intp(O)}) : new_array({npy_intp(T), npy_intp(O)});
+  {
+    nb::gil_scoped_release unlocked;
+    for (size_t s = 0; s < S; ++s) {
+      // Each series from a fresh state; the engine keeps the state after the last tick run.
+      e.reset();
+      if (T == 0) continue;
+      try {
+        e.run({series.data() + s * T * I, T * I}, T, {data + s * T * O, T * O});
+      } catch (const hotpath::TickError& err) {
+        if (!many) throw;
+        throw hotpath::TickError("series " + std::to_string(s) + ": " + err.what());
+      }
+    }
+  }
+  return std::move(out);
+}
+
+nb::object run_batch(PyEngine& self, nb::handle x_in) {
+  const Input x = as_input(x_in);
+  Use use(self);
+  const size_t I = self.I, O = self.O;
+  if (x.ndim() != 3 || x.shape(2) != I)
+    throw hotpath::Error("run_batch takes windows of shape (B, W, " + std::to_string(I) + "), got an array of shape " +
+                         x.shape_text());
+  const size_t B = x.shape(0), W = x.shape(1);
+  if (W == 0) throw hotpath::Error("run_batch: windows of length 0 have no output");
+  auto [out, data] = new_array({npy_intp(B), npy_intp(O)});
+  if (B > 0) {
+    nb::gil_scoped_release unlocked;
+    use.engine().run_batch({x.data(), B * W * I}, B, W, {data, B * O});
+  }
+  return std::move(out);
+}
+
+// The C++ side of bench/python_overhead.py: Engine::step timed per call with a steady clock, on the
+// same engine and input that Python times, into a caller-owned output. Nanoseconds, one per call.
+nb::object time_step_cpp(PyEngine& self, nb::handle x_in, size_t n) {
+  const Input x = as_input(x_in);
+  Use use(self);
+  if (x.ndim() != 1) throw hotpath::TickError("x must have shape (" + std::to_string(self.I) + ",)");
+  npy_intp count = npy_intp(n);
+  PyObject* samples = PyArray_SimpleNew(1, &count, NPY_INT64);
+  if (!samples) throw nb::python_error();
+  nb::object result = nb::steal(samples);
+  auto* ns = static_cast<int64_t*>(PyArray_DATA(reinterpret_cast<PyArrayObject*>(samples)));
+  {
+    nb::gil_scoped_release unlocked;
+    std::vector<float> z(self.O);
+    const std::span<const float> in(x.data(), x.shape(0));
+    for (size_t k = 0; k < n; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      use.engine().step(in, z);
+      const auto t1 = std::chrono::steady_clock::now();
+      ns[k] = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+    }
+  }
+  return result;
+}
+
+hotpath::EngineOptions engine_options(const std::string& backend, const std::optional<std::string>& precision,
+                                      const std::string& mode, std::optional<int> window, int device,
+                                      nb::handle cpuset, double timeout_us, const std::optional<std::string>& fallback,
+                                      const std::optional<std::string>& variant) {
+  hotpath::EngineOptions o;
+  o.backend = backend;
+  if (precision) o.precision = hotpath::parse_precision(*precision);
+  o.mode = hotpath::parse_mode(mode);
+  check_window(window);
+  o.window = window.value_or(0);
+  o.device = device;
+  o.cpuset = cpuset_from(cpuset);
+  o.timeout_us = timeout_us;
+  o.fallback = fallback.value_or("");
+  o.variant = variant.value_or("");
+  return o;
+}
+
+void translate(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const hotpath::TickError& e) {
+    PyErr_SetString(g_tick_error, e.what());
+  } catch (const hotpath::UnsupportedError& e) {
+    PyErr_SetString(g_unsupported_error, e.what());
+  } catch (const hotpath::Error& e) {
+    PyErr_SetString(g_error, e.what());
+  }
+}
+
+PyObject* new_exception(nb::module_& m, const char* name, PyObject* base, const char* doc) {
+  const std::string qualified = std::string("hotpath.") + name;
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, base, nullptr);
+  if (!type) throw nb::python_error();
+  m.attr(name) = nb::borrow(type);
+  return type;  // the module keeps a reference; this one is never released (the classes live forever)
+}
+
+}  // namespace
+
+NB_MODULE(_hotpath, m) {
+  m.doc() = "hotpath's engine layer (C++), wrapped by the hotpath package: use `import hotpath`.";
+  m.attr("__version__") = HOTPATH_VERSION;
+  m.attr("git_commit") = HOTPATH_GIT_COMMIT;
+  if (_import_array() < 0) throw nb::python_error();  // numpy's C API
+
+  g_error = new_exception(m, "Error", PyExc_ValueError,
+                          "Bad input of any kind (a file, an option, a model, a tick); the message names the problem.");
+  g_tick_error = new_exception(m, "TickError", g_error,
+                               "A tick input the engine refused (NaN/Inf, wrong shape); the state is left as before.");
+  g_unsupported_error = new_exception(m, "UnsupportedError", g_error,
+                                      "The platform or build cannot do what was asked (no CUDA device, model too "
+                                      "large for a kernel, ...).");
+  nb::register_exception_translator(translate);
+
+  nb::class_<hotpath::Model>(m, "Model", "A validated model: an nn.LSTM stack and its nn.Linear head (hotpath.load).")
+      .def_prop_ro("input_size", [](const hotpath::Model& x) { return x.config.input_size; })
+      .def_prop_ro("hidden_size", [](const hotpath::Model& x) { return x.config.hidden_size; })
+      .def_prop_ro("num_layers", [](const hotpath::Model& x) { return x.config.num_layers; })
+      .def_prop_ro("output_size", [](const hotpath::Model& x) { return x.config.output_size; })
+      .def_prop_ro("window", [](const hotpath::Model& x) { return x.config.window; })
+      .def_prop_ro("bias", [](const hotpath::Model& x) { return x.config.lstm_bias; })
+      .def_prop_ro("parameter_count", [](const hotpath::Model& x) { return x.config.parameter_count(); })
+      .def_prop_ro("dtype", [](const hotpath::Model& x) { return std::string(hotpath::dtype_name(x.dtype)); })
+      .def_ro("name", &hotpath::Model::name)
+      .def_ro("lstm_prefix", &hotpath::Model::lstm_prefix)
+      .def_ro("head_prefix", &hotpath::Model::head_prefix)
+      .def("__repr__", [](const hotpath::Model& x) {
+        const auto& c = x.config;
+        return "<hotpath.Model '" + x.name + "' I=" + std::to_string(c.input_size) + " H=" +
+               std::to_string(c.hidden_size) + " L=" + std::to_string(c.num_layers) + " O=" +
+               std::to_string(c.output_size) + " window=" + (c.window ? std::to_string(*c.window) : "None") + ">";
+      });
+
+  m.def(
+      "_open_model",
+      [](const std::string& path, std::optional<std::string> lstm_prefix, std::optional<std::string> head_prefix,
+         std::optional<int> window) {
+        check_window(window);
+        const auto options = load_options(lstm_prefix, head_prefix);
+        nb::gil_scoped_release unlocked;
+        return with_window(hotpath::open_model(path, options), window);
+      },
+      "path_or_zoo_name"_a, "lstm_prefix"_a = nb::none(), "head_prefix"_a = nb::none(), "window"_a = nb::none());
+  m.def(
+      "_open_model_bytes",
+      [](nb::bytes data, const std::string& name, std::optional<std::string> lstm_prefix,
+         std::optional<std::string> head_prefix, std::optional<int> window) {
+        check_window(window);
+        const auto options = load_options(lstm_prefix, head_prefix);
+        const std::span<const std::byte> bytes(static_cast<const std::byte*>(data.data()), data.size());
+        nb::gil_scoped_release unlocked;  // `data` stays referenced by the caller's frame
+        return with_window(hotpath::open_model_bytes(bytes, name, options), window);
+      },
+      "data"_a, "name"_a = "<bytes>", "lstm_prefix"_a = nb::none(), "head_prefix"_a = nb::none(),
+      "window"_a = nb::none());
+
+  m.def("backends", &hotpath::backend_names,
+        "The backends built into this hotpath ('ref', 'cpu', and 'cuda' when built with CUDA); Engine also "
+        "takes 'auto'.");
+  m.def(
+      "zoo",
+      [] {
+        std::vector<nb::dict> out;
+        for (const auto& e : hotpath::zoo()) {
+          nb::dict d;
+          d["name"] = e.name;
+          d["input_size"] = e.config.input_size;
+          d["hidden_size"] = e.config.hidden_size;
+          d["num_layers"] = e.config.num_layers;
+          d["output_size"] = e.config.output_size;
+          d["window"] = e.config.window;
+          d["parameter_count"] = e.config.parameter_count();
+          out.push_back(std::move(d));
+        }
+        return out;
+      },
+      "The built-in model zoo (`hotpath models`): one dict per model with its name and shapes.");
+
+  nb::class_<PyEngine>(m, "Engine", "A model served by one backend; see docs/python.md.")
+      .def(
+          "__init__",
+          [](PyEngine* self, nb::object model, const std::string& backend, std::optional<std::string> precision,
+             const std::string& mode, std::optional<int> window, int device, nb::handle cpuset, double timeout_us,
+             std::optional<std::string> fallback, std::optional<std::string> variant) {
+            // Anything hotpath.load takes (a path, bytes, a zoo name, a torch module) stands for its model.
+            if (!nb::isinstance<hotpath::Model>(model)) model = nb::module_::import_("hotpath").attr("load")(model);
+            const hotpath::Model& source = nb::cast<const hotpath::Model&>(model);
+            const auto options = engine_options(backend, precision, mode, window, device, cpuset, timeout_us, fallback,
+                                                variant);
+            std::unique_ptr<hotpath::Engine> engine;
+            {
+              nb::gil_scoped_release unlocked;  // a cuda engine launches its kernel here
+              engine = std::make_unique<hotpath::Engine>(source, options);
+            }
+            auto* e = new (self) PyEngine();
+            e->I = size_t(engine->input_size());
+            e->O = size_t(engine->output_size());
+            e->engine = std::move(engine);
+          },
+          "model"_a, "backend"_a = "auto", "precision"_a = nb::none(), "mode"_a = "window", "window"_a = nb::none(),
+          "device"_a = 0, "cpuset"_a = nb::none(), "timeout_us"_a = 1'000'000.0, "fallback"_a = nb::none(),
+          "variant"_a = nb::none())
+      .def("step", &step, "x"_a, "out"_a = nb::none(),
+           "One tick: x [I] -> z [O] (float32). With out=, writes z there and returns out.")
+      .def("run", &run, "series"_a,
+           "A series [T, I] -> [T, O], or many [S, T, I] -> [S, T, O], each from a fresh state.")
+      .def("run_batch", &run_batch, "x"_a, "Fresh windows [B, W, I] -> [B, O], each from zero state.")
+      .def(
+          "reset",
+          [](PyEngine& self) {
+            Use use(self);
+            nb::gil_scoped_release unlocked;
+            use.engine().reset();
+          },
+          "Forget all state: the next tick is t = 0.")
+      .def("counters", [](PyEngine& self) { return open_engine(self).counters(); })
+      .def("facts", [](PyEngine& self) { return open_engine(self).facts(); })
+      .def(
+          "close",
+          [](PyEngine& self) {
+            if (!self.engine) return;
+            if (self.busy.exchange(true, std::memory_order_acquire))
+              throw hotpath::Error("close(): this engine is in use by another thread");
+            std::unique_ptr<hotpath::Engine> engine = std::move(self.engine);
+            self.busy.store(false, std::memory_order_release);
+            nb::gil_scoped_release unlocked;  // a cuda engine stops its kernel here
+            engine.reset();
+          },
+          "Stop the engine and free it; later calls raise hotpath.Error. Idempotent.")
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def(
+          "__exit__",
+          [](nb::handle self, nb::args) {
+            self.attr("close")();
+            return false;
+          })
+      .def_prop_ro("closed", [](const PyEngine& self) { return !self.engine; })
+      .def_prop_ro("backend", [](PyEngine& self) { return open_engine(self).backend_name(); })
+      .def_prop_ro("variant", [](PyEngine& self) { return open_engine(self).variant(); })
+      .def_prop_ro("precision",
+                   [](PyEngine& self) { return std::string(hotpath::precision_name(open_engine(self).precision())); })
+      .def_prop_ro("mode", [](PyEngine& self) { return std::string(hotpath::mode_name(open_engine(self).mode())); })
+      .def_prop_ro("window", [](PyEngine& self) { return open_engine(self).window(); })
+      .def_prop_ro("ticks", [](PyEngine& self) { return open_engine(self).ticks(); })
+      .def_prop_ro("input_size", [](PyEngine& self) { return open_engine(self).input_size(); })
+      .def_prop_ro("output_size", [](PyEngine& self) { return open_engine(self).output_size(); })
+      .def_prop_ro("choice_note", [](PyEngine& self) { return open_engine(self).choice_note(); })
+      .def_prop_ro("model", [](PyEngine& self) { return open_engine(self).model(); })
+      .def("__repr__", [](PyEngine& self) -> std::string {
+        if (!self.engine) return "<hotpath.Engine (closed)>";
+        const auto& e = *self.engine;
+        return "<hotpath.Engine '" + e.model().name + "' backend=" + e.backend_name() + " precision=" +
+               hotpath::precision_name(e.precision()) + " mode=" + hotpath::mode_name(e.mode()) +
+               " window=" + std::to_string(e.window()) + ">";
+      });
+
+  m.def("_time_step_cpp", &time_step_cpp, "engine"_a, "x"_a, "n"_a,
+        "Engine::step timed n times in C++ (steady clock, ns per call): the baseline of bench/python_overhead.py.");
+}

@@ -1,0 +1,24 @@
+"""hotpath: microsecond LSTM inference (PyTorch nn.LSTM + nn.Linear semantics) from Python.
+
+    import numpy as np, hotpath
+    model = hotpath.load("lstm_s")                       # a file, bytes, a zoo name or a torch module
+    with hotpath.Engine(model, backend="cpu", precision="fp32") as engine:
+        z = engine.step(np.zeros(model.input_size, np.float32))      # one tick -> [O]
+        zs = engine.run(np.zeros((100, model.input_size), np.float32))  # a series [T, I] -> [T, O]
+
+docs/python.md has the full API.
+"""
+from ._hotpath import Engine, Error, Model, TickError, UnsupportedError, __version__, backends, zoo
+from ._load import load
+
+__all__ = [
+    "Engine",
+    "Error",
+    "Model",
+    "TickError",
+    "UnsupportedError",
+    "__version__",
+    "backends",
+    "load",
+    "zoo",
+]

@@ -1,0 +1,98 @@
+"""hotpath.load: a model from a file, bytes, a zoo name, a PyTorch module or a state_dict. Every way in
+ends in the engine's one loader (open_model / open_model_bytes), so every source is validated alike."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from . import _hotpath
+from ._safetensors import serialize
+
+Model = _hotpath.Model
+
+
+def load(
+    source: Any,
+    *,
+    window: Optional[int] = None,
+    lstm_prefix: Optional[str] = None,
+    head_prefix: Optional[str] = None,
+) -> Model:
+    """The model in `source`, validated (raises hotpath.Error naming the problem).
+
+    source: a path (str or os.PathLike) to a safetensors state_dict, else a zoo name (hotpath.zoo());
+    the bytes of such a file (bytes, bytearray or memoryview); a torch.nn.Module that owns one nn.LSTM
+    and one nn.Linear head (read from its state_dict(), no file); or a state_dict itself (a mapping of
+    names to tensors or numpy arrays).
+    window: the model's default sliding-window length (else the file's metadata, if any).
+    lstm_prefix / head_prefix: the key prefixes (e.g. "encoder.rnn.", "head."), when detection is
+    ambiguous; for a module, they pick the nn.LSTM / nn.Linear when it owns more than one.
+    """
+    if isinstance(source, Model):
+        if window is None and lstm_prefix is None and head_prefix is None:
+            return source
+        raise _hotpath.Error("load(): a Model is already loaded; pass its source to change window or prefixes")
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = source if isinstance(source, bytes) else bytes(source)
+        return _hotpath._open_model_bytes(data, "<bytes>", lstm_prefix, head_prefix, window)
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        return _hotpath._open_model(path, lstm_prefix, head_prefix, window)
+    if _is_torch_module(source):
+        data, lstm_prefix, head_prefix = _module_bytes(source, lstm_prefix, head_prefix)
+        return _hotpath._open_model_bytes(data, f"<{type(source).__name__} module>", lstm_prefix, head_prefix, window)
+    if isinstance(source, Mapping):
+        tensors = {str(k): _as_array(v) for k, v in source.items()}
+        return _hotpath._open_model_bytes(serialize(tensors), "<state_dict>", lstm_prefix, head_prefix, window)
+    raise TypeError(
+        "hotpath.load() takes a path, a zoo name, bytes, a torch.nn.Module or a state_dict, not "
+        + type(source).__name__
+    )
+
+
+def _is_torch_module(x: Any) -> bool:
+    torch = sys.modules.get("torch")  # a torch module exists only once torch is imported
+    return torch is not None and isinstance(x, torch.nn.Module)
+
+
+def _as_array(value: Any) -> np.ndarray:
+    """A tensor or array as a float numpy array: float64 stays float64 (exact), anything else float32."""
+    if hasattr(value, "detach"):  # a torch tensor: to the CPU, and out of bf16/fp16 exactly
+        value = value.detach().cpu()
+        value = value.double() if str(value.dtype) == "torch.float64" else value.float()
+        value = value.numpy()
+    a = np.asarray(value)
+    return a if a.dtype == np.float64 else a.astype(np.float32, copy=False)
+
+
+def _single(module: Any, kind: type, what: str, given: Optional[str], option: str) -> str:
+    """The key prefix of the one `kind` submodule (e.g. "encoder.rnn."), or the prefix given."""
+    if given is not None:
+        return given
+    found: List[Tuple[str, Any]] = [(n, m) for n, m in module.named_modules() if isinstance(m, kind)]
+    if len(found) != 1:
+        names = ", ".join(n or "<root>" for n, _ in found) or "none"
+        raise _hotpath.Error(
+            f"expected exactly one {what} in the module, found: {names} (name the one to use with {option}=)"
+        )
+    name = found[0][0]
+    return f"{name}." if name else ""
+
+
+def _module_bytes(module: Any, lstm_prefix: Optional[str], head_prefix: Optional[str]) -> Tuple[bytes, str, str]:
+    """The module's nn.LSTM and nn.Linear tensors from its state_dict() as safetensors bytes, with their
+    prefixes; the engine's loader then checks them (bidirectional and proj_size LSTMs are refused there)."""
+    import torch.nn as nn
+
+    lstm_prefix = _single(module, nn.LSTM, "nn.LSTM", lstm_prefix, "lstm_prefix")
+    head_prefix = _single(module, nn.Linear, "nn.Linear", head_prefix, "head_prefix")
+    state = module.state_dict()
+    tensors: Dict[str, np.ndarray] = {
+        k: _as_array(v) for k, v in state.items() if k.startswith(lstm_prefix) or k.startswith(head_prefix)
+    }
+    return serialize(tensors), lstm_prefix, head_prefix
