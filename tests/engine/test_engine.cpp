@@ -24,6 +24,7 @@
 #include "model/zoo.hpp"
 #include "reference/reference.hpp"
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 namespace hotpath {
 namespace {
@@ -205,6 +206,24 @@ TEST(Engine, CpusetParsing) {
   EXPECT_EQ(parse_cpuset("2-5"), (std::vector<int>{2, 3, 4, 5}));
   EXPECT_EQ(parse_cpuset("7,0-1,7"), (std::vector<int>{7, 0, 1}));  // first listed stays first
   for (const char* bad : {"", "a", "3-1", "1,,2", "-1", "1-", "99999999"}) EXPECT_THROW(parse_cpuset(bad), Error) << bad;
+}
+
+// The one scoped pin (ping-pong, bench): the thread gets its old cores back, and a refused pin either
+// throws (required) or is recorded.
+TEST(UtilScopedPin, GivesTheThreadItsCoresBack) {
+  const std::vector<int> before = util::allowed_cores();
+  ASSERT_FALSE(before.empty());
+  {
+    const util::ScopedPin pin({before.front()}, "test thread", true);
+    EXPECT_EQ(util::allowed_cores(), std::vector<int>{before.front()});
+  }
+  EXPECT_EQ(util::allowed_cores(), before);
+  EXPECT_THROW(util::ScopedPin({1 << 20}, "test thread", true), Error);
+  util::clear_pin_failures();
+  { const util::ScopedPin pin({1 << 20}, "test thread", false); }
+  EXPECT_EQ(util::pin_failures().size(), 1u);
+  EXPECT_EQ(util::allowed_cores(), before);
+  util::clear_pin_failures();
 }
 
 // ---- the fallback wrapper ----------------------------------------------------------------------------
