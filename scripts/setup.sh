@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Installs what hotpath needs from the distribution's packages (Debian/Ubuntu), only what is missing.
-# Nothing is downloaded at build or run time. The CUDA toolkit is not installed here: with nvcc on PATH
-# (or in /usr/local/cuda/bin) the CUDA backend is built, otherwise hotpath builds without it.
+# Installs what hotpath needs from the distribution's packages (Debian/Ubuntu), only what is missing,
+# then the project's Python venv .venv (numpy, pytest, nanobind, scikit-build-core from PyPI: the
+# Python package's build and tests). Nothing is downloaded at build or run time. The CUDA toolkit is not
+# installed here: with nvcc on PATH (or in /usr/local/cuda/bin) the CUDA backend is built, otherwise
+# hotpath builds without it.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 required=(cmake ninja-build g++ clang libclang-rt-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev)
 optional=(libbenchmark-dev libcurl4-openssl-dev)
+# A python3 that makes venvs and has its C headers (the distribution's, or one already on PATH).
+python_ok() { python3 -c 'import ensurepip, os, sysconfig, venv; assert os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null; }
+python_ok || required+=(python3 python3-venv python3-dev)
 missing=()
 for p in "${required[@]}" "${optional[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -23,3 +29,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || echo "setup: no nvcc found: building without the CUDA backend"
+
+# The project venv: what `pip install .` and the Python tests need (python/requirements-dev.txt).
+[ -x .venv/bin/python3 ] || python3 -m venv .venv
+.venv/bin/python3 -m pip install -q --disable-pip-version-check -r python/requirements-dev.txt \
+  || { echo "setup: could not install python/requirements-dev.txt into .venv (PyPI unreachable?)"; exit 1; }

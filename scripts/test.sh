@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the release tree (GPU tests skip themselves, saying so, without a GPU),
 # then the host code again under AddressSanitizer + UBSan (clang), whose tree also builds the libFuzzer
-# targets and runs each for a short smoke run (HOTPATH_FUZZ_SECONDS, 60 by default).
+# targets and runs each for a short smoke run (HOTPATH_FUZZ_SECONDS, 60 by default), then the Python
+# package: `pip install` from the release tree, and its pytest suite (tests/python) last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
@@ -21,3 +22,16 @@ fi
 cmake --preset asan -DHOTPATH_FUZZ_SECONDS="${HOTPATH_FUZZ_SECONDS:-60}" >/dev/null
 cmake --build --preset asan --target test_safetensors test_loader test_reference test_cli test_bench test_engine test_llm hotpath fuzzers
 ctest --preset asan -j2 -L '^(test_safetensors|test_loader|test_reference|test_cli|test_bench|test_engine|test_llm|fuzz)$'
+# The Python package. `pip install .` proven without compiling the C++ core again: a wheel built from
+# the release tree (same interpreter, nanobind and cache values as scripts/build.sh, so only the
+# install step runs) is installed into an empty venv, which pulls numpy, and imported there. Then the
+# pytest suite against the module in build/python.
+rm -rf build/pip-check
+.venv/bin/python3 -m pip wheel . -q --no-build-isolation --no-deps -Cbuild-dir=build -w build/pip-check
+.venv/bin/python3 -m venv build/pip-check/venv
+build/pip-check/venv/bin/python -m pip install -q --disable-pip-version-check build/pip-check/hotpath-*.whl
+(cd build/pip-check && venv/bin/python -c 'import hotpath, numpy as np
+e = hotpath.Engine("lstm_s", backend="cpu")
+print("pip install: hotpath", hotpath.__version__, "from", hotpath.__file__.rsplit("/", 2)[0], "backends", hotpath.backends(),
+      "run", e.run(np.zeros((60, 32), np.float32)).shape)')
+PYTHONPATH=build/python .venv/bin/python3 -m pytest -ra tests/python

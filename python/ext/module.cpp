@@ -170,8 +170,21 @@ nb::object step(PyEngine& self, nb::handle x_in, nb::handle out) {
   return nb::borrow(out);
 }
 
-nb::object run(PyEngine& self, nb::handle series_in) {
+// NPY_FLOAT32 or NPY_FLOAT64 from a dtype-like (None: float32).
+int output_type(nb::handle dtype) {
+  if (dtype.is_none()) return NPY_FLOAT32;
+  PyArray_Descr* d = nullptr;
+  if (!PyArray_DescrConverter(dtype.ptr(), &d)) throw nb::python_error();
+  const int type = d->type_num;
+  Py_DECREF(d);
+  if (type != NPY_FLOAT32 && type != NPY_FLOAT64)
+    throw hotpath::Error("run: dtype must be float32 or float64, got " + std::string(nb::str(dtype).c_str()));
+  return type;
+}
+
+nb::object run(PyEngine& self, nb::handle series_in, nb::handle dtype) {
   const Input series = as_input(series_in);
+  const int type = output_type(dtype);
   Use use(self);
   hotpath::Engine& e = use.engine();
   const size_t I = self.I, O = self.O;
@@ -180,22 +193,28 @@ nb::object run(PyEngine& self, nb::handle series_in) {
                          std::to_string(I) + "), got an array of shape " + series.shape_text());
   const bool many = series.ndim() == 3;
   const size_t S = many ? series.shape(0) : 1, T = series.shape(many ? 1 : 0);
-  auto [out, data] = many ? new_array({npy_intp(S), npy_intp(T), npy_intp(O)}) : new_array({npy_intp(T), npy_intp(O)});
+  npy_intp dims[3] = {npy_intp(S), npy_intp(T), npy_intp(O)};
+  PyObject* array = PyArray_SimpleNew(many ? 3 : 2, many ? dims : dims + 1, type);
+  if (!array) throw nb::python_error();
+  nb::object out = nb::steal(array);
+  void* data = PyArray_DATA(reinterpret_cast<PyArrayObject*>(array));
   {
     nb::gil_scoped_release unlocked;
     for (size_t s = 0; s < S; ++s) {
       // Each series from a fresh state; the engine keeps the state after the last tick run.
       e.reset();
       if (T == 0) continue;
+      const std::span<const float> in(series.data() + s * T * I, T * I);
       try {
-        e.run({series.data() + s * T * I, T * I}, T, {data + s * T * O, T * O});
+        if (type == NPY_FLOAT64) e.run(in, T, std::span<double>(static_cast<double*>(data) + s * T * O, T * O));
+        else e.run(in, T, std::span<float>(static_cast<float*>(data) + s * T * O, T * O));
       } catch (const hotpath::TickError& err) {
         if (!many) throw;
         throw hotpath::TickError("series " + std::to_string(s) + ": " + err.what());
       }
     }
   }
-  return std::move(out);
+  return out;
 }
 
 nb::object run_batch(PyEngine& self, nb::handle x_in) {
@@ -384,10 +403,18 @@ NB_MODULE(_hotpath, m) {
           "device"_a = 0, "cpuset"_a = nb::none(), "timeout_us"_a = 1'000'000.0, "fallback"_a = nb::none(),
           "variant"_a = nb::none())
       .def("step", &step, "x"_a, "out"_a = nb::none(),
-           "One tick: x [I] -> z [O] (float32). With out=, writes z there and returns out.")
-      .def("run", &run, "series"_a,
-           "A series [T, I] -> [T, O], or many [S, T, I] -> [S, T, O], each from a fresh state.")
-      .def("run_batch", &run_batch, "x"_a, "Fresh windows [B, W, I] -> [B, O], each from zero state.")
+           nb::sig("def step(self, x: numpy.typing.ArrayLike, out: numpy.typing.NDArray[numpy.float32] | None = None) "
+                   "-> numpy.typing.NDArray[numpy.float32]"),
+           "One tick: x [I] -> z [O] (float32), continuing from the current state. With out=, writes z\n"
+           "into that float32 array and returns it. A NaN/Inf or misshapen x raises TickError, state unchanged.")
+      .def("run", &run, "series"_a, nb::kw_only(), "dtype"_a = nb::none(),
+           nb::sig("def run(self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None) "
+                   "-> numpy.typing.NDArray[numpy.floating]"),
+           "A series [T, I] -> [T, O], or many [S, T, I] -> [S, T, O]: each series from a fresh state (reset\n"
+           "first); the engine then holds the state after the last tick. dtype: float32 (default) or float64.")
+      .def("run_batch", &run_batch, "x"_a,
+           nb::sig("def run_batch(self, x: numpy.typing.ArrayLike) -> numpy.typing.NDArray[numpy.float32]"),
+           "Fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched.")
       .def(
           "reset",
           [](PyEngine& self) {

@@ -1,0 +1,157 @@
+"""Types of hotpath's compiled module (python/ext/module.cpp); the package re-exports them."""
+from types import TracebackType
+from typing import Any, Dict, List, Optional, Sequence, Type, TypedDict, Union
+
+import numpy
+import numpy.typing
+
+__version__: str
+git_commit: str
+
+class Error(ValueError):
+    """Bad input of any kind (a file, an option, a model, a tick); the message names the problem."""
+
+class TickError(Error):
+    """A tick input the engine refused (NaN/Inf, wrong shape); the state is left as before."""
+
+class UnsupportedError(Error):
+    """The platform or build cannot do what was asked (no CUDA device, model too large for a kernel, ...)."""
+
+class Model:
+    """A validated model: an nn.LSTM stack and its nn.Linear head (made by hotpath.load)."""
+
+    @property
+    def input_size(self) -> int: ...
+    @property
+    def hidden_size(self) -> int: ...
+    @property
+    def num_layers(self) -> int: ...
+    @property
+    def output_size(self) -> int: ...
+    @property
+    def window(self) -> Optional[int]:
+        """The default sliding-window length (metadata or load(window=)); None when unknown."""
+    @property
+    def bias(self) -> bool: ...
+    @property
+    def parameter_count(self) -> int: ...
+    @property
+    def dtype(self) -> str:
+        """The weights' dtype in the source: "F32", "F16", "BF16" or "F64" (held exactly in float64)."""
+    @property
+    def name(self) -> str:
+        """The zoo name, the file path, "<bytes>", "<state_dict>" or "<ClassName module>"."""
+    @property
+    def lstm_prefix(self) -> str: ...
+    @property
+    def head_prefix(self) -> str: ...
+
+class _ZooEntry(TypedDict):
+    name: str
+    input_size: int
+    hidden_size: int
+    num_layers: int
+    output_size: int
+    window: Optional[int]
+    parameter_count: int
+
+class Engine:
+    """A model served by one backend. One thread at a time per engine (a second thread's call raises
+    Error); many engines may run in parallel. The GIL is released while the engine works."""
+
+    def __init__(
+        self,
+        model: Any,
+        backend: str = "auto",
+        precision: Optional[str] = None,
+        mode: str = "window",
+        window: Optional[int] = None,
+        device: int = 0,
+        cpuset: Union[str, Sequence[int], None] = None,
+        timeout_us: float = 1000000.0,
+        fallback: Optional[str] = None,
+        variant: Optional[str] = None,
+    ) -> None:
+        """backend: "auto" (cuda when a GPU is usable and the model fits its kernels, else cpu), "ref",
+        "cpu" or "cuda". precision: "fp32" | "bf16" (cpu), "fp16" | "bf16" (cuda), "fp64" (ref); None:
+        the backend's default. mode: "window" or "streaming". window: W in window mode (None: the
+        model's). cpuset: cores, e.g. "2-5" or [2, 3, 4, 5]: the first runs the step (the calling thread
+        is pinned to it), the rest precompute. fallback: "cpu" to answer on the CPU when the GPU is late.
+        `model` may be anything hotpath.load takes."""
+    def step(
+        self, x: numpy.typing.ArrayLike, out: Optional[numpy.typing.NDArray[numpy.float32]] = None
+    ) -> numpy.typing.NDArray[numpy.float32]:
+        """One tick: x [I] -> z [O], continuing from the current state. x is read in place when it is a
+        float32 C-contiguous array, else converted once. With out= (a writable float32 C-contiguous
+        array [O]) z is written there and out returned. Raises TickError (state unchanged) for NaN/Inf
+        or a wrong shape."""
+    def run(
+        self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None
+    ) -> numpy.typing.NDArray[numpy.floating]:
+        """A series [T, I] -> [T, O], or S series [S, T, I] -> [S, T, O] (2-D/3-D even when O = 1). Each
+        series starts from a fresh state (the engine is reset first); afterwards the engine holds the
+        state after the last tick run, so step() continues from there. In window mode row t is the
+        output of the window ending at t (partial while t < W-1). dtype: float32 (default) or float64
+        (exact for the "ref" backend). A bad tick raises TickError naming it (and the series)."""
+    def run_batch(self, x: numpy.typing.ArrayLike) -> numpy.typing.NDArray[numpy.float32]:
+        """B fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched."""
+    def reset(self) -> None:
+        """Forget all state: the next tick is t = 0."""
+    def counters(self) -> Dict[str, float]: ...
+    def facts(self) -> Dict[str, str]: ...
+    def close(self) -> None:
+        """Stop and free the engine (idempotent); any later call raises Error."""
+    def __enter__(self) -> "Engine": ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def backend(self) -> str:
+        """The backend serving ("auto" resolved), e.g. "cpu"."""
+    @property
+    def variant(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def window(self) -> int:
+        """W in window mode, 1 in streaming mode."""
+    @property
+    def ticks(self) -> int:
+        """Ticks consumed since the last reset."""
+    @property
+    def input_size(self) -> int: ...
+    @property
+    def output_size(self) -> int: ...
+    @property
+    def choice_note(self) -> str:
+        """Why "auto" chose its backend; empty when the backend was named."""
+    @property
+    def model(self) -> Model: ...
+
+def backends() -> List[str]:
+    """The backends built in ("ref", "cpu", and "cuda" when built with CUDA); Engine also takes "auto"."""
+
+def zoo() -> List[_ZooEntry]:
+    """The built-in model zoo (`hotpath models`): names and shapes."""
+
+def _open_model(
+    path_or_zoo_name: str,
+    lstm_prefix: Optional[str] = None,
+    head_prefix: Optional[str] = None,
+    window: Optional[int] = None,
+) -> Model: ...
+def _open_model_bytes(
+    data: bytes,
+    name: str = "<bytes>",
+    lstm_prefix: Optional[str] = None,
+    head_prefix: Optional[str] = None,
+    window: Optional[int] = None,
+) -> Model: ...
+def _time_step_cpp(engine: Engine, x: numpy.typing.ArrayLike, n: int) -> numpy.typing.NDArray[numpy.int64]: ...

@@ -1,0 +1,176 @@
+"""Bad input of every kind: a Python exception with the CLI's one-line message, never a crash; a
+refused tick leaves the state as it was."""
+import numpy as np
+import pytest
+
+import hotpath
+from helpers import GOLDEN
+
+
+def one_line(e):
+    text = str(e.value)
+    assert text and "\n" not in text
+    return text
+
+
+@pytest.fixture
+def engine():
+    e = hotpath.Engine("lstm_s", backend="cpu", mode="streaming")
+    yield e
+    e.close()
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_tick_is_refused_and_state_unchanged(engine, bad):
+    rng = np.random.default_rng(4)
+    xs = rng.standard_normal((6, 32)).astype(np.float32)
+    expected = engine.run(xs)
+    engine.reset()
+    for t in range(3):
+        engine.step(xs[t])
+    poisoned = xs[3].copy()
+    poisoned[7] = bad
+    with pytest.raises(hotpath.TickError) as e:
+        engine.step(poisoned)
+    assert "tick 3" in one_line(e) and "value 7" in one_line(e)
+    assert engine.ticks == 3
+    for t in range(3, 6):
+        np.testing.assert_array_equal(engine.step(xs[t]), expected[t])
+
+
+def test_bad_tick_in_a_series_is_named(engine):
+    xs = np.zeros((2, 5, 32), np.float32)
+    xs[1, 4, 0] = np.nan
+    with pytest.raises(hotpath.TickError, match=r"^series 1: tick 4: input value 0 is NaN") as e:
+        engine.run(xs)
+    one_line(e)
+    with pytest.raises(hotpath.TickError, match=r"^tick 4: input value 0 is NaN"):
+        engine.run(xs[1])
+
+
+@pytest.mark.parametrize("shape", [(31,), (33,), (0,), (1, 32), ()])
+def test_step_wrong_shape(engine, shape):
+    with pytest.raises(hotpath.TickError) as e:
+        engine.step(np.zeros(shape, np.float32))
+    assert "32" in one_line(e)
+    assert engine.ticks == 0
+
+
+@pytest.mark.parametrize("shape", [(5,), (5, 31), (2, 5, 33), (1, 2, 3, 32)])
+def test_run_wrong_shape(engine, shape):
+    with pytest.raises(hotpath.Error, match=r"run takes a series of shape \(T, 32\)") as e:
+        engine.run(np.zeros(shape, np.float32))
+    one_line(e)
+
+
+@pytest.mark.parametrize("shape", [(5, 32), (2, 5, 31), (2, 0, 32)])
+def test_run_batch_wrong_shape(engine, shape):
+    with pytest.raises(hotpath.Error) as e:
+        engine.run_batch(np.zeros(shape, np.float32))
+    one_line(e)
+
+
+@pytest.mark.parametrize("out", [np.zeros(2, np.float32), np.zeros(1, np.float64), np.zeros((1, 1), np.float32),
+                                 np.zeros(1, ">f4"), [0.0]])
+def test_step_bad_out(engine, out):
+    with pytest.raises(hotpath.Error, match=r"out must be a writable float32 C-contiguous array of shape \(1,\)"):
+        engine.step(np.zeros(32, np.float32), out=out)
+    assert engine.ticks == 0
+
+
+def test_step_strided_out_is_refused():
+    e = hotpath.Engine("vollo_tiny", backend="cpu")
+    with pytest.raises(hotpath.Error, match=r"of shape \(32,\)"):
+        e.step(np.zeros(128, np.float32), out=np.zeros(64, np.float32)[::2])
+
+
+def test_step_read_only_out(engine):
+    out = np.zeros(1, np.float32)
+    out.flags.writeable = False
+    with pytest.raises(hotpath.Error, match="out must be a writable"):
+        engine.step(np.zeros(32, np.float32), out=out)
+
+
+def test_not_numbers(engine):
+    with pytest.raises((ValueError, TypeError)):
+        engine.step(["a"] * 32)
+    with pytest.raises(TypeError):
+        engine.step(None)
+    with pytest.raises(hotpath.Error, match="dtype must be float32 or float64"):
+        engine.run(np.zeros((2, 32)), dtype=np.int32)
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"backend": "tpu"}, "unknown backend 'tpu'"),
+    ({"precision": "fp8"}, "unknown precision 'fp8'"),
+    ({"mode": "sideways"}, "unknown mode 'sideways'"),
+    ({"window": 0}, "window 0 is outside 1..10000"),
+    ({"window": 10001}, "window 10001 is outside 1..10000"),
+    ({"cpuset": "2-x"}, "cpuset"),
+    ({"cpuset": [0, 0]}, "twice"),
+    ({"cpuset": [-1]}, "cpuset"),
+    ({"cpuset": 3.5}, "cpuset"),
+    ({"backend": "ref", "variant": "fast"}, "variant"),
+    ({"fallback": "gpu"}, "fallback"),
+    ({"backend": "cpu", "precision": "fp16"}, "fp16"),
+])
+def test_bad_engine_options(options, message):
+    with pytest.raises(hotpath.Error, match=message) as e:
+        hotpath.Engine("lstm_s", **options)
+    one_line(e)
+
+
+def test_unavailable_backend_is_unsupported():
+    if "cuda" in hotpath.backends():
+        pytest.skip("built with CUDA: covered by the GPU tests")
+    with pytest.raises(hotpath.UnsupportedError, match="without CUDA") as e:
+        hotpath.Engine("lstm_s", backend="cuda")
+    one_line(e)
+
+
+def test_bad_model_sources(tmp_path):
+    with pytest.raises(hotpath.Error, match="no_such_model") as e:
+        hotpath.load("no_such_model")
+    one_line(e)
+    with pytest.raises(hotpath.Error) as e:
+        hotpath.load(tmp_path / "missing.safetensors")
+    one_line(e)
+    with pytest.raises(TypeError, match="hotpath.load"):
+        hotpath.load(42)
+    with pytest.raises(hotpath.Error, match="window"):
+        hotpath.load("lstm_s", window=0)
+    with pytest.raises(hotpath.Error):
+        hotpath.load(hotpath.load("lstm_s"), window=3)
+
+
+def test_corrupt_bytes():
+    good = (GOLDEN / "tiny.model.safetensors").read_bytes()
+    for bad in (b"", b"\x00" * 7, good[:100], good[: len(good) - 1], b"\xff" * 8 + good[8:],
+                good[:8] + b"[" + good[9:], good.replace(b'"F32"', b'"I32"', 1)):
+        with pytest.raises(hotpath.Error) as e:
+            hotpath.load(bad)
+        one_line(e)
+
+
+def test_corrupt_file(tmp_path):
+    path = tmp_path / "broken.safetensors"
+    path.write_bytes((GOLDEN / "tiny.model.safetensors").read_bytes()[:64])
+    with pytest.raises(hotpath.Error, match="broken.safetensors") as e:
+        hotpath.load(path)
+    one_line(e)
+
+
+def test_wrong_prefix():
+    with pytest.raises(hotpath.Error, match="nope") as e:
+        hotpath.load(GOLDEN / "tiny.model.safetensors", lstm_prefix="nope.")
+    one_line(e)
+
+
+def test_non_finite_weights():
+    from helpers import random_state_dict
+
+    sd = random_state_dict(np.random.default_rng(0), 2, 3, 1, 1)
+    sd["fc.weight"][0, 1] = np.nan
+    with pytest.raises(hotpath.Error, match="NaN") as e:
+        hotpath.load(sd)
+    one_line(e)
