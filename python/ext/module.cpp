@@ -15,7 +15,6 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -92,6 +91,7 @@ struct PyEngine {
   std::unique_ptr<hotpath::Engine> engine;
   std::atomic<bool> busy{false};
   size_t I = 0, O = 0;
+  nb::object model;  // the hotpath.Model served (engine.model, also after close())
 };
 
 // Holds the engine for one call: refuses a closed engine and a concurrent call, by name.
@@ -112,7 +112,8 @@ class Use {
   PyEngine& e_;
 };
 
-hotpath::Engine& open_engine(PyEngine& e) {
+// For what never changes after construction (names, sizes): no need to keep other threads out.
+const hotpath::Engine& open_engine(const PyEngine& e) {
   if (!e.engine) throw hotpath::Error("this engine is closed (close() or the end of its with block); make a new Engine");
   return *e.engine;
 }
@@ -398,6 +399,7 @@ NB_MODULE(_hotpath, m) {
             e->I = size_t(engine->input_size());
             e->O = size_t(engine->output_size());
             e->engine = std::move(engine);
+            e->model = std::move(model);
           },
           "model"_a, "backend"_a = "auto", "precision"_a = nb::none(), "mode"_a = "window", "window"_a = nb::none(),
           "device"_a = 0, "cpuset"_a = nb::none(), "timeout_us"_a = 1'000'000.0, "fallback"_a = nb::none(),
@@ -423,8 +425,10 @@ NB_MODULE(_hotpath, m) {
             use.engine().reset();
           },
           "Forget all state: the next tick is t = 0.")
-      .def("counters", [](PyEngine& self) { return open_engine(self).counters(); })
-      .def("facts", [](PyEngine& self) { return open_engine(self).facts(); })
+      .def("counters", [](PyEngine& self) { return Use(self).engine().counters(); },
+           "What the backend counts (e.g. the cuda backend's fallback answers), name -> value.")
+      .def("facts", [](PyEngine& self) { return Use(self).engine().facts(); },
+           "What the backend reports about itself (e.g. the CPU's instruction set, the GPU), name -> text.")
       .def(
           "close",
           [](PyEngine& self) {
@@ -451,11 +455,11 @@ NB_MODULE(_hotpath, m) {
                    [](PyEngine& self) { return std::string(hotpath::precision_name(open_engine(self).precision())); })
       .def_prop_ro("mode", [](PyEngine& self) { return std::string(hotpath::mode_name(open_engine(self).mode())); })
       .def_prop_ro("window", [](PyEngine& self) { return open_engine(self).window(); })
-      .def_prop_ro("ticks", [](PyEngine& self) { return open_engine(self).ticks(); })
+      .def_prop_ro("ticks", [](PyEngine& self) { return Use(self).engine().ticks(); })
       .def_prop_ro("input_size", [](PyEngine& self) { return open_engine(self).input_size(); })
       .def_prop_ro("output_size", [](PyEngine& self) { return open_engine(self).output_size(); })
       .def_prop_ro("choice_note", [](PyEngine& self) { return open_engine(self).choice_note(); })
-      .def_prop_ro("model", [](PyEngine& self) { return open_engine(self).model(); })
+      .def_prop_ro("model", [](PyEngine& self) { return self.model; })
       .def("__repr__", [](PyEngine& self) -> std::string {
         if (!self.engine) return "<hotpath.Engine (closed)>";
         const auto& e = *self.engine;

@@ -131,6 +131,16 @@ def test_cpuset_string_and_list():
     assert os.sched_getaffinity(0) == set(cores)  # the pin is undone when the engine goes
 
 
+def test_engine_keeps_its_model_object():
+    m = hotpath.load("lstm_s")
+    e = hotpath.Engine(m, backend="cpu")
+    assert e.model is m
+    e.close()
+    assert e.model is m  # still there after close()
+    with pytest.raises(TypeError):
+        hotpath.Model()
+
+
 def test_close_is_idempotent_and_final():
     e = hotpath.Engine("lstm_s", backend="cpu")
     e.close()
