@@ -74,10 +74,10 @@ def test_engine_properties_and_counters():
 
 
 def test_auto_backend_is_served():
-    e = hotpath.Engine("lstm_s")
-    assert e.backend in hotpath.backends()
-    if e.backend == "cpu" and "cuda" in hotpath.backends():
-        assert e.choice_note  # auto says why it did not take the GPU
+    with hotpath.Engine("lstm_s") as e:  # on a GPU machine: a cuda engine, closed before the next test
+        assert e.backend in hotpath.backends()
+        if e.backend == "cpu" and "cuda" in hotpath.backends():
+            assert e.choice_note  # auto says why it did not take the GPU
 
 
 def test_step_out_writes_in_place():

@@ -13,16 +13,17 @@ HOST = [("ref", "fp64"), ("cpu", "fp32"), ("cpu", "bf16")]
 def check_golden(engine_for, case, bound_for):
     model_path, inputs, window, tacana, streaming = golden(case)
     model = hotpath.load(model_path)
-    w = engine_for(model, mode="window", window=window)
-    got = w.run(inputs, dtype=np.float64)
-    assert got.shape == (len(inputs), model.output_size)
-    assert normalized_error(got[window - 1 :], tacana) <= bound_for(w)
-    s = engine_for(model, mode="streaming")
-    assert normalized_error(s.run(inputs, dtype=np.float64), streaming) <= bound_for(s)
-    # tick by tick through step() gives what run() gives
-    s.reset()
-    steps = np.array([s.step(x) for x in inputs])
-    np.testing.assert_array_equal(steps, s.run(inputs))
+    # One engine at a time (closed by `with`): a cuda engine holds a persistent kernel on the GPU.
+    with engine_for(model, mode="window", window=window) as w:
+        got = w.run(inputs, dtype=np.float64)
+        assert got.shape == (len(inputs), model.output_size)
+        assert normalized_error(got[window - 1 :], tacana) <= bound_for(w)
+    with engine_for(model, mode="streaming") as s:
+        assert normalized_error(s.run(inputs, dtype=np.float64), streaming) <= bound_for(s)
+        # tick by tick through step() gives what run() gives
+        s.reset()
+        steps = np.array([s.step(x) for x in inputs])
+        np.testing.assert_array_equal(steps, s.run(inputs))
 
 
 @pytest.mark.parametrize("backend,precision", HOST)
@@ -80,8 +81,12 @@ def test_run_batch_against_reference(rng):
 
 def test_cuda_against_reference_on_zoo(rng):
     model = hotpath.load("lstm_s")
-    e = cuda_engine(model, mode="streaming")
     x = rng.standard_normal((200, 32)).astype(np.float32)
     ref = hotpath.Engine(model, backend="ref", mode="streaming").run(x, dtype=np.float64)
-    assert normalized_error(e.run(x), ref) <= BOUND[e.precision]
-    e.close()
+    with cuda_engine(model, mode="streaming") as e:
+        assert e.backend == "cuda"
+        assert normalized_error(e.run(x), ref) <= BOUND[e.precision]
+        e.reset()
+        z = np.array([e.step(t) for t in x[:20]])
+        assert normalized_error(z, ref[:20]) <= BOUND[e.precision]
+        assert isinstance(e.counters(), dict) and e.facts()
