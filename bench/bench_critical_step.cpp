@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "engine/engine.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "model/zoo.hpp"
 #include "reference/reference.hpp"
@@ -56,24 +57,6 @@ double calibrate_tsc() {
   const uint64_t t1 = tsc_end();
   const auto c1 = clock::now();
   return double(t1 - t0) / double(std::chrono::duration_cast<std::chrono::nanoseconds>(c1 - c0).count());
-}
-
-std::vector<int> parse_cpuset(const std::string& s) {
-  std::vector<int> cores;
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t j = s.find(',', i);
-    if (j == std::string::npos) j = s.size();
-    const std::string part = s.substr(i, j - i);
-    const size_t dash = part.find('-');
-    if (dash == std::string::npos) {
-      cores.push_back(std::stoi(part));
-    } else {
-      for (int c = std::stoi(part.substr(0, dash)); c <= std::stoi(part.substr(dash + 1)); ++c) cores.push_back(c);
-    }
-    i = j + 1;
-  }
-  return cores;
 }
 
 struct Case {
@@ -195,7 +178,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     if (std::strncmp(argv[i], "--cpuset=", 9) == 0) {
       try {
-        g_cpuset = parse_cpuset(argv[i] + 9);
+        g_cpuset = hotpath::parse_cpuset(argv[i] + 9);
       } catch (const std::exception&) {
         std::fprintf(stderr, "bad --cpuset '%s' (expected e.g. 2,3,4 or 2-15)\n", argv[i] + 9);
         return 2;

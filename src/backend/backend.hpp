@@ -38,7 +38,6 @@ struct BackendOptions {
   std::optional<Precision> precision;    // unset: the backend's default
   std::vector<int> cpuset;               // cores; the first runs the critical step, the rest precompute
   double timeout_us = 1'000'000;         // cuda: give up on an output after this long
-  std::string fallback;                  // cuda: "" or "cpu"
   int device = 0;                        // cuda device ordinal
   std::string variant;  // backend-specific kernel variant, "" = default
 };
@@ -60,9 +59,25 @@ class Backend {
   // Inf throws hotpath::TickError naming the tick, and leaves state and windows exactly as before.
   // Call finish_precompute() before the next step().
   virtual void step(std::span<const float> x, std::span<float> out) = 0;
+  // The critical step of a backend that can be late (cuda: no answer within timeout_us, or its kernel
+  // stopped): false, with *why saying why, instead of throwing; the tick still counts as consumed and
+  // the backend carries on (or keeps failing) from there. A bad input still throws TickError. The
+  // engine's fallback wrapper answers from a shadow backend on false. Default: step(), true.
+  virtual bool try_step(std::span<const float> x, std::span<float> out, std::string* why) {
+    (void)why;
+    step(x, out);
+    return true;
+  }
   // Brings state up to date for the next tick: the open windows consume x_t (window mode), or W_hh·h+b
   // is prepared (streaming). Backends with background workers only wait for them here.
   virtual void finish_precompute() = 0;
+  // finish_precompute() that returns false (with *why) when a backend that can be late is not ready in
+  // time; the next try_step() then answers late or not at all. Default: finish_precompute(), true.
+  virtual bool try_finish_precompute(std::string* why) {
+    (void)why;
+    finish_precompute();
+    return true;
+  }
   // Forget all state: the next tick is t = 0.
   virtual void reset() = 0;
   // step() then finish_precompute().
@@ -93,10 +108,6 @@ class Backend {
   BackendOptions options_;
 };
 
-// Backends built into this binary ("ref", "cpu", and "cuda" when built with CUDA).
-std::vector<std::string> backend_names();
-// Throws hotpath::Error for an unknown name or bad options, UnsupportedError when the platform or the
-// model cannot be served (e.g. no CUDA device).
-std::unique_ptr<Backend> make_backend(const std::string& name, const Model& model, const BackendOptions& options);
+// The registry of backends (make_backend, backend_names) is the engine layer's: src/engine/engine.hpp.
 
 }  // namespace hotpath

@@ -17,12 +17,11 @@
 
 #include "bench/machine.hpp"
 #include "bench/stats.hpp"
+#include "engine/engine.hpp"
+#include "engine/gpu.hpp"
 #include "reference/reference.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
-#ifdef HOTPATH_HAVE_CUDA
-#include "cuda/device.hpp"
-#endif
 
 namespace hotpath::bench {
 namespace {
@@ -363,18 +362,17 @@ void write_text(const std::string& path, const std::string& text) {
   if (!f.flush()) throw Error("cannot write '" + path + "'");
 }
 
-#ifdef HOTPATH_HAVE_CUDA
 nlohmann::json pingpong_json(int floats, long long count, long long warmup, const std::vector<int>& cpuset,
                              Summary* summary) {
-  cuda::PingPongOptions p;
+  gpu::PingPongRequest p;
   p.floats = floats;
   p.count = count;
   p.warmup = warmup;
   p.cpu = cpuset.empty() ? -1 : cpuset.front();
-  *summary = summarize(cuda::pingpong_us(p));
-  return {{"floats", floats}, {"path", cuda::pingpong_path_name(p)}, {"latency_us", to_json(*summary)}};
+  const gpu::PingPongResult r = gpu::pingpong(p);
+  *summary = summarize(r.samples_us);
+  return {{"floats", floats}, {"path", r.path}, {"latency_us", to_json(*summary)}};
 }
-#endif
 
 }  // namespace
 
@@ -402,10 +400,9 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
   std::string failure;  // why the run does not pass; empty: it passes
 
   if (o.pingpong) {
-#ifdef HOTPATH_HAVE_CUDA
     std::string why;
-    if (!cuda::device_available(&why)) throw UnsupportedError("no usable CUDA device: " + why);
-    for (auto& [k, v] : cuda::device_facts()) report["machine"]["gpu"][k] = v;
+    if (!gpu::available(&why)) throw UnsupportedError("--pingpong: no usable CUDA device: " + why);
+    for (auto& [k, v] : gpu::facts()) report["machine"]["gpu"][k] = v;
     if (!o.cpuset.empty()) util::pin_thread(pthread_self(), {o.cpuset.front()}, "bench timed thread");
     Summary s;
     report["kind"] = "pingpong";
@@ -413,27 +410,22 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     print_header(out);
     print_row(out, "ping-pong " + std::to_string(o.floats.value_or(32)) + " floats", s);
     if (s.count == 0) failure = "no round trip was measured";
-#else
-    throw UnsupportedError("--pingpong needs CUDA: this hotpath was built without CUDA (no usable CUDA device)");
-#endif
   } else {
     if (o.model.empty()) throw Error("--model is required (a file or a zoo name; `hotpath models` lists the zoo)");
-    const Model model = resolve_model(o.model, o.load);
+    const Model model = open_model(o.model, o.load);
     const ModelConfig& cfg = model.config;
-    BackendOptions bo;
-    bo.mode = o.mode;
-    bo.precision = o.precision;
-    bo.cpuset = o.cpuset;
-    bo.timeout_us = o.timeout_us;
-    bo.fallback = o.fallback;
-    bo.variant = o.variant;
-    const int window = o.mode == Mode::window ? o.window.value_or(cfg.window.value_or(0)) : 1;
-    if (o.mode == Mode::window && window < 1)
-      throw Error("window mode needs --window: the model '" + model.name + "' carries no window in its metadata");
-    bo.window = window;
-    auto create = [&](const std::string& name) {
-      return o.make_backend ? o.make_backend(model, bo) : make_backend(name, model, bo);
-    };
+    EngineOptions eo;
+    eo.backend = o.backend;
+    eo.mode = o.mode;
+    eo.window = o.mode == Mode::window ? o.window.value_or(0) : 0;
+    eo.precision = o.precision;
+    eo.cpuset = o.cpuset;
+    eo.timeout_us = o.timeout_us;
+    eo.fallback = o.fallback;
+    eo.variant = o.variant;
+    // Resolved and checked (window, cpuset, fallback) before anything runs.
+    const BackendOptions bo = backend_options(model, eo);
+    const int window = o.mode == Mode::window ? bo.window : 1;
 
     report["kind"] = "latency";
     report["model"] = {{"name", model.name},           {"input_size", cfg.input_size},
@@ -443,29 +435,14 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     report["mode"] = mode_name(o.mode);
     report["instances"] = 1;
 
-    // "auto": the GPU when one is usable and the model fits its kernel, else the CPU.
-    std::string backend_name = o.backend;
-    if (backend_name == "auto") {
-      backend_name = "cpu";
-#ifdef HOTPATH_HAVE_CUDA
-      if (cuda::device_available()) {
-        try {
-          create("cuda");  // probe only: the ping-pong below must run alone on the GPU
-          backend_name = "cuda";
-        } catch (const UnsupportedError& e) {
-          out << "auto backend: cuda unavailable for this model (" << e.what() << "), using cpu\n";
-        }
-      }
-#endif
-    }
+    // "auto" is resolved first (a probe), so that the ping-pong below runs alone on the GPU.
+    std::string note;
+    eo.backend = o.make_backend ? o.backend : choose_backend(model, eo, &note);
+    if (!note.empty()) out << note << "\n";
 
     // Threads the backend starts (a heartbeat, workers) inherit the creating thread's cores: create
     // the backend, and the checker, with the process's cores, and pin the timed thread afterwards.
     const std::vector<int> all_cores = util::allowed_cores();
-    for (int c : o.cpuset)
-      if (std::find(all_cores.begin(), all_cores.end(), c) == all_cores.end())
-        throw Error("--cpuset names cpu " + std::to_string(c) + ", which this process may not use (allowed: " +
-                    std::to_string(all_cores.size()) + " cpus)");
     std::vector<int> spare_cores;  // cores outside the cpuset, for the checker
     for (int c : all_cores)
       if (std::find(o.cpuset.begin(), o.cpuset.end(), c) == o.cpuset.end()) spare_cores.push_back(c);
@@ -473,11 +450,10 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
 
     Summary pp;
     bool have_pp = false;
-    if (backend_name == "cuda") {
-#ifdef HOTPATH_HAVE_CUDA
+    if (eo.backend == "cuda") {
       std::string why;
-      if (!cuda::device_available(&why)) throw UnsupportedError("backend cuda: no usable CUDA device: " + why);
-      for (auto& [k, v] : cuda::device_facts()) report["machine"]["gpu"][k] = v;
+      if (!gpu::available(&why, eo.device)) throw UnsupportedError("backend cuda: no usable CUDA device: " + why);
+      for (auto& [k, v] : gpu::facts(eo.device)) report["machine"]["gpu"][k] = v;
       if (!o.skip_pingpong) {
         if (!o.cpuset.empty()) util::pin_thread(pthread_self(), {o.cpuset.front()}, "bench timed thread");
         report["pingpong"] = pingpong_json(o.floats.value_or(cfg.input_size), o.seconds ? 200000 : o.ticks,
@@ -485,12 +461,11 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
         have_pp = true;
         util::pin_thread(pthread_self(), all_cores, "bench timed thread");
       }
-#else
-      throw UnsupportedError("backend cuda: this hotpath was built without CUDA (no usable CUDA device)");
-#endif
     }
 
-    auto backend = create(backend_name);
+    Engine engine = o.make_backend ? Engine(model, o.make_backend(model, bo)) : Engine(model, eo);
+    Backend* backend = &engine.backend();  // timed as step() and finish_precompute() apart
+    const std::string backend_name = engine.backend_name();
     report["backend"] = backend->name();
     report["variant"] = backend->variant();
     report["precision"] = precision_name(backend->precision());
@@ -558,9 +533,7 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
                           {"backend_errors", iv.failures},
                           {"idle_s", iv.idle_s},
                           {"rss_bytes", rss}};
-#ifdef HOTPATH_HAVE_CUDA
-      if (backend_name == "cuda") j["gpu_memory_used_bytes"] = cuda::device_memory_used_bytes();
-#endif
+      if (backend_name == "cuda") j["gpu_memory_used_bytes"] = gpu::memory_used_bytes(eo.device);
       intervals.push_back(std::move(j));
       out << "interval " << intervals.size() - 1 << ": " << ls.count << " ticks, p50 " << fmt(ls.p50) << " p99 "
           << fmt(ls.p99) << " p99.9 " << fmt(ls.p999) << " max " << fmt(ls.max) << " us, " << iv.lost << " lost, rss "

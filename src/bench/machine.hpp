@@ -12,8 +12,6 @@ int cores_online();
 std::string git_version();        // "0.1.0+<commit>"
 // Resident memory of this process in bytes (/proc/self/statm), or -1 when unknown.
 long long rss_bytes();
-// "0-3,8" -> {0,1,2,3,8}; throws hotpath::Error naming the bad part.
-std::vector<int> parse_cpuset(const std::string& text);
 nlohmann::json machine_json(const std::vector<int>& cpuset);
 
 }  // namespace hotpath::bench

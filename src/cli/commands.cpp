@@ -8,9 +8,8 @@
 #include <memory>
 #include <sstream>
 
-#include "backend/backend.hpp"
 #include "bench/latency_bench.hpp"
-#include "bench/machine.hpp"
+#include "engine/engine.hpp"
 #include "model/loader.hpp"
 #include "model/safetensors.hpp"
 #include "model/zoo.hpp"
@@ -42,7 +41,7 @@ struct ModelFlags {
     cmd->add_option("--lstm-prefix", load.lstm_prefix, "Key prefix of the nn.LSTM tensors (default: detected)");
     cmd->add_option("--head-prefix", load.head_prefix, "Key prefix of the nn.Linear head (default: detected)");
   }
-  Model resolve() const { return resolve_model(model, load); }
+  Model resolve() const { return open_model(model, load); }
 };
 
 // Flags shared by the subcommands that create a backend.
@@ -53,19 +52,20 @@ struct BackendFlags {
   std::string variant;
   void add(CLI::App* cmd, const std::string& default_backend) {
     backend = default_backend;
-    std::string names;
-    for (const auto& n : backend_names()) names += (names.empty() ? "" : ", ") + n;
+    std::string names = "auto (cuda if usable, else cpu)";
+    for (const auto& n : backend_names()) names += ", " + n;
     cmd->add_option("--backend", backend, "Backend: " + names)->capture_default_str();
     cmd->add_option("--precision", precision, "Weight precision: fp32|bf16 (cpu), fp16|bf16 (cuda); default per backend");
     cmd->add_option("--cpuset", cpuset, "Cores, e.g. 2-5: the first runs the critical step, the rest precompute");
     cmd->add_option("--variant", variant, "Backend kernel variant (cuda: auto, smem, regs); default: the backend's");
   }
-  BackendOptions options(Mode mode, int window) const {
-    BackendOptions o;
+  EngineOptions options(Mode mode, int window) const {
+    EngineOptions o;
+    o.backend = backend;
     o.mode = mode;
     o.window = window;
     if (!precision.empty()) o.precision = parse_precision(precision);
-    if (!cpuset.empty()) o.cpuset = bench::parse_cpuset(cpuset);
+    if (!cpuset.empty()) o.cpuset = parse_cpuset(cpuset);
     o.variant = variant;
     return o;
   }
@@ -100,17 +100,11 @@ int resolve_window(Mode mode, int flag, const Model& m) {
   throw Error("window mode needs --window: the model '" + m.name + "' carries no window in its metadata");
 }
 
-// Runs a backend over a whole series, one tick at a time (the window mode output at t uses the window
-// ending at t, partial while t < W-1).
-std::vector<double> run_series(Backend& b, std::span<const float> inputs, size_t ticks) {
-  const size_t I = b.config().input_size, O = b.config().output_size;
-  std::vector<double> out(ticks * O);
-  std::vector<float> z(O);
-  for (size_t t = 0; t < ticks; ++t) {
-    b.process(inputs.subspan(t * I, I), z);
-    const auto exact = b.last_output_f64();
-    for (size_t o = 0; o < O; ++o) out[t * O + o] = exact.empty() ? double(z[o]) : exact[o];
-  }
+// Runs an engine over a whole series from a fresh state (the window mode output at t uses the window
+// ending at t, partial while t < W-1), in float64 (exact from the ref backend).
+std::vector<double> run_series(Engine& e, std::span<const float> inputs, size_t ticks) {
+  std::vector<double> out(ticks * size_t(e.output_size()));
+  e.run(inputs, ticks, std::span<double>(out));
   return out;
 }
 
@@ -191,15 +185,16 @@ void add_run_command(CLI::App& app) {
     if (mode == Mode::window && size_t(window) > ticks)
       throw Error((f->window > 0 ? "--window " : "the model's window ") + std::to_string(window) +
                   " is longer than the series (" + std::to_string(ticks) + " ticks in '" + f->inputs + "')");
-    auto backend = make_backend(f->backend.backend, m, f->backend.options(mode, window));
-    const auto out = run_series(*backend, inputs, ticks);
+    Engine engine(m, f->backend.options(mode, window));
+    if (!engine.choice_note().empty()) std::cerr << engine.choice_note() << "\n";
+    const auto out = run_series(engine, inputs, ticks);
     const std::vector<int64_t> shape = {int64_t(ticks), m.config.output_size};
     st::write_file(f->out, {st::make_tensor("outputs", f->out_dtype == "f32" ? st::DType::F32 : st::DType::F64, shape, out)},
-                   {{"mode", mode_name(mode)}, {"window", std::to_string(window)}, {"backend", backend->name()},
-                    {"precision", precision_name(backend->precision())}, {"model", m.name}});
+                   {{"mode", mode_name(mode)}, {"window", std::to_string(window)}, {"backend", engine.backend_name()},
+                    {"precision", precision_name(engine.precision())}, {"model", m.name}});
     std::cerr << "hotpath run: " << ticks << " ticks, " << mode_name(mode) << " mode"
               << (mode == Mode::window ? " W=" + std::to_string(window) : std::string()) << ", backend "
-              << backend->name() << " -> " << f->out << "\n";
+              << engine.backend_name() << " -> " << f->out << "\n";
   });
 }
 
@@ -249,17 +244,17 @@ void add_verify_command(CLI::App& app) {
                     std::to_string(m.config.output_size) + "]");
       const auto expected = golden.read_f64(exp_t);
       require_finite(expected, golden.source() + ": tensor '" + key + "'");
-      auto backend = make_backend(f->backend.backend, m, f->backend.options(mode, window));
-      const auto out = run_series(*backend, inputs, ticks);
+      Engine engine(m, f->backend.options(mode, window));
+      const auto out = run_series(engine, inputs, ticks);
       const size_t O = m.config.output_size;
       const std::span<const double> got(out.data() + first * O, rows * O);
       const double err = reference::normalized_error(got, expected);
-      const double bound = error_bound(backend->precision());
+      const double bound = error_bound(engine.precision());
       const bool pass = err <= bound;
       all_pass = all_pass && pass;
       if (!pass) failed += (failed.empty() ? "" : ", ") + std::string(mode_name(mode));
-      std::cout << std::left << std::setw(10) << mode_name(mode) << " backend " << backend->name() << " ("
-                << precision_name(backend->precision()) << "): error " << sci(err) << "  bound " << sci(bound)
+      std::cout << std::left << std::setw(10) << mode_name(mode) << " backend " << engine.backend_name() << " ("
+                << precision_name(engine.precision()) << "): error " << sci(err) << "  bound " << sci(bound)
                 << "  " << (pass ? "PASS" : "FAIL") << "\n";
     }
     if (!all_pass) {
@@ -362,7 +357,7 @@ void add_bench_command(CLI::App& app) {
     auto& o = f->o;
     o.mode = parse_mode(f->mode);
     if (!f->precision.empty()) o.precision = parse_precision(f->precision);
-    if (!f->cpuset.empty()) o.cpuset = bench::parse_cpuset(f->cpuset);
+    if (!f->cpuset.empty()) o.cpuset = parse_cpuset(f->cpuset);
     // Flags given are range-checked by their validators; unset ones keep the library's defaults.
     if (cmd->count("--window")) o.window = f->window;
     if (cmd->count("--floats")) o.floats = f->floats;

@@ -1,11 +1,11 @@
 // The cuda backend's host side: owns the persistent kernel (launch, heartbeat, stop), talks to it
-// through the mailbox, enforces the deadline, and optionally runs a CPU backend alongside as fallback.
+// through the mailbox and enforces the deadline (a late tick is try_step() false: the engine's fallback
+// wrapper answers it from its shadow backend).
 #include "cuda/cuda_backend.hpp"
 
 #include <chrono>
 #include <thread>
 
-#include "cuda/cpu_shadow.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_raii.hpp"
 #include "cuda/kernels/lstm_launch.hpp"
@@ -20,7 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using cuda::HostMailbox;
 
-using cuda::CpuShadow;
 using cuda::DeviceBuffer;
 
 // The limits of the context `stream` launches into: its SMs (a green context or MPS may hold fewer than
@@ -43,8 +42,6 @@ class CudaBackend final : public Backend {
         copt_(copt),
         precision_(options.precision.value_or(Precision::fp16)) {
     variant_ = resolve_variant(copt.variant.empty() ? options.variant : copt.variant);
-    if (!options.fallback.empty() && options.fallback != "cpu")
-      throw Error("unknown fallback '" + options.fallback + "' (expected cpu)");
     if (copt.stall_tick >= 0 && precision_ != Precision::fp16)
       throw UnsupportedError("the stall test hook is compiled into the fp16 test kernels only");
     std::string why;
@@ -83,17 +80,6 @@ class CudaBackend final : public Backend {
     pre_w_.upload(plan_.pre_w.data(), plan_.pre_w.size(), stream_.get());
     HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     mailbox_ = std::make_unique<HostMailbox>(p.I, p.O, copt.mailbox);
-    if (options.fallback == "cpu") {
-      BackendOptions co = options;
-      co.precision.reset();
-      co.fallback.clear();
-      int cpu = -1;
-      if (co.cpuset.size() >= 2) {
-        co.cpuset.erase(co.cpuset.begin());
-        cpu = co.cpuset.front();
-      }
-      shadow_ = std::make_unique<CpuShadow>(model_, co, cpu);
-    }
     // Every member above frees itself if this throws; a kernel that would not stop must not have its
     // memory freed under it.
     try {
@@ -131,13 +117,17 @@ class CudaBackend final : public Backend {
   long long ticks() const override { return t_; }
 
   void step(std::span<const float> x, std::span<float> out) override {
+    std::string why;
+    if (!try_step(x, out, &why)) throw Error("cuda backend: " + why);
+  }
+
+  bool try_step(std::span<const float> x, std::span<float> out, std::string* why_not) override {
     check_tick_input(x, t_);
     const int O = config().output_size;
     if (int(out.size()) < O) throw Error("cuda: output span holds " + std::to_string(out.size()) + " floats, need " +
                                          std::to_string(O));
-    const long long shadow_tick = shadow_ ? shadow_->submit(x) : -1;
     const long long t = t_++;
-    std::string why;
+    std::string& why = *why_not;
     // The input goes out first: no driver call (cudaStreamQuery costs ~0.5 us and jitters) and no
     // status read on the way. Liveness is checked while waiting, every 256 looks; the input ring can
     // only be overrun after the host gave up on a tick, so only then is the status read before sending.
@@ -153,7 +143,7 @@ class CudaBackend final : public Backend {
         if (mailbox_->try_receive(t, out)) {
           ++gpu_answers_;
           maybe_behind_ = false;  // the kernel has answered every tick up to this one
-          return;
+          return true;
         }
         if ((++spins & 255) == 0) {
           if (Clock::now() > deadline) {
@@ -166,20 +156,16 @@ class CudaBackend final : public Backend {
         }
       }
     }
-    if (shadow_) {
-      shadow_->result(shadow_tick, out);
-      ++fallback_answers_;
-      return;
-    }
-    throw Error("cuda backend: " + why);
+    return false;
   }
 
   void finish_precompute() override {
     std::string why;
-    if (!gpu_usable(&why)) {
-      if (shadow_) return;
-      throw Error("cuda backend: " + why);
-    }
+    if (!try_finish_precompute(&why)) throw Error("cuda backend: " + why);
+  }
+
+  bool try_finish_precompute(std::string* why) override {
+    if (!gpu_usable(why)) return false;
     const uint32_t want = cuda::wire_seq(t_);
     const auto deadline = Clock::now() + std::chrono::duration<double, std::micro>(options().timeout_us);
     long long spins = 0;
@@ -187,16 +173,16 @@ class CudaBackend final : public Backend {
       if ((++spins & 255) == 0 && Clock::now() > deadline) {
         ++timeouts_;
         maybe_behind_ = true;
-        if (shadow_) return;  // the next step falls back if the GPU is still behind
-        throw Error("cuda backend: precompute for tick " + std::to_string(t_) + " not ready within " +
-                    std::to_string(options().timeout_us) + " us");
+        *why = "precompute for tick " + std::to_string(t_) + " not ready within " +
+               std::to_string(options().timeout_us) + " us";
+        return false;
       }
     }
+    return true;
   }
 
   void reset() override {
     stop_kernel();
-    if (shadow_) shadow_->reset();
     t_ = 0;
     accepted_base_ = gpu_answers_;
     launch();
@@ -206,7 +192,6 @@ class CudaBackend final : public Backend {
     std::map<std::string, double> c;
     c["gpu_answers"] = double(gpu_answers_);
     c["timeouts"] = double(timeouts_);
-    c["fallback_answers"] = double(fallback_answers_);
     // Answers the kernel wrote that the host had already given up on (a late GPU answer is discarded).
     c["late_gpu_answers"] = double(late_before_reset_ + late_this_launch());
     c["kernel_running"] = kernel_alive() ? 1.0 : 0.0;
@@ -249,7 +234,6 @@ class CudaBackend final : public Backend {
     f["mailbox"] = std::string(copt_.mailbox.stream_stores ? "stream" : "store") +
                    (copt_.mailbox.dual_seq_input ? "+dualseq" : "") +
                    (copt_.mailbox.write_combined_input ? "+wc" : "+wb") + ",poll_sets=" + std::to_string(p.mb.poll_sets);
-    f["fallback"] = shadow_ ? "cpu" : "none";
     f["keep_warm"] = copt_.keep_warm ? "1" : "0";
     return f;
   }
@@ -406,14 +390,13 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> head_b_, head_w_, pre_w_, h_state_, pub_P_, pub_c_, xbuf_;
   DeviceBuffer<cuda::SharedWords> words_;
   std::unique_ptr<HostMailbox> mailbox_;
-  std::unique_ptr<CpuShadow> shadow_;
   // Renews the kernel's lease. A std::jthread: a constructor that throws after starting it stops and
   // joins it (a joinable std::thread would call std::terminate); declared after mailbox_, which it uses.
   std::jthread heartbeat_;
   bool kernel_running_ = false;
   bool maybe_behind_ = false;  // the host gave up on a tick the kernel has not answered yet
   long long t_ = 0;
-  long long gpu_answers_ = 0, accepted_base_ = 0, timeouts_ = 0, fallback_answers_ = 0, late_before_reset_ = 0;
+  long long gpu_answers_ = 0, accepted_base_ = 0, timeouts_ = 0, late_before_reset_ = 0;
   long long launches_ = 0;
 };
 

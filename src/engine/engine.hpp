@@ -46,16 +46,25 @@ struct EngineOptions {
   std::string variant;                   // backend kernel variant, "" = the backend's default
 };
 
-// Reads an option value the way the CLI spells it; throws hotpath::Error naming the value and the
-// accepted ones. ("0-3,8" -> {0,1,2,3,8} for cpusets.)
+// "0-3,8" -> {0,1,2,3,8} (the first listed core stays first); throws hotpath::Error naming the bad part.
 std::vector<int> parse_cpuset(const std::string& text);
+
+// The options of the backend an engine with `options` makes for `model`: the window defaulted from the
+// model's metadata, and every option checked (window, fallback, timeout, cpuset cores this process may
+// use); throws hotpath::Error naming the bad one.
+BackendOptions backend_options(const Model& model, const EngineOptions& options);
+
+// The backend `options` resolve to for `model` ("auto": cuda when a GPU is usable and a cuda backend can
+// be made for the model, else cpu), without keeping it (a probe's kernel is stopped before returning).
+// `note` (if given) says why auto chose cpu. A named backend is returned as it is.
+std::string choose_backend(const Model& model, const EngineOptions& options, std::string* note = nullptr);
 
 // A model served by one backend. Not thread-safe: one thread at a time per engine (engines are
 // independent: many may run in parallel on different threads).
 class Engine {
  public:
   // Throws hotpath::Error for bad options (named as the CLI names them), UnsupportedError when the
-  // chosen backend cannot serve the model here.
+  // chosen backend cannot serve the model here. The window defaults to the model's metadata window.
   Engine(Model model, const EngineOptions& options);
   // Serves `backend` (already made for `model`): tests, and harnesses that build their own backend.
   Engine(Model model, std::unique_ptr<Backend> backend);
@@ -79,8 +88,11 @@ class Engine {
   // One tick: x [I] -> out [O] (critical step, then the precompute for the next tick). Throws TickError
   // for a bad input (NaN/Inf, wrong length), leaving the state as before.
   void step(std::span<const float> x, std::span<float> out);
-  // A series [T, I] row-major -> out [T, O], continuing from the current state.
+  // A series [T, I] row-major -> out [T, O], continuing from the current state. A bad tick stops the
+  // run with TickError: the ticks before it were consumed and their outputs written.
   void run(std::span<const float> series, size_t ticks, std::span<float> out);
+  // The same with float64 outputs: exact for the float64 reference backend, widened from float otherwise.
+  void run(std::span<const float> series, size_t ticks, std::span<double> out);
   // Fresh windows: x [B, W, I] -> out [B, O], each from zero state (state of step/run untouched).
   void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out);
   // Forget all state: the next tick is t = 0.

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "bench/latency_bench.hpp"
+#include "engine/engine.hpp"
 #include "bench/machine.hpp"
 #include "bench/stats.hpp"
 #include "util/error.hpp"
@@ -49,14 +50,6 @@ TEST(Stats, NearestRankPercentiles) {
   EXPECT_EQ(one.p50, 7);
   EXPECT_EQ(one.p999, 7);
   EXPECT_EQ(bench::summarize({}).count, 0);
-}
-
-TEST(Machine, CpusetParsing) {
-  EXPECT_EQ(bench::parse_cpuset("3"), (std::vector<int>{3}));
-  EXPECT_EQ(bench::parse_cpuset("2-5"), (std::vector<int>{2, 3, 4, 5}));
-  EXPECT_EQ(bench::parse_cpuset("7,0-1,7"), (std::vector<int>{7, 0, 1}));  // first listed stays first
-  for (const char* bad : {"", "a", "3-1", "1,,2", "-1", "1-", "99999999"})
-    EXPECT_THROW(bench::parse_cpuset(bad), Error) << bad;
 }
 
 TEST(Inputs, DeterministicVaryingNormal) {

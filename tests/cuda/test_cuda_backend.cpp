@@ -12,6 +12,8 @@
 #include "backend/backend.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device.hpp"
+#include "engine/engine.hpp"
+#include "engine/fallback.hpp"
 #include "common/golden.hpp"
 #include "model/loader.hpp"
 #include "model/safetensors.hpp"
@@ -41,12 +43,18 @@ BackendOptions opts(Mode mode, int window, Precision p = Precision::fp16) {
 }
 
 // A backend of critical-step variant `variant` (through BackendOptions::variant), or null when that
-// variant refuses the model (UnsupportedError naming why, printed): the caller skips.
+// variant refuses the model (UnsupportedError naming why, printed): the caller skips. `fallback`: wrapped
+// as the engine wraps it for --fallback cpu (a CPU backend shadows every tick).
 std::unique_ptr<Backend> make_variant(const Model& m, BackendOptions o, const std::string& variant,
-                                      const CudaOptions& c = {}) {
+                                      const CudaOptions& c = {}, bool fallback = false) {
   o.variant = variant;
   try {
-    return make_cuda_backend(m, o, c);
+    auto b = make_cuda_backend(m, o, c);
+    if (!fallback) return b;
+    BackendOptions co = o;
+    co.precision.reset();
+    co.variant.clear();
+    return engine::with_fallback(std::move(b), make_backend("cpu", m, co), -1);
   } catch (const UnsupportedError& e) {
     if (variant == "smem" || variant == kCudaVariants[0]) throw;  // these serve every tested model
     std::printf("[variant %s] refused: %s\n", variant.c_str(), e.what());
@@ -128,9 +136,17 @@ TEST(CudaOptionsCheck, StallHookIsFp16OnlyAndFallbackIsChecked) {
   CudaOptions c;
   c.stall_tick = 3;
   EXPECT_THROW(make_cuda_backend(m, opts(Mode::window, 50, Precision::bf16), c), UnsupportedError);
-  BackendOptions o = opts(Mode::window, 50);
+  EngineOptions o;
+  o.backend = "cuda";
   o.fallback = "gpu";
-  expect_bad_option(m, o, {"unknown fallback 'gpu'"});
+  try {
+    Engine e(m, o);
+    FAIL() << "accepted --fallback gpu";
+  } catch (const UnsupportedError& e) {
+    FAIL() << "bad option reported as unsupported: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown fallback 'gpu'"), std::string::npos) << e.what();
+  }
 }
 
 // ---- golden cases (PyTorch float64 outputs) ---------------------------------------------------------
@@ -269,9 +285,8 @@ TEST_P(CudaVariant, StartStopRestartCycles) {
   const Model m = *zoo_model("lstm_s");
   const auto xs = random_inputs(300 * m.config.input_size, 15);
   for (int cycle = 0; cycle < 3; ++cycle) {
-    BackendOptions o = opts(Mode::window, 50);
-    if (cycle == 1) o.fallback = "cpu";  // the CPU shadow is reset beside the kernel
-    MAKE_OR_SKIP(b, m, o, GetParam());
+    // cycle 1: with the fallback, whose CPU shadow is reset beside the kernel
+    MAKE_OR_SKIP(b, m, opts(Mode::window, 50), GetParam(), CudaOptions{}, cycle == 1);
     EXPECT_LE(run_against_reference(*b, m, false, 50, xs, 120), error_bound(Precision::fp16));
     b->reset();
     EXPECT_EQ(b->ticks(), 0);
@@ -347,8 +362,7 @@ TEST_P(CudaVariant, FallbackAnswersFromTheCpuWhenTheGpuIsLate) {
   c.stall_us = 20'000;  // a few ticks fall back, then the GPU catches up from its input ring
   BackendOptions o = opts(Mode::window, 50);
   o.timeout_us = 5'000;
-  o.fallback = "cpu";
-  MAKE_OR_SKIP(b, m, o, GetParam(), c);
+  MAKE_OR_SKIP(b, m, o, GetParam(), c, true);
   reference::Incremental ref(m, false, 50);
   const auto xs = random_inputs(60 * I, 17);
   std::vector<float> out(1);
@@ -385,8 +399,7 @@ TEST_P(CudaVariant, LeaseLapsesWithoutHeartbeatButIdleIsFineWithIt) {
     c.heartbeat = false;
     BackendOptions o = opts(Mode::window, 50);
     o.timeout_us = 20'000;
-    if (fallback) o.fallback = "cpu";
-    MAKE_OR_SKIP(b, m, o, GetParam(), c);
+    MAKE_OR_SKIP(b, m, o, GetParam(), c, fallback);
     std::this_thread::sleep_for(std::chrono::milliseconds(400));
     EXPECT_EQ(b->counters().at("kernel_running"), 0.0);
     std::span<const float> x(xs.data(), m.config.input_size);

@@ -1,5 +1,5 @@
 // Host-only checks of the cuda backend's decisions and helpers: grid sizing, which GPUs a build serves,
-// late-answer counting, the CPU shadow, resource owners. Run on every machine, GPU or not.
+// late-answer counting, resource owners. Run on every machine, GPU or not.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,8 +12,6 @@
 #include <thread>
 #include <type_traits>
 
-#include "cpu/cpu_backend.hpp"
-#include "cuda/cpu_shadow.hpp"
 #include "cuda/cuda_raii.hpp"
 #include "cuda/device.hpp"
 #include "cuda/lstm_plan.hpp"
@@ -116,108 +114,11 @@ TEST(CudaResources, OwnersAreMoveOnly) {
   static_assert(!std::is_copy_assignable_v<cuda::Stream> && std::is_nothrow_move_assignable_v<cuda::Stream>);
   static_assert(!std::is_copy_constructible_v<cuda::DeviceBuffer<float>> &&
                 std::is_nothrow_move_constructible_v<cuda::DeviceBuffer<float>>);
-  static_assert(!std::is_copy_constructible_v<cuda::CpuShadow>);
   cuda::Stream empty;
   cuda::Stream moved = std::move(empty);
   EXPECT_FALSE(moved);
   cuda::DeviceBuffer<float> none;
   EXPECT_EQ(none.release(), nullptr);
-}
-
-// ---- the CPU shadow ---------------------------------------------------------------------------------
-
-// Runs fn on its own thread; a hang fails the whole test process (a blocked thread cannot be joined).
-template <class F>
-void within_10s(const char* what, F&& fn) {
-  auto done = std::make_shared<std::promise<void>>();
-  auto fut = done->get_future();
-  std::thread([fn = std::forward<F>(fn), done]() mutable {
-    try {
-      fn();
-      done->set_value();
-    } catch (...) {
-      done->set_exception(std::current_exception());
-    }
-  }).detach();
-  if (fut.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
-    std::fprintf(stderr, "%s: still waiting after 10 s (hang)\n", what);
-    std::fflush(stderr);
-    std::_Exit(1);
-  }
-  fut.get();
-}
-
-BackendOptions window_options(int window) {
-  BackendOptions o;
-  o.mode = Mode::window;
-  o.window = window;
-  return o;
-}
-
-// The shadow's answers after any number of resets equal a fresh CPU backend's on the same ticks: a reset
-// that raced its worker (the old code rewound both counters while the worker read them) would make it
-// skip or repeat ticks. Resets come at every fill level, with answers outstanding, full ring included.
-TEST(CudaCpuShadow, ResetsStartAFreshStreamEveryTime) {
-  const Model m = *zoo_model("lstm_s");
-  const int I = m.config.input_size, O = m.config.output_size;
-  const BackendOptions o = window_options(5);
-  cuda::CpuShadow shadow(m, o, -1);
-  auto ref = make_cpu_backend(m, o);
-  std::mt19937 rng(21);
-  std::normal_distribution<float> d(0.f, 1.f);
-  std::vector<float> x(I), got(O), want(O);
-  within_10s("shadow resets", [&] {
-    for (int cycle = 0; cycle < 200; ++cycle) {
-      const int ticks = 1 + cycle % (cuda::CpuShadow::kRing + 6);
-      std::vector<long long> ids;
-      std::vector<float> wants;
-      auto check = [&](int t) {
-        shadow.result(ids[t], got);
-        for (int k = 0; k < O; ++k) ASSERT_EQ(got[k], wants[size_t(t) * O + k]) << "cycle " << cycle << " tick " << t;
-      };
-      for (int t = 0; t < ticks; ++t) {
-        for (float& v : x) v = d(rng);
-        ids.push_back(shadow.submit(x));
-        ref->process(x, want);
-        wants.insert(wants.end(), want.begin(), want.end());
-        if (t + 1 >= cuda::CpuShadow::kRing) check(t + 1 - cuda::CpuShadow::kRing);  // keeps a free slot
-      }
-      for (int t = std::max(0, ticks + 1 - cuda::CpuShadow::kRing); t < ticks; ++t) check(t);
-      if (cycle % 3 == 0) {  // the worker may still be busy with the last ticks: reset must drain it
-        for (float& v : x) v = d(rng);
-        shadow.submit(x);
-      }
-      shadow.reset();
-      ref->reset();
-    }
-  });
-}
-
-// A failed CPU backend answers nothing more: every wait on it throws, naming the failure, instead of
-// spinning forever (the old reset() and a full ring's submit() hung).
-TEST(CudaCpuShadow, AFailedWorkerMakesEveryWaitThrow) {
-  const Model m = *zoo_model("lstm_s");
-  const int I = m.config.input_size, O = m.config.output_size;
-  cuda::CpuShadow shadow(m, window_options(5), -1);
-  std::vector<float> x(I, 0.5f), out(O);
-  const long long good = shadow.submit(x);
-  shadow.result(good, out);
-  x[0] = std::numeric_limits<float>::quiet_NaN();  // the CPU backend refuses it: the worker fails
-  const long long bad = shadow.submit(x);
-  x[0] = 0.5f;
-  within_10s("failed shadow", [&] {
-    EXPECT_THROW(shadow.result(bad, out), Error);
-    try {
-      shadow.reset();
-      ADD_FAILURE() << "reset() after a failure returned";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("cpu backend failed"), std::string::npos) << e.what();
-    }
-    auto fill_ring = [&] {
-      for (int t = 0; t <= cuda::CpuShadow::kRing; ++t) shadow.submit(x);
-    };
-    EXPECT_THROW(fill_ring(), Error);
-  });
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
-// The cuda backend's CPU fallback: a CPU backend running alongside on its own core with its own state.
-// Every tick is handed to it; its answer is there when the GPU misses a deadline. Plain C++ (no CUDA):
-// built and tested without a GPU.
+// A backend run alongside another on its own thread (and core), with its own state: every tick is
+// handed to it, and its answer is there when the primary misses a deadline (the engine's fallback).
 #pragma once
 #include <atomic>
 #include <memory>
@@ -10,26 +9,26 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "model/model.hpp"
 
-namespace hotpath::cuda {
+namespace hotpath::engine {
 
-class CpuShadow {
+class Shadow {
  public:
-  // cpu >= 0: the worker thread runs on that core.
-  CpuShadow(const Model& model, const BackendOptions& options, int cpu);
-  ~CpuShadow();
-  CpuShadow(const CpuShadow&) = delete;
-  CpuShadow& operator=(const CpuShadow&) = delete;
+  // cpu >= 0: the worker thread runs on that core (a preference: a failure to pin is recorded).
+  Shadow(std::unique_ptr<Backend> backend, int cpu);
+  ~Shadow();
+  Shadow(const Shadow&) = delete;
+  Shadow& operator=(const Shadow&) = delete;
 
   // Queues the next tick (waits while kRing ticks are unanswered); returns its number for result().
   long long submit(std::span<const float> x);
-  // The CPU's answer to tick number n (waits for it).
+  // The shadow's answer to tick number n (waits for it).
   void result(long long n, std::span<float> out);
-  // Drains the queue and resets the CPU backend's state: the next tick starts a fresh stream.
+  // Drains the queue and resets the shadow backend's state: the next tick starts a fresh stream.
   void reset();
   // Ticks the worker has answered since construction (never rewound).
   long long answered() const { return done_.load(std::memory_order_acquire); }
+  const Backend& backend() const { return *backend_; }
 
   static constexpr int kRing = 64;
 
@@ -49,4 +48,4 @@ class CpuShadow {
   std::jthread worker_;  // last member: stopped and joined before the rest is destroyed
 };
 
-}  // namespace hotpath::cuda
+}  // namespace hotpath::engine

@@ -1,27 +1,26 @@
-#include "cuda/cpu_shadow.hpp"
+#include "engine/shadow.hpp"
 
 #include <emmintrin.h>
 #include <pthread.h>
 
 #include <cstring>
 
-#include "cpu/cpu_backend.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
 
-namespace hotpath::cuda {
+namespace hotpath::engine {
 
-CpuShadow::CpuShadow(const Model& model, const BackendOptions& options, int cpu)
-    : backend_(make_cpu_backend(model, options)),
-      I_(model.config.input_size),
-      O_(model.config.output_size),
+Shadow::Shadow(std::unique_ptr<Backend> backend, int cpu)
+    : backend_(std::move(backend)),
+      I_(backend_->config().input_size),
+      O_(backend_->config().output_size),
       x_(size_t(kRing) * I_),
       z_(size_t(kRing) * O_),
-      worker_(util::start_jthread("the cuda fallback worker", [this, cpu](std::stop_token stop) { run(stop, cpu); })) {}
+      worker_(util::start_jthread("the fallback worker", [this, cpu](std::stop_token stop) { run(stop, cpu); })) {}
 
-CpuShadow::~CpuShadow() = default;  // worker_ (the last member) requests stop and joins first
+Shadow::~Shadow() = default;  // worker_ (the last member) requests stop and joins first
 
-long long CpuShadow::submit(std::span<const float> x) {
+long long Shadow::submit(std::span<const float> x) {
   const long long t = submitted_.load(std::memory_order_relaxed);
   while (t - done_.load(std::memory_order_acquire) >= kRing) {
     check_failure();  // a failed worker answers nothing more: never wait for it
@@ -32,7 +31,7 @@ long long CpuShadow::submit(std::span<const float> x) {
   return t;
 }
 
-void CpuShadow::result(long long n, std::span<float> out) {
+void Shadow::result(long long n, std::span<float> out) {
   while (done_.load(std::memory_order_acquire) <= n) {
     check_failure();
     _mm_pause();
@@ -40,7 +39,7 @@ void CpuShadow::result(long long n, std::span<float> out) {
   std::memcpy(out.data(), &z_[size_t(n % kRing) * O_], sizeof(float) * size_t(O_));
 }
 
-void CpuShadow::reset() {
+void Shadow::reset() {
   // Once done_ == submitted_ (acquire) the worker has finished every tick and waits for submitted_ to
   // grow, which only this thread does: it does not touch the backend while it is reset here.
   while (done_.load(std::memory_order_acquire) < submitted_.load(std::memory_order_relaxed)) {
@@ -50,13 +49,13 @@ void CpuShadow::reset() {
   backend_->reset();  // published to the worker by the next submit's release store
 }
 
-void CpuShadow::check_failure() const {
-  if (failed_.load(std::memory_order_acquire)) throw Error("cuda fallback: the cpu backend failed: " + failure_);
+void Shadow::check_failure() const {
+  if (failed_.load(std::memory_order_acquire)) throw Error("fallback: the " + backend_->name() + " backend failed: " + failure_);
 }
 
-void CpuShadow::run(std::stop_token stop, int cpu) {
+void Shadow::run(std::stop_token stop, int cpu) {
   // A preference: a failure is recorded (and reported by bench), the fallback still answers.
-  if (cpu >= 0) util::try_pin_thread(pthread_self(), {cpu}, "cuda fallback worker");
+  if (cpu >= 0) util::try_pin_thread(pthread_self(), {cpu}, "fallback worker");
   while (!stop.stop_requested()) {
     const long long t = done_.load(std::memory_order_relaxed);  // this thread is its only writer
     if (t >= submitted_.load(std::memory_order_acquire)) {
@@ -75,4 +74,4 @@ void CpuShadow::run(std::stop_token stop, int cpu) {
   }
 }
 
-}  // namespace hotpath::cuda
+}  // namespace hotpath::engine

@@ -1,0 +1,253 @@
+#include "engine/engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "cpu/cpu_backend.hpp"
+#include "engine/fallback.hpp"
+#include "engine/gpu.hpp"
+#include "model/safetensors.hpp"
+#include "reference/reference_backend.hpp"
+#include "util/error.hpp"
+#include "util/threads.hpp"
+#ifdef HOTPATH_HAVE_CUDA
+#include "cuda/cuda_backend.hpp"
+#endif
+
+namespace hotpath {
+
+Model open_model(const std::string& path_or_zoo_name, const LoadOptions& options) {
+  return resolve_model(path_or_zoo_name, options);
+}
+
+Model open_model_bytes(std::span<const std::byte> bytes, const std::string& name, const LoadOptions& options) {
+  std::vector<uint8_t> copy(bytes.size());
+  if (!bytes.empty()) std::memcpy(copy.data(), bytes.data(), bytes.size());
+  return model_from_safetensors(safetensors::File::parse(std::move(copy), name), options);
+}
+
+std::vector<std::string> backend_names() {
+#ifdef HOTPATH_HAVE_CUDA
+  return {"ref", "cpu", "cuda"};
+#else
+  return {"ref", "cpu"};
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, const Model& model, const BackendOptions& options) {
+  if (options.mode == Mode::window && options.window < 1)
+    throw Error("window mode needs a window length >= 1 (--window, or `window` in the model's metadata)");
+  if ((name == "ref" || name == "cpu") && !options.variant.empty())
+    throw Error("backend " + name + " has no kernel variants (--variant is for cuda); the cpu path is chosen "
+                "from the processor at run time (HOTPATH_CPU_ISA overrides it)");
+  if (name == "ref") return make_reference_backend(model, options);
+  if (name == "cpu") return make_cpu_backend(model, options);
+  if (name == "cuda") {
+#ifdef HOTPATH_HAVE_CUDA
+    return make_cuda_backend(model, options);
+#else
+    throw UnsupportedError("backend cuda: this hotpath was built without CUDA (no usable CUDA device)");
+#endif
+  }
+  std::string known = "auto";
+  for (const auto& n : backend_names()) known += ", " + n;
+  throw Error("unknown backend '" + name + "' (available: " + known + ")");
+}
+
+std::vector<int> parse_cpuset(const std::string& text) {
+  std::set<int> cores;
+  std::vector<int> order;
+  size_t pos = 0;
+  auto bad = [&](const std::string& part) {
+    return Error("bad --cpuset '" + text + "': '" + part + "' is not a core number or range like 2-5");
+  };
+  auto number = [&](const std::string& s, const std::string& part) {
+    if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) throw bad(part);
+    return std::stoi(s);
+  };
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string part = text.substr(pos, comma - pos);
+    const size_t dash = part.find('-');
+    int lo, hi;
+    if (dash == std::string::npos) {
+      lo = hi = number(part, part);
+    } else {
+      lo = number(part.substr(0, dash), part);
+      hi = number(part.substr(dash + 1), part);
+      if (hi < lo) throw bad(part);
+    }
+    for (int c = lo; c <= hi; ++c)
+      if (cores.insert(c).second) order.push_back(c);  // first listed core stays first
+    pos = comma + 1;
+  }
+  return order;
+}
+
+namespace {
+
+// The window a window-mode engine uses: the option, else the model's metadata; 1 in other modes.
+int resolve_window(const Model& model, const EngineOptions& o) {
+  if (o.mode != Mode::window) return 1;
+  if (o.window < 0 || o.window > kMaxWindow)
+    throw Error("window " + std::to_string(o.window) + " is outside 1.." + std::to_string(kMaxWindow));
+  if (o.window > 0) return o.window;
+  if (model.config.window) return *model.config.window;
+  throw Error("window mode needs --window: the model '" + model.name + "' carries no window in its metadata");
+}
+
+}  // namespace
+
+BackendOptions backend_options(const Model& model, const EngineOptions& o) {
+  if (!o.fallback.empty() && o.fallback != "cpu")
+    throw Error("unknown fallback '" + o.fallback + "' (expected cpu, or none)");
+  if (!(o.timeout_us > 0) || o.timeout_us > 3.6e9)
+    throw Error("timeout " + std::to_string(o.timeout_us) + " us is outside (0, 3.6e9] (an hour)");
+  if (!o.cpuset.empty()) {
+    const std::vector<int> allowed = util::allowed_cores();
+    for (int c : o.cpuset)
+      if (std::find(allowed.begin(), allowed.end(), c) == allowed.end())
+        throw Error("--cpuset names cpu " + std::to_string(c) + ", which this process may not use (allowed: " +
+                    std::to_string(allowed.size()) + " cpus)");
+  }
+  BackendOptions b;
+  b.mode = o.mode;
+  b.window = resolve_window(model, o);
+  b.precision = o.precision;
+  b.cpuset = o.cpuset;
+  b.timeout_us = o.timeout_us;
+  b.device = o.device;
+  b.variant = o.variant;
+  return b;
+}
+
+namespace {
+
+// The primary backend, wrapped with the CPU fallback when asked: the shadow takes the cores after the
+// first (its critical step on the second), at its own default precision.
+std::unique_ptr<Backend> make_served(const std::string& name, const Model& model, const BackendOptions& bo,
+                                     const std::string& fallback) {
+  auto primary = make_backend(name, model, bo);
+  if (fallback.empty()) return primary;
+  BackendOptions so = bo;
+  so.precision.reset();
+  so.variant.clear();
+  int cpu = -1;
+  if (so.cpuset.size() >= 2) {
+    so.cpuset.erase(so.cpuset.begin());
+    cpu = so.cpuset.front();
+  } else {
+    so.cpuset.clear();
+  }
+  return engine::with_fallback(std::move(primary), make_backend(fallback, model, so), cpu);
+}
+
+}  // namespace
+
+namespace {
+// auto: the cuda backend when a GPU is usable and one can be made for the model; nullptr (and `note`
+// saying why) otherwise.
+std::unique_ptr<Backend> try_auto_cuda(const Model& model, const BackendOptions& bo, const EngineOptions& o,
+                                       std::string* note) {
+  std::string why;
+  if (!gpu::available(&why, o.device)) {
+    *note = "auto backend: no usable GPU (" + why + "), using cpu";
+    return nullptr;
+  }
+  try {
+    return make_served("cuda", model, bo, o.fallback);
+  } catch (const UnsupportedError& e) {
+    *note = std::string("auto backend: cuda unavailable for this model (") + e.what() + "), using cpu";
+    return nullptr;
+  }
+}
+}  // namespace
+
+std::string choose_backend(const Model& model, const EngineOptions& options, std::string* note) {
+  if (options.backend != "auto") return options.backend;
+  std::string why;
+  // A probe: destroyed (its kernel stopped) on return.
+  const bool cuda = try_auto_cuda(model, backend_options(model, options), options, &why) != nullptr;
+  if (note) *note = why;
+  return cuda ? "cuda" : "cpu";
+}
+
+Engine::Engine(Model model, const EngineOptions& options) : model_(std::move(model)) {
+  const BackendOptions bo = backend_options(model_, options);
+  if (options.backend == "auto") backend_ = try_auto_cuda(model_, bo, options, &choice_note_);
+  if (!backend_) backend_ = make_served(options.backend == "auto" ? "cpu" : options.backend, model_, bo, options.fallback);
+}
+
+Engine::Engine(Model model, std::unique_ptr<Backend> backend) : model_(std::move(model)), backend_(std::move(backend)) {
+  if (!backend_) throw Error("engine: no backend given");
+}
+
+Engine::~Engine() = default;
+
+Mode Engine::mode() const { return backend_->options().mode; }
+int Engine::window() const { return backend_->options().mode == Mode::window ? backend_->options().window : 1; }
+std::string Engine::backend_name() const { return backend_->name(); }
+std::string Engine::variant() const { return backend_->variant(); }
+Precision Engine::precision() const { return backend_->precision(); }
+long long Engine::ticks() const { return backend_->ticks(); }
+std::map<std::string, double> Engine::counters() const { return backend_->counters(); }
+std::map<std::string, std::string> Engine::facts() const { return backend_->facts(); }
+
+void Engine::step(std::span<const float> x, std::span<float> out) {
+  if (out.size() != size_t(output_size()))
+    throw Error("output buffer holds " + std::to_string(out.size()) + " floats, the model gives " +
+                std::to_string(output_size()));
+  backend_->step(x, out);
+  backend_->finish_precompute();
+}
+
+namespace {
+void check_series(const Engine& e, std::span<const float> series, size_t ticks, size_t out_size) {
+  const size_t I = size_t(e.input_size()), O = size_t(e.output_size());
+  if (ticks > series.size() / std::max<size_t>(I, 1) || series.size() != ticks * I)
+    throw Error("series holds " + std::to_string(series.size()) + " floats, " + std::to_string(ticks) + " ticks of " +
+                std::to_string(I) + " inputs need " + std::to_string(ticks * I));
+  if (out_size != ticks * O)
+    throw Error("output buffer holds " + std::to_string(out_size) + " values, " + std::to_string(ticks) +
+                " ticks of " + std::to_string(O) + " outputs need " + std::to_string(ticks * O));
+}
+}  // namespace
+
+void Engine::run(std::span<const float> series, size_t ticks, std::span<float> out) {
+  check_series(*this, series, ticks, out.size());
+  const size_t I = size_t(input_size()), O = size_t(output_size());
+  for (size_t t = 0; t < ticks; ++t) {
+    backend_->step(series.subspan(t * I, I), out.subspan(t * O, O));
+    backend_->finish_precompute();
+  }
+}
+
+void Engine::run(std::span<const float> series, size_t ticks, std::span<double> out) {
+  check_series(*this, series, ticks, out.size());
+  const size_t I = size_t(input_size()), O = size_t(output_size());
+  std::vector<float> z(O);
+  for (size_t t = 0; t < ticks; ++t) {
+    backend_->step(series.subspan(t * I, I), z);
+    backend_->finish_precompute();
+    const auto exact = backend_->last_output_f64();
+    for (size_t o = 0; o < O; ++o) out[t * O + o] = exact.empty() ? double(z[o]) : exact[o];
+  }
+}
+
+void Engine::run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out) {
+  const size_t I = size_t(input_size()), O = size_t(output_size());
+  if (window < 1 || window > size_t(kMaxWindow))
+    throw Error("batch window " + std::to_string(window) + " is outside 1.." + std::to_string(kMaxWindow));
+  if (batch > x.size() / std::max<size_t>(window * I, 1) || x.size() != batch * window * I)
+    throw Error("batch input holds " + std::to_string(x.size()) + " floats, " + std::to_string(batch) + " windows of " +
+                std::to_string(window) + " x " + std::to_string(I) + " need " + std::to_string(batch * window * I));
+  if (out.size() != batch * O)
+    throw Error("batch output buffer holds " + std::to_string(out.size()) + " floats, " + std::to_string(batch) +
+                " windows need " + std::to_string(batch * O));
+  backend_->run_batch(x, batch, window, out);
+}
+
+void Engine::reset() { backend_->reset(); }
+
+}  // namespace hotpath

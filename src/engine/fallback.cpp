@@ -1,0 +1,74 @@
+#include "engine/fallback.hpp"
+
+#include <string>
+
+#include "engine/shadow.hpp"
+#include "util/error.hpp"
+
+namespace hotpath::engine {
+namespace {
+
+class FallbackBackend final : public Backend {
+ public:
+  FallbackBackend(std::unique_ptr<Backend> primary, std::unique_ptr<Backend> shadow, int shadow_cpu)
+      : Backend(primary->config(), primary->options()),
+        primary_(std::move(primary)),
+        shadow_(std::make_unique<Shadow>(std::move(shadow), shadow_cpu)) {}
+
+  std::string name() const override { return primary_->name(); }
+  std::string variant() const override { return primary_->variant(); }
+  Precision precision() const override { return primary_->precision(); }
+  long long ticks() const override { return primary_->ticks(); }
+
+  void step(std::span<const float> x, std::span<float> out) override {
+    // A bad tick reaches neither backend: both keep their state.
+    check_tick_input(x, primary_->ticks());
+    if (out.size() < size_t(config().output_size))
+      throw Error("output span holds " + std::to_string(out.size()) + " floats, need " +
+                  std::to_string(config().output_size));
+    const long long n = shadow_->submit(x);
+    std::string why;
+    if (primary_->try_step(x, out, &why)) return;
+    shadow_->result(n, out);
+    ++fallback_answers_;
+  }
+  bool try_step(std::span<const float> x, std::span<float> out, std::string*) override {
+    step(x, out);
+    return true;
+  }
+  void finish_precompute() override {
+    std::string why;
+    (void)primary_->try_finish_precompute(&why);  // not ready: the next step falls back if still late
+  }
+  void reset() override {
+    primary_->reset();
+    shadow_->reset();
+  }
+  void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out) override {
+    primary_->run_batch(x, batch, window, out);
+  }
+  std::map<std::string, double> counters() const override {
+    auto c = primary_->counters();
+    c["fallback_answers"] = double(fallback_answers_);
+    return c;
+  }
+  std::map<std::string, std::string> facts() const override {
+    auto f = primary_->facts();
+    f["fallback"] = shadow_->backend().name();
+    return f;
+  }
+
+ private:
+  std::unique_ptr<Backend> primary_;
+  std::unique_ptr<Shadow> shadow_;
+  long long fallback_answers_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> with_fallback(std::unique_ptr<Backend> primary, std::unique_ptr<Backend> shadow, int shadow_cpu) {
+  if (!primary || !shadow) throw Error("fallback: both a primary and a shadow backend are needed");
+  return std::make_unique<FallbackBackend>(std::move(primary), std::move(shadow), shadow_cpu);
+}
+
+}  // namespace hotpath::engine

@@ -1,0 +1,55 @@
+#include "engine/gpu.hpp"
+
+#include "util/error.hpp"
+#ifdef HOTPATH_HAVE_CUDA
+#include "cuda/device.hpp"
+#endif
+
+namespace hotpath::gpu {
+
+#ifdef HOTPATH_HAVE_CUDA
+
+bool available(std::string* why, int device) { return cuda::device_available(why, device); }
+
+std::map<std::string, std::string> facts(int device) {
+  if (!cuda::device_available(nullptr, device)) return {};
+  return cuda::device_facts(device);
+}
+
+long long memory_used_bytes(int device) { return cuda::device_memory_used_bytes(device); }
+
+std::string served() { return cuda::served_gpus(); }
+
+PingPongResult pingpong(const PingPongRequest& r) {
+  std::string why;
+  if (!cuda::device_available(&why, r.device)) throw UnsupportedError("no usable CUDA device: " + why);
+  cuda::PingPongOptions p;
+  p.floats = r.floats;
+  p.warmup = r.warmup;
+  p.count = r.count;
+  p.device = r.device;
+  p.cpu = r.cpu;
+  PingPongResult out;
+  out.path = cuda::pingpong_path_name(p);
+  out.samples_us = cuda::pingpong_us(p);
+  return out;
+}
+
+#else
+
+namespace {
+constexpr const char* kNoCuda = "this hotpath was built without CUDA (no usable CUDA device)";
+}
+
+bool available(std::string* why, int) {
+  if (why) *why = kNoCuda;
+  return false;
+}
+std::map<std::string, std::string> facts(int) { return {}; }
+long long memory_used_bytes(int) { return -1; }
+std::string served() { return "none: built without CUDA"; }
+PingPongResult pingpong(const PingPongRequest&) { throw UnsupportedError(std::string("the ping-pong needs CUDA: ") + kNoCuda); }
+
+#endif
+
+}  // namespace hotpath::gpu

@@ -1,0 +1,389 @@
+// The engine layer: models from files, bytes and the zoo; backend choice (auto included); option checks;
+// step / run / run_batch sizes and bad ticks; the fallback wrapper around any backend and its shadow.
+// Host-only (ref and cpu backends); `auto` is checked for what this machine has.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <fstream>
+#include <future>
+#include <iterator>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "common/golden.hpp"
+#include "engine/engine.hpp"
+#include "engine/fallback.hpp"
+#include "engine/gpu.hpp"
+#include "engine/shadow.hpp"
+#include "model/zoo.hpp"
+#include "reference/reference.hpp"
+#include "util/error.hpp"
+
+namespace hotpath {
+namespace {
+
+using test_support::load_golden;
+
+std::vector<std::byte> file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<char> c((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> b(c.size());
+  std::memcpy(b.data(), c.data(), c.size());
+  return b;
+}
+
+template <class F>
+std::string error_of(F&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+#define EXPECT_ERROR_HAS(expr, words)                                   \
+  do {                                                                  \
+    const std::string what_ = error_of([&] { expr; });                  \
+    EXPECT_NE(what_.find(words), std::string::npos) << what_;           \
+  } while (0)
+
+// ---- models ---------------------------------------------------------------------------------------
+
+TEST(EngineModels, FileBytesAndZooOpenTheSameWay) {
+  const std::string path = std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors";
+  const Model f = open_model(path);
+  const Model b = open_model_bytes(file_bytes(path), "tiny-in-memory");
+  EXPECT_EQ(b.name, "tiny-in-memory");
+  EXPECT_EQ(b.config.input_size, f.config.input_size);
+  EXPECT_EQ(b.config.hidden_size, f.config.hidden_size);
+  EXPECT_EQ(b.config.window, f.config.window);
+  const Model z = open_model("lstm_s");
+  EXPECT_EQ(z.name, "lstm_s");
+  EXPECT_ERROR_HAS(open_model("no_such_model_xyz"), "no model file or zoo model");
+}
+
+TEST(EngineModels, CorruptBytesAreNamedErrors) {
+  auto bytes = file_bytes(std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors");
+  EXPECT_THROW(open_model_bytes({}, "empty"), Error);
+  EXPECT_ERROR_HAS(open_model_bytes(std::span(bytes).first(bytes.size() / 2), "half"), "half");
+  bytes[0] = std::byte{0xff};  // header length now far past the end
+  EXPECT_ERROR_HAS(open_model_bytes(bytes, "bad-length"), "bad-length");
+}
+
+// ---- engines over the golden cases ------------------------------------------------------------------
+
+TEST(Engine, RefAndCpuMatchPyTorchOnTheGoldenCases) {
+  for (const char* name : {"tiny", "multi_out", "small2x128"}) {
+    const auto g = load_golden(name);
+    for (const char* backend : {"ref", "cpu"}) {
+      for (Mode mode : {Mode::window, Mode::streaming}) {
+        EngineOptions o;
+        o.backend = backend;
+        o.mode = mode;
+        o.window = mode == Mode::window ? g.window : 0;
+        Engine e(g.model, o);
+        EXPECT_EQ(e.backend_name(), backend);
+        EXPECT_TRUE(e.choice_note().empty());
+        const size_t O = size_t(e.output_size());
+        std::vector<double> out(g.ticks * O);
+        e.run(g.inputs, g.ticks, std::span<double>(out));
+        EXPECT_EQ(e.ticks(), (long long)g.ticks);
+        const size_t first = mode == Mode::window ? size_t(g.window - 1) : 0;
+        const auto& want = mode == Mode::window ? g.window_expected : g.streaming_expected;
+        const double err = reference::normalized_error(std::span<const double>(out).subspan(first * O), want);
+        EXPECT_LE(err, error_bound(e.precision())) << name << " " << backend << " " << mode_name(mode);
+        // step() after reset() gives the same outputs as run() (float outputs this time).
+        e.reset();
+        std::vector<float> z(O);
+        for (size_t t = 0; t < g.ticks; ++t) {
+          e.step(std::span<const float>(g.inputs).subspan(t * size_t(e.input_size()), size_t(e.input_size())), z);
+          for (size_t k = 0; k < O; ++k) ASSERT_EQ(z[k], float(out[t * O + k])) << name << " tick " << t;
+        }
+      }
+    }
+  }
+}
+
+TEST(Engine, WindowComesFromTheModelUnlessGiven) {
+  const Model m = *zoo_model("vollo_tiny");
+  ASSERT_TRUE(m.config.window.has_value());
+  EngineOptions o;
+  o.backend = "ref";
+  Engine e(m, o);
+  EXPECT_EQ(e.window(), *m.config.window);
+  o.window = 3;
+  EXPECT_EQ(Engine(m, o).window(), 3);
+  o.mode = Mode::streaming;
+  EXPECT_EQ(Engine(m, o).window(), 1);
+  Model no_window = m;
+  no_window.config.window.reset();
+  o.mode = Mode::window;
+  o.window = 0;
+  EXPECT_ERROR_HAS(Engine(no_window, o), "window mode needs --window");
+}
+
+TEST(Engine, BadOptionsAreNamed) {
+  const Model m = *zoo_model("vollo_tiny");
+  EngineOptions o;
+  o.backend = "gpu9";
+  EXPECT_ERROR_HAS(Engine(m, o), "unknown backend 'gpu9' (available: auto, ref, cpu");
+  o = {};
+  o.backend = "cpu";
+  o.fallback = "gpu";
+  EXPECT_ERROR_HAS(Engine(m, o), "unknown fallback 'gpu'");
+  o = {};
+  o.backend = "cpu";
+  o.window = kMaxWindow + 1;
+  EXPECT_ERROR_HAS(Engine(m, o), "outside 1..10000");
+  o = {};
+  o.backend = "cpu";
+  o.cpuset = {1 << 20};
+  EXPECT_ERROR_HAS(Engine(m, o), "which this process may not use");
+  o = {};
+  o.timeout_us = 0;
+  EXPECT_ERROR_HAS(Engine(m, o), "timeout");
+  o = {};
+  o.backend = "ref";
+  o.variant = "regs";
+  EXPECT_ERROR_HAS(Engine(m, o), "no kernel variants");
+  EXPECT_THROW(Engine(m, std::unique_ptr<Backend>()), Error);
+}
+
+TEST(Engine, AutoTakesTheGpuOnlyWhenItIsUsable) {
+  const Model m = *zoo_model("vollo_tiny");
+  EngineOptions o;  // backend auto
+  Engine e(m, o);
+  std::string why;
+  if (!gpu::available(&why)) {
+    EXPECT_EQ(e.backend_name(), "cpu");
+    EXPECT_NE(e.choice_note().find("no usable GPU"), std::string::npos) << e.choice_note();
+    EXPECT_EQ(choose_backend(m, o), "cpu");
+    std::printf("[auto] no GPU here (%s): cpu chosen, as it should be\n", why.c_str());
+  } else {
+    EXPECT_EQ(e.backend_name(), "cuda") << e.choice_note();
+  }
+  o.backend = "ref";
+  EXPECT_EQ(choose_backend(m, o), "ref");
+}
+
+TEST(Engine, SizesAndBadTicksAreRefusedWithoutTouchingTheState) {
+  const Model m = *zoo_model("vollo_tiny");
+  EngineOptions o;
+  o.backend = "cpu";
+  Engine e(m, o);
+  const size_t I = size_t(e.input_size()), O = size_t(e.output_size());
+  std::vector<float> x(I, 0.25f), z(O), z2(O);
+  e.step(x, z);
+  std::vector<float> short_out(O + 1);
+  EXPECT_ERROR_HAS(e.step(x, short_out), "output buffer holds");
+  EXPECT_THROW(e.step(std::span<const float>(x).first(I - 1), z), TickError);
+  auto nan = x;
+  nan[2] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(e.step(nan, z), TickError);
+  EXPECT_EQ(e.ticks(), 1);
+  std::vector<float> series(3 * I, 0.5f), out(3 * O);
+  EXPECT_ERROR_HAS(e.run(series, 4, out), "series holds");
+  EXPECT_ERROR_HAS(e.run(series, 3, std::span<float>(out).first(2 * O)), "output buffer holds");
+  EXPECT_ERROR_HAS(e.run(series, size_t(-1) / 2, out), "series holds");
+  EXPECT_EQ(e.ticks(), 1);
+  std::vector<float> batch(2 * 4 * I, 0.1f), bout(2 * O);
+  e.run_batch(batch, 2, 4, bout);
+  EXPECT_ERROR_HAS(e.run_batch(batch, 3, 4, bout), "batch input holds");
+  EXPECT_ERROR_HAS(e.run_batch(batch, 2, 0, bout), "batch window 0");
+  EXPECT_EQ(e.ticks(), 1);
+}
+
+TEST(Engine, CpusetParsing) {
+  EXPECT_EQ(parse_cpuset("3"), (std::vector<int>{3}));
+  EXPECT_EQ(parse_cpuset("2-5"), (std::vector<int>{2, 3, 4, 5}));
+  EXPECT_EQ(parse_cpuset("7,0-1,7"), (std::vector<int>{7, 0, 1}));  // first listed stays first
+  for (const char* bad : {"", "a", "3-1", "1,,2", "-1", "1-", "99999999"}) EXPECT_THROW(parse_cpuset(bad), Error) << bad;
+}
+
+// ---- the fallback wrapper ----------------------------------------------------------------------------
+
+// A primary that computes every tick (its state follows the stream) but says it was late on chosen
+// ticks, writing garbage: the wrapper must answer those from the shadow.
+class LateBackend final : public Backend {
+ public:
+  LateBackend(const Model& m, const BackendOptions& o, std::function<bool(long long)> late)
+      : Backend(m.config, o), inner_(make_backend("ref", m, o)), late_(std::move(late)) {}
+  std::string name() const override { return "late"; }
+  std::string variant() const override { return "test"; }
+  Precision precision() const override { return Precision::fp64; }
+  long long ticks() const override { return inner_->ticks(); }
+  void step(std::span<const float> x, std::span<float> out) override {
+    std::string why;
+    if (!try_step(x, out, &why)) throw Error(why);
+  }
+  bool try_step(std::span<const float> x, std::span<float> out, std::string* why) override {
+    const long long t = inner_->ticks();
+    inner_->step(x, out);
+    if (!late_(t)) return true;
+    for (float& v : out) v = 1e30f;
+    *why = "late on tick " + std::to_string(t);
+    return false;
+  }
+  void finish_precompute() override { inner_->finish_precompute(); }
+  void reset() override { inner_->reset(); }
+  std::map<std::string, double> counters() const override { return {{"primary_counter", 7}}; }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  std::function<bool(long long)> late_;
+};
+
+TEST(EngineFallback, TheShadowAnswersTheLateTicksOfAnyBackend) {
+  const Model m = *zoo_model("vollo_tiny");
+  BackendOptions bo;
+  bo.mode = Mode::streaming;
+  bo.window = 1;
+  auto wrapped = engine::with_fallback(std::make_unique<LateBackend>(m, bo, [](long long t) { return t % 5 == 3; }),
+                                       make_backend("cpu", m, bo), -1);
+  Engine e(m, std::move(wrapped));
+  auto want = make_backend("ref", m, bo);
+  const size_t I = size_t(m.config.input_size), O = size_t(m.config.output_size);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d;
+  std::vector<float> x(I), z(O), w(O);
+  for (int round = 0; round < 2; ++round) {
+    for (int t = 0; t < 40; ++t) {
+      for (float& v : x) v = d(rng);
+      if (t == 10) {  // a bad tick reaches neither backend
+        auto bad = x;
+        bad[0] = std::numeric_limits<float>::infinity();
+        EXPECT_THROW(e.step(bad, z), TickError);
+      }
+      e.step(x, z);
+      want->process(x, w);
+      for (size_t k = 0; k < O; ++k) EXPECT_NEAR(z[k], w[k], error_bound(Precision::fp32) * 10) << "tick " << t;
+    }
+    e.reset();
+    want->reset();
+  }
+  const auto c = e.counters();
+  EXPECT_EQ(c.at("fallback_answers"), 16.0);  // ticks 3, 8, ..., 38 of two rounds
+  EXPECT_EQ(c.at("primary_counter"), 7.0);
+  EXPECT_EQ(e.facts().at("fallback"), "cpu");
+  EXPECT_EQ(e.backend_name(), "late");
+}
+
+TEST(EngineFallback, EngineOptionsWrapTheNamedBackend) {
+  const Model m = *zoo_model("vollo_tiny");
+  EngineOptions o;
+  o.backend = "ref";
+  o.fallback = "cpu";
+  Engine e(m, o);
+  EXPECT_EQ(e.backend_name(), "ref");
+  EXPECT_EQ(e.facts().at("fallback"), "cpu");
+  EXPECT_EQ(e.counters().at("fallback_answers"), 0.0);
+  std::vector<float> x(size_t(e.input_size()), 0.1f), z(size_t(e.output_size()));
+  e.step(x, z);
+  EXPECT_EQ(e.counters().at("fallback_answers"), 0.0);
+}
+
+// ---- the fallback's shadow -----------------------------------------------------------------------
+
+// Runs fn on its own thread; a hang fails the whole test process (a blocked thread cannot be joined).
+template <class F>
+void within_10s(const char* what, F&& fn) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto fut = done->get_future();
+  std::thread([fn = std::forward<F>(fn), done]() mutable {
+    try {
+      fn();
+      done->set_value();
+    } catch (...) {
+      done->set_exception(std::current_exception());
+    }
+  }).detach();
+  if (fut.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    std::fprintf(stderr, "%s: still waiting after 10 s (hang)\n", what);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  fut.get();
+}
+
+BackendOptions window_options(int window) {
+  BackendOptions o;
+  o.mode = Mode::window;
+  o.window = window;
+  return o;
+}
+
+// The shadow's answers after any number of resets equal a fresh CPU backend's on the same ticks: a reset
+// that raced its worker (the old code rewound both counters while the worker read them) would make it
+// skip or repeat ticks. Resets come at every fill level, with answers outstanding, full ring included.
+TEST(EngineShadow, ResetsStartAFreshStreamEveryTime) {
+  const Model m = *zoo_model("lstm_s");
+  const int I = m.config.input_size, O = m.config.output_size;
+  const BackendOptions o = window_options(5);
+  engine::Shadow shadow(make_backend("cpu", m, o), -1);
+  auto ref = make_backend("cpu", m, o);
+  std::mt19937 rng(21);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> x(I), got(O), want(O);
+  within_10s("shadow resets", [&] {
+    for (int cycle = 0; cycle < 200; ++cycle) {
+      const int ticks = 1 + cycle % (engine::Shadow::kRing + 6);
+      std::vector<long long> ids;
+      std::vector<float> wants;
+      auto check = [&](int t) {
+        shadow.result(ids[t], got);
+        for (int k = 0; k < O; ++k) ASSERT_EQ(got[k], wants[size_t(t) * O + k]) << "cycle " << cycle << " tick " << t;
+      };
+      for (int t = 0; t < ticks; ++t) {
+        for (float& v : x) v = d(rng);
+        ids.push_back(shadow.submit(x));
+        ref->process(x, want);
+        wants.insert(wants.end(), want.begin(), want.end());
+        if (t + 1 >= engine::Shadow::kRing) check(t + 1 - engine::Shadow::kRing);  // keeps a free slot
+      }
+      for (int t = std::max(0, ticks + 1 - engine::Shadow::kRing); t < ticks; ++t) check(t);
+      if (cycle % 3 == 0) {  // the worker may still be busy with the last ticks: reset must drain it
+        for (float& v : x) v = d(rng);
+        shadow.submit(x);
+      }
+      shadow.reset();
+      ref->reset();
+    }
+  });
+}
+
+// A failed CPU backend answers nothing more: every wait on it throws, naming the failure, instead of
+// spinning forever (the old reset() and a full ring's submit() hung).
+TEST(EngineShadow, AFailedWorkerMakesEveryWaitThrow) {
+  const Model m = *zoo_model("lstm_s");
+  const int I = m.config.input_size, O = m.config.output_size;
+  engine::Shadow shadow(make_backend("cpu", m, window_options(5)), -1);
+  std::vector<float> x(I, 0.5f), out(O);
+  const long long good = shadow.submit(x);
+  shadow.result(good, out);
+  x[0] = std::numeric_limits<float>::quiet_NaN();  // the CPU backend refuses it: the worker fails
+  const long long bad = shadow.submit(x);
+  x[0] = 0.5f;
+  within_10s("failed shadow", [&] {
+    EXPECT_THROW(shadow.result(bad, out), Error);
+    try {
+      shadow.reset();
+      ADD_FAILURE() << "reset() after a failure returned";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cpu backend failed"), std::string::npos) << e.what();
+    }
+    auto fill_ring = [&] {
+      for (int t = 0; t <= engine::Shadow::kRing; ++t) shadow.submit(x);
+    };
+    EXPECT_THROW(fill_ring(), Error);
+  });
+}
+
+}  // namespace
+}  // namespace hotpath
