@@ -1,6 +1,7 @@
-# libhotpath.so exports the C ABI's hotpath_* functions and nothing else, carries its SONAME, and needs
+# libhotpath.so exports the C ABI's functions (every one hotpath.h declares) and nothing else, carries its SONAME, and needs
 # no CUDA library (the CUDA runtime is linked in statically; the driver is opened at run time).
-#   cmake -DLIB=<path to libhotpath.so> -DSONAME=<expected> -DNM= -DREADELF= -P check_exports.cmake
+#   cmake -DLIB=<path to libhotpath.so> -DHEADER=<hotpath.h> -DSONAME=<expected> -DNM= -DREADELF= -P check_exports.cmake
+cmake_minimum_required(VERSION 3.25)
 execute_process(COMMAND ${NM} -D --defined-only "${LIB}" OUTPUT_VARIABLE symbols RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${NM} -D ${LIB} failed")
@@ -14,10 +15,20 @@ foreach(line IN LISTS lines)
   endif()
   list(APPEND exported ${name})
 endforeach()
-list(LENGTH exported n)
-if(n LESS 20 OR NOT "hotpath_engine_step" IN_LIST exported OR NOT "hotpath_version" IN_LIST exported)
-  message(FATAL_ERROR "libhotpath.so exports too little: ${exported}")
+# ...and every function the header declares.
+file(READ "${HEADER}" header)
+string(REGEX MATCHALL "HOTPATH_API[^;(]*[ *](hotpath_[a-z_]+)\\(" declarations "${header}")
+set(declared "")
+foreach(d IN LISTS declarations)
+  string(REGEX REPLACE ".*[ *](hotpath_[a-z_]+)\\($" "\\1" name "${d}")
+  list(APPEND declared ${name})
+endforeach()
+list(SORT exported)
+list(SORT declared)
+if(NOT exported STREQUAL declared)
+  message(FATAL_ERROR "libhotpath.so exports\n  ${exported}\nbut hotpath.h declares\n  ${declared}")
 endif()
+list(LENGTH exported n)
 execute_process(COMMAND ${READELF} -d "${LIB}" OUTPUT_VARIABLE dynamic RESULT_VARIABLE rc)
 if(NOT dynamic MATCHES "\\(SONAME\\)[^\n]*\\[${SONAME}\\]")
   message(FATAL_ERROR "libhotpath.so's SONAME is not ${SONAME}:\n${dynamic}")

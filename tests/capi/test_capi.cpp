@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -296,7 +297,7 @@ TEST(CapiEngine, OpenErrors) {
   bad([](auto& c) { c.struct_size = 8; }, HOTPATH_ERROR_INVALID_ARGUMENT, "options->struct_size is 8");
   bad([](auto& c) { c.backend = "gpu"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "gpu");
   bad([](auto& c) { c.precision = "fp8"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "fp8");
-  bad([](auto& c) { c.precision = "fp16"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "fp16");  // not a cpu precision
+  bad([](auto& c) { c.precision = "fp16"; }, HOTPATH_ERROR_UNSUPPORTED, "fp16");  // not a cpu precision
   bad([](auto& c) { c.mode = "sliding"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "sliding");
   bad([](auto& c) { c.cpuset = "a-b"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "a-b");
   bad([](auto& c) { c.window = -1; }, HOTPATH_ERROR_INVALID_ARGUMENT, "-1");
@@ -600,6 +601,10 @@ struct GoldenCase {
   const char* precision;
 };
 
+void PrintTo(const GoldenCase& c, std::ostream* os) {
+  *os << c.name << " " << c.backend << " " << (c.precision ? c.precision : "default");
+}
+
 class CapiGolden : public ::testing::TestWithParam<GoldenCase> {};
 
 TEST_P(CapiGolden, MatchesPyTorchAndTheEngine) {
@@ -638,7 +643,9 @@ TEST_P(CapiGolden, MatchesPyTorchAndTheEngine) {
     const size_t first = window ? size_t(g.window - 1) : 0;
     const std::span<const double> compared(got.data() + first * O, (T - first) * O);
     const double err = hotpath::reference::normalized_error(compared, window ? g.window_expected : g.streaming_expected);
-    EXPECT_LE(err, hotpath::error_bound(cpp.precision())) << c.name << " " << c.backend;
+    // Outputs cross the C ABI as float: ref's float64 answers arrive rounded to float (2^-24 relative).
+    const double bound = std::max(hotpath::error_bound(cpp.precision()), 1.2e-7);
+    EXPECT_LE(err, bound) << c.name << " " << c.backend;
   }
 }
 
@@ -717,6 +724,7 @@ TEST(CapiErrors, EveryExceptionBecomesAStatus) {
 
 // Each thread sees its own last error; a success leaves it as it was.
 TEST(CapiThreads, LastErrorIsPerThread) {
+  const ModelPtr tiny = open_model(golden_model("tiny"));
   hotpath_model* m = nullptr;
   ASSERT_EQ(hotpath_model_open("/nonexistent/main-thread", nullptr, nullptr, &m), HOTPATH_ERROR_INVALID_ARGUMENT);
   const std::string main_error = last_error();
@@ -727,7 +735,7 @@ TEST(CapiThreads, LastErrorIsPerThread) {
   std::atomic<bool> go{false};
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i) {
-    threads.emplace_back([i, &mismatches, &go] {
+    threads.emplace_back([i, &mismatches, &go, &tiny] {
       if (std::string(hotpath_last_error()) != "") ++mismatches;  // nothing failed on this thread yet
       while (!go) std::this_thread::yield();
       for (int r = 0; r < kRounds; ++r) {
@@ -737,8 +745,9 @@ TEST(CapiThreads, LastErrorIsPerThread) {
         std::this_thread::yield();
         if (!contains(hotpath_last_error(), path)) ++mismatches;
         // A success between: the error stays.
-        if (hotpath_model_open("lstm_s", nullptr, nullptr, &model) != HOTPATH_OK) ++mismatches;
-        hotpath_model_close(model);
+        hotpath_model_info info{};
+        info.struct_size = sizeof info;
+        if (hotpath_model_get_info(tiny.get(), &info) != HOTPATH_OK) ++mismatches;
         if (!contains(hotpath_last_error(), path)) ++mismatches;
       }
     });
