@@ -158,6 +158,11 @@ HOTPATH_API hotpath_status hotpath_engine_step(hotpath_engine* engine, const flo
 HOTPATH_API hotpath_status hotpath_engine_run(hotpath_engine* engine, const float* series, size_t ticks,
                                               size_t series_len, float* out, size_t output_len);
 
+/* The same with float64 outputs: exact for the float64 reference backend ("ref"), the float answers
+ * widened otherwise. */
+HOTPATH_API hotpath_status hotpath_engine_run_f64(hotpath_engine* engine, const float* series, size_t ticks,
+                                                  size_t series_len, double* out, size_t output_len);
+
 /* Fresh windows: x [batch, window, I] (input_len = batch * window * I) -> out [batch, O] (output_len =
  * batch * O), each window from zero state; the state of step/run is untouched. */
 HOTPATH_API hotpath_status hotpath_engine_run_batch(hotpath_engine* engine, const float* x, size_t batch,

@@ -268,24 +268,44 @@ hotpath_status hotpath_engine_step(hotpath_engine* engine, const float* x, size_
   }
 }
 
-hotpath_status hotpath_engine_run(hotpath_engine* engine, const float* series, size_t ticks, size_t series_len,
-                                  float* out, size_t output_len) {
-  HOTPATH_CHECK_NOT_NULL("hotpath_engine_run", engine);
-  HOTPATH_CHECK_NOT_NULL("hotpath_engine_run", series);
-  HOTPATH_CHECK_NOT_NULL("hotpath_engine_run", out);
+}  // extern "C"
+
+namespace {
+// hotpath_engine_run and hotpath_engine_run_f64: `fn` names the entry point in messages.
+template <class Out>
+hotpath_status run_series(const char* fn, hotpath_engine* engine, const float* series, size_t ticks, size_t series_len,
+                          Out* out, size_t output_len) noexcept {
+  if (!engine) return bad_argument(fn, ": engine is NULL");
+  if (!series) return bad_argument(fn, ": series is NULL");
+  if (!out) return bad_argument(fn, ": out is NULL");
   size_t in_expected = 0, out_expected = 0;
   if (!checked_mul(ticks, engine->input_size, &in_expected) || !checked_mul(ticks, engine->output_size, &out_expected))
-    return bad_argument("hotpath_engine_run: ticks ", str(ticks), " overflows the buffer sizes");
-  HOTPATH_CHECK_LEN("hotpath_engine_run", "series_len", series_len, in_expected,
-                    "ticks ", str(ticks), " x input size ", str(engine->input_size));
-  HOTPATH_CHECK_LEN("hotpath_engine_run", "output_len", output_len, out_expected,
-                    "ticks ", str(ticks), " x output size ", str(engine->output_size));
+    return bad_argument(fn, ": ticks ", str(ticks), " overflows the buffer sizes");
+  if (series_len != in_expected)
+    return bad_argument(fn, ": series_len is ", str(series_len), ", expected ", str(in_expected), " (ticks ", str(ticks),
+                        " x input size ", str(engine->input_size), ")");
+  if (output_len != out_expected)
+    return bad_argument(fn, ": output_len is ", str(output_len), ", expected ", str(out_expected), " (ticks ",
+                        str(ticks), " x output size ", str(engine->output_size), ")");
   try {
-    engine->engine.run({series, series_len}, ticks, {out, output_len});
+    engine->engine.run({series, series_len}, ticks, std::span<Out>(out, output_len));
     return HOTPATH_OK;
   } catch (...) {
     return current_exception_status();
   }
+}
+}  // namespace
+
+extern "C" {
+
+hotpath_status hotpath_engine_run(hotpath_engine* engine, const float* series, size_t ticks, size_t series_len,
+                                  float* out, size_t output_len) {
+  return run_series("hotpath_engine_run", engine, series, ticks, series_len, out, output_len);
+}
+
+hotpath_status hotpath_engine_run_f64(hotpath_engine* engine, const float* series, size_t ticks, size_t series_len,
+                                      double* out, size_t output_len) {
+  return run_series("hotpath_engine_run_f64", engine, series, ticks, series_len, out, output_len);
 }
 
 hotpath_status hotpath_engine_run_batch(hotpath_engine* engine, const float* x, size_t batch, size_t window,

@@ -475,6 +475,18 @@ TEST(CapiEngine, RunErrors) {
   EXPECT_EQ(hotpath_engine_run(e.get(), x.data(), huge, x.size(), out.data(), out.size()),
             HOTPATH_ERROR_INVALID_ARGUMENT);
   EXPECT_TRUE(contains(last_error(), "overflows")) << last_error();
+  std::vector<double> out64(40);
+  EXPECT_EQ(hotpath_engine_run_f64(nullptr, x.data(), 10, x.size(), out64.data(), 40), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(last_error(), "hotpath_engine_run_f64: engine is NULL");
+  EXPECT_EQ(hotpath_engine_run_f64(e.get(), nullptr, 10, x.size(), out64.data(), 40), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(last_error(), "hotpath_engine_run_f64: series is NULL");
+  EXPECT_EQ(hotpath_engine_run_f64(e.get(), x.data(), 10, x.size(), nullptr, 40), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(last_error(), "hotpath_engine_run_f64: out is NULL");
+  EXPECT_EQ(hotpath_engine_run_f64(e.get(), x.data(), 10, x.size() - 1, out64.data(), 40),
+            HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(last_error(), "hotpath_engine_run_f64: series_len is 159, expected 160 (ticks 10 x input size 16)");
+  EXPECT_EQ(hotpath_engine_run_f64(e.get(), x.data(), 10, x.size(), out64.data(), 41), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(last_error(), "hotpath_engine_run_f64: output_len is 41, expected 40 (ticks 10 x output size 4)");
   int64_t ticks = -1;
   ASSERT_EQ(hotpath_engine_ticks(e.get(), &ticks), HOTPATH_OK);
   EXPECT_EQ(ticks, 0);
@@ -638,14 +650,28 @@ TEST_P(CapiGolden, MatchesPyTorchAndTheEngine) {
     cpp.run(g.inputs, T, cpp_out);
     EXPECT_EQ(run_out, cpp_out);
 
-    // PyTorch's answers, within the precision's bound (SPEC §4).
-    const std::vector<double> got = to_f64(run_out);
+    // float64 outputs: ref's exact answers (the others' widened), as the C++ engine gives them.
+    const EnginePtr by_run_f64 = open_engine(m.get(), {c.backend, c.precision, mode, g.window});
+    std::vector<double> f64_out(T * O), cpp_f64(T * O);
+    ASSERT_EQ(hotpath_engine_run_f64(by_run_f64.get(), g.inputs.data(), T, g.inputs.size(), f64_out.data(),
+                                     f64_out.size()),
+              HOTPATH_OK)
+        << last_error();
+    hotpath::Engine cpp_for_f64(g.model, options);
+    cpp_for_f64.run(g.inputs, T, std::span<double>(cpp_f64));
+    EXPECT_EQ(f64_out, cpp_f64);
+
+    // PyTorch's answers, within the precision's bound (SPEC §4): the float64 outputs exactly; the float
+    // ones arrive rounded to float, which caps ref's precision at 2^-24 relative.
     const size_t first = window ? size_t(g.window - 1) : 0;
-    const std::span<const double> compared(got.data() + first * O, (T - first) * O);
-    const double err = hotpath::reference::normalized_error(compared, window ? g.window_expected : g.streaming_expected);
-    // Outputs cross the C ABI as float: ref's float64 answers arrive rounded to float (2^-24 relative).
-    const double bound = std::max(hotpath::error_bound(cpp.precision()), 1.2e-7);
-    EXPECT_LE(err, bound) << c.name << " " << c.backend;
+    const auto& expected = window ? g.window_expected : g.streaming_expected;
+    auto error = [&](const std::vector<double>& got) {
+      return hotpath::reference::normalized_error(std::span<const double>(got.data() + first * O, (T - first) * O),
+                                                  expected);
+    };
+    EXPECT_LE(error(f64_out), hotpath::error_bound(cpp.precision())) << c.name << " " << c.backend;
+    EXPECT_LE(error(to_f64(run_out)), std::max(hotpath::error_bound(cpp.precision()), 1.2e-7))
+        << c.name << " " << c.backend;
   }
 }
 
