@@ -52,7 +52,9 @@ typedef enum hotpath_status {
   HOTPATH_ERROR_UNSUPPORTED = 3,
   HOTPATH_ERROR_OUT_OF_MEMORY = 4,
   /* A bug in hotpath; the message says what went wrong. */
-  HOTPATH_ERROR_INTERNAL = 5
+  HOTPATH_ERROR_INTERNAL = 5,
+  /* Never returned: makes every int value a valid hotpath_status, in C and C++ alike. */
+  HOTPATH_STATUS_MAX_ENUM = 0x7fffffff
 } hotpath_status;
 
 /* "ok", "invalid argument", "tick error", "unsupported", "out of memory", "internal error"; "unknown

@@ -161,6 +161,7 @@ const char* hotpath_status_name(hotpath_status status) {
     case HOTPATH_ERROR_UNSUPPORTED: return "unsupported";
     case HOTPATH_ERROR_OUT_OF_MEMORY: return "out of memory";
     case HOTPATH_ERROR_INTERNAL: return "internal error";
+    case HOTPATH_STATUS_MAX_ENUM: break;
   }
   return "unknown status";
 }

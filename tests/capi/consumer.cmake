@@ -1,7 +1,7 @@
 # The installed package as a separate project sees it: `cmake --install` of the build tree into a
 # temporary prefix, then examples/c (a project enabling C only) and examples/cpp configured against it
-# with CMAKE_PREFIX_PATH, built and run without LD_LIBRARY_PATH; the C example once more through
-# pkg-config (skipped, saying so, where pkg-config is missing).
+# with CMAKE_PREFIX_PATH, built and run without LD_LIBRARY_PATH; so are the README's C and C++ examples;
+# the C example once more through pkg-config (skipped, saying so, where pkg-config is missing).
 #   cmake -DBUILD_DIR= -DSOURCE_DIR= -DWORK_DIR= -DLIBDIR= -DGENERATOR= -DC_COMPILER= -DCXX_COMPILER=
 #         -DVERSION= -DMODEL= -DBACKEND= -P consumer.cmake
 cmake_minimum_required(VERSION 3.25)
@@ -70,6 +70,49 @@ endif()
 if(NOT a_cpp STREQUAL a_shared)
   message(FATAL_ERROR "example_cpp answered differently from example_c:\n${cpp}")
 endif()
+
+# The README's examples (the c and cpp blocks of "Use it from C / C++"), built and run the same way.
+file(READ "${SOURCE_DIR}/README.md" readme)
+string(FIND "${readme}" "## Use it from C / C++" start)
+if(start EQUAL -1)
+  message(FATAL_ERROR "README.md has no section 'Use it from C / C++'")
+endif()
+string(SUBSTRING "${readme}" ${start} -1 readme)
+function(code_block out lang)
+  string(FIND "${readme}" "\n```${lang}\n" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "README.md's C / C++ section has no ${lang} block")
+  endif()
+  string(LENGTH "\n```${lang}\n" skip)
+  math(EXPR at "${at} + ${skip}")
+  string(SUBSTRING "${readme}" ${at} -1 rest)
+  string(FIND "${rest}" "\n```" end)
+  string(SUBSTRING "${rest}" 0 ${end} code)
+  set(${out} "${code}\n" PARENT_SCOPE)
+endfunction()
+code_block(readme_c c)
+code_block(readme_cpp cpp)
+file(WRITE "${WORK_DIR}/readme/readme.c" "${readme_c}")
+file(WRITE "${WORK_DIR}/readme/readme.cpp" "${readme_cpp}")
+file(WRITE "${WORK_DIR}/readme/CMakeLists.txt" "cmake_minimum_required(VERSION 3.16)
+project(readme_examples LANGUAGES C CXX)
+set(CMAKE_CXX_STANDARD 17)
+find_package(hotpath 0.1 CONFIG REQUIRED)
+add_executable(readme_c readme.c)
+target_link_libraries(readme_c PRIVATE hotpath::hotpath)
+add_executable(readme_cpp readme.cpp)
+target_link_libraries(readme_cpp PRIVATE hotpath::hotpath)
+")
+run(COMMAND ${CMAKE_COMMAND} -S "${WORK_DIR}/readme" -B "${WORK_DIR}/readme/build" -G "${GENERATOR}"
+            -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}" "-DCMAKE_C_COMPILER=${C_COMPILER}"
+            "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+run(COMMAND ${CMAKE_COMMAND} --build "${WORK_DIR}/readme/build")
+run(COMMAND "${WORK_DIR}/readme/build/readme_c" OUTPUT readme_c_out)
+run(COMMAND "${WORK_DIR}/readme/build/readme_cpp" OUTPUT readme_cpp_out)
+if(NOT readme_c_out MATCHES "tick 2: " OR NOT readme_cpp_out MATCHES "^10 outputs, last ")
+  message(FATAL_ERROR "the README's examples printed\n${readme_c_out}\n${readme_cpp_out}")
+endif()
+message("README examples:\n${readme_c_out}${readme_cpp_out}")
 
 find_program(PKG_CONFIG pkg-config)
 if(NOT PKG_CONFIG)
