@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <new>
 #include <span>
 #include <string>
@@ -86,7 +85,6 @@ hotpath_status bad_argument(const Parts&... parts) noexcept {
   }
 }
 
-
 // An optional string argument: NULL and "" both mean "the default".
 std::string opt(const char* s, const char* fallback = "") { return s && *s ? std::string(s) : std::string(fallback); }
 
@@ -108,7 +106,8 @@ bool checked_mul(size_t a, size_t b, size_t* product) { return !__builtin_mul_ov
   } while (0)
 
 // The options a caller passed, read within the size it declared: fields a later version adds to the end
-// of the struct must be zero (their default) when this library does not know them.
+// of the struct must be zero (their default) when this library does not know them. (This is the first
+// layout; a later one accepts each earlier size and defaults the fields that size lacks.)
 hotpath_status read_options(const hotpath_engine_options* given, hotpath_engine_options* out) {
   *out = hotpath_engine_options{};
   if (!given) return HOTPATH_OK;
