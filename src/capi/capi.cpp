@@ -108,6 +108,7 @@ bool checked_mul(size_t a, size_t b, size_t* product) { return !__builtin_mul_ov
 // The options a caller passed, read within the size it declared: fields a later version adds to the end
 // of the struct must be zero (their default) when this library does not know them. (This is the first
 // layout; a later one accepts each earlier size and defaults the fields that size lacks.)
+constexpr size_t kMaxOptionsSize = 1024;
 hotpath_status read_options(const hotpath_engine_options* given, hotpath_engine_options* out) {
   *out = hotpath_engine_options{};
   if (!given) return HOTPATH_OK;
@@ -116,6 +117,12 @@ hotpath_status read_options(const hotpath_engine_options* given, hotpath_engine_
     return bad_argument("hotpath_engine_open: options->struct_size is ", str(size), ", expected ",
                         str(sizeof(hotpath_engine_options)),
                         " (sizeof(hotpath_engine_options); start from HOTPATH_ENGINE_OPTIONS_INIT)");
+  // A later layout adds a few fields, not kilobytes: a size beyond that is garbage (an uninitialised
+  // struct), and reading that far could leave the caller's memory.
+  if (size > kMaxOptionsSize)
+    return bad_argument("hotpath_engine_open: options->struct_size is ", str(size), ", expected ",
+                        str(sizeof(hotpath_engine_options)), " (sizeof(hotpath_engine_options); at most ",
+                        str(kMaxOptionsSize), " from a later header)");
   const auto* bytes = reinterpret_cast<const unsigned char*>(given);
   for (size_t i = sizeof(hotpath_engine_options); i < size; ++i)
     if (bytes[i] != 0)

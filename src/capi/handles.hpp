@@ -18,8 +18,8 @@ struct hotpath_engine {
   hotpath_engine(hotpath::Model model, const hotpath::EngineOptions& options) : engine(std::move(model), options) {
     describe();
   }
-  hotpath_engine(hotpath::Model model, std::unique_ptr<hotpath::Backend> backend)
-      : engine(std::move(model), std::move(backend)) {
+  hotpath_engine(hotpath::Model model, std::unique_ptr<hotpath::Backend> served_by)
+      : engine(std::move(model), std::move(served_by)) {
     describe();
   }
 

@@ -296,6 +296,9 @@ TEST(CapiEngine, OpenErrors) {
   bad([](auto& c) { c.struct_size = 0; }, HOTPATH_ERROR_INVALID_ARGUMENT,
       "options->struct_size is 0, expected " + std::to_string(sizeof(hotpath_engine_options)));
   bad([](auto& c) { c.struct_size = 8; }, HOTPATH_ERROR_INVALID_ARGUMENT, "options->struct_size is 8");
+  // Garbage (an uninitialised struct) is refused before anything beyond the struct is read.
+  bad([](auto& c) { c.struct_size = size_t(1) << 40; }, HOTPATH_ERROR_INVALID_ARGUMENT,
+      "options->struct_size is " + std::to_string(size_t(1) << 40));
   bad([](auto& c) { c.backend = "gpu"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "gpu");
   bad([](auto& c) { c.precision = "fp8"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "fp8");
   bad([](auto& c) { c.precision = "fp16"; }, HOTPATH_ERROR_UNSUPPORTED, "fp16");  // not a cpu precision
