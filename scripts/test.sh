@@ -19,5 +19,5 @@ if [ -d "$shared" ]; then
   done
 fi
 cmake --preset asan -DHOTPATH_FUZZ_SECONDS="${HOTPATH_FUZZ_SECONDS:-60}" >/dev/null
-cmake --build --preset asan --target test_safetensors test_loader test_reference test_cli test_bench test_llm test_capi hotpath fuzzers
-ctest --preset asan -j2 -L '^(test_safetensors|test_loader|test_reference|test_cli|test_bench|test_llm|test_capi|fuzz)$'
+cmake --build --preset asan --target test_safetensors test_loader test_reference test_cli test_bench test_engine test_llm test_capi hotpath fuzzers
+ctest --preset asan -j2 -L '^(test_safetensors|test_loader|test_reference|test_cli|test_bench|test_engine|test_llm|test_capi|fuzz)$'

@@ -443,6 +443,7 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     // Threads the backend starts (a heartbeat, workers) inherit the creating thread's cores: create
     // the backend, and the checker, with the process's cores, and pin the timed thread afterwards.
     const std::vector<int> all_cores = util::allowed_cores();
+    const std::vector<int> first_core = o.cpuset.empty() ? std::vector<int>{} : std::vector<int>{o.cpuset.front()};
     std::vector<int> spare_cores;  // cores outside the cpuset, for the checker
     for (int c : all_cores)
       if (std::find(o.cpuset.begin(), o.cpuset.end(), c) == o.cpuset.end()) spare_cores.push_back(c);
@@ -455,11 +456,10 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
       if (!gpu::available(&why, eo.device)) throw UnsupportedError("backend cuda: no usable CUDA device: " + why);
       for (auto& [k, v] : gpu::facts(eo.device)) report["machine"]["gpu"][k] = v;
       if (!o.skip_pingpong) {
-        if (!o.cpuset.empty()) util::pin_thread(pthread_self(), {o.cpuset.front()}, "bench timed thread");
+        const util::ScopedPin pin(first_core, "bench timed thread", true);
         report["pingpong"] = pingpong_json(o.floats.value_or(cfg.input_size), o.seconds ? 200000 : o.ticks,
                                            o.warmup, o.cpuset, &pp);
         have_pp = true;
-        util::pin_thread(pthread_self(), all_cores, "bench timed thread");
       }
     }
 

@@ -133,15 +133,4 @@ void HostMailbox::beat() {
   _mm_sfence();
 }
 
-ScopedPin::ScopedPin(int cpu) {
-  if (cpu < 0) return;
-  old_ = util::allowed_cores();
-  // A preference: a failure is recorded (bench reports it) and the ping-pong runs unpinned.
-  pinned_ = !old_.empty() && util::try_pin_thread(pthread_self(), {cpu}, "ping-pong host thread");
-}
-
-ScopedPin::~ScopedPin() {
-  if (pinned_) util::set_thread_cores(pthread_self(), old_);
-}
-
 }  // namespace hotpath::cuda

@@ -51,15 +51,4 @@ inline long long late_answers(uint32_t written, long long accepted) {
   return ahead > 0 ? ahead : 0;
 }
 
-// Pins the calling thread to `cpu` (>= 0) for its lifetime, restoring the old mask after.
-class ScopedPin {
- public:
-  explicit ScopedPin(int cpu);
-  ~ScopedPin();
-
- private:
-  bool pinned_ = false;
-  std::vector<int> old_;  // the cores the thread had before
-};
-
 }  // namespace hotpath::cuda

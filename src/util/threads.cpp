@@ -50,6 +50,21 @@ void pin_thread(pthread_t thread, const std::vector<int>& cores, const std::stri
                 "); --cpuset must name cores this process may run on");
 }
 
+ScopedPin::ScopedPin(const std::vector<int>& cores, const std::string& who, bool required) {
+  if (cores.empty()) return;
+  old_ = allowed_cores();
+  if (required) {
+    pin_thread(pthread_self(), cores, who);
+    pinned_ = !old_.empty();
+  } else {
+    pinned_ = try_pin_thread(pthread_self(), cores, who) && !old_.empty();
+  }
+}
+
+ScopedPin::~ScopedPin() {
+  if (pinned_) set_thread_cores(pthread_self(), old_);
+}
+
 bool try_pin_thread(pthread_t thread, const std::vector<int>& cores, const std::string& who) {
   const int err = set_thread_cores(thread, cores);
   if (err == 0) return true;

@@ -32,6 +32,21 @@ void pin_thread(pthread_t thread, const std::vector<int>& cores, const std::stri
 // pin_failures) and returns false instead of throwing.
 bool try_pin_thread(pthread_t thread, const std::vector<int>& cores, const std::string& who);
 
+// Pins the calling thread to `cores` for the object's lifetime and gives it back its old cores after
+// (nothing when `cores` is empty). required: a failure throws (pin_thread); else it is recorded
+// (try_pin_thread) and the thread runs unpinned.
+class ScopedPin {
+ public:
+  ScopedPin(const std::vector<int>& cores, const std::string& who, bool required);
+  ~ScopedPin();
+  ScopedPin(const ScopedPin&) = delete;
+  ScopedPin& operator=(const ScopedPin&) = delete;
+
+ private:
+  bool pinned_ = false;
+  std::vector<int> old_;  // the cores the thread had before
+};
+
 struct PinFailure {
   std::string thread;      // who asked, e.g. "bench checker 2 of 8"
   std::vector<int> cores;  // where it was to run
