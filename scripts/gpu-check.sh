@@ -5,6 +5,7 @@
 #   scripts/gpu-check.sh [--quick]      (run from the repository root; OUT defaults to ./gpu-out)
 #   BENCH_TICKS=N   ticks of the `hotpath bench` runs (default 1000000; 0 skips them)
 #   GPU_TESTS=0 / CPU_TESTS=0 / SWEEP=0   skip the GPU tests / the CPU backend's tests / cuda_sweep
+#   CAPI_TESTS=0   skip the C ABI's GPU test and the installed-package test
 #   PARALLEL_TESTS=0 / SANITIZER=0 / KILL_TEST=0   skip the GPU tests under ctest -j8 / under
 #   compute-sanitizer / the kill test (scripts/gpu-soak.sh); SOAK=1 adds the 5-minute soak
 #   BENCH_CPU=0 / TORCH_CASE=0   skip gpu-bench.sh's cpu runs / its fresh PyTorch golden case
@@ -50,6 +51,17 @@ if [ "${GPU_TESTS:-1}" = 1 ]; then
   rc=$?
   say "tests rc=$rc"
   grep -E '^\[(golden|long|facts|pingpong|vollo|variant)|FAILED|PASSED|Failure' "$OUT/tests.log" | head -90 | tee -a "$LOG"
+fi
+
+# The C ABI on the GPU: test_capi_gpu (cuda and auto through hotpath_engine_*), and the installed package
+# from a separate project (capi_consumer: examples/ with backend auto, so libhotpath.so's static CUDA
+# runtime drives the kernel), with the exported-symbol check.
+if [ "${CAPI_TESTS:-1}" = 1 ]; then
+  say "C ABI tests (test_capi_gpu, capi_package)"
+  ninja -C "$BUILD" -j"$JOBS" >>"$LOG" 2>&1 || say "full build FAILED (the package needs every target)"
+  timeout 300 ctest --test-dir "$BUILD" -L '^(test_capi_gpu|capi_package)$' -V >"$OUT/capi.log" 2>&1
+  say "C ABI tests rc=$?"
+  grep -E 'engine: |tick [0-4]:|Skipped|Passed|Failed|tests passed|libhotpath.so:' "$OUT/capi.log" | head -30 | tee -a "$LOG"
 fi
 
 # The same GPU tests through ctest -j8: the `gpu` resource lock must give the verdict of the run alone.

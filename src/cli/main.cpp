@@ -6,12 +6,14 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "engine/gpu.hpp"
 #include "llm/llm_cli.hpp"
 #include "util/error.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"hotpath: microsecond LSTM inference on trading signals, and the benchmarks that prove it"};
-  app.set_version_flag("--version", std::string("hotpath ") + HOTPATH_VERSION + " (commit " + HOTPATH_GIT_COMMIT + ")");
+  app.set_version_flag("--version", std::string("hotpath ") + HOTPATH_VERSION + " (commit " + HOTPATH_GIT_COMMIT +
+                                        "); GPU kernels: " + hotpath::gpu::served());
   app.require_subcommand(1);
   hotpath::cli::set_command_line(argc, argv);
   hotpath::cli::add_models_command(app);

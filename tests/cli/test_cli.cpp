@@ -85,6 +85,7 @@ TEST_F(Cli, VersionAndHelp) {
   Result r = hotpath("--version");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("hotpath"), std::string::npos);
+  EXPECT_NE(r.out.find("GPU kernels: "), std::string::npos) << r.out;  // which GPUs this build serves
   for (const char* sub : {"models", "info", "run", "verify", "export", "bench"}) {
     r = hotpath(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;

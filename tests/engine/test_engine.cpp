@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/golden.hpp"
+#include "common/within_seconds.hpp"
 #include "engine/engine.hpp"
 #include "engine/fallback.hpp"
 #include "engine/gpu.hpp"
@@ -81,7 +82,9 @@ TEST(EngineModels, CorruptBytesAreNamedErrors) {
 // ---- engines over the golden cases ------------------------------------------------------------------
 
 TEST(Engine, RefAndCpuMatchPyTorchOnTheGoldenCases) {
-  for (const char* name : {"tiny", "multi_out", "small2x128"}) {
+  // The engine's plumbing on two cases (each backend's own tests cover every golden case; small2x128's
+  // window reference alone takes over a minute under ASan).
+  for (const char* name : {"tiny", "multi_out"}) {
     const auto g = load_golden(name);
     for (const char* backend : {"ref", "cpu"}) {
       for (Mode mode : {Mode::window, Mode::streaming}) {
@@ -310,27 +313,6 @@ TEST(EngineFallback, EngineOptionsWrapTheNamedBackend) {
 
 // ---- the fallback's shadow -----------------------------------------------------------------------
 
-// Runs fn on its own thread; a hang fails the whole test process (a blocked thread cannot be joined).
-template <class F>
-void within_10s(const char* what, F&& fn) {
-  auto done = std::make_shared<std::promise<void>>();
-  auto fut = done->get_future();
-  std::thread([fn = std::forward<F>(fn), done]() mutable {
-    try {
-      fn();
-      done->set_value();
-    } catch (...) {
-      done->set_exception(std::current_exception());
-    }
-  }).detach();
-  if (fut.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
-    std::fprintf(stderr, "%s: still waiting after 10 s (hang)\n", what);
-    std::fflush(stderr);
-    std::_Exit(1);
-  }
-  fut.get();
-}
-
 BackendOptions window_options(int window) {
   BackendOptions o;
   o.mode = Mode::window;
@@ -342,7 +324,7 @@ BackendOptions window_options(int window) {
 // that raced its worker (the old code rewound both counters while the worker read them) would make it
 // skip or repeat ticks. Resets come at every fill level, with answers outstanding, full ring included.
 TEST(EngineShadow, ResetsStartAFreshStreamEveryTime) {
-  const Model m = *zoo_model("lstm_s");
+  const Model m = *zoo_model("vollo_tiny");
   const int I = m.config.input_size, O = m.config.output_size;
   const BackendOptions o = window_options(5);
   engine::Shadow shadow(make_backend("cpu", m, o), -1);
@@ -350,8 +332,8 @@ TEST(EngineShadow, ResetsStartAFreshStreamEveryTime) {
   std::mt19937 rng(21);
   std::normal_distribution<float> d(0.f, 1.f);
   std::vector<float> x(I), got(O), want(O);
-  within_10s("shadow resets", [&] {
-    for (int cycle = 0; cycle < 200; ++cycle) {
+  test_support::within_seconds(30, [&] {
+    for (int cycle = 0; cycle < 140; ++cycle) {
       const int ticks = 1 + cycle % (engine::Shadow::kRing + 6);
       std::vector<long long> ids;
       std::vector<float> wants;
@@ -380,7 +362,7 @@ TEST(EngineShadow, ResetsStartAFreshStreamEveryTime) {
 // A failed CPU backend answers nothing more: every wait on it throws, naming the failure, instead of
 // spinning forever (the old reset() and a full ring's submit() hung).
 TEST(EngineShadow, AFailedWorkerMakesEveryWaitThrow) {
-  const Model m = *zoo_model("lstm_s");
+  const Model m = *zoo_model("vollo_tiny");
   const int I = m.config.input_size, O = m.config.output_size;
   engine::Shadow shadow(make_backend("cpu", m, window_options(5)), -1);
   std::vector<float> x(I, 0.5f), out(O);
@@ -389,7 +371,7 @@ TEST(EngineShadow, AFailedWorkerMakesEveryWaitThrow) {
   x[0] = std::numeric_limits<float>::quiet_NaN();  // the CPU backend refuses it: the worker fails
   const long long bad = shadow.submit(x);
   x[0] = 0.5f;
-  within_10s("failed shadow", [&] {
+  test_support::within_seconds(30, [&] {
     EXPECT_THROW(shadow.result(bad, out), Error);
     try {
       shadow.reset();

@@ -1,4 +1,4 @@
-"""The examples in README.md ("From Python") and docs/python.md run as written."""
+"""The examples in README.md ("Use it from Python") and docs/python.md run as written."""
 import contextlib
 import io
 import re
@@ -12,7 +12,7 @@ def python_blocks(path, section=None):
     text = (REPO / path).read_text()
     if section is not None:
         start = text.index(section)
-        end = text.find("\n#", start + len(section))
+        end = text.find("\n## ", start + len(section))
         text = text[start : end if end >= 0 else len(text)]
     return re.findall(r"```python\n(.*?)```", text, re.S)
 
@@ -26,7 +26,7 @@ def run_block(code, tmp_path, monkeypatch):
 
 
 def test_readme_python_example(tmp_path, monkeypatch):
-    blocks = python_blocks("README.md", "### From Python")
+    blocks = python_blocks("README.md", "## Use it from Python")
     assert len(blocks) == 1
     printed = run_block(blocks[0], tmp_path, monkeypatch)
     assert printed.split() == ["cpu", "fp32", "(1,)", "(1000,", "1)"]

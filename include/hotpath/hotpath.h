@@ -1,0 +1,199 @@
+/* hotpath: microsecond LSTM inference, the C ABI.
+ *
+ * Plain C (C89 and later) and C++. Link libhotpath.so (CMake: find_package(hotpath CONFIG) and
+ * hotpath::hotpath; pkg-config: hotpath); it needs neither CUDA nor LD_LIBRARY_PATH at build or run time.
+ *
+ * Conventions
+ * - Every call that can fail returns a hotpath_status. On failure hotpath_last_error() holds one line
+ *   naming the problem (the text the `hotpath` CLI prints after "hotpath: error: "). A failed open sets
+ *   *out to NULL; other failed calls leave their out-parameters untouched, except where said otherwise.
+ *   No C++ exception crosses this interface.
+ * - Handles are opaque. hotpath_*_close(NULL) does nothing.
+ * - Buffers belong to the caller and are never retained: the library reads inputs and writes outputs in
+ *   place (no copies). Every buffer comes with its length in elements (floats), checked against the
+ *   expected one; a mismatch is HOTPATH_ERROR_INVALID_ARGUMENT naming both.
+ * - Strings passed in are NUL-terminated UTF-8; NULL where an optional string is allowed means "default".
+ *   Strings handed out stay valid as long as their handle (or as documented).
+ *
+ * Thread safety
+ * - An engine is used by one thread at a time (calls on one engine must not overlap; the caller may
+ *   hand it from thread to thread). Different engines run in parallel on different threads.
+ * - A model is read-only once opened: any number of threads may open engines from it concurrently.
+ * - hotpath_last_error() is per thread: it describes the last failed call made on the calling thread.
+ * - hotpath_version() and hotpath_status_name() may be called from anywhere at any time.
+ */
+#ifndef HOTPATH_HOTPATH_H
+#define HOTPATH_HOTPATH_H
+
+#include <stddef.h>
+#include <stdint.h> /* C99, and provided by C89 compilers too (gcc, clang, MSVC) */
+
+#if defined(HOTPATH_BUILDING_LIBRARY) && defined(__GNUC__)
+#define HOTPATH_API __attribute__((visibility("default")))
+#else
+#define HOTPATH_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status ---------------------------------------------------------------------------------- */
+
+typedef enum hotpath_status {
+  HOTPATH_OK = 0,
+  /* Bad input of any kind: a NULL or wrongly sized argument, an unknown option value, a missing,
+   * corrupt or unsupported model file (what the CLI exits 2 for). */
+  HOTPATH_ERROR_INVALID_ARGUMENT = 1,
+  /* A tick input holding NaN or Inf. The engine's state is exactly as before the call. */
+  HOTPATH_ERROR_TICK = 2,
+  /* The platform cannot do what was asked (e.g. backend "cuda" without a usable GPU, a model too large
+   * for a kernel). */
+  HOTPATH_ERROR_UNSUPPORTED = 3,
+  HOTPATH_ERROR_OUT_OF_MEMORY = 4,
+  /* A bug in hotpath; the message says what went wrong. */
+  HOTPATH_ERROR_INTERNAL = 5,
+  /* Never returned: makes every int value a valid hotpath_status, in C and C++ alike. */
+  HOTPATH_STATUS_MAX_ENUM = 0x7fffffff
+} hotpath_status;
+
+/* "ok", "invalid argument", "tick error", "unsupported", "out of memory", "internal error"; "unknown
+ * status" for any other value. Static storage. */
+HOTPATH_API const char* hotpath_status_name(hotpath_status status);
+
+/* The last failure on the calling thread, one line without a trailing newline; "" when no call on this
+ * thread has failed. Valid until the next failing call on this thread. Successful calls leave it as it
+ * is (so an error survives the cleanup calls that follow it). */
+HOTPATH_API const char* hotpath_last_error(void);
+
+/* The library's version, e.g. "0.1.0" (static storage). */
+HOTPATH_API const char* hotpath_version(void);
+
+/* ---- models ---------------------------------------------------------------------------------- */
+
+typedef struct hotpath_model hotpath_model;
+
+/* A safetensors model file (a PyTorch nn.LSTM + nn.Linear state_dict), else a zoo name ("lstm_s", see
+ * `hotpath models`). lstm_prefix/head_prefix (NULL or "": detect) name the key prefixes when a file's
+ * are ambiguous, e.g. "lstm." and "fc.". On success *out owns the model (hotpath_model_close). */
+HOTPATH_API hotpath_status hotpath_model_open(const char* path_or_zoo_name, const char* lstm_prefix,
+                                              const char* head_prefix, hotpath_model** out);
+
+/* The bytes of a safetensors model file held in memory (size bytes at data, read during the call only).
+ * name (NULL: "<bytes>") names it in messages and reports. */
+HOTPATH_API hotpath_status hotpath_model_open_bytes(const void* data, size_t size, const char* name,
+                                                    const char* lstm_prefix, const char* head_prefix,
+                                                    hotpath_model** out);
+
+/* Shape and name of a model. Set struct_size = sizeof(hotpath_model_info) before the call (fields added
+ * by later versions go at the end, and only the first struct_size bytes are written). */
+typedef struct hotpath_model_info {
+  size_t struct_size;
+  int input_size;   /* I */
+  int hidden_size;  /* H */
+  int num_layers;   /* L */
+  int output_size;  /* O */
+  int window;       /* the default sliding window from the file's metadata, 0 when it has none */
+  const char* name; /* zoo name or file path; valid while the model is open */
+} hotpath_model_info;
+
+HOTPATH_API hotpath_status hotpath_model_get_info(const hotpath_model* model, hotpath_model_info* info);
+
+/* Frees the model. Engines opened from it hold their own copy and stay usable. NULL: nothing. */
+HOTPATH_API void hotpath_model_close(hotpath_model* model);
+
+/* ---- engines --------------------------------------------------------------------------------- */
+
+typedef struct hotpath_engine hotpath_engine;
+
+/* Options of a new engine. Start from HOTPATH_ENGINE_OPTIONS_INIT (or zero every byte and set
+ * struct_size = sizeof(hotpath_engine_options)): a zero or NULL field means the default. Fields added
+ * by later versions go at the end and default to zero, so code built against this header keeps working. */
+typedef struct hotpath_engine_options {
+  size_t struct_size;     /* sizeof(hotpath_engine_options) */
+  const char* backend;    /* "auto" (NULL), "ref", "cpu", "cuda". auto: cuda when a GPU is usable and the
+                             model fits its kernels, else cpu */
+  const char* precision;  /* NULL: the backend's default; "fp64" (ref), "fp32", "bf16" (cpu), "fp16",
+                             "bf16" (cuda) */
+  const char* mode;       /* "window" (NULL) or "streaming"; "batch": hotpath_engine_run_batch only */
+  int window;             /* W in window mode; 0: the model's metadata window */
+  int device;             /* CUDA device ordinal */
+  const char* cpuset;     /* cores as the CLI's --cpuset, e.g. "2-5" or "2,4,6": the first runs the
+                             critical step, the rest precompute. NULL or "": not pinned */
+  double timeout_us;      /* cuda: give up on an output after this long; 0: 1,000,000 */
+  const char* fallback;   /* NULL or "": none; "cpu": a CPU backend answers when the primary is late */
+  const char* variant;    /* backend kernel variant; NULL or "": the backend's default */
+} hotpath_engine_options;
+
+#define HOTPATH_ENGINE_OPTIONS_INIT \
+  { sizeof(hotpath_engine_options), NULL, NULL, NULL, 0, 0, NULL, 0.0, NULL, NULL }
+
+/* Creates an engine serving a copy of model (the model may be closed afterwards). options may be NULL
+ * (all defaults). HOTPATH_ERROR_UNSUPPORTED when the chosen backend cannot serve the model here. */
+HOTPATH_API hotpath_status hotpath_engine_open(const hotpath_model* model, const hotpath_engine_options* options,
+                                               hotpath_engine** out);
+
+/* What serves the engine. Set struct_size = sizeof(hotpath_engine_info) before the call. Strings are
+ * valid while the engine is open. */
+typedef struct hotpath_engine_info {
+  size_t struct_size;
+  const char* backend;      /* the backend serving ("auto" resolved), e.g. "cpu" */
+  const char* variant;      /* its kernel variant, e.g. "avx512-bf16" */
+  const char* precision;    /* "fp64", "fp32", "fp16", "bf16" */
+  const char* mode;         /* "window", "streaming", "batch" */
+  int window;               /* W in window mode, 1 otherwise */
+  int input_size;           /* I: floats per tick input */
+  int output_size;          /* O: floats per tick output */
+  const char* choice_note;  /* why "auto" chose this backend; "" when the backend was named */
+} hotpath_engine_info;
+
+HOTPATH_API hotpath_status hotpath_engine_get_info(const hotpath_engine* engine, hotpath_engine_info* info);
+
+/* One tick: x[input_len] (input_len = I) -> out[output_len] (output_len = O). A tick holding NaN/Inf is
+ * HOTPATH_ERROR_TICK and leaves the state as it was. */
+HOTPATH_API hotpath_status hotpath_engine_step(hotpath_engine* engine, const float* x, size_t input_len,
+                                               float* out, size_t output_len);
+
+/* A series [ticks, I] row-major (series_len = ticks * I) -> out [ticks, O] (output_len = ticks * O),
+ * continuing from the current state. A bad tick stops the run with HOTPATH_ERROR_TICK: the ticks before
+ * it were consumed and their outputs written; the state is that after them. */
+HOTPATH_API hotpath_status hotpath_engine_run(hotpath_engine* engine, const float* series, size_t ticks,
+                                              size_t series_len, float* out, size_t output_len);
+
+/* The same with float64 outputs: exact for the float64 reference backend ("ref"), the float answers
+ * widened otherwise. */
+HOTPATH_API hotpath_status hotpath_engine_run_f64(hotpath_engine* engine, const float* series, size_t ticks,
+                                                  size_t series_len, double* out, size_t output_len);
+
+/* Fresh windows: x [batch, window, I] (input_len = batch * window * I) -> out [batch, O] (output_len =
+ * batch * O), each window from zero state; the state of step/run is untouched. */
+HOTPATH_API hotpath_status hotpath_engine_run_batch(hotpath_engine* engine, const float* x, size_t batch,
+                                                    size_t window, size_t input_len, float* out,
+                                                    size_t output_len);
+
+/* Forgets all state: the next tick is t = 0. */
+HOTPATH_API hotpath_status hotpath_engine_reset(hotpath_engine* engine);
+
+/* Ticks consumed since the engine was opened or last reset. */
+HOTPATH_API hotpath_status hotpath_engine_ticks(const hotpath_engine* engine, int64_t* ticks);
+
+/* Counters (e.g. "fallback_answers"): hotpath_engine_counters takes a snapshot and says how many it
+ * holds; hotpath_engine_counter reads entry index (0 <= index < count) of the latest snapshot. Names are
+ * valid until the next snapshot or close. */
+HOTPATH_API hotpath_status hotpath_engine_counters(hotpath_engine* engine, size_t* count);
+HOTPATH_API hotpath_status hotpath_engine_counter(const hotpath_engine* engine, size_t index, const char** name,
+                                                  double* value);
+
+/* Facts for reports (e.g. "gpu_name"), the same way: a snapshot, then name/value strings by index. */
+HOTPATH_API hotpath_status hotpath_engine_facts(hotpath_engine* engine, size_t* count);
+HOTPATH_API hotpath_status hotpath_engine_fact(const hotpath_engine* engine, size_t index, const char** name,
+                                               const char** value);
+
+/* Stops and frees the engine (its GPU kernel and threads included). NULL: nothing. */
+HOTPATH_API void hotpath_engine_close(hotpath_engine* engine);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HOTPATH_HOTPATH_H */

@@ -1,0 +1,413 @@
+// The C ABI (include/hotpath/hotpath.h) over the engine layer. Every entry point checks its arguments,
+// calls the engine inside one try block and turns whatever it throws into a status code and the
+// thread's last-error message: no exception leaves this file.
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <span>
+#include <string>
+
+#include "capi/handles.hpp"
+#include "util/error.hpp"
+
+namespace {
+
+// The last failure on this thread. The pointer is what hotpath_last_error returns: it points into the
+// string, or at a static message when recording the message itself ran out of memory.
+thread_local std::string t_last_error;
+thread_local const char* t_last_error_ptr = "";
+
+hotpath_status fail(hotpath_status status, const char* message) noexcept {
+  try {
+    t_last_error = message;
+    // One line, as the CLI prints it.
+    for (char& c : t_last_error)
+      if (c == '\n' || c == '\r') c = ' ';
+    t_last_error_ptr = t_last_error.c_str();
+  } catch (...) {
+    t_last_error_ptr = "out of memory (while recording an error message)";
+    return HOTPATH_ERROR_OUT_OF_MEMORY;
+  }
+  return status;
+}
+
+// A number as text without allocating (argument errors are built where nothing may throw).
+struct Num {
+  char text[24];
+};
+Num str(size_t n) noexcept {
+  Num num;
+  const auto end = std::to_chars(num.text, num.text + sizeof num.text - 1, n).ptr;
+  *end = '\0';
+  return num;
+}
+void append(std::string& s, const Num& n) { s += n.text; }
+void append(std::string& s, const char* part) { s += part; }
+
+// An argument error built from pieces ("hotpath_engine_step: input_len is 3, expected 4 ..."). Kept out
+// of line so the checks on the hot path stay a compare and a branch.
+template <class... Parts>
+[[gnu::cold, gnu::noinline]] hotpath_status failure(hotpath_status status, const Parts&... parts) noexcept {
+  try {
+    std::string message;
+    (append(message, parts), ...);
+    return fail(status, message.c_str());
+  } catch (...) {
+    return fail(HOTPATH_ERROR_OUT_OF_MEMORY, "out of memory");
+  }
+}
+template <class... Parts>
+hotpath_status bad_argument(const Parts&... parts) noexcept {
+  return failure(HOTPATH_ERROR_INVALID_ARGUMENT, parts...);
+}
+
+// The status and message of the exception being handled (call only inside a catch block).
+[[gnu::cold, gnu::noinline]] hotpath_status current_exception_status() noexcept {
+  try {
+    throw;
+  } catch (const hotpath::TickError& e) {
+    return fail(HOTPATH_ERROR_TICK, e.what());
+  } catch (const hotpath::UnsupportedError& e) {
+    return fail(HOTPATH_ERROR_UNSUPPORTED, e.what());
+  } catch (const hotpath::Error& e) {
+    return fail(HOTPATH_ERROR_INVALID_ARGUMENT, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(HOTPATH_ERROR_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    try {
+      return fail(HOTPATH_ERROR_INTERNAL, (std::string("internal error: ") + e.what()).c_str());
+    } catch (...) {
+      return fail(HOTPATH_ERROR_INTERNAL, "internal error (and out of memory describing it)");
+    }
+  } catch (...) {
+    return fail(HOTPATH_ERROR_INTERNAL, "internal error: an exception that is not a std::exception");
+  }
+}
+
+// An optional string argument: NULL and "" both mean "the default".
+std::string opt(const char* s, const char* fallback = "") { return s && *s ? std::string(s) : std::string(fallback); }
+
+// a * b, or false when it overflows size_t.
+bool checked_mul(size_t a, size_t b, size_t* product) { return !__builtin_mul_overflow(a, b, product); }
+
+// A length argument against the one expected, naming both ("series_len is 10, expected 12 (ticks 3 x
+// input size 4)").
+#define HOTPATH_CHECK_LEN(fn, name, given, expected, ...)                                                     \
+  do {                                                                                                        \
+    if ((given) != (expected)) [[unlikely]]                                                                   \
+      return bad_argument(fn ": " name " is ", str(given), ", expected ", str(expected), " (", __VA_ARGS__, ")"); \
+  } while (0)
+
+#define HOTPATH_CHECK_NOT_NULL(fn, arg) \
+  do {                                  \
+    if (!(arg)) [[unlikely]]            \
+      return bad_argument(fn ": " #arg " is NULL"); \
+  } while (0)
+
+// The options a caller passed, read within the size it declared: fields a later version adds to the end
+// of the struct must be zero (their default) when this library does not know them. (This is the first
+// layout; a later one accepts each earlier size and defaults the fields that size lacks.)
+constexpr size_t kMaxOptionsSize = 1024;
+hotpath_status read_options(const hotpath_engine_options* given, hotpath_engine_options* out) {
+  *out = hotpath_engine_options{};
+  if (!given) return HOTPATH_OK;
+  const size_t size = given->struct_size;
+  if (size < sizeof(hotpath_engine_options))
+    return bad_argument("hotpath_engine_open: options->struct_size is ", str(size), ", expected ",
+                        str(sizeof(hotpath_engine_options)),
+                        " (sizeof(hotpath_engine_options); start from HOTPATH_ENGINE_OPTIONS_INIT)");
+  // A later layout adds a few fields, not kilobytes: a size beyond that is garbage (an uninitialised
+  // struct), and reading that far could leave the caller's memory.
+  if (size > kMaxOptionsSize)
+    return bad_argument("hotpath_engine_open: options->struct_size is ", str(size), ", expected ",
+                        str(sizeof(hotpath_engine_options)), " (sizeof(hotpath_engine_options); at most ",
+                        str(kMaxOptionsSize), " from a later header)");
+  const auto* bytes = reinterpret_cast<const unsigned char*>(given);
+  for (size_t i = sizeof(hotpath_engine_options); i < size; ++i)
+    if (bytes[i] != 0)
+      return failure(HOTPATH_ERROR_UNSUPPORTED, "hotpath_engine_open: options->struct_size is ", str(size),
+                     " and sets fields this library (hotpath " HOTPATH_VERSION ") does not know (it knows ",
+                     str(sizeof(hotpath_engine_options)), " bytes)");
+  std::memcpy(out, given, sizeof(hotpath_engine_options));
+  return HOTPATH_OK;
+}
+
+hotpath::EngineOptions engine_options(const hotpath_engine_options& o) {
+  hotpath::EngineOptions e;
+  e.backend = opt(o.backend, "auto");
+  if (o.precision && *o.precision) e.precision = hotpath::parse_precision(o.precision);
+  if (o.mode && *o.mode) e.mode = hotpath::parse_mode(o.mode);
+  e.window = o.window;
+  e.device = o.device;
+  if (o.cpuset && *o.cpuset) e.cpuset = hotpath::parse_cpuset(o.cpuset);
+  // 0 is the struct's zero default; anything else (negative, NaN, too long) is the engine's to refuse.
+  if (o.timeout_us != 0) e.timeout_us = o.timeout_us;
+  e.fallback = opt(o.fallback);
+  e.variant = opt(o.variant);
+  return e;
+}
+
+// A caller's info struct: the declared size must cover this version's fields at least; only this
+// version's fields are written.
+template <class Info>
+bool info_size_ok(const Info* info) {
+  return info->struct_size >= sizeof(Info);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* hotpath_status_name(hotpath_status status) {
+  switch (status) {
+    case HOTPATH_OK: return "ok";
+    case HOTPATH_ERROR_INVALID_ARGUMENT: return "invalid argument";
+    case HOTPATH_ERROR_TICK: return "tick error";
+    case HOTPATH_ERROR_UNSUPPORTED: return "unsupported";
+    case HOTPATH_ERROR_OUT_OF_MEMORY: return "out of memory";
+    case HOTPATH_ERROR_INTERNAL: return "internal error";
+    case HOTPATH_STATUS_MAX_ENUM: break;
+  }
+  return "unknown status";
+}
+
+const char* hotpath_last_error(void) { return t_last_error_ptr; }
+
+const char* hotpath_version(void) { return HOTPATH_VERSION; }
+
+// ---- models ------------------------------------------------------------------------------------------
+
+hotpath_status hotpath_model_open(const char* path_or_zoo_name, const char* lstm_prefix, const char* head_prefix,
+                                  hotpath_model** out) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_model_open", out);
+  *out = nullptr;
+  HOTPATH_CHECK_NOT_NULL("hotpath_model_open", path_or_zoo_name);
+  try {
+    const hotpath::LoadOptions load{opt(lstm_prefix), opt(head_prefix)};
+    *out = new hotpath_model{hotpath::open_model(path_or_zoo_name, load)};
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
+}
+
+hotpath_status hotpath_model_open_bytes(const void* data, size_t size, const char* name, const char* lstm_prefix,
+                                        const char* head_prefix, hotpath_model** out) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_model_open_bytes", out);
+  *out = nullptr;
+  HOTPATH_CHECK_NOT_NULL("hotpath_model_open_bytes", data);
+  try {
+    const hotpath::LoadOptions load{opt(lstm_prefix), opt(head_prefix)};
+    const std::span<const std::byte> bytes(static_cast<const std::byte*>(data), size);
+    *out = new hotpath_model{hotpath::open_model_bytes(bytes, opt(name, "<bytes>"), load)};
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
+}
+
+hotpath_status hotpath_model_get_info(const hotpath_model* model, hotpath_model_info* info) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_model_get_info", model);
+  HOTPATH_CHECK_NOT_NULL("hotpath_model_get_info", info);
+  if (!info_size_ok(info))
+    return bad_argument("hotpath_model_get_info: info->struct_size is ", str(info->struct_size), ", expected at least ",
+                        str(sizeof(hotpath_model_info)), " (sizeof(hotpath_model_info))");
+  const hotpath::ModelConfig& c = model->model.config;
+  info->input_size = c.input_size;
+  info->hidden_size = c.hidden_size;
+  info->num_layers = c.num_layers;
+  info->output_size = c.output_size;
+  info->window = c.window.value_or(0);
+  info->name = model->model.name.c_str();
+  return HOTPATH_OK;
+}
+
+void hotpath_model_close(hotpath_model* model) { delete model; }
+
+// ---- engines -----------------------------------------------------------------------------------------
+
+hotpath_status hotpath_engine_open(const hotpath_model* model, const hotpath_engine_options* options,
+                                   hotpath_engine** out) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_open", out);
+  *out = nullptr;
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_open", model);
+  try {
+    hotpath_engine_options o;
+    if (const hotpath_status s = read_options(options, &o); s != HOTPATH_OK) return s;
+    *out = new hotpath_engine(model->model, engine_options(o));
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
+}
+
+hotpath_status hotpath_engine_get_info(const hotpath_engine* engine, hotpath_engine_info* info) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_get_info", engine);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_get_info", info);
+  if (!info_size_ok(info))
+    return bad_argument("hotpath_engine_get_info: info->struct_size is ", str(info->struct_size),
+                        ", expected at least ", str(sizeof(hotpath_engine_info)), " (sizeof(hotpath_engine_info))");
+  info->backend = engine->backend.c_str();
+  info->variant = engine->variant.c_str();
+  info->precision = engine->precision.c_str();
+  info->mode = engine->mode.c_str();
+  info->window = engine->window;
+  info->input_size = int(engine->input_size);
+  info->output_size = int(engine->output_size);
+  info->choice_note = engine->choice_note.c_str();
+  return HOTPATH_OK;
+}
+
+hotpath_status hotpath_engine_step(hotpath_engine* engine, const float* x, size_t input_len, float* out,
+                                   size_t output_len) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_step", engine);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_step", x);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_step", out);
+  HOTPATH_CHECK_LEN("hotpath_engine_step", "input_len", input_len, engine->input_size, "the model's input size I");
+  HOTPATH_CHECK_LEN("hotpath_engine_step", "output_len", output_len, engine->output_size,
+                    "the model's output size O");
+  try {
+    engine->engine.step({x, input_len}, {out, output_len});
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
+}
+
+}  // extern "C"
+
+namespace {
+// hotpath_engine_run and hotpath_engine_run_f64: `fn` names the entry point in messages.
+template <class Out>
+hotpath_status run_series(const char* fn, hotpath_engine* engine, const float* series, size_t ticks, size_t series_len,
+                          Out* out, size_t output_len) noexcept {
+  if (!engine) return bad_argument(fn, ": engine is NULL");
+  if (!series) return bad_argument(fn, ": series is NULL");
+  if (!out) return bad_argument(fn, ": out is NULL");
+  size_t in_expected = 0, out_expected = 0;
+  if (!checked_mul(ticks, engine->input_size, &in_expected) || !checked_mul(ticks, engine->output_size, &out_expected))
+    return bad_argument(fn, ": ticks ", str(ticks), " overflows the buffer sizes");
+  if (series_len != in_expected)
+    return bad_argument(fn, ": series_len is ", str(series_len), ", expected ", str(in_expected), " (ticks ", str(ticks),
+                        " x input size ", str(engine->input_size), ")");
+  if (output_len != out_expected)
+    return bad_argument(fn, ": output_len is ", str(output_len), ", expected ", str(out_expected), " (ticks ",
+                        str(ticks), " x output size ", str(engine->output_size), ")");
+  try {
+    engine->engine.run({series, series_len}, ticks, std::span<Out>(out, output_len));
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
+}
+}  // namespace
+
+extern "C" {
+
+hotpath_status hotpath_engine_run(hotpath_engine* engine, const float* series, size_t ticks, size_t series_len,
+                                  float* out, size_t output_len) {
+  return run_series("hotpath_engine_run", engine, series, ticks, series_len, out, output_len);
+}
+
+hotpath_status hotpath_engine_run_f64(hotpath_engine* engine, const float* series, size_t ticks, size_t series_len,
+                                      double* out, size_t output_len) {
+  return run_series("hotpath_engine_run_f64", engine, series, ticks, series_len, out, output_len);
+}
+
+hotpath_status hotpath_engine_run_batch(hotpath_engine* engine, const float* x, size_t batch, size_t window,
+                                        size_t input_len, float* out, size_t output_len) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_run_batch", engine);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_run_batch", x);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_run_batch", out);
+  size_t rows = 0, in_expected = 0, out_expected = 0;
+  if (!checked_mul(batch, window, &rows) || !checked_mul(rows, engine->input_size, &in_expected) ||
+      !checked_mul(batch, engine->output_size, &out_expected))
+    return bad_argument("hotpath_engine_run_batch: batch ", str(batch), " x window ", str(window),
+                        " overflows the buffer sizes");
+  HOTPATH_CHECK_LEN("hotpath_engine_run_batch", "input_len", input_len, in_expected,
+                    "batch ", str(batch), " x window ", str(window), " x input size ", str(engine->input_size));
+  HOTPATH_CHECK_LEN("hotpath_engine_run_batch", "output_len", output_len, out_expected,
+                    "batch ", str(batch), " x output size ", str(engine->output_size));
+  try {
+    engine->engine.run_batch({x, input_len}, batch, window, {out, output_len});
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
+}
+
+hotpath_status hotpath_engine_reset(hotpath_engine* engine) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_reset", engine);
+  try {
+    engine->engine.reset();
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
+}
+
+hotpath_status hotpath_engine_ticks(const hotpath_engine* engine, int64_t* ticks) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_ticks", engine);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_ticks", ticks);
+  try {
+    *ticks = int64_t(engine->engine.ticks());
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
+}
+
+hotpath_status hotpath_engine_counters(hotpath_engine* engine, size_t* count) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_counters", engine);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_counters", count);
+  try {
+    const auto counters = engine->engine.counters();
+    engine->counters.assign(counters.begin(), counters.end());
+    *count = engine->counters.size();
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
+}
+
+hotpath_status hotpath_engine_counter(const hotpath_engine* engine, size_t index, const char** name, double* value) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_counter", engine);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_counter", name);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_counter", value);
+  if (index >= engine->counters.size())
+    return bad_argument("hotpath_engine_counter: index ", str(index), " is out of range (the snapshot holds ",
+                        str(engine->counters.size()), " counters; take one with hotpath_engine_counters)");
+  *name = engine->counters[index].first.c_str();
+  *value = engine->counters[index].second;
+  return HOTPATH_OK;
+}
+
+hotpath_status hotpath_engine_facts(hotpath_engine* engine, size_t* count) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_facts", engine);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_facts", count);
+  try {
+    const auto facts = engine->engine.facts();
+    engine->facts.assign(facts.begin(), facts.end());
+    *count = engine->facts.size();
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
+}
+
+hotpath_status hotpath_engine_fact(const hotpath_engine* engine, size_t index, const char** name, const char** value) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_fact", engine);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_fact", name);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_fact", value);
+  if (index >= engine->facts.size())
+    return bad_argument("hotpath_engine_fact: index ", str(index), " is out of range (the snapshot holds ",
+                        str(engine->facts.size()), " facts; take one with hotpath_engine_facts)");
+  *name = engine->facts[index].first.c_str();
+  *value = engine->facts[index].second.c_str();
+  return HOTPATH_OK;
+}
+
+void hotpath_engine_close(hotpath_engine* engine) { delete engine; }
+
+}  // extern "C"

@@ -1,0 +1,48 @@
+// What the C ABI's opaque handles hold. Internal: the C ABI (capi.cpp) and, through the static library,
+// the tests and the overhead benchmark, which time the C call and Engine::step on one engine.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "hotpath/hotpath.h"
+
+struct hotpath_model {
+  hotpath::Model model;
+};
+
+struct hotpath_engine {
+  hotpath_engine(hotpath::Model model, const hotpath::EngineOptions& options) : engine(std::move(model), options) {
+    describe();
+  }
+  hotpath_engine(hotpath::Model model, std::unique_ptr<hotpath::Backend> served_by)
+      : engine(std::move(model), std::move(served_by)) {
+    describe();
+  }
+
+  hotpath::Engine engine;
+  // Sizes the hot path checks, read once.
+  size_t input_size = 0;
+  size_t output_size = 0;
+  // The strings hotpath_engine_get_info hands out, valid while the engine is open.
+  std::string backend, variant, precision, mode, choice_note;
+  int window = 0;
+  // The latest snapshots of hotpath_engine_counters / hotpath_engine_facts.
+  std::vector<std::pair<std::string, double>> counters;
+  std::vector<std::pair<std::string, std::string>> facts;
+
+ private:
+  void describe() {
+    input_size = size_t(engine.input_size());
+    output_size = size_t(engine.output_size());
+    backend = engine.backend_name();
+    variant = engine.variant();
+    precision = hotpath::precision_name(engine.precision());
+    mode = hotpath::mode_name(engine.mode());
+    choice_note = engine.choice_note();
+    window = engine.window();
+  }
+};

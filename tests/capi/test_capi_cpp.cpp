@@ -1,0 +1,100 @@
+// The C++ wrapper (include/hotpath/hotpath.hpp) over the C ABI: errors become hotpath::error with the
+// status and the library's message, handles are move-only and closed once, outputs are the C calls'.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hotpath/hotpath.hpp"
+
+namespace {
+
+const std::string kTiny = std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors";
+
+std::vector<float> inputs(size_t n) {
+  std::vector<float> x(n);
+  for (size_t k = 0; k < n; ++k) x[k] = float(std::cos(0.5 * double(k)));
+  return x;
+}
+
+TEST(CapiCpp, ModelAndEngine) {
+  EXPECT_EQ(hotpath::version(), HOTPATH_VERSION);
+  const hotpath::model m = hotpath::model::open(kTiny);
+  EXPECT_EQ(m.input_size(), 4);
+  EXPECT_EQ(m.output_size(), 1);
+  EXPECT_EQ(m.name(), kTiny);
+  hotpath::engine_options o;
+  o.backend = "cpu";
+  o.window = 5;
+  hotpath::engine e(m, o);
+  EXPECT_EQ(e.backend(), "cpu");
+  EXPECT_EQ(e.precision(), "fp32");
+  EXPECT_EQ(e.mode(), "window");
+  EXPECT_EQ(e.window(), 5);
+  EXPECT_EQ(e.input_size(), 4u);
+  EXPECT_EQ(e.output_size(), 1u);
+
+  const std::vector<float> x = inputs(4 * 12);
+  const std::vector<float> by_run = e.run(x);
+  ASSERT_EQ(by_run.size(), 12u);
+  EXPECT_EQ(e.ticks(), 12);
+  e.reset();
+  EXPECT_EQ(e.ticks(), 0);
+  for (size_t t = 0; t < 12; ++t) {
+    const std::vector<float> out = e.step(std::vector<float>(x.begin() + long(t) * 4, x.begin() + long(t + 1) * 4));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0], by_run[t]) << "tick " << t;
+  }
+  // The same through the C ABI directly.
+  float c_out = 0;
+  e.reset();
+  ASSERT_EQ(hotpath_engine_step(e.get(), x.data(), 4, &c_out, 1), HOTPATH_OK);
+  EXPECT_EQ(c_out, by_run[0]);
+  (void)e.counters();
+  (void)e.facts();
+
+  hotpath::engine moved = std::move(e);
+  EXPECT_EQ(moved.ticks(), 1);
+}
+
+TEST(CapiCpp, ErrorsThrowWithStatusAndMessage) {
+  try {
+    (void)hotpath::model::open("/nonexistent/model.safetensors");
+    FAIL() << "no exception";
+  } catch (const hotpath::error& err) {
+    EXPECT_EQ(err.status(), HOTPATH_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(err.what()).find("/nonexistent/model.safetensors"), std::string::npos) << err.what();
+  }
+  const hotpath::model m = hotpath::model::open(kTiny);
+  hotpath::engine_options o;
+  o.backend = "cpu";
+  o.precision = "fp8";
+  o.window = 5;
+  EXPECT_THROW(hotpath::engine(m, o), hotpath::error);
+  o.precision = "";
+  hotpath::engine e(m, o);
+  std::vector<float> x(4, std::numeric_limits<float>::quiet_NaN());
+  try {
+    (void)e.step(x);
+    FAIL() << "no exception";
+  } catch (const hotpath::error& err) {
+    EXPECT_EQ(err.status(), HOTPATH_ERROR_TICK);
+    EXPECT_NE(std::string(err.what()).find("NaN"), std::string::npos) << err.what();
+  }
+  x.resize(3, 0.0f);
+  try {
+    (void)e.step(x);
+    FAIL() << "no exception";
+  } catch (const hotpath::error& err) {
+    EXPECT_EQ(err.status(), HOTPATH_ERROR_INVALID_ARGUMENT);
+    EXPECT_STREQ(err.what(), "hotpath_engine_step: input_len is 3, expected 4 (the model's input size I)");
+  }
+  // A series that is not a whole number of ticks.
+  EXPECT_THROW((void)e.run(std::vector<float>(7, 0.0f)), hotpath::error);
+  EXPECT_EQ(e.ticks(), 0);
+}
+
+}  // namespace
