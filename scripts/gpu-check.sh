@@ -9,6 +9,7 @@
 #   PARALLEL_TESTS=0 / SANITIZER=0 / KILL_TEST=0   skip the GPU tests under ctest -j8 / under
 #   compute-sanitizer / the kill test (scripts/gpu-soak.sh); SOAK=1 adds the 5-minute soak
 #   BENCH_CPU=0 / TORCH_CASE=0   skip gpu-bench.sh's cpu runs / its fresh PyTorch golden case
+#   PY_TESTS=0   skip the Python package's tests (pytest, GPU and torch included) and overhead benchmark
 #
 # The golden cases are the repository's own (tests/data/golden), so nothing needs carrying.
 set -u -o pipefail
@@ -62,6 +63,19 @@ if [ "${CAPI_TESTS:-1}" = 1 ]; then
   timeout 300 ctest --test-dir "$BUILD" -L '^(test_capi_gpu|capi_package)$' -V >"$OUT/capi.log" 2>&1
   say "C ABI tests rc=$?"
   grep -E 'engine: |tick [0-4]:|Skipped|Passed|Failed|tests passed|libhotpath.so:' "$OUT/capi.log" | head -30 | tee -a "$LOG"
+fi
+
+# The Python package (issue 12): its pytest suite, whose GPU and PyTorch tests skip elsewhere (the
+# image's python3 has torch, numpy, pytest and nanobind, so configure built the module in), and what
+# Python adds to a CPU tick. Everything goes into the main log (the tool returns few files).
+if [ "${PY_TESTS:-1}" = 1 ]; then
+  say "Python package tests"
+  if ninja -C "$BUILD" -j"$JOBS" hotpath_python >>"$LOG" 2>&1; then
+    PYTHONPATH="$BUILD/python" timeout 300 python3 -m pytest -ra -p no:cacheprovider tests/python 2>&1 | tail -12 | tee -a "$LOG"
+    PYTHONPATH="$BUILD/python" timeout 120 python3 bench/python_overhead.py --model lstm_s --cpuset 2 2>&1 | tee -a "$LOG"
+  else
+    say "the Python module did not build (python3 needs numpy and nanobind; see the log)"
+  fi
 fi
 
 # The same GPU tests through ctest -j8: the `gpu` resource lock must give the verdict of the run alone.

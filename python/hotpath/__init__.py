@@ -8,7 +8,15 @@
 
 docs/python.md has the full API.
 """
-from ._hotpath import Engine, Error, Model, TickError, UnsupportedError, __version__, backends, zoo
+try:
+    from ._hotpath import Engine, Error, Model, TickError, UnsupportedError, __version__, backends, zoo
+except ImportError as e:  # the sources (python/hotpath) without the compiled module beside them
+    if e.name != __name__ + "._hotpath":
+        raise
+    raise ImportError(
+        "hotpath's compiled module is missing here (" + __path__[0] + "): install the package with "
+        "`pip install .`, or build it with scripts/build.sh and use PYTHONPATH=build/python"
+    ) from e
 from ._load import load
 
 __all__ = [

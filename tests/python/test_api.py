@@ -155,3 +155,14 @@ def test_error_hierarchy():
     assert issubclass(hotpath.Error, ValueError)
     assert issubclass(hotpath.TickError, hotpath.Error) and issubclass(hotpath.UnsupportedError, hotpath.Error)
     assert hotpath.Error.__module__ == "hotpath"
+
+
+def test_sources_without_the_module_say_so(tmp_path):
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    r = subprocess.run([sys.executable, "-c", "import hotpath"], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode != 0 and "compiled module is missing" in r.stderr
