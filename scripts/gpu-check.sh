@@ -10,6 +10,9 @@
 #   compute-sanitizer / the kill test (scripts/gpu-soak.sh); SOAK=1 adds the 5-minute soak
 #   BENCH_CPU=0 / TORCH_CASE=0   skip gpu-bench.sh's cpu runs / its fresh PyTorch golden case
 #   PY_TESTS=0   skip the Python package's tests (pytest, GPU and torch included) and overhead benchmark
+#   CAPI_BENCH=0   skip the C ABI's overhead benchmark (bench_capi_overhead, cpu backend, pinned)
+#   ENGINE_TESTS=0   skip the engine layer's tests (test_engine: auto on this GPU, the fallback, the shadow)
+#   GPU_LABELS=re   the CTest labels the ctest -j8 run takes (default: every executable that launches kernels)
 #
 # The golden cases are the repository's own (tests/data/golden), so nothing needs carrying.
 set -u -o pipefail
@@ -78,10 +81,32 @@ if [ "${PY_TESTS:-1}" = 1 ]; then
   fi
 fi
 
+if [ "${ENGINE_TESTS:-1}" = 1 ]; then
+  say "engine tests (auto on this GPU, fallback, shadow)"
+  ninja -C "$BUILD" -j"$JOBS" test_engine >>"$LOG" 2>&1 && timeout 200 "$BUILD/tests/engine/test_engine" >"$OUT/engine-tests.log" 2>&1
+  say "engine tests rc=$?"
+  grep -E '^\[auto|FAILED|PASSED|Failure' "$OUT/engine-tests.log" | head -20 | tee -a "$LOG"
+fi
+
+# The C ABI's cost over Engine::step (issue 12: <= 50 ns), on a quiet pinned core of this Xeon.
+if [ "${CAPI_BENCH:-1}" = 1 ]; then
+  say "C ABI overhead (bench_capi_overhead)"
+  cmake -S . -B "$BUILD" -DHOTPATH_BENCHMARKS=ON >>"$LOG" 2>&1
+  if ninja -C "$BUILD" -j"$JOBS" bench_capi_overhead >>"$LOG" 2>&1; then
+    for mode in streaming window; do
+      timeout 150 "$BUILD/bench/bench_capi_overhead" --model lstm_s --backend cpu --mode $mode --cpuset 2-5 \
+        --ticks "${CAPI_TICKS:-100000}" --warmup 5000 --json "$OUT/capi-overhead-lstm_s-$mode.json" 2>&1 | tee -a "$LOG"
+    done
+  else
+    say "bench_capi_overhead did not build (needs Google Benchmark found: see the log)"
+  fi
+fi
+
 # The same GPU tests through ctest -j8: the `gpu` resource lock must give the verdict of the run alone.
 if [ "${PARALLEL_TESTS:-1}" = 1 ]; then
   say "GPU tests under ctest -j8"
-  timeout 400 ctest --test-dir "$BUILD" -j8 -L test_cuda_backend --output-on-failure >"$OUT/ctest-j8.log" 2>&1
+  timeout 400 ctest --test-dir "$BUILD" -j8 -L "${GPU_LABELS:-^(test_cuda_backend|test_engine|test_capi_gpu|capi_package)\$}" \
+    --output-on-failure >"$OUT/ctest-j8.log" 2>&1
   say "ctest -j8 rc=$?"
   grep -E 'tests passed|tests failed|\(Failed\)|Timeout' "$OUT/ctest-j8.log" | head -20 | tee -a "$LOG"
 fi

@@ -4,6 +4,8 @@
 #include "cuda/cuda_backend.hpp"
 
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "cuda/cuda_check.hpp"
@@ -34,6 +36,37 @@ cuda::DeviceLimits query_limits(int device, cudaStream_t stream) {
   return lim;
 }
 
+// One persistent kernel per GPU per process: the kernel's grid takes a block on every SM of the
+// context, so a second one in the same process would only wait for SMs that never free up (its start
+// timed out after 20 s). Refused at once instead, until many instances share a kernel (issue 10).
+class DeviceClaim {
+ public:
+  explicit DeviceClaim(int device) : device_(device) {
+    std::lock_guard lock(mutex());
+    if (!claimed().insert(device).second)
+      throw UnsupportedError("cuda backend: GPU " + std::to_string(device) +
+                             " already runs a hotpath kernel in this process (one cuda engine per GPU per process; "
+                             "close the other engine first)");
+  }
+  ~DeviceClaim() {
+    std::lock_guard lock(mutex());
+    claimed().erase(device_);
+  }
+  DeviceClaim(const DeviceClaim&) = delete;
+  DeviceClaim& operator=(const DeviceClaim&) = delete;
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::set<int>& claimed() {
+    static std::set<int> s;
+    return s;
+  }
+  int device_;
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const Model& model, const BackendOptions& options, const CudaOptions& copt)
@@ -46,6 +79,7 @@ class CudaBackend final : public Backend {
       throw UnsupportedError("the stall test hook is compiled into the fp16 test kernels only");
     std::string why;
     if (!cuda::device_available(&why, options.device)) throw UnsupportedError("no usable CUDA device: " + why);
+    claim_ = std::make_unique<DeviceClaim>(options.device);
     HOTPATH_CUDA_CHECK(cudaSetDevice(options.device));
     stream_ = cuda::Stream(cudaStreamNonBlocking);
     side_stream_ = cuda::Stream(cudaStreamNonBlocking);
@@ -378,6 +412,7 @@ class CudaBackend final : public Backend {
     throw Error("unknown cuda variant '" + v + "' (valid: " + list + "; default " + kCudaVariants[0] + ")");
   }
 
+  std::unique_ptr<DeviceClaim> claim_;  // first member: released after everything else is gone
   Model model_;
   CudaOptions copt_;
   std::string variant_;

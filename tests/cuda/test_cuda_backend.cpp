@@ -308,6 +308,30 @@ TEST_P(CudaVariant, GridFitsTheSmsOfItsContext) {
   EXPECT_LE(grid, context_sms);  // one block per SM (the kernels' occupancy is 1)
 }
 
+// A second kernel in the same process would wait for SMs the first never frees: refused at once, and
+// the GPU is free again once the first engine is gone; `auto` then takes the CPU, saying why.
+TEST(CudaBackend, OneKernelPerGpuPerProcess) {
+  REQUIRE_GPU();
+  const Model m = *zoo_model("lstm_s");
+  {
+    auto first = make_cuda_backend(m, opts(Mode::window, 50));
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      make_cuda_backend(m, opts(Mode::window, 50));
+      FAIL() << "a second kernel on the same GPU was accepted";
+    } catch (const UnsupportedError& e) {
+      EXPECT_NE(std::string(e.what()).find("already runs a hotpath kernel"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+    EngineOptions o;  // auto
+    Engine e(m, o);
+    EXPECT_EQ(e.backend_name(), "cpu");
+    EXPECT_NE(e.choice_note().find("already runs"), std::string::npos) << e.choice_note();
+  }
+  auto again = make_cuda_backend(m, opts(Mode::window, 50));
+  EXPECT_EQ(again->name(), "cuda");
+}
+
 TEST(CudaBackend, FactsNameTheDevice) {
   REQUIRE_GPU();
   const auto f = cuda::device_facts();
