@@ -53,11 +53,16 @@ typedef enum hotpath_status {
   HOTPATH_ERROR_OUT_OF_MEMORY = 4,
   /* A bug in hotpath; the message says what went wrong. */
   HOTPATH_ERROR_INTERNAL = 5,
+  /* The backend failed at run time, not the input: a GPU answer past its deadline (timeout_us), a
+   * kernel that stopped or would not start, a fallback whose CPU shadow failed. The engine may answer
+   * again later (a late GPU catches up) or keep failing; reset or reopen it. */
+  HOTPATH_ERROR_BACKEND = 6,
   /* Never returned: makes every int value a valid hotpath_status, in C and C++ alike. */
   HOTPATH_STATUS_MAX_ENUM = 0x7fffffff
 } hotpath_status;
 
-/* "ok", "invalid argument", "tick error", "unsupported", "out of memory", "internal error"; "unknown
+/* "ok", "invalid argument", "tick error", "unsupported", "out of memory", "internal error", "backend
+ * error"; "unknown
  * status" for any other value. Static storage. */
 HOTPATH_API const char* hotpath_status_name(hotpath_status status);
 
@@ -121,7 +126,8 @@ typedef struct hotpath_engine_options {
   const char* cpuset;     /* cores as the CLI's --cpuset, e.g. "2-5" or "2,4,6": the first runs the
                              critical step, the rest precompute. NULL or "": not pinned */
   double timeout_us;      /* cuda: give up on an output after this long; 0: 1,000,000 */
-  const char* fallback;   /* NULL or "": none; "cpu": a CPU backend answers when the primary is late */
+  const char* fallback;   /* NULL or "": none; "cpu": a CPU backend answers when the GPU (cuda) is late;
+                             refused for "ref"/"cpu", dropped when "auto" picks the CPU */
   const char* variant;    /* backend kernel variant; NULL or "": the backend's default */
 } hotpath_engine_options;
 

@@ -37,6 +37,7 @@ namespace {
 PyObject* g_error = nullptr;
 PyObject* g_tick_error = nullptr;
 PyObject* g_unsupported_error = nullptr;
+PyObject* g_backend_error = nullptr;
 
 // Arrays go through numpy's C API, not a generic array protocol: on the tick path a numpy array is
 // checked and read in a few nanoseconds, and an output array costs one PyArray_SimpleNew.
@@ -285,6 +286,8 @@ void translate(const std::exception_ptr& p, void*) {
     PyErr_SetString(g_tick_error, e.what());
   } catch (const hotpath::UnsupportedError& e) {
     PyErr_SetString(g_unsupported_error, e.what());
+  } catch (const hotpath::BackendError& e) {
+    PyErr_SetString(g_backend_error, e.what());
   } catch (const hotpath::Error& e) {
     PyErr_SetString(g_error, e.what());
   }
@@ -313,6 +316,15 @@ NB_MODULE(_hotpath, m) {
   g_unsupported_error = new_exception(m, "UnsupportedError", g_error,
                                       "The platform or build cannot do what was asked (no CUDA device, model too "
                                       "large for a kernel, ...).");
+  {
+    // Also a RuntimeError: the backend failed, not the input.
+    PyObject* bases = PyTuple_Pack(2, g_error, PyExc_RuntimeError);
+    if (!bases) throw nb::python_error();
+    g_backend_error = new_exception(m, "BackendError", bases,
+                                    "The backend failed at run time, not the input (a GPU answer past its deadline, a "
+                                    "kernel that stopped, a failed fallback); reset or reopen the engine.");
+    Py_DECREF(bases);
+  }
   nb::register_exception_translator(translate);
 
   nb::class_<hotpath::Model>(m, "Model", "A validated model: an nn.LSTM stack and its nn.Linear head (hotpath.load).")

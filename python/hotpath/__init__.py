@@ -9,7 +9,7 @@
 docs/python.md has the full API.
 """
 try:
-    from ._hotpath import Engine, Error, Model, TickError, UnsupportedError, __version__, backends, zoo
+    from ._hotpath import BackendError, Engine, Error, Model, TickError, UnsupportedError, __version__, backends, zoo
 except ImportError as e:  # the sources (python/hotpath) without the compiled module beside them
     if e.name != __name__ + "._hotpath":
         raise
@@ -25,6 +25,7 @@ __all__ = [
     "Model",
     "TickError",
     "UnsupportedError",
+    "BackendError",
     "__version__",
     "backends",
     "load",

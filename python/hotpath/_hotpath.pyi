@@ -17,6 +17,9 @@ class TickError(Error):
 class UnsupportedError(Error):
     """The platform or build cannot do what was asked (no CUDA device, model too large for a kernel, ...)."""
 
+class BackendError(Error, RuntimeError):
+    """The backend failed at run time, not the input (a GPU answer past its deadline, a kernel that stopped, a failed fallback); reset or reopen the engine."""
+
 class Model:
     """A validated model: an nn.LSTM stack and its nn.Linear head (made by hotpath.load)."""
 

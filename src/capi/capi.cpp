@@ -70,6 +70,8 @@ hotpath_status bad_argument(const Parts&... parts) noexcept {
     return fail(HOTPATH_ERROR_TICK, e.what());
   } catch (const hotpath::UnsupportedError& e) {
     return fail(HOTPATH_ERROR_UNSUPPORTED, e.what());
+  } catch (const hotpath::BackendError& e) {
+    return fail(HOTPATH_ERROR_BACKEND, e.what());
   } catch (const hotpath::Error& e) {
     return fail(HOTPATH_ERROR_INVALID_ARGUMENT, e.what());
   } catch (const std::bad_alloc&) {
@@ -167,6 +169,7 @@ const char* hotpath_status_name(hotpath_status status) {
     case HOTPATH_ERROR_UNSUPPORTED: return "unsupported";
     case HOTPATH_ERROR_OUT_OF_MEMORY: return "out of memory";
     case HOTPATH_ERROR_INTERNAL: return "internal error";
+    case HOTPATH_ERROR_BACKEND: return "backend error";
     case HOTPATH_STATUS_MAX_ENUM: break;
   }
   return "unknown status";
@@ -283,8 +286,9 @@ template <class Out>
 hotpath_status run_series(const char* fn, hotpath_engine* engine, const float* series, size_t ticks, size_t series_len,
                           Out* out, size_t output_len) noexcept {
   if (!engine) return bad_argument(fn, ": engine is NULL");
-  if (!series) return bad_argument(fn, ": series is NULL");
-  if (!out) return bad_argument(fn, ": out is NULL");
+  // NULL buffers are fine for zero ticks (an empty std::vector's data() may be NULL).
+  if (!series && ticks != 0) return bad_argument(fn, ": series is NULL");
+  if (!out && ticks != 0) return bad_argument(fn, ": out is NULL");
   size_t in_expected = 0, out_expected = 0;
   if (!checked_mul(ticks, engine->input_size, &in_expected) || !checked_mul(ticks, engine->output_size, &out_expected))
     return bad_argument(fn, ": ticks ", str(ticks), " overflows the buffer sizes");

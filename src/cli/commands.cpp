@@ -93,13 +93,6 @@ std::vector<float> read_inputs(const st::File& file, const std::string& key, int
   return file.read_f32(*t);
 }
 
-int resolve_window(Mode mode, int flag, const Model& m) {
-  if (mode != Mode::window) return 1;
-  if (flag > 0) return flag;
-  if (m.config.window) return *m.config.window;
-  throw Error("window mode needs --window: the model '" + m.name + "' carries no window in its metadata");
-}
-
 // Runs an engine over a whole series from a fresh state (the window mode output at t uses the window
 // ending at t, partial while t < W-1), in float64 (exact from the ref backend).
 std::vector<double> run_series(Engine& e, std::span<const float> inputs, size_t ticks) {
@@ -176,7 +169,7 @@ void add_run_command(CLI::App& app) {
     if (mode == Mode::batch) throw Error("hotpath run takes --mode window or streaming");
     if (f->out_dtype != "f32" && f->out_dtype != "f64") throw Error("--out-dtype must be f32 or f64");
     const Model m = f->model.resolve();
-    const int window = resolve_window(mode, f->window, m);
+    const int window = backend_options(m, f->backend.options(mode, f->window)).window;  // the engine's rule
     const st::File file = st::File::open(f->inputs);
     size_t ticks = 0;
     const auto inputs = read_inputs(file, f->inputs_key, m.config.input_size, &ticks);

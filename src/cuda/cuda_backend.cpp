@@ -152,7 +152,7 @@ class CudaBackend final : public Backend {
 
   void step(std::span<const float> x, std::span<float> out) override {
     std::string why;
-    if (!try_step(x, out, &why)) throw Error("cuda backend: " + why);
+    if (!try_step(x, out, &why)) throw BackendError("cuda backend: " + why);
   }
 
   bool try_step(std::span<const float> x, std::span<float> out, std::string* why_not) override {
@@ -195,7 +195,7 @@ class CudaBackend final : public Backend {
 
   void finish_precompute() override {
     std::string why;
-    if (!try_finish_precompute(&why)) throw Error("cuda backend: " + why);
+    if (!try_finish_precompute(&why)) throw BackendError("cuda backend: " + why);
   }
 
   bool try_finish_precompute(std::string* why) override {
@@ -283,6 +283,7 @@ class CudaBackend final : public Backend {
     (void)frags_.release();
     (void)words_.release();
     (void)mailbox_.release();
+    (void)claim_.release();  // the GPU stays claimed: a new kernel would wait for this one's SMs
   }
 
   // The GPU can still answer: kernel running, and not so far behind that its input ring was overrun.
@@ -356,7 +357,7 @@ class CudaBackend final : public Backend {
         } catch (...) {
         }
         stop_heartbeat();
-        throw Error("cuda backend: " + why);
+        throw BackendError("cuda backend: " + why);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
@@ -394,7 +395,7 @@ class CudaBackend final : public Backend {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       if (q == cudaErrorNotReady) {
         stop_heartbeat();
-        throw Error("cuda backend: the kernel did not stop");
+        throw BackendError("cuda backend: the kernel did not stop");
       }
       kernel_running_ = false;
       (void)cudaGetLastError();

@@ -105,7 +105,7 @@ BackendOptions backend_options(const Model& model, const EngineOptions& o) {
   if (!(o.timeout_us > 0) || o.timeout_us > 3.6e9)
     throw Error("timeout " + std::to_string(o.timeout_us) + " us is outside (0, 3.6e9] (an hour)");
   if (!o.cpuset.empty()) {
-    const std::vector<int> allowed = util::allowed_cores();
+    const std::vector<int> allowed = util::process_cores();
     for (int c : o.cpuset)
       if (std::find(allowed.begin(), allowed.end(), c) == allowed.end())
         throw Error("--cpuset names cpu " + std::to_string(c) + ", which this process may not use (allowed: " +
@@ -125,9 +125,13 @@ BackendOptions backend_options(const Model& model, const EngineOptions& o) {
 namespace {
 
 // The primary backend, wrapped with the CPU fallback when asked: the shadow takes the cores after the
-// first (its critical step on the second), at its own default precision.
+// first (its critical step on the second), at its own default precision. Only a backend that can be
+// late (cuda) is wrapped: ref and cpu answer every tick themselves.
 std::unique_ptr<Backend> make_served(const std::string& name, const Model& model, const BackendOptions& bo,
                                      const std::string& fallback) {
+  if (!fallback.empty() && (name == "cpu" || name == "ref"))
+    throw Error("--fallback " + fallback + " is for a backend that can miss a deadline (cuda); backend " + name +
+                " answers every tick itself");
   auto primary = make_backend(name, model, bo);
   if (fallback.empty()) return primary;
   BackendOptions so = bo;
@@ -140,7 +144,12 @@ std::unique_ptr<Backend> make_served(const std::string& name, const Model& model
   } else {
     so.cpuset.clear();
   }
-  return engine::with_fallback(std::move(primary), make_backend(fallback, model, so), cpu);
+  // The shadow's cpu backend pins the thread that makes it to its first core: give the caller its own
+  // cores back (the shadow's worker pins itself when it runs its first tick).
+  const std::vector<int> caller_cores = util::allowed_cores();
+  auto shadow = make_backend(fallback, model, so);
+  if (!caller_cores.empty()) util::set_thread_cores(pthread_self(), caller_cores);
+  return engine::with_fallback(std::move(primary), std::move(shadow), cpu);
 }
 
 }  // namespace
@@ -174,16 +183,44 @@ std::string choose_backend(const Model& model, const EngineOptions& options, std
 }
 
 Engine::Engine(Model model, const EngineOptions& options) : model_(std::move(model)) {
-  const BackendOptions bo = backend_options(model_, options);
-  if (options.backend == "auto") backend_ = try_auto_cuda(model_, bo, options, &choice_note_);
-  if (!backend_) backend_ = make_served(options.backend == "auto" ? "cpu" : options.backend, model_, bo, options.fallback);
+  BackendOptions bo = backend_options(model_, options);
+  if (options.backend == "auto") {
+    backend_ = try_auto_cuda(model_, bo, options, &choice_note_);
+    if (!backend_) {
+      // The cpu answers every tick itself (no fallback), and takes none of cuda's own options.
+      if (!options.fallback.empty()) choice_note_ += "; --fallback " + options.fallback + " dropped";
+      if (!bo.variant.empty()) choice_note_ += "; --variant " + bo.variant + " dropped";
+      bo.variant.clear();
+      if (bo.precision == Precision::fp16) {
+        choice_note_ += "; precision fp16 (cuda's) dropped";
+        bo.precision.reset();
+      }
+      backend_ = make_backend("cpu", model_, bo);
+    }
+  } else {
+    backend_ = make_served(options.backend, model_, bo, options.fallback);
+  }
+  // The calling thread runs the critical step: on the cpuset's first core. The cpu backend pins it
+  // itself (and again on each new calling thread); for the others it is done here, after the backend's
+  // own threads (heartbeat, shadow worker) were started with the caller's cores.
+  if (!bo.cpuset.empty() && backend_->name() != "cpu") {
+    pinned_from_ = util::allowed_cores();
+    util::pin_thread(pthread_self(), {bo.cpuset.front()}, "engine caller (--cpuset's first core)");
+    pinned_thread_ = pthread_self();
+    pinned_ = true;
+  }
 }
 
 Engine::Engine(Model model, std::unique_ptr<Backend> backend) : model_(std::move(model)), backend_(std::move(backend)) {
   if (!backend_) throw Error("engine: no backend given");
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  backend_.reset();
+  // The creating thread gets its cores back (another thread's mask is not this engine's to change).
+  if (pinned_ && !pinned_from_.empty() && pthread_equal(pinned_thread_, pthread_self()))
+    util::set_thread_cores(pthread_self(), pinned_from_);
+}
 
 Mode Engine::mode() const { return backend_->options().mode; }
 int Engine::window() const { return backend_->options().mode == Mode::window ? backend_->options().window : 1; }

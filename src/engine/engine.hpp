@@ -2,6 +2,8 @@
 // chooses and creates a backend (`auto` included), wraps it with a fallback, and runs ticks. The backend
 // registry lives here, above the backends (ref, cpu, cuda), so no lower layer reaches up to them.
 #pragma once
+#include <pthread.h>
+
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -42,7 +44,8 @@ struct EngineOptions {
   std::vector<int> cpuset;               // cores: the first runs the critical step, the rest precompute
                                          // (and the fallback's shadow, when there is one)
   double timeout_us = 1'000'000;         // cuda: give up on an output after this long
-  std::string fallback;                  // "" or "cpu": a CPU backend answers when the primary is late
+  std::string fallback;                  // "" or "cpu": a CPU backend answers when the primary (cuda) is
+                                         // late; refused for ref and cpu, dropped when auto picks cpu
   std::string variant;                   // backend kernel variant, "" = the backend's default
 };
 
@@ -109,6 +112,10 @@ class Engine {
   Model model_;
   std::unique_ptr<Backend> backend_;
   std::string choice_note_;
+  // The creating thread, pinned to the cpuset's first core (backends other than cpu), and its cores before.
+  bool pinned_ = false;
+  pthread_t pinned_thread_{};
+  std::vector<int> pinned_from_;
 };
 
 }  // namespace hotpath

@@ -26,11 +26,25 @@ class FallbackBackend final : public Backend {
     if (out.size() < size_t(config().output_size))
       throw Error("output span holds " + std::to_string(out.size()) + " floats, need " +
                   std::to_string(config().output_size));
+    if (!broken_.empty()) throw BackendError("fallback: " + broken_ + "; reset the engine");
     const long long n = shadow_->submit(x);
     std::string why;
-    if (primary_->try_step(x, out, &why)) return;
+    bool answered = false;
+    try {
+      answered = primary_->try_step(x, out, &why);
+    } catch (const std::exception& e) {
+      // The shadow has the tick and the primary may not: the two streams no longer match until reset.
+      broken_ = std::string("the ") + primary_->name() + " backend failed on a tick (" + e.what() + ")";
+      throw;
+    }
+    last_from_primary_ = answered;
+    if (answered) return;
     shadow_->result(n, out);
     ++fallback_answers_;
+  }
+  // The primary's exact outputs (ref) when it answered; none after a shadow's answer.
+  std::span<const double> last_output_f64() const override {
+    return last_from_primary_ ? primary_->last_output_f64() : std::span<const double>();
   }
   bool try_step(std::span<const float> x, std::span<float> out, std::string*) override {
     step(x, out);
@@ -43,6 +57,8 @@ class FallbackBackend final : public Backend {
   void reset() override {
     primary_->reset();
     shadow_->reset();
+    broken_.clear();
+    last_from_primary_ = false;
   }
   void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out) override {
     primary_->run_batch(x, batch, window, out);
@@ -62,6 +78,8 @@ class FallbackBackend final : public Backend {
   std::unique_ptr<Backend> primary_;
   std::unique_ptr<Shadow> shadow_;
   long long fallback_answers_ = 0;
+  bool last_from_primary_ = false;
+  std::string broken_;  // why the primary and the shadow no longer follow the same stream
 };
 
 }  // namespace

@@ -50,7 +50,7 @@ void Shadow::reset() {
 }
 
 void Shadow::check_failure() const {
-  if (failed_.load(std::memory_order_acquire)) throw Error("fallback: the " + backend_->name() + " backend failed: " + failure_);
+  if (failed_.load(std::memory_order_acquire)) throw BackendError("fallback: the " + backend_->name() + " backend failed: " + failure_);
 }
 
 void Shadow::run(std::stop_token stop, int cpu) {

@@ -24,4 +24,11 @@ class UnsupportedError : public Error {
   using Error::Error;
 };
 
+// The backend failed at run time, through no fault of the input: a GPU answer or precompute past its
+// deadline, a kernel that stopped or would not start, a fallback whose shadow failed.
+class BackendError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace hotpath

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <system_error>
@@ -25,6 +26,15 @@ std::vector<int> allowed_cores() {
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &set)) cores.push_back(c);
   return cores;
+}
+
+std::vector<int> process_cores() {
+  static const std::vector<int> first = allowed_cores();
+  std::vector<int> now = allowed_cores();
+  now.insert(now.end(), first.begin(), first.end());
+  std::sort(now.begin(), now.end());
+  now.erase(std::unique(now.begin(), now.end()), now.end());
+  return now;
 }
 
 int set_thread_cores(pthread_t thread, const std::vector<int>& cores) {

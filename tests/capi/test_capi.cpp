@@ -135,6 +135,7 @@ TEST(Capi, VersionAndStatusNames) {
   EXPECT_STREQ(hotpath_status_name(HOTPATH_ERROR_UNSUPPORTED), "unsupported");
   EXPECT_STREQ(hotpath_status_name(HOTPATH_ERROR_OUT_OF_MEMORY), "out of memory");
   EXPECT_STREQ(hotpath_status_name(HOTPATH_ERROR_INTERNAL), "internal error");
+  EXPECT_STREQ(hotpath_status_name(HOTPATH_ERROR_BACKEND), "backend error");
   EXPECT_STREQ(hotpath_status_name(hotpath_status(42)), "unknown status");
   EXPECT_STREQ(hotpath_status_name(HOTPATH_STATUS_MAX_ENUM), "unknown status");
 }
@@ -728,6 +729,8 @@ TEST(CapiErrors, EveryExceptionBecomesAStatus) {
   const std::vector<Case> cases = {
       {[] { throw hotpath::TickError("tick 3: bad"); }, HOTPATH_ERROR_TICK, "tick 3: bad"},
       {[] { throw hotpath::UnsupportedError("no GPU"); }, HOTPATH_ERROR_UNSUPPORTED, "no GPU"},
+      {[] { throw hotpath::BackendError("cuda backend: no answer to tick 5"); }, HOTPATH_ERROR_BACKEND,
+       "cuda backend: no answer to tick 5"},
       {[] { throw hotpath::Error("bad input"); }, HOTPATH_ERROR_INVALID_ARGUMENT, "bad input"},
       {[] { throw std::bad_alloc(); }, HOTPATH_ERROR_OUT_OF_MEMORY, "out of memory"},
       {[] { throw std::logic_error("a bug"); }, HOTPATH_ERROR_INTERNAL, "internal error: a bug"},

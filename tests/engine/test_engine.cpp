@@ -297,18 +297,61 @@ TEST(EngineFallback, TheShadowAnswersTheLateTicksOfAnyBackend) {
   EXPECT_EQ(e.backend_name(), "late");
 }
 
-TEST(EngineFallback, EngineOptionsWrapTheNamedBackend) {
+TEST(EngineFallback, OnlyABackendThatCanBeLateIsWrapped) {
   const Model m = *zoo_model("vollo_tiny");
   EngineOptions o;
-  o.backend = "ref";
   o.fallback = "cpu";
-  Engine e(m, o);
-  EXPECT_EQ(e.backend_name(), "ref");
-  EXPECT_EQ(e.facts().at("fallback"), "cpu");
-  EXPECT_EQ(e.counters().at("fallback_answers"), 0.0);
-  std::vector<float> x(size_t(e.input_size()), 0.1f), z(size_t(e.output_size()));
-  e.step(x, z);
-  EXPECT_EQ(e.counters().at("fallback_answers"), 0.0);
+  for (const char* b : {"ref", "cpu"}) {
+    o.backend = b;
+    EXPECT_ERROR_HAS(Engine(m, o), "answers every tick itself");
+  }
+  if (gpu::available()) GTEST_SKIP() << "a GPU is here: auto takes cuda (test_cuda_backend covers its fallback)";
+  o.backend = "auto";
+  o.variant = "regs";
+  o.precision = Precision::fp16;
+  Engine e(m, o);  // auto fell to cpu: cuda's options are dropped, saying so
+  EXPECT_EQ(e.backend_name(), "cpu");
+  EXPECT_EQ(e.facts().count("fallback"), 0u);
+  for (const char* w : {"--fallback cpu dropped", "--variant regs dropped", "fp16"})
+    EXPECT_NE(e.choice_note().find(w), std::string::npos) << e.choice_note();
+}
+
+// The thread that makes an engine runs its critical step on the cpuset's first core, for every backend,
+// and gets its own cores back when the engine goes; with the fallback (cuda) the shadow's core is the
+// shadow worker's, never the caller's.
+TEST(EngineCpuset, TheCallerRunsOnTheFirstCoreAndGetsItsCoresBack) {
+  const std::vector<int> before = util::allowed_cores();
+  if (before.size() < 2) GTEST_SKIP() << "needs two cores";
+  const Model m = *zoo_model("vollo_tiny");
+  std::vector<std::string> backends = {"ref", "cpu"};
+  if (gpu::available()) backends.push_back("cuda");
+  for (const auto& b : backends) {
+    for (bool fallback : {false, true}) {
+      if (fallback && b != "cuda") continue;
+      SCOPED_TRACE(b + (fallback ? " + fallback" : ""));
+      EngineOptions o;
+      o.backend = b;
+      o.cpuset = {before[1], before[0]};
+      if (fallback) o.fallback = "cpu";
+      {
+        Engine e(m, o);
+        EXPECT_EQ(util::allowed_cores(), std::vector<int>{before[1]});
+        std::vector<float> x(size_t(e.input_size()), 0.1f), z(size_t(e.output_size()));
+        e.step(x, z);
+        EXPECT_EQ(util::allowed_cores(), std::vector<int>{before[1]});
+      }
+      if (b != "cpu") EXPECT_EQ(util::allowed_cores(), before);  // cpu: restored by the backend, same thread
+      util::set_thread_cores(pthread_self(), before);
+    }
+  }
+  // A core outside what the thread now has, but inside what the process has, is still accepted.
+  {
+    const util::ScopedPin pin({before[0]}, "test thread", true);
+    EngineOptions o;
+    o.backend = "ref";
+    o.cpuset = {before[1]};
+    EXPECT_NO_THROW(Engine(m, o));
+  }
 }
 
 // ---- the fallback's shadow -----------------------------------------------------------------------

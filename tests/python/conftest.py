@@ -18,4 +18,7 @@ def cuda_engine(model, **options):
     try:
         return hotpath.Engine(model, backend="cuda", **options)
     except hotpath.UnsupportedError as e:
+        # A cuda engine still open in this process (a leak in the tests) must fail, not skip every GPU test.
+        if "already runs a hotpath kernel" in str(e):
+            raise
         pytest.skip(f"no GPU test: {e}")

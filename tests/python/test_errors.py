@@ -175,3 +175,11 @@ def test_non_finite_weights():
     with pytest.raises(hotpath.Error, match="NaN") as e:
         hotpath.load(sd)
     one_line(e)
+
+
+def test_backend_error_is_a_runtime_failure_not_bad_input():
+    # A GPU answer past its deadline or a stopped kernel (C++ hotpath::BackendError) is raised as
+    # hotpath.BackendError: still a hotpath.Error, and a RuntimeError, so callers can tell it from bad input.
+    assert issubclass(hotpath.BackendError, hotpath.Error)
+    assert issubclass(hotpath.BackendError, RuntimeError)
+    assert not issubclass(hotpath.TickError, RuntimeError)
