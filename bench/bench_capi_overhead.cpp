@@ -210,10 +210,13 @@ int main(int argc, char** argv) {
 
     // ---- the model workload: one C handle; its engine is the C++ path -----------------------------
     hotpath_model* model = nullptr;
-    check(hotpath_model_open(f.model.c_str(), nullptr, nullptr, &model), "model", hotpath_last_error());
+    // Each call before its last_error() (an argument list has no order of evaluation).
+    const hotpath_status model_opened = hotpath_model_open(f.model.c_str(), nullptr, nullptr, &model);
+    check(model_opened, "model", hotpath_last_error());
     hotpath_engine* handle = nullptr;
     const hotpath_engine_options options = c_options(f);
-    check(hotpath_engine_open(model, &options, &handle), "engine", hotpath_last_error());
+    const hotpath_status engine_opened = hotpath_engine_open(model, &options, &handle);
+    check(engine_opened, "engine", hotpath_last_error());
     Engine& engine = handle->engine;
     const size_t I = size_t(engine.input_size()), O = size_t(engine.output_size());
     constexpr size_t kInputs = 1024;
@@ -233,8 +236,10 @@ int main(int argc, char** argv) {
     if (f.shared != "none") {
       shared = std::make_unique<SharedLibrary>(f.shared);
       hotpath_model* m = nullptr;
-      check(shared->model_open(f.model.c_str(), nullptr, nullptr, &m), "shared model", shared->last_error());
-      check(shared->engine_open(m, &options, &shared_engine), "shared engine", shared->last_error());
+      const hotpath_status shared_model = shared->model_open(f.model.c_str(), nullptr, nullptr, &m);
+      check(shared_model, "shared model", shared->last_error());
+      const hotpath_status opened = shared->engine_open(m, &options, &shared_engine);
+      check(opened, "shared engine", shared->last_error());
       shared->model_close(m);
     }
     std::vector<float> shared_out(O);

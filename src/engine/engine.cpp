@@ -105,11 +105,10 @@ BackendOptions backend_options(const Model& model, const EngineOptions& o) {
   if (!(o.timeout_us > 0) || o.timeout_us > 3.6e9)
     throw Error("timeout " + std::to_string(o.timeout_us) + " us is outside (0, 3.6e9] (an hour)");
   if (!o.cpuset.empty()) {
-    const std::vector<int> allowed = util::process_cores();
     for (int c : o.cpuset)
-      if (std::find(allowed.begin(), allowed.end(), c) == allowed.end())
-        throw Error("--cpuset names cpu " + std::to_string(c) + ", which this process may not use (allowed: " +
-                    std::to_string(allowed.size()) + " cpus)");
+      if (!util::core_usable(c))
+        throw Error("--cpuset names cpu " + std::to_string(c) + ", which this process may not use (" +
+                    std::to_string(util::allowed_cores().size()) + " cpus allowed to this thread now)");
   }
   BackendOptions b;
   b.mode = o.mode;

@@ -28,13 +28,13 @@ std::vector<int> allowed_cores() {
   return cores;
 }
 
-std::vector<int> process_cores() {
-  static const std::vector<int> first = allowed_cores();
-  std::vector<int> now = allowed_cores();
-  now.insert(now.end(), first.begin(), first.end());
-  std::sort(now.begin(), now.end());
-  now.erase(std::unique(now.begin(), now.end()), now.end());
-  return now;
+bool core_usable(int core) {
+  const std::vector<int> mine = allowed_cores();
+  if (std::find(mine.begin(), mine.end(), core) != mine.end()) return true;
+  if (mine.empty() || core < 0 || core >= CPU_SETSIZE) return false;
+  const bool ok = set_thread_cores(pthread_self(), {core}) == 0;
+  if (ok) set_thread_cores(pthread_self(), mine);
+  return ok;
 }
 
 int set_thread_cores(pthread_t thread, const std::vector<int>& cores) {

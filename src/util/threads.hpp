@@ -17,10 +17,11 @@ namespace hotpath::util {
 
 // The cores the calling thread may run on (empty if the kernel will not say).
 std::vector<int> allowed_cores();
-// The cores the process may use: those the first caller's thread had when this was first called
-// (before hotpath pinned anything), joined with the calling thread's now. A thread an earlier engine
-// pinned to one core can still name the others (`--cpuset` checks).
-std::vector<int> process_cores();
+// Whether the process may run a thread on `core` (its cpuset and the machine allow it), whatever the
+// calling thread is pinned to now: tried by pinning the calling thread there and back (an engine made
+// by a thread that an earlier engine pinned, maybe from another copy of this code, e.g. libhotpath.so
+// beside the Python module, must still be able to name the other cores).
+bool core_usable(int core);
 
 // Restricts `thread` to `cores`; returns 0 or the errno (EINVAL for an empty set or a core outside
 // 0..CPU_SETSIZE-1). The one place that calls pthread_setaffinity_np.
