@@ -34,6 +34,7 @@
 
 #include "capi/handles.hpp"
 #include "engine/engine.hpp"
+#include "tsc.hpp"
 #include "hotpath/hotpath.h"
 #include "util/error.hpp"
 #include "util/threads.hpp"
@@ -42,27 +43,9 @@ using namespace hotpath;
 
 namespace {
 
-inline uint64_t tsc_begin() {
-  _mm_lfence();
-  return __rdtsc();
-}
-inline uint64_t tsc_end() {
-  unsigned aux;
-  const uint64_t t = __rdtscp(&aux);
-  _mm_lfence();
-  return t;
-}
-
-double calibrate_tsc_per_ns() {
-  using clock = std::chrono::steady_clock;
-  const auto c0 = clock::now();
-  const uint64_t t0 = tsc_begin();
-  while (clock::now() - c0 < std::chrono::milliseconds(200)) {
-  }
-  const uint64_t t1 = tsc_end();
-  const auto c1 = clock::now();
-  return double(t1 - t0) / double(std::chrono::duration_cast<std::chrono::nanoseconds>(c1 - c0).count());
-}
+using bench::calibrate_tsc_per_ns;
+using bench::tsc_begin;
+using bench::tsc_end;
 
 double percentile(std::vector<double> v, double q) {  // nearest rank
   if (v.empty()) return 0;

@@ -24,6 +24,7 @@
 
 #include "backend/backend.hpp"
 #include "engine/engine.hpp"
+#include "tsc.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "model/zoo.hpp"
 #include "reference/reference.hpp"
@@ -35,29 +36,10 @@ namespace {
 std::vector<int> g_cpuset;
 double g_tsc_per_ns = 0;  // calibrated once in main()
 
-// Time stamp counter reads ordered against the timed code (lfence before, rdtscp + lfence after):
-// ~10 ns a pair where a clock_gettime pair costs more (timer_overhead reports both).
-inline uint64_t tsc_begin() {
-  _mm_lfence();
-  return __rdtsc();
-}
-inline uint64_t tsc_end() {
-  unsigned aux;
-  const uint64_t t = __rdtscp(&aux);
-  _mm_lfence();
-  return t;
-}
-
-double calibrate_tsc() {
-  using clock = std::chrono::steady_clock;
-  const auto c0 = clock::now();
-  const uint64_t t0 = tsc_begin();
-  while (clock::now() - c0 < std::chrono::milliseconds(200)) {
-  }
-  const uint64_t t1 = tsc_end();
-  const auto c1 = clock::now();
-  return double(t1 - t0) / double(std::chrono::duration_cast<std::chrono::nanoseconds>(c1 - c0).count());
-}
+// TSC reads (bench/tsc.hpp; timer_overhead reports their cost beside clock_gettime's).
+using bench::calibrate_tsc_per_ns;
+using bench::tsc_begin;
+using bench::tsc_end;
 
 struct Case {
   const char* model;
@@ -189,7 +171,7 @@ int main(int argc, char** argv) {
   }
   int n = int(args.size());
   benchmark::Initialize(&n, args.data());
-  g_tsc_per_ns = calibrate_tsc();
+  g_tsc_per_ns = calibrate_tsc_per_ns();
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 2;
 
   // Iterations are fixed: each one also runs a precompute (W-1 window steps), which manual timing does
