@@ -437,7 +437,7 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
 
     // "auto" is resolved first (a probe), so that the ping-pong below runs alone on the GPU.
     std::string note;
-    eo.backend = o.make_backend ? o.backend : choose_backend(model, eo, &note);
+    if (!o.make_backend) choose_backend(model, &eo, &note);
     if (!note.empty()) out << note << "\n";
 
     // Threads the backend starts (a heartbeat, workers) inherit the creating thread's cores: create

@@ -151,9 +151,17 @@ std::unique_ptr<Backend> make_served(const std::string& name, const Model& model
   return engine::with_fallback(std::move(primary), std::move(shadow), cpu);
 }
 
-}  // namespace
+// auto fell to the cpu, which answers every tick itself (no fallback) and takes none of cuda's own
+// options: they are dropped, and the note says so.
+void drop_cuda_options(EngineOptions* o, std::string* note) {
+  if (!o->fallback.empty()) *note += "; --fallback " + o->fallback + " dropped";
+  if (!o->variant.empty()) *note += "; --variant " + o->variant + " dropped";
+  if (o->precision == Precision::fp16) *note += "; precision fp16 (cuda's) dropped";
+  o->fallback.clear();
+  o->variant.clear();
+  if (o->precision == Precision::fp16) o->precision.reset();
+}
 
-namespace {
 // auto: the cuda backend when a GPU is usable and one can be made for the model; nullptr (and `note`
 // saying why) otherwise.
 std::unique_ptr<Backend> try_auto_cuda(const Model& model, const BackendOptions& bo, const EngineOptions& o,
@@ -172,13 +180,15 @@ std::unique_ptr<Backend> try_auto_cuda(const Model& model, const BackendOptions&
 }
 }  // namespace
 
-std::string choose_backend(const Model& model, const EngineOptions& options, std::string* note) {
-  if (options.backend != "auto") return options.backend;
+std::string choose_backend(const Model& model, EngineOptions* options, std::string* note) {
+  if (options->backend != "auto") return options->backend;
   std::string why;
   // A probe: destroyed (its kernel stopped) on return.
-  const bool cuda = try_auto_cuda(model, backend_options(model, options), options, &why) != nullptr;
+  const bool cuda = try_auto_cuda(model, backend_options(model, *options), *options, &why) != nullptr;
+  options->backend = cuda ? "cuda" : "cpu";
+  if (!cuda) drop_cuda_options(options, &why);
   if (note) *note = why;
-  return cuda ? "cuda" : "cpu";
+  return options->backend;
 }
 
 Engine::Engine(Model model, const EngineOptions& options) : model_(std::move(model)) {
@@ -186,14 +196,9 @@ Engine::Engine(Model model, const EngineOptions& options) : model_(std::move(mod
   if (options.backend == "auto") {
     backend_ = try_auto_cuda(model_, bo, options, &choice_note_);
     if (!backend_) {
-      // The cpu answers every tick itself (no fallback), and takes none of cuda's own options.
-      if (!options.fallback.empty()) choice_note_ += "; --fallback " + options.fallback + " dropped";
-      if (!bo.variant.empty()) choice_note_ += "; --variant " + bo.variant + " dropped";
-      bo.variant.clear();
-      if (bo.precision == Precision::fp16) {
-        choice_note_ += "; precision fp16 (cuda's) dropped";
-        bo.precision.reset();
-      }
+      EngineOptions cpu = options;
+      drop_cuda_options(&cpu, &choice_note_);
+      bo = backend_options(model_, cpu);
       backend_ = make_backend("cpu", model_, bo);
     }
   } else {

@@ -57,10 +57,11 @@ std::vector<int> parse_cpuset(const std::string& text);
 // use); throws hotpath::Error naming the bad one.
 BackendOptions backend_options(const Model& model, const EngineOptions& options);
 
-// The backend `options` resolve to for `model` ("auto": cuda when a GPU is usable and a cuda backend can
-// be made for the model, else cpu), without keeping it (a probe's kernel is stopped before returning).
-// `note` (if given) says why auto chose cpu. A named backend is returned as it is.
-std::string choose_backend(const Model& model, const EngineOptions& options, std::string* note = nullptr);
+// Resolves "auto" in *options as an Engine would ("auto": cuda when a GPU is usable and a cuda backend
+// can be made for the model, else cpu, dropping cuda's own options: fallback, variant, fp16), without
+// keeping the probe (its kernel is stopped before returning); returns the backend name. `note` (if
+// given) says why auto chose cpu and what it dropped. A named backend is left as it is.
+std::string choose_backend(const Model& model, EngineOptions* options, std::string* note = nullptr);
 
 // A model served by one backend. Not thread-safe: one thread at a time per engine (engines are
 // independent: many may run in parallel on different threads).

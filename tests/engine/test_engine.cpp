@@ -168,13 +168,17 @@ TEST(Engine, AutoTakesTheGpuOnlyWhenItIsUsable) {
   if (!gpu::available(&why)) {
     EXPECT_EQ(e.backend_name(), "cpu");
     EXPECT_NE(e.choice_note().find("no usable GPU"), std::string::npos) << e.choice_note();
-    EXPECT_EQ(choose_backend(m, o), "cpu");
+    EngineOptions probe = o;
+    probe.fallback = "cpu";
+    EXPECT_EQ(choose_backend(m, &probe), "cpu");
+    EXPECT_EQ(probe.backend, "cpu");
+    EXPECT_TRUE(probe.fallback.empty());  // what the Engine would drop: the bench makes its engine from it
     std::printf("[auto] no GPU here (%s): cpu chosen, as it should be\n", why.c_str());
   } else {
     EXPECT_EQ(e.backend_name(), "cuda") << e.choice_note();
   }
   o.backend = "ref";
-  EXPECT_EQ(choose_backend(m, o), "ref");
+  EXPECT_EQ(choose_backend(m, &o), "ref");
 }
 
 TEST(Engine, SizesAndBadTicksAreRefusedWithoutTouchingTheState) {
