@@ -480,6 +480,13 @@ TEST(CapiEngine, RunErrors) {
   EXPECT_EQ(hotpath_engine_run(e.get(), x.data(), huge, x.size(), out.data(), out.size()),
             HOTPATH_ERROR_INVALID_ARGUMENT);
   EXPECT_TRUE(contains(last_error(), "overflows")) << last_error();
+  // Zero ticks: NULL buffers are fine (an empty std::vector's data() may be NULL), nothing is consumed.
+  int64_t before = -1, after = -1;
+  ASSERT_EQ(hotpath_engine_ticks(e.get(), &before), HOTPATH_OK);
+  EXPECT_EQ(hotpath_engine_run(e.get(), nullptr, 0, 0, nullptr, 0), HOTPATH_OK) << last_error();
+  EXPECT_EQ(hotpath_engine_run_f64(e.get(), nullptr, 0, 0, nullptr, 0), HOTPATH_OK) << last_error();
+  ASSERT_EQ(hotpath_engine_ticks(e.get(), &after), HOTPATH_OK);
+  EXPECT_EQ(after, before);
   std::vector<double> out64(40);
   EXPECT_EQ(hotpath_engine_run_f64(nullptr, x.data(), 10, x.size(), out64.data(), 40), HOTPATH_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(last_error(), "hotpath_engine_run_f64: engine is NULL");

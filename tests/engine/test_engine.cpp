@@ -251,6 +251,7 @@ class LateBackend final : public Backend {
   }
   bool try_step(std::span<const float> x, std::span<float> out, std::string* why) override {
     const long long t = inner_->ticks();
+    if (t == throw_at) throw std::runtime_error("device lost");
     inner_->step(x, out);
     if (!late_(t)) return true;
     for (float& v : out) v = 1e30f;
@@ -259,12 +260,50 @@ class LateBackend final : public Backend {
   }
   void finish_precompute() override { inner_->finish_precompute(); }
   void reset() override { inner_->reset(); }
+  std::span<const double> last_output_f64() const override { return inner_->last_output_f64(); }
   std::map<std::string, double> counters() const override { return {{"primary_counter", 7}}; }
+  long long throw_at = -1;  // this tick fails outright (not late): the wrapper must stop there
 
  private:
   std::unique_ptr<Backend> inner_;
   std::function<bool(long long)> late_;
 };
+
+// The primary's exact float64 outputs come through the wrapper when it answered; after a primary that
+// failed outright (not late) the shadow is a tick ahead, so the wrapper refuses until reset().
+TEST(EngineFallback, ExactOutputsPassAndAFailedPrimaryStopsItUntilReset) {
+  const Model m = *zoo_model("vollo_tiny");
+  BackendOptions bo;
+  bo.mode = Mode::streaming;
+  bo.window = 1;
+  auto late = std::make_unique<LateBackend>(m, bo, [](long long t) { return t == 2; });
+  LateBackend* primary = late.get();
+  Engine e(m, engine::with_fallback(std::move(late), make_backend("cpu", m, bo), -1));
+  auto ref = make_backend("ref", m, bo);
+  const size_t I = size_t(m.config.input_size), O = size_t(m.config.output_size);
+  std::vector<float> series(4 * I);
+  for (size_t k = 0; k < series.size(); ++k) series[k] = float(std::sin(0.37 * double(k)));
+  std::vector<double> got(4 * O);
+  e.run(series, 4, std::span<double>(got));
+  std::vector<float> z(O);
+  for (size_t t = 0; t < 4; ++t) {
+    ref->process(std::span<const float>(series).subspan(t * I, I), z);
+    const auto exact = ref->last_output_f64();
+    for (size_t k = 0; k < O; ++k) {
+      if (t == 2) EXPECT_EQ(got[t * O + k], double(float(got[t * O + k]))) << "the shadow's answer is a float";
+      else EXPECT_EQ(got[t * O + k], exact[k]) << "tick " << t;  // the primary's float64, unrounded
+    }
+  }
+  primary->throw_at = 4;
+  std::vector<float> x(I, 0.25f);
+  EXPECT_THROW(e.step(x, z), std::runtime_error);
+  EXPECT_ERROR_HAS(e.step(x, z), "reset the engine");
+  EXPECT_THROW(e.step(x, z), BackendError);
+  primary->throw_at = -1;
+  e.reset();
+  e.step(x, z);
+  EXPECT_EQ(e.ticks(), 1);
+}
 
 TEST(EngineFallback, TheShadowAnswersTheLateTicksOfAnyBackend) {
   const Model m = *zoo_model("vollo_tiny");
