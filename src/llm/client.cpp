@@ -73,6 +73,7 @@ struct Plan {
   double timeout_s = 0;
   bool insecure = false;
   bool busy_poll = false;
+  LiveCounters* live = nullptr;
   Clock::time_point t0;
 };
 
@@ -339,6 +340,7 @@ class Worker {
       return;
     }
     t->active = true;
+    if (plan_.live) plan_.live->sent.fetch_add(1, std::memory_order_relaxed);
     ++in_flight_;
     max_in_flight_ = std::max(max_in_flight_, in_flight_);
   }
@@ -422,6 +424,9 @@ class Worker {
       const std::size_t ref_words = count_words(*t.item->reference);
       if (ref_words) r.word_ratio = static_cast<double>(r.words) / static_cast<double>(ref_words);
     }
+    if (plan_.live)
+      (r.outcome == Outcome::completed ? plan_.live->completed : plan_.live->failed)
+          .fetch_add(1, std::memory_order_relaxed);
     release_slot(now);
   }
 
@@ -721,6 +726,7 @@ BenchResult run_bench(const BenchConfig& c, const std::vector<DatasetItem>& data
   headers.h = curl_slist_append(headers.h, "Accept: text/event-stream");
   headers.h = curl_slist_append(headers.h, "Expect:");  // no 100-continue round trip for long prompts
   if (!c.api_key.empty()) headers.h = curl_slist_append(headers.h, ("Authorization: Bearer " + c.api_key).c_str());
+  for (const auto& h : c.headers) headers.h = curl_slist_append(headers.h, h.c_str());
   plan.headers = headers.h;
 
   // Without --max-concurrency the limit still holds: each stream in flight is a socket and a handle.
@@ -763,10 +769,13 @@ BenchResult run_bench(const BenchConfig& c, const std::vector<DatasetItem>& data
     r.input_words = dataset[r.dataset_index].input_words;
   }
   res.info.started_at = utc_now_iso();
+  plan.live = c.live;  // the warm-up is not counted
+  if (c.on_measured_start) c.on_measured_start();
   const auto wall0 = Clock::now();
   res.info.client_cpu_s = execute(plan, res.records, c.threads, cap);
   res.info.client_threads = std::max<std::size_t>(1, c.threads);
   res.info.wall_s = std::chrono::duration<double>(Clock::now() - wall0).count();
+  if (c.on_measured_end) c.on_measured_end();
   res.report = make_report(res.info, res.records);
   return res;
 }

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -33,6 +34,11 @@ struct BenchConfig {
   std::size_t threads = 1;          // client threads (requests and the cap are split between them)
   bool busy_poll = false;           // spin instead of sleeping: needs a core per client thread
   std::string dataset_path;         // echoed into the report
+  std::vector<std::string> headers;  // extra HTTP headers, "Name: value" (--header)
+  LiveCounters* live = nullptr;      // when set, the client counts sends and ends here as they happen
+  // Called on the calling thread just before the measured phase starts and just after it ends
+  // (after any warm-up): a server monitor samples exactly the measured phase.
+  std::function<void()> on_measured_start, on_measured_end;
 };
 
 // Base URL + "/chat/completions" or "/completions"; throws hotpath::Error for a URL that is not

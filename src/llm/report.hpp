@@ -3,6 +3,7 @@
 #pragma once
 #include <cmath>
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -69,10 +70,17 @@ nlohmann::json make_report(const RunInfo& info, const std::vector<RequestRecord>
 void write_csv(const std::vector<RequestRecord>& records, const std::string& path,
                std::optional<double> rate_column = std::nullopt, bool append = false);
 
-// One row of a sweep: a rate and the report of its run.
+// One row of a sweep: the value of the swept setting (`axis`: "rate" in requests/s or
+// "concurrency" in client slots) and the report of its run.
 struct SweepPoint {
-  double rate = 0;
+  double rate = 0;  // the swept value (named for the first axis; see `axis`)
   nlohmann::json report;
+  std::string axis = "rate";
+};
+
+// Live counts of a run in progress, written by the client threads and read by a progress display.
+struct LiveCounters {
+  std::atomic<std::uint64_t> sent{0}, completed{0}, failed{0};
 };
 // Marks the Pareto frontier: points not beaten on both total words/s (higher is better) and on
 // latency (lower is better); the latency is RT p90 or IWL p90, one frontier each.
