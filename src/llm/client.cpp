@@ -14,15 +14,18 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cctype>
 #include <cstring>
 #include <ctime>
 #include <deque>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <queue>
 #include <system_error>
 #include <thread>
 
+#include "llm/interrupt.hpp"
 #include "llm/limits.hpp"
 #include "llm/schedule.hpp"
 #include "llm/sse.hpp"
@@ -62,17 +65,37 @@ std::string utc_now_iso() {
   return buf;
 }
 
-// Everything the workers share, read-only while they run.
+// Everything the workers share for the client's lifetime, read-only while they run.
 struct Plan {
   const std::vector<DatasetItem>* items = nullptr;
   std::vector<std::string> bodies;   // one per dataset item
   std::string url;
   curl_slist* headers = nullptr;
-  double duration_s = 0;
   long timeout_ms = 0;
   double timeout_s = 0;
   bool insecure = false;
   bool busy_poll = false;
+  Api api = Api::chat;
+  std::string model;
+  bool ignore_eos = false;
+  StopSignal* stop = nullptr;
+  double grace_s = 10;
+};
+
+// A multi-turn conversation: its requests in turn order and the messages so far. Only the worker
+// that owns the session touches it.
+struct Conversation {
+  std::vector<std::size_t> turns;  // record indices
+  nlohmann::json history = nlohmann::json::array();
+};
+
+// One run (the warm-up or a measured phase) as the workers see it.
+struct Phase {
+  std::vector<RequestRecord>* records = nullptr;
+  std::vector<Conversation>* conversations = nullptr;  // null unless multi-turn
+  double duration_s = 0;
+  double cap_ramp_s = 0;     // batch: the cap grows from 1 to its value over this many seconds
+  double think_s = 0;
   LiveCounters* live = nullptr;
   Clock::time_point t0;
 };
@@ -86,34 +109,36 @@ struct Transfer {
   const DatasetItem* item = nullptr;
   SseParser sse;
   WordClock words;
-  std::string text;  // kept only when there is a reference to score against
+  std::string text;  // kept only when there is a reference to score against or a conversation
+  std::string body;  // a conversation turn's own body (history + turn)
   std::string err_body;
   std::string fail_reason, fail_detail;
   bool keep_text = false, done_seen = false, status_checked = false, error_body = false;
   bool active = false;  // added to the multi handle
   std::size_t bytes = 0;
 
-  void reset(RequestRecord* r, const DatasetItem* it) {
+  void reset(RequestRecord* r, const DatasetItem* it, bool conversation) {
     rec = r;
     item = it;
     sse = SseParser();
     words = WordClock();
     text.clear();
+    body.clear();
     err_body.clear();
     fail_reason.clear();
     fail_detail.clear();
-    keep_text = it->reference.has_value();
+    keep_text = it->reference.has_value() || conversation;
     done_seen = status_checked = error_body = false;
     bytes = 0;
   }
 };
 
+// One client thread's share of the work: an epoll loop, a curl multi handle and a pool of easy
+// handles. It lives as long as the client, so the multi handle's connection cache carries open
+// keep-alive connections from one phase to the next.
 class Worker {
  public:
-  Worker(const Plan& plan, std::vector<RequestRecord>& records, std::vector<std::size_t> mine, std::size_t cap)
-      : plan_(plan), records_(records), mine_(std::move(mine)), cap_(cap) {
-    for (std::size_t i = 0; i < cap_; ++i) free_slots_.push_back(-kInf);
-  }
+  explicit Worker(const Plan& plan) : plan_(plan) {}
   ~Worker() {
     for (auto& t : pool_) {
       if (!t->easy) continue;
@@ -125,36 +150,49 @@ class Worker {
     if (epoll_fd_ >= 0) close(epoll_fd_);
   }
 
-  double now_s() const { return std::chrono::duration<double>(Clock::now() - plan_.t0).count(); }
-  std::int64_t t0_ns() const { return t0_ns_; }
+  double now_s() const { return std::chrono::duration<double>(Clock::now() - phase_->t0).count(); }
   std::size_t max_in_flight() const { return max_in_flight_; }
+  double cpu_s() const { return cpu_s_; }
+  bool stopped() const { return stop_s_ >= 0; }
 
   // Everything that costs time once (epoll, the multi handle, easy handles: the first
   // curl_easy_init takes milliseconds) happens here, before t0, so it never delays a send.
-  void prepare() {
-    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-    timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (epoll_fd_ < 0 || timer_fd_ < 0) throw Error(std::string("client: epoll/timerfd: ") + std::strerror(errno));
-    epoll_event tev{};
-    tev.events = EPOLLIN;
-    tev.data.fd = timer_fd_;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_fd_, &tev);
-
-    multi_ = curl_multi_init();
-    if (!multi_) throw Error("client: curl_multi_init failed");
-    curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &Worker::socket_cb);
-    curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
-    curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &Worker::timer_cb);
-    curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
-    // Keep one idle connection per possible stream so keep-alive reuse never has to reconnect.
+  void prepare(const Phase& phase, std::vector<std::size_t> mine, std::size_t cap) {
+    if (epoll_fd_ < 0) {
+      epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+      timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+      if (epoll_fd_ < 0 || timer_fd_ < 0) throw Error(std::string("client: epoll/timerfd: ") + std::strerror(errno));
+      epoll_event tev{};
+      tev.events = EPOLLIN;
+      tev.data.fd = timer_fd_;
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_fd_, &tev);
+      multi_ = curl_multi_init();
+      if (!multi_) throw Error("client: curl_multi_init failed");
+      curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &Worker::socket_cb);
+      curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
+      curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &Worker::timer_cb);
+      curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
+      curl_multi_setopt(multi_, CURLMOPT_PIPELINING, CURLPIPE_NOTHING);
+    }
+    phase_ = &phase;
+    records_ = phase.records;
+    mine_ = std::move(mine);
+    cap_ = cap;
+    next_ = in_flight_ = max_in_flight_ = 0;
+    free_slots_.assign(cap_, -kInf);
+    followups_ = {};
+    stop_s_ = -1;
+    next_watchdog_s_ = 0;
+    // Keep one idle connection per possible stream so keep-alive reuse never has to reconnect;
+    // the cache only grows, so the connections of an earlier phase survive a smaller one.
     const long keep = static_cast<long>(std::min(cap_ ? cap_ : kMaxConcurrency, std::max<std::size_t>(mine_.size(), 16)));
-    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, keep);
-    curl_multi_setopt(multi_, CURLMOPT_PIPELINING, CURLPIPE_NOTHING);
+    if (keep > keep_) {
+      keep_ = keep;
+      curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, keep_);
+    }
     const std::size_t pre = std::min<std::size_t>(cap_ ? cap_ : mine_.size(), std::min<std::size_t>(mine_.size(), 1024));
-    for (std::size_t i = 0; i < pre; ++i) idle_.push_back(create_transfer());
+    while (pool_.size() < pre) idle_.push_back(create_transfer());
   }
-
-  double cpu_s() const { return cpu_s_; }
 
   static double thread_cpu_s() {
     rusage ru{};
@@ -165,21 +203,40 @@ class Worker {
 
   void run() {
     const double cpu0 = thread_cpu_s();
-    run_loop();
+    const bool watch_stop = plan_.stop != nullptr;
+    if (watch_stop) {
+      epoll_event sev{};
+      sev.events = EPOLLIN;
+      sev.data.fd = plan_.stop->fd();
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, plan_.stop->fd(), &sev);
+    }
+    try {
+      run_loop();
+    } catch (...) {
+      if (watch_stop) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, plan_.stop->fd(), nullptr);
+      throw;
+    }
+    if (watch_stop) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, plan_.stop->fd(), nullptr);
     cpu_s_ = thread_cpu_s() - cpu0;
   }
 
+ private:
+  static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+  static constexpr int kBackstopMs = 1000;
+
   void run_loop() {
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // wake-ups at the scheduled nanosecond, not +50 us
-    t0_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(plan_.t0.time_since_epoch()).count();
+    t0_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(phase_->t0.time_since_epoch()).count();
     std::vector<epoll_event> events(512);
     for (;;) {
+      if (!stopped() && plan_.stop && plan_.stop->requested()) begin_stop();
       start_due();
       // A transfer can end inside curl_multi_socket_action without any socket event (a refused
       // connect, a URL curl rejects): reap before sleeping, or nothing would wake the loop.
       reap();
-      if (next_ == mine_.size() && in_flight_ == 0) break;
+      if (nothing_left() && in_flight_ == 0) break;
       expire_overdue();
+      if (in_flight_ == 0 && nothing_left()) break;
       const std::int64_t wake = next_wake_ns();
       // The timerfd wakes the loop at the next send or curl deadline; the epoll timeout is a
       // backstop so that no wait is unbounded whatever curl or the schedule say.
@@ -193,17 +250,24 @@ class Worker {
       if (n < 0 && errno != EINTR) throw Error(std::string("client: epoll_wait: ") + std::strerror(errno));
       int running = 0;
       for (int i = 0; i < n; ++i) {
-        if (events[i].data.fd == timer_fd_) {
+        const int fd = events[i].data.fd;
+        if (fd == timer_fd_) {
           std::uint64_t x;
           [[maybe_unused]] ssize_t r = read(timer_fd_, &x, sizeof x);
           armed_ = -1;
+          continue;
+        }
+        if (plan_.stop && fd == plan_.stop->fd()) {
+          // Level-triggered and never drained (every worker watches it): stop watching it here.
+          epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+          if (!stopped()) begin_stop();
           continue;
         }
         int flags = 0;
         if (events[i].events & EPOLLIN) flags |= CURL_CSELECT_IN;
         if (events[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
         if (events[i].events & (EPOLLERR | EPOLLHUP)) flags |= CURL_CSELECT_ERR;
-        curl_multi_socket_action(multi_, events[i].data.fd, flags, &running);
+        curl_multi_socket_action(multi_, fd, flags, &running);
       }
       if (curl_deadline_ns_ != kNever && curl_deadline_ns_ <= now_ns()) {
         curl_deadline_ns_ = kNever;
@@ -213,9 +277,14 @@ class Worker {
     }
   }
 
- private:
-  static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
-  static constexpr int kBackstopMs = 1000;
+  bool nothing_left() const { return next_ == mine_.size() && followups_.empty(); }
+
+  // No request is sent after this; those in flight get the grace period.
+  void begin_stop() {
+    stop_s_ = now_s();
+    next_ = mine_.size();
+    followups_ = {};
+  }
 
   // Seconds since t0 as an absolute steady_clock time in ns, saturating at kNever.
   std::int64_t at_ns(double s) const {
@@ -225,15 +294,24 @@ class Worker {
 
   // The watchdog behind curl's own timeout: a transfer still running a second after its
   // --timeout is ended here as a timeout, so a run always ends within its flags. Checked once a
-  // second, so its cost does not grow with the event rate.
+  // second, so its cost does not grow with the event rate. After an interrupt, transfers still
+  // running when the grace period ends are abandoned.
   void expire_overdue() {
     const double now = now_s();
-    if (now < next_watchdog_s_) return;
+    const bool abandon = stopped() && now >= stop_s_ + plan_.grace_s;
+    if (now < next_watchdog_s_ && !abandon) return;
     next_watchdog_s_ = now + 1.0;
     for (auto& t : pool_) {
-      if (!t->active || now < t->rec->sent_s + plan_.timeout_s + 1.0) continue;
-      curl_multi_remove_handle(multi_, t->easy);
-      end_transfer(*t, CURLE_OPERATION_TIMEDOUT);
+      if (!t->active) continue;
+      if (abandon) {
+        curl_multi_remove_handle(multi_, t->easy);
+        t->fail_reason = reason::abandoned;
+        t->fail_detail = "still in flight when the grace period after the interrupt ended";
+        end_transfer(*t, CURLE_ABORTED_BY_CALLBACK);
+      } else if (now >= t->rec->sent_s + plan_.timeout_s + 1.0) {
+        curl_multi_remove_handle(multi_, t->easy);
+        end_transfer(*t, CURLE_OPERATION_TIMEDOUT);
+      }
     }
   }
 
@@ -241,11 +319,38 @@ class Worker {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
   }
 
+  // The cap in force at `now`: with a ramp it grows from 1 to cap_ over cap_ramp_s, slot k + 1
+  // opening at k * ramp / cap.
+  std::size_t cap_now(double now) const {
+    if (!cap_ || !(phase_->cap_ramp_s > 0) || now >= phase_->cap_ramp_s) return cap_;
+    const double c = std::ceil(static_cast<double>(cap_) * now / phase_->cap_ramp_s);
+    return std::clamp<std::size_t>(static_cast<std::size_t>(c), 1, cap_);
+  }
+  double slot_opens_s(std::size_t k) const {  // when the (k + 1)-th concurrent slot opens
+    if (!(phase_->cap_ramp_s > 0) || !cap_) return -kInf;
+    return phase_->cap_ramp_s * static_cast<double>(k) / static_cast<double>(cap_);
+  }
+
+  // The next request due: from the schedule or a conversation's next turn.
+  bool peek_due(double& due, bool& followup) const {
+    const bool has_static = next_ < mine_.size();
+    const bool has_follow = !followups_.empty();
+    if (!has_static && !has_follow) return false;
+    const double ds = has_static ? (*records_)[mine_[next_]].scheduled_s : kInf;
+    const double df = has_follow ? followups_.top().first : kInf;
+    followup = df < ds;
+    due = followup ? df : ds;
+    return true;
+  }
+
   std::int64_t next_wake_ns() const {
     std::int64_t w = curl_deadline_ns_;
-    if (next_ < mine_.size() && (cap_ == 0 || in_flight_ < cap_)) {
-      double s = records_[mine_[next_]].scheduled_s;
-      if (plan_.duration_s > 0) s = std::min(s, plan_.duration_s);
+    if (stopped()) w = std::min(w, at_ns(stop_s_ + plan_.grace_s));
+    double due = 0;
+    bool followup = false;
+    if (peek_due(due, followup) && (cap_ == 0 || in_flight_ < cap_)) {
+      double s = std::max(due, slot_opens_s(in_flight_));
+      if (phase_->duration_s > 0) s = std::min(s, phase_->duration_s);
       w = std::min(w, at_ns(s));
     }
     return w;
@@ -262,23 +367,32 @@ class Worker {
 
   // Sends every request whose time has come and for which a slot is free.
   void start_due() {
-    while (next_ < mine_.size()) {
+    double due = 0;
+    bool followup = false;
+    while (peek_due(due, followup)) {
       const double now = now_s();
-      RequestRecord& rec = records_[mine_[next_]];
-      if (plan_.duration_s > 0 && now >= plan_.duration_s) {
+      if (phase_->duration_s > 0 && now >= phase_->duration_s) {
         next_ = mine_.size();  // the rest stay not_sent
+        followups_ = {};
         return;
       }
-      if (rec.scheduled_s > now) return;
-      if (cap_ && in_flight_ >= cap_) return;
+      if (due > now) return;
+      if (cap_ && in_flight_ >= cap_now(now)) return;
+      std::size_t idx;
+      if (followup) {
+        idx = followups_.top().second;
+        followups_.pop();
+      } else {
+        idx = mine_[next_++];
+      }
+      RequestRecord& rec = (*records_)[idx];
       double slot = rec.scheduled_s;
       if (cap_) {
-        // The slot this request takes was freed at free_slots_.front(); waiting for it is the
-        // client-slot wait, reported apart from RT.
-        slot = std::max(slot, free_slots_.front());
+        // The slot this request takes was freed at free_slots_.front() (or opened by the ramp);
+        // waiting for it is the client-slot wait, reported apart from RT.
+        slot = std::max({slot, free_slots_.front(), slot_opens_s(in_flight_)});
         free_slots_.pop_front();
       }
-      ++next_;
       launch(rec, slot);
       // Let curl write the request now rather than after another trip through epoll_wait.
       int running = 0;
@@ -320,13 +434,35 @@ class Worker {
     return raw;
   }
 
+  // The messages of a conversation's turn: the history so far, then this turn's user message(s).
+  static nlohmann::json turn_messages(const nlohmann::json& history, const DatasetItem& item) {
+    nlohmann::json m = history;
+    if (item.messages) {
+      for (const auto& msg : *item.messages) m.push_back(msg);
+    } else {
+      m.push_back({{"role", "user"}, {"content", item.prompt.value_or("")}});
+    }
+    return m;
+  }
+
   void launch(RequestRecord& rec, double slot) {
     Transfer* t = acquire();
     const DatasetItem& item = (*plan_.items)[rec.dataset_index];
-    t->reset(&rec, &item);
-    const std::string& body = plan_.bodies[rec.dataset_index];
-    curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, body.data());
-    curl_easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    const bool conversation = rec.session != RequestRecord::kNoSession && phase_->conversations;
+    t->reset(&rec, &item, conversation);
+    const std::string* body = &plan_.bodies[rec.dataset_index];
+    if (conversation && rec.turn > 0) {
+      DatasetItem turn;
+      turn.messages = turn_messages((*phase_->conversations)[rec.session].history, item);
+      turn.output_tokens = item.output_tokens;
+      t->body = build_request_body(turn, plan_.api, plan_.model, plan_.ignore_eos);
+      rec.input_words = 0;
+      for (const auto& m : *turn.messages)
+        if (m.contains("content") && m["content"].is_string()) rec.input_words += count_words(m["content"].get_ref<const std::string&>());
+      body = &t->body;
+    }
+    curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, body->data());
+    curl_easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
     rec.slot_s = slot;
     rec.sent_s = now_s();
     rec.outcome = Outcome::failed;  // until proven completed
@@ -340,7 +476,7 @@ class Worker {
       return;
     }
     t->active = true;
-    if (plan_.live) plan_.live->sent.fetch_add(1, std::memory_order_relaxed);
+    if (phase_->live) phase_->live->sent.fetch_add(1, std::memory_order_relaxed);
     ++in_flight_;
     max_in_flight_ = std::max(max_in_flight_, in_flight_);
   }
@@ -368,6 +504,22 @@ class Worker {
     idle_.push_back(&t);
   }
 
+  // A completed turn adds itself and the reply to the history and schedules the next turn after
+  // the think time; a failed one ends its conversation (the later turns stay not_sent).
+  void next_turn(Transfer& t, double now) {
+    const RequestRecord& r = *t.rec;
+    if (r.session == RequestRecord::kNoSession || !phase_->conversations) return;
+    Conversation& conv = (*phase_->conversations)[r.session];
+    if (r.outcome != Outcome::completed) return;
+    conv.history = turn_messages(conv.history, *t.item);
+    conv.history.push_back({{"role", "assistant"}, {"content", t.text}});
+    const std::size_t k = static_cast<std::size_t>(r.turn) + 1;
+    if (k >= conv.turns.size() || stopped()) return;
+    RequestRecord& next = (*records_)[conv.turns[k]];
+    next.scheduled_s = now + phase_->think_s;
+    followups_.emplace(next.scheduled_s, conv.turns[k]);
+  }
+
   void finish(Transfer& t, CURLcode result) {
     const double now = now_s();
     RequestRecord& r = *t.rec;
@@ -384,6 +536,9 @@ class Worker {
     long code = 0;
     curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &code);
     r.http_status = code;
+    long header_bytes = 0;
+    curl_easy_getinfo(t.easy, CURLINFO_HEADER_SIZE, &header_bytes);
+    const bool no_response = header_bytes == 0 && t.bytes == 0;
     if (!t.fail_reason.empty()) {
       r.reason = t.fail_reason;
       r.detail = t.fail_detail;
@@ -406,6 +561,12 @@ class Worker {
                result == CURLE_COULDNT_RESOLVE_PROXY || result == CURLE_SSL_CONNECT_ERROR) {
       r.reason = reason::connect_error;
       r.detail = curl_easy_strerror(result);
+    } else if (no_response && (result == CURLE_RECV_ERROR || result == CURLE_SEND_ERROR ||
+                               result == CURLE_GOT_NOTHING || result == CURLE_PARTIAL_FILE)) {
+      // Reset or closed after connecting but before the first response byte: the request failed,
+      // no stream was cut.
+      r.reason = reason::request_error;
+      r.detail = std::string("connection lost before any response byte: ") + curl_easy_strerror(result);
     } else if (result == CURLE_OK || result == CURLE_PARTIAL_FILE || result == CURLE_RECV_ERROR ||
                result == CURLE_GOT_NOTHING || result == CURLE_HTTP2_STREAM) {
       if (t.sse.events() == 0 && t.bytes > 0) {
@@ -424,9 +585,10 @@ class Worker {
       const std::size_t ref_words = count_words(*t.item->reference);
       if (ref_words) r.word_ratio = static_cast<double>(r.words) / static_cast<double>(ref_words);
     }
-    if (plan_.live)
-      (r.outcome == Outcome::completed ? plan_.live->completed : plan_.live->failed)
+    if (phase_->live)
+      (r.outcome == Outcome::completed ? phase_->live->completed : phase_->live->failed)
           .fetch_add(1, std::memory_order_relaxed);
+    next_turn(t, now);
     release_slot(now);
   }
 
@@ -517,20 +679,25 @@ class Worker {
     return 0;
   }
 
+  using Due = std::pair<double, std::size_t>;  // (scheduled_s, record index), earliest first
   const Plan& plan_;
-  std::vector<RequestRecord>& records_;
+  const Phase* phase_ = nullptr;
+  std::vector<RequestRecord>* records_ = nullptr;
   std::vector<std::size_t> mine_;
-  std::size_t cap_;
+  std::priority_queue<Due, std::vector<Due>, std::greater<Due>> followups_;
+  std::size_t cap_ = 0;
   std::size_t next_ = 0, in_flight_ = 0, max_in_flight_ = 0;
   std::deque<double> free_slots_;
   std::vector<std::unique_ptr<Transfer>> pool_;
   std::vector<Transfer*> idle_;
   CURLM* multi_ = nullptr;
+  long keep_ = 0;
   int epoll_fd_ = -1, timer_fd_ = -1;
   std::int64_t t0_ns_ = 0;
   std::int64_t curl_deadline_ns_ = kNever;
   std::int64_t armed_ = -1;
   double next_watchdog_s_ = 0;
+  double stop_s_ = -1;
   double cpu_s_ = 0;
 };
 
@@ -559,22 +726,29 @@ class StartGate {
   State state_ = waiting;
 };
 
-// Runs `records` (scheduled_s and dataset_index filled) on `threads` workers; request i goes to
-// worker i % threads, and the concurrency cap is split between workers as evenly as possible.
-// Returns the CPU time the worker threads used.
-double execute(Plan& plan, std::vector<RequestRecord>& records, std::size_t threads, std::size_t cap) {
-  threads = std::max<std::size_t>(1, std::min(threads, std::max<std::size_t>(1, records.size())));
-  if (cap) threads = std::min(threads, cap);
+// Runs `phase` on the workers: request i goes to worker i % workers (a conversation's turns all to
+// the worker of its session), and the cap is split between workers as evenly as possible, the same
+// way for every phase so each worker's connections stay within its share. Returns the CPU time the
+// worker threads used.
+double execute(std::vector<std::unique_ptr<Worker>>& all, Phase& phase, std::size_t cap) {
+  auto& records = *phase.records;
+  // A cap below the thread count leaves the extra workers idle (each needs a share of >= 1).
+  const std::size_t threads = cap ? std::min(all.size(), cap) : all.size();
+  std::vector<Worker*> workers;
+  for (std::size_t k = 0; k < threads; ++k) workers.push_back(all[k].get());
   std::vector<std::vector<std::size_t>> parts(threads);
-  for (std::size_t i = 0; i < records.size(); ++i) parts[i % threads].push_back(i);
-  std::vector<std::unique_ptr<Worker>> workers;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const RequestRecord& r = records[i];
+    const std::size_t owner = r.session == RequestRecord::kNoSession ? i : r.session;
+    if (r.session != RequestRecord::kNoSession && r.turn > 0) continue;  // sent when the turn before completes
+    parts[owner % threads].push_back(i);
+  }
   for (std::size_t k = 0; k < threads; ++k) {
     const std::size_t share = cap ? cap / threads + (k < cap % threads ? 1 : 0) : 0;
-    workers.push_back(std::make_unique<Worker>(plan, records, std::move(parts[k]), share));
-    workers.back()->prepare();
+    workers[k]->prepare(phase, std::move(parts[k]), share);
   }
   if (threads == 1) {
-    plan.t0 = Clock::now() + std::chrono::microseconds(200);  // t0 is set after the set-up
+    phase.t0 = Clock::now() + std::chrono::microseconds(200);  // t0 is set after the set-up
     workers[0]->run();
     return workers[0]->cpu_s();
   }
@@ -608,13 +782,13 @@ double execute(Plan& plan, std::vector<RequestRecord>& records, std::size_t thre
     }
   }
   // t0 is set once every thread exists; the margin lets them wake before the first send.
-  plan.t0 = Clock::now() + std::chrono::microseconds(5000);
+  phase.t0 = Clock::now() + std::chrono::microseconds(5000);
   gate.open(StartGate::go);
   for (auto& t : ts) t.join();
   for (auto& e : errs)
     if (e) std::rethrow_exception(e);
   double cpu = 0;
-  for (const auto& w : workers) cpu += w->cpu_s();
+  for (const Worker* w : workers) cpu += w->cpu_s();
   return cpu;
 }
 
@@ -679,7 +853,7 @@ nlohmann::json config_json(const BenchConfig& c) {
   j["url"] = endpoint_url(c.endpoint, c.api);
   j["model"] = c.model;
   j["api"] = c.api == Api::chat ? "chat" : "completions";
-  j["mode"] = c.mode == Mode::batch ? "batch" : "interactive";
+  j["mode"] = c.mode == Mode::batch ? "batch" : c.mode == Mode::interactive ? "interactive" : "trace";
   j["rate"] = c.mode == Mode::interactive ? nlohmann::json(c.rate) : nlohmann::json(nullptr);
   j["burstiness"] = c.burstiness;
   j["max_concurrency"] = c.max_concurrency ? nlohmann::json(c.max_concurrency) : nlohmann::json(nullptr);
@@ -692,51 +866,113 @@ nlohmann::json config_json(const BenchConfig& c) {
   j["threads"] = c.threads;
   j["busy_poll"] = c.busy_poll;
   j["dataset"] = c.dataset_path;
+  j["grace_s"] = c.grace_s;
+  j["ramp_up_s"] = c.ramp_s > 0 ? nlohmann::json(c.ramp_s) : nlohmann::json(nullptr);
+  j["ramp_from"] = c.ramp_s > 0 && c.mode == Mode::interactive ? nlohmann::json(c.ramp_from) : nlohmann::json(nullptr);
+  if (c.mode == Mode::trace) j["trace"] = {{"path", c.trace_path}, {"speed", c.trace_speed}, {"requests", c.trace_times.size()}};
+  j["turns"] = c.turns;
+  j["think_time_s"] = c.think_time_s;
+  // Header names only: values are often credentials.
+  nlohmann::json names = nlohmann::json::array();
+  for (const auto& h : c.headers) names.push_back(h.substr(0, h.find(':')));
+  j["headers"] = names;
   j["word_rule"] = "maximal runs of non-ASCII-whitespace characters";
   return j;
 }
 
-BenchResult run_bench(const BenchConfig& c, const std::vector<DatasetItem>& dataset) {
-  if (dataset.empty()) throw Error("the dataset is empty");
-  if (c.model.empty()) throw Error("--model is required");
+namespace {
+void check_config(const BenchConfig& c) {
   // The CLI refuses these first; written so that NaN fails every check.
+  if (c.model.empty()) throw Error("--model is required");
   if (!(c.timeout_s >= kMinTimeoutS && c.timeout_s <= kMaxTimeoutS)) throw Error("--timeout must be in [0.001, 1000000] seconds");
   if (c.threads < 1 || c.threads > kMaxThreads) throw Error("--threads must be in [1, 256]");
   if (c.max_concurrency > kMaxConcurrency) throw Error("--max-concurrency must be at most 100000");
   if (c.requests > kMaxRequests || c.warmup > kMaxRequests) throw Error("--requests and --warmup must be at most 10000000");
   if (!(c.duration_s >= 0 && c.duration_s <= kMaxDurationS)) throw Error("--duration must be in (0, 10000000] seconds");
+  if (!(c.grace_s >= 0 && c.grace_s <= kMaxTimeoutS)) throw Error("--grace must be in [0, 1000000] seconds");
+  if (!(c.ramp_s >= 0 && c.ramp_s <= kMaxDurationS)) throw Error("--ramp-up must be in [0, 10000000] seconds");
+  if (c.turns < 1 || c.turns > kMaxTurns) throw Error("--turns must be in [1, " + std::to_string(kMaxTurns) + "]");
+  if (!(c.think_time_s >= 0 && c.think_time_s <= kMaxDurationS)) throw Error("--think-time must be in [0, 10000000] seconds");
+  if (c.turns > 1 && c.mode == Mode::trace) throw Error("--turns cannot be combined with --trace");
+  if (c.ramp_s > 0 && c.mode == Mode::batch && !c.max_concurrency)
+    throw Error("--ramp-up in batch mode ramps the cap: it needs --max-concurrency");
+  for (const auto& h : c.headers) {
+    const std::size_t colon = h.find(':');
+    bool ok = colon != std::string::npos && colon > 0;
+    for (std::size_t i = 0; ok && i < colon; ++i) {
+      const unsigned char ch = static_cast<unsigned char>(h[i]);
+      ok = std::isalnum(ch) || std::strchr("!#$%&'*+-.^_`|~", ch);
+    }
+    for (unsigned char ch : h) ok = ok && ch != '\r' && ch != '\n' && ch != '\0';
+    if (!ok) throw Error("--header must be 'Name: value' with a token name and no line breaks (got '" + escape_bytes(h) + "')");
+  }
+}
+}  // namespace
+
+struct BenchClient::Impl {
+  BenchConfig base;
+  const std::vector<DatasetItem>* dataset = nullptr;
+  Plan plan;
+  curl_slist* headers = nullptr;
+  std::vector<std::unique_ptr<Worker>> workers;
+  bool warmed = false;
+
+  ~Impl() {
+    workers.clear();  // before the headers their easy handles point to
+    curl_slist_free_all(headers);
+  }
+};
+
+BenchClient::BenchClient(const BenchConfig& c, const std::vector<DatasetItem>& dataset) : impl_(new Impl) {
+  std::unique_ptr<Impl> guard(impl_);
+  if (dataset.empty()) throw Error("the dataset is empty");
+  check_config(c);
   global_init();
   raise_fd_limit();
-
-  Plan plan;
+  Impl& m = *impl_;
+  m.base = c;
+  m.dataset = &dataset;
+  Plan& plan = m.plan;
   plan.items = &dataset;
   plan.url = endpoint_url(c.endpoint, c.api);
-  plan.duration_s = c.duration_s;
   plan.timeout_ms = static_cast<long>(std::ceil(c.timeout_s * 1000));  // 0.0004 s is 1 ms, never 0 (= none)
   plan.timeout_s = c.timeout_s;
   plan.insecure = c.insecure;
   plan.busy_poll = c.busy_poll;
+  plan.api = c.api;
+  plan.model = c.model;
+  plan.ignore_eos = c.ignore_eos;
+  plan.stop = c.stop;
+  plan.grace_s = c.grace_s;
   plan.bodies.reserve(dataset.size());
   for (const auto& it : dataset) plan.bodies.push_back(build_request_body(it, c.api, c.model, c.ignore_eos));
-  struct Headers {
-    curl_slist* h = nullptr;
-    ~Headers() { curl_slist_free_all(h); }
-  } headers;
-  headers.h = curl_slist_append(headers.h, "Content-Type: application/json");
-  headers.h = curl_slist_append(headers.h, "Accept: text/event-stream");
-  headers.h = curl_slist_append(headers.h, "Expect:");  // no 100-continue round trip for long prompts
-  if (!c.api_key.empty()) headers.h = curl_slist_append(headers.h, ("Authorization: Bearer " + c.api_key).c_str());
-  for (const auto& h : c.headers) headers.h = curl_slist_append(headers.h, h.c_str());
-  plan.headers = headers.h;
+  m.headers = curl_slist_append(m.headers, "Content-Type: application/json");
+  m.headers = curl_slist_append(m.headers, "Accept: text/event-stream");
+  m.headers = curl_slist_append(m.headers, "Expect:");  // no 100-continue round trip for long prompts
+  if (!c.api_key.empty()) m.headers = curl_slist_append(m.headers, ("Authorization: Bearer " + c.api_key).c_str());
+  for (const auto& h : c.headers) m.headers = curl_slist_append(m.headers, h.c_str());
+  plan.headers = m.headers;
+  for (std::size_t k = 0; k < std::max<std::size_t>(1, c.threads); ++k) m.workers.push_back(std::make_unique<Worker>(plan));
+  guard.release();
+}
 
+BenchClient::~BenchClient() { delete impl_; }
+
+BenchResult BenchClient::run(const BenchConfig& c) {
+  Impl& m = *impl_;
+  const auto& dataset = *m.dataset;
+  check_config(c);
   // Without --max-concurrency the limit still holds: each stream in flight is a socket and a handle.
   const std::size_t cap = c.max_concurrency ? c.max_concurrency : kMaxConcurrency;
   BenchResult res;
   res.info.ignore_eos = c.ignore_eos;
   res.info.config = config_json(c);
+  res.info.think_time_s = c.think_time_s;
+  const bool stopped_before = c.stop && c.stop->requested();
 
-  // Warm-up: unmeasured, sent as a batch under the same cap, from the start of the data set.
-  if (c.warmup) {
+  // Warm-up: unmeasured, sent as a batch under the same cap, from the start of the data set, on the
+  // same connections the measured phase then reuses.
+  if (c.warmup && !m.warmed && !stopped_before) {
     std::vector<RequestRecord> warm(c.warmup);
     for (std::size_t i = 0; i < warm.size(); ++i) {
       warm[i].index = i;
@@ -744,40 +980,71 @@ BenchResult run_bench(const BenchConfig& c, const std::vector<DatasetItem>& data
       warm[i].scheduled_s = 0;
       warm[i].requested_tokens = dataset[warm[i].dataset_index].output_tokens;
     }
-    Plan wp = plan;
-    wp.duration_s = 0;
-    execute(wp, warm, c.threads, cap);
+    Phase wp;
+    wp.records = &warm;
+    execute(m.workers, wp, cap);
     res.info.warmup_sent = warm.size();
     for (const auto& r : warm)
       if (r.outcome != Outcome::completed) ++res.info.warmup_failed;
   }
+  m.warmed = true;
 
+  // The schedule of first requests (sessions, in multi-turn runs).
   std::vector<double> schedule;
   if (c.mode == Mode::interactive) {
-    const std::size_t n = c.requests ? c.requests : (c.duration_s > 0 ? 0 : dataset.size());
-    schedule = interactive_schedule(c.rate, c.burstiness, c.seed, n, c.duration_s);
+    const std::size_t n = c.requests ? c.requests : (c.duration_s > 0 ? 0 : dataset.size() / c.turns + (dataset.size() % c.turns ? 1 : 0));
+    schedule = interactive_schedule(c.rate, c.burstiness, c.seed, n, c.duration_s, RateRamp{c.ramp_from, c.ramp_s});
+  } else if (c.mode == Mode::trace) {
+    if (c.trace_times.size() != dataset.size()) throw Error("trace mode needs one arrival time per trace record");
+    schedule = c.trace_times;
+    if (c.requests && c.requests < schedule.size()) schedule.resize(c.requests);
   } else {
-    schedule = batch_schedule(c.requests ? c.requests : dataset.size());
+    schedule = batch_schedule(c.requests ? c.requests : (dataset.size() + c.turns - 1) / c.turns);
   }
-  res.records.resize(schedule.size());
-  for (std::size_t i = 0; i < schedule.size(); ++i) {
-    auto& r = res.records[i];
-    r.index = i;
-    r.dataset_index = i % dataset.size();
-    r.scheduled_s = schedule[i];
-    r.requested_tokens = dataset[r.dataset_index].output_tokens;
-    r.input_words = dataset[r.dataset_index].input_words;
+  if (schedule.size() * c.turns > kMaxRequests) throw Error("--requests x --turns must be at most 10000000 requests");
+  std::vector<Conversation> conversations;
+  if (c.turns > 1) conversations.resize(schedule.size());
+  res.records.resize(schedule.size() * c.turns);
+  for (std::size_t s = 0; s < schedule.size(); ++s) {
+    for (std::size_t k = 0; k < c.turns; ++k) {
+      const std::size_t i = s * c.turns + k;
+      auto& r = res.records[i];
+      r.index = i;
+      r.dataset_index = (c.mode == Mode::trace ? s : i) % dataset.size();
+      r.scheduled_s = k == 0 ? schedule[s] : kNaN;  // later turns: when the turn before completes
+      r.requested_tokens = dataset[r.dataset_index].output_tokens;
+      r.input_words = dataset[r.dataset_index].input_words;
+      if (c.turns > 1) {
+        r.session = s;
+        r.turn = static_cast<int>(k);
+        conversations[s].turns.push_back(i);
+      }
+    }
   }
+  Phase phase;
+  phase.records = &res.records;
+  phase.conversations = c.turns > 1 ? &conversations : nullptr;
+  phase.duration_s = c.duration_s;
+  phase.cap_ramp_s = c.mode == Mode::batch ? c.ramp_s : 0;
+  phase.think_s = c.think_time_s;
+  phase.live = c.live;  // the warm-up is not counted
   res.info.started_at = utc_now_iso();
-  plan.live = c.live;  // the warm-up is not counted
-  if (c.on_measured_start) c.on_measured_start();
-  const auto wall0 = Clock::now();
-  res.info.client_cpu_s = execute(plan, res.records, c.threads, cap);
-  res.info.client_threads = std::max<std::size_t>(1, c.threads);
-  res.info.wall_s = std::chrono::duration<double>(Clock::now() - wall0).count();
-  if (c.on_measured_end) c.on_measured_end();
+  res.info.client_threads = std::min(m.workers.size(), cap);
+  if (!(c.stop && c.stop->requested())) {
+    if (c.on_measured_start) c.on_measured_start();
+    const auto wall0 = Clock::now();
+    res.info.client_cpu_s = execute(m.workers, phase, cap);
+    res.info.wall_s = std::chrono::duration<double>(Clock::now() - wall0).count();
+    if (c.on_measured_end) c.on_measured_end();
+  }
+  res.info.interrupted = c.stop && c.stop->requested();
   res.report = make_report(res.info, res.records);
   return res;
+}
+
+BenchResult run_bench(const BenchConfig& c, const std::vector<DatasetItem>& dataset) {
+  BenchClient client(c, dataset);
+  return client.run(c);
 }
 
 }  // namespace hotpath::llm

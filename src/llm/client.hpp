@@ -13,7 +13,11 @@
 
 namespace hotpath::llm {
 
-enum class Mode { batch, interactive };
+// batch: all due at t = 0 (closed loop under the cap); interactive: open-loop arrivals at a rate;
+// trace: open-loop arrivals at the times of a recorded trace (trace.hpp).
+enum class Mode { batch, interactive, trace };
+
+class StopSignal;
 
 struct BenchConfig {
   std::string endpoint;  // base URL, e.g. http://127.0.0.1:8000/v1
@@ -39,6 +43,22 @@ struct BenchConfig {
   // Called on the calling thread just before the measured phase starts and just after it ends
   // (after any warm-up): a server monitor samples exactly the measured phase.
   std::function<void()> on_measured_start, on_measured_end;
+  // Ctrl-C: once `stop` is requested no request is sent; those in flight get `grace_s` seconds to
+  // finish, then are abandoned (counted). The result says it was interrupted.
+  StopSignal* stop = nullptr;
+  double grace_s = 10;
+  // Load shape: interactive mode ramps the rate linearly from `ramp_from` to `rate` over the first
+  // `ramp_s` seconds; batch mode ramps the cap from 1 to --max-concurrency over them.
+  double ramp_s = 0, ramp_from = 0;
+  // Trace mode: request i (dataset item i) is due at trace_times[i].
+  std::vector<double> trace_times;
+  std::string trace_path;
+  double trace_speed = 1;
+  // Multi-turn conversations: each session sends `turns` requests, each turn's messages carrying the
+  // earlier turns and the replies actually received, the next turn sent `think_time_s` after a reply.
+  // --requests then counts sessions; session s takes data set items s*turns ... s*turns+turns-1.
+  std::size_t turns = 1;
+  double think_time_s = 0;
 };
 
 // Base URL + "/chat/completions" or "/completions"; throws hotpath::Error for a URL that is not
@@ -51,7 +71,26 @@ struct BenchResult {
   nlohmann::json report;
 };
 
-// Runs one measured phase (after the warm-up, if any). Throws hotpath::Error for bad settings.
+// A client whose connections outlive a run: the warm-up, and every point of a sweep, leave their
+// keep-alive connections open for the next run, so a run against a keep-alive server opens at most
+// --max-concurrency connections in all. The endpoint, API, headers, threads and TLS settings are
+// fixed at construction; each run() takes its load (mode, rate, cap, requests, ...) from `point`.
+class BenchClient {
+ public:
+  BenchClient(const BenchConfig& config, const std::vector<DatasetItem>& dataset);  // throws hotpath::Error
+  ~BenchClient();
+  BenchClient(const BenchClient&) = delete;
+  BenchClient& operator=(const BenchClient&) = delete;
+  // The warm-up (config.warmup requests, batch, under the cap) runs before the first run only.
+  BenchResult run(const BenchConfig& point);
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+// One run on a fresh client: the warm-up, if any, then the measured phase. Throws hotpath::Error for
+// bad settings.
 BenchResult run_bench(const BenchConfig& config, const std::vector<DatasetItem>& dataset);
 
 nlohmann::json config_json(const BenchConfig& c);

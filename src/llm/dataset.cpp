@@ -93,6 +93,17 @@ long long draw_clamped(Rng& rng, double mean, double stdev, double max) {
 }
 }  // namespace
 
+std::string synth_text(std::uint64_t seed, std::size_t n) {
+  Rng words(seed);
+  std::string text;
+  text.reserve(n * 9);
+  for (std::size_t w = 0; w < n; ++w) {
+    if (w) text += ' ';
+    text += kVocab[words.next() % kVocab.size()];
+  }
+  return text;
+}
+
 std::vector<DatasetItem> synth_dataset(const SynthParams& p) {
   // Written so that NaN fails every check.
   if (!(p.input_mean > 0 && p.input_mean <= kMaxInputWords)) throw Error("--input-mean must be in (0, 1000000] words");

@@ -35,6 +35,8 @@ struct SynthParams {
 // Input lengths (words) and requested output lengths (tokens) drawn from normal distributions,
 // rounded and clamped to >= 1; the same params give the same bytes on every platform.
 std::vector<DatasetItem> synth_dataset(const SynthParams& p);
+// `words` vocabulary words drawn from `seed`: the text of synthetic prompts and trace blocks.
+std::string synth_text(std::uint64_t seed, std::size_t words);
 std::string to_jsonl_line(const DatasetItem& item);
 void write_jsonl(const std::vector<DatasetItem>& items, const std::string& path);
 

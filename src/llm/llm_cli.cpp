@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "llm/dataset.hpp"
+#include "llm/interrupt.hpp"
 #include "llm/limits.hpp"
 #include "llm/report.hpp"
 #include "llm/sim_server.hpp"
+#include "llm/trace.hpp"
 #include "util/error.hpp"
 #ifdef HOTPATH_HAVE_CURL
 #include "llm/client.hpp"
@@ -28,8 +30,11 @@ namespace {
 
 struct BenchOpts {
   std::string endpoint, model, dataset, mode, api = "chat", api_key, json_path, csv_path, sweep, sweep_out = "llm-sweep";
-  double rate = 0, burstiness = 1, duration = 0, timeout = 600;
-  std::size_t max_concurrency = 0, requests = 0, warmup = 0, threads = 1;
+  std::string trace;
+  std::vector<std::string> headers;
+  double rate = 0, burstiness = 1, duration = 0, timeout = 600, grace = 10, ramp_up = 0, ramp_from = 0;
+  double trace_speed = 1, think_time = 0;
+  std::size_t max_concurrency = 0, requests = 0, warmup = 0, threads = 1, turns = 1, trace_block_words = 512;
   std::uint64_t seed = 0;
   bool ignore_eos = false, insecure = false, quiet = false, busy_poll = false;
 };
@@ -112,6 +117,8 @@ std::string fmt(const nlohmann::json& v, int prec = 2) {
 
 void print_summary(const nlohmann::json& r, std::ostream& os) {
   const auto& cfg = r["config"];
+  if (r.value("interrupted", false))
+    os << "INTERRUPTED: the run was stopped early (Ctrl-C); " << r["abandoned"] << " requests abandoned after the grace period\n";
   os << "hotpath llm bench: " << cfg["mode"].get<std::string>();
   if (cfg["rate"].is_number()) os << " at " << fmt(cfg["rate"]) << " req/s (burstiness " << fmt(cfg["burstiness"]) << ")";
   if (cfg["max_concurrency"].is_number()) os << ", max concurrency " << cfg["max_concurrency"];
@@ -130,7 +137,12 @@ void print_summary(const nlohmann::json& r, std::ostream& os) {
   std::snprintf(line, sizeof line, "  %-16s %10s %10s %10s %10s %10s %10s %7s\n", "", "p50", "p90", "p95", "p99", "max",
                 "mean", "n");
   os << line;
-  const std::pair<const char*, const char*> rows[] = {{"rt_ms", "RT ms"},
+  // Both RTs, named by where they start; the headline one (JSON "headline") is marked.
+  const std::string headline = r.contains("headline") ? r["headline"]["rt"].get<std::string>() : "rt_ms";
+  const std::string rt_sched = std::string(headline == "rt_ms" ? "*" : "") + "RT ms (sched)";
+  const std::string rt_send = std::string(headline == "rt_from_send_ms" ? "*" : "") + "RT ms (send)";
+  const std::pair<const char*, const char*> rows[] = {{"rt_ms", rt_sched.c_str()},
+                                                      {"rt_from_send_ms", rt_send.c_str()},
                                                       {"e2e_ms", "E2E ms"},
                                                       {"iwl_ms", "IWL ms"},
                                                       {"wps_per_user", "words/s/user"},
@@ -143,6 +155,15 @@ void print_summary(const nlohmann::json& r, std::ostream& os) {
                   fmt(m["p90"], 3).c_str(), fmt(m["p95"], 3).c_str(), fmt(m["p99"], 3).c_str(),
                   fmt(m["max"], 3).c_str(), fmt(m["mean"], 3).c_str(), m["count"].get<std::size_t>());
     os << line;
+  }
+  os << "  * headline RT (" << headline << "): " << r["headline"]["why"].get<std::string>() << '\n';
+  if (r.contains("conversations")) {
+    const auto& cv = r["conversations"];
+    os << "  conversations: " << cv["sessions"] << " sessions of " << cv["turns_per_session"] << " turns, "
+       << cv["completed_sessions"] << " completed, " << cv["broken_sessions"] << " broken; session p50 "
+       << fmt(cv["session_duration_s"]["p50"], 3) << " s; RT p50 by turn (ms):";
+    for (const auto& t : cv["per_turn"]) os << ' ' << fmt(t["rt_ms"]["p50"], 1);
+    os << '\n';
   }
   const auto& ol = r["output_length"];
   os << "  output length: requested " << ol["requested_tokens_total"] << " tokens, delivered "
@@ -185,13 +206,19 @@ void run_bench_command(const BenchOpts& o) {
   else if (o.api == "completions") c.api = Api::completions;
   else throw Error("--api must be chat or completions");
   const bool has_sweep = !o.sweep.empty();
+  const bool has_trace = !o.trace.empty();
+  if (has_trace == !o.dataset.empty()) throw Error("give exactly one of --dataset FILE and --trace FILE");
   std::string mode = o.mode;
-  if (mode.empty()) mode = (o.rate > 0 || has_sweep) ? "interactive" : "batch";
+  if (mode.empty()) mode = has_trace ? "trace" : (o.rate > 0 || has_sweep) ? "interactive" : "batch";
   if (mode == "batch") c.mode = Mode::batch;
   else if (mode == "interactive") c.mode = Mode::interactive;
-  else throw Error("--mode must be batch or interactive");
-  if (c.mode == Mode::batch && (o.rate > 0 || has_sweep)) throw Error("--rate and --sweep need --mode interactive");
+  else if (mode == "trace") c.mode = Mode::trace;
+  else throw Error("--mode must be batch, interactive or trace");
+  if ((c.mode == Mode::trace) != has_trace) throw Error("--trace FILE and --mode trace go together");
+  if (c.mode != Mode::interactive && (o.rate > 0 || has_sweep)) throw Error("--rate and --sweep need --mode interactive");
   if (c.mode == Mode::interactive && !has_sweep && !(o.rate > 0)) throw Error("interactive mode needs --rate R > 0 (or --sweep)");
+  if (c.mode == Mode::trace && o.ramp_up > 0) throw Error("--ramp-up does not apply to --trace (the trace sets the load)");
+  if (o.ramp_from > 0 && !(o.ramp_up > 0)) throw Error("--ramp-from needs --ramp-up S");
   c.rate = o.rate;
   c.burstiness = o.burstiness;
   c.max_concurrency = o.max_concurrency;
@@ -204,12 +231,33 @@ void run_bench_command(const BenchOpts& o) {
   c.insecure = o.insecure;
   c.threads = o.threads;
   c.busy_poll = o.busy_poll;
+  c.headers = o.headers;
+  c.grace_s = o.grace;
+  c.ramp_s = o.ramp_up;
+  c.ramp_from = o.ramp_from;
+  c.turns = o.turns;
+  c.think_time_s = o.think_time;
   endpoint_url(c.endpoint, c.api);  // validate before loading anything
-  const auto dataset = load_dataset(o.dataset);
+  std::vector<DatasetItem> dataset;
+  if (has_trace) {
+    Trace t = load_trace(o.trace, TraceParams{o.trace_speed, o.trace_block_words});
+    dataset = std::move(t.items);
+    c.trace_times = std::move(t.times_s);
+    c.trace_path = o.trace;
+    c.trace_speed = o.trace_speed;
+  } else {
+    dataset = load_dataset(o.dataset);
+  }
+
+  // Ctrl-C: the first stops sending and lets the run end with its outputs written; the second quits.
+  StopSignal stop;
+  InterruptScope interrupt(stop);
+  c.stop = &stop;
+  BenchClient client(c, dataset);  // one client: warm-up and sweep points share its connections
 
   std::size_t completed = 0;
   if (!has_sweep) {
-    BenchResult res = run_bench(c, dataset);
+    BenchResult res = client.run(c);
     if (!o.quiet) print_summary(res.report, std::cout);
     if (!o.json_path.empty()) write_json(res.report, o.json_path);
     if (!o.csv_path.empty()) write_csv(res.records, o.csv_path);
@@ -219,8 +267,9 @@ void run_bench_command(const BenchOpts& o) {
     nlohmann::json all = nlohmann::json::array();
     bool first = true;
     for (double rate : parse_rates(o.sweep)) {
+      if (stop.requested()) break;
       c.rate = rate;
-      BenchResult res = run_bench(c, dataset);
+      BenchResult res = client.run(c);
       if (!o.quiet) print_summary(res.report, std::cout);
       if (!o.csv_path.empty()) write_csv(res.records, o.csv_path, rate, /*append=*/!first);
       first = false;
@@ -231,7 +280,12 @@ void run_bench_command(const BenchOpts& o) {
     write_sweep_csv(points, o.sweep_out + ".csv");
     write_text(sweep_svg(points, "hotpath llm bench sweep: " + c.model + " at " + c.endpoint), o.sweep_out + ".svg");
     if (!o.quiet) std::cout << "sweep table: " << o.sweep_out << ".csv, plot: " << o.sweep_out << ".svg\n";
-    if (!o.json_path.empty()) write_json({{"schema", "hotpath.llm.sweep/1"}, {"runs", all}}, o.json_path);
+    if (!o.json_path.empty())
+      write_json({{"schema", "hotpath.llm.sweep/1"}, {"interrupted", stop.requested()}, {"runs", all}}, o.json_path);
+  }
+  if (stop.requested()) {
+    std::cerr << "hotpath llm bench: interrupted; the outputs hold what finished\n";
+    throw CLI::RuntimeError(130);
   }
   if (completed == 0) {
     std::cerr << "hotpath llm bench: no request completed\n";
@@ -264,7 +318,7 @@ void run_sim_command(const SimOpts& o) {
     if (o.max_requests && server.stats().requests >= o.max_requests && server.stats().streams_done +
                                                                                 server.stats().http_errors +
                                                                                 server.stats().cuts +
-                                                                                server.stats().malformed >=
+                                                                                server.stats().malformed + server.stats().resets >=
                                                                             o.max_requests)
       break;
     timespec now{};
@@ -275,7 +329,8 @@ void run_sim_command(const SimOpts& o) {
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
   const SimStats s = server.stats();
   std::cout << "serve-sim: " << s.requests << " requests, " << s.streams_done << " completed, " << s.http_errors
-            << " HTTP errors, " << s.cuts << " cut, " << s.malformed << " malformed, max concurrent "
+            << " HTTP errors, " << s.cuts << " cut, " << s.malformed << " malformed, " << s.resets
+            << " reset, " << s.connections << " connections, max concurrent "
             << s.max_concurrent << std::endl;
 }
 
@@ -296,8 +351,12 @@ void add_llm_commands(CLI::App& root) {
   CLI::App* bench = llm->add_subcommand("bench", "Measure a server in batch or interactive mode");
   bench->add_option("--endpoint", b->endpoint, "Base URL as OpenAI clients take it, e.g. http://host:8000/v1")->required();
   bench->add_option("--model", b->model, "Model name sent in each request")->required();
-  bench->add_option("--dataset", b->dataset, "JSONL data set (prompt|messages, output_tokens, [reference])")->required();
-  bench->add_option("--mode", b->mode, "batch | interactive (default: interactive when --rate/--sweep is given)");
+  bench->add_option("--dataset", b->dataset, "JSONL data set (prompt|messages, output_tokens, [reference])");
+  bench->add_option("--trace", b->trace, "Replay a timestamped JSONL trace (Mooncake or hotpath form) instead of --dataset");
+  bench->add_option("--trace-speed", b->trace_speed, "Trace: replay X times faster (default 1)")->check(num_in(0.001, 1e6));
+  bench->add_option("--trace-block-words", b->trace_block_words, "Trace: words per hash_ids block (default 512)")
+      ->check(int_in(1, 1'000'000));
+  bench->add_option("--mode", b->mode, "batch | interactive | trace (default: from --trace, --rate/--sweep, else batch)");
   bench->add_option("--api", b->api, "chat | completions (default chat)");
   bench->add_option("--rate", b->rate, "Interactive: mean arrival rate, requests/s")->check(num_in(kMinRate, kMaxRate));
   bench->add_option("--burstiness", b->burstiness, "Interactive: gamma shape K of the gaps (1 = Poisson)")
@@ -318,6 +377,16 @@ void add_llm_commands(CLI::App& root) {
   bench->add_option("--sweep", b->sweep, "Interactive runs at rates R1,R2,... with the throughput/latency frontier");
   bench->add_option("--sweep-out", b->sweep_out, "Prefix of the sweep table (.csv) and plot (.svg)");
   bench->add_option("--threads", b->threads, "Client threads (default 1)")->check(int_in(1, kMaxThreads));
+  bench->add_option("--header", b->headers, "Extra HTTP header 'Name: value' (repeatable)");
+  bench->add_option("--grace", b->grace, "After Ctrl-C, seconds to let requests in flight finish (default 10)")
+      ->check(num_in(0, kMaxTimeoutS));
+  bench->add_option("--ramp-up", b->ramp_up, "Ramp the rate (interactive) or the cap (batch) up linearly over S seconds")
+      ->check(num_in(0, kMaxDurationS));
+  bench->add_option("--ramp-from", b->ramp_from, "Interactive ramp: the rate at t = 0 (default 0)")->check(num_in(0, kMaxRate));
+  bench->add_option("--turns", b->turns, "Multi-turn: requests per conversation, each carrying the history (default 1)")
+      ->check(int_in(1, kMaxTurns));
+  bench->add_option("--think-time", b->think_time, "Multi-turn: seconds between a reply and the next turn (default 0)")
+      ->check(num_in(0, kMaxDurationS));
   bench->add_flag("--insecure", b->insecure, "https without certificate verification");
   bench->add_flag("--quiet", b->quiet, "No summary on stdout");
   bench->add_flag("--busy-poll", b->busy_poll, "Spin instead of sleeping (needs a free core per --threads)");
@@ -371,6 +440,8 @@ void add_llm_commands(CLI::App& root) {
   sim->add_option("--error-status", m->cfg.error_status, "Status of injected errors (default 500)")->check(int_in(400, 599));
   sim->add_option("--cut-rate", m->cfg.cut_rate, "Fraction of streams cut half way")->check(num_in(0, 1));
   sim->add_option("--malformed-rate", m->cfg.malformed_rate, "Fraction of streams given a malformed event")->check(num_in(0, 1));
+  sim->add_option("--reset-rate", m->cfg.reset_rate, "Fraction of requests whose connection is reset on receipt")
+      ->check(num_in(0, 1));
   sim->add_option("--seed", m->cfg.seed, "Seed of the fault decisions")->check(int_in(0, UINT64_MAX));
   sim->add_flag("!--no-role-chunk", m->cfg.role_chunk, "Chat: no empty role chunk on receipt");
   sim->add_flag("!--no-stamps", m->cfg.stamps, "No hotpath_sim timing stamps in the first content chunk");

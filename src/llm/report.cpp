@@ -67,13 +67,71 @@ std::string csv_field(const std::string& raw) {
 }
 }  // namespace
 
+nlohmann::json conversation_report(const std::vector<RequestRecord>& records, double think_time_s) {
+  using nlohmann::json;
+  std::map<std::size_t, std::vector<const RequestRecord*>> sessions;
+  int turns = 0;
+  for (const auto& r : records) {
+    if (r.session == RequestRecord::kNoSession) continue;
+    sessions[r.session].push_back(&r);
+    turns = std::max(turns, r.turn + 1);
+  }
+  if (sessions.empty()) return nullptr;
+  std::size_t complete = 0, broken = 0, unstarted = 0;
+  std::vector<double> duration, done_turns;
+  std::vector<std::vector<double>> rt_by_turn(static_cast<std::size_t>(turns)), e2e_by_turn(rt_by_turn.size()),
+      in_by_turn(rt_by_turn.size());
+  for (const auto& [id, recs] : sessions) {
+    std::size_t ok_turns = 0;
+    double first = kNaN, last = kNaN;
+    for (const RequestRecord* r : recs) {
+      if (r->outcome == Outcome::not_sent) continue;
+      if (!ok(first)) first = r->scheduled_s;
+      if (ok(r->end_s)) last = r->end_s;
+      const auto t = static_cast<std::size_t>(r->turn);
+      in_by_turn[t].push_back(static_cast<double>(r->input_words));
+      if (r->outcome != Outcome::completed) continue;
+      ++ok_turns;
+      const Derived d = derive(*r);
+      if (ok(d.rt_ms)) rt_by_turn[t].push_back(d.rt_ms);
+      if (ok(d.e2e_ms)) e2e_by_turn[t].push_back(d.e2e_ms);
+    }
+    done_turns.push_back(static_cast<double>(ok_turns));
+    if (!ok(first)) {
+      ++unstarted;
+      continue;
+    }
+    if (ok_turns == recs.size()) {
+      ++complete;
+      if (ok(last)) duration.push_back(last - first);
+    } else {
+      ++broken;
+    }
+  }
+  json per_turn = json::array();
+  for (std::size_t t = 0; t < rt_by_turn.size(); ++t)
+    per_turn.push_back({{"turn", t},
+                        {"rt_ms", to_json(summarize(rt_by_turn[t]))},
+                        {"e2e_ms", to_json(summarize(e2e_by_turn[t]))},
+                        {"input_words", to_json(summarize(in_by_turn[t]))}});
+  return {{"sessions", sessions.size()},
+          {"turns_per_session", turns},
+          {"think_time_s", think_time_s},
+          {"completed_sessions", complete},
+          {"broken_sessions", broken},
+          {"not_started_sessions", unstarted},
+          {"completed_turns_per_session", to_json(summarize(done_turns))},
+          {"session_duration_s", to_json(summarize(duration))},
+          {"per_turn", per_turn}};
+}
+
 nlohmann::json make_report(const RunInfo& info, const std::vector<RequestRecord>& records) {
   using nlohmann::json;
   std::size_t completed = 0, failed = 0, not_sent = 0, sent = 0, no_content = 0, wps_excluded = 0;
   std::map<std::string, std::size_t> failures;
-  for (const char* k : {reason::http_error, reason::http_redirect, reason::connect_error, reason::timeout,
-                        reason::cut_stream, reason::malformed_event, reason::server_error_event,
-                        reason::oversized_event, reason::client_error})
+  for (const char* k : {reason::http_error, reason::http_redirect, reason::connect_error, reason::request_error,
+                        reason::timeout, reason::cut_stream, reason::malformed_event, reason::server_error_event,
+                        reason::oversized_event, reason::client_error, reason::abandoned})
     failures[k] = 0;
   std::vector<double> rt, rt_send, e2e, slot, lag, wps, iwl, tpot, words, tokens, overhead, pre, post;
   std::vector<double> rouge, ratio;
@@ -151,6 +209,8 @@ nlohmann::json make_report(const RunInfo& info, const std::vector<RequestRecord>
   j["completed"] = completed;
   j["failed"] = failed;
   j["not_sent"] = not_sent;
+  j["interrupted"] = info.interrupted;
+  j["abandoned"] = failures[reason::abandoned];
   j["failures"] = failures;
   j["warmup"] = {{"sent", info.warmup_sent}, {"failed", info.warmup_failed}};
   const double interval = (completed && ok(first_sched) && last_done > first_sched) ? last_done - first_sched : 0.0;
@@ -169,6 +229,16 @@ nlohmann::json make_report(const RunInfo& info, const std::vector<RequestRecord>
   j["wps_excluded"] = wps_excluded;
   j["no_content"] = no_content;
   json m;
+  // The RT a reader should quote: from the scheduled send in open-loop runs (interactive, trace),
+  // where the schedule is the load and a client slot wait is part of the user's wait; from the
+  // actual send in batch runs, where every request is "due" at t = 0 and the time from the
+  // schedule is mostly the queue for a client slot.
+  const bool closed_loop = info.config.is_object() && info.config.value("mode", "") == "batch";
+  j["headline"] = {{"rt", closed_loop ? "rt_from_send_ms" : "rt_ms"},
+                   {"why", closed_loop ? "batch: every request is due at t = 0, so RT from the schedule includes "
+                                         "the wait for a client slot; RT from the send is the server's answer time"
+                                       : "open loop: requests are due at their scheduled time, and any client slot "
+                                         "wait is part of the user's wait"}};
   m["rt_ms"] = to_json(summarize(rt));
   m["rt_from_send_ms"] = to_json(summarize(rt_send));
   m["e2e_ms"] = to_json(summarize(e2e));
@@ -207,6 +277,7 @@ nlohmann::json make_report(const RunInfo& info, const std::vector<RequestRecord>
                    {"cpu_us_per_event", events ? info.client_cpu_s * 1e6 / static_cast<double>(events) : 0.0},
                    {"saturated", busy > 0.8}};
   }
+  if (auto conv = conversation_report(records, info.think_time_s); !conv.is_null()) j["conversations"] = conv;
   if (!overhead.empty()) {
     j["harness_overhead_us"] = to_json(summarize(overhead));
     j["harness_overhead_parts_us"] = {{"slot_to_server", to_json(summarize(pre))},
@@ -224,7 +295,7 @@ void write_csv(const std::vector<RequestRecord>& records, const std::string& pat
     out << "index,dataset_index,status,reason,http_status,scheduled_s,slot_wait_ms,send_lag_ms,rt_ms,"
            "rt_from_send_ms,e2e_ms,words,distinct_stamps,wps,iwl_ms,requested_tokens,completion_tokens,"
            "prompt_tokens,finish_reason,events,content_events,input_words,tpot_ms,rouge_l,word_ratio,"
-           "overhead_us,detail\n";
+           "overhead_us,session,turn,detail\n";
   }
   for (const auto& r : records) {
     const Derived d = derive(r);
@@ -240,7 +311,10 @@ void write_csv(const std::vector<RequestRecord>& records, const std::string& pat
         << (r.prompt_tokens ? std::to_string(*r.prompt_tokens) : "") << ',' << csv_field(r.finish_reason) << ','
         << r.events << ',' << r.content_events << ',' << r.input_words << ',' << iso_num(d.tpot_ms) << ','
         << (r.rouge_l ? iso_num(*r.rouge_l) : "") << ',' << (r.word_ratio ? iso_num(*r.word_ratio) : "") << ','
-        << iso_num(d.overhead_us) << ',' << csv_field(r.detail) << '\n';
+        << iso_num(d.overhead_us) << ','
+        << (r.session == RequestRecord::kNoSession ? std::string() : std::to_string(r.session)) << ','
+        << (r.session == RequestRecord::kNoSession ? std::string() : std::to_string(r.turn)) << ','
+        << csv_field(r.detail) << '\n';
   }
   if (!out) throw Error("failed writing " + path);
 }

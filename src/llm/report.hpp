@@ -21,12 +21,17 @@ namespace reason {
 inline constexpr const char* http_error = "http_error";            // HTTP status >= 400
 inline constexpr const char* http_redirect = "http_redirect";      // HTTP 3xx (never followed)
 inline constexpr const char* connect_error = "connect_error";      // could not resolve/connect
+// Connected, then reset or closed before any response byte (e.g. a full listen backlog, a proxy):
+// the request failed; `cut_stream` is for a response that started and ended early.
+inline constexpr const char* request_error = "request_error";
 inline constexpr const char* timeout = "timeout";                  // --timeout reached
 inline constexpr const char* cut_stream = "cut_stream";            // ended before `data: [DONE]`
 inline constexpr const char* malformed_event = "malformed_event";  // an event that is not a chunk
 inline constexpr const char* server_error_event = "server_error_event";  // {"error": ...} in stream
 inline constexpr const char* oversized_event = "oversized_event";  // a line/event over kMaxEventBytes
 inline constexpr const char* client_error = "client_error";        // any other transfer error
+// Still in flight when the grace period after an interrupt (Ctrl-C) ran out; not a server fault.
+inline constexpr const char* abandoned = "abandoned";
 }  // namespace reason
 
 enum class Outcome { not_sent, completed, failed };
@@ -54,6 +59,10 @@ struct RequestRecord {
   std::size_t input_words = 0;
   std::optional<double> rouge_l, word_ratio;   // when the data set gave a reference
   double sim_recv_s = kNaN, sim_sent_s = kNaN;  // serve-sim's stamps (same host, same clock)
+  // Multi-turn runs: the conversation and the turn (0-based) of this request; kNoSession otherwise.
+  static constexpr std::size_t kNoSession = static_cast<std::size_t>(-1);
+  std::size_t session = kNoSession;
+  int turn = 0;
 };
 
 struct RunInfo {
@@ -64,9 +73,14 @@ struct RunInfo {
   bool ignore_eos = false;
   double client_cpu_s = -1;       // CPU time of the client threads in the measured phase (< 0: unknown)
   std::size_t client_threads = 1;
+  bool interrupted = false;       // stopped early by Ctrl-C (SIGINT) or SIGTERM
+  double think_time_s = 0;        // multi-turn: the pause between a reply and the next turn
 };
 
 nlohmann::json make_report(const RunInfo& info, const std::vector<RequestRecord>& records);
+// Multi-turn runs: sessions completed / broken (a turn failed, the rest not sent), session duration,
+// and RT / E2E / input words per turn index; null when no record belongs to a session.
+nlohmann::json conversation_report(const std::vector<RequestRecord>& records, double think_time_s);
 void write_csv(const std::vector<RequestRecord>& records, const std::string& path,
                std::optional<double> rate_column = std::nullopt, bool append = false);
 

@@ -70,6 +70,7 @@ SimFault sim_fault_for(const SimConfig& c, std::uint64_t k) {
   if (c.error_rate > 0 && hash_uniform(c.seed, k, 1) < c.error_rate) return SimFault::http_error;
   if (c.cut_rate > 0 && hash_uniform(c.seed, k, 2) < c.cut_rate) return SimFault::cut;
   if (c.malformed_rate > 0 && hash_uniform(c.seed, k, 3) < c.malformed_rate) return SimFault::malformed;
+  if (c.reset_rate > 0 && hash_uniform(c.seed, k, 4) < c.reset_rate) return SimFault::reset;
   return SimFault::none;
 }
 
@@ -95,7 +96,7 @@ struct SimServer::Impl {
   std::thread thread;
   std::atomic<bool> running{false};
 
-  std::atomic<std::uint64_t> n_requests{0}, n_done{0}, n_errors{0}, n_cuts{0}, n_malformed{0}, n_max{0}, n_conns{0};
+  std::atomic<std::uint64_t> n_requests{0}, n_done{0}, n_errors{0}, n_cuts{0}, n_malformed{0}, n_resets{0}, n_max{0}, n_conns{0};
   std::uint64_t active = 0;
 
   struct Conn {
@@ -366,6 +367,15 @@ struct SimServer::Impl {
       return respond_simple(id, 400, "{\"error\":{\"message\":\"body is not a JSON object\",\"type\":\"invalid_request_error\"}}");
     const std::uint64_t seq = n_requests.fetch_add(1, std::memory_order_relaxed);
     const SimFault fault = sim_fault_for(cfg, seq);
+    if (fault == SimFault::reset) {
+      // SO_LINGER 0: close() sends RST at once, before any response byte.
+      n_resets.fetch_add(1, std::memory_order_relaxed);
+      if (auto it = conns.find(id); it != conns.end()) {
+        linger lg{1, 0};
+        setsockopt(it->second.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+      }
+      return drop_conn(id);
+    }
     if (fault == SimFault::http_error) {
       n_errors.fetch_add(1, std::memory_order_relaxed);
       return respond_simple(id, cfg.error_status,
@@ -594,7 +604,7 @@ SimServer::SimServer(SimConfig config) : impl_(std::make_unique<Impl>(std::move(
     if (!(d >= 0 && d <= kMaxSimDelayMs)) throw Error("serve-sim: --ttft-ms and --tpot-ms must be in [0, 600000]");
   if (impl_->cfg.tokens_per_word < 1 || impl_->cfg.tokens_per_word > kMaxTokensPerWord)
     throw Error("serve-sim: --tokens-per-word must be in [1, 1000]");
-  for (double r : {impl_->cfg.error_rate, impl_->cfg.cut_rate, impl_->cfg.malformed_rate})
+  for (double r : {impl_->cfg.error_rate, impl_->cfg.cut_rate, impl_->cfg.malformed_rate, impl_->cfg.reset_rate})
     if (!(r >= 0 && r <= 1)) throw Error("serve-sim: fault rates must be in [0, 1]");
   if (impl_->cfg.error_status < 400 || impl_->cfg.error_status > 599) throw Error("serve-sim: --error-status must be 4xx or 5xx");
 }
@@ -644,6 +654,7 @@ SimStats SimServer::stats() const {
   s.malformed = impl_->n_malformed.load(std::memory_order_relaxed);
   s.max_concurrent = impl_->n_max.load(std::memory_order_relaxed);
   s.connections = impl_->n_conns.load(std::memory_order_relaxed);
+  s.resets = impl_->n_resets.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -23,6 +23,7 @@ struct SimConfig {
   int error_status = 500;
   double cut_rate = 0;             // fraction of streams cut (connection closed) half way
   double malformed_rate = 0;       // fraction of streams that get a non-JSON event half way
+  double reset_rate = 0;           // fraction of requests whose connection is reset (RST) on receipt
   bool busy_poll = false;          // spin instead of sleeping (token times to the microsecond)
   std::uint64_t seed = 0;          // fault k is decided by hash(seed, request number k)
 };
@@ -33,13 +34,14 @@ struct SimStats {
   std::uint64_t http_errors = 0;     // injected HTTP errors
   std::uint64_t cuts = 0;            // injected cuts
   std::uint64_t malformed = 0;       // injected malformed events
+  std::uint64_t resets = 0;          // injected connection resets (before any response byte)
   std::uint64_t max_concurrent = 0;  // most responses in progress at once
   std::uint64_t connections = 0;     // connections accepted
 };
 
 // Which injected fault request number k (0-based, in order of arrival) gets; exposed so tests
 // can predict exact counts.
-enum class SimFault { none, http_error, cut, malformed };
+enum class SimFault { none, http_error, cut, malformed, reset };
 SimFault sim_fault_for(const SimConfig& c, std::uint64_t k);
 // The text of output token k.
 std::string sim_token_text(std::uint64_t k, int tokens_per_word);
