@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -262,13 +263,17 @@ std::vector<bool> pareto_front(const std::vector<double>& throughput, const std:
 
 namespace {
 double num(const nlohmann::json& j) { return j.is_number() ? j.get<double>() : kNaN; }
-double metric(const nlohmann::json& rep, const char* name, const char* q) {
-  if (!rep.contains("metrics") || !rep["metrics"].contains(name)) return kNaN;
-  return num(rep["metrics"][name][q]);
+// The number at rep[a][b][c] (NaN when a key is missing: const operator[] must not see one).
+double num_at(const nlohmann::json& rep, std::initializer_list<const char*> path) {
+  const nlohmann::json* j = &rep;
+  for (const char* k : path) {
+    if (!j->is_object() || !j->contains(k)) return kNaN;
+    j = &(*j)[k];
+  }
+  return num(*j);
 }
-double goodput(const nlohmann::json& rep, const char* key) {
-  return rep.contains("goodput") ? num(rep["goodput"][key]) : kNaN;
-}
+double metric(const nlohmann::json& rep, const char* name, const char* q) { return num_at(rep, {"metrics", name, q}); }
+double goodput(const nlohmann::json& rep, const char* key) { return num_at(rep, {"goodput", key}); }
 
 using Extract = double (*)(const nlohmann::json&);
 struct Headline {
@@ -276,8 +281,8 @@ struct Headline {
   Extract get;
 };
 const Headline kHeadlines[] = {
-    {"rps", [](const nlohmann::json& r) { return num(r["rps"]); }},
-    {"wps_total", [](const nlohmann::json& r) { return num(r["wps_total"]); }},
+    {"rps", [](const nlohmann::json& r) { return num_at(r, {"rps"}); }},
+    {"wps_total", [](const nlohmann::json& r) { return num_at(r, {"wps_total"}); }},
     {"goodput_rps", [](const nlohmann::json& r) { return goodput(r, "rps"); }},
     {"rt_p50_ms", [](const nlohmann::json& r) { return metric(r, "rt_ms", "p50"); }},
     {"rt_p90_ms", [](const nlohmann::json& r) { return metric(r, "rt_ms", "p90"); }},
@@ -302,7 +307,7 @@ double point_metric(const SweepPoint& p, const char* name, const char* q) {
   return point_value(p, [&](const nlohmann::json& r) { return metric(r, name, q); });
 }
 double point_num(const SweepPoint& p, const char* key) {
-  return point_value(p, [&](const nlohmann::json& r) { return r.contains(key) ? num(r[key]) : kNaN; });
+  return point_value(p, [&](const nlohmann::json& r) { return num_at(r, {key}); });
 }
 double point_goodput(const SweepPoint& p, const char* key) {
   return point_value(p, [&](const nlohmann::json& r) { return goodput(r, key); });
