@@ -19,8 +19,11 @@
 #include "llm/report.hpp"
 #include "llm/sim_server.hpp"
 #include "llm/trace.hpp"
+#include "llm/slo.hpp"
+#include "llm/sweep.hpp"
 #include "util/error.hpp"
 #ifdef HOTPATH_HAVE_CURL
+#include "llm/bench_sweep.hpp"
 #include "llm/client.hpp"
 #endif
 
@@ -29,7 +32,8 @@ namespace hotpath::llm {
 namespace {
 
 struct BenchOpts {
-  std::string endpoint, model, dataset, mode, api = "chat", api_key, json_path, csv_path, sweep, sweep_out = "llm-sweep";
+  std::string endpoint, model, dataset, mode, api = "chat", api_key, json_path, csv_path, slo;
+  SweepFlags sw;  // --sweep, --sweep-concurrency, --find-*, --repeat, --sweep-out (sweep.hpp)
   std::string trace;
   std::vector<std::string> headers;
   double rate = 0, burstiness = 1, duration = 0, timeout = 600, grace = 10, ramp_up = 0, ramp_from = 0;
@@ -92,22 +96,6 @@ CLI::Validator num_in(double lo, double hi, bool open_lo = false) {
 }
 
 #ifdef HOTPATH_HAVE_CURL
-std::vector<double> parse_rates(const std::string& s) {
-  std::vector<double> rates;
-  std::stringstream ss(s);
-  std::string tok;
-  while (std::getline(ss, tok, ',')) {
-    if (tok.empty()) continue;
-    char* end = nullptr;
-    const double v = std::strtod(tok.c_str(), &end);
-    if (end == tok.c_str() || *end != '\0' || !(v >= kMinRate && v <= kMaxRate))
-      throw Error("--sweep: '" + tok + "' is not a rate in [" + num_text(kMinRate) + ", " + num_text(kMaxRate) + "]");
-    rates.push_back(v);
-  }
-  if (rates.empty()) throw Error("--sweep needs at least one rate, e.g. --sweep 1,2,4,8");
-  return rates;
-}
-
 std::string fmt(const nlohmann::json& v, int prec = 2) {
   if (!v.is_number()) return "-";
   char buf[64];
@@ -186,11 +174,7 @@ void print_summary(const nlohmann::json& r, std::ostream& os) {
   if (r.contains("harness_overhead_us"))
     os << "  harness overhead (serve-sim stamps) us: p50 " << fmt(r["harness_overhead_us"]["p50"], 1) << ", p99 "
        << fmt(r["harness_overhead_us"]["p99"], 1) << '\n';
-}
-
-// `replace`: a --model or server text that is not UTF-8 must not make dump() throw.
-void write_json(const nlohmann::json& j, const std::string& path) {
-  write_text(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", path);
+  if (r.contains("goodput")) os << goodput_summary(r["goodput"]);
 }
 
 void run_bench_command(const BenchOpts& o) {
@@ -205,9 +189,13 @@ void run_bench_command(const BenchOpts& o) {
   if (o.api == "chat") c.api = Api::chat;
   else if (o.api == "completions") c.api = Api::completions;
   else throw Error("--api must be chat or completions");
-  const bool has_sweep = !o.sweep.empty();
+  const std::vector<Slo> slos = o.slo.empty() ? std::vector<Slo>{} : parse_slos(o.slo);
+  check_sweep_flags(o.sw, !slos.empty(), o.rate > 0, o.max_concurrency > 0, o.mode);
+  const bool multi = !o.sw.axis().empty();
+  const bool has_sweep = o.sw.axis() == "rate";
   const bool has_trace = !o.trace.empty();
   if (has_trace == !o.dataset.empty()) throw Error("give exactly one of --dataset FILE and --trace FILE");
+  if (has_trace && multi) throw Error("--trace replays its own load: it cannot be combined with a sweep or --find-max");
   std::string mode = o.mode;
   if (mode.empty()) mode = has_trace ? "trace" : (o.rate > 0 || has_sweep) ? "interactive" : "batch";
   if (mode == "batch") c.mode = Mode::batch;
@@ -215,7 +203,8 @@ void run_bench_command(const BenchOpts& o) {
   else if (mode == "trace") c.mode = Mode::trace;
   else throw Error("--mode must be batch, interactive or trace");
   if ((c.mode == Mode::trace) != has_trace) throw Error("--trace FILE and --mode trace go together");
-  if (c.mode != Mode::interactive && (o.rate > 0 || has_sweep)) throw Error("--rate and --sweep need --mode interactive");
+  if (c.mode != Mode::interactive && (o.rate > 0 || has_sweep))
+    throw Error("--rate, --sweep and --find-max rate need --mode interactive");
   if (c.mode == Mode::interactive && !has_sweep && !(o.rate > 0)) throw Error("interactive mode needs --rate R > 0 (or --sweep)");
   if (c.mode == Mode::trace && o.ramp_up > 0) throw Error("--ramp-up does not apply to --trace (the trace sets the load)");
   if (o.ramp_from > 0 && !(o.ramp_up > 0)) throw Error("--ramp-from needs --ramp-up S");
@@ -256,32 +245,15 @@ void run_bench_command(const BenchOpts& o) {
   BenchClient client(c, dataset);  // one client: warm-up and sweep points share its connections
 
   std::size_t completed = 0;
-  if (!has_sweep) {
-    BenchResult res = client.run(c);
+  if (!multi) {
+    BenchResult res = run_bench_with_slos(client, c, slos);
     if (!o.quiet) print_summary(res.report, std::cout);
     if (!o.json_path.empty()) write_json(res.report, o.json_path);
     if (!o.csv_path.empty()) write_csv(res.records, o.csv_path);
     completed = res.report["completed"].get<std::size_t>();
   } else {
-    std::vector<SweepPoint> points;
-    nlohmann::json all = nlohmann::json::array();
-    bool first = true;
-    for (double rate : parse_rates(o.sweep)) {
-      if (stop.requested()) break;
-      c.rate = rate;
-      BenchResult res = client.run(c);
-      if (!o.quiet) print_summary(res.report, std::cout);
-      if (!o.csv_path.empty()) write_csv(res.records, o.csv_path, rate, /*append=*/!first);
-      first = false;
-      completed += res.report["completed"].get<std::size_t>();
-      points.push_back({rate, res.report});
-      all.push_back(res.report);
-    }
-    write_sweep_csv(points, o.sweep_out + ".csv");
-    write_text(sweep_svg(points, "hotpath llm bench sweep: " + c.model + " at " + c.endpoint), o.sweep_out + ".svg");
-    if (!o.quiet) std::cout << "sweep table: " << o.sweep_out << ".csv, plot: " << o.sweep_out << ".svg\n";
-    if (!o.json_path.empty())
-      write_json({{"schema", "hotpath.llm.sweep/1"}, {"interrupted", stop.requested()}, {"runs", all}}, o.json_path);
+    completed = run_bench_sweep(client, c, slos, o.sw,
+                                {o.json_path, o.csv_path, o.quiet, [](const nlohmann::json& r) { print_summary(r, std::cout); }});
   }
   if (stop.requested()) {
     std::cerr << "hotpath llm bench: interrupted; the outputs hold what finished\n";
@@ -374,8 +346,19 @@ void add_llm_commands(CLI::App& root) {
   bench->add_flag("--ignore-eos", b->ignore_eos, "Send ignore_eos: true so outputs run to max_tokens");
   bench->add_option("--json", b->json_path, "Write the report as JSON");
   bench->add_option("--csv", b->csv_path, "Write one CSV row per request");
-  bench->add_option("--sweep", b->sweep, "Interactive runs at rates R1,R2,... with the throughput/latency frontier");
-  bench->add_option("--sweep-out", b->sweep_out, "Prefix of the sweep table (.csv) and plot (.svg)");
+  bench->add_option("--sweep", b->sw.sweep, "Interactive runs at rates R1,R2,... with the throughput/latency frontier");
+  bench->add_option("--sweep-out", b->sw.sweep_out, "Prefix of the sweep table (.csv) and plot (.svg)");
+  bench->add_option("--slo", b->slo, "SLOs, e.g. rt:200ms,iwl@p90:50ms,wps:20 (goodput counts requests meeting them)");
+  bench->add_option("--sweep-concurrency", b->sw.sweep_concurrency, "Batch runs at max concurrency C1,C2,...");
+  bench->add_option("--find-max", b->sw.find_max, "rate | concurrency: search the highest load meeting --slo");
+  bench->add_option("--find-start", b->sw.find_start, "--find-max: first probe (default 1)")->check(num_in(kMinRate, kMaxRate));
+  bench->add_option("--find-precision", b->sw.find_precision, "--find-max: relative width where bisection ends (default 0.1)")
+      ->check(num_in(0.001, 1));
+  bench->add_option("--find-max-runs", b->sw.find_max_runs, "--find-max: probes at most (default 12)")->check(int_in(1, 1000));
+  bench->add_option("--find-saturation", b->sw.find_saturation,
+                    "--find-max: a doubling that adds less than this fraction of req/s is saturation (default 0.05)")
+      ->check(num_in(0, 10));
+  bench->add_option("--repeat", b->sw.repeat, "Run each sweep point N times: mean and 95% CI (default 1)")->check(int_in(1, 100));
   bench->add_option("--threads", b->threads, "Client threads (default 1)")->check(int_in(1, kMaxThreads));
   bench->add_option("--header", b->headers, "Extra HTTP header 'Name: value' (repeatable)");
   bench->add_option("--grace", b->grace, "After Ctrl-C, seconds to let requests in flight finish (default 10)")

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -16,13 +18,29 @@ namespace hotpath::llm {
 namespace {
 bool ok(double v) { return std::isfinite(v); }
 
-struct Derived {
-  double rt_ms = kNaN, rt_send_ms = kNaN, e2e_ms = kNaN, slot_ms = kNaN, lag_ms = kNaN;
-  double wps = kNaN, iwl_ms = kNaN, tpot_ms = kNaN, overhead_us = kNaN, pre_us = kNaN, post_us = kNaN;
-};
+std::string iso_num(double v) {
+  if (!ok(v)) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6f", v);
+  return buf;
+}
 
-Derived derive(const RequestRecord& r) {
-  Derived d;
+// A CSV cell of text from a server: escaped (no NUL, newline or invalid UTF-8 gets through), then
+// quoted when it holds a comma or a quote.
+std::string csv_field(const std::string& raw) {
+  const std::string s = escape_bytes(raw);
+  if (s.find_first_of(",\"") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"') o += '"';
+    o += c;
+  }
+  return o + '"';
+}
+}  // namespace
+
+RequestMetrics request_metrics(const RequestRecord& r) {
+  RequestMetrics d;
   if (ok(r.first_content_s)) {
     d.rt_ms = (r.first_content_s - r.scheduled_s) * 1e3;
     d.rt_send_ms = (r.first_content_s - r.sent_s) * 1e3;
@@ -45,27 +63,6 @@ Derived derive(const RequestRecord& r) {
   }
   return d;
 }
-
-std::string iso_num(double v) {
-  if (!ok(v)) return "";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6f", v);
-  return buf;
-}
-
-// A CSV cell of text from a server: escaped (no NUL, newline or invalid UTF-8 gets through), then
-// quoted when it holds a comma or a quote.
-std::string csv_field(const std::string& raw) {
-  const std::string s = escape_bytes(raw);
-  if (s.find_first_of(",\"") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"') o += '"';
-    o += c;
-  }
-  return o + '"';
-}
-}  // namespace
 
 nlohmann::json conversation_report(const std::vector<RequestRecord>& records, double think_time_s) {
   using nlohmann::json;
@@ -92,7 +89,7 @@ nlohmann::json conversation_report(const std::vector<RequestRecord>& records, do
       in_by_turn[t].push_back(static_cast<double>(r->input_words));
       if (r->outcome != Outcome::completed) continue;
       ++ok_turns;
-      const Derived d = derive(*r);
+      const RequestMetrics d = request_metrics(*r);
       if (ok(d.rt_ms)) rt_by_turn[t].push_back(d.rt_ms);
       if (ok(d.e2e_ms)) e2e_by_turn[t].push_back(d.e2e_ms);
     }
@@ -149,7 +146,7 @@ nlohmann::json make_report(const RunInfo& info, const std::vector<RequestRecord>
     }
     ++sent;
     first_sched = std::min(first_sched, r.scheduled_s);
-    const Derived d = derive(r);
+    const RequestMetrics d = request_metrics(r);
     if (ok(d.slot_ms)) slot.push_back(d.slot_ms);
     if (ok(d.lag_ms)) lag.push_back(d.lag_ms);
     if (r.outcome == Outcome::failed) {
@@ -287,19 +284,22 @@ nlohmann::json make_report(const RunInfo& info, const std::vector<RequestRecord>
 }
 
 void write_csv(const std::vector<RequestRecord>& records, const std::string& path,
-               std::optional<double> rate_column, bool append) {
+               std::optional<double> rate_column, bool append, const std::string& axis,
+               std::optional<std::size_t> repetition) {
   std::ofstream out(path, append ? std::ios::app : std::ios::trunc);
   if (!out) throw Error("cannot write " + path);
   if (!append) {
-    if (rate_column) out << "rate,";
+    if (rate_column) out << axis << ',';
+    if (repetition) out << "repetition,";
     out << "index,dataset_index,status,reason,http_status,scheduled_s,slot_wait_ms,send_lag_ms,rt_ms,"
            "rt_from_send_ms,e2e_ms,words,distinct_stamps,wps,iwl_ms,requested_tokens,completion_tokens,"
            "prompt_tokens,finish_reason,events,content_events,input_words,tpot_ms,rouge_l,word_ratio,"
            "overhead_us,session,turn,detail\n";
   }
   for (const auto& r : records) {
-    const Derived d = derive(r);
+    const RequestMetrics d = request_metrics(r);
     if (rate_column) out << iso_num(*rate_column) << ',';
+    if (repetition) out << *repetition << ',';
     const char* status = r.outcome == Outcome::completed ? "completed"
                          : r.outcome == Outcome::failed  ? "failed"
                                                          : "not_sent";
@@ -337,34 +337,120 @@ std::vector<bool> pareto_front(const std::vector<double>& throughput, const std:
 
 namespace {
 double num(const nlohmann::json& j) { return j.is_number() ? j.get<double>() : kNaN; }
-double metric(const nlohmann::json& rep, const char* name, const char* q) {
-  return num(rep["metrics"][name][q]);
+// The number at rep[a][b][c] (NaN when a key is missing: const operator[] must not see one).
+double num_at(const nlohmann::json& rep, std::initializer_list<const char*> path) {
+  const nlohmann::json* j = &rep;
+  for (const char* k : path) {
+    if (!j->is_object() || !j->contains(k)) return kNaN;
+    j = &(*j)[k];
+  }
+  return num(*j);
+}
+double metric(const nlohmann::json& rep, const char* name, const char* q) { return num_at(rep, {"metrics", name, q}); }
+double goodput(const nlohmann::json& rep, const char* key) { return num_at(rep, {"goodput", key}); }
+
+using Extract = double (*)(const nlohmann::json&);
+struct Headline {
+  const char* key;
+  Extract get;
+};
+const Headline kHeadlines[] = {
+    {"rps", [](const nlohmann::json& r) { return num_at(r, {"rps"}); }},
+    {"wps_total", [](const nlohmann::json& r) { return num_at(r, {"wps_total"}); }},
+    {"goodput_rps", [](const nlohmann::json& r) { return goodput(r, "rps"); }},
+    {"rt_p50_ms", [](const nlohmann::json& r) { return metric(r, "rt_ms", "p50"); }},
+    {"rt_p90_ms", [](const nlohmann::json& r) { return metric(r, "rt_ms", "p90"); }},
+    {"iwl_p50_ms", [](const nlohmann::json& r) { return metric(r, "iwl_ms", "p50"); }},
+};
+
+std::vector<nlohmann::json> runs_of(const SweepPoint& p) {
+  return p.repeats.empty() ? std::vector<nlohmann::json>{p.report} : p.repeats;
+}
+std::vector<double> values_of(const std::vector<nlohmann::json>& runs, const std::function<double(const nlohmann::json&)>& f) {
+  std::vector<double> v;
+  for (const auto& r : runs)
+    if (const double x = f(r); ok(x)) v.push_back(x);
+  return v;
+}
+// A sweep point's number: the mean over its repetitions (NaN when no run has it).
+double point_value(const SweepPoint& p, const std::function<double(const nlohmann::json&)>& f) {
+  const auto v = values_of(runs_of(p), f);
+  return v.empty() ? kNaN : mean_ci95(v).mean;
+}
+double point_metric(const SweepPoint& p, const char* name, const char* q) {
+  return point_value(p, [&](const nlohmann::json& r) { return metric(r, name, q); });
+}
+double point_num(const SweepPoint& p, const char* key) {
+  return point_value(p, [&](const nlohmann::json& r) { return num_at(r, {key}); });
+}
+double point_goodput(const SweepPoint& p, const char* key) {
+  return point_value(p, [&](const nlohmann::json& r) { return goodput(r, key); });
+}
+std::size_t point_total(const SweepPoint& p, const char* key) {
+  std::size_t n = 0;
+  for (const auto& r : runs_of(p)) n += r.value(key, std::size_t{0});
+  return n;
 }
 }  // namespace
+
+nlohmann::json repetition_stats(const std::vector<nlohmann::json>& reports) {
+  nlohmann::json out = nlohmann::json::object();
+  const auto jnum = [](double v) { return ok(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  for (const auto& h : kHeadlines) {
+    const auto v = values_of(reports, h.get);
+    if (v.empty() && std::string(h.key) == "goodput_rps") continue;
+    const MeanCi m = mean_ci95(v);
+    out[h.key] = {{"n", m.n},
+                  {"mean", jnum(m.mean)},
+                  {"ci95_half_width", jnum(m.half_width)},
+                  {"ci95_low", jnum(m.mean - m.half_width)},
+                  {"ci95_high", jnum(m.mean + m.half_width)},
+                  {"values", v}};
+  }
+  return out;
+}
 
 void write_sweep_csv(const std::vector<SweepPoint>& points, const std::string& path) {
   std::vector<double> thr, rt90, iwl90;
   for (const auto& p : points) {
-    thr.push_back(num(p.report["wps_total"]));
-    rt90.push_back(metric(p.report, "rt_ms", "p90"));
-    iwl90.push_back(metric(p.report, "iwl_ms", "p90"));
+    thr.push_back(point_num(p, "wps_total"));
+    rt90.push_back(point_metric(p, "rt_ms", "p90"));
+    iwl90.push_back(point_metric(p, "iwl_ms", "p90"));
   }
   const auto f_rt = pareto_front(thr, rt90);
   const auto f_iwl = pareto_front(thr, iwl90);
   std::ofstream out(path, std::ios::trunc);
   if (!out) throw Error("cannot write " + path);
-  out << "rate,completed,failed,rps,wps_total,output_tokens_per_s,rt_p50_ms,rt_p90_ms,rt_p99_ms,iwl_p50_ms,"
-         "iwl_p90_ms,iwl_p99_ms,wps_per_user_p50,e2e_p90_ms,slot_wait_p90_ms,pareto_rt,pareto_iwl\n";
+  out << (points.empty() ? std::string("rate") : points.front().axis)
+      << ",completed,failed,rps,wps_total,output_tokens_per_s,rt_p50_ms,rt_p90_ms,rt_p99_ms,iwl_p50_ms,"
+         "iwl_p90_ms,iwl_p99_ms,wps_per_user_p50,e2e_p90_ms,slot_wait_p90_ms,pareto_rt,pareto_iwl,"
+         "goodput_rps,goodput_wps,goodput_fraction,slos_met,repeats,rps_ci95,wps_total_ci95,goodput_rps_ci95,"
+         "rt_p50_ci95_ms,rt_p90_ci95_ms,iwl_p50_ci95_ms\n";
   for (std::size_t i = 0; i < points.size(); ++i) {
-    const auto& r = points[i].report;
-    out << iso_num(points[i].rate) << ',' << r["completed"].get<std::size_t>() << ','
-        << r["failed"].get<std::size_t>() << ',' << iso_num(num(r["rps"])) << ',' << iso_num(thr[i]) << ','
-        << iso_num(num(r["output_tokens_per_s"])) << ',' << iso_num(metric(r, "rt_ms", "p50")) << ','
-        << iso_num(rt90[i]) << ',' << iso_num(metric(r, "rt_ms", "p99")) << ','
-        << iso_num(metric(r, "iwl_ms", "p50")) << ',' << iso_num(iwl90[i]) << ','
-        << iso_num(metric(r, "iwl_ms", "p99")) << ',' << iso_num(metric(r, "wps_per_user", "p50")) << ','
-        << iso_num(metric(r, "e2e_ms", "p90")) << ',' << iso_num(metric(r, "slot_wait_ms", "p90")) << ','
-        << (f_rt[i] ? 1 : 0) << ',' << (f_iwl[i] ? 1 : 0) << '\n';
+    const auto& p = points[i];
+    const auto runs = runs_of(p);
+    std::string met;  // 1 when every repetition met every SLO; empty without --slo
+    if (p.report.contains("goodput")) {
+      met = "1";
+      for (const auto& r : runs)
+        if (!r.contains("goodput") || !r["goodput"]["all_met"].get<bool>()) met = "0";
+    }
+    out << iso_num(p.rate) << ',' << point_total(p, "completed") << ',' << point_total(p, "failed") << ','
+        << iso_num(point_num(p, "rps")) << ',' << iso_num(thr[i]) << ','
+        << iso_num(point_num(p, "output_tokens_per_s")) << ',' << iso_num(point_metric(p, "rt_ms", "p50")) << ','
+        << iso_num(rt90[i]) << ',' << iso_num(point_metric(p, "rt_ms", "p99")) << ','
+        << iso_num(point_metric(p, "iwl_ms", "p50")) << ',' << iso_num(iwl90[i]) << ','
+        << iso_num(point_metric(p, "iwl_ms", "p99")) << ',' << iso_num(point_metric(p, "wps_per_user", "p50"))
+        << ',' << iso_num(point_metric(p, "e2e_ms", "p90")) << ','
+        << iso_num(point_metric(p, "slot_wait_ms", "p90")) << ',' << (f_rt[i] ? 1 : 0) << ','
+        << (f_iwl[i] ? 1 : 0) << ',' << iso_num(point_goodput(p, "rps")) << ','
+        << iso_num(point_goodput(p, "wps")) << ',' << iso_num(point_goodput(p, "fraction")) << ',' << met << ','
+        << runs.size();
+    for (const auto& h : kHeadlines) {
+      const auto v = values_of(runs, h.get);
+      out << ',' << iso_num(v.empty() ? kNaN : mean_ci95(v).half_width);
+    }
+    out << '\n';
   }
   if (!out) throw Error("failed writing " + path);
 }
@@ -400,7 +486,7 @@ double nice_max(double v) {
 // One panel: x = total words/s, y = the latency; frontier points joined by a line, others hollow.
 void panel(std::ostringstream& s, double ox, double oy, double w, double h, const std::vector<double>& x,
            const std::vector<double>& y, const std::vector<double>& rates, const std::vector<bool>& front,
-           const std::string& ylabel, const char* color) {
+           const std::string& ylabel, const char* color, bool concurrency) {
   double xm = 0, ym = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (ok(x[i])) xm = std::max(xm, x[i]);
@@ -441,10 +527,11 @@ void panel(std::ostringstream& s, double ox, double oy, double w, double h, cons
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (!ok(x[i]) || !ok(y[i])) continue;
     s << "<circle cx=\"" << fmt(px(x[i])) << "\" cy=\"" << fmt(py(y[i])) << "\" r=\"4\" stroke=\"" << color
-      << "\" fill=\"" << (front[i] ? color : "white") << "\"><title>rate " << fmt(rates[i], 3) << " req/s: "
+      << "\" fill=\"" << (front[i] ? color : "white") << "\"><title>" << (concurrency ? "concurrency " : "rate ")
+      << fmt(rates[i], concurrency ? 0 : 3) << (concurrency ? ": " : " req/s: ")
       << fmt(x[i]) << " words/s, " << fmt(y[i], 2) << "</title></circle>\n";
     s << "<text x=\"" << fmt(px(x[i]) + 6) << "\" y=\"" << fmt(py(y[i]) - 6) << "\" font-size=\"10\" fill=\"#555\">"
-      << fmt(rates[i], rates[i] < 10 ? 2 : 0) << "/s</text>\n";
+      << (concurrency ? "C" + fmt(rates[i], 0) : fmt(rates[i], rates[i] < 10 ? 2 : 0) + "/s") << "</text>\n";
   }
 }
 }  // namespace
@@ -453,9 +540,9 @@ std::string sweep_svg(const std::vector<SweepPoint>& points, const std::string& 
   std::vector<double> thr, rt90, iwl90, rates;
   for (const auto& p : points) {
     rates.push_back(p.rate);
-    thr.push_back(num(p.report["wps_total"]));
-    rt90.push_back(metric(p.report, "rt_ms", "p90"));
-    iwl90.push_back(metric(p.report, "iwl_ms", "p90"));
+    thr.push_back(point_num(p, "wps_total"));
+    rt90.push_back(point_metric(p, "rt_ms", "p90"));
+    iwl90.push_back(point_metric(p, "iwl_ms", "p90"));
   }
   std::ostringstream s;
   const double W = 960, H = 420;
@@ -464,9 +551,10 @@ std::string sweep_svg(const std::vector<SweepPoint>& points, const std::string& 
   s << "<text x=\"" << W / 2 << "\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">" << xml_escape(title)
     << "</text>\n";
   s << "<text x=\"" << W / 2 << "\" y=\"40\" font-size=\"11\" text-anchor=\"middle\" fill=\"#555\">filled points: "
-       "Pareto frontier (no other rate has both more words/s and lower latency)</text>\n";
-  panel(s, 80, 60, 360, 300, thr, rt90, rates, pareto_front(thr, rt90), "RT p90 (ms)", "#1f77b4");
-  panel(s, 560, 60, 360, 300, thr, iwl90, rates, pareto_front(thr, iwl90), "IWL p90 (ms)", "#d62728");
+       "Pareto frontier (no other point has both more words/s and lower latency)</text>\n";
+  const bool conc = !points.empty() && points.front().axis == "concurrency";
+  panel(s, 80, 60, 360, 300, thr, rt90, rates, pareto_front(thr, rt90), "RT p90 (ms)", "#1f77b4", conc);
+  panel(s, 560, 60, 360, 300, thr, iwl90, rates, pareto_front(thr, iwl90), "IWL p90 (ms)", "#d62728", conc);
   s << "</svg>\n";
   return s.str();
 }
@@ -476,6 +564,10 @@ void write_text(const std::string& text, const std::string& path) {
   if (!out) throw Error("cannot write " + path);
   out << text;
   if (!out) throw Error("failed writing " + path);
+}
+
+void write_json(const nlohmann::json& j, const std::string& path) {
+  write_text(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", path);
 }
 
 }  // namespace hotpath::llm

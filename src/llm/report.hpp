@@ -77,12 +77,23 @@ struct RunInfo {
   double think_time_s = 0;        // multi-turn: the pause between a reply and the next turn
 };
 
+// What one request's stamps give (docs/llm.md, "What is measured"); NaN where the request has no
+// such number. The one definition behind the report, the CSV and the SLO checks (slo.hpp).
+struct RequestMetrics {
+  double rt_ms = kNaN, rt_send_ms = kNaN, e2e_ms = kNaN, slot_ms = kNaN, lag_ms = kNaN;
+  double wps = kNaN, iwl_ms = kNaN, tpot_ms = kNaN, overhead_us = kNaN, pre_us = kNaN, post_us = kNaN;
+};
+RequestMetrics request_metrics(const RequestRecord& r);
+
 nlohmann::json make_report(const RunInfo& info, const std::vector<RequestRecord>& records);
 // Multi-turn runs: sessions completed / broken (a turn failed, the rest not sent), session duration,
 // and RT / E2E / input words per turn index; null when no record belongs to a session.
 nlohmann::json conversation_report(const std::vector<RequestRecord>& records, double think_time_s);
+// `rate_column`: a sweep's leading column, the swept value, headed `axis` ("rate" or
+// "concurrency"); `repetition`: a second leading column, the repetition (with --repeat).
 void write_csv(const std::vector<RequestRecord>& records, const std::string& path,
-               std::optional<double> rate_column = std::nullopt, bool append = false);
+               std::optional<double> rate_column = std::nullopt, bool append = false,
+               const std::string& axis = "rate", std::optional<std::size_t> repetition = std::nullopt);
 
 // One row of a sweep: the value of the swept setting (`axis`: "rate" in requests/s or
 // "concurrency" in client slots) and the report of its run.
@@ -90,7 +101,17 @@ struct SweepPoint {
   double rate = 0;  // the swept value (named for the first axis; see `axis`)
   nlohmann::json report;
   std::string axis = "rate";
+  // Every repetition's report when the point ran more than once (--repeat; `report` is then the
+  // first): the sweep table and plot give their means.
+  std::vector<nlohmann::json> repeats;
 };
+
+// The headline numbers of a run that a repeated sweep point gives as mean and 95% CI (the sweep
+// CSV's *_ci95 columns, the sweep JSON's `points[].stats`), in that order: rps, wps_total,
+// goodput_rps (only with --slo), rt_p50_ms, rt_p90_ms, iwl_p50_ms.
+// {"KEY": {"n", "mean", "ci95_half_width", "ci95_low", "ci95_high", "values": [...]}, ...}; a run
+// without the number (no IWL, no --slo) is left out of its n.
+nlohmann::json repetition_stats(const std::vector<nlohmann::json>& reports);
 
 // Live counts of a run in progress, written by the client threads and read by a progress display.
 struct LiveCounters {
@@ -102,5 +123,7 @@ std::vector<bool> pareto_front(const std::vector<double>& throughput, const std:
 void write_sweep_csv(const std::vector<SweepPoint>& points, const std::string& path);
 std::string sweep_svg(const std::vector<SweepPoint>& points, const std::string& title);
 void write_text(const std::string& text, const std::string& path);
+// Pretty JSON; bytes that are not UTF-8 (a --model, server text) are replaced, not thrown on.
+void write_json(const nlohmann::json& j, const std::string& path);
 
 }  // namespace hotpath::llm

@@ -20,4 +20,15 @@ Summary summarize(std::vector<double> samples);
 // {"count", "p50", "p90", "p95", "p99", "max", "min", "mean"}; the numbers are null when count is 0.
 nlohmann::json to_json(const Summary& s);
 
+// Mean of repeated runs' numbers and the half width of its two-sided 95% confidence interval,
+// Student t with n - 1 degrees of freedom: t * sd / sqrt(n) (sd with n - 1). half_width is NaN
+// for n < 2 (no spread to estimate); mean is NaN for n = 0.
+struct MeanCi {
+  std::size_t n = 0;
+  double mean = 0, half_width = 0;
+};
+MeanCi mean_ci95(const std::vector<double>& values);
+// The 0.975 quantile of Student's t with `df` degrees of freedom (df >= 1).
+double student_t975(std::size_t df);
+
 }  // namespace hotpath::llm
