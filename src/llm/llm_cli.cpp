@@ -16,6 +16,7 @@
 #include "llm/dataset.hpp"
 #include "llm/limits.hpp"
 #include "llm/report.hpp"
+#include "llm/server_monitor.hpp"
 #include "llm/sim_server.hpp"
 #include "util/error.hpp"
 #ifdef HOTPATH_HAVE_CURL
@@ -32,6 +33,7 @@ struct BenchOpts {
   std::size_t max_concurrency = 0, requests = 0, warmup = 0, threads = 1;
   std::uint64_t seed = 0;
   bool ignore_eos = false, insecure = false, quiet = false, busy_poll = false;
+  ServerViewOptions server;  // --metrics-url, --metrics-interval, --nvml, --no-nvml
 };
 
 struct SynthOpts {
@@ -165,6 +167,7 @@ void print_summary(const nlohmann::json& r, std::ostream& os) {
   if (r.contains("harness_overhead_us"))
     os << "  harness overhead (serve-sim stamps) us: p50 " << fmt(r["harness_overhead_us"]["p50"], 1) << ", p99 "
        << fmt(r["harness_overhead_us"]["p99"], 1) << '\n';
+  print_server_summary(r, os);
 }
 
 // `replace`: a --model or server text that is not UTF-8 must not make dump() throw.
@@ -206,10 +209,18 @@ void run_bench_command(const BenchOpts& o) {
   c.busy_poll = o.busy_poll;
   endpoint_url(c.endpoint, c.api);  // validate before loading anything
   const auto dataset = load_dataset(o.dataset);
+  ServerViewOptions sv = o.server;
+  sv.insecure = o.insecure;
+  ServerView view(sv, c.endpoint);  // samples the server during each measured phase
+  if (view.active()) {
+    c.on_measured_start = [&view] { view.measured_start(); };
+    c.on_measured_end = [&view] { view.measured_end(); };
+  }
 
   std::size_t completed = 0;
   if (!has_sweep) {
     BenchResult res = run_bench(c, dataset);
+    view.add_to_report(res.report);
     if (!o.quiet) print_summary(res.report, std::cout);
     if (!o.json_path.empty()) write_json(res.report, o.json_path);
     if (!o.csv_path.empty()) write_csv(res.records, o.csv_path);
@@ -221,6 +232,7 @@ void run_bench_command(const BenchOpts& o) {
     for (double rate : parse_rates(o.sweep)) {
       c.rate = rate;
       BenchResult res = run_bench(c, dataset);
+      view.add_to_report(res.report);
       if (!o.quiet) print_summary(res.report, std::cout);
       if (!o.csv_path.empty()) write_csv(res.records, o.csv_path, rate, /*append=*/!first);
       first = false;
@@ -321,6 +333,12 @@ void add_llm_commands(CLI::App& root) {
   bench->add_flag("--insecure", b->insecure, "https without certificate verification");
   bench->add_flag("--quiet", b->quiet, "No summary on stdout");
   bench->add_flag("--busy-poll", b->busy_poll, "Spin instead of sleeping (needs a free core per --threads)");
+  bench->add_option("--metrics-url", b->server.metrics_url,
+                    "Scrape the server's Prometheus /metrics in the measured phase: a URL, or auto (--endpoint's /v1 -> /metrics)");
+  bench->add_option("--metrics-interval", b->server.interval_s, "Seconds between scrapes and GPU readings (default 1)")
+      ->check(num_in(kMinMetricsIntervalS, kMaxMetricsIntervalS));
+  bench->add_flag("--nvml", b->server.nvml, "GPU telemetry through NVML even when --endpoint is not loopback");
+  bench->add_flag("--no-nvml", b->server.no_nvml, "No GPU telemetry (default: on when --endpoint is loopback)");
 #ifdef HOTPATH_HAVE_CURL
   bench->callback([b] { run_bench_command(*b); });
 #else
@@ -372,6 +390,9 @@ void add_llm_commands(CLI::App& root) {
   sim->add_option("--cut-rate", m->cfg.cut_rate, "Fraction of streams cut half way")->check(num_in(0, 1));
   sim->add_option("--malformed-rate", m->cfg.malformed_rate, "Fraction of streams given a malformed event")->check(num_in(0, 1));
   sim->add_option("--seed", m->cfg.seed, "Seed of the fault decisions")->check(int_in(0, UINT64_MAX));
+  sim->add_option("--kv-capacity-tokens", m->cfg.kv_capacity_tokens,
+                  "GET /metrics: tokens that fill the synthetic KV cache (default 100000)")
+      ->check(int_in(1, kMaxOutputTokens));
   sim->add_flag("!--no-role-chunk", m->cfg.role_chunk, "Chat: no empty role chunk on receipt");
   sim->add_flag("!--no-stamps", m->cfg.stamps, "No hotpath_sim timing stamps in the first content chunk");
   sim->add_flag("--busy-poll", m->cfg.busy_poll, "Spin instead of sleeping (needs a free core)");
