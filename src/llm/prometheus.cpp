@@ -184,6 +184,8 @@ std::string parse_prometheus(std::string_view body, const std::function<void(con
         return err("expected ',' or '}' in a label set");
       }
       skip_blanks(line, i);
+    } else if (i == line.size()) {
+      return err("missing value");
     } else if (i == after_name) {
       return err("expected a blank or '{' after the metric name");
     }
