@@ -29,6 +29,7 @@ std::size_t run_bench_sweep(BenchClient& client, const BenchConfig& c, const std
     }
     pc.seed = c.seed + s.repetition;  // repetitions are independent samples, not replays
     BenchResult res = run_bench_with_slos(client, pc, slos);
+    if (out.decorate) out.decorate(res.report);
     if (!out.quiet && out.print) out.print(res.report);
     if (!out.csv_path.empty())
       write_csv(res.records, out.csv_path, s.value, /*append=*/!first, s.axis,

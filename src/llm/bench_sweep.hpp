@@ -16,6 +16,7 @@ struct SweepOutputs {
   std::string json_path, csv_path;  // --json, --csv (empty: not written)
   bool quiet = false;
   std::function<void(const nlohmann::json& report)> print;  // a run's console summary
+  std::function<void(nlohmann::json& report)> decorate;     // adds to a run's report first (the server view)
 };
 
 // One measured run of `c` with its goodput (when `slos` is not empty) in the report.

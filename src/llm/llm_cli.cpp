@@ -17,6 +17,7 @@
 #include "llm/interrupt.hpp"
 #include "llm/limits.hpp"
 #include "llm/report.hpp"
+#include "llm/server_monitor.hpp"
 #include "llm/sim_server.hpp"
 #include "llm/trace.hpp"
 #include "llm/slo.hpp"
@@ -41,6 +42,7 @@ struct BenchOpts {
   std::size_t max_concurrency = 0, requests = 0, warmup = 0, threads = 1, turns = 1, trace_block_words = 512;
   std::uint64_t seed = 0;
   bool ignore_eos = false, insecure = false, quiet = false, busy_poll = false;
+  ServerViewOptions server;  // --metrics-url, --metrics-interval, --nvml, --no-nvml
 };
 
 struct SynthOpts {
@@ -175,6 +177,7 @@ void print_summary(const nlohmann::json& r, std::ostream& os) {
     os << "  harness overhead (serve-sim stamps) us: p50 " << fmt(r["harness_overhead_us"]["p50"], 1) << ", p99 "
        << fmt(r["harness_overhead_us"]["p99"], 1) << '\n';
   if (r.contains("goodput")) os << goodput_summary(r["goodput"]);
+  print_server_summary(r, os);
 }
 
 void run_bench_command(const BenchOpts& o) {
@@ -243,17 +246,26 @@ void run_bench_command(const BenchOpts& o) {
   InterruptScope interrupt(stop);
   c.stop = &stop;
   BenchClient client(c, dataset);  // one client: warm-up and sweep points share its connections
+  ServerViewOptions sv = o.server;
+  sv.insecure = o.insecure;
+  ServerView view(sv, c.endpoint);  // samples the server during each measured phase
+  if (view.active()) {
+    c.on_measured_start = [&view] { view.measured_start(); };
+    c.on_measured_end = [&view] { view.measured_end(); };
+  }
 
   std::size_t completed = 0;
   if (!multi) {
     BenchResult res = run_bench_with_slos(client, c, slos);
+    view.add_to_report(res.report);
     if (!o.quiet) print_summary(res.report, std::cout);
     if (!o.json_path.empty()) write_json(res.report, o.json_path);
     if (!o.csv_path.empty()) write_csv(res.records, o.csv_path);
     completed = res.report["completed"].get<std::size_t>();
   } else {
     completed = run_bench_sweep(client, c, slos, o.sw,
-                                {o.json_path, o.csv_path, o.quiet, [](const nlohmann::json& r) { print_summary(r, std::cout); }});
+                                {o.json_path, o.csv_path, o.quiet, [](const nlohmann::json& r) { print_summary(r, std::cout); },
+                                 [&view](nlohmann::json& r) { view.add_to_report(r); }});
   }
   if (stop.requested()) {
     std::cerr << "hotpath llm bench: interrupted; the outputs hold what finished\n";
@@ -373,6 +385,12 @@ void add_llm_commands(CLI::App& root) {
   bench->add_flag("--insecure", b->insecure, "https without certificate verification");
   bench->add_flag("--quiet", b->quiet, "No summary on stdout");
   bench->add_flag("--busy-poll", b->busy_poll, "Spin instead of sleeping (needs a free core per --threads)");
+  bench->add_option("--metrics-url", b->server.metrics_url,
+                    "Scrape the server's Prometheus /metrics in the measured phase: a URL, or auto (--endpoint's /v1 -> /metrics)");
+  bench->add_option("--metrics-interval", b->server.interval_s, "Seconds between scrapes and GPU readings (default 1)")
+      ->check(num_in(kMinMetricsIntervalS, kMaxMetricsIntervalS));
+  bench->add_flag("--nvml", b->server.nvml, "GPU telemetry through NVML even when --endpoint is not loopback");
+  bench->add_flag("--no-nvml", b->server.no_nvml, "No GPU telemetry (default: on when --endpoint is loopback)");
 #ifdef HOTPATH_HAVE_CURL
   bench->callback([b] { run_bench_command(*b); });
 #else
@@ -426,6 +444,9 @@ void add_llm_commands(CLI::App& root) {
   sim->add_option("--reset-rate", m->cfg.reset_rate, "Fraction of requests whose connection is reset on receipt")
       ->check(num_in(0, 1));
   sim->add_option("--seed", m->cfg.seed, "Seed of the fault decisions")->check(int_in(0, UINT64_MAX));
+  sim->add_option("--kv-capacity-tokens", m->cfg.kv_capacity_tokens,
+                  "GET /metrics: tokens that fill the synthetic KV cache (default 100000)")
+      ->check(int_in(1, kMaxOutputTokens));
   sim->add_flag("!--no-role-chunk", m->cfg.role_chunk, "Chat: no empty role chunk on receipt");
   sim->add_flag("!--no-stamps", m->cfg.stamps, "No hotpath_sim timing stamps in the first content chunk");
   sim->add_flag("--busy-poll", m->cfg.busy_poll, "Spin instead of sleeping (needs a free core)");

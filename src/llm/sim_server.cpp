@@ -98,6 +98,11 @@ struct SimServer::Impl {
 
   std::atomic<std::uint64_t> n_requests{0}, n_done{0}, n_errors{0}, n_cuts{0}, n_malformed{0}, n_resets{0}, n_max{0}, n_conns{0};
   std::uint64_t active = 0;
+  // GET /metrics: the receipt -> first content token histogram (per bucket, not cumulative; the
+  // last slot is +Inf) and its sum. Touched only on the loop thread.
+  static constexpr std::size_t kBuckets = std::size(kSimTtftBuckets);
+  std::array<std::uint64_t, kBuckets + 1> ttft_counts{};
+  double ttft_sum_s = 0;
 
   struct Conn {
     int fd = -1;
@@ -340,7 +345,8 @@ struct SimServer::Impl {
     }
   }
 
-  void respond_simple(std::uint64_t id, int status, const std::string& body) {
+  void respond_simple(std::uint64_t id, int status, const std::string& body,
+                      const char* content_type = "application/json") {
     auto it = conns.find(id);
     if (it == conns.end()) return;
     Conn& c = it->second;
@@ -348,13 +354,15 @@ struct SimServer::Impl {
                      : status == 429 ? "Too Many Requests" : status == 503 ? "Service Unavailable"
                                                             : "Internal Server Error";
     c.out += "HTTP/1.1 " + std::to_string(status) + " " + text +
-             "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+             "\r\nContent-Type: " + content_type + "\r\nContent-Length: " + std::to_string(body.size()) +
              (c.close_after ? "\r\nConnection: close" : "") + "\r\n\r\n" + body;
     flush(id);
   }
 
   void handle_request(std::uint64_t id, const std::string& method, const std::string& path, const std::string& body) {
     if (method == "GET" && ends_with(path, "/health")) return respond_simple(id, 200, "{}");
+    if (method == "GET" && ends_with(path, "/metrics"))
+      return respond_simple(id, 200, metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
     if (method == "GET" && ends_with(path, "/models")) {
       return respond_simple(id, 200, "{\"object\":\"list\",\"data\":[{\"id\":\"sim\",\"object\":\"model\",\"owned_by\":\"hotpath\"}]}");
     }
@@ -437,6 +445,52 @@ struct SimServer::Impl {
     flush(id);
   }
 
+  void observe_ttft(std::int64_t ns) {
+    const double v = static_cast<double>(ns) * 1e-9;
+    std::size_t b = 0;
+    while (b < kBuckets && v > kSimTtftBuckets[b]) ++b;
+    ++ttft_counts[b];
+    ttft_sum_s += v;
+  }
+
+  // The Prometheus text exposition (0.0.4) of the loop's state, under vLLM's metric names.
+  std::string metrics_text() const {
+    const std::int64_t now = now_ns();
+    double held = 0;  // tokens held by requests in progress: prompt + generated so far
+    for (const auto& [sid, s] : streams) {
+      long long gen = 0;
+      if (now >= s.first_ns) gen = s.tpot_ns > 0 ? std::min<long long>(s.n, (now - s.first_ns) / s.tpot_ns + 1) : s.n;
+      held += static_cast<double>(s.prompt_tokens + gen);
+    }
+    const double kv = std::min(1.0, held / static_cast<double>(std::max(1LL, cfg.kv_capacity_tokens)));
+    const char* lbl = "model_name=\"sim\"";
+    char num[64];
+    std::string o;
+    o += "# HELP vllm:num_requests_running Requests in progress: received, last token not yet sent.\n"
+         "# TYPE vllm:num_requests_running gauge\n";
+    o += "vllm:num_requests_running{" + std::string(lbl) + "} " + std::to_string(active) + "\n";
+    o += "# HELP vllm:num_requests_waiting Requests queued: serve-sim admits every request at once, so 0.\n"
+         "# TYPE vllm:num_requests_waiting gauge\n";
+    o += "vllm:num_requests_waiting{" + std::string(lbl) + "} 0\n";
+    std::snprintf(num, sizeof num, "%.6g", kv);
+    o += "# HELP vllm:kv_cache_usage_perc Synthetic: tokens held by requests in progress / --kv-capacity-tokens (1 = full).\n"
+         "# TYPE vllm:kv_cache_usage_perc gauge\n";
+    o += "vllm:kv_cache_usage_perc{" + std::string(lbl) + "} " + num + "\n";
+    o += "# HELP vllm:time_to_first_token_seconds Request received -> first content token sent.\n"
+         "# TYPE vllm:time_to_first_token_seconds histogram\n";
+    std::uint64_t cum = 0;
+    for (std::size_t b = 0; b <= kBuckets; ++b) {
+      cum += ttft_counts[b];
+      if (b < kBuckets) std::snprintf(num, sizeof num, "%.15g", kSimTtftBuckets[b]);
+      o += "vllm:time_to_first_token_seconds_bucket{le=\"" + std::string(b < kBuckets ? num : "+Inf") + "\"," + lbl +
+           "} " + std::to_string(cum) + "\n";
+    }
+    std::snprintf(num, sizeof num, "%.9g", ttft_sum_s);
+    o += "vllm:time_to_first_token_seconds_sum{" + std::string(lbl) + "} " + num + "\n";
+    o += "vllm:time_to_first_token_seconds_count{" + std::string(lbl) + "} " + std::to_string(cum) + "\n";
+    return o;
+  }
+
   std::string head_json(const Stream& s) const {
     return "{\"id\":\"" + s.id + "\",\"object\":\"" + (s.chat ? "chat.completion.chunk" : "text_completion") +
            "\",\"created\":0,\"model\":" + s.model_json + ",";
@@ -475,6 +529,7 @@ struct SimServer::Impl {
     }
     Conn& c = cit->second;
     if (!s.streaming) {
+      observe_ttft(s.first_ns - s.recv_ns);  // its first token was generated then
       std::string text;
       for (long long k = 0; k < s.n; ++k) text += sim_token_text(static_cast<std::uint64_t>(k), cfg.tokens_per_word);
       nlohmann::json body;
@@ -513,6 +568,7 @@ struct SimServer::Impl {
       ev += "\"finish_reason\":";
       ev += last ? "\"" + s.finish + "\"" : std::string("null");
       ev += "}]";
+      if (k == 0) observe_ttft(now_ns() - s.recv_ns);
       if (k == 0 && cfg.stamps) {
         ev += ",\"hotpath_sim\":{\"recv_ns\":" + std::to_string(s.recv_ns) + ",\"sent_ns\":" + std::to_string(now_ns()) + "}";
       }
@@ -606,6 +662,7 @@ SimServer::SimServer(SimConfig config) : impl_(std::make_unique<Impl>(std::move(
     throw Error("serve-sim: --tokens-per-word must be in [1, 1000]");
   for (double r : {impl_->cfg.error_rate, impl_->cfg.cut_rate, impl_->cfg.malformed_rate, impl_->cfg.reset_rate})
     if (!(r >= 0 && r <= 1)) throw Error("serve-sim: fault rates must be in [0, 1]");
+  if (impl_->cfg.kv_capacity_tokens < 1) throw Error("serve-sim: --kv-capacity-tokens must be at least 1");
   if (impl_->cfg.error_status < 400 || impl_->cfg.error_status > 599) throw Error("serve-sim: --error-status must be 4xx or 5xx");
 }
 

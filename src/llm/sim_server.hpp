@@ -26,6 +26,9 @@ struct SimConfig {
   double reset_rate = 0;           // fraction of requests whose connection is reset (RST) on receipt
   bool busy_poll = false;          // spin instead of sleeping (token times to the microsecond)
   std::uint64_t seed = 0;          // fault k is decided by hash(seed, request number k)
+  // GET /metrics: vllm:kv_cache_usage_perc = tokens held by requests in progress (prompt words +
+  // tokens generated so far) / this capacity, at most 1: a synthetic figure that rises with load.
+  long long kv_capacity_tokens = 100'000;
 };
 
 struct SimStats {
@@ -38,6 +41,12 @@ struct SimStats {
   std::uint64_t max_concurrent = 0;  // most responses in progress at once
   std::uint64_t connections = 0;     // connections accepted
 };
+
+// serve-sim's TTFT histogram buckets (vLLM's, in seconds) and its GET /metrics body format:
+// vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc and
+// vllm:time_to_first_token_seconds (receipt -> first content token), labelled model_name="sim".
+inline constexpr double kSimTtftBuckets[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+                                             1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
 
 // Which injected fault request number k (0-based, in order of arrival) gets; exposed so tests
 // can predict exact counts.
