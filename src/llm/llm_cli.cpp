@@ -9,12 +9,17 @@
 #include <ctime>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "llm/dataset.hpp"
+#include "llm/html_report.hpp"
 #include "llm/limits.hpp"
+#include "llm/progress.hpp"
 #include "llm/report.hpp"
 #include "llm/sim_server.hpp"
 #include "util/error.hpp"
@@ -32,6 +37,8 @@ struct BenchOpts {
   std::size_t max_concurrency = 0, requests = 0, warmup = 0, threads = 1;
   std::uint64_t seed = 0;
   bool ignore_eos = false, insecure = false, quiet = false, busy_poll = false;
+  std::string report_path;                    // --report: the HTML report
+  bool progress = false, no_progress = false;  // force the live progress line on / off
 };
 
 struct SynthOpts {
@@ -172,6 +179,22 @@ void write_json(const nlohmann::json& j, const std::string& path) {
   write_text(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", path);
 }
 
+// One measured phase, with the live progress line on stderr when it is wanted (docs/llm.md).
+BenchResult run_live(BenchConfig c, const std::vector<DatasetItem>& dataset, const BenchOpts& o,
+                     const std::string& label = "") {
+  const ProgressMode mode = o.progress ? ProgressMode::on : o.no_progress ? ProgressMode::off : ProgressMode::automatic;
+  LiveCounters live;
+  std::optional<ProgressLine> line;
+  if (progress_enabled(mode, o.quiet, STDERR_FILENO)) {
+    std::optional<std::uint64_t> total;  // as run_bench schedules it; unknown for arrivals until --duration
+    if (c.requests) total = c.requests;
+    else if (!(c.mode == Mode::interactive && c.duration_s > 0)) total = dataset.size();
+    c.live = &live;
+    line.emplace(live, stderr, total, label);
+  }
+  return run_bench(c, dataset);
+}
+
 void run_bench_command(const BenchOpts& o) {
   BenchConfig c;
   c.endpoint = o.endpoint;
@@ -209,27 +232,32 @@ void run_bench_command(const BenchOpts& o) {
 
   std::size_t completed = 0;
   if (!has_sweep) {
-    BenchResult res = run_bench(c, dataset);
+    BenchResult res = run_live(c, dataset, o);
     if (!o.quiet) print_summary(res.report, std::cout);
     if (!o.json_path.empty()) write_json(res.report, o.json_path);
     if (!o.csv_path.empty()) write_csv(res.records, o.csv_path);
     completed = res.report["completed"].get<std::size_t>();
+    if (!o.report_path.empty())
+      write_html_report(o.report_path, report_title(c.model, c.endpoint), {{run_label(res.report), res.report, std::move(res.records)}});
   } else {
     std::vector<SweepPoint> points;
+    std::vector<HtmlRun> html_runs;  // only with --report: every point's records are kept for it
     nlohmann::json all = nlohmann::json::array();
     bool first = true;
     for (double rate : parse_rates(o.sweep)) {
       c.rate = rate;
-      BenchResult res = run_bench(c, dataset);
+      BenchResult res = run_live(c, dataset, o, sweep_point_label({rate, {}}));
       if (!o.quiet) print_summary(res.report, std::cout);
       if (!o.csv_path.empty()) write_csv(res.records, o.csv_path, rate, /*append=*/!first);
       first = false;
       completed += res.report["completed"].get<std::size_t>();
       points.push_back({rate, res.report});
       all.push_back(res.report);
+      if (!o.report_path.empty()) html_runs.push_back({sweep_point_label(points.back()), res.report, std::move(res.records)});
     }
     write_sweep_csv(points, o.sweep_out + ".csv");
     write_text(sweep_svg(points, "hotpath llm bench sweep: " + c.model + " at " + c.endpoint), o.sweep_out + ".svg");
+    if (!o.report_path.empty()) write_html_report(o.report_path, report_title(c.model, c.endpoint), html_runs, points);
     if (!o.quiet) std::cout << "sweep table: " << o.sweep_out << ".csv, plot: " << o.sweep_out << ".svg\n";
     if (!o.json_path.empty()) write_json({{"schema", "hotpath.llm.sweep/1"}, {"runs", all}}, o.json_path);
   }
@@ -319,7 +347,10 @@ void add_llm_commands(CLI::App& root) {
   bench->add_option("--sweep-out", b->sweep_out, "Prefix of the sweep table (.csv) and plot (.svg)");
   bench->add_option("--threads", b->threads, "Client threads (default 1)")->check(int_in(1, kMaxThreads));
   bench->add_flag("--insecure", b->insecure, "https without certificate verification");
-  bench->add_flag("--quiet", b->quiet, "No summary on stdout");
+  bench->add_flag("--quiet", b->quiet, "No summary on stdout, no progress line");
+  bench->add_option("--report", b->report_path, "Write a self-contained HTML report (tables, SVG charts)");
+  bench->add_flag("--progress", b->progress, "Live progress line on stderr even when it is not a terminal")
+      ->excludes(bench->add_flag("--no-progress", b->no_progress, "No live progress line"));
   bench->add_flag("--busy-poll", b->busy_poll, "Spin instead of sleeping (needs a free core per --threads)");
 #ifdef HOTPATH_HAVE_CURL
   bench->callback([b] { run_bench_command(*b); });

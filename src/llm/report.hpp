@@ -66,6 +66,15 @@ struct RunInfo {
   std::size_t client_threads = 1;
 };
 
+// What make_report and the CSV compute from one record (ms, or words/s for `wps`; NaN = undefined):
+// RT from the schedule and from the send, E2E, slot wait, send lag, per-user words/s and IWL, TPOT,
+// and the harness overhead against serve-sim (us).
+struct Derived {
+  double rt_ms = kNaN, rt_send_ms = kNaN, e2e_ms = kNaN, slot_ms = kNaN, lag_ms = kNaN;
+  double wps = kNaN, iwl_ms = kNaN, tpot_ms = kNaN, overhead_us = kNaN, pre_us = kNaN, post_us = kNaN;
+};
+Derived derive(const RequestRecord& r);
+
 nlohmann::json make_report(const RunInfo& info, const std::vector<RequestRecord>& records);
 void write_csv(const std::vector<RequestRecord>& records, const std::string& path,
                std::optional<double> rate_column = std::nullopt, bool append = false);
@@ -77,6 +86,9 @@ struct SweepPoint {
   nlohmann::json report;
   std::string axis = "rate";
 };
+
+// "rate 4.00 req/s" (2 decimals below 10) or "concurrency 16": how reports name a sweep point.
+std::string sweep_point_label(const SweepPoint& p);
 
 // Live counts of a run in progress, written by the client threads and read by a progress display.
 struct LiveCounters {
