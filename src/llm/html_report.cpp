@@ -244,7 +244,7 @@ void run_section(std::string& o, const HtmlRun& run, std::size_t index) {
   o += "<div class=\"charts\">\n" + time_chart(collect(run.records), note) + "</div>\n";
   if (!note.empty()) o += "<p class=\"note\">" + escape(note) + "</p>\n";
 
-  o += "<details open>\n<summary>Configuration</summary>\n<table class=\"config\">\n";
+  o += "<details open=\"open\">\n<summary>Configuration</summary>\n<table class=\"config\">\n";
   for (const auto& [k, v] : at(r, "config").items())
     o += "<tr><th class=\"t\">" + escape(k) + "</th><td class=\"t\">" + escape(json_text(v)) + "</td></tr>\n";
   o += "</table>\n</details>\n</section>\n";
