@@ -133,7 +133,7 @@ std::string time_chart(const Series& s, std::string& note) {
   const bool any = lo <= hi;
   std::string o = svg::open(W, H);
   o += svg::text(W / 2, 18, "latency of each request over the run", 13);
-  const svg::Chart chart({70, 30, 760, 270}, svg::linear_axis(0, thi > 0 ? thi : 1, "send time (s since the run's start)"),
+  const svg::Chart chart({70, 30, 720, 270}, svg::linear_axis(0, thi > 0 ? thi : 1, "send time (s since the run's start)"),
                          svg::auto_axis(any ? lo : 0, any ? hi : 1, "latency (ms)", true));
   chart.axes(o);
   std::size_t drawn = 0, total = 0;
@@ -151,7 +151,7 @@ std::string time_chart(const Series& s, std::string& note) {
   const std::size_t fstep = std::max<std::size_t>(1, s.t_failed.size() / kScatterPoints + (s.t_failed.size() % kScatterPoints != 0));
   for (std::size_t i = 0; i < s.t_failed.size(); i += fstep) fail.push_back(s.t_failed[i]);
   chart.rug(o, fail, svg::color(1));
-  svg::legend(o, 850, 50,
+  svg::legend(o, 806, 50,
               {{"RT from schedule (" + std::to_string(s.v_rt.size()) + ")", svg::color(0)},
                {"E2E (" + std::to_string(s.v_e2e.size()) + ")", svg::color(3)},
                {"failed, at send (" + std::to_string(s.t_failed.size()) + ")", svg::color(1)}});

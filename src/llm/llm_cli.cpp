@@ -237,8 +237,11 @@ void run_bench_command(const BenchOpts& o) {
     if (!o.json_path.empty()) write_json(res.report, o.json_path);
     if (!o.csv_path.empty()) write_csv(res.records, o.csv_path);
     completed = res.report["completed"].get<std::size_t>();
-    if (!o.report_path.empty())
-      write_html_report(o.report_path, report_title(c.model, c.endpoint), {{run_label(res.report), res.report, std::move(res.records)}});
+    if (!o.report_path.empty()) {
+      std::vector<HtmlRun> run;  // (an initializer list would copy the records)
+      run.push_back({run_label(res.report), res.report, std::move(res.records)});
+      write_html_report(o.report_path, report_title(c.model, c.endpoint), run);
+    }
   } else {
     std::vector<SweepPoint> points;
     std::vector<HtmlRun> html_runs;  // only with --report: every point's records are kept for it
