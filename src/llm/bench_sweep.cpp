@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "llm/html_report.hpp"
 #include "llm/interrupt.hpp"
 
 namespace hotpath::llm {
@@ -18,6 +19,7 @@ std::size_t run_bench_sweep(BenchClient& client, const BenchConfig& c, const std
   const std::size_t repeat = std::max<std::size_t>(f.repeat, 1);
   std::size_t completed = 0;
   bool first = true;
+  std::vector<HtmlRun> html_runs;  // only with --report: every run's records are kept for it
   const RunPoint run = [&](const PointSpec& s) {
     BenchConfig pc = c;
     if (s.axis == "concurrency") {
@@ -28,15 +30,20 @@ std::size_t run_bench_sweep(BenchClient& client, const BenchConfig& c, const std
       pc.rate = s.value;
     }
     pc.seed = c.seed + s.repetition;  // repetitions are independent samples, not replays
-    BenchResult res = run_bench_with_slos(client, pc, slos);
-    if (out.decorate) out.decorate(res.report);
+    SweepPoint named;
+    named.rate = s.value;
+    named.axis = s.axis;
+    const std::string label = sweep_point_label(named) + (repeat > 1 ? ", run " + std::to_string(s.repetition + 1) : "");
+    BenchResult res = out.run ? out.run(pc, label) : run_bench_with_slos(client, pc, slos);
     if (!out.quiet && out.print) out.print(res.report);
     if (!out.csv_path.empty())
       write_csv(res.records, out.csv_path, s.value, /*append=*/!first, s.axis,
                 repeat > 1 ? std::optional<std::size_t>(s.repetition) : std::nullopt);
     first = false;
     completed += res.report["completed"].get<std::size_t>();
-    return res.report;
+    nlohmann::json report = res.report;
+    if (!out.report_path.empty()) html_runs.push_back({label, res.report, std::move(res.records)});
+    return report;
   };
   SweepResult r;
   if (!f.find_max.empty()) {
@@ -55,6 +62,7 @@ std::size_t run_bench_sweep(BenchClient& client, const BenchConfig& c, const std
   }
   write_sweep_csv(r.points, f.sweep_out + ".csv");
   write_text(sweep_svg(r.points, "hotpath llm bench sweep: " + c.model + " at " + c.endpoint), f.sweep_out + ".svg");
+  if (!out.report_path.empty()) write_html_report(out.report_path, out.report_title, html_runs, r.points);
   if (!out.quiet) {
     if (!r.search.is_null()) std::cout << search_summary(r.search);
     std::cout << "sweep table: " << f.sweep_out << ".csv, plot: " << f.sweep_out << ".svg\n";

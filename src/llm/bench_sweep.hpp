@@ -16,7 +16,10 @@ struct SweepOutputs {
   std::string json_path, csv_path;  // --json, --csv (empty: not written)
   bool quiet = false;
   std::function<void(const nlohmann::json& report)> print;  // a run's console summary
-  std::function<void(nlohmann::json& report)> decorate;     // adds to a run's report first (the server view)
+  std::string report_path, report_title;  // --report: the HTML report of the whole sweep
+  // Runs one point (default: run_bench_with_slos on the client); the CLI wraps it with the progress
+  // line and the server view. `label` names the point ("rate 4.00 req/s").
+  std::function<BenchResult(const BenchConfig& point, const std::string& label)> run;
 };
 
 // One measured run of `c` with its goodput (when `slos` is not empty) in the report.

@@ -7,15 +7,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "llm/dataset.hpp"
 #include "llm/interrupt.hpp"
+#include "llm/html_report.hpp"
 #include "llm/limits.hpp"
+#include "llm/progress.hpp"
 #include "llm/report.hpp"
 #include "llm/server_monitor.hpp"
 #include "llm/sim_server.hpp"
@@ -43,6 +49,8 @@ struct BenchOpts {
   std::uint64_t seed = 0;
   bool ignore_eos = false, insecure = false, quiet = false, busy_poll = false;
   ServerViewOptions server;  // --metrics-url, --metrics-interval, --nvml, --no-nvml
+  std::string report_path;                    // --report: the HTML report
+  bool progress = false, no_progress = false;  // force the live progress line on / off
 };
 
 struct SynthOpts {
@@ -180,6 +188,25 @@ void print_summary(const nlohmann::json& r, std::ostream& os) {
   print_server_summary(r, os);
 }
 
+// One measured phase, with the live progress line on stderr when it is wanted (docs/llm.md).
+BenchResult run_live(BenchConfig c, std::size_t dataset_size, const BenchOpts& o,
+                     const std::function<BenchResult(const BenchConfig&)>& run, const std::string& label = "") {
+  const ProgressMode mode = o.progress ? ProgressMode::on : o.no_progress ? ProgressMode::off : ProgressMode::automatic;
+  LiveCounters live;
+  std::optional<ProgressLine> line;
+  if (progress_enabled(mode, o.quiet, STDERR_FILENO)) {
+    // The requests the run schedules, as BenchClient::run counts them; unknown for arrivals until
+    // --duration. Multi-turn runs send --turns requests per session.
+    std::optional<std::uint64_t> total;
+    if (c.mode == Mode::trace) total = c.requests ? std::min(c.requests, c.trace_times.size()) : c.trace_times.size();
+    else if (c.requests) total = c.requests * c.turns;
+    else if (!(c.mode == Mode::interactive && c.duration_s > 0)) total = (dataset_size + c.turns - 1) / c.turns * c.turns;
+    c.live = &live;
+    line.emplace(live, stderr, total, label);
+  }
+  return run(c);
+}
+
 void run_bench_command(const BenchOpts& o) {
   BenchConfig c;
   c.endpoint = o.endpoint;
@@ -256,16 +283,28 @@ void run_bench_command(const BenchOpts& o) {
 
   std::size_t completed = 0;
   if (!multi) {
-    BenchResult res = run_bench_with_slos(client, c, slos);
+    BenchResult res = run_live(c, dataset.size(), o, [&](const BenchConfig& cfg) { return run_bench_with_slos(client, cfg, slos); });
     view.add_to_report(res.report);
     if (!o.quiet) print_summary(res.report, std::cout);
     if (!o.json_path.empty()) write_json(res.report, o.json_path);
     if (!o.csv_path.empty()) write_csv(res.records, o.csv_path);
     completed = res.report["completed"].get<std::size_t>();
+    if (!o.report_path.empty()) {
+      std::vector<HtmlRun> run;  // (an initializer list would copy the records)
+      run.push_back({run_label(res.report), res.report, std::move(res.records)});
+      write_html_report(o.report_path, report_title(c.model, c.endpoint), run);
+    }
   } else {
-    completed = run_bench_sweep(client, c, slos, o.sw,
-                                {o.json_path, o.csv_path, o.quiet, [](const nlohmann::json& r) { print_summary(r, std::cout); },
-                                 [&view](nlohmann::json& r) { view.add_to_report(r); }});
+    SweepOutputs out{o.json_path, o.csv_path, o.quiet, [](const nlohmann::json& r) { print_summary(r, std::cout); }};
+    out.report_path = o.report_path;
+    out.report_title = report_title(c.model, c.endpoint);
+    // Each point's run gets the progress line and, after it, the server view's part of its report.
+    out.run = [&](const BenchConfig& cfg, const std::string& label) {
+      BenchResult res = run_live(cfg, dataset.size(), o, [&](const BenchConfig& x) { return run_bench_with_slos(client, x, slos); }, label);
+      view.add_to_report(res.report);
+      return res;
+    };
+    completed = run_bench_sweep(client, c, slos, o.sw, out);
   }
   if (stop.requested()) {
     std::cerr << "hotpath llm bench: interrupted; the outputs hold what finished\n";
@@ -383,7 +422,10 @@ void add_llm_commands(CLI::App& root) {
   bench->add_option("--think-time", b->think_time, "Multi-turn: seconds between a reply and the next turn (default 0)")
       ->check(num_in(0, kMaxDurationS));
   bench->add_flag("--insecure", b->insecure, "https without certificate verification");
-  bench->add_flag("--quiet", b->quiet, "No summary on stdout");
+  bench->add_flag("--quiet", b->quiet, "No summary on stdout, no progress line");
+  bench->add_option("--report", b->report_path, "Write a self-contained HTML report (tables, SVG charts)");
+  bench->add_flag("--progress", b->progress, "Live progress line on stderr even when it is not a terminal")
+      ->excludes(bench->add_flag("--no-progress", b->no_progress, "No live progress line"));
   bench->add_flag("--busy-poll", b->busy_poll, "Spin instead of sleeping (needs a free core per --threads)");
   bench->add_option("--metrics-url", b->server.metrics_url,
                     "Scrape the server's Prometheus /metrics in the measured phase: a URL, or auto (--endpoint's /v1 -> /metrics)");

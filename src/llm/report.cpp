@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "llm/stats.hpp"
+#include "llm/svg.hpp"
 #include "llm/text.hpp"
 #include "util/error.hpp"
 
@@ -461,103 +462,62 @@ std::string fmt(double v, int prec = 1) {
   std::snprintf(buf, sizeof buf, "%.*f", prec, v);
   return buf;
 }
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
-// A "nice" upper bound for an axis: 1, 2 or 5 times a power of ten.
-double nice_max(double v) {
-  if (!(v > 0)) return 1.0;
-  const double p = std::pow(10.0, std::floor(std::log10(v)));
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (m * p >= v) return m * p;
-  return 10 * p;
+
+std::string axis_tag(const SweepPoint& p) {
+  return p.axis == "rate" ? fmt(p.rate, p.rate < 10 ? 2 : 0) + "/s" : "C" + fmt(p.rate, 0);
 }
 
 // One panel: x = total words/s, y = the latency; frontier points joined by a line, others hollow.
-void panel(std::ostringstream& s, double ox, double oy, double w, double h, const std::vector<double>& x,
-           const std::vector<double>& y, const std::vector<double>& rates, const std::vector<bool>& front,
-           const std::string& ylabel, const char* color, bool concurrency) {
+void panel(std::string& s, const svg::Box& box, const std::vector<SweepPoint>& points, const std::vector<double>& x,
+           const std::vector<double>& y, const std::vector<bool>& front, const std::string& ylabel, const char* color) {
   double xm = 0, ym = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (ok(x[i])) xm = std::max(xm, x[i]);
     if (ok(y[i])) ym = std::max(ym, y[i]);
   }
-  xm = nice_max(xm);
-  ym = nice_max(ym);
-  const auto px = [&](double v) { return ox + v / xm * w; };
-  const auto py = [&](double v) { return oy + h - v / ym * h; };
-  s << "<rect x=\"" << fmt(ox) << "\" y=\"" << fmt(oy) << "\" width=\"" << fmt(w) << "\" height=\"" << fmt(h)
-    << "\" fill=\"none\" stroke=\"#444\"/>\n";
-  for (int t = 0; t <= 5; ++t) {
-    const double xv = xm * t / 5, yv = ym * t / 5;
-    s << "<line x1=\"" << fmt(px(xv)) << "\" y1=\"" << fmt(oy + h) << "\" x2=\"" << fmt(px(xv)) << "\" y2=\""
-      << fmt(oy) << "\" stroke=\"#ddd\"/>\n";
-    s << "<text x=\"" << fmt(px(xv)) << "\" y=\"" << fmt(oy + h + 16) << "\" font-size=\"11\" text-anchor=\"middle\">"
-      << fmt(xv, xv < 10 ? 1 : 0) << "</text>\n";
-    s << "<line x1=\"" << fmt(ox) << "\" y1=\"" << fmt(py(yv)) << "\" x2=\"" << fmt(ox + w) << "\" y2=\""
-      << fmt(py(yv)) << "\" stroke=\"#ddd\"/>\n";
-    s << "<text x=\"" << fmt(ox - 6) << "\" y=\"" << fmt(py(yv) + 4) << "\" font-size=\"11\" text-anchor=\"end\">"
-      << fmt(yv, yv < 10 ? 1 : 0) << "</text>\n";
-  }
-  s << "<text x=\"" << fmt(ox + w / 2) << "\" y=\"" << fmt(oy + h + 34)
-    << "\" font-size=\"12\" text-anchor=\"middle\">total words/s (all users)</text>\n";
-  s << "<text x=\"" << fmt(ox - 46) << "\" y=\"" << fmt(oy + h / 2) << "\" font-size=\"12\" text-anchor=\"middle\" "
-    << "transform=\"rotate(-90 " << fmt(ox - 46) << ' ' << fmt(oy + h / 2) << ")\">" << xml_escape(ylabel)
-    << "</text>\n";
+  const svg::Chart chart(box, svg::linear_axis(0, xm, "total words/s (all users)"), svg::linear_axis(0, ym, ylabel));
+  chart.axes(s);
   // Frontier polyline in throughput order.
   std::vector<std::size_t> idx;
   for (std::size_t i = 0; i < x.size(); ++i)
     if (front[i]) idx.push_back(i);
   std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return x[a] < x[b]; });
   if (idx.size() >= 2) {
-    s << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\"";
-    for (std::size_t i : idx) s << fmt(px(x[i])) << ',' << fmt(py(y[i])) << ' ';
-    s << "\"/>\n";
+    std::vector<double> fx, fy;
+    for (std::size_t i : idx) fx.push_back(x[i]), fy.push_back(y[i]);
+    chart.polyline(s, fx, fy, color);
   }
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (!ok(x[i]) || !ok(y[i])) continue;
-    s << "<circle cx=\"" << fmt(px(x[i])) << "\" cy=\"" << fmt(py(y[i])) << "\" r=\"4\" stroke=\"" << color
-      << "\" fill=\"" << (front[i] ? color : "white") << "\"><title>" << (concurrency ? "concurrency " : "rate ")
-      << fmt(rates[i], concurrency ? 0 : 3) << (concurrency ? ": " : " req/s: ")
-      << fmt(x[i]) << " words/s, " << fmt(y[i], 2) << "</title></circle>\n";
-    s << "<text x=\"" << fmt(px(x[i]) + 6) << "\" y=\"" << fmt(py(y[i]) - 6) << "\" font-size=\"10\" fill=\"#555\">"
-      << (concurrency ? "C" + fmt(rates[i], 0) : fmt(rates[i], rates[i] < 10 ? 2 : 0) + "/s") << "</text>\n";
+  std::vector<std::string> titles, labels;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    titles.push_back(sweep_point_label(points[i]) + ": " + fmt(x[i]) + " words/s, " + fmt(y[i], 2));
+    labels.push_back(axis_tag(points[i]));
   }
+  chart.markers(s, x, y, color, front, titles, labels);
 }
 }  // namespace
 
+std::string sweep_point_label(const SweepPoint& p) {
+  return p.axis == "rate" ? "rate " + fmt(p.rate, p.rate < 10 ? 2 : 0) + " req/s" : p.axis + " " + fmt(p.rate, 0);
+}
+
 std::string sweep_svg(const std::vector<SweepPoint>& points, const std::string& title) {
-  std::vector<double> thr, rt90, iwl90, rates;
+  std::vector<double> thr, rt90, iwl90;
   for (const auto& p : points) {
-    rates.push_back(p.rate);
-    thr.push_back(point_num(p, "wps_total"));
+    thr.push_back(point_num(p, "wps_total"));  // means over a point's repetitions
     rt90.push_back(point_metric(p, "rt_ms", "p90"));
     iwl90.push_back(point_metric(p, "iwl_ms", "p90"));
   }
-  std::ostringstream s;
   const double W = 960, H = 420;
-  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" viewBox=\"0 0 " << W
-    << ' ' << H << "\" font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  s << "<text x=\"" << W / 2 << "\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">" << xml_escape(title)
-    << "</text>\n";
-  s << "<text x=\"" << W / 2 << "\" y=\"40\" font-size=\"11\" text-anchor=\"middle\" fill=\"#555\">filled points: "
-       "Pareto frontier (no other point has both more words/s and lower latency)</text>\n";
-  const bool conc = !points.empty() && points.front().axis == "concurrency";
-  panel(s, 80, 60, 360, 300, thr, rt90, rates, pareto_front(thr, rt90), "RT p90 (ms)", "#1f77b4", conc);
-  panel(s, 560, 60, 360, 300, thr, iwl90, rates, pareto_front(thr, iwl90), "IWL p90 (ms)", "#d62728", conc);
-  s << "</svg>\n";
-  return s.str();
+  std::string s = svg::open(W, H);
+  s += svg::text(W / 2, 22, title, 15);
+  s += svg::text(W / 2, 40, "filled points: Pareto frontier (no other point has both more words/s and lower latency)", 11,
+                 "middle", "#555");
+  panel(s, {80, 60, 360, 300}, points, thr, rt90, pareto_front(thr, rt90), "RT p90 (ms)", "#1f77b4");
+  panel(s, {560, 60, 360, 300}, points, thr, iwl90, pareto_front(thr, iwl90), "IWL p90 (ms)", "#d62728");
+  s += "</svg>\n";
+  return s;
 }
+
 
 void write_text(const std::string& text, const std::string& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -112,6 +112,8 @@ struct SweepPoint {
 // {"KEY": {"n", "mean", "ci95_half_width", "ci95_low", "ci95_high", "values": [...]}, ...}; a run
 // without the number (no IWL, no --slo) is left out of its n.
 nlohmann::json repetition_stats(const std::vector<nlohmann::json>& reports);
+// "rate 4.00 req/s" (2 decimals below 10) or "concurrency 16": how reports name a sweep point.
+std::string sweep_point_label(const SweepPoint& p);
 
 // Live counts of a run in progress, written by the client threads and read by a progress display.
 struct LiveCounters {
