@@ -48,13 +48,17 @@ done
 # 2. Harness overhead at ~200 concurrent streams: 150 req/s (Poisson) of 64-token streams lasting
 #    ~1.3 s each (TTFT 50 ms, 20 ms per token). serve-sim stamps receipt and send times on the same
 #    clock, so RT added by the client side = (server receipt - slot free) + (client stamp - server send).
+#    Variants side by side: serve-sim sleeping or spinning (a spinning serve-sim takes its own wake-up
+#    out of the figure, leaving the client's part and the loopback), the client sleeping, waking
+#    --spin-us before each send, or spinning.
 "$H" llm dataset synth --requests 200 --input-mean 64 --input-stdev 16 --output-mean 64 --seed 1 --out "$tmp/ovh.jsonl"
-for busy in 0 $([[ "$BUSY" == 1 ]] && echo 1); do
-  sim_flags=(); client_flags=(); tag=""
-  [[ "$busy" == 1 ]] && { sim_flags=(--busy-poll); client_flags=(--busy-poll); tag="-busypoll"; }
-  start_sim --ttft-ms 50 --tpot-ms 20 "${sim_flags[@]}"
+variants=("plain::" "simbusy:--busy-poll:")
+[[ "$BUSY" == 1 ]] && variants+=("simbusy-spin100:--busy-poll:--spin-us 100" "busypoll:--busy-poll:--busy-poll")
+for v in "${variants[@]}"; do
+  IFS=: read -r tag simf clientf <<<"$v"
+  start_sim --ttft-ms 50 --tpot-ms 20 $simf
   bench --dataset "$tmp/ovh.jsonl" --mode interactive --rate 150 --duration 20 --warmup 200 --ignore-eos --seed 1 \
-    "${client_flags[@]}" --json "$OUT/$PREFIX-overhead-200streams$tag.json"
+    --quiet $clientf --json "$OUT/$PREFIX-overhead-200streams-$tag.json"
   stop_sim
 done
 
@@ -89,12 +93,13 @@ for tag in ("", "-busypoll"):
         print(f"  c={c:<4}{tag:10} completed {r['completed']:>5}  RT(send) p50 {m['rt_from_send_ms']['p50']-50:+.3f} ms"
               f"  p99 {m['rt_from_send_ms']['p99']-50:+.3f} ms  IWL p50 {m['iwl_ms']['p50']-10:+.4f} ms"
               f"  harness overhead p50 {ov.get('p50', float('nan')):.1f} us")
-for tag in ("", "-busypoll"):
+for tag in ("-plain", "-simbusy", "-simbusy-spin100", "-busypoll"):
     r = load(f"overhead-200streams{tag}")
     if not r: continue
     ov, parts = r["harness_overhead_us"], r["harness_overhead_parts_us"]
     print(f"overhead at ~200 streams{tag}: p50 {ov['p50']:.1f} us p99 {ov['p99']:.1f} us"
           f" (slot->server p50 {parts['slot_to_server']['p50']:.1f}, server->stamp p50 {parts['server_to_stamp']['p50']:.1f});"
+          f" send lag p50 {r['metrics']['send_lag_ms']['p50']*1000:.1f} us;"
           f" client {r['client']['cpu_utilization']*100:.0f}% busy, completed {r['completed']}")
 r = load("throughput-1core")
 if r:

@@ -80,6 +80,7 @@ struct Plan {
   bool ignore_eos = false;
   StopSignal* stop = nullptr;
   double grace_s = 10;
+  std::int64_t spin_ns = 0;  // --spin-us
 };
 
 // A multi-turn conversation: its requests in turn order and the messages so far. Only the worker
@@ -237,14 +238,19 @@ class Worker {
       if (nothing_left() && in_flight_ == 0) break;
       expire_overdue();
       if (in_flight_ == 0 && nothing_left()) break;
-      const std::int64_t wake = next_wake_ns();
+      const std::int64_t send = next_send_ns(), other = next_other_ns();
+      const std::int64_t wake = std::min(send, other), now = now_ns();
       // The timerfd wakes the loop at the next send or curl deadline; the epoll timeout is a
-      // backstop so that no wait is unbounded whatever curl or the schedule say.
+      // backstop so that no wait is unbounded whatever curl or the schedule say. With --spin-us the
+      // timer fires that much before a send and the loop spins the rest, so a core's wake-up
+      // latency does not land in the send time.
       int timeout = kBackstopMs;
-      if (plan_.busy_poll || wake <= now_ns()) {
+      if (plan_.busy_poll || wake <= now) {
         timeout = 0;  // busy polling never sleeps, so no wake-up latency lands in RT
+      } else if (plan_.spin_ns > 0 && send <= other && send - now <= plan_.spin_ns) {
+        timeout = 0;
       } else if (wake != kNever) {
-        arm(wake);
+        arm(send <= other ? std::max(now, send - plan_.spin_ns) : other);
       }
       const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout);
       if (n < 0 && errno != EINTR) throw Error(std::string("client: epoll_wait: ") + std::strerror(errno));
@@ -343,16 +349,19 @@ class Worker {
     return true;
   }
 
-  std::int64_t next_wake_ns() const {
-    std::int64_t w = curl_deadline_ns_;
-    if (stopped()) w = std::min(w, at_ns(stop_s_ + plan_.grace_s));
+  // The next scheduled send (kNever when none is due or no slot is free).
+  std::int64_t next_send_ns() const {
     double due = 0;
     bool followup = false;
-    if (peek_due(due, followup) && (cap_ == 0 || in_flight_ < cap_)) {
-      double s = std::max(due, slot_opens_s(in_flight_));
-      if (phase_->duration_s > 0) s = std::min(s, phase_->duration_s);
-      w = std::min(w, at_ns(s));
-    }
+    if (!peek_due(due, followup) || (cap_ != 0 && in_flight_ >= cap_)) return kNever;
+    double s = std::max(due, slot_opens_s(in_flight_));
+    if (phase_->duration_s > 0) s = std::min(s, phase_->duration_s);
+    return at_ns(s);
+  }
+  // The next thing other than a send that needs the loop: curl's deadline, the end of the grace period.
+  std::int64_t next_other_ns() const {
+    std::int64_t w = curl_deadline_ns_;
+    if (stopped()) w = std::min(w, at_ns(stop_s_ + plan_.grace_s));
     return w;
   }
 
@@ -865,6 +874,7 @@ nlohmann::json config_json(const BenchConfig& c) {
   j["ignore_eos"] = c.ignore_eos;
   j["threads"] = c.threads;
   j["busy_poll"] = c.busy_poll;
+  j["spin_us"] = c.spin_us;
   j["dataset"] = c.dataset_path;
   j["grace_s"] = c.grace_s;
   j["ramp_up_s"] = c.ramp_s > 0 ? nlohmann::json(c.ramp_s) : nlohmann::json(nullptr);
@@ -890,6 +900,7 @@ void check_config(const BenchConfig& c) {
   if (c.requests > kMaxRequests || c.warmup > kMaxRequests) throw Error("--requests and --warmup must be at most 10000000");
   if (!(c.duration_s >= 0 && c.duration_s <= kMaxDurationS)) throw Error("--duration must be in (0, 10000000] seconds");
   if (!(c.grace_s >= 0 && c.grace_s <= kMaxTimeoutS)) throw Error("--grace must be in [0, 1000000] seconds");
+  if (!(c.spin_us >= 0 && c.spin_us <= kMaxSpinUs)) throw Error("--spin-us must be in [0, 10000]");
   if (!(c.ramp_s >= 0 && c.ramp_s <= kMaxDurationS)) throw Error("--ramp-up must be in [0, 10000000] seconds");
   if (c.turns < 1 || c.turns > kMaxTurns) throw Error("--turns must be in [1, " + std::to_string(kMaxTurns) + "]");
   if (!(c.think_time_s >= 0 && c.think_time_s <= kMaxDurationS)) throw Error("--think-time must be in [0, 10000000] seconds");
@@ -944,6 +955,7 @@ BenchClient::BenchClient(const BenchConfig& c, const std::vector<DatasetItem>& d
   plan.ignore_eos = c.ignore_eos;
   plan.stop = c.stop;
   plan.grace_s = c.grace_s;
+  plan.spin_ns = static_cast<std::int64_t>(std::llround(c.spin_us * 1e3));
   plan.bodies.reserve(dataset.size());
   for (const auto& it : dataset) plan.bodies.push_back(build_request_body(it, c.api, c.model, c.ignore_eos));
   m.headers = curl_slist_append(m.headers, "Content-Type: application/json");

@@ -37,6 +37,7 @@ struct BenchConfig {
   bool insecure = false;            // https without certificate checks
   std::size_t threads = 1;          // client threads (requests and the cap are split between them)
   bool busy_poll = false;           // spin instead of sleeping: needs a core per client thread
+  double spin_us = 0;               // wake this long before each scheduled send and spin to it
   std::string dataset_path;         // echoed into the report
   std::vector<std::string> headers;  // extra HTTP headers, "Name: value" (--header)
   LiveCounters* live = nullptr;      // when set, the client counts sends and ends here as they happen

@@ -15,7 +15,8 @@ inline constexpr std::size_t kMaxRequests = 10'000'000;
 // is a socket and a libcurl handle.
 inline constexpr std::size_t kMaxConcurrency = 100'000;
 inline constexpr std::size_t kMaxThreads = 256;  // --threads
-inline constexpr std::size_t kMaxTurns = 1000;   // --turns: requests per conversation
+inline constexpr std::size_t kMaxTurns = 1000;
+inline constexpr double kMaxSpinUs = 10'000;      // --spin-us   // --turns: requests per conversation
 // Interactive arrival rate (--rate, --sweep), requests/s, and the gamma shape (--burstiness).
 inline constexpr double kMinRate = 0.001, kMaxRate = 1e6;
 inline constexpr double kMinBurstiness = 0.01, kMaxBurstiness = 100;

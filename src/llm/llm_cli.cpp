@@ -44,7 +44,7 @@ struct BenchOpts {
   std::string trace;
   std::vector<std::string> headers;
   double rate = 0, burstiness = 1, duration = 0, timeout = 600, grace = 10, ramp_up = 0, ramp_from = 0;
-  double trace_speed = 1, think_time = 0;
+  double trace_speed = 1, think_time = 0, spin_us = 0;
   std::size_t max_concurrency = 0, requests = 0, warmup = 0, threads = 1, turns = 1, trace_block_words = 512;
   std::uint64_t seed = 0;
   bool ignore_eos = false, insecure = false, quiet = false, busy_poll = false;
@@ -250,6 +250,7 @@ void run_bench_command(const BenchOpts& o) {
   c.insecure = o.insecure;
   c.threads = o.threads;
   c.busy_poll = o.busy_poll;
+  c.spin_us = o.spin_us;
   c.headers = o.headers;
   c.grace_s = o.grace;
   c.ramp_s = o.ramp_up;
@@ -427,6 +428,8 @@ void add_llm_commands(CLI::App& root) {
   bench->add_flag("--progress", b->progress, "Live progress line on stderr even when it is not a terminal")
       ->excludes(bench->add_flag("--no-progress", b->no_progress, "No live progress line"));
   bench->add_flag("--busy-poll", b->busy_poll, "Spin instead of sleeping (needs a free core per --threads)");
+  bench->add_option("--spin-us", b->spin_us, "Wake this many us before each scheduled send and spin to it (default 0)")
+      ->check(num_in(0, kMaxSpinUs));
   bench->add_option("--metrics-url", b->server.metrics_url,
                     "Scrape the server's Prometheus /metrics in the measured phase: a URL, or auto (--endpoint's /v1 -> /metrics)");
   bench->add_option("--metrics-interval", b->server.interval_s, "Seconds between scrapes and GPU readings (default 1)")

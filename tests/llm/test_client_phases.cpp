@@ -148,6 +148,22 @@ TEST(LlmClientPhases, BatchHeadlineIsRtFromSend) {
   s2.stop();
 }
 
+TEST(LlmClientPhases, SpinBeforeSendKeepsTheSchedule) {
+  SimServer s(sim(2, 1));
+  s.start();
+  BenchConfig c = config_for(s);
+  c.mode = Mode::interactive;
+  c.rate = 200;
+  c.requests = 40;
+  c.spin_us = 300;
+  const auto res = run_bench(c, items(1, 2));
+  EXPECT_EQ(res.report["completed"], 40u);
+  EXPECT_EQ(res.report["config"]["spin_us"], 300.0);
+  // Never early: a send happens at or after its scheduled time.
+  for (const auto& r : res.records) EXPECT_GE(r.sent_s, r.scheduled_s);
+  s.stop();
+}
+
 // --- load shapes ------------------------------------------------------------------------------------
 
 TEST(LlmClientPhases, BatchCapRampOpensSlotsOverTime) {
