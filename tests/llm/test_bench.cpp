@@ -17,27 +17,14 @@
 #include "llm/llm_cli.hpp"
 #include "llm/schedule.hpp"
 #include "llm/sim_server.hpp"
+#include "llm/sim_fixture.hpp"
 
 namespace hotpath::llm {
 namespace {
 
-std::vector<DatasetItem> items(std::size_t n, int out_tokens) {
-  std::vector<DatasetItem> v(n);
-  for (auto& it : v) {
-    it.prompt = "summarize the filing";
-    it.input_words = 3;
-    it.output_tokens = out_tokens;
-  }
-  return v;
-}
-
-BenchConfig config_for(const SimServer& s) {
-  BenchConfig c;
-  c.endpoint = s.base_url();
-  c.model = "sim";
-  c.timeout_s = 20;
-  return c;
-}
+using test::config_for;
+using test::items;
+using test::sim;
 
 double metric(const nlohmann::json& r, const char* name, const char* q) { return r["metrics"][name][q].get<double>(); }
 
@@ -48,13 +35,6 @@ double metric(const nlohmann::json& r, const char* name, const char* q) { return
 void expect_recovered(double measured, double known, bool floor = false) {
   EXPECT_GE(measured, floor ? known - 0.5 : known / 2) << "known " << known;
   EXPECT_LE(measured, 2 * known + 10) << "known " << known;
-}
-
-SimConfig sim(double ttft, double tpot) {
-  SimConfig c;
-  c.ttft_ms = ttft;
-  c.tpot_ms = tpot;
-  return c;
 }
 
 TEST(LlmBench, KnownDelaysRecovered) {

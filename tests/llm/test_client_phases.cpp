@@ -22,6 +22,7 @@
 
 #include "llm/client.hpp"
 #include "llm/sim_server.hpp"
+#include "llm/sim_fixture.hpp"
 #include "llm/trace.hpp"
 #include "util/error.hpp"
 
@@ -30,30 +31,9 @@ namespace fs = std::filesystem;
 namespace hotpath::llm {
 namespace {
 
-std::vector<DatasetItem> items(std::size_t n, int out_tokens) {
-  std::vector<DatasetItem> v(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    v[i].prompt = "question number " + std::to_string(i);
-    v[i].input_words = 3;
-    v[i].output_tokens = out_tokens;
-  }
-  return v;
-}
-
-BenchConfig config_for(const SimServer& s) {
-  BenchConfig c;
-  c.endpoint = s.base_url();
-  c.model = "sim";
-  c.timeout_s = 20;
-  return c;
-}
-
-SimConfig sim(double ttft, double tpot) {
-  SimConfig c;
-  c.ttft_ms = ttft;
-  c.tpot_ms = tpot;
-  return c;
-}
+using test::config_for;
+using test::items;
+using test::sim;
 
 // --- defect 1: the warm-up's connections are the measured phase's ------------------------------
 
