@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "llm/svg.hpp"
+#include "llm/text.hpp"
 
 namespace hotpath::llm {
 
@@ -15,11 +16,6 @@ using svg::escape;
 
 bool ok(double v) { return std::isfinite(v); }
 
-std::string fixed(double v, int prec) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
-  return buf;
-}
 // A number of the report JSON as the tables print it; "-" for null or absent.
 std::string cell(const json& v, int prec) {
   if (v.is_number_integer() || v.is_number_unsigned()) return v.dump();

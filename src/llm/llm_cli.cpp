@@ -106,19 +106,12 @@ CLI::Validator num_in(double lo, double hi, bool open_lo = false) {
 }
 
 #ifdef HOTPATH_HAVE_CURL
-std::string fmt(const nlohmann::json& v, int prec = 2) {
-  if (!v.is_number()) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, v.get<double>());
-  return buf;
-}
-
 void print_summary(const nlohmann::json& r, std::ostream& os) {
   const auto& cfg = r["config"];
   if (r.value("interrupted", false))
     os << "INTERRUPTED: the run was stopped early (Ctrl-C); " << r["abandoned"] << " requests abandoned after the grace period\n";
   os << "hotpath llm bench: " << cfg["mode"].get<std::string>();
-  if (cfg["rate"].is_number()) os << " at " << fmt(cfg["rate"]) << " req/s (burstiness " << fmt(cfg["burstiness"]) << ")";
+  if (cfg["rate"].is_number()) os << " at " << fixed_or_dash(cfg["rate"], 2) << " req/s (burstiness " << fixed_or_dash(cfg["burstiness"], 2) << ")";
   if (cfg["max_concurrency"].is_number()) os << ", max concurrency " << cfg["max_concurrency"];
   os << ", " << r["requests"] << " requests: " << r["completed"] << " completed, " << r["failed"] << " failed";
   if (r["not_sent"].get<std::size_t>()) os << ", " << r["not_sent"] << " not sent (duration)";
@@ -129,8 +122,8 @@ void print_summary(const nlohmann::json& r, std::ostream& os) {
       if (v.get<std::size_t>()) os << ' ' << k << '=' << v;
     os << '\n';
   }
-  os << "  rps " << fmt(r["rps"], 3) << "   total words/s " << fmt(r["wps_total"], 1) << "   output tokens/s "
-     << fmt(r["output_tokens_per_s"], 1) << "   interval " << fmt(r["interval_s"], 3) << " s\n";
+  os << "  rps " << fixed_or_dash(r["rps"], 3) << "   total words/s " << fixed_or_dash(r["wps_total"], 1) << "   output tokens/s "
+     << fixed_or_dash(r["output_tokens_per_s"], 1) << "   interval " << fixed_or_dash(r["interval_s"], 3) << " s\n";
   char line[256];
   std::snprintf(line, sizeof line, "  %-16s %10s %10s %10s %10s %10s %10s %7s\n", "", "p50", "p90", "p95", "p99", "max",
                 "mean", "n");
@@ -149,9 +142,9 @@ void print_summary(const nlohmann::json& r, std::ostream& os) {
                                                       {"send_lag_ms", "send lag ms"}};
   for (const auto& [key, label] : rows) {
     const auto& m = r["metrics"][key];
-    std::snprintf(line, sizeof line, "  %-16s %10s %10s %10s %10s %10s %10s %7zu\n", label, fmt(m["p50"], 3).c_str(),
-                  fmt(m["p90"], 3).c_str(), fmt(m["p95"], 3).c_str(), fmt(m["p99"], 3).c_str(),
-                  fmt(m["max"], 3).c_str(), fmt(m["mean"], 3).c_str(), m["count"].get<std::size_t>());
+    std::snprintf(line, sizeof line, "  %-16s %10s %10s %10s %10s %10s %10s %7zu\n", label, fixed_or_dash(m["p50"], 3).c_str(),
+                  fixed_or_dash(m["p90"], 3).c_str(), fixed_or_dash(m["p95"], 3).c_str(), fixed_or_dash(m["p99"], 3).c_str(),
+                  fixed_or_dash(m["max"], 3).c_str(), fixed_or_dash(m["mean"], 3).c_str(), m["count"].get<std::size_t>());
     os << line;
   }
   os << "  * headline RT (" << headline << "): " << r["headline"]["why"].get<std::string>() << '\n';
@@ -159,31 +152,31 @@ void print_summary(const nlohmann::json& r, std::ostream& os) {
     const auto& cv = r["conversations"];
     os << "  conversations: " << cv["sessions"] << " sessions of " << cv["turns_per_session"] << " turns, "
        << cv["completed_sessions"] << " completed, " << cv["broken_sessions"] << " broken; session p50 "
-       << fmt(cv["session_duration_s"]["p50"], 3) << " s; RT p50 by turn (ms):";
-    for (const auto& t : cv["per_turn"]) os << ' ' << fmt(t["rt_ms"]["p50"], 1);
+       << fixed_or_dash(cv["session_duration_s"]["p50"], 3) << " s; RT p50 by turn (ms):";
+    for (const auto& t : cv["per_turn"]) os << ' ' << fixed_or_dash(t["rt_ms"]["p50"], 1);
     os << '\n';
   }
   const auto& ol = r["output_length"];
   os << "  output length: requested " << ol["requested_tokens_total"] << " tokens, delivered "
-     << (ol["delivered_tokens_total"].is_null() ? std::string("unknown") : fmt(ol["delivered_tokens_total"], 0))
+     << (ol["delivered_tokens_total"].is_null() ? std::string("unknown") : fixed_or_dash(ol["delivered_tokens_total"], 0))
      << " (" << ol["with_usage"] << " with usage: " << ol["matched"] << " matched, " << ol["short"] << " short, "
      << ol["long"] << " long; " << ol["without_usage"] << " without usage)\n";
   if (r["wps_excluded"].get<std::size_t>())
     os << "  " << r["wps_excluded"] << " completed requests had < 2 distinct word stamps (excluded from WPS/IWL)\n";
   if (r.contains("quality"))
-    os << "  ROUGE-L p50 " << fmt(r["quality"]["rouge_l"]["p50"], 3) << ", word ratio p50 "
-       << fmt(r["quality"]["word_ratio"]["p50"], 3) << " over " << r["quality"]["requests_with_reference"]
+    os << "  ROUGE-L p50 " << fixed_or_dash(r["quality"]["rouge_l"]["p50"], 3) << ", word ratio p50 "
+       << fixed_or_dash(r["quality"]["word_ratio"]["p50"], 3) << " over " << r["quality"]["requests_with_reference"]
        << " requests with a reference\n";
   if (r.contains("client")) {
-    os << "  client: " << fmt(r["client"]["cpu_utilization"].get<double>() * 100, 1) << "% of "
-       << r["client"]["threads"] << " core(s) busy, " << fmt(r["client"]["cpu_us_per_request"], 1)
+    os << "  client: " << fixed_or_dash(r["client"]["cpu_utilization"].get<double>() * 100, 1) << "% of "
+       << r["client"]["threads"] << " core(s) busy, " << fixed_or_dash(r["client"]["cpu_us_per_request"], 1)
        << " us CPU per request\n";
     if (r["client"]["saturated"].get<bool>())
       os << "  WARNING: the client was over 80% busy; its own queueing may be in the latencies (add --threads)\n";
   }
   if (r.contains("harness_overhead_us"))
-    os << "  harness overhead (serve-sim stamps) us: p50 " << fmt(r["harness_overhead_us"]["p50"], 1) << ", p99 "
-       << fmt(r["harness_overhead_us"]["p99"], 1) << '\n';
+    os << "  harness overhead (serve-sim stamps) us: p50 " << fixed_or_dash(r["harness_overhead_us"]["p50"], 1) << ", p99 "
+       << fixed_or_dash(r["harness_overhead_us"]["p99"], 1) << '\n';
   if (r.contains("goodput")) os << goodput_summary(r["goodput"]);
   print_server_summary(r, os);
 }

@@ -3,15 +3,12 @@
 #include <chrono>
 #include <unistd.h>
 
+#include "llm/text.hpp"
+
 namespace hotpath::llm {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-std::string fixed(double v, int prec) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
-  return buf;
-}
 }  // namespace
 
 std::string format_progress(const ProgressSnapshot& s, const std::string& label) {

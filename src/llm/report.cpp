@@ -123,6 +123,10 @@ nlohmann::json conversation_report(const std::vector<RequestRecord>& records, do
           {"per_turn", per_turn}};
 }
 
+std::string fixed_or_dash(const nlohmann::json& v, int prec) {
+  return v.is_number() ? fixed(v.get<double>(), prec) : "-";
+}
+
 nlohmann::json make_report(const RunInfo& info, const std::vector<RequestRecord>& records) {
   using nlohmann::json;
   std::size_t completed = 0, failed = 0, not_sent = 0, sent = 0, no_content = 0, wps_excluded = 0;
@@ -457,14 +461,8 @@ void write_sweep_csv(const std::vector<SweepPoint>& points, const std::string& p
 }
 
 namespace {
-std::string fmt(double v, int prec = 1) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
-  return buf;
-}
-
 std::string axis_tag(const SweepPoint& p) {
-  return p.axis == "rate" ? fmt(p.rate, p.rate < 10 ? 2 : 0) + "/s" : "C" + fmt(p.rate, 0);
+  return p.axis == "rate" ? fixed(p.rate, p.rate < 10 ? 2 : 0) + "/s" : "C" + fixed(p.rate, 0);
 }
 
 // One panel: x = total words/s, y = the latency; frontier points joined by a line, others hollow.
@@ -489,7 +487,7 @@ void panel(std::string& s, const svg::Box& box, const std::vector<SweepPoint>& p
   }
   std::vector<std::string> titles, labels;
   for (std::size_t i = 0; i < points.size(); ++i) {
-    titles.push_back(sweep_point_label(points[i]) + ": " + fmt(x[i]) + " words/s, " + fmt(y[i], 2));
+    titles.push_back(sweep_point_label(points[i]) + ": " + fixed(x[i], 1) + " words/s, " + fixed(y[i], 2));
     labels.push_back(axis_tag(points[i]));
   }
   chart.markers(s, x, y, color, front, titles, labels);
@@ -497,7 +495,7 @@ void panel(std::string& s, const svg::Box& box, const std::vector<SweepPoint>& p
 }  // namespace
 
 std::string sweep_point_label(const SweepPoint& p) {
-  return p.axis == "rate" ? "rate " + fmt(p.rate, p.rate < 10 ? 2 : 0) + " req/s" : p.axis + " " + fmt(p.rate, 0);
+  return p.axis == "rate" ? "rate " + fixed(p.rate, p.rate < 10 ? 2 : 0) + " req/s" : p.axis + " " + fixed(p.rate, 0);
 }
 
 std::string sweep_svg(const std::vector<SweepPoint>& points, const std::string& title) {

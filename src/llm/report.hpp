@@ -86,6 +86,8 @@ struct RequestMetrics {
 RequestMetrics request_metrics(const RequestRecord& r);
 
 nlohmann::json make_report(const RunInfo& info, const std::vector<RequestRecord>& records);
+// A report number for a console line: fixed(v, prec), or "-" when it is null or absent.
+std::string fixed_or_dash(const nlohmann::json& v, int prec);
 // Multi-turn runs: sessions completed / broken (a turn failed, the rest not sent), session duration,
 // and RT / E2E / input words per turn index; null when no record belongs to a session.
 nlohmann::json conversation_report(const std::vector<RequestRecord>& records, double think_time_s);

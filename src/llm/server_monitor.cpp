@@ -19,6 +19,8 @@
 #endif
 
 #include "llm/prometheus.hpp"
+#include "llm/loopback.hpp"
+#include "llm/report.hpp"
 #include "llm/text.hpp"
 #include "llm/thread.hpp"
 #include "util/error.hpp"
@@ -29,19 +31,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // The host part of an http(s) URL ("" when there is none): no user info, port or brackets.
 std::string url_host(const std::string& url) {
   const std::size_t s = url.find("://");
   if (s == std::string::npos) return {};
   std::string auth = url.substr(s + 3, url.find_first_of("/?#", s + 3) - (s + 3));
   if (const std::size_t at = auth.rfind('@'); at != std::string::npos) auth.erase(0, at + 1);
-  if (!auth.empty() && auth[0] == '[') return lower(auth.substr(1, auth.find(']') - 1));
-  return lower(auth.substr(0, auth.find(':')));
+  if (!auth.empty() && auth[0] == '[') return ascii_lower(auth.substr(1, auth.find(']') - 1));
+  return ascii_lower(auth.substr(0, auth.find(':')));
 }
 
 // Calls `tick` every interval on its own thread until stop(); missed ticks are skipped, not
@@ -174,13 +171,6 @@ class Scraper {
 };
 #endif
 
-std::string fmt(const nlohmann::json& v, int prec) {
-  if (!v.is_number()) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, v.get<double>());
-  return buf;
-}
-
 }  // namespace
 
 std::string auto_metrics_url(const std::string& endpoint) {
@@ -191,10 +181,9 @@ std::string auto_metrics_url(const std::string& endpoint) {
 }
 
 bool endpoint_is_loopback(const std::string& endpoint) {
-  const std::string h = url_host(endpoint);
-  if (h == "localhost" || h == "localhost." || h == "::1") return true;
-  in_addr a{};
-  return inet_pton(AF_INET, h.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+  std::string h = url_host(endpoint);
+  if (h == "localhost.") h.pop_back();  // the fully qualified spelling of the same name
+  return is_loopback_host(h);
 }
 
 struct ServerView::Impl {
@@ -238,7 +227,7 @@ ServerView::ServerView(const ServerViewOptions& o, const std::string& endpoint) 
     m.url = o.metrics_url == "auto" ? auto_metrics_url(endpoint) : o.metrics_url;
     bool printable = m.url.size() <= 2048;
     for (char c : m.url) printable = printable && c > ' ' && c < 127;
-    const std::string lo = lower(m.url.substr(0, 8));
+    const std::string lo = ascii_lower(m.url.substr(0, 8));
     if (!printable || !(lo.rfind("http://", 0) == 0 || lo.rfind("https://", 0) == 0) || url_host(m.url).empty())
       throw Error("--metrics-url must be 'auto' or an http:// or https:// URL of printable ASCII without spaces, at most "
                   "2048 bytes (got '" + escape_bytes(m.url) + "')");
@@ -320,17 +309,17 @@ void print_server_summary(const nlohmann::json& r, std::ostream& os) {
     const auto series = [&](const char* key, const char* label, double scale, const char* unit) {
       const auto& x = m["series"][key];
       if (x.is_null()) return;
-      os << "; " << label << " mean " << fmt(x["mean"].is_number() ? nlohmann::json(x["mean"].get<double>() * scale) : x["mean"], 1)
-         << unit << " max " << fmt(x["max"].is_number() ? nlohmann::json(x["max"].get<double>() * scale) : x["max"], 1) << unit;
+      os << "; " << label << " mean " << fixed_or_dash(x["mean"].is_number() ? nlohmann::json(x["mean"].get<double>() * scale) : x["mean"], 1)
+         << unit << " max " << fixed_or_dash(x["max"].is_number() ? nlohmann::json(x["max"].get<double>() * scale) : x["max"], 1) << unit;
     };
     series("running", "running", 1, "");
     series("waiting", "waiting", 1, "");
     series("kv_cache_usage", "KV cache", 100, "%");
     const auto& t = m["ttft"];
     if (t.is_object())
-      os << "; server TTFT p50/p90/p99 " << fmt(t["server_ms"]["p50"], 1) << "/" << fmt(t["server_ms"]["p90"], 1) << "/"
-         << fmt(t["server_ms"]["p99"], 1) << " ms vs client " << fmt(t["client_rt_from_send_ms"]["p50"], 1) << "/"
-         << fmt(t["client_rt_from_send_ms"]["p90"], 1) << "/" << fmt(t["client_rt_from_send_ms"]["p99"], 1) << " ms";
+      os << "; server TTFT p50/p90/p99 " << fixed_or_dash(t["server_ms"]["p50"], 1) << "/" << fixed_or_dash(t["server_ms"]["p90"], 1) << "/"
+         << fixed_or_dash(t["server_ms"]["p99"], 1) << " ms vs client " << fixed_or_dash(t["client_rt_from_send_ms"]["p50"], 1) << "/"
+         << fixed_or_dash(t["client_rt_from_send_ms"]["p90"], 1) << "/" << fixed_or_dash(t["client_rt_from_send_ms"]["p99"], 1) << " ms";
     if (m["series"]["running"].is_null() && m["series"]["waiting"].is_null() && m["series"]["kv_cache_usage"].is_null() &&
         t.is_null() && m["scrapes_ok"].get<std::size_t>() > 0)
       os << "; no known metric (see server.metrics.names_seen)";
@@ -344,9 +333,9 @@ void print_server_summary(const nlohmann::json& r, std::ostream& os) {
     } else {
       for (const auto& g : n["gpus"])
         os << "  GPU " << g["index"] << ' ' << g["name"].get<std::string>() << ": util mean "
-           << fmt(g["utilization_pct"]["mean"], 0) << "% max " << fmt(g["utilization_pct"]["max"], 0)
-           << "%, memory max " << fmt(g["memory_used_mib"]["max"], 0) << " MiB, power mean " << fmt(g["power_w"]["mean"], 0)
-           << " W max " << fmt(g["power_w"]["max"], 0) << " W, SM clock mean " << fmt(g["sm_clock_mhz"]["mean"], 0)
+           << fixed_or_dash(g["utilization_pct"]["mean"], 0) << "% max " << fixed_or_dash(g["utilization_pct"]["max"], 0)
+           << "%, memory max " << fixed_or_dash(g["memory_used_mib"]["max"], 0) << " MiB, power mean " << fixed_or_dash(g["power_w"]["mean"], 0)
+           << " W max " << fixed_or_dash(g["power_w"]["max"], 0) << " W, SM clock mean " << fixed_or_dash(g["sm_clock_mhz"]["mean"], 0)
            << " MHz\n";
     }
   }

@@ -29,6 +29,7 @@
 #include "llm/json_int.hpp"
 #include "llm/limits.hpp"
 #include "llm/rng.hpp"
+#include "llm/loopback.hpp"
 #include "llm/text.hpp"
 #include "llm/thread.hpp"
 #include "util/error.hpp"
@@ -48,17 +49,6 @@ constexpr std::array<const char*, 16> kSimWords = {"alpha", "bravo",  "charlie",
 
 std::string sys_error(const std::string& what) { return what + ": " + std::strerror(errno); }
 
-bool is_loopback_host(const std::string& h) {
-  if (h == "localhost" || h == "::1" || h == "[::1]") return true;
-  in_addr a{};
-  if (inet_pton(AF_INET, h.c_str(), &a) == 1) return (ntohl(a.s_addr) >> 24) == 127;
-  return false;
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 bool ends_with(std::string_view s, std::string_view suf) {
   return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
@@ -320,10 +310,10 @@ struct SimServer::Impl {
         pos = e + 2;
         const std::size_t colon = h.find(':');
         if (colon == std::string_view::npos) continue;
-        const std::string name = lower(std::string(h.substr(0, colon)));
+        const std::string name = ascii_lower(std::string(h.substr(0, colon)));
         std::string_view v = h.substr(colon + 1);
         while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
-        const std::string value = lower(std::string(v));
+        const std::string value = ascii_lower(std::string(v));
         if (name == "content-length") content_length = std::strtoull(value.c_str(), nullptr, 10);
         else if (name == "expect" && value == "100-continue") expect_continue = true;
         else if (name == "connection") conn_close = value.find("close") != std::string::npos;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "llm/stats.hpp"
+#include "llm/text.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {
@@ -90,12 +91,6 @@ Slo parse_one(const std::string& item) {
 }
 
 bool meets(const Slo& s, double v) { return std::isfinite(v) && (s.lower_bound ? v >= s.limit : v <= s.limit); }
-
-std::string num(double v, int prec) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
-  return buf;
-}
 
 }  // namespace
 
@@ -196,14 +191,14 @@ nlohmann::json evaluate(const std::vector<Slo>& slos, const nlohmann::json& repo
 std::string goodput_summary(const nlohmann::json& g) {
   std::ostringstream os;
   os << "  goodput: " << g["requests_meeting"] << " of " << g["sent"] << " sent requests met every per-request SLO ("
-     << num(g["fraction"].get<double>() * 100, 1) << "%): " << num(g["rps"].get<double>(), 3) << " req/s, "
-     << num(g["wps"].get<double>(), 1) << " words/s\n  SLOs:";
+     << fixed(g["fraction"].get<double>() * 100, 1) << "%): " << fixed(g["rps"].get<double>(), 3) << " req/s, "
+     << fixed(g["wps"].get<double>(), 1) << " words/s\n  SLOs:";
   for (const auto& s : g["slos"]) {
     os << ' ' << s["spec"].get<std::string>();
     if (s.contains("value")) {
       char q[32];
       std::snprintf(q, sizeof q, "%g", s["percentile"].get<double>());
-      os << " (p" << q << " = " << (s["value"].is_number() ? num(s["value"].get<double>(), 2) : std::string("-")) << ")";
+      os << " (p" << q << " = " << (s["value"].is_number() ? fixed(s["value"].get<double>(), 2) : std::string("-")) << ")";
     } else {
       os << " (" << s["passed"] << " met, " << s["exceeded"] << " over";
       if (s["missing"].get<std::size_t>()) os << ", " << s["missing"] << " without the metric";

@@ -44,9 +44,7 @@ std::string escape(std::string_view text) {
 }
 
 std::string num(double v, int prec) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
-  std::string s = buf;
+  std::string s = fixed(v, prec);
   if (s[0] == '-' && s.find_first_not_of("-0.") == std::string::npos) s.erase(0, 1);  // no "-0.0"
   return s;
 }

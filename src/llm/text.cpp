@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 
 namespace hotpath::llm {
 
@@ -114,9 +115,7 @@ std::vector<std::string> normalized_words(std::string_view text, std::size_t max
     while (b < e && std::ispunct(static_cast<unsigned char>(w[b]))) ++b;
     while (e > b && std::ispunct(static_cast<unsigned char>(w[e - 1]))) --e;
     if (b == e) continue;
-    std::string s(w.substr(b, e - b));
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    out.push_back(std::move(s));
+    out.push_back(ascii_lower(std::string(w.substr(b, e - b))));
   }
   return out;
 }
@@ -138,6 +137,17 @@ double rouge_l(std::string_view candidate, std::string_view reference, std::size
   const double p = lcs / static_cast<double>(c.size());
   const double rec = lcs / static_cast<double>(r.size());
   return 2 * p * rec / (p + rec);
+}
+
+std::string ascii_lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string fixed(double v, int prec) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+  return buf;
 }
 
 }  // namespace hotpath::llm

@@ -14,6 +14,11 @@ constexpr bool is_space(char c) {
 }
 
 std::size_t count_words(std::string_view text);
+
+// ASCII lower case (header names, URL schemes and hosts).
+std::string ascii_lower(std::string s);
+// `v` with `prec` digits after the point ("%.*f"): how reports, tables and charts print numbers.
+std::string fixed(double v, int prec);
 std::vector<std::string_view> split_words(std::string_view text);
 
 // Stamps each word with the arrival time of the chunk that completes it, i.e. the chunk that
