@@ -152,7 +152,6 @@ class Worker {
   }
 
   double now_s() const { return std::chrono::duration<double>(Clock::now() - phase_->t0).count(); }
-  std::size_t max_in_flight() const { return max_in_flight_; }
   double cpu_s() const { return cpu_s_; }
   bool stopped() const { return stop_s_ >= 0; }
 
@@ -179,7 +178,7 @@ class Worker {
     records_ = phase.records;
     mine_ = std::move(mine);
     cap_ = cap;
-    next_ = in_flight_ = max_in_flight_ = 0;
+    next_ = in_flight_ = 0;
     free_slots_.assign(cap_, -kInf);
     followups_ = {};
     stop_s_ = -1;
@@ -204,20 +203,21 @@ class Worker {
 
   void run() {
     const double cpu0 = thread_cpu_s();
-    const bool watch_stop = plan_.stop != nullptr;
-    if (watch_stop) {
-      epoll_event sev{};
-      sev.events = EPOLLIN;
-      sev.data.fd = plan_.stop->fd();
-      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, plan_.stop->fd(), &sev);
-    }
-    try {
-      run_loop();
-    } catch (...) {
-      if (watch_stop) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, plan_.stop->fd(), nullptr);
-      throw;
-    }
-    if (watch_stop) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, plan_.stop->fd(), nullptr);
+    // The stop eventfd wakes the loop; it is watched for this run only, on every path out of it.
+    struct StopWatch {
+      int epoll_fd, fd;
+      StopWatch(int e, int f) : epoll_fd(e), fd(f) {
+        if (fd < 0) return;
+        epoll_event sev{};
+        sev.events = EPOLLIN;
+        sev.data.fd = fd;
+        epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &sev);
+      }
+      ~StopWatch() {
+        if (fd >= 0) epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);  // ENOENT once the loop dropped it
+      }
+    } watch(epoll_fd_, plan_.stop ? plan_.stop->fd() : -1);
+    run_loop();
     cpu_s_ = thread_cpu_s() - cpu0;
   }
 
@@ -235,7 +235,6 @@ class Worker {
       // A transfer can end inside curl_multi_socket_action without any socket event (a refused
       // connect, a URL curl rejects): reap before sleeping, or nothing would wake the loop.
       reap();
-      if (nothing_left() && in_flight_ == 0) break;
       expire_overdue();
       if (in_flight_ == 0 && nothing_left()) break;
       const std::int64_t send = next_send_ns(), other = next_other_ns();
@@ -264,9 +263,9 @@ class Worker {
           continue;
         }
         if (plan_.stop && fd == plan_.stop->fd()) {
-          // Level-triggered and never drained (every worker watches it): stop watching it here.
+          // Level-triggered and never drained (every worker watches it): stop watching it here;
+          // the check at the top of the loop begins the stop.
           epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-          if (!stopped()) begin_stop();
           continue;
         }
         int flags = 0;
@@ -325,14 +324,9 @@ class Worker {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
   }
 
-  // The cap in force at `now`: with a ramp it grows from 1 to cap_ over cap_ramp_s, slot k + 1
-  // opening at k * ramp / cap.
-  std::size_t cap_now(double now) const {
-    if (!cap_ || !(phase_->cap_ramp_s > 0) || now >= phase_->cap_ramp_s) return cap_;
-    const double c = std::ceil(static_cast<double>(cap_) * now / phase_->cap_ramp_s);
-    return std::clamp<std::size_t>(static_cast<std::size_t>(c), 1, cap_);
-  }
-  double slot_opens_s(std::size_t k) const {  // when the (k + 1)-th concurrent slot opens
+  // With a cap ramp the cap grows from 1 to cap_ over cap_ramp_s: the (k + 1)-th concurrent slot
+  // opens at k * ramp / cap (the first at 0). The one rule behind the wake-up and the send.
+  double slot_opens_s(std::size_t k) const {
     if (!(phase_->cap_ramp_s > 0) || !cap_) return -kInf;
     return phase_->cap_ramp_s * static_cast<double>(k) / static_cast<double>(cap_);
   }
@@ -386,7 +380,7 @@ class Worker {
         return;
       }
       if (due > now) return;
-      if (cap_ && in_flight_ >= cap_now(now)) return;
+      if (cap_ && (in_flight_ >= cap_ || now < slot_opens_s(in_flight_))) return;
       std::size_t idx;
       if (followup) {
         idx = followups_.top().second;
@@ -465,9 +459,7 @@ class Worker {
       turn.messages = turn_messages((*phase_->conversations)[rec.session].history, item);
       turn.output_tokens = item.output_tokens;
       t->body = build_request_body(turn, plan_.api, plan_.model, plan_.ignore_eos);
-      rec.input_words = 0;
-      for (const auto& m : *turn.messages)
-        if (m.contains("content") && m["content"].is_string()) rec.input_words += count_words(m["content"].get_ref<const std::string&>());
+      rec.input_words = message_words(*turn.messages);
       body = &t->body;
     }
     curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, body->data());
@@ -487,7 +479,6 @@ class Worker {
     t->active = true;
     if (phase_->live) phase_->live->sent.fetch_add(1, std::memory_order_relaxed);
     ++in_flight_;
-    max_in_flight_ = std::max(max_in_flight_, in_flight_);
   }
 
   void release_slot(double t) {
@@ -695,7 +686,7 @@ class Worker {
   std::vector<std::size_t> mine_;
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> followups_;
   std::size_t cap_ = 0;
-  std::size_t next_ = 0, in_flight_ = 0, max_in_flight_ = 0;
+  std::size_t next_ = 0, in_flight_ = 0;
   std::deque<double> free_slots_;
   std::vector<std::unique_ptr<Transfer>> pool_;
   std::vector<Transfer*> idle_;
@@ -920,8 +911,14 @@ void check_config(const BenchConfig& c) {
 }
 }  // namespace
 
+std::optional<std::size_t> planned_sessions(const BenchConfig& c, std::size_t dataset_size) {
+  if (c.mode == Mode::trace) return c.requests ? std::min(c.requests, c.trace_times.size()) : c.trace_times.size();
+  if (c.requests) return c.requests;
+  if (c.mode == Mode::interactive && c.duration_s > 0) return std::nullopt;
+  return (dataset_size + c.turns - 1) / c.turns;
+}
+
 struct BenchClient::Impl {
-  BenchConfig base;
   const std::vector<DatasetItem>* dataset = nullptr;
   Plan plan;
   curl_slist* headers = nullptr;
@@ -941,7 +938,6 @@ BenchClient::BenchClient(const BenchConfig& c, const std::vector<DatasetItem>& d
   global_init();
   raise_fd_limit();
   Impl& m = *impl_;
-  m.base = c;
   m.dataset = &dataset;
   Plan& plan = m.plan;
   plan.items = &dataset;
@@ -1003,15 +999,15 @@ BenchResult BenchClient::run(const BenchConfig& c) {
 
   // The schedule of first requests (sessions, in multi-turn runs).
   std::vector<double> schedule;
+  const std::optional<std::size_t> sessions = planned_sessions(c, dataset.size());
   if (c.mode == Mode::interactive) {
-    const std::size_t n = c.requests ? c.requests : (c.duration_s > 0 ? 0 : dataset.size() / c.turns + (dataset.size() % c.turns ? 1 : 0));
-    schedule = interactive_schedule(c.rate, c.burstiness, c.seed, n, c.duration_s, RateRamp{c.ramp_from, c.ramp_s});
+    schedule = interactive_schedule(c.rate, c.burstiness, c.seed, sessions.value_or(0), c.duration_s,
+                                    RateRamp{c.ramp_from, c.ramp_s});
   } else if (c.mode == Mode::trace) {
     if (c.trace_times.size() != dataset.size()) throw Error("trace mode needs one arrival time per trace record");
-    schedule = c.trace_times;
-    if (c.requests && c.requests < schedule.size()) schedule.resize(c.requests);
+    schedule.assign(c.trace_times.begin(), c.trace_times.begin() + static_cast<std::ptrdiff_t>(*sessions));
   } else {
-    schedule = batch_schedule(c.requests ? c.requests : (dataset.size() + c.turns - 1) / c.turns);
+    schedule = batch_schedule(*sessions);
   }
   if (schedule.size() * c.turns > kMaxRequests) throw Error("--requests x --turns must be at most 10000000 requests");
   std::vector<Conversation> conversations;

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -71,6 +72,11 @@ struct BenchResult {
   std::vector<RequestRecord> records;
   nlohmann::json report;
 };
+
+// The sessions (first requests; one request each unless --turns) a run of `c` schedules on a data
+// set of `dataset_size` items: the trace's records (at most --requests), --requests, or the data set
+// once in sessions of --turns items; nullopt for an interactive run bounded by --duration alone.
+std::optional<std::size_t> planned_sessions(const BenchConfig& c, std::size_t dataset_size);
 
 // A client whose connections outlive a run: the warm-up, and every point of a sweep, leave their
 // keep-alive connections open for the next run, so a run against a keep-alive server opens at most

@@ -13,7 +13,6 @@
 
 namespace hotpath::llm {
 
-namespace {
 std::size_t message_words(const nlohmann::json& messages) {
   std::size_t n = 0;
   for (const auto& m : messages) {
@@ -22,7 +21,6 @@ std::size_t message_words(const nlohmann::json& messages) {
   }
   return n;
 }
-}  // namespace
 
 DatasetItem parse_dataset_line(const std::string& line) {
   nlohmann::json j;

@@ -21,6 +21,9 @@ struct DatasetItem {
   std::size_t input_words = 0;            // words in the prompt (or in all message contents)
 };
 
+// Words in the string contents of a chat message list (what `input_words` counts for `messages`).
+std::size_t message_words(const nlohmann::json& messages);
+
 // Throws hotpath::Error naming the file and line of the first bad record.
 std::vector<DatasetItem> load_dataset(const std::string& path);
 DatasetItem parse_dataset_line(const std::string& line);  // throws hotpath::Error

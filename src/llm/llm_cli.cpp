@@ -188,12 +188,9 @@ BenchResult run_live(BenchConfig c, std::size_t dataset_size, const BenchOpts& o
   LiveCounters live;
   std::optional<ProgressLine> line;
   if (progress_enabled(mode, o.quiet, STDERR_FILENO)) {
-    // The requests the run schedules, as BenchClient::run counts them; unknown for arrivals until
-    // --duration. Multi-turn runs send --turns requests per session.
+    // The requests the run schedules (--turns per session); unknown for arrivals until --duration.
     std::optional<std::uint64_t> total;
-    if (c.mode == Mode::trace) total = c.requests ? std::min(c.requests, c.trace_times.size()) : c.trace_times.size();
-    else if (c.requests) total = c.requests * c.turns;
-    else if (!(c.mode == Mode::interactive && c.duration_s > 0)) total = (dataset_size + c.turns - 1) / c.turns * c.turns;
+    if (const auto sessions = planned_sessions(c, dataset_size)) total = *sessions * c.turns;
     c.live = &live;
     line.emplace(live, stderr, total, label);
   }
@@ -275,10 +272,15 @@ void run_bench_command(const BenchOpts& o) {
     c.on_measured_end = [&view] { view.measured_end(); };
   }
 
+  // One run with the progress line, its goodput and the server view's part of its report.
+  const auto run_point = [&](const BenchConfig& cfg, const std::string& label) {
+    BenchResult res = run_live(cfg, dataset.size(), o, [&](const BenchConfig& x) { return run_bench_with_slos(client, x, slos); }, label);
+    view.add_to_report(res.report);
+    return res;
+  };
   std::size_t completed = 0;
   if (!multi) {
-    BenchResult res = run_live(c, dataset.size(), o, [&](const BenchConfig& cfg) { return run_bench_with_slos(client, cfg, slos); });
-    view.add_to_report(res.report);
+    BenchResult res = run_point(c, "");
     if (!o.quiet) print_summary(res.report, std::cout);
     if (!o.json_path.empty()) write_json(res.report, o.json_path);
     if (!o.csv_path.empty()) write_csv(res.records, o.csv_path);
@@ -292,12 +294,7 @@ void run_bench_command(const BenchOpts& o) {
     SweepOutputs out{o.json_path, o.csv_path, o.quiet, [](const nlohmann::json& r) { print_summary(r, std::cout); }};
     out.report_path = o.report_path;
     out.report_title = report_title(c.model, c.endpoint);
-    // Each point's run gets the progress line and, after it, the server view's part of its report.
-    out.run = [&](const BenchConfig& cfg, const std::string& label) {
-      BenchResult res = run_live(cfg, dataset.size(), o, [&](const BenchConfig& x) { return run_bench_with_slos(client, x, slos); }, label);
-      view.add_to_report(res.report);
-      return res;
-    };
+    out.run = run_point;
     completed = run_bench_sweep(client, c, slos, o.sw, out);
   }
   if (stop.requested()) {
