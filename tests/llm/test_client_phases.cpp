@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "llm/client.hpp"
+#include "llm/loopback_socket.hpp"
 #include "llm/sim_server.hpp"
 #include "llm/sim_fixture.hpp"
 #include "llm/trace.hpp"
@@ -238,15 +239,7 @@ TEST(LlmClientPhases, AFailedTurnEndsItsConversation) {
 class HeaderServer {
  public:
   HeaderServer() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd_, 16) != 0)
-      throw std::runtime_error("header server: cannot listen");
-    socklen_t len = sizeof a;
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    fd_ = test::listen_loopback(port_, "header server");
     thread_ = std::thread([this] { serve(); });
   }
   ~HeaderServer() {

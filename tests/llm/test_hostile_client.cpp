@@ -19,6 +19,7 @@
 #include "llm/client.hpp"
 #include "llm/csv_check.hpp"
 #include "llm/limits.hpp"
+#include "llm/loopback_socket.hpp"
 #include "llm/sim_server.hpp"
 #include "llm/thread.hpp"
 #include "util/error.hpp"
@@ -32,15 +33,7 @@ namespace {
 class CannedServer {
  public:
   explicit CannedServer(std::string response) : response_(std::move(response)) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd_, 16) != 0)
-      throw std::runtime_error("canned server: cannot listen");
-    socklen_t len = sizeof a;
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    fd_ = test::listen_loopback(port_, "canned server");
     thread_ = std::thread([this] { serve(); });
   }
   ~CannedServer() {

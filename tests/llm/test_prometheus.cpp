@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "llm/loopback_socket.hpp"
 #include "llm/nvml_monitor.hpp"
 #include "llm/prometheus.hpp"
 #include "llm/server_monitor.hpp"
@@ -388,21 +389,6 @@ TEST(LlmNvml, ServerViewChoosesWhenToSample) {
 
 // ---- serve-sim's GET /metrics over a raw socket ------------------------------------------------
 
-int connect_to(std::uint16_t port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 std::string read_until(int fd, const std::string& until) {
   std::string got;
   char buf[4096];
@@ -415,7 +401,7 @@ std::string read_until(int fd, const std::string& until) {
 }
 
 ScrapeDigest scrape_sim(std::uint16_t port) {
-  const int fd = connect_to(port);
+  const int fd = test::connect_loopback(port);
   const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   const std::string resp = read_until(fd, "\x01never");
@@ -442,7 +428,7 @@ TEST(LlmSimMetrics, ExposesRunningKvAndItsOwnTtft) {
     EXPECT_EQ(idle.histograms.at("vllm:time_to_first_token_seconds").total(), 0);
     EXPECT_TRUE(idle.histograms.at("vllm:time_to_first_token_seconds").has_inf());
   }
-  const int fd = connect_to(s.port());
+  const int fd = test::connect_loopback(s.port());
   const std::string body = R"({"model":"m","prompt":"one two three four","max_tokens":10,"stream":true})";
   const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
                           std::to_string(body.size()) + "\r\n\r\n" + body;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "llm/loopback_socket.hpp"
 #include "llm/sim_server.hpp"
 #include "llm/sse.hpp"
 #include "util/error.hpp"
@@ -21,17 +22,8 @@ namespace {
 // Sends `request` and reads until the response is complete (`until` seen) or the peer closes;
 // every read is bounded by a 5 s timeout.
 std::string exchange(std::uint16_t port, const std::string& request, const std::string& until) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return "";
-  }
+  const int fd = test::connect_loopback(port);
+  if (fd < 0) return "";
   send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string got;
   char buf[4096];
@@ -118,14 +110,8 @@ TEST(LlmSim, CompletionsEosExpectContinueAndNonStreaming) {
   s.start();
   const std::string body = R"({"model":"m","prompt":"x","max_tokens":5,"stream":true})";
   // The body follows only after "100 Continue", as curl does for large bodies.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(s.port());
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const int fd = test::connect_loopback(s.port());
+  ASSERT_GE(fd, 0);
   std::string head = post("/v1/completions", body, "Expect: 100-continue\r\nConnection: close\r\n");
   head.resize(head.size() - body.size());
   send(fd, head.data(), head.size(), MSG_NOSIGNAL);
