@@ -1,5 +1,6 @@
 #include "backend/backend.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -22,6 +23,7 @@ const char* precision_name(Precision p) {
     case Precision::fp32: return "fp32";
     case Precision::fp16: return "fp16";
     case Precision::bf16: return "bf16";
+    case Precision::int8: return "int8";
   }
   return "?";
 }
@@ -38,7 +40,8 @@ Precision parse_precision(const std::string& s) {
   if (s == "fp32") return Precision::fp32;
   if (s == "fp16") return Precision::fp16;
   if (s == "bf16") return Precision::bf16;
-  throw Error("unknown precision '" + s + "' (expected fp64, fp32, fp16 or bf16)");
+  if (s == "int8") return Precision::int8;
+  throw Error("unknown precision '" + s + "' (expected fp64, fp32, fp16, bf16 or int8)");
 }
 
 double error_bound(Precision p) {
@@ -48,8 +51,13 @@ double error_bound(Precision p) {
     case Precision::fp32: return 1e-5;
     case Precision::fp16: return 3e-4;
     case Precision::bf16: return 2e-3;
+    case Precision::int8: return kInt8BoundCap;
   }
   return 0;
+}
+
+double int8_error_bound(double weight_rounding_error) {
+  return std::min(std::max(kInt8BoundFactor * weight_rounding_error, error_bound(Precision::fp32)), kInt8BoundCap);
 }
 
 void check_window_state(const std::string& backend, long long window, double bytes) {

@@ -52,21 +52,27 @@ struct IsaChoice {
 };
 
 // HOTPATH_CPU_ISA = auto (default) | avx512 | avx2 | generic; HOTPATH_CPU_BF16 = dot (default where
-// the ISA has a bf16 pair dot product) | cvt.
-IsaChoice choose_isa(bool bf16) {
+// the ISA has a bf16 pair dot product) | cvt. int8 needs AVX512_VNNI; without it (or with
+// HOTPATH_CPU_ISA=generic) it runs on the portable table, which emulates vpdpbusd (correct, slow).
+IsaChoice choose_isa(Precision precision) {
+  const bool bf16 = precision == Precision::bf16, int8 = precision == Precision::int8;
   __builtin_cpu_init();
   const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   const bool has_bf16dot = has_avx512 && __builtin_cpu_supports("avx512bf16");
+  const bool has_vnni = has_avx512 && __builtin_cpu_supports("avx512vnni");
   std::string isa = env_string("HOTPATH_CPU_ISA");
   const std::string method = env_string("HOTPATH_CPU_BF16");
   if (!method.empty() && method != "dot" && method != "cvt")
     throw Error("HOTPATH_CPU_BF16='" + method + "': expected dot or cvt");
-  if (isa.empty() || isa == "auto") isa = has_avx512 ? "avx512" : has_avx2 ? "avx2" : "generic";
+  const bool chose = !isa.empty() && isa != "auto";
+  if (!chose) isa = int8 ? (has_vnni ? "avx512" : "generic") : has_avx512 ? "avx512" : has_avx2 ? "avx2" : "generic";
   IsaChoice c;
   if (isa == "avx512") {
     if (!has_avx512) throw UnsupportedError("HOTPATH_CPU_ISA=avx512: this CPU lacks AVX-512 F/BW/DQ/VL");
+    if (int8 && !has_vnni)
+      throw UnsupportedError("--precision int8 with HOTPATH_CPU_ISA=avx512: this CPU lacks AVX512_VNNI");
     bool dot = method != "cvt" && has_bf16dot;
     if (method == "dot" && !has_bf16dot)
       throw UnsupportedError("HOTPATH_CPU_BF16=dot: this CPU lacks AVX512_BF16");
@@ -74,14 +80,26 @@ IsaChoice choose_isa(bool bf16) {
   } else if (isa == "avx2") {
     if (!has_avx2) throw UnsupportedError("HOTPATH_CPU_ISA=avx2: this CPU lacks AVX2/FMA");
     if (method == "dot") throw UnsupportedError("HOTPATH_CPU_BF16=dot needs AVX512_BF16 (or HOTPATH_CPU_ISA=generic)");
+    if (int8) throw UnsupportedError("--precision int8 needs AVX512_VNNI or HOTPATH_CPU_ISA=generic, not avx2");
     c.table = kernels_avx2();
   } else if (isa == "generic") {
     c.table = kernels_generic(method != "cvt");
   } else {
     throw Error("HOTPATH_CPU_ISA='" + isa + "': expected auto, avx512, avx2 or generic");
   }
-  c.variant = std::string(c.table->isa) + (bf16 ? (c.table->bf16_dot || isa == "avx2" ? "-bf16" : "-bf16cvt") : "-fp32");
+  c.variant = std::string(c.table->isa) +
+              (int8 ? "-int8" : bf16 ? (c.table->bf16_dot || isa == "avx2" ? "-bf16" : "-bf16cvt") : "-fp32");
   return c;
+}
+
+// int8 activations: HOTPATH_CPU_INT8_ACT = 16 (default) | 8 (kernels.hpp: crit_i8). 16: the error
+// stays at the weight rounding's own (ratio 1.00 on the golden cases, tests/cpu/test_cpu_int8.cpp);
+// 8-bit activations add up to 1.44x on them and break the 1.5x bound on random shapes.
+int int8_act_from_env() {
+  const std::string s = env_string("HOTPATH_CPU_INT8_ACT");
+  if (s.empty() || s == "16") return 1;
+  if (s == "8") return 0;
+  throw Error("HOTPATH_CPU_INT8_ACT='" + s + "': expected 8 or 16");
 }
 
 // Software prefetch distance ahead of the critical step's weight stream. Default 1024 B on AVX-512,
@@ -120,6 +138,8 @@ class CpuBackend final : public Backend {
     int max_cols = 0;
     AlignedArray<float> h_a, h_b;  // [max_cols][Hp]
     AlignedArray<uint32_t> pairs;  // bf16 activation pairs
+    AlignedArray<float> u0;        // int8: this part's W_ih,0·x_t from the dequantized fp32 weights
+    long long u0_tick = -1;        // the tick u0 holds
     std::vector<int> slots;
     std::vector<const float*> in, add;
     std::vector<float*> P, c, h;
@@ -161,6 +181,7 @@ class CpuBackend final : public Backend {
   AlignedArray<float> xbuf_, u0_, hs_, cs_, z_;
   AlignedArray<uint32_t> crit_pairs_;
 
+  int int8_act_ = 0;  // index into KernelTable::crit_i8
   std::vector<Scratch> scratch_;  // one per precompute part
   SpinPool pool_;
   int nparts_ = 1;
@@ -193,6 +214,7 @@ CpuBackend::Scratch::Scratch(int cols, int Hp, int kmax)
       h_a(size_t(cols) * Hp),
       h_b(size_t(cols) * Hp),
       pairs(pair_scratch_words(kmax)),
+      u0(size_t(Hp) * 4),
       slots(cols),
       in(cols),
       add(cols),
@@ -205,7 +227,10 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
       precision_(precision),
       k_(isa.table),
       variant_(std::move(isa.variant)),
-      pm_(pack_model(model, isa.table->lanes, precision == Precision::bf16)),
+      pm_(pack_model(model, isa.table->lanes,
+                     precision == Precision::bf16   ? WeightFormat::bf16
+                     : precision == Precision::int8 ? WeightFormat::int8
+                                                    : WeightFormat::fp32)),
       streaming_(options.mode != Mode::window),
       W_(options.mode == Mode::window ? (options.window > 0 ? options.window : model.config.window.value_or(0)) : 1),
       nslots_(options.mode == Mode::window ? std::max(W_, 1) : 1),
@@ -215,8 +240,16 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
     throw Error("cpu backend: window mode needs a window length >= 1 (none given and none in the model file)");
   prefetch_ = prefetch_from_env(*k_);
   rewarm_ = env_string("HOTPATH_CPU_REWARM") != "0";
+  if (pm_.int8) {
+    int8_act_ = int8_act_from_env();
+    variant_ += int8_act_ ? "" : "-a8";
+  }
   for (const PackedLayer& l : pm_.layers) {
-    if (pm_.bf16)
+    if (pm_.int8) {
+      critical_regions_.emplace_back(reinterpret_cast<const char*>(l.wih8.data()), l.wih8.size());
+      critical_regions_.emplace_back(reinterpret_cast<const char*>(l.wih8_scale.data()), l.wih8_scale.size() * 4);
+      critical_regions_.emplace_back(reinterpret_cast<const char*>(l.wih8_corr.data()), l.wih8_corr.size() * 4);
+    } else if (pm_.bf16)
       critical_regions_.emplace_back(reinterpret_cast<const char*>(l.wih16.data()), l.wih16.size() * 4);
     else
       critical_regions_.emplace_back(reinterpret_cast<const char*>(l.wih32.data()), l.wih32.size() * 4);
@@ -239,7 +272,8 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
   cs_ = AlignedArray<float>(size_t(Hp) * pm_.num_layers);
   z_ = AlignedArray<float>(pm_.Op);
   const int kmax = std::max(pm_.I, pm_.H);
-  crit_pairs_ = AlignedArray<uint32_t>(pair_scratch_words(kmax));
+  // bf16 activation pairs, or int8's activation bytes (kernels.hpp: crit_i8)
+  crit_pairs_ = AlignedArray<uint32_t>(std::max(pair_scratch_words(kmax), size_t(2 * (kmax + 64) + 3) / 4));
   scratch_.reserve(nparts_);
   for (int p = 0; p < nparts_; ++p) scratch_.emplace_back(cols, Hp, kmax);
   if (!options.cpuset.empty()) {
@@ -301,7 +335,11 @@ void CpuBackend::step(std::span<const float> x, std::span<float> out) {
     float* u = (l == 0 && !streaming_ && W_ > 1) ? u0_.data() : nullptr;
     float* h = hs_.data() + size_t(l) * Hp;
     float* c = cs_.data() + size_t(l) * Hp;
-    if (pm_.bf16)
+    if (pm_.int8)  // u0 comes from the precompute's own fp32 product (advance_windows)
+      k_->crit_i8[int8_act_](layer.wih8.data(), layer.wih8_scale.data(), layer.wih8_corr.data(), layer.in, nb, in,
+                             slot_P(slot, l), slot_c(slot, l), h, c, reinterpret_cast<uint8_t*>(crit_pairs_.data()),
+                             prefetch_);
+    else if (pm_.bf16)
       k_->crit_bf16(layer.wih16.data(), layer.in, nb, in, slot_P(slot, l), slot_c(slot, l), h, c, u,
                     crit_pairs_.data(), prefetch_);
     else
@@ -379,7 +417,20 @@ void CpuBackend::advance_windows(Scratch& s, int n) {
       s.in[j] = hin + size_t(j) * Hp;
     }
     if (l == 0) {
-      for (int j = 0; j < n; ++j) k_->cell(s.P[j], u0_.data(), s.c[j], s.h[j], 0, nb);
+      const float* u0 = u0_.data();
+      if (pm_.int8) {
+        // The critical step's int8 product rounds x_t; the open windows take the exact fp32 one (one
+        // product per part and tick, shared by the part's windows).
+        if (s.u0_tick != pending_tick_) {
+          const float* x = xbuf_.data();
+          const float* none = nullptr;
+          float* out = s.u0.data();
+          k_->gemm_f32(layer.wih32.data(), layer.in, 0, nb, 1, &x, &none, &out, s.pairs.data());
+          s.u0_tick = pending_tick_;
+        }
+        u0 = s.u0.data();
+      }
+      for (int j = 0; j < n; ++j) k_->cell(s.P[j], u0, s.c[j], s.h[j], 0, nb);
     } else {
       for (int j = 0; j < n; ++j) s.add[j] = s.P[j];
       gemm(layer, false, 0, nb, n, s.in.data(), s.add.data(), s.P.data(), s.pairs.data());
@@ -547,8 +598,10 @@ std::map<std::string, std::string> CpuBackend::facts() const {
   std::map<std::string, std::string> f;
   f["cpu_isa"] = k_->isa;
   f["cpu_lanes"] = std::to_string(k_->lanes);
-  f["cpu_weights"] = pm_.bf16 ? "bf16" : "fp32";
-  f["cpu_activations"] = pm_.bf16 && k_->bf16_dot ? "bf16 (vdpbf16ps operands)" : "fp32";
+  f["cpu_weights"] = pm_.int8 ? "int8 (per-row scales; precompute on the dequantized fp32)" : pm_.bf16 ? "bf16" : "fp32";
+  f["cpu_activations"] = pm_.int8 ? (int8_act_ ? "16-bit per tick (hi/lo bytes, 2x vpdpbusd)" : "int8 per tick (vpdpbusd)")
+                         : pm_.bf16 && k_->bf16_dot ? "bf16 (vdpbf16ps operands)"
+                                                    : "fp32";
   f["cpu_critical_core"] = critical_core_ >= 0 ? std::to_string(critical_core_) : "unpinned";
   std::string pre;
   for (size_t i = 1; i < options().cpuset.size(); ++i) pre += (pre.empty() ? "" : ",") + std::to_string(options().cpuset[i]);
@@ -563,11 +616,11 @@ std::map<std::string, std::string> CpuBackend::facts() const {
 
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& options) {
   const Precision p = options.precision.value_or(Precision::fp32);
-  if (p != Precision::fp32 && p != Precision::bf16)
+  if (p != Precision::fp32 && p != Precision::bf16 && p != Precision::int8)
     throw UnsupportedError(std::string("the cpu backend does not support precision ") + precision_name(p) +
-                           " (use fp32 or bf16)");
+                           " (use fp32, bf16 or int8)");
   model.validate();
-  return std::make_unique<cpu::CpuBackend>(model, options, p, cpu::choose_isa(p == Precision::bf16));
+  return std::make_unique<cpu::CpuBackend>(model, options, p, cpu::choose_isa(p));
 }
 
 }  // namespace hotpath

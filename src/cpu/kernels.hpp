@@ -17,6 +17,12 @@
 //   Head: O <= kHeadRowMajorMax: row-major [O][Hp] (a dot product per output); otherwise
 //   [ceil(O/lanes)][Hp][lanes] (outputs in lanes). Head weights are fp32 (in bf16 mode holding
 //   bf16-rounded values): O*H is small next to the gate matrices.
+//   int8 (issue 15, model/quantize.hpp's per-row rounding): the critical step's W_ih as
+//     [nb][KQ][4][lanes][4] int8, KQ = K rounded up to 8, in quads: the 4 bytes of lane j are columns
+//     4kq..4kq+3 of row (g, b*lanes+j), what one 32-bit lane of vpdpbusd multiplies by 4 broadcast
+//     activation bytes; per row a float scale and corr = 128 * sum(q) (the activations travel as
+//     unsigned bytes, q_x + 128, and corr takes the 128s back out), both [nb][4][lanes]. Every other
+//     product (the precompute, the head) uses the dequantized values q * scale in the fp32 layout.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +35,8 @@ constexpr int kHeadRowMajorMax = 4;
 // columns of ceil(kdim/2) pairs, each rounded up to 16 words.
 constexpr int kMaxTileCols = 4;
 constexpr size_t pair_scratch_words(int kdim) { return size_t((kdim + 1) / 2 + 15) / 16 * 16 * kMaxTileCols; }
+// int8 layout: columns of W_ih padded to a multiple of 8 (two quads per loop turn), in quads.
+constexpr int int8_quads(int kdim) { return (kdim + 7) / 8 * 2; }
 
 struct KernelTable {
   const char* isa;  // "avx512", "avx2", "generic"
@@ -52,6 +60,14 @@ struct KernelTable {
   void (*cell)(const float* gates, const float* add, float* c, float* h, int b0, int b1);
   // z = head_w·h + head_b (head_b may be null); z needs room for O rounded up to lanes.
   void (*head)(const float* head_w, const float* head_b, int O, int Hp, const float* h, float* z);
+  // int8 weights (layout above): the critical step of one layer for one column, like crit_f32, with x
+  // quantized here, per call, symmetric over the vector: [0] 8-bit (q = round(x * 127 / max|x|), one
+  // vpdpbusd per weight vector), [1] 16-bit (q = round(x * 32767 / max|x|) split into hi and lo bytes,
+  // two). Accumulation is exact in int32; gates = acc * (x scale * row scale) in fp32. Null where the
+  // ISA has no int8 dot product (AVX2): the backend then uses the portable table. scratch: at least
+  // 2 * (kdim + 64) bytes.
+  void (*crit_i8[2])(const int8_t* W, const float* scale, const int32_t* corr, int kdim, int nb, const float* x,
+                     const float* P, const float* c_in, float* h_out, float* c_out, uint8_t* scratch, int prefetch);
   // The fast activations, exposed for their accuracy test.
   void (*tanh)(const float* x, float* y, size_t n);
   void (*sigmoid)(const float* x, float* y, size_t n);

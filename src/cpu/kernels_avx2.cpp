@@ -13,6 +13,7 @@ struct T8 {
   static constexpr int L = 8;
   static constexpr int kMaxCols = 2;  // 16 ymm registers: 2 columns x 4 gates of accumulators
   static constexpr bool kHasDot = false;
+  static constexpr bool kHasVnni = false;  // int8 runs on the portable table on AVX2-only CPUs
   using V = __m256;
   using VI = __m256i;
   static V zero() { return _mm256_setzero_ps(); }

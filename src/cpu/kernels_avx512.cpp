@@ -1,5 +1,5 @@
-// AVX-512 kernels (16 lanes). Compiled with -mavx512f/bw/dq/vl/bf16 -mfma; called only when the CPU
-// has AVX-512F/BW/DQ/VL (and AVX512_BF16 for the pair-dot table).
+// AVX-512 kernels (16 lanes). Compiled with -mavx512f/bw/dq/vl/bf16/vnni -mfma; called only when the CPU
+// has AVX-512F/BW/DQ/VL (and AVX512_BF16 for the pair-dot table, AVX512_VNNI for the int8 kernels).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -14,6 +14,7 @@ struct T16 {
   static constexpr int L = 16;
   static constexpr int kMaxCols = 4;  // 32 zmm registers: 16 accumulators + weights + broadcasts
   static constexpr bool kHasDot = kDot;
+  static constexpr bool kHasVnni = true;
   using V = __m512;
   using VI = __m512i;
   static V zero() { return _mm512_setzero_ps(); }
@@ -42,6 +43,37 @@ struct T16 {
       return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);
     } else {
       return acc;
+    }
+  }
+  static VI zeroi() { return _mm512_setzero_si512(); }
+  static VI addi(VI a, VI b) { return _mm512_add_epi32(a, b); }
+  static VI subi(VI a, VI b) { return _mm512_sub_epi32(a, b); }
+  static V cvti(VI a) { return _mm512_cvtepi32_ps(a); }
+  static VI loadui(const int32_t* p) { return _mm512_loadu_si512(p); }
+  static VI dpbusd(VI acc, VI a_u8, VI b_s8) { return _mm512_dpbusd_epi32(acc, a_u8, b_s8); }
+  static __mmask16 tail(int left) { return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1u); }
+  static float absmax(const float* x, int n) {
+    __m512 m = _mm512_setzero_ps();
+    for (int k = 0; k < n; k += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_maskz_loadu_ps(tail(n - k), x + k)));
+    return _mm512_reduce_max_ps(m);
+  }
+  // x * inv rounded to nearest even (cvtps2dq), as bytes q + 128; 128 past n, up to `padded` (whole 16s).
+  static void quant8(const float* x, int n, float inv, uint8_t* out, int padded) {
+    const __m512 s = _mm512_set1_ps(inv);
+    for (int k = 0; k < padded; k += 16) {
+      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail(n - k), x + k), s));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k),
+                       _mm_xor_si128(_mm512_cvtsepi32_epi8(q), _mm_set1_epi8(char(0x80))));
+    }
+  }
+  // q = x * inv rounded (|q| <= 32767) as hi = (q >> 8) + 128 and lo = q & 255.
+  static void quant16(const float* x, int n, float inv, uint8_t* hi, uint8_t* lo, int padded) {
+    const __m512 s = _mm512_set1_ps(inv);
+    for (int k = 0; k < padded; k += 16) {
+      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail(n - k), x + k), s));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + k),
+                       _mm_xor_si128(_mm512_cvtepi32_epi8(_mm512_srai_epi32(q, 8)), _mm_set1_epi8(char(0x80))));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + k), _mm512_cvtepi32_epi8(q));
     }
   }
   // 32 floats -> 32 bf16 (16 pairs) per instruction, round to nearest even; zero padded.

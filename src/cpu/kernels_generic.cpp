@@ -29,6 +29,7 @@ struct Emu16 {
   static constexpr int L = 16;
   static constexpr int kMaxCols = 4;
   static constexpr bool kHasDot = true;
+  static constexpr bool kHasVnni = true;
   struct V { float v[L]; };
   struct VI { uint32_t v[L]; };
 #define HOTPATH_EMU_LOOP for (int i = 0; i < L; ++i)
@@ -63,6 +64,40 @@ struct Emu16 {
   }
   static void cvt_pairs(const float* x, int n, uint32_t* out) {
     for (int k = 0; k < n; k += 2) out[k / 2] = bf16_bits(x[k]) | (k + 1 < n ? bf16_bits(x[k + 1]) << 16 : 0u);
+  }
+  // int8: vpdpbusd and the activation bytes, exactly as the AVX-512 unit computes them.
+  static VI zeroi() { VI r; HOTPATH_EMU_LOOP r.v[i] = 0; return r; }
+  static VI addi(VI a, VI b) { HOTPATH_EMU_LOOP a.v[i] += b.v[i]; return a; }
+  static VI subi(VI a, VI b) { HOTPATH_EMU_LOOP a.v[i] -= b.v[i]; return a; }
+  static V cvti(VI a) { V r; HOTPATH_EMU_LOOP r.v[i] = float(int32_t(a.v[i])); return r; }
+  static VI loadui(const int32_t* p) { VI r; HOTPATH_EMU_LOOP r.v[i] = uint32_t(p[i]); return r; }
+  static VI dpbusd(VI acc, VI a, VI b) {
+    HOTPATH_EMU_LOOP {
+      int32_t s = int32_t(acc.v[i]);
+      for (int q = 0; q < 4; ++q) s += int32_t((a.v[i] >> (8 * q)) & 255u) * int32_t(int8_t((b.v[i] >> (8 * q)) & 255u));
+      acc.v[i] = uint32_t(s);
+    }
+    return acc;
+  }
+  static float absmax(const float* x, int n) {
+    float m = 0.0f;
+    for (int k = 0; k < n; ++k) m = __builtin_fabsf(x[k]) > m ? __builtin_fabsf(x[k]) : m;
+    return m;
+  }
+  static int32_t round_even(float v) { return int32_t(__builtin_rintf(v)); }  // cvtps2dq's rounding
+  static void quant8(const float* x, int n, float inv, uint8_t* out, int padded) {
+    for (int k = 0; k < (padded + 15) / 16 * 16; ++k) {
+      int32_t q = k < n ? round_even(x[k] * inv) : 0;
+      q = q > 127 ? 127 : q < -128 ? -128 : q;
+      out[k] = uint8_t(q + 128);
+    }
+  }
+  static void quant16(const float* x, int n, float inv, uint8_t* hi, uint8_t* lo, int padded) {
+    for (int k = 0; k < (padded + 15) / 16 * 16; ++k) {
+      const int32_t q = k < n ? round_even(x[k] * inv) : 0;
+      hi[k] = uint8_t((q >> 8) + 128);
+      lo[k] = uint8_t(q & 255);
+    }
   }
 #undef HOTPATH_EMU_LOOP
 };

@@ -9,6 +9,10 @@
 // packed pairs, as floats); for the pair-dot path also bcast_pair, dot (acc += pairwise products)
 // and cvt_pairs (fp32 -> bf16 pairs, round to nearest even, zero padded).
 //
+// int8 path (T::kHasVnni): also zeroi addi subi cvti (int32 -> float), dpbusd(acc, a_u8, b_s8) (4
+// products of unsigned and signed bytes per 32-bit lane, exact), absmax(x, n), and quant8 / quant16
+// (the activation bytes: see crit_i8).
+//
 // Pair-dot path (T::dot, AVX512_BF16 vdpbf16ps): both operands are bf16, so the activations (x_t, h)
 // are rounded to bf16 at each matrix product; products are exact and accumulation is fp32.
 #ifndef HOTPATH_CPU_KERNELS_IMPL_BODY
@@ -201,6 +205,85 @@ void crit_bf16_dot(const uint32_t* W, int kdim, int nb, const float* x, const fl
     }
   } else {
     crit_bf16_cvt<T>(W, kdim, nb, x, P, c_in, h_out, c_out, u_out, scratch, pf);
+  }
+}
+
+// Critical step, int8 weights (kernels.hpp: layout). The activations are quantized once per call:
+// ACT16 false: xq = round(x * 127 / max|x|) + 128 as unsigned bytes (one vpdpbusd per weight vector,
+// even and odd quads in separate accumulators: 8 chains); ACT16 true: q = round(x * 32767 / max|x|) =
+// 256 * hi + lo, bytes hi + 128 and lo (two vpdpbusd per weight vector, hi and lo accumulators: 8
+// chains). Padding columns have zero weights, so their activation bytes add nothing.
+template <class T, bool ACT16>
+void crit_i8(const int8_t* W8, const float* wscale, const int32_t* corr, int kdim, int nb, const float* x,
+             const float* P, const float* c_in, float* h_out, float* c_out, uint8_t* scratch, int pf) {
+  if constexpr (T::kHasVnni) {
+    constexpr int L = T::L;
+    using V = typename T::V;
+    using VI = typename T::VI;
+    const int KQ = int8_quads(kdim);
+    const float amax = T::absmax(x, kdim);
+    const float qmax = ACT16 ? 32767.0f : 127.0f;
+    const float inv = amax > 0.0f ? qmax / amax : 0.0f;
+    const V xs = T::set1(amax / qmax);
+    const uint32_t* xh = reinterpret_cast<const uint32_t*>(scratch);
+    const uint32_t* xl = reinterpret_cast<const uint32_t*>(scratch + (kdim + 64) / 64 * 64);
+    if constexpr (ACT16)
+      T::quant16(x, kdim, inv, scratch, scratch + (kdim + 64) / 64 * 64, KQ * 4);
+    else
+      T::quant8(x, kdim, inv, scratch, KQ * 4);
+    const uint32_t* W = reinterpret_cast<const uint32_t*>(W8);
+    const long bstride = long(KQ) * 4 * L;  // uint32 words per block of units
+    for (int b = 0; b < nb; ++b) {
+      const uint32_t* w = W + b * bstride;
+      VI a0 = T::zeroi(), a1 = T::zeroi(), a2 = T::zeroi(), a3 = T::zeroi();
+      VI a4 = T::zeroi(), a5 = T::zeroi(), a6 = T::zeroi(), a7 = T::zeroi();
+      if constexpr (ACT16) {
+        for (int kq = 0; kq < KQ; ++kq, w += 4 * L) {
+          if (pf) prefetch_span(reinterpret_cast<const char*>(w) + pf, 4 * L * 4);
+          const VI h = T::bcast_pair(xh[kq]), l = T::bcast_pair(xl[kq]);
+          const VI w0 = T::loadi(w), w1 = T::loadi(w + L), w2 = T::loadi(w + 2 * L), w3 = T::loadi(w + 3 * L);
+          a0 = T::dpbusd(a0, h, w0);
+          a4 = T::dpbusd(a4, l, w0);
+          a1 = T::dpbusd(a1, h, w1);
+          a5 = T::dpbusd(a5, l, w1);
+          a2 = T::dpbusd(a2, h, w2);
+          a6 = T::dpbusd(a6, l, w2);
+          a3 = T::dpbusd(a3, h, w3);
+          a7 = T::dpbusd(a7, l, w3);
+        }
+      } else {
+        for (int kq = 0; kq < KQ; kq += 2, w += 8 * L) {
+          if (pf) prefetch_span(reinterpret_cast<const char*>(w) + pf, 8 * L * 4);
+          const VI x0 = T::bcast_pair(xh[kq]), x1 = T::bcast_pair(xh[kq + 1]);
+          a0 = T::dpbusd(a0, x0, T::loadi(w));
+          a1 = T::dpbusd(a1, x0, T::loadi(w + L));
+          a2 = T::dpbusd(a2, x0, T::loadi(w + 2 * L));
+          a3 = T::dpbusd(a3, x0, T::loadi(w + 3 * L));
+          a4 = T::dpbusd(a4, x1, T::loadi(w + 4 * L));
+          a5 = T::dpbusd(a5, x1, T::loadi(w + 5 * L));
+          a6 = T::dpbusd(a6, x1, T::loadi(w + 6 * L));
+          a7 = T::dpbusd(a7, x1, T::loadi(w + 7 * L));
+        }
+      }
+      const float* sc = wscale + b * 4 * L;
+      const int32_t* co = corr + b * 4 * L;
+      V g[4];
+      const VI hi[4] = {a0, a1, a2, a3}, lo[4] = {a4, a5, a6, a7};
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        const V s = T::mul(xs, T::loadu(sc + q * L));
+        if constexpr (ACT16) {
+          const V v = T::fma(T::cvti(T::subi(hi[q], T::loadui(co + q * L))), T::set1(256.0f), T::cvti(lo[q]));
+          g[q] = T::mul(v, s);
+        } else {
+          g[q] = T::mul(T::cvti(T::subi(T::addi(hi[q], lo[q]), T::loadui(co + q * L))), s);
+        }
+      }
+      finish_block<T>(b, g[0], g[1], g[2], g[3], P, c_in, h_out, c_out, nullptr);
+    }
+  } else {
+    (void)W8, (void)wscale, (void)corr, (void)kdim, (void)nb, (void)x, (void)P, (void)c_in, (void)h_out,
+        (void)c_out, (void)scratch, (void)pf;
   }
 }
 
@@ -414,6 +497,10 @@ KernelTable make_table(const char* isa) {
   }
   t.gemm_f32 = &gemm_f32<T>;
   t.gemm_bf16 = &gemm_bf16<T, kDot>;
+  if constexpr (T::kHasVnni) {
+    t.crit_i8[0] = &crit_i8<T, false>;
+    t.crit_i8[1] = &crit_i8<T, true>;
+  }
   t.cell = &cell<T>;
   t.head = &head<T>;
   t.tanh = &activation_array<T, false>;

@@ -1,6 +1,7 @@
 #include "cpu/packed_model.hpp"
 
 #include "cpu/kernels.hpp"
+#include "model/quantize.hpp"
 #include "util/half.hpp"
 
 namespace hotpath::cpu {
@@ -44,15 +45,47 @@ AlignedArray<uint32_t> pack_bf16(const std::vector<double>& src, int H, int K, i
   return dst;
 }
 
+// The int8 layout of W_ih [4H, K] (kernels.hpp): [nb][KQ][4][lanes][4] bytes, scale and corr [nb][4][lanes].
+void pack_int8(const Int8Rows& q, int H, int lanes, PackedLayer& dst) {
+  const int K = q.cols, nb = (H + lanes - 1) / lanes, KQ = int8_quads(K);
+  dst.wih8 = AlignedArray<int8_t>(size_t(nb) * KQ * 4 * lanes * 4);
+  dst.wih8_scale = AlignedArray<float>(size_t(nb) * 4 * lanes);
+  dst.wih8_corr = AlignedArray<int32_t>(size_t(nb) * 4 * lanes);
+  for (int g = 0; g < 4; ++g)
+    for (int unit = 0; unit < H; ++unit) {
+      const int row = g * H + unit, b = unit / lanes, j = unit % lanes;
+      const size_t vec = (size_t(b) * 4 + g) * lanes + j;
+      dst.wih8_scale[vec] = q.scale[row];
+      int32_t sum = 0;
+      for (int k = 0; k < K; ++k) {
+        const int8_t v = q.q[size_t(row) * K + k];
+        sum += v;
+        dst.wih8[(((size_t(b) * KQ + k / 4) * 4 + g) * lanes + j) * 4 + k % 4] = v;
+      }
+      dst.wih8_corr[vec] = 128 * sum;
+    }
+}
+
+// The dequantized values q * scale, [4H, K] row-major in float64 (rounded to fp32 by pack_f32).
+std::vector<double> dequantized(const Int8Rows& q) {
+  std::vector<double> out(q.q.size());
+  for (int r = 0; r < q.rows; ++r)
+    for (int c = 0; c < q.cols; ++c) out[size_t(r) * q.cols + c] = q.value(r, c);
+  return out;
+}
+
 }  // namespace
 
 size_t PackedModel::critical_weight_bytes() const {
   size_t bytes = head_w.size() * sizeof(float);
-  for (const auto& l : layers) bytes += bf16 ? l.wih16.size() * 4 : l.wih32.size() * 4;
+  for (const auto& l : layers)
+    bytes += int8 ? l.wih8.size() + l.wih8_scale.size() * 4 + l.wih8_corr.size() * 4
+                  : bf16 ? l.wih16.size() * 4 : l.wih32.size() * 4;
   return bytes;
 }
 
-PackedModel pack_model(const Model& model, int lanes, bool bf16) {
+PackedModel pack_model(const Model& model, int lanes, WeightFormat format) {
+  const bool bf16 = format == WeightFormat::bf16;
   const ModelConfig& cfg = model.config;
   PackedModel p;
   p.lanes = lanes;
@@ -64,6 +97,7 @@ PackedModel pack_model(const Model& model, int lanes, bool bf16) {
   p.Op = (p.O + lanes - 1) / lanes * lanes;
   p.num_layers = cfg.num_layers;
   p.bf16 = bf16;
+  p.int8 = format == WeightFormat::int8;
   p.head_bias = !model.head_b.empty();
   const int H = p.H;
   for (int l = 0; l < cfg.num_layers; ++l) {
@@ -73,6 +107,11 @@ PackedModel pack_model(const Model& model, int lanes, bool bf16) {
     if (bf16) {
       dst.wih16 = pack_bf16(src.w_ih, H, dst.in, lanes);
       dst.whh16 = pack_bf16(src.w_hh, H, H, lanes);
+    } else if (p.int8) {
+      const Int8Rows qih = quantize_rows_int8(src.w_ih, 4 * H, dst.in);
+      pack_int8(qih, H, lanes, dst);
+      dst.wih32 = pack_f32(dequantized(qih), H, dst.in, lanes);
+      dst.whh32 = pack_f32(dequantized(quantize_rows_int8(src.w_hh, 4 * H, H)), H, H, lanes);
     } else {
       dst.wih32 = pack_f32(src.w_ih, H, dst.in, lanes);
       dst.whh32 = pack_f32(src.w_hh, H, H, lanes);
@@ -92,9 +131,10 @@ PackedModel pack_model(const Model& model, int lanes, bool bf16) {
   }
   p.head_w = AlignedArray<float>(size_t(p.Op) * p.Hp);
   const bool row_major = p.O <= kHeadRowMajorMax;
+  const std::vector<double> head_src = p.int8 ? dequantized(quantize_rows_int8(model.head_w, p.O, H)) : model.head_w;
   for (int o = 0; o < p.O; ++o)
     for (int k = 0; k < H; ++k) {
-      const float w = round_weight(model.head_w[size_t(o) * H + k], bf16);
+      const float w = round_weight(head_src[size_t(o) * H + k], bf16);
       if (row_major)
         p.head_w[size_t(o) * p.Hp + k] = w;
       else

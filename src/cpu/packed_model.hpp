@@ -14,12 +14,18 @@ struct PackedLayer {
   AlignedArray<float> wih32, whh32;  // fp32 weights (fp32 mode)
   AlignedArray<uint32_t> wih16, whh16;  // bf16 pairs (bf16 mode)
   AlignedArray<float> bias;         // b_ih + b_hh as [nb][4][lanes]; zeros without bias
+  // int8 mode: the critical step's W_ih (kernels.hpp: int8 layout); wih32/whh32 then hold the
+  // dequantized values for the precompute.
+  AlignedArray<int8_t> wih8;
+  AlignedArray<float> wih8_scale;   // [nb][4][lanes]
+  AlignedArray<int32_t> wih8_corr;  // [nb][4][lanes]: 128 * sum of the row's q
 };
 
 struct PackedModel {
   int lanes = 0;
   int I = 0, H = 0, Hp = 0, nb = 0, O = 0, Op = 0, num_layers = 0;
   bool bf16 = false;
+  bool int8 = false;  // model/quantize.hpp's rounding: int8 critical step, dequantized fp32 elsewhere
   bool head_bias = false;
   std::vector<PackedLayer> layers;
   AlignedArray<float> head_w;  // kernels.hpp: row-major [O][Hp] or [Op/lanes][Hp][lanes]
@@ -29,7 +35,9 @@ struct PackedModel {
   size_t critical_weight_bytes() const;
 };
 
+enum class WeightFormat { fp32, bf16, int8 };
 // bf16: every weight and bias rounded to bf16 (round to nearest even), as if the file held bf16.
-PackedModel pack_model(const Model& model, int lanes, bool bf16);
+// int8: every weight matrix rounded by model/quantize.hpp (biases in fp32).
+PackedModel pack_model(const Model& model, int lanes, WeightFormat format);
 
 }  // namespace hotpath::cpu
