@@ -19,6 +19,7 @@
 #include "bench/stats.hpp"
 #include "engine/engine.hpp"
 #include "engine/gpu.hpp"
+#include "model/quantize.hpp"
 #include "reference/reference.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
@@ -133,17 +134,23 @@ class IntervalStarts {
 
 struct CheckResult {
   double max_abs = 0, max_ref = 0;
+  double max_rounding_abs = 0;  // per-model bounds (int8): the rounded-weights reference's own error
   long long checked = 0;
   long long lost = 0;         // ticks due for checking that got no answer
   long long over_bound = 0;   // checked ticks whose own error exceeds the bound
   long long worst_tick = -1;  // tick of max_abs
-  void add(long long tick, double abs, double ref, double bound) {
+  // Per-model bounds are known only once every tick is checked: each tick's normalized error is kept
+  // and over_bound counted by recount().
+  std::vector<double> tick_errors;
+  void add(long long tick, double abs, double ref, double bound, double rounding_abs, bool keep) {
     if (abs > max_abs || worst_tick < 0) {
       max_abs = abs;
       worst_tick = tick;
     }
     max_ref = std::max(max_ref, ref);
-    if (abs / std::max(1.0, ref) > bound) ++over_bound;
+    max_rounding_abs = std::max(max_rounding_abs, rounding_abs);
+    if (keep) tick_errors.push_back(abs / std::max(1.0, ref));
+    else if (abs / std::max(1.0, ref) > bound) ++over_bound;
     ++checked;
   }
   void merge(const CheckResult& o) {
@@ -152,11 +159,18 @@ struct CheckResult {
       worst_tick = o.worst_tick;
     }
     max_ref = std::max(max_ref, o.max_ref);
+    max_rounding_abs = std::max(max_rounding_abs, o.max_rounding_abs);
     checked += o.checked;
     lost += o.lost;
     over_bound += o.over_bound;
+    tick_errors.insert(tick_errors.end(), o.tick_errors.begin(), o.tick_errors.end());
+  }
+  void recount(double bound) {
+    over_bound = 0;
+    for (const double e : tick_errors) over_bound += e > bound;
   }
   double normalized() const { return max_abs / std::max(1.0, max_ref); }
+  double rounding_normalized() const { return max_rounding_abs / std::max(1.0, max_ref); }
 };
 
 struct CheckTotals {
@@ -169,9 +183,13 @@ struct CheckTotals {
 // tick. Threads split the checked ticks (window) or there is one (streaming).
 class Checker {
  public:
+  // rounded: for a per-model bound (int8), the model with the backend's rounded weights; each checked
+  // tick is then also run on it, and the bound follows from its error (finish() recounts).
   Checker(const Model& model, Mode mode, int window, uint64_t seed, int every, CheckedOutputs& outs,
-          const IntervalStarts& intervals, int threads, const std::vector<int>& cores, double bound)
+          const IntervalStarts& intervals, int threads, const std::vector<int>& cores, double bound,
+          std::optional<Model> rounded = std::nullopt)
       : f64_(model),
+        rounded_(rounded ? std::make_optional<reference::FastF64>(*rounded) : std::nullopt),
         mode_(mode),
         window_(window),
         seed_(seed),
@@ -197,8 +215,9 @@ class Checker {
   }
   // Threads needed for `mode`: streaming advances one state, so one thread.
   static int threads_for(Mode mode, int asked) { return mode == Mode::streaming ? 1 : std::max(1, asked); }
-  // Call once the timed loop is done: checks what was published, then joins.
-  CheckTotals finish() {
+  // Call once the timed loop is done: checks what was published, then joins. With a rounded model,
+  // *bound becomes bound_of(its error) and the ticks over it are counted.
+  CheckTotals finish(double* bound = nullptr, double (*bound_of)(double) = nullptr) {
     done_.store(true, std::memory_order_release);
     threads_.join();
     CheckTotals r;
@@ -206,6 +225,11 @@ class Checker {
       r.all.merge(p.all);
       if (p.intervals.size() > r.intervals.size()) r.intervals.resize(p.intervals.size());
       for (size_t k = 0; k < p.intervals.size(); ++k) r.intervals[k].merge(p.intervals[k]);
+    }
+    if (rounded_ && bound && bound_of) {
+      *bound = bound_of(r.all.rounding_normalized());
+      r.all.recount(*bound);
+      for (auto& iv : r.intervals) iv.recount(*bound);
     }
     return r;
   }
@@ -219,8 +243,10 @@ class Checker {
     }
     return !abort_.load(std::memory_order_acquire);
   }
-  // Files record k (tick t) against the reference output `ref`.
-  void file(size_t k, long long t, std::span<const double> ref, CheckTotals& r, long long& interval) {
+  // Files record k (tick t) against the reference output `ref` (and `rounded`, the rounded model's, or
+  // empty).
+  void file(size_t k, long long t, std::span<const double> ref, std::span<const double> rounded, CheckTotals& r,
+            long long& interval) {
     interval = intervals_.find(t, interval);
     CheckResult* in = nullptr;
     if (interval >= 0) {
@@ -233,32 +259,42 @@ class Checker {
       return;
     }
     const double* z = outs_.record(k);
-    double tick_abs = 0, tick_ref = 0;
+    double tick_abs = 0, tick_ref = 0, rounding_abs = 0;
     for (size_t o = 0; o < ref.size(); ++o) {
       const double d = std::abs(z[o] - ref[o]);
       tick_abs = std::isnan(d) ? INFINITY : std::max(tick_abs, d);
       tick_ref = std::max(tick_ref, std::abs(ref[o]));
+      if (!rounded.empty()) rounding_abs = std::max(rounding_abs, std::abs(rounded[o] - ref[o]));
     }
-    r.all.add(t, tick_abs, tick_ref, bound_);
-    if (in) in->add(t, tick_abs, tick_ref, bound_);
+    const bool keep = rounded_.has_value();
+    r.all.add(t, tick_abs, tick_ref, bound_, rounding_abs, keep);
+    if (in) in->add(t, tick_abs, tick_ref, bound_, rounding_abs, keep);
   }
   void run(int id, int n) {
     const auto& cfg = f64_.config();
-    reference::LstmState state(cfg);
+    reference::LstmState state(cfg), qstate(cfg);
     std::vector<float> x(cfg.input_size);
-    std::vector<double> z(cfg.output_size);
+    std::vector<double> z(cfg.output_size), zq(rounded_ ? cfg.output_size : 0);
     CheckTotals& r = results_[id];
     long long interval = -1;
+    auto step = [&] {
+      f64_.step(x, state);
+      if (rounded_) rounded_->step(x, qstate);
+    };
+    auto head = [&] {
+      f64_.head(state, z);
+      if (rounded_) rounded_->head(qstate, zq);
+    };
     if (mode_ == Mode::streaming) {
       for (size_t k = 0;; ++k) {
         if (!wait_for(k)) return;
         const long long last = (long long)(k) * every_;
         for (long long t = (k == 0 ? 0 : last - every_ + 1); t <= last; ++t) {
           tick_input(seed_, t, x);
-          f64_.step(x, state);
+          step();
         }
-        f64_.head(state, z);
-        file(k, last, z, r, interval);
+        head();
+        file(k, last, z, zq, r, interval);
         outs_.consumed(id, k + 1);
       }
     }
@@ -267,18 +303,20 @@ class Checker {
       const long long t = (long long)(k) * every_;
       if (!outs_.lost(k)) {
         state.clear();
+        qstate.clear();
         for (long long s = std::max(0LL, t - window_ + 1); s <= t; ++s) {
           tick_input(seed_, s, x);
-          f64_.step(x, state);
+          step();
         }
-        f64_.head(state, z);
+        head();
       }
-      file(k, t, z, r, interval);
+      file(k, t, z, zq, r, interval);
       outs_.consumed(id, k + n);
     }
   }
 
   reference::FastF64 f64_;
+  std::optional<reference::FastF64> rounded_;
   Mode mode_;
   long long window_;
   uint64_t seed_;
@@ -476,8 +514,10 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     const bool intervals_on = o.report_every_s.has_value();
     CheckedOutputs outs(cfg.output_size, check_threads, o.mode == Mode::window);
     IntervalStarts interval_starts(intervals_on ? kMaxIntervals : 0);
+    const bool per_model_bound = bound_is_per_model(backend->precision());
     Checker checker(model, o.mode, window, o.seed, o.check_every, outs, interval_starts, check_threads, spare_cores,
-                    error_bound(backend->precision()));
+                    error_bound(backend->precision()),
+                    per_model_bound ? std::make_optional(int8_rounded(model)) : std::nullopt);
     if (!o.cpuset.empty()) util::pin_thread(pthread_self(), {o.cpuset.front()}, "bench timed thread");
 
     // Samples: every one kept (exact percentiles, --samples), or with --report-every histograms per
@@ -671,14 +711,14 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     // The last interval is kept whenever a tick was sent or an idle gap fell in it (lost ticks and
     // failures count there too), so the intervals' counts add up to the run's.
     if (intervals_on && (t > iv.first_tick || iv.idle_s > 0 || intervals.empty())) close_interval(end, t, true);
-    const CheckTotals totals = checker.finish();
+    double bound = error_bound(backend->precision());
+    const CheckTotals totals = checker.finish(&bound, &int8_error_bound);
     const CheckResult& check = totals.all;
 
     const Summary ls = keep_samples ? summarize(lat) : lat_all.summary();
     const Summary ps = keep_samples ? summarize(pre) : pre_all.summary();
     const double elapsed_s = us_between(start, end) * 1e-6, active_s = elapsed_s - idle_total_s;
     const double normalized = check.normalized();
-    const double bound = error_bound(backend->precision());
     const bool error_pass = check.checked > 0 && normalized <= bound;
     // Every tick t < ticks_run with t % check_every == 0 was due for checking.
     const long long ticks_run = t, checks_due = (ticks_run + o.check_every - 1) / o.check_every;
@@ -721,6 +761,10 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
                        {"checks_due", checks_due},  {"lost_checks", check.lost},
                        {"unchecked_ticks", unchecked},
                        {"ticks_over_bound", check.over_bound}, {"worst_tick", check.worst_tick}};
+    if (per_model_bound) {
+      report["error"]["bound_rule"] = "int8: 1.5 x the weight rounding's own error (floor 1e-5, cap 2e-3)";
+      report["error"]["weight_rounding_error"] = check.rounding_normalized();
+    }
     if (intervals_on) {
       for (size_t k = 0; k < intervals.size(); ++k) {
         const CheckResult c = k < totals.intervals.size() ? totals.intervals[k] : CheckResult{};
@@ -748,8 +792,9 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     if (o.rate_hz) out << " (asked " << fmt(*o.rate_hz) << " Hz; " << late << " ticks sent late, max " << fmt(max_late_us) << " us)";
     if (idle_gaps > 0) out << "; " << idle_gaps << " idle gaps, " << fmt(idle_total_s) << " s in all";
     out << "\nerror vs float64 reference: max abs " << std::scientific << std::setprecision(3) << check.max_abs
-        << ", normalized " << normalized << " (bound " << bound << ") over " << check.checked << " checked ticks "
-        << (error_pass ? "PASS" : "FAIL") << std::defaultfloat << "\n";
+        << ", normalized " << normalized << " (bound " << bound;
+    if (per_model_bound) out << " = 1.5 x int8 weight rounding alone " << check.rounding_normalized();
+    out << ") over " << check.checked << " checked ticks " << (error_pass ? "PASS" : "FAIL") << std::defaultfloat << "\n";
     if (check.over_bound > 0)
       out << check.over_bound << " checked ticks over the bound; the worst is tick " << check.worst_tick << "\n";
     for (auto& [k, v] : backend->counters()) out << k << ": " << v << "\n";
