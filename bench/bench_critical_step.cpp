@@ -9,6 +9,12 @@
 // it the precompute runs inline on the calling thread between samples (it then also evicts the
 // critical weights from the caches of a model as large as lstm_m). HOTPATH_CPU_ISA / HOTPATH_CPU_BF16 /
 // HOTPATH_CPU_PREFETCH choose the kernel path (cpu_backend.cpp).
+//
+// After the timed samples, a second pass of the same length / 4 counts hardware events on the
+// critical thread around step() only (perf_counters.hpp; user mode): per tick, cycles, instructions,
+// L1D misses (x 64 B: the bytes that came from L2 or further, beside crit_KiB, the weights the step
+// reads), L2 misses (Intel), LLC misses and dTLB misses. The counting pass is apart so that its
+// ioctls never sit inside a timed sample; counters missing on the machine are reported as perf_why.
 #include <benchmark/benchmark.h>
 #include <x86intrin.h>
 
@@ -24,6 +30,7 @@
 
 #include "backend/backend.hpp"
 #include "engine/engine.hpp"
+#include "perf_counters.hpp"
 #include "tsc.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "model/zoo.hpp"
@@ -115,6 +122,22 @@ void BM_critical_step(benchmark::State& state, Case c) {
     samples.push_back(ns);
     state.SetIterationTime(ns * 1e-9);
   }
+  {
+    bench::PerfCounters pmu;
+    const size_t n = std::max<size_t>(1, samples.size() / 4);
+    for (size_t k = 0; k < n; ++k) {
+      const std::span<const float> xt(x.data() + (t++ % kInputs) * I, I);
+      pmu.start();
+      b->step(xt, out);
+      pmu.stop();
+      benchmark::DoNotOptimize(out.data());
+      b->finish_precompute();
+    }
+    for (const auto& [name, count] : pmu.read()) state.counters[name + "_per_tick"] = double(count) / double(n);
+    const std::string what = std::string(c.model) + " " + mode_name(c.mode) + " " + precision_name(c.precision);
+    if (!pmu.available()) std::fprintf(stderr, "%s: no hardware counters (%s)\n", what.c_str(), pmu.why().c_str());
+    else if (!pmu.skipped().empty()) std::fprintf(stderr, "%s: counters not available: %s\n", what.c_str(), pmu.skipped().c_str());
+  }
   std::sort(samples.begin(), samples.end());
   state.counters["p50_us"] = percentile(samples, 0.50) * 1e-3;
   state.counters["p90_us"] = percentile(samples, 0.90) * 1e-3;
@@ -181,6 +204,8 @@ int main(int argc, char** argv) {
       {"lstm_m", Mode::window, Precision::fp32, 5000},       {"lstm_m", Mode::window, Precision::bf16, 5000},
       {"vollo_tiny", Mode::streaming, Precision::fp32, 50000}, {"vollo_tiny", Mode::streaming, Precision::bf16, 50000},
       {"lstm_s", Mode::streaming, Precision::bf16, 50000},
+      {"lstm_s", Mode::window, Precision::int8, 20000},      {"lstm_s", Mode::streaming, Precision::int8, 50000},
+      {"vollo_tiny", Mode::streaming, Precision::int8, 50000}, {"lstm_m", Mode::window, Precision::int8, 5000},
   };
   for (const Case& c : cases) {
     const std::string name = std::string("critical_step/") + c.model + "/" + mode_name(c.mode) + "/" +
