@@ -169,10 +169,23 @@ class CpuBackend final : public Backend {
   const int nslots_;
   int prefetch_ = 0;
   bool rewarm_ = true;
-  // The critical step's weights (every W_ih, the head) as cache lines, for rewarm(); and where the
-  // next rewarm() starts.
-  std::vector<std::pair<const char*, size_t>> critical_regions_;
-  size_t rewarm_region_ = 0, rewarm_offset_ = 0;
+  // The critical step's private copy of its weights: every layer's W_ih in the step's format (int8:
+  // with its scales and corrections), then the head, contiguous in the order the step reads them. No
+  // line of it is shared with the precompute workers (they read the packed model), rewarm() walks one
+  // region, and with HOTPATH_CPU_HUGEPAGES=1 it sits on a transparent huge page (one dTLB entry for
+  // all of it instead of one per 4 KB).
+  struct CriticalLayer {
+    const void* w = nullptr;
+    const float* scale = nullptr;
+    const int32_t* corr = nullptr;
+  };
+  void build_critical_arena(bool huge);
+  AlignedArray<char> crit_arena_;
+  size_t crit_bytes_ = 0;
+  bool crit_huge_ = false;
+  std::vector<CriticalLayer> crit_;
+  const float* crit_head_ = nullptr;
+  size_t rewarm_offset_ = 0;  // where the next rewarm() starts
   void rewarm();
 
   size_t layer_floats_ = 0, slot_floats_ = 0;
@@ -244,17 +257,9 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
     int8_act_ = int8_act_from_env();
     variant_ += int8_act_ ? "" : "-a8";
   }
-  for (const PackedLayer& l : pm_.layers) {
-    if (pm_.int8) {
-      critical_regions_.emplace_back(reinterpret_cast<const char*>(l.wih8.data()), l.wih8.size());
-      critical_regions_.emplace_back(reinterpret_cast<const char*>(l.wih8_scale.data()), l.wih8_scale.size() * 4);
-      critical_regions_.emplace_back(reinterpret_cast<const char*>(l.wih8_corr.data()), l.wih8_corr.size() * 4);
-    } else if (pm_.bf16)
-      critical_regions_.emplace_back(reinterpret_cast<const char*>(l.wih16.data()), l.wih16.size() * 4);
-    else
-      critical_regions_.emplace_back(reinterpret_cast<const char*>(l.wih32.data()), l.wih32.size() * 4);
-  }
-  critical_regions_.emplace_back(reinterpret_cast<const char*>(pm_.head_w.data()), pm_.head_w.size() * 4);
+  const std::string huge = env_string("HOTPATH_CPU_HUGEPAGES");
+  if (!huge.empty() && huge != "0" && huge != "1") throw Error("HOTPATH_CPU_HUGEPAGES='" + huge + "': expected 0 or 1");
+  build_critical_arena(huge == "1");
   const int Hp = pm_.Hp;
   layer_floats_ = round_to_lines<float>(pm_.gate_floats() + size_t(Hp));
   slot_floats_ = layer_floats_ * pm_.num_layers;
@@ -287,6 +292,47 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
     pin_caller();
   }
   make_fresh(0);
+}
+
+void CpuBackend::build_critical_arena(bool huge) {
+  struct Piece {
+    const void* src;
+    size_t bytes;
+    size_t at = 0;
+  };
+  std::vector<Piece> pieces;
+  for (const PackedLayer& l : pm_.layers) {
+    if (pm_.int8) {
+      pieces.push_back({l.wih8.data(), l.wih8.size()});
+      pieces.push_back({l.wih8_scale.data(), l.wih8_scale.size() * 4});
+      pieces.push_back({l.wih8_corr.data(), l.wih8_corr.size() * 4});
+    } else if (pm_.bf16) {
+      pieces.push_back({l.wih16.data(), l.wih16.size() * 4});
+    } else {
+      pieces.push_back({l.wih32.data(), l.wih32.size() * 4});
+    }
+  }
+  pieces.push_back({pm_.head_w.data(), pm_.head_w.size() * 4});
+  size_t total = 0;
+  for (Piece& p : pieces) {
+    p.at = total;
+    total += (p.bytes + kCacheLine - 1) / kCacheLine * kCacheLine;
+  }
+  crit_arena_ = AlignedArray<char>(total, huge);
+  crit_bytes_ = total;
+  crit_huge_ = huge;
+  for (const Piece& p : pieces) std::memcpy(crit_arena_.data() + p.at, p.src, p.bytes);
+  const int per_layer = pm_.int8 ? 3 : 1;
+  crit_.resize(pm_.layers.size());
+  for (size_t l = 0; l < crit_.size(); ++l) {
+    const char* base = crit_arena_.data();
+    crit_[l].w = base + pieces[l * per_layer].at;
+    if (pm_.int8) {
+      crit_[l].scale = reinterpret_cast<const float*>(base + pieces[l * per_layer + 1].at);
+      crit_[l].corr = reinterpret_cast<const int32_t*>(base + pieces[l * per_layer + 2].at);
+    }
+  }
+  crit_head_ = reinterpret_cast<const float*>(crit_arena_.data() + pieces.back().at);
 }
 
 CpuBackend::~CpuBackend() {
@@ -335,19 +381,19 @@ void CpuBackend::step(std::span<const float> x, std::span<float> out) {
     float* u = (l == 0 && !streaming_ && W_ > 1) ? u0_.data() : nullptr;
     float* h = hs_.data() + size_t(l) * Hp;
     float* c = cs_.data() + size_t(l) * Hp;
+    const CriticalLayer& cl = crit_[l];
     if (pm_.int8)  // u0 comes from the precompute's own fp32 product (advance_windows)
-      k_->crit_i8[int8_act_](layer.wih8.data(), layer.wih8_scale.data(), layer.wih8_corr.data(), layer.in, nb, in,
-                             slot_P(slot, l), slot_c(slot, l), h, c, reinterpret_cast<uint8_t*>(crit_pairs_.data()),
-                             prefetch_);
+      k_->crit_i8[int8_act_](static_cast<const int8_t*>(cl.w), cl.scale, cl.corr, layer.in, nb, in, slot_P(slot, l),
+                             slot_c(slot, l), h, c, reinterpret_cast<uint8_t*>(crit_pairs_.data()), prefetch_);
     else if (pm_.bf16)
-      k_->crit_bf16(layer.wih16.data(), layer.in, nb, in, slot_P(slot, l), slot_c(slot, l), h, c, u,
+      k_->crit_bf16(static_cast<const uint32_t*>(cl.w), layer.in, nb, in, slot_P(slot, l), slot_c(slot, l), h, c, u,
                     crit_pairs_.data(), prefetch_);
     else
-      k_->crit_f32(layer.wih32.data(), layer.in, nb, in, slot_P(slot, l), slot_c(slot, l), h, c, u,
+      k_->crit_f32(static_cast<const float*>(cl.w), layer.in, nb, in, slot_P(slot, l), slot_c(slot, l), h, c, u,
                    crit_pairs_.data(), prefetch_);
     in = h;
   }
-  k_->head(pm_.head_w.data(), pm_.head_bias ? pm_.head_b.data() : nullptr, pm_.O, Hp, in, z_.data());
+  k_->head(crit_head_, pm_.head_bias ? pm_.head_b.data() : nullptr, pm_.O, Hp, in, z_.data());
   for (int o = 0; o < pm_.O; ++o) out[o] = z_[o];
 
   // Off the critical path from here.
@@ -393,12 +439,9 @@ void CpuBackend::finish_precompute() {
 // (Window-mode p99 on the Xeon was 2-3x its p50 without it; not yet measured with it.)
 void CpuBackend::rewarm() {
   constexpr size_t kLinesPerPoll = 8;
-  const auto& [base, bytes] = critical_regions_[rewarm_region_];
-  for (size_t i = 0; i < kLinesPerPoll && rewarm_offset_ < bytes; ++i, rewarm_offset_ += kCacheLine)
-    __builtin_prefetch(base + rewarm_offset_, 0, 2);  // prefetcht1: into L2
-  if (rewarm_offset_ >= bytes) {
-    rewarm_offset_ = 0;
-    rewarm_region_ = (rewarm_region_ + 1) % critical_regions_.size();
+  for (size_t i = 0; i < kLinesPerPoll; ++i, rewarm_offset_ += kCacheLine) {
+    if (rewarm_offset_ >= crit_bytes_) rewarm_offset_ = 0;
+    __builtin_prefetch(crit_arena_.data() + rewarm_offset_, 0, 2);  // prefetcht1: into L2
   }
   cpu_relax();
 }
@@ -608,6 +651,8 @@ std::map<std::string, std::string> CpuBackend::facts() const {
   f["cpu_precompute_cores"] = pre.empty() ? "inline (critical thread)" : pre;
   f["cpu_prefetch_bytes"] = std::to_string(prefetch_);
   f["cpu_rewarm"] = rewarm_ && pool_.size() > 0 ? "on" : "off";
+  f["cpu_critical_weights"] = std::to_string(crit_bytes_) + " B in one private block" +
+                              (crit_huge_ ? ", on a transparent huge page (HOTPATH_CPU_HUGEPAGES=1)" : "");
   return f;
 }
 
