@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The CPU path's benchmarks (issue 15) on the GPU machine's Xeon: builds the CPU-only tree, runs the
+# cpu tests, the critical-step micro-benchmark with its hardware counters under each tuning variant
+# side by side, and the standard `hotpath bench` runs (fp32 / bf16 / int8). Results under OUT_DIR
+# (one tarball, cpu-bench.tgz, plus the log).
+#   scripts/cpu-bench.sh OUT_DIR [TICKS]
+# Cores: 0-1 left to the OS, the critical step on 2, the precompute on 3-14 (as gpu-bench.sh).
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:?usage: scripts/cpu-bench.sh OUT_DIR [TICKS]}
+TICKS=${2:-200000}
+BUILD=${BUILD:-build-cpu}
+R="$BUILD/cpu-bench"
+mkdir -p "$OUT" "$R"
+LOG="$OUT/cpu-bench.log"
+say() { echo "$*" | tee -a "$LOG"; }
+pack() { tar czf "$OUT/cpu-bench.tgz" -C "$BUILD" cpu-bench; }
+
+{ lscpu | grep -E 'Model name|^CPU\(s\)|MHz|L1d|L2|L3'; cat /sys/kernel/mm/transparent_hugepage/enabled;
+  echo "perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid)"; } >>"$LOG" 2>&1
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTPATH_CUDA=OFF -DHOTPATH_PYTHON=OFF \
+  -DHOTPATH_BENCHMARKS=ON >>"$LOG" 2>&1 || { say "configure FAILED"; exit 1; }
+ninja -C "$BUILD" hotpath bench/bench_critical_step tests/cpu/test_cpu_backend >>"$LOG" 2>&1 \
+  || { say "build FAILED"; grep -E 'error' "$LOG" | head -20; exit 1; }
+say "built"
+
+if [ "${CPU_TESTS:-1}" = 1 ]; then
+  timeout 300 "$BUILD/tests/cpu/test_cpu_backend" >"$R/cpu-tests.log" 2>&1
+  say "cpu tests rc=$? $(tail -1 "$R/cpu-tests.log")"
+  grep -E '^\[int8\]|^\[golden\]' "$R/cpu-tests.log" | tee -a "$LOG"
+fi
+
+# The critical step alone, each tuning variant in turn (same process per variant, fixed iterations).
+FILTER=${FILTER:-'lstm_s/window|vollo_tiny/streaming|lstm_s/streaming|lstm_m/window/int8'}
+variant() {  # name, then environment assignments
+  local name=$1; shift
+  say "== critical step, $name: $*"
+  env "$@" timeout 300 "$BUILD/bench/bench_critical_step" --cpuset=2,3-14 --benchmark_filter="$FILTER" \
+    --benchmark_out="$R/critical-$name.json" --benchmark_out_format=json >"$R/critical-$name.txt" 2>&1
+  grep -E 'critical_step|counters' "$R/critical-$name.txt" | sed 's/iterations:[0-9]*\/manual_time//' | tee -a "$LOG"
+  pack
+}
+variant default
+variant act8 HOTPATH_CPU_INT8_ACT=8
+variant hugepages HOTPATH_CPU_HUGEPAGES=1
+variant no-prefetch HOTPATH_CPU_PREFETCH=0
+variant no-rewarm HOTPATH_CPU_REWARM=0
+
+# The standard runs through the CLI: tick latency from due to answer, error checked against float64.
+run() {  # name, then hotpath arguments
+  local name=$1; shift
+  say "== $name: hotpath $*"
+  timeout 200 "$BUILD/hotpath" "$@" --json "$R/$name.json" 2>&1 | tail -14 | tee -a "$LOG"
+  pack
+}
+for p in fp32 bf16 int8; do
+  run "lstm_s_window_$p" bench --model lstm_s --backend cpu --precision $p --mode window --ticks "$TICKS" --cpuset 2,3-14
+  run "vollo_tiny_streaming_$p" bench --model vollo_tiny --backend cpu --precision $p --mode streaming \
+    --ticks "$TICKS" --cpuset 2,3-14
+done
+[ "${LSTM_M:-1}" = 1 ] && run lstm_m_window_int8 bench --model lstm_m --backend cpu --precision int8 --mode window \
+  --ticks $((TICKS / 8)) --cpuset 2,3-14
+say "done"
