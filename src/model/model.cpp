@@ -110,7 +110,7 @@ void Model::validate() const {
     tensor(input_scaler->scale, kScalerScaleKey);
     for (size_t i = 0; i < input_scaler->scale.size(); ++i)
       if (!(input_scaler->scale[i] > 0))
-        throw fail("tensor '" + std::string(kScalerScaleKey) + "' holds " + std::to_string(input_scaler->scale[i]) +
+        throw fail("tensor '" + std::string(kScalerScaleKey) + "' holds " + num(input_scaler->scale[i]) +
                    " at index " + std::to_string(i) + "; every scale must be > 0 (a standard deviation)");
   }
 }

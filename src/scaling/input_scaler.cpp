@@ -130,6 +130,10 @@ void InputScaler::prepare() {
   const long long N = choice_.window;
   float* slot = ring_.data() + size_t(count_ % N) * I_;
   const bool full = count_ >= N;
+  // Until the first restart, the sums are about the first tick (not 0: a level of 1e4 with a spread of
+  // 1e-2 would cancel away in s2/n - d^2).
+  if (count_ == 0)
+    for (size_t i = 0; i < I_; ++i) k_[i] = double(staged_[i]);
   for (size_t i = 0; i < I_; ++i) {
     const double in = double(staged_[i]) - k_[i];
     s1_[i] += in;
