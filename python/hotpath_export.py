@@ -11,6 +11,10 @@ head_prefix, as strings), which `hotpath` reads back:
     hotpath verify --model model.safetensors --golden golden.safetensors --backend cpu
     hotpath bench  --model model.safetensors --backend cuda --mode window
 
+An input normalization goes with the model when given: `save(net, path, scaler=(mean, scale))` (or a
+fitted sklearn StandardScaler) writes tensors `input_scaler.mean` and `input_scaler.scale` ([I], F32);
+hotpath then feeds the LSTM (x - mean) / scale (`--scaler model`, the default for such a file).
+
 Needs torch and safetensors (pip install torch safetensors). Only the import of this module needs them.
 """
 from __future__ import annotations
@@ -54,12 +58,41 @@ def metadata_for(net, window: Optional[int] = None) -> dict:
     return meta
 
 
-def save(net, path: str, window: Optional[int] = None, dtype=None) -> None:
-    """Write net.state_dict() (optionally cast to dtype, e.g. torch.float16) with hotpath's metadata."""
+SCALER_KEYS = ("input_scaler.mean", "input_scaler.scale")
+
+
+def scaler_tensors(scaler, input_size: int) -> dict:
+    """The two [I] float32 tensors of an input scaler: (mean, scale) arrays, or an object with mean_ and
+    scale_ (sklearn's StandardScaler). Checked as hotpath checks them: [I], finite, scale > 0."""
+    import torch
+
+    if hasattr(scaler, "mean_") and hasattr(scaler, "scale_"):
+        mean, scale = scaler.mean_, scaler.scale_
+    else:
+        mean, scale = scaler
+    out = {}
+    for key, values in zip(SCALER_KEYS, (mean, scale)):
+        t = torch.as_tensor(values, dtype=torch.float64).flatten()
+        if t.numel() != input_size:
+            raise ValueError(f"{key} has {t.numel()} values, the LSTM's input_size is {input_size}")
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{key} holds NaN or Inf")
+        out[key] = t.to(torch.float32).contiguous()
+    if not bool((out["input_scaler.scale"] > 0).all()):
+        raise ValueError("input_scaler.scale must be > 0 everywhere (a standard deviation)")
+    return out
+
+
+def save(net, path: str, window: Optional[int] = None, dtype=None, scaler=None) -> None:
+    """Write net.state_dict() (optionally cast to dtype, e.g. torch.float16) with hotpath's metadata, and
+    the input scaler when given ((mean, scale) or a fitted StandardScaler; never cast to dtype)."""
     from safetensors.torch import save_file
 
     state = {k: (v.to(dtype) if dtype is not None else v).contiguous() for k, v in net.state_dict().items()}
-    save_file(state, path, metadata=metadata_for(net, window))
+    meta = metadata_for(net, window)
+    if scaler is not None:
+        state.update(scaler_tensors(scaler, int(meta["input_size"])))
+    save_file(state, path, metadata=meta)
 
 
 def load(net, path: str) -> dict:
@@ -67,6 +100,9 @@ def load(net, path: str) -> dict:
     from safetensors import safe_open
     from safetensors.torch import load_file
 
-    net.load_state_dict(load_file(path))
+    state = load_file(path)
+    for key in SCALER_KEYS:  # the input scaler is not the module's
+        state.pop(key, None)
+    net.load_state_dict(state)
     with safe_open(path, framework="pt") as f:
         return dict(f.metadata() or {})

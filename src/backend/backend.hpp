@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/model.hpp"
+#include "scaling/input_scaler.hpp"
 
 namespace hotpath {
 
@@ -51,6 +52,9 @@ struct BackendOptions {
   double timeout_us = 1'000'000;         // cuda: give up on an output after this long
   int device = 0;                        // cuda device ordinal
   std::string variant;  // backend-specific kernel variant, "" = default
+  // Input scaling (scaling/input_scaler.hpp); unset: the model's scaler when it has one, else none.
+  // Each backend scales with an InputScaler of its own, in step(), fused into its copy of x.
+  std::optional<ScalerChoice> scaler;
 };
 
 class Backend {

@@ -180,16 +180,19 @@ struct CheckTotals {
 
 // Float64 check of every `every`-th tick (tick t is checked when t % every == 0). Window mode recomputes
 // each checked window from zero state (W steps); streaming advances one float64 state through every
-// tick. Threads split the checked ticks (window) or there is one (streaming).
+// tick. Threads split the checked ticks (window) or there is one (streaming). Inputs are scaled as the
+// backend scales them: each thread has an InputScaler of its own, in float64, fed the raw ticks.
 class Checker {
  public:
   // rounded: for a per-model bound (int8), the model with the backend's rounded weights; each checked
   // tick is then also run on it, and the bound follows from its error (finish() recounts).
   Checker(const Model& model, Mode mode, int window, uint64_t seed, int every, CheckedOutputs& outs,
           const IntervalStarts& intervals, int threads, const std::vector<int>& cores, double bound,
-          std::optional<Model> rounded = std::nullopt)
+          const ScalerChoice& scaler, std::optional<Model> rounded = std::nullopt)
       : f64_(model),
         rounded_(rounded ? std::make_optional<reference::FastF64>(*rounded) : std::nullopt),
+        scalers_(size_t(threads), InputScaler(model, scaler)),
+        rolling_(scaler.kind == ScalerKind::rolling ? scaler.window : 0),
         mode_(mode),
         window_(window),
         seed_(seed),
@@ -274,12 +277,35 @@ class Checker {
     const auto& cfg = f64_.config();
     reference::LstmState state(cfg), qstate(cfg);
     std::vector<float> x(cfg.input_size);
-    std::vector<double> z(cfg.output_size), zq(rounded_ ? cfg.output_size : 0);
+    std::vector<double> xd(cfg.input_size), z(cfg.output_size), zq(rounded_ ? cfg.output_size : 0);
     CheckTotals& r = results_[id];
     long long interval = -1;
+    InputScaler& scaler = scalers_[size_t(id)];
+    long long next = 0;  // the next tick `scaler` takes
+    // Tick s's input, scaled, into xd; the scaler first takes the raw ticks a rolling window needs.
+    auto input = [&](long long s) {
+      if (rolling_ > 0 && next != s) {
+        // A scaler cannot go back, and a long way forward is cheaper from N ticks before s.
+        const long long from = std::max(0LL, s - rolling_);
+        if (next > s || next < from) {
+          scaler.reset();
+          next = from;
+        }
+        for (; next < s; ++next) {
+          tick_input(seed_, next, x);
+          scaler.observe(x);
+          scaler.prepare();
+        }
+      }
+      tick_input(seed_, s, x);
+      scaler.scale(x, xd.data());
+      scaler.prepare();
+      next = s + 1;
+    };
+    // One step of the truth (and of the rounded-weights model, for a per-model bound) on xd.
     auto step = [&] {
-      f64_.step(x, state);
-      if (rounded_) rounded_->step(x, qstate);
+      f64_.step(std::span<const double>(xd), state);
+      if (rounded_) rounded_->step(std::span<const double>(xd), qstate);
     };
     auto head = [&] {
       f64_.head(state, z);
@@ -290,7 +316,7 @@ class Checker {
         if (!wait_for(k)) return;
         const long long last = (long long)(k) * every_;
         for (long long t = (k == 0 ? 0 : last - every_ + 1); t <= last; ++t) {
-          tick_input(seed_, t, x);
+          input(t);
           step();
         }
         head();
@@ -305,7 +331,7 @@ class Checker {
         state.clear();
         qstate.clear();
         for (long long s = std::max(0LL, t - window_ + 1); s <= t; ++s) {
-          tick_input(seed_, s, x);
+          input(s);
           step();
         }
         head();
@@ -317,6 +343,8 @@ class Checker {
 
   reference::FastF64 f64_;
   std::optional<reference::FastF64> rounded_;
+  std::vector<InputScaler> scalers_;  // one per thread
+  long long rolling_;                 // N of a rolling scaler, else 0
   Mode mode_;
   long long window_;
   uint64_t seed_;
@@ -461,6 +489,7 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     eo.timeout_us = o.timeout_us;
     eo.fallback = o.fallback;
     eo.variant = o.variant;
+    eo.scaler = o.scaler;
     // Resolved and checked (window, cpuset, fallback) before anything runs.
     const BackendOptions bo = backend_options(model, eo);
     const int window = o.mode == Mode::window ? bo.window : 1;
@@ -507,6 +536,8 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     report["backend"] = backend->name();
     report["variant"] = backend->variant();
     report["precision"] = precision_name(backend->precision());
+    const ScalerChoice scaler = resolve_scaler(model, backend->options().scaler);
+    report["scaler"] = scaler_name(scaler);
 
     // Checker threads go on cores outside the cpuset where there are any.
     const int spare = std::max(1, int(spare_cores.size()) - 1);
@@ -516,7 +547,7 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     IntervalStarts interval_starts(intervals_on ? kMaxIntervals : 0);
     const bool per_model_bound = bound_is_per_model(backend->precision());
     Checker checker(model, o.mode, window, o.seed, o.check_every, outs, interval_starts, check_threads, spare_cores,
-                    error_bound(backend->precision()),
+                    error_bound(backend->precision()), scaler,
                     per_model_bound ? std::make_optional(int8_rounded(model)) : std::nullopt);
     if (!o.cpuset.empty()) util::pin_thread(pthread_self(), {o.cpuset.front()}, "bench timed thread");
 
@@ -791,8 +822,9 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     out << "tick rate " << fmt(report["tick_rate_hz"].get<double>()) << " Hz";
     if (o.rate_hz) out << " (asked " << fmt(*o.rate_hz) << " Hz; " << late << " ticks sent late, max " << fmt(max_late_us) << " us)";
     if (idle_gaps > 0) out << "; " << idle_gaps << " idle gaps, " << fmt(idle_total_s) << " s in all";
-    out << "\nerror vs float64 reference: max abs " << std::scientific << std::setprecision(3) << check.max_abs
-        << ", normalized " << normalized << " (bound " << bound;
+    out << "\nerror vs float64 reference"
+        << (scaler.kind == ScalerKind::none ? "" : " (inputs scaled: " + scaler_name(scaler) + ")") << ": max abs "
+        << std::scientific << std::setprecision(3) << check.max_abs << ", normalized " << normalized << " (bound " << bound;
     if (per_model_bound) out << " = 1.5 x int8 weight rounding alone " << check.rounding_normalized();
     out << ") over " << check.checked << " checked ticks " << (error_pass ? "PASS" : "FAIL") << std::defaultfloat << "\n";
     if (check.over_bound > 0)

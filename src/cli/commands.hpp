@@ -16,5 +16,6 @@ void add_run_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_scaler_command(CLI::App& app);  // scaler_command.cpp
 
 }  // namespace hotpath::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   hotpath::cli::add_verify_command(app);
   hotpath::cli::add_export_command(app);
   hotpath::cli::add_bench_command(app);
+  hotpath::cli::add_scaler_command(app);
   hotpath::llm::add_llm_commands(app);
   // CLI11 would only say that a subcommand is required; name the word it did not know.
   if (argc > 1 && argv[1][0] != '-') {
@@ -29,7 +30,7 @@ int main(int argc, char** argv) {
     for (const auto* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
     if (!known) {
       std::cerr << "hotpath: error: unknown command '" << argv[1]
-                << "' (commands: models, info, run, verify, export, bench, llm)\n";
+                << "' (commands: models, info, run, verify, export, bench, scaler, llm)\n";
       return 2;
     }
   }

@@ -29,6 +29,7 @@
 #include "cpu/kernels.hpp"
 #include "cpu/packed_model.hpp"
 #include "cpu/spin_pool.hpp"
+#include "scaling/input_scaler.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
 
@@ -167,6 +168,7 @@ class CpuBackend final : public Backend {
   const bool streaming_;
   const int W_;       // window length (1 slot in streaming)
   const int nslots_;
+  InputScaler scaler_;  // x is scaled while it is copied into xbuf_; the next tick's statistics in finish_precompute
   int prefetch_ = 0;
   bool rewarm_ = true;
   // The critical step's private copy of its weights: every layer's W_ih in the step's format (int8:
@@ -247,6 +249,7 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
       streaming_(options.mode != Mode::window),
       W_(options.mode == Mode::window ? (options.window > 0 ? options.window : model.config.window.value_or(0)) : 1),
       nslots_(options.mode == Mode::window ? std::max(W_, 1) : 1),
+      scaler_(model, options.scaler),
       pool_(options.cpuset.size() > 1 ? std::vector<int>(options.cpuset.begin() + 1, options.cpuset.end())
                                       : std::vector<int>{}) {
   if (options.mode == Mode::window && W_ < 1)
@@ -372,7 +375,7 @@ void CpuBackend::step(std::span<const float> x, std::span<float> out) {
   if (pending_) finish_precompute();
   if (pin_ && !pthread_equal(pinned_thread_, pthread_self())) pin_caller();  // first tick of a new thread only
 
-  std::memcpy(xbuf_.data(), x.data(), size_t(pm_.I) * sizeof(float));
+  scaler_.scale(x, xbuf_.data());  // the copy of x, scaled on the way (a plain copy without a scaler)
   const int slot = streaming_ || t < W_ - 1 ? 0 : int((t - W_ + 1) % W_);
   const int nb = pm_.nb, Hp = pm_.Hp;
   const float* in = xbuf_.data();
@@ -408,6 +411,7 @@ void CpuBackend::step(std::span<const float> x, std::span<float> out) {
 void CpuBackend::finish_precompute() {
   if (!pending_) return;
   const int64_t t0 = now_ns();
+  scaler_.prepare();  // the next tick's input statistics, while the workers run
   int64_t busy;
   if (pool_.size() > 0) {
     if (rewarm_)
@@ -532,6 +536,7 @@ void CpuBackend::precompute_part(int part, int nparts) {
 void CpuBackend::reset() {
   if (pending_) finish_precompute();
   ticks_ = 0;
+  scaler_.reset();
   make_fresh(0);
 }
 
@@ -601,9 +606,15 @@ void CpuBackend::run_batch(std::span<const float> x, size_t batch, size_t window
     if (!std::isfinite(x[i]))
       throw TickError("cpu backend: run_batch input of window " + std::to_string(i / (window * I)) + ", step " +
                       std::to_string(i / I % window) + " holds NaN or Inf");
+  // A fixed scaler applies to every element (a rolling one is refused: batch windows have no stream).
+  AlignedArray<float> scaled;
+  if (scaler_.active()) {
+    scaled = AlignedArray<float>(x.size());
+    scaler_.scale_batch(x, scaled.data());
+  }
   if (batch == 0) return;
   if (pending_) finish_precompute();
-  batch_x_ = x.data();
+  batch_x_ = scaler_.active() ? scaled.data() : x.data();
   batch_out_ = out.data();
   batch_n_ = batch;
   batch_w_ = window;

@@ -73,7 +73,8 @@ class CudaBackend final : public Backend {
       : Backend(model.config, options),
         model_(model),
         copt_(copt),
-        precision_(options.precision.value_or(Precision::fp16)) {
+        precision_(options.precision.value_or(Precision::fp16)),
+        scaler_(model, options.scaler) {
     variant_ = resolve_variant(copt.variant.empty() ? options.variant : copt.variant);
     if (copt.stall_tick >= 0 && precision_ != Precision::fp16)
       throw UnsupportedError("the stall test hook is compiled into the fp16 test kernels only");
@@ -161,6 +162,7 @@ class CudaBackend final : public Backend {
     if (int(out.size()) < O) throw Error("cuda: output span holds " + std::to_string(out.size()) + " floats, need " +
                                          std::to_string(O));
     const long long t = t_++;
+    scaler_.prepare();  // a no-op when finish_precompute() ran, as it should have
     std::string& why = *why_not;
     // The input goes out first: no driver call (cudaStreamQuery costs ~0.5 us and jitters) and no
     // status read on the way. Liveness is checked while waiting, every 256 looks; the input ring can
@@ -170,7 +172,9 @@ class CudaBackend final : public Backend {
     else usable = !maybe_behind_ || gpu_usable(&why);
     if (usable) {
       const auto t0 = Clock::now();
-      mailbox_->send(t, x);
+      // Scaled while packed into the mailbox's chunks (a plain copy without a scaler).
+      mailbox_->send(t, x, scaler_.active() ? scaler_.shift_f32() : nullptr, scaler_.active() ? scaler_.mul_f32() : nullptr);
+      scaler_.observe(x);  // x joins the history while the GPU computes
       const auto deadline = t0 + std::chrono::duration<double, std::micro>(options().timeout_us);
       long long spins = 0;
       for (;;) {
@@ -189,6 +193,8 @@ class CudaBackend final : public Backend {
           if (!gpu_usable(&why)) break;
         }
       }
+    } else {
+      scaler_.observe(x);  // the tick is consumed whether or not the GPU answers it
     }
     return false;
   }
@@ -199,6 +205,7 @@ class CudaBackend final : public Backend {
   }
 
   bool try_finish_precompute(std::string* why) override {
+    scaler_.prepare();  // the next tick's input statistics
     if (!gpu_usable(why)) return false;
     const uint32_t want = cuda::wire_seq(t_);
     const auto deadline = Clock::now() + std::chrono::duration<double, std::micro>(options().timeout_us);
@@ -218,6 +225,7 @@ class CudaBackend final : public Backend {
   void reset() override {
     stop_kernel();
     t_ = 0;
+    scaler_.reset();
     accepted_base_ = gpu_answers_;
     launch();
   }
@@ -418,6 +426,7 @@ class CudaBackend final : public Backend {
   CudaOptions copt_;
   std::string variant_;
   Precision precision_;
+  InputScaler scaler_;  // x is scaled while packed into the mailbox (send); statistics in try_finish_precompute
   cuda::DeviceLimits limits_;
   cuda::LstmPlan plan_;
   cuda::Stream stream_;

@@ -75,7 +75,7 @@ void HostMailbox::clear() {
   _mm_sfence();
 }
 
-void HostMailbox::send(long long tick, std::span<const float> x) {
+void HostMailbox::send(long long tick, std::span<const float> x, const float* shift, const float* mul) {
   const uint32_t seq = wire_seq(tick);
   Chunk* slot = in_ + (tick % kInputRing) * stride_;
   const int n = int(x.size());
@@ -85,7 +85,13 @@ void HostMailbox::send(long long tick, std::span<const float> x) {
   for (int c = 0; c < count; ++c) {
     const int k = fpc_ * c;
     uint32_t w[4] = {seq, 0, 0, 0};
-    if (k < n) std::memcpy(&w[1], &x[k], sizeof(float) * size_t(std::min(fpc_, n - k)));
+    if (k < n && shift) {
+      float v[3];
+      for (int i = 0; i < std::min(fpc_, n - k); ++i) v[i] = (x[k + i] - shift[k + i]) * mul[k + i];
+      std::memcpy(&w[1], v, sizeof(float) * size_t(std::min(fpc_, n - k)));
+    } else if (k < n) {
+      std::memcpy(&w[1], &x[k], sizeof(float) * size_t(std::min(fpc_, n - k)));
+    }
     if (fpc_ == 2) w[3] = seq;
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
     // One aligned 16-byte store per chunk: the device's 16-byte load sees all of it or none of it.

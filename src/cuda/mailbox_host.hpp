@@ -21,8 +21,9 @@ class HostMailbox {
   MailboxView view(long long lease_ns) const;
   void clear();
 
-  // Writes tick `tick`'s input into its ring slot: one 16-byte store per chunk.
-  void send(long long tick, std::span<const float> x);
+  // Writes tick `tick`'s input into its ring slot: one 16-byte store per chunk. With shift and mul
+  // (an InputScaler's, [x.size()] each) each value is sent as (x - shift) * mul, scaled while packed.
+  void send(long long tick, std::span<const float> x, const float* shift = nullptr, const float* mul = nullptr);
   // One look at the output chunks: true (and `out` filled) when every chunk carries tick's seq.
   bool try_receive(long long tick, std::span<float> out) const;
   Status status() const;

@@ -118,6 +118,7 @@ BackendOptions backend_options(const Model& model, const EngineOptions& o) {
   b.timeout_us = o.timeout_us;
   b.device = o.device;
   b.variant = o.variant;
+  b.scaler = resolve_scaler(model, o.scaler);  // checked here, named as the option
   return b;
 }
 
@@ -231,6 +232,7 @@ int Engine::window() const { return backend_->options().mode == Mode::window ? b
 std::string Engine::backend_name() const { return backend_->name(); }
 std::string Engine::variant() const { return backend_->variant(); }
 Precision Engine::precision() const { return backend_->precision(); }
+ScalerChoice Engine::scaler() const { return resolve_scaler(model_, backend_->options().scaler); }
 long long Engine::ticks() const { return backend_->ticks(); }
 std::map<std::string, double> Engine::counters() const { return backend_->counters(); }
 std::map<std::string, std::string> Engine::facts() const { return backend_->facts(); }

@@ -47,6 +47,8 @@ struct EngineOptions {
   std::string fallback;                  // "" or "cpu": a CPU backend answers when the primary (cuda) is
                                          // late; refused for ref and cpu, dropped when auto picks cpu
   std::string variant;                   // backend kernel variant, "" = the backend's default
+  std::optional<ScalerChoice> scaler;    // input scaling (none, model, rolling:N); unset: the model's
+                                         // scaler when it carries one, else none
 };
 
 // "0-3,8" -> {0,1,2,3,8} (the first listed core stays first); throws hotpath::Error naming the bad part.
@@ -85,6 +87,7 @@ class Engine {
   std::string backend_name() const;   // the backend serving (auto resolved), e.g. "cuda"
   std::string variant() const;
   Precision precision() const;
+  ScalerChoice scaler() const;        // the input scaling in force (the default resolved)
   // Why `auto` chose what it chose (e.g. "cuda unavailable for this model (...), using cpu"); empty
   // when the backend was named.
   const std::string& choice_note() const { return choice_note_; }

@@ -110,6 +110,7 @@ class Loader {
     read_lstm(m);
     m.head_prefix = choose_head_prefix(m.config.hidden_size);
     read_head(m);
+    read_scaler(m);
     check_metadata(m.config);
     m.dtype = lowest_;
     m.validate();
@@ -300,6 +301,32 @@ class Loader {
     }
   }
 
+  // The optional input normalization: both tensors or neither, float, shape [I]. Their values (finite,
+  // scale > 0) are checked by Model::validate. Their dtype is not the weights' (m.dtype).
+  void read_scaler(Model& m) {
+    const st::TensorInfo* mean = find(kScalerMeanKey);
+    const st::TensorInfo* scale = find(kScalerScaleKey);
+    if (!mean && !scale) return;
+    if (!mean || !scale)
+      throw fail("tensor " + quote_key(mean ? kScalerMeanKey : kScalerScaleKey) + " is present but " +
+                 quote_key(mean ? kScalerScaleKey : kScalerMeanKey) +
+                 " is missing (an input scaler has both, shape [I])");
+    const int64_t in = m.config.input_size;
+    for (const st::TensorInfo* t : {mean, scale}) {
+      if (!st::is_float(t->dtype))
+        throw fail("tensor " + quote_key(t->name) + " has dtype " + st::dtype_name(t->dtype) +
+                   "; an input scaler is F64, F32, F16 or BF16");
+      expect_shape(*t, {in}, "[I] with I = " + std::to_string(in) + ", one value per input feature");
+    }
+    InputNormalization n;
+    n.mean = f_.read_f64(*mean);
+    n.scale = f_.read_f64(*scale);
+    consumed_.insert(mean->name);
+    consumed_.insert(scale->name);
+    if (auto it = f_.metadata().find(kScalerFitMetadataKey); it != f_.metadata().end()) n.fitted_on = it->second;
+    m.input_scaler = std::move(n);
+  }
+
   void check_metadata(ModelConfig& c) const {
     const auto& meta = f_.metadata();
     if (const auto w = metadata_int(f_, "window", 1, kMaxWindow)) c.window = *w;
@@ -379,6 +406,8 @@ std::map<std::string, std::string> model_metadata(const Model& model, const std:
       {"head_prefix", head_prefix.empty() ? "fc." : head_prefix},
   };
   if (c.window) meta["window"] = std::to_string(*c.window);
+  if (model.input_scaler && !model.input_scaler->fitted_on.empty())
+    meta[kScalerFitMetadataKey] = model.input_scaler->fitted_on;
   return meta;
 }
 
@@ -403,6 +432,12 @@ std::vector<safetensors::OutTensor> model_tensors(const Model& model, DType dtyp
   }
   out.push_back(st::make_tensor(hp + "weight", d, {c.output_size, h}, model.head_w));
   if (c.head_bias) out.push_back(st::make_tensor(hp + "bias", d, {c.output_size}, model.head_b));
+  if (model.input_scaler) {
+    // Not rounded to a half-precision weight dtype: a mean of order 1e3 would lose its units digit.
+    const st::DType sd = dtype == DType::F64 ? st::DType::F64 : st::DType::F32;
+    out.push_back(st::make_tensor(kScalerMeanKey, sd, {c.input_size}, model.input_scaler->mean));
+    out.push_back(st::make_tensor(kScalerScaleKey, sd, {c.input_size}, model.input_scaler->scale));
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "model/model.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "util/error.hpp"
@@ -22,6 +23,12 @@ void require_finite_impl(std::span<const T> v, const std::string& what) {
     if (!std::isfinite(v[i]))
       throw Error(what + " holds " + (std::isnan(v[i]) ? "NaN" : v[i] > 0 ? "+Inf" : "-Inf") + " at index " +
                   std::to_string(i));
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
 }
 
 }  // namespace
@@ -92,6 +99,20 @@ void Model::validate() const {
   }
   check(head_w, o * h, head_name(*this, "weight"));
   check(head_b, c.head_bias ? o : 0, head_name(*this, "bias"));
+  if (input_scaler) {
+    auto tensor = [&](const std::vector<double>& v, const char* key) {
+      if (v.size() != size_t(c.input_size))
+        throw fail("tensor '" + std::string(key) + "' holds " + std::to_string(v.size()) +
+                   " values, expected input_size " + std::to_string(c.input_size));
+      require_finite(v, who + "tensor '" + key + "'");
+    };
+    tensor(input_scaler->mean, kScalerMeanKey);
+    tensor(input_scaler->scale, kScalerScaleKey);
+    for (size_t i = 0; i < input_scaler->scale.size(); ++i)
+      if (!(input_scaler->scale[i] > 0))
+        throw fail("tensor '" + std::string(kScalerScaleKey) + "' holds " + num(input_scaler->scale[i]) +
+                   " at index " + std::to_string(i) + "; every scale must be > 0 (a standard deviation)");
+  }
 }
 
 }  // namespace hotpath

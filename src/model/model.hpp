@@ -49,6 +49,19 @@ struct LstmLayer {
   std::vector<double> bias_sum(int hidden_size) const;
 };
 
+// An input normalization carried by the model file (tensors `input_scaler.mean`, `input_scaler.scale`,
+// [I] each): the LSTM sees x' = (x - mean) / scale, as after scikit-learn's StandardScaler (scale is a
+// standard deviation). Every scale is finite and > 0, every mean finite (Model::validate).
+struct InputNormalization {
+  std::vector<double> mean;   // [I]
+  std::vector<double> scale;  // [I]
+  std::string fitted_on;      // what it was fitted on (__metadata__ input_scaler_fit), "" when unknown
+  bool operator==(const InputNormalization&) const = default;
+};
+inline constexpr const char* kScalerMeanKey = "input_scaler.mean";
+inline constexpr const char* kScalerScaleKey = "input_scaler.scale";
+inline constexpr const char* kScalerFitMetadataKey = "input_scaler_fit";
+
 struct Model {
   ModelConfig config;
   std::vector<LstmLayer> layers;
@@ -58,6 +71,7 @@ struct Model {
   std::string name;            // zoo name or file path
   std::string lstm_prefix;     // e.g. "lstm."
   std::string head_prefix;     // e.g. "fc."
+  std::optional<InputNormalization> input_scaler;  // from the file, when it carries one
 
   // Throws hotpath::Error if sizes disagree with the config or a weight is not finite.
   void validate() const;

@@ -90,14 +90,18 @@ std::vector<double> streaming(const Model& m, std::span<const float> inputs, siz
   return out;
 }
 
-std::vector<double> batch(const Model& m, std::span<const float> inputs, size_t batch, size_t window) {
+std::vector<double> batch(const Model& m, std::span<const float> inputs, size_t batch_size, size_t window) {
+  return batch(m, std::span<const double>(to_double(inputs)), batch_size, window);
+}
+
+std::vector<double> batch(const Model& m, std::span<const double> inputs, size_t batch, size_t window) {
   const size_t I = m.config.input_size, O = m.config.output_size;
   assert(inputs.size() == batch * window * I);
   std::vector<double> out(batch * O);
   LstmState state(m.config);
   for (size_t b = 0; b < batch; ++b) {
     state.clear();
-    for (size_t s = 0; s < window; ++s) lstm_step(m, to_double(inputs.subspan((b * window + s) * I, I)), state);
+    for (size_t s = 0; s < window; ++s) lstm_step(m, inputs.subspan((b * window + s) * I, I), state);
     const auto z = head(m, state);
     std::copy(z.begin(), z.end(), out.begin() + b * O);
   }
@@ -117,6 +121,10 @@ void Incremental::reset() {
 
 std::vector<double> Incremental::tick(std::span<const float> x) {
   const auto xd = to_double(x);
+  return tick(std::span<const double>(xd));
+}
+
+std::vector<double> Incremental::tick(std::span<const double> xd) {
   if (streaming_) {
     lstm_step(model_, xd, open_[0]);
     ++t_;
@@ -166,6 +174,11 @@ FastF64::FastF64(const Model& m) : cfg_(m.config), head_w_(m.head_w), head_b_(m.
 }
 
 void FastF64::step(std::span<const float> x, LstmState& state) const {
+  std::vector<double> xd(x.begin(), x.end());
+  step(std::span<const double>(xd), state);
+}
+
+void FastF64::step(std::span<const double> x, LstmState& state) const {
   const size_t G = 4 * size_t(cfg_.hidden_size), H = cfg_.hidden_size;
   // Scratch lives on this call's stack frame, not in the object: threads share one FastF64.
   std::vector<double> gates(G), in_(std::max(x.size(), H));

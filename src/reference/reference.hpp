@@ -26,6 +26,8 @@ std::vector<double> sliding_window(const Model& m, std::span<const float> inputs
 std::vector<double> streaming(const Model& m, std::span<const float> inputs, size_t ticks);
 // inputs [B, W, I] -> [B, O], each window from zero state.
 std::vector<double> batch(const Model& m, std::span<const float> inputs, size_t batch, size_t window);
+// The same on float64 inputs (e.g. scaled by an InputScaler).
+std::vector<double> batch(const Model& m, std::span<const double> inputs, size_t batch, size_t window);
 
 // Incremental float64 sliding window / streaming, one tick at a time (for checking long benchmark runs):
 // keeps the W-1 open windows, so each tick costs W LSTM steps instead of recomputing W^2.
@@ -33,6 +35,7 @@ class Incremental {
  public:
   Incremental(const Model& m, bool streaming, int window);
   std::vector<double> tick(std::span<const float> x);  // z_t, O values
+  std::vector<double> tick(std::span<const double> x);  // the same on a float64 input (e.g. scaled)
   void reset();
 
  private:
@@ -59,6 +62,7 @@ class FastF64 {
  public:
   explicit FastF64(const Model& m);
   void step(std::span<const float> x, LstmState& state) const;
+  void step(std::span<const double> x, LstmState& state) const;  // a float64 input (e.g. scaled)
   void head(const LstmState& state, std::span<double> z) const;
   const ModelConfig& config() const { return cfg_; }
 

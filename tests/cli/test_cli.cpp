@@ -481,3 +481,141 @@ TEST_F(Cli, BenchSoakFlagsReportIntervals) {
   EXPECT_TRUE(j["pin_failures"].is_array());
   EXPECT_NE(r.out.find("interval 0:"), std::string::npos) << r.out;
 }
+
+// ---- input scaling: hotpath scaler fit, --scaler ---------------------------------------------------
+
+namespace {
+// A float32 C-order [rows, cols] .npy file, as numpy.save writes it.
+std::string npy_f32(const std::vector<float>& v, size_t rows, size_t cols, bool fortran = false) {
+  std::string header = "{'descr': '<f4', 'fortran_order': " + std::string(fortran ? "True" : "False") +
+                       ", 'shape': (" + std::to_string(rows) + ", " + std::to_string(cols) + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string b = "\x93NUMPY";
+  b += char(1);
+  b += char(0);
+  b += char(header.size() & 0xff);
+  b += char(header.size() >> 8);
+  b += header;
+  b.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  return b;
+}
+}  // namespace
+
+TEST_F(Cli, ScalerFitReadsOnlyTheTicksBeforeUntil) {
+  const size_t T = 50, I = 4, until = 30;
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> g(5.0f, 2.0f);
+  std::vector<float> x(T * I);
+  for (auto& v : x) v = g(rng);
+  for (size_t t = 0; t < T; ++t) x[t * I + 3] = 1.5f;  // a constant feature: scale 1, said on stderr
+  std::vector<float> later = x;  // every row at or after `until` different, even NaN
+  for (size_t k = until * I; k < later.size(); ++k) later[k] = k % 3 ? -1000.0f : std::nanf("");
+  write_bytes(path("a.npy"), npy_f32(x, T, I));
+  write_bytes(path("b.npy"), npy_f32(later, T, I));
+  const std::string model = golden_model("tiny");
+  const std::string fit = "scaler fit --model " + model + " --until " + std::to_string(until);
+  const Result a = hotpath(fit + " --inputs " + path("a.npy") + " --out " + path("a.safetensors"));
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_NE(a.err.find("constant"), std::string::npos) << a.err;
+  ASSERT_EQ(hotpath(fit + " --inputs " + path("b.npy") + " --out " + path("b.safetensors")).code, 0);
+  const auto fa = st::File::open(path("a.safetensors")), fb = st::File::open(path("b.safetensors"));
+  for (const char* k : {"input_scaler.mean", "input_scaler.scale"}) {
+    const auto ra = fa.raw(fa.at(k)), rb = fb.raw(fb.at(k));
+    EXPECT_TRUE(std::equal(ra.begin(), ra.end(), rb.begin(), rb.end())) << k << " depends on rows >= --until";
+    EXPECT_EQ(fa.at(k).dtype, st::DType::F32);
+    EXPECT_EQ(fa.at(k).shape, (std::vector<int64_t>{int64_t(I)}));
+  }
+  // The statistics of rows [0, until): mean and population std (scale 1 for the constant feature).
+  const auto mean = fa.read_f64(fa.at("input_scaler.mean")), scale = fa.read_f64(fa.at("input_scaler.scale"));
+  for (size_t i = 0; i < I; ++i) {
+    double m = 0, ss = 0;
+    for (size_t t = 0; t < until; ++t) m += x[t * I + i];
+    m /= double(until);
+    for (size_t t = 0; t < until; ++t) ss += (x[t * I + i] - m) * (x[t * I + i] - m);
+    EXPECT_EQ(mean[i], double(float(m))) << i;
+    EXPECT_EQ(scale[i], i == 3 ? 1.0 : double(float(std::sqrt(ss / double(until))))) << i;
+  }
+  // Every tensor and metadata key of the model unchanged, and what it was fitted on.
+  const auto orig = st::File::open(model);
+  for (const auto& t : orig.tensors()) {
+    const auto r0 = orig.raw(t), r1 = fa.raw(fa.at(t.name));
+    EXPECT_TRUE(std::equal(r0.begin(), r0.end(), r1.begin(), r1.end())) << t.name;
+  }
+  for (const auto& [k, v] : orig.metadata()) EXPECT_EQ(fa.metadata().at(k), v) << k;
+  EXPECT_NE(fa.metadata().at("input_scaler_fit").find("ticks [0, 30) of 50"), std::string::npos);
+  const Result info = hotpath("info --model " + path("a.safetensors"));
+  EXPECT_NE(info.out.find("input scaler: yes"), std::string::npos) << info.out;
+  // The same from a safetensors series (any key), and a zoo model (its weights are written).
+  st::write_file(path("s.safetensors"), {st::make_f32("train", {int64_t(T), int64_t(I)}, x)}, {});
+  ASSERT_EQ(hotpath(fit + " --inputs " + path("s.safetensors") + " --key train --out " + path("c.safetensors")).code, 0);
+  const auto fc = st::File::open(path("c.safetensors"));
+  const auto rc = fc.raw(fc.at("input_scaler.mean")), ra = fa.raw(fa.at("input_scaler.mean"));
+  EXPECT_TRUE(std::equal(ra.begin(), ra.end(), rc.begin(), rc.end()));
+  std::vector<float> wide(T * 32, 1.0f);
+  for (size_t k = 0; k < wide.size(); ++k) wide[k] = float(k % 97);
+  write_bytes(path("w.npy"), npy_f32(wide, T, 32));
+  const Result z = hotpath("scaler fit --model lstm_s --inputs " + path("w.npy") + " --until 40 --out " + path("z.safetensors"));
+  ASSERT_EQ(z.code, 0) << z.err;
+  EXPECT_NE(hotpath("info --model " + path("z.safetensors")).out.find("input scaler: yes"), std::string::npos);
+}
+
+TEST_F(Cli, ScalerFitErrorsAreOneLine) {
+  const size_t T = 20, I = 4;
+  std::vector<float> x(T * I);
+  for (size_t k = 0; k < x.size(); ++k) x[k] = float(k % 13);
+  write_bytes(path("ok.npy"), npy_f32(x, T, I));
+  write_bytes(path("fortran.npy"), npy_f32(x, T, I, true));
+  write_bytes(path("narrow.npy"), npy_f32(x, T * 2, I / 2));
+  std::vector<float> nan = x;
+  nan[5 * I + 1] = std::nanf("");
+  write_bytes(path("nan.npy"), npy_f32(nan, T, I));
+  write_bytes(path("short.npy"), npy_f32(x, T, I).substr(0, 200));
+  const std::string m = " --model " + golden_model("tiny") + " --out " + path("o.safetensors");
+  expect_refused("scaler fit" + m + " --inputs " + path("ok.npy") + " --until 1", "T >= 2");
+  expect_refused("scaler fit" + m + " --inputs " + path("ok.npy") + " --until 21", "past the end of the series (20 ticks");
+  expect_refused("scaler fit" + m + " --inputs " + path("narrow.npy") + " --until 5", "2 features per tick, the model takes 4");
+  expect_refused("scaler fit" + m + " --inputs " + path("nan.npy") + " --until 10", "tick 5, feature 1 is NaN");
+  expect_refused("scaler fit" + m + " --inputs " + path("fortran.npy") + " --until 10", "Fortran");
+  expect_refused("scaler fit" + m + " --inputs " + path("short.npy") + " --until 10", "truncated .npy data");
+  expect_refused("scaler fit" + m + " --inputs " + path("ok.csv") + " --until 10", "expected a .npy or .safetensors");
+  expect_refused("scaler fit" + m + " --inputs " + path("missing.npy") + " --until 10", "no such file");
+  EXPECT_FALSE(fs::exists(path("o.safetensors")));
+  // The NaN is after --until: fitted.
+  EXPECT_EQ(hotpath("scaler fit" + m + " --inputs " + path("nan.npy") + " --until 5").code, 0);
+  for (const auto& e : fs::directory_iterator(dir_)) EXPECT_NE(e.path().extension(), ".tmp") << "a partial file left";
+}
+
+TEST_F(Cli, ScalerFlagOnRunBenchAndVerify) {
+  expect_refused("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.st") +
+                     " --scaler rolling:1",
+                 "expected none, model or rolling:N");
+  expect_refused("bench --model lstm_s --backend ref --ticks 10 --scaler zscore", "expected none, model or rolling:N");
+  expect_refused("verify --model " + golden_model("tiny") + " --golden " + golden_file("tiny") + " --scaler model",
+                 "carries no input scaler");
+  // run: the scaler in force is recorded with the outputs.
+  const Result r = hotpath("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") +
+                           " --mode streaming --scaler rolling:6 --out " + path("o.st"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(st::File::open(path("o.st")).metadata().at("scaler"), "rolling:6");
+  // bench: the checker's reference is fed the same scaled inputs (cpu within fp32, both modes).
+  for (const char* mode : {"window", "streaming"}) {
+    const Result b = hotpath(std::string("bench --model lstm_s --backend cpu --window 6 --ticks 200 --warmup 10 "
+                                         "--check-every 1 --scaler rolling:7 --mode ") + mode + " --json " + path("b.json"));
+    ASSERT_EQ(b.code, 0) << b.out << b.err;
+    const auto j = nlohmann::json::parse(slurp(path("b.json")));
+    EXPECT_EQ(j["scaler"], "rolling:7");
+    EXPECT_EQ(j["error"]["checked_ticks"], 210);
+  }
+  // verify with a scaler compares against the float64 reference fed the same scaled inputs.
+  const auto golden = st::File::open(golden_file("tiny"));
+  const auto x = golden.read_f32(golden.at("inputs"));
+  st::write_file(path("train.safetensors"), {st::make_f32("inputs", golden.at("inputs").shape, x)}, {});
+  ASSERT_EQ(hotpath("scaler fit --model " + golden_model("tiny") + " --inputs " + path("train.safetensors") +
+                    " --until 20 --out " + path("fitted.safetensors"))
+                .code,
+            0);
+  const Result v = hotpath("verify --backend cpu --model " + path("fitted.safetensors") + " --golden " + golden_file("tiny"));
+  EXPECT_EQ(v.code, 0) << v.out << v.err;
+  EXPECT_NE(v.out.find("scaler model: against the float64 reference"), std::string::npos) << v.out;
+}

@@ -721,3 +721,70 @@ TEST(ModelLimits, ValidateRefusesTooManyLayersAndTooLongWindows) {
     EXPECT_HAS(e.what(), "window 10001 is outside 1..10000");
   }
 }
+
+// --- the input scaler (input_scaler.mean / input_scaler.scale, [I]) --------------------------------
+
+namespace {
+std::vector<st::OutTensor> with_scaler(const Spec& s, std::vector<double> mean, std::vector<double> scale,
+                                       st::DType dtype = st::DType::F32) {
+  auto t = state_dict(s);
+  t.push_back(st::make_tensor("input_scaler.mean", dtype, {int64_t(mean.size())}, mean));
+  t.push_back(st::make_tensor("input_scaler.scale", dtype, {int64_t(scale.size())}, scale));
+  return t;
+}
+}  // namespace
+
+TEST(LoaderScaler, ReadWithoutDisturbingDetectionOrDtype) {
+  Spec s;
+  s.lstm = "rnn.";
+  s.head = "out.";
+  s.dtype = st::DType::BF16;
+  // F64 scaler tensors beside BF16 weights: the model's dtype stays the weights'.
+  const Model m = load(with_scaler(s, {1.5, -2.0, 100.0}, {0.5, 2.0, 1e-3}, st::DType::F64), {{"input_scaler_fit", "x.npy ticks [0, 9) of 12"}});
+  EXPECT_EQ(m.lstm_prefix, "rnn.");
+  EXPECT_EQ(m.head_prefix, "out.");
+  EXPECT_EQ(m.dtype, hotpath::DType::BF16);
+  ASSERT_TRUE(m.input_scaler.has_value());
+  EXPECT_EQ(m.input_scaler->mean, (std::vector<double>{1.5, -2.0, 100.0}));
+  EXPECT_EQ(m.input_scaler->scale, (std::vector<double>{0.5, 2.0, 1e-3}));
+  EXPECT_EQ(m.input_scaler->fitted_on, "x.npy ticks [0, 9) of 12");
+  EXPECT_FALSE(load(state_dict(Spec{})).input_scaler.has_value());
+}
+
+TEST(LoaderScaler, BadScalerTensorsNamed) {
+  const Spec s;  // I = 3
+  auto only_mean = with_scaler(s, {0, 0, 0}, {1, 1, 1});
+  drop(only_mean, "input_scaler.scale");
+  EXPECT_HAS(load_error(only_mean), "'input_scaler.scale' is missing");
+  auto only_scale = with_scaler(s, {0, 0, 0}, {1, 1, 1});
+  drop(only_scale, "input_scaler.mean");
+  EXPECT_HAS(load_error(only_scale), "'input_scaler.mean' is missing");
+  const std::string shape = load_error(with_scaler(s, {0, 0}, {1, 1}));
+  EXPECT_HAS(shape, "'input_scaler.mean' has shape [2], expected [3]");
+  auto two_d = state_dict(s);
+  two_d.push_back(f32("input_scaler.mean", {1, 3}));
+  two_d.push_back(f32("input_scaler.scale", {3}));
+  EXPECT_HAS(load_error(two_d), "'input_scaler.mean' has shape [1, 3]");
+  auto ints = state_dict(s);
+  ints.push_back(st::make_tensor("input_scaler.mean", st::DType::I32, {3}, std::vector<double>{0, 0, 0}));
+  ints.push_back(f32("input_scaler.scale", {3}));
+  EXPECT_HAS(load_error(ints), "'input_scaler.mean' has dtype I32");
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  EXPECT_HAS(load_error(with_scaler(s, {0, nan, 0}, {1, 1, 1})), "'input_scaler.mean' holds NaN at index 1");
+  EXPECT_HAS(load_error(with_scaler(s, {0, 0, 0}, {1, 1, inf})), "'input_scaler.scale' holds +Inf at index 2");
+  EXPECT_HAS(load_error(with_scaler(s, {0, 0, 0}, {1, 0, 1})), "'input_scaler.scale' holds 0 at index 1");
+  EXPECT_HAS(load_error(with_scaler(s, {0, 0, 0}, {-2, 1, 1})), "'input_scaler.scale' holds -2 at index 0");
+}
+
+TEST(LoaderScaler, SavedWithTheModel) {
+  TempDir tmp;
+  Model m = load(with_scaler(Spec{}, {1.25, -3.5, 1000.0}, {0.5, 2.0, 0.25}), {{"input_scaler_fit", "a.npy"}});
+  for (hotpath::DType d : {hotpath::DType::F32, hotpath::DType::BF16}) {
+    const std::string path = tmp.file(std::string("m_") + hotpath::dtype_name(d) + ".safetensors");
+    hotpath::save_model_file(m, path, d);
+    const Model r = hotpath::load_model_file(path);
+    // Never rounded to a half-precision weight dtype (1000.0 - 1.25 would not survive bf16).
+    ASSERT_TRUE(r.input_scaler.has_value());
+    EXPECT_EQ(*r.input_scaler, *m.input_scaler);
+  }
+}
