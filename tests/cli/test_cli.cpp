@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/within_seconds.hpp"
+#include "engine/warm.hpp"
 #include "model/safetensors.hpp"
 #include "reference/reference.hpp"
 
@@ -363,11 +364,35 @@ TEST_F(Cli, BenchReportsLatencyAndError) {
   for (const char* k : {"p50", "p90", "p99", "p999", "max", "mean"}) EXPECT_TRUE(j["latency_us"].contains(k)) << k;
   EXPECT_GT(j["latency_us"]["p50"].get<double>(), 0.0);
   EXPECT_LE(j["latency_us"]["p50"].get<double>(), j["latency_us"]["p99"].get<double>());
-  // Ticks 0, 3, ..., 318 are checked (warm-up included): 107 of them, and ref agrees with itself exactly.
-  EXPECT_EQ(j["error"]["checked_ticks"], 107);
+  // Ticks 0, 3, ..., 327 of the 330 run (the 10 first ticks and the warm-up included) are checked: 110
+  // of them, and ref agrees with itself exactly.
+  EXPECT_EQ(j["error"]["checked_ticks"], 110);
   EXPECT_LE(j["error"]["max_abs"].get<double>(), 1e-12);  // float64 against float64
   const std::string s = slurp(samples);
   EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 301);
+}
+
+// The first 10 ticks after the engine is made are reported apart (console and JSON), and --no-warm
+// leaves the engine cold.
+TEST_F(Cli, BenchReportsTheFirstTicksAndNoWarmSkipsTheWarmUp) {
+  const std::string json = path("first.json");
+  const std::string args = "bench --model " + golden_model("tiny") + " --backend cpu --mode streaming --ticks 40 "
+                           "--warmup 5 --json " + json;
+  for (const bool warm : {true, false}) {
+    const Result r = hotpath(args + (warm ? "" : " --no-warm"));
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("first 10 ticks: max "), std::string::npos) << r.out;
+    const long long warm_ticks = warm ? hotpath::engine::kWarmTicks : 0;  // streaming: kWarmTicks
+    EXPECT_NE(r.out.find(warm ? "engine warm-up: " + std::to_string(warm_ticks) + " ticks" : "engine warm-up: none"),
+              std::string::npos) << r.out;
+    const auto j = nlohmann::json::parse(slurp(json));
+    EXPECT_EQ(j["warm"]["ticks"], warm_ticks);
+    EXPECT_EQ(j["first_ticks"]["latency_us"].size(), 10u);
+    EXPECT_EQ(j["count"], 40);
+    EXPECT_EQ(j["ticks_run"], 10 + 5 + 40);
+    EXPECT_TRUE(j["first_tick_within_p99"].is_boolean());
+  }
+  EXPECT_NE(hotpath("bench --help").out.find("--no-warm"), std::string::npos);
 }
 
 TEST_F(Cli, CudaWithoutADeviceSaysSo) {
