@@ -172,7 +172,7 @@ struct CheckTotals {
 class Checker {
  public:
   Checker(const Model& model, Mode mode, int window, uint64_t seed, int every, CheckedOutputs& outs,
-          const IntervalStarts& intervals, int threads, const std::vector<int>& cores)
+          const IntervalStarts& intervals)
       : f64_(model),
         mode_(mode),
         window_(window),
@@ -183,7 +183,10 @@ class Checker {
         threads_([this] {
           abort_.store(true, std::memory_order_release);
           done_.store(true, std::memory_order_release);
-        }) {
+        }) {}
+  // Starts `threads` checker threads (on `cores`, a preference). They need the bound from the first
+  // record on: set_bound() before any record is published.
+  void start(int threads, const std::vector<int>& cores) {
     const int n = threads;
     results_.resize(n);
     for (int k = 0; k < n; ++k)
@@ -196,8 +199,8 @@ class Checker {
                        run(k, n);
                      });
   }
-  // The error bound of the backend's precision: set before the first record is published (whose release
-  // store publishes it to the threads), so the checker can be made before the backend.
+  // The error bound of the backend's precision, published to the threads by the first record's release
+  // store: so the checker can be made, and started, before the backend.
   void set_bound(double bound) { bound_ = bound; }
   // Threads needed for `mode`: streaming advances one state, so one thread.
   static int threads_for(Mode mode, int asked) { return mode == Mode::streaming ? 1 : std::max(1, asked); }
@@ -468,16 +471,17 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
       }
     }
 
-    // What the timed loop uses is made before the engine (the checker's float64 weights, the first
-    // block of checked outputs, the histograms: megabytes of stores on this thread), so that the
-    // engine's warm-up is the last thing to touch the caches before its first tick.
-    // Checker threads go on cores outside the cpuset where there are any.
+    // What the timed loop uses is made before the engine (the checker's float64 weights and threads, the
+    // first block of checked outputs, the histograms: megabytes of stores on this thread, and thread
+    // starts), so that the engine's warm-up is the last thing to touch the caches before its first tick
+    // (lstm_s on the 2-core VM: first tick 5-7 us, 10-14 us with the checker started after the engine).
     const int spare = std::max(1, int(spare_cores.size()) - 1);
     const int check_threads = Checker::threads_for(o.mode, o.check_threads > 0 ? o.check_threads : std::min(spare, 8));
     const bool intervals_on = o.report_every_s.has_value();
     CheckedOutputs outs(cfg.output_size, check_threads, o.mode == Mode::window);
     IntervalStarts interval_starts(intervals_on ? kMaxIntervals : 0);
-    Checker checker(model, o.mode, window, o.seed, o.check_every, outs, interval_starts, check_threads, spare_cores);
+    Checker checker(model, o.mode, window, o.seed, o.check_every, outs, interval_starts);
+    checker.start(check_threads, spare_cores);  // on cores outside the cpuset where there are any
 
     // Samples: every one kept (exact percentiles, --samples), or with --report-every histograms per
     // interval, merged into the run's.

@@ -469,14 +469,16 @@ TEST_F(Cli, AThreadLimitIsACleanError) {
     EXPECT_NE(r.err.find("ulimit -u"), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
-  // The cpu backend's precompute workers (one per core after the first of --cpuset).
+  // The cpu backend's precompute workers (one per core after the first of --cpuset), through `run`: the
+  // bench starts its checker threads before the engine, and those would be refused first.
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= 2) {
     std::vector<int> cores;
     for (int c = 0; c < CPU_SETSIZE && cores.size() < 2; ++c)
       if (CPU_ISSET(c, &set)) cores.push_back(c);
-    const Result r = limited(1, bin + " bench --model lstm_s --backend cpu --ticks 10 --cpuset " +
-                                    std::to_string(cores[0]) + "," + std::to_string(cores[1]));
+    const Result r = limited(1, bin + " run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") +
+                                    " --mode streaming --backend cpu --out " + path("limited.safetensors") +
+                                    " --cpuset " + std::to_string(cores[0]) + "," + std::to_string(cores[1]));
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find("cannot start cpu backend precompute worker"), std::string::npos) << r.err;
   }
