@@ -110,6 +110,9 @@ class Backend {
 
   // Counters worth reporting (e.g. "fallback_answers", "late_gpu_answers"), name -> value.
   virtual std::map<std::string, double> counters() const { return {}; }
+  // Puts counters() back to what a new backend reports: the engine's warm-up (engine/warm.hpp) calls it
+  // after reset(), so that its synthetic ticks are not counted. Default: no counters to clear.
+  virtual void clear_counters() {}
   // Free-form facts for the report (e.g. "sm_clock_mhz", "gpu_name"), name -> value.
   virtual std::map<std::string, std::string> facts() const { return {}; }
 

@@ -53,6 +53,8 @@ class CheckedOutputs {
         blocks_(kRingBlocks),
         progress_(size_t(readers)) {
     for (int r = 0; r < readers; ++r) progress_[r].store(strided ? size_t(r) : 0, std::memory_order_relaxed);
+    // The first block now (zero-filled: ~1 MiB of stores), not between the first timed ticks.
+    spare_.push_back(std::make_unique<double[]>(per_block_ * stride_));
   }
   // The timed loop, between ticks: the slot of the next record, or nullptr once the readers are so far
   // behind that the ring is full (the run then stops: see the timed loop).
@@ -187,25 +189,27 @@ class Checker {
   // rounded: for a per-model bound (int8), the model with the backend's rounded weights; each checked
   // tick is then also run on it, and the bound follows from its error (finish() recounts).
   Checker(const Model& model, Mode mode, int window, uint64_t seed, int every, CheckedOutputs& outs,
-          const IntervalStarts& intervals, int threads, const std::vector<int>& cores, double bound,
-          const ScalerChoice& scaler, std::optional<Model> rounded = std::nullopt)
+          const IntervalStarts& intervals, const ScalerChoice& scaler, std::optional<Model> rounded = std::nullopt)
       : f64_(model),
         rounded_(rounded ? std::make_optional<reference::FastF64>(*rounded) : std::nullopt),
-        scalers_(size_t(threads), InputScaler(model, scaler)),
+        scaler_proto_(model, scaler),
         rolling_(scaler.kind == ScalerKind::rolling ? scaler.window : 0),
         mode_(mode),
         window_(window),
         seed_(seed),
         every_(every),
-        bound_(bound),
         outs_(outs),
         intervals_(intervals),
         threads_([this] {
           abort_.store(true, std::memory_order_release);
           done_.store(true, std::memory_order_release);
-        }) {
+        }) {}
+  // Starts `threads` checker threads (on `cores`, a preference). They need the bound from the first
+  // record on: set_bound() before any record is published.
+  void start(int threads, const std::vector<int>& cores) {
     const int n = threads;
     results_.resize(n);
+    scalers_.assign(size_t(n), scaler_proto_);
     for (int k = 0; k < n; ++k)
       threads_.start("bench checker thread " + std::to_string(k + 1) + " of " + std::to_string(n) + " (--check-threads)",
                      [this, k, n, cores] {
@@ -216,6 +220,9 @@ class Checker {
                        run(k, n);
                      });
   }
+  // The error bound of the backend's precision, published to the threads by the first record's release
+  // store: so the checker can be made, and started, before the backend.
+  void set_bound(double bound) { bound_ = bound; }
   // Threads needed for `mode`: streaming advances one state, so one thread.
   static int threads_for(Mode mode, int asked) { return mode == Mode::streaming ? 1 : std::max(1, asked); }
   // Call once the timed loop is done: checks what was published, then joins. With a rounded model,
@@ -343,13 +350,14 @@ class Checker {
 
   reference::FastF64 f64_;
   std::optional<reference::FastF64> rounded_;
+  InputScaler scaler_proto_;          // fresh, copied for each thread
   std::vector<InputScaler> scalers_;  // one per thread
   long long rolling_;                 // N of a rolling scaler, else 0
   Mode mode_;
   long long window_;
   uint64_t seed_;
   long long every_;
-  double bound_;
+  double bound_ = 0;
   CheckedOutputs& outs_;
   const IntervalStarts& intervals_;
   std::atomic<bool> done_{false}, abort_{false};
@@ -490,6 +498,7 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     eo.fallback = o.fallback;
     eo.variant = o.variant;
     eo.scaler = o.scaler;
+    eo.warm = o.warm;
     // Resolved and checked (window, cpuset, fallback) before anything runs.
     const BackendOptions bo = backend_options(model, eo);
     const int window = o.mode == Mode::window ? bo.window : 1;
@@ -530,26 +539,21 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
       }
     }
 
-    Engine engine = o.make_backend ? Engine(model, o.make_backend(model, bo)) : Engine(model, eo);
-    Backend* backend = &engine.backend();  // timed as step() and finish_precompute() apart
-    const std::string backend_name = engine.backend_name();
-    report["backend"] = backend->name();
-    report["variant"] = backend->variant();
-    report["precision"] = precision_name(backend->precision());
-    const ScalerChoice scaler = resolve_scaler(model, backend->options().scaler);
-    report["scaler"] = scaler_name(scaler);
-
-    // Checker threads go on cores outside the cpuset where there are any.
+    // What the timed loop uses is made before the engine (the checker's float64 weights and threads, the
+    // first block of checked outputs, the histograms: megabytes of stores on this thread, and thread
+    // starts), so that the engine's warm-up is the last thing to touch the caches before its first tick
+    // (lstm_s on the 2-core VM: first tick 5-7 us, 10-14 us with the checker started after the engine).
+    // int8 is never chosen implicitly, so whether its per-model bound applies is known from the options.
+    const ScalerChoice scaler = resolve_scaler(model, bo.scaler);
+    const bool per_model_bound = eo.precision && bound_is_per_model(*eo.precision);
     const int spare = std::max(1, int(spare_cores.size()) - 1);
     const int check_threads = Checker::threads_for(o.mode, o.check_threads > 0 ? o.check_threads : std::min(spare, 8));
     const bool intervals_on = o.report_every_s.has_value();
     CheckedOutputs outs(cfg.output_size, check_threads, o.mode == Mode::window);
     IntervalStarts interval_starts(intervals_on ? kMaxIntervals : 0);
-    const bool per_model_bound = bound_is_per_model(backend->precision());
-    Checker checker(model, o.mode, window, o.seed, o.check_every, outs, interval_starts, check_threads, spare_cores,
-                    error_bound(backend->precision()), scaler,
+    Checker checker(model, o.mode, window, o.seed, o.check_every, outs, interval_starts, scaler,
                     per_model_bound ? std::make_optional(int8_rounded(model)) : std::nullopt);
-    if (!o.cpuset.empty()) util::pin_thread(pthread_self(), {o.cpuset.front()}, "bench timed thread");
+    checker.start(check_threads, spare_cores);  // on cores outside the cpuset where there are any
 
     // Samples: every one kept (exact percentiles, --samples), or with --report-every histograms per
     // interval, merged into the run's.
@@ -561,6 +565,23 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
       pre.reserve(o.seconds ? 1 << 20 : o.ticks);
     }
     Histogram lat_iv, pre_iv, lat_all, pre_all;
+    // The first kFirstTicks ticks (NaN: no answer), then the bench's warm-up, then the measured ticks.
+    std::vector<double> first_lat(kFirstTicks, NAN), first_pre(kFirstTicks, NAN);
+    const long long unmeasured = kFirstTicks + o.warmup;
+
+    Engine engine = o.make_backend ? Engine(model, o.make_backend(model, bo)) : Engine(model, eo);
+    Backend* backend = &engine.backend();  // timed as step() and finish_precompute() apart
+    report["warm"] = {{"ticks", engine.warm_up().ticks}, {"seconds", engine.warm_up().seconds}};
+    const std::string backend_name = engine.backend_name();
+    report["backend"] = backend->name();
+    report["variant"] = backend->variant();
+    report["precision"] = precision_name(backend->precision());
+    report["scaler"] = scaler_name(scaler);
+    if (bound_is_per_model(backend->precision()) != per_model_bound)
+      throw Error("the backend's precision " + std::string(precision_name(backend->precision())) +
+                  " differs from the one asked for; its error bound cannot be checked");
+    checker.set_bound(error_bound(backend->precision()));
+    if (!o.cpuset.empty()) util::pin_thread(pthread_self(), {o.cpuset.front()}, "bench timed thread");
 
     // Pacing: at --rate, tick i of a stretch between idle gaps is due at origin + i * period.
     long long late = 0;
@@ -617,12 +638,12 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
       if (!last) interval_starts.open(next_tick);
     };
 
-    const long long total_cap = o.seconds ? std::numeric_limits<long long>::max() : o.warmup + o.ticks;
+    const long long total_cap = o.seconds ? std::numeric_limits<long long>::max() : unmeasured + o.ticks;
     long long t = 0;
     for (; t < total_cap; ++t) {
-      const bool measured = t >= o.warmup;
-      const long long i = t - o.warmup;  // measured index
-      if (t == o.warmup) {
+      const bool measured = t >= unmeasured;
+      const long long i = t - unmeasured;  // measured index
+      if (t == unmeasured) {
         start = origin = idle_end = Clock::now();
         if (intervals_on) {
           iv = Interval{start, t};
@@ -695,6 +716,10 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
         failures_in_row = 0;
         answered_any = true;
       }
+      if (t < kFirstTicks && !no_answer) {
+        first_lat[size_t(t)] = us_between(due, answered);
+        first_pre[size_t(t)] = us_between(answered, ready);
+      }
       if (measured && !no_answer) {
         const double l = us_between(due, answered), p = us_between(answered, ready);
         if (keep_samples) {
@@ -765,6 +790,29 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
                 "behind: use a larger --check-every or more --check-threads)";
     else if (!error_pass) failure = "the error against the float64 reference exceeds the bound";
 
+    // The first ticks beside the steady state: tick 0 within the steady p99 is issue 15's aim. A lost
+    // tick (NaN) is null in the JSON and within nothing.
+    auto number_or_null = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
+    double first_max = NAN;
+    long long first_lost = 0;
+    nlohmann::json first_lat_json = nlohmann::json::array(), first_pre_json = nlohmann::json::array();
+    for (int k = 0; k < kFirstTicks; ++k) {
+      first_lat_json.push_back(number_or_null(first_lat[k]));
+      first_pre_json.push_back(number_or_null(first_pre[k]));
+      if (std::isnan(first_lat[k])) ++first_lost;
+      else first_max = std::isnan(first_max) ? first_lat[k] : std::max(first_max, first_lat[k]);
+    }
+    const bool steady = ls.count > 0;
+    const bool first_within = steady && first_lat[0] <= ls.p99;  // false for NaN
+    report["first_ticks"] = {{"count", kFirstTicks},
+                             {"latency_us", first_lat_json},
+                             {"precompute_us", first_pre_json},
+                             {"max_us", number_or_null(first_max)},
+                             {"lost", first_lost},
+                             {"steady_p99_us", steady ? nlohmann::json(ls.p99) : nlohmann::json(nullptr)},
+                             {"max_within_p99", steady && first_lost == 0 && first_max <= ls.p99}};
+    report["first_tick_within_p99"] = first_within;
+
     report["count"] = ls.count;
     report["warmup"] = o.warmup;
     report["ticks_run"] = ticks_run;
@@ -819,6 +867,15 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     print_row(out, "tick latency", ls);
     print_row(out, "precompute", ps);
     if (have_pp) print_row(out, "ping-pong " + std::to_string(o.floats.value_or(cfg.input_size)) + " floats", pp);
+    out << "first " << kFirstTicks << " ticks: max " << (std::isnan(first_max) ? std::string("-") : fmt(first_max))
+        << " us, each:";
+    for (double v : first_lat) out << " " << (std::isnan(v) ? std::string("lost") : fmt(v));
+    out << "; steady p99 " << (steady ? fmt(ls.p99) : std::string("-")) << " us; first tick within it: "
+        << (first_within ? "yes" : "no") << "; engine warm-up: "
+        << (engine.warm_up().ticks > 0 ? std::to_string(engine.warm_up().ticks) + " ticks in " +
+                                             fmt(engine.warm_up().seconds * 1e3) + " ms"
+                                       : std::string("none"))
+        << "\n";
     out << "tick rate " << fmt(report["tick_rate_hz"].get<double>()) << " Hz";
     if (o.rate_hz) out << " (asked " << fmt(*o.rate_hz) << " Hz; " << late << " ticks sent late, max " << fmt(max_late_us) << " us)";
     if (idle_gaps > 0) out << "; " << idle_gaps << " idle gaps, " << fmt(idle_total_s) << " s in all";

@@ -330,6 +330,7 @@ void add_bench_command(CLI::App& app) {
     int window = 0, floats = 0, check_threads = 0;
     double rate = 0, seconds = 0, report_every = 0;
     int64_t seed = 1;
+    bool no_warm = false;
   };
   auto f = std::make_shared<Flags>();
   using util::finite_range;
@@ -387,6 +388,8 @@ void add_bench_command(CLI::App& app) {
       ->check(int_range(1, bench::kMaxFloats));
   cmd->add_flag("--no-pingpong", f->o.skip_pingpong, "cuda: skip the same-process ping-pong");
   cmd->add_option("--scaler", f->scaler, kScalerHelp);
+  cmd->add_flag("--no-warm", f->no_warm,
+                "Do not warm the engine on creation (its first 10 ticks, reported apart, then meet it cold)");
   cmd->callback([f, cmd] {
     auto& o = f->o;
     o.mode = parse_mode(f->mode);
@@ -401,6 +404,7 @@ void add_bench_command(CLI::App& app) {
     if (cmd->count("--seconds")) o.seconds = f->seconds;
     if (cmd->count("--report-every")) o.report_every_s = f->report_every;
     o.seed = uint64_t(f->seed);
+    o.warm = !f->no_warm;
     if (!o.fallback.empty() && o.fallback != "cpu") throw Error("--fallback must be cpu");
     if (o.pingpong && !o.model.empty()) throw Error("--pingpong measures the floor without a model: drop --model");
     o.command_line = command_line();

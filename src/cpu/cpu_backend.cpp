@@ -131,6 +131,10 @@ class CpuBackend final : public Backend {
   long long ticks() const override { return ticks_; }
   void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out) override;
   std::map<std::string, double> counters() const override;
+  void clear_counters() override {
+    precompute_count_ = 0;
+    precompute_busy_us_sum_ = precompute_wait_us_sum_ = 0;
+  }
   std::map<std::string, std::string> facts() const override;
 
  private:

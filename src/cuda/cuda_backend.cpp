@@ -258,6 +258,16 @@ class CudaBackend final : public Backend {
     return c;
   }
 
+  // After the engine's warm-up, whose reset() relaunched the kernel (launch() cleared the mailbox, so
+  // the next tick is sequence 0 again, and zeroed the kernel's timing words): the host's counts restart
+  // as a new backend's, the running launch being the first. gpu_answers_ - accepted_base_ (this
+  // launch's accepted answers, against which late answers are counted) is kept.
+  void clear_counters() override {
+    accepted_base_ -= gpu_answers_;
+    gpu_answers_ = timeouts_ = late_before_reset_ = 0;
+    launches_ = kernel_running_ ? 1 : 0;
+  }
+
   std::map<std::string, std::string> facts() const override {
     std::map<std::string, std::string> f;
     try {

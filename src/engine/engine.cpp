@@ -214,6 +214,16 @@ Engine::Engine(Model model, const EngineOptions& options) : model_(std::move(mod
     pinned_thread_ = pthread_self();
     pinned_ = true;
   }
+  // Here, on the pinned caller: the thread and core that will run the critical step.
+  if (options.warm) {
+    try {
+      warm_up_ = engine::warm(*backend_);
+    } catch (...) {
+      backend_.reset();
+      restore_caller_cores();
+      throw;
+    }
+  }
 }
 
 Engine::Engine(Model model, std::unique_ptr<Backend> backend) : model_(std::move(model)), backend_(std::move(backend)) {
@@ -222,6 +232,10 @@ Engine::Engine(Model model, std::unique_ptr<Backend> backend) : model_(std::move
 
 Engine::~Engine() {
   backend_.reset();
+  restore_caller_cores();
+}
+
+void Engine::restore_caller_cores() {
   // The creating thread gets its cores back (another thread's mask is not this engine's to change).
   if (pinned_ && !pinned_from_.empty() && pthread_equal(pinned_thread_, pthread_self()))
     util::set_thread_cores(pthread_self(), pinned_from_);

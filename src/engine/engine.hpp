@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "engine/warm.hpp"
 #include "model/loader.hpp"
 #include "model/model.hpp"
 
@@ -49,6 +50,8 @@ struct EngineOptions {
   std::string variant;                   // backend kernel variant, "" = the backend's default
   std::optional<ScalerChoice> scaler;    // input scaling (none, model, rolling:N); unset: the model's
                                          // scaler when it carries one, else none
+  bool warm = true;                      // warm the backend on creation (engine/warm.hpp); false: the
+                                         // first ticks meet a cold backend (to measure the difference)
 };
 
 // "0-3,8" -> {0,1,2,3,8} (the first listed core stays first); throws hotpath::Error naming the bad part.
@@ -71,8 +74,10 @@ class Engine {
  public:
   // Throws hotpath::Error for bad options (named as the CLI names them), UnsupportedError when the
   // chosen backend cannot serve the model here. The window defaults to the model's metadata window.
+  // The backend is warmed (options.warm) on the thread that runs its critical step, once pinned.
   Engine(Model model, const EngineOptions& options);
-  // Serves `backend` (already made for `model`): tests, and harnesses that build their own backend.
+  // Serves `backend` (already made for `model`, not warmed here): tests, and harnesses that build
+  // their own backend.
   Engine(Model model, std::unique_ptr<Backend> backend);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -107,6 +112,8 @@ class Engine {
   long long ticks() const;
   std::map<std::string, double> counters() const;
   std::map<std::string, std::string> facts() const;
+  // The warm-up the backend got on creation (ticks 0: none).
+  const engine::WarmUp& warm_up() const { return warm_up_; }
 
   // The backend itself, for harnesses that time step() and finish_precompute() apart (bench).
   Backend& backend() { return *backend_; }
@@ -116,6 +123,8 @@ class Engine {
   Model model_;
   std::unique_ptr<Backend> backend_;
   std::string choice_note_;
+  engine::WarmUp warm_up_;
+  void restore_caller_cores();
   // The creating thread, pinned to the cpuset's first core (backends other than cpu), and its cores before.
   bool pinned_ = false;
   pthread_t pinned_thread_{};

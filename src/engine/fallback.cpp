@@ -68,6 +68,10 @@ class FallbackBackend final : public Backend {
     c["fallback_answers"] = double(fallback_answers_);
     return c;
   }
+  void clear_counters() override {
+    primary_->clear_counters();
+    fallback_answers_ = 0;
+  }
   std::map<std::string, std::string> facts() const override {
     auto f = primary_->facts();
     f["fallback"] = shadow_->backend().name();

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -12,6 +13,7 @@
 
 #include "bench/latency_bench.hpp"
 #include "engine/engine.hpp"
+#include "engine/warm.hpp"
 #include "bench/machine.hpp"
 #include "bench/stats.hpp"
 #include "util/error.hpp"
@@ -86,8 +88,9 @@ TEST(Bench, ReferenceRunChecksEveryTickAndPaces) {
   std::ostringstream out;
   const auto r = bench::run_bench(o, out);
   EXPECT_EQ(r["count"], 50);
-  EXPECT_EQ(r["error"]["checked_ticks"], 55);  // every tick, warm-up included
-  EXPECT_EQ(r["error"]["checks_due"], 55);
+  // Every tick, the first ticks and the warm-up included.
+  EXPECT_EQ(r["error"]["checked_ticks"], bench::kFirstTicks + 55);
+  EXPECT_EQ(r["error"]["checks_due"], bench::kFirstTicks + 55);
   EXPECT_EQ(r["error"]["unchecked_ticks"], 0);
   EXPECT_TRUE(r["error"]["pass"].get<bool>());
   EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"];
@@ -116,7 +119,7 @@ TEST(Bench, ManyCheckerThreadsAgreeWithTheReference) {
   o.check_threads = 5;
   std::ostringstream out;
   const auto r = bench::run_bench(o, out);
-  EXPECT_EQ(r["error"]["checked_ticks"], 400);
+  EXPECT_EQ(r["error"]["checked_ticks"], bench::kFirstTicks + 400);
   EXPECT_EQ(r["error"]["ticks_over_bound"], 0);
   EXPECT_LE(r["error"]["max_abs"].get<double>(), 1e-12);
 }
@@ -238,10 +241,10 @@ TEST(Bench, LostTicksAreCountedAndNeverPass) {
   std::ostringstream out;
   const auto r = bench::run_bench(flaky_options([](long long t) { return t == 37 || t == 120; }), out);
   EXPECT_EQ(r["lost_ticks"], 2);
-  EXPECT_EQ(r["ticks_run"], 210);
+  EXPECT_EQ(r["ticks_run"], bench::kFirstTicks + 210);
   EXPECT_EQ(r["count"], 198);                       // measured ticks that were answered
   EXPECT_EQ(r["error"]["lost_checks"], 2);          // due for checking, nothing to check
-  EXPECT_EQ(r["error"]["checked_ticks"], 208);
+  EXPECT_EQ(r["error"]["checked_ticks"], bench::kFirstTicks + 208);
   EXPECT_EQ(r["error"]["unchecked_ticks"], 0);
   EXPECT_EQ(r["error"]["ticks_over_bound"], 0);     // the others are right: records stay aligned
   EXPECT_FALSE(r["pass"].get<bool>());
@@ -253,7 +256,7 @@ TEST(Bench, LostTicksAreCountedAndNeverPass) {
 TEST(Bench, WrongAnswersFail) {
   std::ostringstream out;
   const auto r = bench::run_bench(flaky_options([](long long) { return false; }, 1e-3), out);
-  EXPECT_EQ(r["error"]["ticks_over_bound"], 210);
+  EXPECT_EQ(r["error"]["ticks_over_bound"], bench::kFirstTicks + 210);
   EXPECT_FALSE(r["error"]["pass"].get<bool>());
   EXPECT_FALSE(r["pass"].get<bool>());
   EXPECT_NE(r["failure"].get<std::string>().find("exceeds the bound"), std::string::npos);
@@ -270,6 +273,102 @@ TEST(Bench, ABackendThatStopsAnsweringEndsTheRunWithoutPassing) {
   EXPECT_NE(r["failure"].get<std::string>().find("in a row"), std::string::npos) << r["failure"];
   // One that never answered at all is an error, as before.
   EXPECT_THROW(bench::run_bench(flaky_options([](long long) { return true; }), out), Error);
+}
+
+namespace {
+
+// The reference backend, busy for `slow_us` on each of its first `slow_ticks` ticks since creation (a
+// cold start the bench must report apart, never in the steady state).
+class SlowStartBackend final : public Backend {
+ public:
+  SlowStartBackend(const Model& m, const BackendOptions& o, long long slow_ticks, double slow_us)
+      : Backend(m.config, o), inner_(make_backend("ref", m, o)), slow_ticks_(slow_ticks), slow_us_(slow_us) {}
+  std::string name() const override { return "slow-start"; }
+  std::string variant() const override { return "test"; }
+  Precision precision() const override { return Precision::fp64; }
+  void step(std::span<const float> x, std::span<float> out) override {
+    if (since_creation_++ < slow_ticks_) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(slow_us_);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+    inner_->step(x, out);
+  }
+  std::span<const double> last_output_f64() const override { return inner_->last_output_f64(); }
+  void finish_precompute() override { inner_->finish_precompute(); }
+  void reset() override { inner_->reset(); }
+  long long ticks() const override { return inner_->ticks(); }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  long long slow_ticks_, since_creation_ = 0;
+  double slow_us_;
+};
+
+}  // namespace
+
+// The first kFirstTicks ticks after the engine is made are timed, checked and reported apart: slow ones
+// there show in first_ticks and never in the steady-state summary.
+TEST(Bench, TheFirstTicksAreReportedApartFromTheSteadyState) {
+  static constexpr double kSlowUs = 20'000;  // far above a tick of the tiny model on the reference backend
+  bench::BenchOptions o = on_tiny(Mode::streaming);
+  o.ticks = 100;
+  o.warmup = 0;
+  o.make_backend = [](const Model& m, const BackendOptions& bo) {
+    return std::make_unique<SlowStartBackend>(m, bo, bench::kFirstTicks, kSlowUs);
+  };
+  std::ostringstream out;
+  const auto r = bench::run_bench(o, out);
+  EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"];
+  const auto& f = r["first_ticks"];
+  ASSERT_EQ(f["latency_us"].size(), size_t(bench::kFirstTicks));
+  ASSERT_EQ(f["precompute_us"].size(), size_t(bench::kFirstTicks));
+  for (const auto& v : f["latency_us"]) EXPECT_GE(v.get<double>(), kSlowUs);
+  EXPECT_GE(f["max_us"].get<double>(), kSlowUs);
+  EXPECT_EQ(f["lost"], 0);
+  EXPECT_EQ(r["count"], 100);
+  EXPECT_LT(r["latency_us"]["max"].get<double>(), kSlowUs);  // the steady state holds none of them
+  EXPECT_EQ(f["steady_p99_us"], r["latency_us"]["p99"]);
+  EXPECT_FALSE(r["first_tick_within_p99"].get<bool>());
+  EXPECT_FALSE(f["max_within_p99"].get<bool>());
+  EXPECT_EQ(r["error"]["checked_ticks"], bench::kFirstTicks + 100);  // checked like the others
+  EXPECT_EQ(r["warm"]["ticks"], 0);  // a backend made by the harness is not warmed by the engine
+  EXPECT_NE(out.str().find("first 10 ticks: max "), std::string::npos) << out.str();
+}
+
+// A first tick that got no answer is null in first_ticks, counted lost, and not within the p99. (Tick 0
+// itself cannot be lost: a backend that never answered is an error, as before.)
+TEST(Bench, ALostFirstTickIsNullAndCounted) {
+  std::ostringstream out;
+  const auto r = bench::run_bench(flaky_options([](long long t) { return t == 2 || t == 4; }), out);
+  const auto& f = r["first_ticks"];
+  ASSERT_EQ(f["latency_us"].size(), size_t(bench::kFirstTicks));
+  for (int k = 0; k < bench::kFirstTicks; ++k)
+    EXPECT_EQ(f["latency_us"][k].is_null(), k == 2 || k == 4) << "tick " << k;
+  EXPECT_EQ(f["lost"], 2);
+  EXPECT_FALSE(f["max_within_p99"].get<bool>());
+  EXPECT_EQ(r["lost_ticks"], 2);
+  EXPECT_FALSE(r["pass"].get<bool>());
+  EXPECT_NE(out.str().find(" lost "), std::string::npos) << out.str();
+}
+
+// The engine the bench makes is warmed unless --no-warm; either way its first tick is the series' tick 0
+// (the outputs are checked against the float64 reference from tick 0).
+TEST(Bench, TheEngineIsWarmedUnlessAskedNot) {
+  for (const bool warm : {true, false}) {
+    bench::BenchOptions o = on_tiny(Mode::window);
+    o.backend = "cpu";
+    o.window = 5;
+    o.ticks = 30;
+    o.warmup = 0;
+    o.warm = warm;
+    std::ostringstream out;
+    const auto r = bench::run_bench(o, out);
+    EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"];
+    EXPECT_EQ(r["warm"]["ticks"], warm ? engine::kWarmTicks : 0);
+    EXPECT_EQ(r["error"]["checked_ticks"], bench::kFirstTicks + 30);
+    EXPECT_EQ(r["counters"]["precompute_ticks"], bench::kFirstTicks + 30);  // the warm-up's are not counted
+  }
 }
 
 // The soak run's pieces: a report per interval (from histograms, so memory does not grow with the run)
@@ -304,9 +403,10 @@ TEST(Bench, IntervalsCoverEveryTickAndIdleGapsHappen) {
     checked += iv[k]["error"]["checked_ticks"].get<long long>();
     idle += iv[k]["idle_s"].get<double>();
   }
-  EXPECT_EQ(iv[0]["first_tick"], 7);
+  EXPECT_EQ(iv[0]["first_tick"], bench::kFirstTicks + 7);
   EXPECT_EQ(ticks, r["count"].get<long long>());
-  EXPECT_EQ(checked, r["error"]["checked_ticks"].get<long long>() - 7);  // warm-up checks belong to no interval
+  // The first ticks' and the warm-up's checks belong to no interval.
+  EXPECT_EQ(checked, r["error"]["checked_ticks"].get<long long>() - bench::kFirstTicks - 7);
   EXPECT_NEAR(idle, r["pacing"]["idle_total_s"].get<double>(), 1e-9);
   EXPECT_EQ(r["error"]["unchecked_ticks"], 0);
   EXPECT_NE(out.str().find("interval 0:"), std::string::npos);
@@ -370,7 +470,7 @@ TEST(Bench, LongRunsReuseTheCheckersBuffersWithoutLosingARecord) {
     o.check_threads = 3;
     std::ostringstream out;
     const auto r = bench::run_bench(o, out);
-    EXPECT_EQ(r["error"]["checked_ticks"], 200'000) << mode_name(mode);
+    EXPECT_EQ(r["error"]["checked_ticks"], bench::kFirstTicks + 200'000) << mode_name(mode);
     EXPECT_EQ(r["error"]["ticks_over_bound"], 0) << mode_name(mode);
     EXPECT_LE(r["error"]["max_abs"].get<double>(), 1e-12) << mode_name(mode);
     EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"];

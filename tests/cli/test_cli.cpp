@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/within_seconds.hpp"
+#include "engine/warm.hpp"
 #include "model/safetensors.hpp"
 #include "reference/reference.hpp"
 
@@ -363,11 +364,35 @@ TEST_F(Cli, BenchReportsLatencyAndError) {
   for (const char* k : {"p50", "p90", "p99", "p999", "max", "mean"}) EXPECT_TRUE(j["latency_us"].contains(k)) << k;
   EXPECT_GT(j["latency_us"]["p50"].get<double>(), 0.0);
   EXPECT_LE(j["latency_us"]["p50"].get<double>(), j["latency_us"]["p99"].get<double>());
-  // Ticks 0, 3, ..., 318 are checked (warm-up included): 107 of them, and ref agrees with itself exactly.
-  EXPECT_EQ(j["error"]["checked_ticks"], 107);
+  // Ticks 0, 3, ..., 327 of the 330 run (the 10 first ticks and the warm-up included) are checked: 110
+  // of them, and ref agrees with itself exactly.
+  EXPECT_EQ(j["error"]["checked_ticks"], 110);
   EXPECT_LE(j["error"]["max_abs"].get<double>(), 1e-12);  // float64 against float64
   const std::string s = slurp(samples);
   EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 301);
+}
+
+// The first 10 ticks after the engine is made are reported apart (console and JSON), and --no-warm
+// leaves the engine cold.
+TEST_F(Cli, BenchReportsTheFirstTicksAndNoWarmSkipsTheWarmUp) {
+  const std::string json = path("first.json");
+  const std::string args = "bench --model " + golden_model("tiny") + " --backend cpu --mode streaming --ticks 40 "
+                           "--warmup 5 --json " + json;
+  for (const bool warm : {true, false}) {
+    const Result r = hotpath(args + (warm ? "" : " --no-warm"));
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("first 10 ticks: max "), std::string::npos) << r.out;
+    const long long warm_ticks = warm ? hotpath::engine::kWarmTicks : 0;  // streaming: kWarmTicks
+    EXPECT_NE(r.out.find(warm ? "engine warm-up: " + std::to_string(warm_ticks) + " ticks" : "engine warm-up: none"),
+              std::string::npos) << r.out;
+    const auto j = nlohmann::json::parse(slurp(json));
+    EXPECT_EQ(j["warm"]["ticks"], warm_ticks);
+    EXPECT_EQ(j["first_ticks"]["latency_us"].size(), 10u);
+    EXPECT_EQ(j["count"], 40);
+    EXPECT_EQ(j["ticks_run"], 10 + 5 + 40);
+    EXPECT_TRUE(j["first_tick_within_p99"].is_boolean());
+  }
+  EXPECT_NE(hotpath("bench --help").out.find("--no-warm"), std::string::npos);
 }
 
 TEST_F(Cli, CudaWithoutADeviceSaysSo) {
@@ -444,14 +469,16 @@ TEST_F(Cli, AThreadLimitIsACleanError) {
     EXPECT_NE(r.err.find("ulimit -u"), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
-  // The cpu backend's precompute workers (one per core after the first of --cpuset).
+  // The cpu backend's precompute workers (one per core after the first of --cpuset), through `run`: the
+  // bench starts its checker threads before the engine, and those would be refused first.
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= 2) {
     std::vector<int> cores;
     for (int c = 0; c < CPU_SETSIZE && cores.size() < 2; ++c)
       if (CPU_ISSET(c, &set)) cores.push_back(c);
-    const Result r = limited(1, bin + " bench --model lstm_s --backend cpu --ticks 10 --cpuset " +
-                                    std::to_string(cores[0]) + "," + std::to_string(cores[1]));
+    const Result r = limited(1, bin + " run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") +
+                                    " --mode streaming --backend cpu --out " + path("limited.safetensors") +
+                                    " --cpuset " + std::to_string(cores[0]) + "," + std::to_string(cores[1]));
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find("cannot start cpu backend precompute worker"), std::string::npos) << r.err;
   }
@@ -605,7 +632,7 @@ TEST_F(Cli, ScalerFlagOnRunBenchAndVerify) {
     ASSERT_EQ(b.code, 0) << b.out << b.err;
     const auto j = nlohmann::json::parse(slurp(path("b.json")));
     EXPECT_EQ(j["scaler"], "rolling:7");
-    EXPECT_EQ(j["error"]["checked_ticks"], 210);
+    EXPECT_EQ(j["error"]["checked_ticks"], 220);  // 10 first ticks + 10 warm-up + 200 measured, every one checked
   }
   // verify with a scaler compares against the float64 reference fed the same scaled inputs.
   const auto golden = st::File::open(golden_file("tiny"));

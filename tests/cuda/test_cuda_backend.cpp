@@ -14,6 +14,7 @@
 #include "cuda/device.hpp"
 #include "engine/engine.hpp"
 #include "engine/fallback.hpp"
+#include "engine/warm.hpp"
 #include "common/golden.hpp"
 #include "model/loader.hpp"
 #include "model/safetensors.hpp"
@@ -330,6 +331,60 @@ TEST(CudaBackend, OneKernelPerGpuPerProcess) {
   }
   auto again = make_cuda_backend(m, opts(Mode::window, 50));
   EXPECT_EQ(again->name(), "cuda");
+}
+
+// The engine's warm-up of the cuda backend passes ticks through the mailbox, then reset() relaunches the
+// kernel (mailbox cleared: the next tick is sequence 0 again). The engine then serves a resident kernel
+// whose counters are a new backend's (one launch, no answers, no late ones), answering every tick on
+// time and bit for bit as an engine made without the warm-up; with the fallback too (its shadow reset).
+TEST(CudaBackend, TheEngineWarmUpLeavesAFreshResidentKernel) {
+  REQUIRE_GPU();
+  const Model m = *zoo_model("lstm_s");
+  const size_t T = 150, I = size_t(m.config.input_size), O = size_t(m.config.output_size);
+  const auto xs = random_inputs(T * I, 23);
+  for (const bool fallback : {false, true}) {
+    SCOPED_TRACE(fallback ? "with the cpu fallback" : "alone");
+    std::vector<float> out[2];
+    for (const bool warm : {true, false}) {  // one after the other: one kernel per GPU per process
+      EngineOptions o;
+      o.backend = "cuda";
+      o.mode = Mode::window;
+      o.window = 50;
+      o.timeout_us = 2'000'000;
+      o.warm = warm;
+      if (fallback) o.fallback = "cpu";
+      const long long want_warm = warm ? engine::warm_ticks(backend_options(m, o)) : 0;
+      Engine e(m, o);
+      EXPECT_EQ(e.warm_up().ticks, want_warm);
+      EXPECT_EQ(e.ticks(), 0);
+      const auto c = e.counters();
+      EXPECT_EQ(c.at("launches"), 1.0);
+      EXPECT_EQ(c.at("kernel_running"), 1.0);
+      EXPECT_EQ(c.at("gpu_answers"), 0.0);
+      EXPECT_EQ(c.at("timeouts"), 0.0);
+      EXPECT_EQ(c.at("late_gpu_answers"), 0.0);
+      if (fallback) EXPECT_EQ(c.at("fallback_answers"), 0.0);
+      out[warm].resize(T * O);
+      e.run(xs, T, std::span<float>(out[warm]));
+      const auto after = e.counters();
+      EXPECT_EQ(after.at("gpu_answers"), double(T));  // every tick from the kernel, none late
+      EXPECT_EQ(after.at("late_gpu_answers"), 0.0);
+      EXPECT_EQ(after.at("timeouts"), 0.0);
+      if (fallback) EXPECT_EQ(after.at("fallback_answers"), 0.0);
+    }
+    ASSERT_EQ(out[true].size(), out[false].size());
+    double max_diff = 0;
+    for (size_t k = 0; k < out[true].size(); ++k)
+      max_diff = std::max(max_diff, std::fabs(double(out[true][k]) - double(out[false][k])));
+    EXPECT_EQ(max_diff, 0.0) << "the warmed engine's outputs differ from the cold one's";
+    const auto z = testing::reference_outputs(m, false, 50, xs, T);
+    double err = 0, ref = 0;
+    for (size_t k = 0; k < z.size(); ++k) {
+      err = std::max(err, std::fabs(double(out[true][k]) - z[k]));
+      ref = std::max(ref, std::fabs(z[k]));
+    }
+    EXPECT_LE(err / std::max(1.0, ref), error_bound(Precision::fp16));
+  }
 }
 
 TEST(CudaBackend, FactsNameTheDevice) {

@@ -22,6 +22,7 @@
 #include "engine/fallback.hpp"
 #include "engine/gpu.hpp"
 #include "engine/shadow.hpp"
+#include "engine/warm.hpp"
 #include "model/zoo.hpp"
 #include "reference/reference.hpp"
 #include "util/error.hpp"
@@ -395,6 +396,152 @@ TEST(EngineCpuset, TheCallerRunsOnTheFirstCoreAndGetsItsCoresBack) {
     o.cpuset = {before[1]};
     EXPECT_NO_THROW(Engine(m, o));
   }
+}
+
+// ---- the warm-up ----------------------------------------------------------------------------------
+
+// Records what is done to it: 's' step, 'f' finish_precompute, 'r' reset, 'c' clear_counters, and the
+// inputs of the ticks. try_step is late (false) on tick late_at.
+class RecordingBackend final : public Backend {
+ public:
+  RecordingBackend(const Model& m, const BackendOptions& o) : Backend(m.config, o) {}
+  std::string name() const override { return "recording"; }
+  std::string variant() const override { return "test"; }
+  Precision precision() const override { return Precision::fp32; }
+  long long ticks() const override { return t_; }
+  void step(std::span<const float> x, std::span<float> out) override {
+    check_tick_input(x, t_);
+    calls += 's';
+    inputs.emplace_back(x.begin(), x.end());
+    std::fill(out.begin(), out.end(), 0.f);
+    ++t_;
+  }
+  bool try_step(std::span<const float> x, std::span<float> out, std::string* why) override {
+    step(x, out);
+    if (t_ - 1 != late_at) return true;
+    *why = "late";
+    return false;
+  }
+  void finish_precompute() override { calls += 'f'; }
+  void reset() override {
+    calls += 'r';
+    t_ = 0;
+  }
+  void clear_counters() override { calls += 'c'; }
+  std::string calls;
+  std::vector<std::vector<float>> inputs;
+  long long late_at = -1;
+
+ private:
+  long long t_ = 0;
+};
+
+std::string repeat(const std::string& s, long long n) {
+  std::string r;
+  for (long long k = 0; k < n; ++k) r += s;
+  return r;
+}
+
+// The warm-up runs its ticks through the tick path (step, then finish_precompute), at least W + 1 in
+// window mode, on finite, non-zero inputs that change from tick to tick, and ends with reset() then
+// clear_counters(); the batch workload has no ticks to warm.
+TEST(EngineWarm, TicksThroughTheTickPathThenResetsAndClears) {
+  const Model m = *zoo_model("vollo_tiny");
+  for (const auto& [mode, window] : std::vector<std::pair<Mode, int>>{
+           {Mode::window, 1}, {Mode::window, 7}, {Mode::window, 200}, {Mode::streaming, 1}}) {
+    SCOPED_TRACE(std::string(mode_name(mode)) + " W=" + std::to_string(window));
+    BackendOptions o;
+    o.mode = mode;
+    o.window = window;
+    RecordingBackend b(m, o);
+    const long long n = engine::warm_ticks(o);
+    EXPECT_GE(n, engine::kWarmTicks);
+    if (mode == Mode::window) EXPECT_GE(n, window + 1);
+    const engine::WarmUp w = engine::warm(b);
+    EXPECT_EQ(w.ticks, n);
+    EXPECT_EQ(b.calls, repeat("sf", n) + "rc");
+    ASSERT_EQ(b.inputs.size(), size_t(n));
+    for (size_t t = 0; t < b.inputs.size(); ++t) {
+      const auto& x = b.inputs[t];
+      ASSERT_EQ(x.size(), size_t(m.config.input_size));
+      for (float v : x) {
+        EXPECT_TRUE(std::isfinite(v) && v != 0.f && std::fabs(v) <= 1.f) << "tick " << t << ": " << v;
+      }
+      if (t > 0) EXPECT_NE(x, b.inputs[t - 1]) << "tick " << t;
+    }
+    EXPECT_EQ(b.ticks(), 0);
+  }
+  BackendOptions batch;
+  batch.mode = Mode::batch;
+  RecordingBackend b(m, batch);
+  EXPECT_EQ(engine::warm(b).ticks, 0);
+  EXPECT_EQ(b.calls, "");
+}
+
+// A late tick (a GPU that missed its deadline) ends the warm-up's ticks there: reset() starts afresh.
+TEST(EngineWarm, ALateTickEndsTheTicksAndStillResets) {
+  const Model m = *zoo_model("vollo_tiny");
+  BackendOptions o;
+  o.mode = Mode::streaming;
+  o.window = 1;
+  RecordingBackend b(m, o);
+  b.late_at = 3;
+  EXPECT_EQ(engine::warm(b).ticks, 4);
+  EXPECT_EQ(b.calls, "sfsfsfsrc");
+}
+
+// A warmed cpu engine answers every tick bit for bit as an engine that was not warmed (the warm-up
+// leaves no state behind: t = 0, fresh windows), its counters start as a new backend's, for fp32 and
+// bf16, window (W = 1, and W = 7 over several wraps of the slot ring) and streaming, with the
+// precompute inline and (two cores) on a worker.
+TEST(EngineWarm, AWarmedCpuEngineAnswersAsAColdOne) {
+  const Model m = *zoo_model("vollo_tiny");
+  const size_t I = size_t(m.config.input_size), O = size_t(m.config.output_size);
+  const std::vector<int> cores = util::allowed_cores();
+  std::vector<std::vector<int>> cpusets = {{}};
+  if (cores.size() >= 2) cpusets.push_back({cores[0], cores[1]});
+  std::mt19937 rng(41);
+  std::normal_distribution<float> d;
+  for (const Precision p : {Precision::fp32, Precision::bf16})
+    for (const auto& [mode, window] :
+         std::vector<std::pair<Mode, int>>{{Mode::window, 1}, {Mode::window, 7}, {Mode::streaming, 0}})
+      for (const auto& cpuset : cpusets) {
+        SCOPED_TRACE(std::string(precision_name(p)) + " " + mode_name(mode) + " W=" + std::to_string(window) +
+                     " cpuset " + util::cores_text(cpuset));
+        const size_t T = size_t(3 * std::max(window, 1) + 5);
+        std::vector<float> series(T * I);
+        for (float& v : series) v = d(rng);
+        std::vector<float> out[2];
+        std::map<std::string, double> fresh[2], after[2];
+        long long warm_ticks[2] = {}, want_warm_ticks = 0;
+        for (const bool warm : {true, false}) {
+          EngineOptions o;
+          o.backend = "cpu";
+          o.precision = p;
+          o.mode = mode;
+          o.window = window;
+          o.cpuset = cpuset;
+          o.warm = warm;
+          if (warm) want_warm_ticks = engine::warm_ticks(backend_options(m, o));
+          Engine e(m, o);
+          EXPECT_EQ(e.ticks(), 0);
+          fresh[warm] = e.counters();
+          warm_ticks[warm] = e.warm_up().ticks;
+          out[warm].resize(T * O);
+          e.run(series, T, std::span<float>(out[warm]));
+          after[warm] = e.counters();
+          EXPECT_EQ(e.ticks(), (long long)T);
+        }
+        if (!cpuset.empty()) util::set_thread_cores(pthread_self(), cores);
+        EXPECT_EQ(warm_ticks[true], want_warm_ticks);
+        EXPECT_EQ(warm_ticks[false], 0);
+        EXPECT_EQ(fresh[true], fresh[false]);  // e.g. precompute_ticks 0, no means yet
+        EXPECT_EQ(after[true].at("precompute_ticks"), double(T));
+        EXPECT_EQ(after[false].at("precompute_ticks"), double(T));
+        ASSERT_EQ(out[true].size(), out[false].size());
+        EXPECT_EQ(std::memcmp(out[true].data(), out[false].data(), out[true].size() * sizeof(float)), 0)
+            << "the warmed engine's outputs differ from the cold one's";
+      }
 }
 
 // ---- the fallback's shadow -----------------------------------------------------------------------
