@@ -176,16 +176,19 @@ class CpuBackend final : public Backend {
   int prefetch_ = 0;
   bool rewarm_ = true;
   // The critical step's private copy of its weights: every layer's W_ih in the step's format (int8:
-  // with its scales and corrections), then the head, contiguous in the order the step reads them. No
-  // line of it is shared with the precompute workers (they read the packed model), rewarm() walks one
-  // region, and with HOTPATH_CPU_HUGEPAGES=1 it sits on a transparent huge page (one dTLB entry for
-  // all of it instead of one per 4 KB).
+  // with its scales and corrections), then the head, contiguous in the order the step reads them, then
+  // its scratch. No line of the weights is shared with the precompute workers (they read the packed
+  // model), rewarm() walks one region, and by default (HOTPATH_CPU_HUGEPAGES=0 turns it off) it sits on
+  // a transparent huge page: one dTLB entry for all of it instead of one per 4 KB. Measured on the lent
+  // Xeon (a KVM guest, where a TLB miss walks two page tables): vollo_tiny int8 streaming critical step
+  // p50/p99 3.17/3.73 us on a huge page vs 4.05/8.79 without; lstm_s window int8 2.55/3.87 vs
+  // 2.99/5.44 (bench/results/2026-12-02-xeon-cpu-variants.txt).
   struct CriticalLayer {
     const void* w = nullptr;
     const float* scale = nullptr;
     const int32_t* corr = nullptr;
   };
-  void build_critical_arena(bool huge);
+  void build_critical_arena(bool huge, int kmax);
   AlignedArray<char> crit_arena_;
   size_t crit_bytes_ = 0;
   bool crit_huge_ = false;
@@ -197,8 +200,11 @@ class CpuBackend final : public Backend {
   size_t layer_floats_ = 0, slot_floats_ = 0;
   AlignedArray<float> slots_;
   // Critical-step scratch.
-  AlignedArray<float> xbuf_, u0_, hs_, cs_, z_;
-  AlignedArray<uint32_t> crit_pairs_;
+  AlignedArray<float> u0_;
+  // In the critical arena, after the weights: x (scaled), h and c of every layer, the head's output,
+  // the activations in the kernels' formats.
+  float *xbuf_ = nullptr, *hs_ = nullptr, *cs_ = nullptr, *z_ = nullptr;
+  uint32_t* crit_pairs_ = nullptr;
 
   int int8_act_ = 0;  // index into KernelTable::crit_i8
   std::vector<Scratch> scratch_;  // one per precompute part
@@ -266,7 +272,7 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
   }
   const std::string huge = env_string("HOTPATH_CPU_HUGEPAGES");
   if (!huge.empty() && huge != "0" && huge != "1") throw Error("HOTPATH_CPU_HUGEPAGES='" + huge + "': expected 0 or 1");
-  build_critical_arena(huge == "1");
+  const bool use_huge = huge != "0";
   const int Hp = pm_.Hp;
   layer_floats_ = round_to_lines<float>(pm_.gate_floats() + size_t(Hp));
   slot_floats_ = layer_floats_ * pm_.num_layers;
@@ -277,15 +283,11 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
   if (!streaming_)
     check_window_state("cpu", W_,
                        4.0 * (double(slot_floats_) * nslots_ + double(nparts_) * cols * 2.0 * Hp));
-  slots_ = AlignedArray<float>(slot_floats_ * nslots_);
-  xbuf_ = AlignedArray<float>(round_to_lines<float>(size_t(pm_.I) + 1));
+  // The open windows' state: the critical step reads one slot a tick (huge pages: one dTLB entry).
+  slots_ = AlignedArray<float>(slot_floats_ * nslots_, use_huge);
   u0_ = AlignedArray<float>(pm_.gate_floats());
-  hs_ = AlignedArray<float>(size_t(Hp) * pm_.num_layers);
-  cs_ = AlignedArray<float>(size_t(Hp) * pm_.num_layers);
-  z_ = AlignedArray<float>(pm_.Op);
   const int kmax = std::max(pm_.I, pm_.H);
-  // bf16 activation pairs, or int8's activation bytes (kernels.hpp: crit_i8)
-  crit_pairs_ = AlignedArray<uint32_t>(std::max(pair_scratch_words(kmax), size_t(2 * (kmax + 64) + 3) / 4));
+  build_critical_arena(use_huge, kmax);
   scratch_.reserve(nparts_);
   for (int p = 0; p < nparts_; ++p) scratch_.emplace_back(cols, Hp, kmax);
   if (!options.cpuset.empty()) {
@@ -301,7 +303,7 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
   make_fresh(0);
 }
 
-void CpuBackend::build_critical_arena(bool huge) {
+void CpuBackend::build_critical_arena(bool huge, int kmax) {
   struct Piece {
     const void* src;
     size_t bytes;
@@ -320,15 +322,22 @@ void CpuBackend::build_critical_arena(bool huge) {
     }
   }
   pieces.push_back({pm_.head_w.data(), pm_.head_w.size() * 4});
+  const size_t weights = pieces.size();
+  // scratch (zeroed): x, h and c of every layer, z, the activations (bf16 pairs or int8's bytes)
+  const size_t hc = size_t(pm_.Hp) * pm_.num_layers * 4;
+  for (const size_t bytes : {round_to_lines<float>(size_t(pm_.I) + 1) * 4, hc, hc, size_t(pm_.Op) * 4,
+                             std::max(pair_scratch_words(kmax), size_t(2 * (kmax + 64) + 3) / 4) * 4})
+    pieces.push_back({nullptr, bytes});
   size_t total = 0;
   for (Piece& p : pieces) {
     p.at = total;
     total += (p.bytes + kCacheLine - 1) / kCacheLine * kCacheLine;
   }
   crit_arena_ = AlignedArray<char>(total, huge);
-  crit_bytes_ = total;
+  crit_bytes_ = pieces[weights].at;  // rewarm walks the weights
   crit_huge_ = huge;
-  for (const Piece& p : pieces) std::memcpy(crit_arena_.data() + p.at, p.src, p.bytes);
+  for (const Piece& p : pieces)
+    if (p.src) std::memcpy(crit_arena_.data() + p.at, p.src, p.bytes);
   const int per_layer = pm_.int8 ? 3 : 1;
   crit_.resize(pm_.layers.size());
   for (size_t l = 0; l < crit_.size(); ++l) {
@@ -339,7 +348,13 @@ void CpuBackend::build_critical_arena(bool huge) {
       crit_[l].corr = reinterpret_cast<const int32_t*>(base + pieces[l * per_layer + 2].at);
     }
   }
-  crit_head_ = reinterpret_cast<const float*>(crit_arena_.data() + pieces.back().at);
+  crit_head_ = reinterpret_cast<const float*>(crit_arena_.data() + pieces[weights - 1].at);
+  auto at = [&](size_t k) { return crit_arena_.data() + pieces[weights + k].at; };
+  xbuf_ = reinterpret_cast<float*>(at(0));
+  hs_ = reinterpret_cast<float*>(at(1));
+  cs_ = reinterpret_cast<float*>(at(2));
+  z_ = reinterpret_cast<float*>(at(3));
+  crit_pairs_ = reinterpret_cast<uint32_t*>(at(4));
 }
 
 CpuBackend::~CpuBackend() {
@@ -379,28 +394,28 @@ void CpuBackend::step(std::span<const float> x, std::span<float> out) {
   if (pending_) finish_precompute();
   if (pin_ && !pthread_equal(pinned_thread_, pthread_self())) pin_caller();  // first tick of a new thread only
 
-  scaler_.scale(x, xbuf_.data());  // the copy of x, scaled on the way (a plain copy without a scaler)
+  scaler_.scale(x, xbuf_);  // the copy of x, scaled on the way (a plain copy without a scaler)
   const int slot = streaming_ || t < W_ - 1 ? 0 : int((t - W_ + 1) % W_);
   const int nb = pm_.nb, Hp = pm_.Hp;
-  const float* in = xbuf_.data();
+  const float* in = xbuf_;
   for (int l = 0; l < pm_.num_layers; ++l) {
     const PackedLayer& layer = pm_.layers[l];
     float* u = (l == 0 && !streaming_ && W_ > 1) ? u0_.data() : nullptr;
-    float* h = hs_.data() + size_t(l) * Hp;
-    float* c = cs_.data() + size_t(l) * Hp;
+    float* h = hs_ + size_t(l) * Hp;
+    float* c = cs_ + size_t(l) * Hp;
     const CriticalLayer& cl = crit_[l];
     if (pm_.int8)  // u0 comes from the precompute's own fp32 product (advance_windows)
       k_->crit_i8[int8_act_](static_cast<const int8_t*>(cl.w), cl.scale, cl.corr, layer.in, nb, in, slot_P(slot, l),
-                             slot_c(slot, l), h, c, reinterpret_cast<uint8_t*>(crit_pairs_.data()), prefetch_);
+                             slot_c(slot, l), h, c, reinterpret_cast<uint8_t*>(crit_pairs_), prefetch_);
     else if (pm_.bf16)
       k_->crit_bf16(static_cast<const uint32_t*>(cl.w), layer.in, nb, in, slot_P(slot, l), slot_c(slot, l), h, c, u,
-                    crit_pairs_.data(), prefetch_);
+                    crit_pairs_, prefetch_);
     else
       k_->crit_f32(static_cast<const float*>(cl.w), layer.in, nb, in, slot_P(slot, l), slot_c(slot, l), h, c, u,
-                   crit_pairs_.data(), prefetch_);
+                   crit_pairs_, prefetch_);
     in = h;
   }
-  k_->head(crit_head_, pm_.head_bias ? pm_.head_b.data() : nullptr, pm_.O, Hp, in, z_.data());
+  k_->head(crit_head_, pm_.head_bias ? pm_.head_b.data() : nullptr, pm_.O, Hp, in, z_);
   for (int o = 0; o < pm_.O; ++o) out[o] = z_[o];
 
   // Off the critical path from here.
@@ -473,7 +488,7 @@ void CpuBackend::advance_windows(Scratch& s, int n) {
         // The critical step's int8 product rounds x_t; the open windows take the exact fp32 one (one
         // product per part and tick, shared by the part's windows).
         if (s.u0_tick != pending_tick_) {
-          const float* x = xbuf_.data();
+          const float* x = xbuf_;
           const float* none = nullptr;
           float* out = s.u0.data();
           k_->gemm_f32(layer.wih32.data(), layer.in, 0, nb, 1, &x, &none, &out, s.pairs.data());
@@ -522,12 +537,12 @@ void CpuBackend::precompute_part(int part, int nparts) {
     for (int l = 0; l < pm_.num_layers; ++l) {
       const int b0 = std::max(i0 - l * nb, 0), b1 = std::min(i1 - l * nb, nb);
       if (b0 >= b1) continue;
-      const float* h = hs_.data() + size_t(l) * Hp;
+      const float* h = hs_ + size_t(l) * Hp;
       const float* bias = pm_.layers[l].bias.data();
       float* P = slot_P(pending_slot_, l);
       gemm(pm_.layers[l], true, b0, b1, 1, &h, &bias, &P, s.pairs.data());
       const int L = pm_.lanes;
-      std::memcpy(slot_c(pending_slot_, l) + b0 * L, cs_.data() + size_t(l) * Hp + b0 * L,
+      std::memcpy(slot_c(pending_slot_, l) + b0 * L, cs_ + size_t(l) * Hp + b0 * L,
                   size_t(b1 - b0) * L * sizeof(float));
     }
   }
@@ -666,8 +681,8 @@ std::map<std::string, std::string> CpuBackend::facts() const {
   f["cpu_precompute_cores"] = pre.empty() ? "inline (critical thread)" : pre;
   f["cpu_prefetch_bytes"] = std::to_string(prefetch_);
   f["cpu_rewarm"] = rewarm_ && pool_.size() > 0 ? "on" : "off";
-  f["cpu_critical_weights"] = std::to_string(crit_bytes_) + " B in one private block" +
-                              (crit_huge_ ? ", on a transparent huge page (HOTPATH_CPU_HUGEPAGES=1)" : "");
+  f["cpu_critical_weights"] = std::to_string(crit_bytes_) + " B in one private block with the step's scratch" +
+                              (crit_huge_ ? ", madvise'd onto a transparent huge page" : ", 4 KB pages (HOTPATH_CPU_HUGEPAGES=0)");
   return f;
 }
 
