@@ -194,6 +194,9 @@ class CpuBackend final : public Backend {
   bool crit_huge_ = false;
   std::vector<CriticalLayer> crit_;
   const float* crit_head_ = nullptr;
+  const int8_t* crit_head8_ = nullptr;  // int8 with O > kHeadRowMajorMax (then crit_head_ is no fp32 head)
+  const float* crit_head8_scale_ = nullptr;
+  const int32_t* crit_head8_corr_ = nullptr;
   size_t rewarm_offset_ = 0;  // where the next rewarm() starts
   void rewarm();
 
@@ -321,7 +324,14 @@ void CpuBackend::build_critical_arena(bool huge, int kmax) {
       pieces.push_back({l.wih32.data(), l.wih32.size() * 4});
     }
   }
-  pieces.push_back({pm_.head_w.data(), pm_.head_w.size() * 4});
+  const bool head8 = pm_.head8.size() > 0;
+  if (head8) {
+    pieces.push_back({pm_.head8_scale.data(), pm_.head8_scale.size() * 4});
+    pieces.push_back({pm_.head8_corr.data(), pm_.head8_corr.size() * 4});
+    pieces.push_back({pm_.head8.data(), pm_.head8.size()});
+  } else {
+    pieces.push_back({pm_.head_w.data(), pm_.head_w.size() * 4});
+  }
   const size_t weights = pieces.size();
   // scratch (zeroed): x, h and c of every layer, z, the activations (bf16 pairs or int8's bytes)
   const size_t hc = size_t(pm_.Hp) * pm_.num_layers * 4;
@@ -349,6 +359,11 @@ void CpuBackend::build_critical_arena(bool huge, int kmax) {
     }
   }
   crit_head_ = reinterpret_cast<const float*>(crit_arena_.data() + pieces[weights - 1].at);
+  if (head8) {
+    crit_head8_ = reinterpret_cast<const int8_t*>(crit_head_);
+    crit_head8_scale_ = reinterpret_cast<const float*>(crit_arena_.data() + pieces[weights - 3].at);
+    crit_head8_corr_ = reinterpret_cast<const int32_t*>(crit_arena_.data() + pieces[weights - 2].at);
+  }
   auto at = [&](size_t k) { return crit_arena_.data() + pieces[weights + k].at; };
   xbuf_ = reinterpret_cast<float*>(at(0));
   hs_ = reinterpret_cast<float*>(at(1));
@@ -415,7 +430,11 @@ void CpuBackend::step(std::span<const float> x, std::span<float> out) {
                    crit_pairs_, prefetch_);
     in = h;
   }
-  k_->head(crit_head_, pm_.head_bias ? pm_.head_b.data() : nullptr, pm_.O, Hp, in, z_);
+  if (crit_head8_)
+    k_->head_i8[int8_act_](crit_head8_, crit_head8_scale_, crit_head8_corr_, pm_.head_bias ? pm_.head_b.data() : nullptr,
+                           pm_.O, pm_.H, in, z_, reinterpret_cast<uint8_t*>(crit_pairs_));
+  else
+    k_->head(crit_head_, pm_.head_bias ? pm_.head_b.data() : nullptr, pm_.O, Hp, in, z_);
   for (int o = 0; o < pm_.O; ++o) out[o] = z_[o];
 
   // Off the critical path from here.

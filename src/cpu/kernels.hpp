@@ -68,6 +68,11 @@ struct KernelTable {
   // 2 * (kdim + 64) bytes.
   void (*crit_i8[2])(const int8_t* W, const float* scale, const int32_t* corr, int kdim, int nb, const float* x,
                      const float* P, const float* c_in, float* h_out, float* c_out, uint8_t* scratch, int prefetch);
+  // int8 head for O > kHeadRowMajorMax: z = W·h + b with W [ceil(O/lanes)][KQ][lanes][4] int8 (outputs in
+  // lanes; scale and corr per output, [Op]), h quantized as in crit_i8 ([0] 8-bit, [1] 16-bit); b may be
+  // null; z needs room for O rounded up to lanes.
+  void (*head_i8[2])(const int8_t* W, const float* scale, const int32_t* corr, const float* b, int O, int kdim,
+                     const float* h, float* z, uint8_t* scratch);
   // The fast activations, exposed for their accuracy test.
   void (*tanh)(const float* x, float* y, size_t n);
   void (*sigmoid)(const float* x, float* y, size_t n);

@@ -208,6 +208,25 @@ void crit_bf16_dot(const uint32_t* W, int kdim, int nb, const float* x, const fl
   }
 }
 
+// The activation bytes of crit_i8 / head_i8 in scratch: *hi (the 8-bit bytes, or the 16-bit hi bytes)
+// and *lo (16-bit only) as quads; returns the scale of one step of q.
+template <class T, bool ACT16>
+inline float quantize_activations(const float* x, int kdim, uint8_t* scratch, const uint32_t** hi,
+                                  const uint32_t** lo) {
+  const int KQ = int8_quads(kdim);
+  const float amax = T::absmax(x, kdim);
+  const float qmax = ACT16 ? 32767.0f : 127.0f;
+  const float inv = amax > 0.0f ? qmax / amax : 0.0f;
+  uint8_t* second = scratch + (kdim + 64) / 64 * 64;
+  if constexpr (ACT16)
+    T::quant16(x, kdim, inv, scratch, second, KQ * 4);
+  else
+    T::quant8(x, kdim, inv, scratch, KQ * 4);
+  *hi = reinterpret_cast<const uint32_t*>(scratch);
+  *lo = reinterpret_cast<const uint32_t*>(second);
+  return amax / qmax;
+}
+
 // Critical step, int8 weights (kernels.hpp: layout). The activations are quantized once per call:
 // ACT16 false: xq = round(x * 127 / max|x|) + 128 as unsigned bytes (one vpdpbusd per weight vector,
 // even and odd quads in separate accumulators: 8 chains); ACT16 true: q = round(x * 32767 / max|x|) =
@@ -221,16 +240,9 @@ void crit_i8(const int8_t* W8, const float* wscale, const int32_t* corr, int kdi
     using V = typename T::V;
     using VI = typename T::VI;
     const int KQ = int8_quads(kdim);
-    const float amax = T::absmax(x, kdim);
-    const float qmax = ACT16 ? 32767.0f : 127.0f;
-    const float inv = amax > 0.0f ? qmax / amax : 0.0f;
-    const V xs = T::set1(amax / qmax);
-    const uint32_t* xh = reinterpret_cast<const uint32_t*>(scratch);
-    const uint32_t* xl = reinterpret_cast<const uint32_t*>(scratch + (kdim + 64) / 64 * 64);
-    if constexpr (ACT16)
-      T::quant16(x, kdim, inv, scratch, scratch + (kdim + 64) / 64 * 64, KQ * 4);
-    else
-      T::quant8(x, kdim, inv, scratch, KQ * 4);
+    const uint32_t* xh;
+    const uint32_t* xl;
+    const V xs = T::set1(quantize_activations<T, ACT16>(x, kdim, scratch, &xh, &xl));
     const uint32_t* W = reinterpret_cast<const uint32_t*>(W8);
     const long bstride = long(KQ) * 4 * L;  // uint32 words per block of units
     for (int b = 0; b < nb; ++b) {
@@ -284,6 +296,43 @@ void crit_i8(const int8_t* W8, const float* wscale, const int32_t* corr, int kdi
   } else {
     (void)W8, (void)wscale, (void)corr, (void)kdim, (void)nb, (void)x, (void)P, (void)c_in, (void)h_out,
         (void)c_out, (void)scratch, (void)pf;
+  }
+}
+
+// The int8 head (kernels.hpp): outputs in lanes, two accumulator chains (even and odd quads).
+template <class T, bool ACT16>
+void head_i8(const int8_t* W8, const float* wscale, const int32_t* corr, const float* bias, int O, int kdim,
+             const float* h, float* z, uint8_t* scratch) {
+  if constexpr (T::kHasVnni) {
+    constexpr int L = T::L;
+    using V = typename T::V;
+    using VI = typename T::VI;
+    const int KQ = int8_quads(kdim);
+    const uint32_t* xh;
+    const uint32_t* xl;
+    const V xs = T::set1(quantize_activations<T, ACT16>(h, kdim, scratch, &xh, &xl));
+    const uint32_t* W = reinterpret_cast<const uint32_t*>(W8);
+    for (int ob = 0; ob < (O + L - 1) / L; ++ob) {
+      const uint32_t* w = W + long(ob) * KQ * L;
+      VI h0 = T::zeroi(), h1 = T::zeroi(), l0 = T::zeroi(), l1 = T::zeroi();
+      for (int kq = 0; kq < KQ; kq += 2, w += 2 * L) {
+        const VI w0 = T::loadi(w), w1 = T::loadi(w + L);
+        h0 = T::dpbusd(h0, T::bcast_pair(xh[kq]), w0);
+        h1 = T::dpbusd(h1, T::bcast_pair(xh[kq + 1]), w1);
+        if constexpr (ACT16) {
+          l0 = T::dpbusd(l0, T::bcast_pair(xl[kq]), w0);
+          l1 = T::dpbusd(l1, T::bcast_pair(xl[kq + 1]), w1);
+        }
+      }
+      const V s = T::mul(xs, T::loadu(wscale + ob * L));
+      const VI hi = T::subi(T::addi(h0, h1), T::loadui(corr + ob * L));
+      V v = ACT16 ? T::fma(T::cvti(hi), T::set1(256.0f), T::cvti(T::addi(l0, l1))) : T::cvti(hi);
+      v = T::mul(v, s);
+      if (bias) v = T::add(v, T::loadu(bias + ob * L));
+      T::storeu(z + ob * L, v);
+    }
+  } else {
+    (void)W8, (void)wscale, (void)corr, (void)bias, (void)O, (void)kdim, (void)h, (void)z, (void)scratch;
   }
 }
 
@@ -500,6 +549,8 @@ KernelTable make_table(const char* isa) {
   if constexpr (T::kHasVnni) {
     t.crit_i8[0] = &crit_i8<T, false>;
     t.crit_i8[1] = &crit_i8<T, true>;
+    t.head_i8[0] = &head_i8<T, false>;
+    t.head_i8[1] = &head_i8<T, true>;
   }
   t.cell = &cell<T>;
   t.head = &head<T>;

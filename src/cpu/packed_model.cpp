@@ -77,7 +77,7 @@ std::vector<double> dequantized(const Int8Rows& q) {
 }  // namespace
 
 size_t PackedModel::critical_weight_bytes() const {
-  size_t bytes = head_w.size() * sizeof(float);
+  size_t bytes = head8.size() ? head8.size() + head8_scale.size() * 4 + head8_corr.size() * 4 : head_w.size() * 4;
   for (const auto& l : layers)
     bytes += int8 ? l.wih8.size() + l.wih8_scale.size() * 4 + l.wih8_corr.size() * 4
                   : bf16 ? l.wih16.size() * 4 : l.wih32.size() * 4;
@@ -131,7 +131,24 @@ PackedModel pack_model(const Model& model, int lanes, WeightFormat format) {
   }
   p.head_w = AlignedArray<float>(size_t(p.Op) * p.Hp);
   const bool row_major = p.O <= kHeadRowMajorMax;
-  const std::vector<double> head_src = p.int8 ? dequantized(quantize_rows_int8(model.head_w, p.O, H)) : model.head_w;
+  const Int8Rows head_q = p.int8 ? quantize_rows_int8(model.head_w, p.O, H) : Int8Rows{};
+  const std::vector<double> head_src = p.int8 ? dequantized(head_q) : model.head_w;
+  if (p.int8 && p.O > kHeadRowMajorMax) {
+    const int KQ = int8_quads(H), nob = p.Op / lanes;
+    p.head8 = AlignedArray<int8_t>(size_t(nob) * KQ * lanes * 4);
+    p.head8_scale = AlignedArray<float>(p.Op);
+    p.head8_corr = AlignedArray<int32_t>(p.Op);
+    for (int o = 0; o < p.O; ++o) {
+      int32_t sum = 0;
+      for (int k = 0; k < H; ++k) {
+        const int8_t v = head_q.q[size_t(o) * H + k];
+        sum += v;
+        p.head8[((size_t(o / lanes) * KQ + k / 4) * lanes + o % lanes) * 4 + k % 4] = v;
+      }
+      p.head8_scale[o] = head_q.scale[o];
+      p.head8_corr[o] = 128 * sum;
+    }
+  }
   for (int o = 0; o < p.O; ++o)
     for (int k = 0; k < H; ++k) {
       const float w = round_weight(head_src[size_t(o) * H + k], bf16);

@@ -30,6 +30,11 @@ struct PackedModel {
   std::vector<PackedLayer> layers;
   AlignedArray<float> head_w;  // kernels.hpp: row-major [O][Hp] or [Op/lanes][Hp][lanes]
   AlignedArray<float> head_b;  // [Op]
+  // int8 with O > kHeadRowMajorMax: the head in int8 too (kernels.hpp: head_i8); head_w keeps the
+  // dequantized values.
+  AlignedArray<int8_t> head8;
+  AlignedArray<float> head8_scale;   // [Op]
+  AlignedArray<int32_t> head8_corr;  // [Op]
   size_t gate_floats() const { return size_t(nb) * 4 * lanes; }  // one gate vector, [nb][4][lanes]
   // Bytes of weights the critical step streams per tick: every W_ih and the head.
   size_t critical_weight_bytes() const;
