@@ -42,12 +42,11 @@ variant() {  # name, then environment assignments
 }
 variant default
 variant act8 HOTPATH_CPU_INT8_ACT=8
-variant hugepages HOTPATH_CPU_HUGEPAGES=1
-variant no-prefetch HOTPATH_CPU_PREFETCH=0
-variant no-rewarm HOTPATH_CPU_REWARM=0
+variant no-hugepages HOTPATH_CPU_HUGEPAGES=0
+[ "${ALL_VARIANTS:-0}" = 1 ] && { variant no-prefetch HOTPATH_CPU_PREFETCH=0; variant no-rewarm HOTPATH_CPU_REWARM=0; }
 
 # The standard runs through the CLI: tick latency from due to answer, error checked against float64.
-run() {  # name, then hotpath arguments
+run() {  # name, then hotpath arguments (environment assignments before `run` apply to it)
   local name=$1; shift
   say "== $name: hotpath $*"
   timeout 200 "$BUILD/hotpath" "$@" --json "$R/$name.json" 2>&1 | tail -14 | tee -a "$LOG"
@@ -58,6 +57,19 @@ for p in fp32 bf16 int8; do
   run "vollo_tiny_streaming_$p" bench --model vollo_tiny --backend cpu --precision $p --mode streaming \
     --ticks "$TICKS" --cpuset 2,3-14
 done
+# 8-bit activations (faster, not within the int8 bound in general: the run says whether it is here)
+HOTPATH_CPU_INT8_ACT=8 run lstm_s_window_int8_act8 bench --model lstm_s --backend cpu --precision int8 --mode window \
+  --ticks "$TICKS" --cpuset 2,3-14
+HOTPATH_CPU_INT8_ACT=8 run vollo_tiny_streaming_int8_act8 bench --model vollo_tiny --backend cpu --precision int8 \
+  --mode streaming --ticks "$TICKS" --cpuset 2,3-14
+# The first ticks of an engine not warmed on creation
+run lstm_s_window_int8_nowarm bench --model lstm_s --backend cpu --precision int8 --mode window --ticks 20000 \
+  --cpuset 2,3-14 --no-warm
+run vollo_tiny_streaming_int8_nowarm bench --model vollo_tiny --backend cpu --precision int8 --mode streaming \
+  --ticks 20000 --cpuset 2,3-14 --no-warm
+# The precompute workers against the critical core: the same run on 1, 4 and (above) 12 workers
+run lstm_s_window_int8_w1 bench --model lstm_s --backend cpu --precision int8 --mode window --ticks $((TICKS / 4)) --cpuset 2,3
+run lstm_s_window_int8_w4 bench --model lstm_s --backend cpu --precision int8 --mode window --ticks $((TICKS / 4)) --cpuset 2,3-6
 [ "${LSTM_M:-1}" = 1 ] && run lstm_m_window_int8 bench --model lstm_m --backend cpu --precision int8 --mode window \
   --ticks $((TICKS / 8)) --cpuset 2,3-14
 say "done"

@@ -11,7 +11,10 @@
 #   BENCH_CPU=0 / TORCH_CASE=0   skip gpu-bench.sh's cpu runs / its fresh PyTorch golden case
 #   PY_TESTS=0   skip the Python package's tests (pytest, GPU and torch included) and overhead benchmark
 #   CAPI_BENCH=0   skip the C ABI's overhead benchmark (bench_capi_overhead, cpu backend, pinned)
-#   ENGINE_TESTS=0   skip the engine layer's tests (test_engine: auto on this GPU, the fallback, the shadow)
+#   ENGINE_TESTS=0   skip the engine layer's tests (test_engine: auto on this GPU, the fallback, the shadow;
+#                    test_scaling: the input scalers' leak test on every backend, cuda included)
+#   CPU_BENCH=1    also run scripts/cpu-bench.sh (issue 15's CPU benchmarks: its own CPU-only build)
+#   FIRST_TICKS=1  also the cuda first-tick runs (lstm_s window, warm and --no-warm)
 #   GPU_LABELS=re   the CTest labels the ctest -j8 run takes (default: every executable that launches kernels)
 #
 # The golden cases are the repository's own (tests/data/golden), so nothing needs carrying.
@@ -86,6 +89,9 @@ if [ "${ENGINE_TESTS:-1}" = 1 ]; then
   ninja -C "$BUILD" -j"$JOBS" test_engine >>"$LOG" 2>&1 && timeout 200 "$BUILD/tests/engine/test_engine" >"$OUT/engine-tests.log" 2>&1
   say "engine tests rc=$?"
   grep -E '^\[auto|FAILED|PASSED|Failure' "$OUT/engine-tests.log" | head -20 | tee -a "$LOG"
+  ninja -C "$BUILD" -j"$JOBS" test_scaling >>"$LOG" 2>&1 && timeout 200 "$BUILD/tests/engine/test_scaling" >>"$OUT/engine-tests.log" 2>&1
+  say "scaling tests rc=$?"
+  grep -E 'FAILED|PASSED|Failure|SKIPPED' "$OUT/engine-tests.log" | tail -5 | tee -a "$LOG"
 fi
 
 # The C ABI's cost over Engine::step (issue 12: <= 50 ns), on a quiet pinned core of this Xeon.
@@ -105,7 +111,7 @@ fi
 # The same GPU tests through ctest -j8: the `gpu` resource lock must give the verdict of the run alone.
 if [ "${PARALLEL_TESTS:-1}" = 1 ]; then
   say "GPU tests under ctest -j8"
-  timeout 400 ctest --test-dir "$BUILD" -j8 -L "${GPU_LABELS:-^(test_cuda_backend|test_engine|test_capi_gpu|capi_package)\$}" \
+  timeout 400 ctest --test-dir "$BUILD" -j8 -L "${GPU_LABELS:-^(test_cuda_backend|test_engine|test_scaling|test_capi_gpu|capi_package)\$}" \
     --output-on-failure >"$OUT/ctest-j8.log" 2>&1
   say "ctest -j8 rc=$?"
   grep -E 'tests passed|tests failed|\(Failed\)|Timeout' "$OUT/ctest-j8.log" | head -20 | tee -a "$LOG"
@@ -157,5 +163,18 @@ if [ "$HAVE_CLI" = 1 ] && [ "${SOAK:-0}" = 1 ]; then
   say "soak"
   scripts/gpu-soak.sh "$BUILD" "$OUT" soak 2>&1 | tee -a "$LOG"
 fi
+# First ticks on the GPU (issue 15): the engine warmed on creation, and not.
+if [ "$HAVE_CLI" = 1 ] && [ "${FIRST_TICKS:-0}" = 1 ]; then
+  for warm in warm no-warm; do
+    say "cuda first ticks, $warm"
+    flag=(); [ $warm = no-warm ] && flag=(--no-warm)
+    timeout 120 "$BUILD/hotpath" bench --model lstm_s --backend cuda --mode window --ticks 100000 --cpuset 2 "${flag[@]}" \
+      --json "$OUT/cuda-first-ticks-$warm.json" 2>&1 | grep -E 'tick latency|ping-pong|first 10|error vs' | tee -a "$LOG"
+  done
+fi
 # ---- end of hotpath bench section ------------------------------------------------------------------
+# The CPU path's benchmarks (issue 15), on this machine's Xeon.
+if [ "${CPU_BENCH:-0}" = 1 ]; then
+  scripts/cpu-bench.sh "$OUT" "${CPU_BENCH_TICKS:-200000}" 2>&1 | tail -3 | tee -a "$LOG"
+fi
 say "done"
