@@ -131,7 +131,7 @@ typedef struct hotpath_engine_options {
   const char* fallback;   /* NULL or "": none; "cpu": a CPU backend answers when the GPU (cuda) is late;
                              refused for "ref"/"cpu", dropped when "auto" picks the CPU */
   const char* variant;    /* backend kernel variant; NULL or "": the backend's default */
-  /* The first layout (hotpath 0.1.0) ended here. */
+  /* The first layout ended here: a program built against it passes a struct_size that stops here. */
   const char* scaler;     /* input scaling, as the CLI's --scaler: "none", "model" (the model file's
                              input_scaler tensors) or "rolling:N" (mean and std of the past N ticks, N in
                              2..1,000,000); NULL or "": "model" when the model carries a scaler, else
@@ -161,7 +161,7 @@ typedef struct hotpath_engine_info {
   int input_size;           /* I: floats per tick input */
   int output_size;          /* O: floats per tick output */
   const char* choice_note;  /* why "auto" chose this backend; "" when the backend was named */
-  /* The first layout (hotpath 0.1.0) ended here. */
+  /* The first layout ended here: a program built against it passes a struct_size that stops here. */
   const char* scaler;       /* the input scaling in force (the default resolved): "none", "model",
                                "rolling:N" */
   int64_t warm_ticks;       /* synthetic ticks of the warm-up on open; 0: not warmed (no_warm) */

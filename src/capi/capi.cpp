@@ -117,7 +117,7 @@ bool covers(size_t size, F S::*field) {
   return offset + sizeof(F) <= size;
 }
 
-// The first layout of each struct (hotpath 0.1.0) ended with these fields: a caller built against that
+// The first layout of each struct ended with these fields: a caller built against that
 // header declares at least this much. Fields added since go at the end.
 constexpr size_t kFirstOptionsSize = offsetof(hotpath_engine_options, variant) + sizeof(const char*);
 constexpr size_t kFirstEngineInfoSize = offsetof(hotpath_engine_info, choice_note) + sizeof(const char*);

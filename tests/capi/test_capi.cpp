@@ -342,7 +342,7 @@ TEST(CapiEngine, OptionsOfALaterVersion) {
   expect_open_fails(m.get(), &later.known, HOTPATH_ERROR_UNSUPPORTED, "does not know");
 }
 
-// A caller built against the first header (hotpath 0.1.0, before `scaler` and `no_warm`) passes its
+// A caller built against the first header (before `scaler` and `no_warm`) passes its
 // smaller struct: it opens, and the fields its size does not cover are never read (they take their
 // defaults, whatever lies in memory after the struct).
 TEST(CapiEngine, OptionsOfAnOlderVersion) {
