@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of fuzz/corpus/<target>/: the small golden files of tests/data/golden and
-hand-made edge cases (valid files and near misses). Plain Python, no torch. Run from the repository
-root: python3 fuzz/make_seeds.py"""
+hand-made edge cases (valid files and near misses; for fuzz_npy, .npy files laid out as numpy writes
+them). Plain Python, no torch or numpy. Run from the repository root: python3 fuzz/make_seeds.py"""
 import json
 import math
 import os
@@ -132,6 +132,54 @@ def loader_seeds():
     write(t, "too_many_layers", st_file(lstm(L=65, I=1, H=1, O=1, bias=False)))
 
 
+def npy_file(header, data=b"", version=(1, 0), pad=True, length=None):
+    """A .npy file as numpy writes it: magic, version, header length (2 bytes in 1.0, 4 after), the
+    header dict padded with spaces and a newline so the data starts on a 64-byte boundary, the data."""
+    h = header.encode("latin1")
+    len_bytes = 2 if version[0] == 1 else 4
+    if pad:
+        h += b" " * (-(len(h) + 1 + 8 + len_bytes) % 64) + b"\n"
+    n = len(h) if length is None else length
+    return b"\x93NUMPY" + bytes(version) + n.to_bytes(len_bytes, "little") + h + data
+
+
+def npy_seeds():
+    t = "fuzz_npy"
+    f4 = struct.pack("<6f", 1.5, -2.0, 0.0, 3.25, -0.0, 1e30)
+    f8 = struct.pack("<4d", math.pi, -1e300, 5e-324, 2.0)
+    write(t, "f4_v1", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }", f4))
+    write(t, "f8_v2", npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }", f8, version=(2, 0)))
+    write(t, "f4_v3_native", npy_file("{'descr': '=f4', 'fortran_order': False, 'shape': (1, 6), }", f4,
+                                      version=(3, 0)))
+    write(t, "empty_rows", npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (0, 7), }"))
+    write(t, "spaces_double_quotes", npy_file('{ "shape" : ( 2 ,3 ) , "descr":"<f4","fortran_order":False}', f4,
+                                              pad=False))
+    write(t, "nan_inf", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3), }",
+                                 struct.pack("<3f", math.nan, math.inf, -math.inf)))
+    # Near misses, refused: each a different check.
+    write(t, "bad_magic", b"\x93NUMPZ" + npy_file("{}")[6:])
+    write(t, "version_4", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1), }", f4[:4],
+                                   version=(4, 0)))
+    write(t, "length_cut", b"\x93NUMPY\x02\x00\x10")
+    write(t, "header_past_end", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1), }",
+                                         version=(2, 0), length=1 << 30))
+    write(t, "fortran", npy_file("{'descr': '<f4', 'fortran_order': True, 'shape': (3, 2), }", f4))
+    write(t, "three_dims", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 2), }", f4))
+    write(t, "big_endian", npy_file("{'descr': '>f4', 'fortran_order': False, 'shape': (3, 2), }", f4))
+    write(t, "int32", npy_file("{'descr': '<i4', 'fortran_order': False, 'shape': (3, 2), }", f4))
+    write(t, "structured", npy_file("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (6,), }", f4))
+    write(t, "duplicate_key", npy_file("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }",
+                                       f4))
+    write(t, "no_shape", npy_file("{'descr': '<f4', 'fortran_order': False, }", f4))
+    write(t, "truncated_data", npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }", f8[:-3]))
+    write(t, "trailing_data", npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2), }", f8))
+    write(t, "huge_shape", npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
+                                    f8))
+    write(t, "unterminated", npy_file("{'descr': '<f4, 'fortran_order': False, 'shape': (3, 2)", f4, pad=False))
+    write(t, "text_after", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), } x", f4, pad=False))
+
+
 if __name__ == "__main__":
     safetensors_seeds()
     loader_seeds()
+    npy_seeds()

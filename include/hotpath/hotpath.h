@@ -113,13 +113,15 @@ typedef struct hotpath_engine hotpath_engine;
 
 /* Options of a new engine. Start from HOTPATH_ENGINE_OPTIONS_INIT (or zero every byte and set
  * struct_size = sizeof(hotpath_engine_options)): a zero or NULL field means the default. Fields added
- * by later versions go at the end and default to zero, so code built against this header keeps working. */
+ * by later versions go at the end and default to zero, so code built against this header keeps working:
+ * a library reads the struct within struct_size only, and gives every field that size does not cover
+ * its default (an older, smaller struct works with a newer library). */
 typedef struct hotpath_engine_options {
   size_t struct_size;     /* sizeof(hotpath_engine_options) */
   const char* backend;    /* "auto" (NULL), "ref", "cpu", "cuda". auto: cuda when a GPU is usable and the
                              model fits its kernels, else cpu */
-  const char* precision;  /* NULL: the backend's default; "fp64" (ref), "fp32", "bf16" (cpu), "fp16",
-                             "bf16" (cuda) */
+  const char* precision;  /* NULL: the backend's default; "fp64" (ref), "fp32", "bf16", "int8" (cpu),
+                             "fp16", "bf16" (cuda) */
   const char* mode;       /* "window" (NULL) or "streaming"; "batch": hotpath_engine_run_batch only */
   int window;             /* W in window mode; 0: the model's metadata window */
   int device;             /* CUDA device ordinal */
@@ -129,28 +131,41 @@ typedef struct hotpath_engine_options {
   const char* fallback;   /* NULL or "": none; "cpu": a CPU backend answers when the GPU (cuda) is late;
                              refused for "ref"/"cpu", dropped when "auto" picks the CPU */
   const char* variant;    /* backend kernel variant; NULL or "": the backend's default */
+  /* The first layout ended here: a program built against it passes a struct_size that stops here. */
+  const char* scaler;     /* input scaling, as the CLI's --scaler: "none", "model" (the model file's
+                             input_scaler tensors) or "rolling:N" (mean and std of the past N ticks, N in
+                             2..1,000,000); NULL or "": "model" when the model carries a scaler, else
+                             "none" */
+  int no_warm;            /* 0: the engine is warmed on open (synthetic ticks on the critical core, then
+                             a reset); nonzero: not (its first ticks meet a cold backend) */
 } hotpath_engine_options;
 
 #define HOTPATH_ENGINE_OPTIONS_INIT \
-  { sizeof(hotpath_engine_options), NULL, NULL, NULL, 0, 0, NULL, 0.0, NULL, NULL }
+  { sizeof(hotpath_engine_options), NULL, NULL, NULL, 0, 0, NULL, 0.0, NULL, NULL, NULL, 0 }
 
 /* Creates an engine serving a copy of model (the model may be closed afterwards). options may be NULL
  * (all defaults). HOTPATH_ERROR_UNSUPPORTED when the chosen backend cannot serve the model here. */
 HOTPATH_API hotpath_status hotpath_engine_open(const hotpath_model* model, const hotpath_engine_options* options,
                                                hotpath_engine** out);
 
-/* What serves the engine. Set struct_size = sizeof(hotpath_engine_info) before the call. Strings are
- * valid while the engine is open. */
+/* What serves the engine. Set struct_size = sizeof(hotpath_engine_info) before the call: only the fields
+ * within struct_size are written (an older, smaller struct gets the fields it has). Strings are valid
+ * while the engine is open. */
 typedef struct hotpath_engine_info {
   size_t struct_size;
   const char* backend;      /* the backend serving ("auto" resolved), e.g. "cpu" */
   const char* variant;      /* its kernel variant, e.g. "avx512-bf16" */
-  const char* precision;    /* "fp64", "fp32", "fp16", "bf16" */
+  const char* precision;    /* "fp64", "fp32", "fp16", "bf16", "int8" */
   const char* mode;         /* "window", "streaming", "batch" */
   int window;               /* W in window mode, 1 otherwise */
   int input_size;           /* I: floats per tick input */
   int output_size;          /* O: floats per tick output */
   const char* choice_note;  /* why "auto" chose this backend; "" when the backend was named */
+  /* The first layout ended here: a program built against it passes a struct_size that stops here. */
+  const char* scaler;       /* the input scaling in force (the default resolved): "none", "model",
+                               "rolling:N" */
+  int64_t warm_ticks;       /* synthetic ticks of the warm-up on open; 0: not warmed (no_warm) */
+  double warm_seconds;      /* what the warm-up took, its reset included */
 } hotpath_engine_info;
 
 HOTPATH_API hotpath_status hotpath_engine_get_info(const hotpath_engine* engine, hotpath_engine_info* info);

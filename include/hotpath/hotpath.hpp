@@ -80,7 +80,7 @@ class model {
 // The engine's options as the CLI spells them; empty strings and zeros mean the defaults.
 struct engine_options {
   std::string backend = "auto";  // auto | ref | cpu | cuda
-  std::string precision;         // fp64 | fp32 | fp16 | bf16; "": the backend's default
+  std::string precision;         // fp64 | fp32 | fp16 | bf16 | int8; "": the backend's default
   std::string mode = "window";   // window | streaming | batch
   int window = 0;                // 0: the model's metadata window
   int device = 0;
@@ -88,6 +88,8 @@ struct engine_options {
   double timeout_us = 0;         // 0: the default (1 s)
   std::string fallback;          // "" | "cpu"
   std::string variant;
+  std::string scaler;            // none | model | rolling:N; "": model when the model carries one, else none
+  bool warm = true;              // false: no warm-up on open
 };
 
 // A model served by one backend. Move-only; one thread at a time.
@@ -104,6 +106,8 @@ class engine {
     o.timeout_us = options.timeout_us;
     o.fallback = detail::or_null(options.fallback);
     o.variant = detail::or_null(options.variant);
+    o.scaler = detail::or_null(options.scaler);
+    o.no_warm = options.warm ? 0 : 1;
     hotpath_engine* e = nullptr;
     detail::check(hotpath_engine_open(m.get(), &o, &e));
     handle_.reset(e);
@@ -118,6 +122,8 @@ class engine {
   int window() const noexcept { return info_.window; }
   size_t input_size() const noexcept { return size_t(info_.input_size); }
   size_t output_size() const noexcept { return size_t(info_.output_size); }
+  std::string scaler() const { return info_.scaler; }
+  int64_t warm_ticks() const noexcept { return info_.warm_ticks; }  // 0: not warmed
 
   // One tick, zero copy: x[input_len] -> out[output_len].
   void step(const float* x, size_t input_len, float* out, size_t output_len) {
@@ -186,7 +192,8 @@ class engine {
 
  private:
   std::unique_ptr<hotpath_engine, detail::engine_closer> handle_;
-  hotpath_engine_info info_{sizeof(hotpath_engine_info), nullptr, nullptr, nullptr, nullptr, 0, 0, 0, nullptr};
+  hotpath_engine_info info_{sizeof(hotpath_engine_info), nullptr, nullptr, nullptr, nullptr, 0, 0, 0, nullptr,
+                            nullptr, 0, 0.0};
 };
 
 }  // namespace hotpath

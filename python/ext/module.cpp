@@ -264,7 +264,8 @@ nb::object time_step_cpp(PyEngine& self, nb::handle x_in, size_t n) {
 hotpath::EngineOptions engine_options(const std::string& backend, const std::optional<std::string>& precision,
                                       const std::string& mode, std::optional<int> window, int device,
                                       nb::handle cpuset, double timeout_us, const std::optional<std::string>& fallback,
-                                      const std::optional<std::string>& variant) {
+                                      const std::optional<std::string>& variant, const std::optional<std::string>& scaler,
+                                      bool warm) {
   hotpath::EngineOptions o;
   o.backend = backend;
   if (precision) o.precision = hotpath::parse_precision(*precision);
@@ -276,6 +277,8 @@ hotpath::EngineOptions engine_options(const std::string& backend, const std::opt
   o.timeout_us = timeout_us;
   o.fallback = fallback.value_or("");
   o.variant = variant.value_or("");
+  if (scaler) o.scaler = hotpath::parse_scaler(*scaler);  // None: the model's scaler when it has one
+  o.warm = warm;
   return o;
 }
 
@@ -396,12 +399,13 @@ NB_MODULE(_hotpath, m) {
           "__init__",
           [](PyEngine* self, nb::object model, const std::string& backend, std::optional<std::string> precision,
              const std::string& mode, std::optional<int> window, int device, nb::handle cpuset, double timeout_us,
-             std::optional<std::string> fallback, std::optional<std::string> variant) {
+             std::optional<std::string> fallback, std::optional<std::string> variant,
+             std::optional<std::string> scaler, bool warm) {
             // Anything hotpath.load takes (a path, bytes, a zoo name, a torch module) stands for its model.
             if (!nb::isinstance<hotpath::Model>(model)) model = nb::module_::import_("hotpath").attr("load")(model);
             const hotpath::Model& source = nb::cast<const hotpath::Model&>(model);
             const auto options = engine_options(backend, precision, mode, window, device, cpuset, timeout_us, fallback,
-                                                variant);
+                                                variant, scaler, warm);
             std::unique_ptr<hotpath::Engine> engine;
             {
               nb::gil_scoped_release unlocked;  // a cuda engine launches its kernel here
@@ -415,7 +419,7 @@ NB_MODULE(_hotpath, m) {
           },
           "model"_a, "backend"_a = "auto", "precision"_a = nb::none(), "mode"_a = "window", "window"_a = nb::none(),
           "device"_a = 0, "cpuset"_a = nb::none(), "timeout_us"_a = 1'000'000.0, "fallback"_a = nb::none(),
-          "variant"_a = nb::none())
+          "variant"_a = nb::none(), "scaler"_a = nb::none(), "warm"_a = true)
       .def("step", &step, "x"_a, "out"_a = nb::none(),
            nb::sig("def step(self, x: numpy.typing.ArrayLike, out: numpy.typing.NDArray[numpy.float32] | None = None) "
                    "-> numpy.typing.NDArray[numpy.float32]"),
@@ -471,6 +475,16 @@ NB_MODULE(_hotpath, m) {
       .def_prop_ro("input_size", [](PyEngine& self) { return open_engine(self).input_size(); })
       .def_prop_ro("output_size", [](PyEngine& self) { return open_engine(self).output_size(); })
       .def_prop_ro("choice_note", [](PyEngine& self) { return open_engine(self).choice_note(); })
+      .def_prop_ro("scaler",
+                   [](PyEngine& self) { return hotpath::scaler_name(open_engine(self).scaler()); })
+      .def_prop_ro("warm_up",
+                   [](PyEngine& self) {
+                     const auto& w = open_engine(self).warm_up();
+                     nb::dict d;
+                     d["ticks"] = w.ticks;
+                     d["seconds"] = w.seconds;
+                     return d;
+                   })
       .def_prop_ro("model", [](PyEngine& self) { return self.model; })
       .def("__repr__", [](PyEngine& self) -> std::string {
         if (!self.engine) return "<hotpath.Engine (closed)>";

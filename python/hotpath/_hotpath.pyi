@@ -58,6 +58,10 @@ class _ZooEntry(TypedDict):
     window: Optional[int]
     parameter_count: int
 
+class _WarmUp(TypedDict):
+    ticks: int
+    seconds: float
+
 class Engine:
     """A model served by one backend. One thread at a time per engine (a second thread's call raises
     Error); many engines may run in parallel. The GIL is released while the engine works."""
@@ -74,13 +78,18 @@ class Engine:
         timeout_us: float = 1000000.0,
         fallback: Optional[str] = None,
         variant: Optional[str] = None,
+        scaler: Optional[str] = None,
+        warm: bool = True,
     ) -> None:
         """backend: "auto" (cuda when a GPU is usable and the model fits its kernels, else cpu), "ref",
-        "cpu" or "cuda". precision: "fp32" | "bf16" (cpu), "fp16" | "bf16" (cuda), "fp64" (ref); None:
-        the backend's default. mode: "window" or "streaming". window: W in window mode (None: the
+        "cpu" or "cuda". precision: "fp32" | "bf16" | "int8" (cpu), "fp16" | "bf16" (cuda), "fp64" (ref);
+        None: the backend's default. mode: "window" or "streaming". window: W in window mode (None: the
         model's). cpuset: cores, e.g. "2-5" or [2, 3, 4, 5]: the first runs the step (the calling thread
         is pinned to it), the rest precompute. fallback: "cpu" to answer on the CPU when the GPU is late.
-        `model` may be anything hotpath.load takes."""
+        scaler: input scaling, "none", "model" (the file's input_scaler tensors) or "rolling:N" (mean and
+        std of the past N ticks only); None: "model" when the model carries a scaler, else "none".
+        warm: warm the engine on creation (synthetic ticks, then a reset); False: the first ticks meet a
+        cold backend. `model` may be anything hotpath.load takes."""
     def step(
         self, x: numpy.typing.ArrayLike, out: Optional[numpy.typing.NDArray[numpy.float32]] = None
     ) -> numpy.typing.NDArray[numpy.float32]:
@@ -135,6 +144,12 @@ class Engine:
     @property
     def choice_note(self) -> str:
         """Why "auto" chose its backend; empty when the backend was named."""
+    @property
+    def scaler(self) -> str:
+        """The input scaling in force (None resolved): "none", "model" or "rolling:N"."""
+    @property
+    def warm_up(self) -> _WarmUp:
+        """The warm-up on creation: synthetic ticks run (0: warm=False) and the seconds it took."""
     @property
     def model(self) -> Model: ...
 

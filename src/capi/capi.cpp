@@ -1,7 +1,9 @@
 // The C ABI (include/hotpath/hotpath.h) over the engine layer. Every entry point checks its arguments,
 // calls the engine inside one try block and turns whatever it throws into a status code and the
 // thread's last-error message: no exception leaves this file.
+#include <algorithm>
 #include <charconv>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -107,18 +109,31 @@ bool checked_mul(size_t a, size_t b, size_t* product) { return !__builtin_mul_ov
       return bad_argument(fn ": " #arg " is NULL"); \
   } while (0)
 
-// The options a caller passed, read within the size it declared: fields a later version adds to the end
-// of the struct must be zero (their default) when this library does not know them. (This is the first
-// layout; a later one accepts each earlier size and defaults the fields that size lacks.)
+// Whether a struct of `size` bytes (the caller's struct_size) holds `field` whole.
+template <class S, class F>
+bool covers(size_t size, F S::*field) {
+  static const S probe{};
+  const auto offset = size_t(reinterpret_cast<const char*>(&(probe.*field)) - reinterpret_cast<const char*>(&probe));
+  return offset + sizeof(F) <= size;
+}
+
+// The first layout of each struct ended with these fields: a caller built against that
+// header declares at least this much. Fields added since go at the end.
+constexpr size_t kFirstOptionsSize = offsetof(hotpath_engine_options, variant) + sizeof(const char*);
+constexpr size_t kFirstEngineInfoSize = offsetof(hotpath_engine_info, choice_note) + sizeof(const char*);
+
+// The options a caller passed, read within the size it declared. An older, smaller layout is read as far
+// as it goes and the fields it lacks keep their defaults (zero); a larger one, from a later header, is
+// accepted when the fields this library does not know are zero (their default).
 constexpr size_t kMaxOptionsSize = 1024;
 hotpath_status read_options(const hotpath_engine_options* given, hotpath_engine_options* out) {
   *out = hotpath_engine_options{};
   if (!given) return HOTPATH_OK;
   const size_t size = given->struct_size;
-  if (size < sizeof(hotpath_engine_options))
+  if (size < kFirstOptionsSize)
     return bad_argument("hotpath_engine_open: options->struct_size is ", str(size), ", expected ",
-                        str(sizeof(hotpath_engine_options)),
-                        " (sizeof(hotpath_engine_options); start from HOTPATH_ENGINE_OPTIONS_INIT)");
+                        str(sizeof(hotpath_engine_options)), " (sizeof(hotpath_engine_options), or at least ",
+                        str(kFirstOptionsSize), " from an older header; start from HOTPATH_ENGINE_OPTIONS_INIT)");
   // A later layout adds a few fields, not kilobytes: a size beyond that is garbage (an uninitialised
   // struct), and reading that far could leave the caller's memory.
   if (size > kMaxOptionsSize)
@@ -131,7 +146,11 @@ hotpath_status read_options(const hotpath_engine_options* given, hotpath_engine_
       return failure(HOTPATH_ERROR_UNSUPPORTED, "hotpath_engine_open: options->struct_size is ", str(size),
                      " and sets fields this library (hotpath " HOTPATH_VERSION ") does not know (it knows ",
                      str(sizeof(hotpath_engine_options)), " bytes)");
-  std::memcpy(out, given, sizeof(hotpath_engine_options));
+  std::memcpy(out, given, std::min(size, sizeof(hotpath_engine_options)));
+  // Each field added after the first layout: the default unless the caller's size covers it whole (a
+  // size that ends inside a field is no layout's, and its bytes there are not a value).
+  if (!covers(size, &hotpath_engine_options::scaler)) out->scaler = nullptr;
+  if (!covers(size, &hotpath_engine_options::no_warm)) out->no_warm = 0;
   return HOTPATH_OK;
 }
 
@@ -147,14 +166,16 @@ hotpath::EngineOptions engine_options(const hotpath_engine_options& o) {
   if (o.timeout_us != 0) e.timeout_us = o.timeout_us;
   e.fallback = opt(o.fallback);
   e.variant = opt(o.variant);
+  if (o.scaler && *o.scaler) e.scaler = hotpath::parse_scaler(o.scaler);
+  e.warm = o.no_warm == 0;
   return e;
 }
 
-// A caller's info struct: the declared size must cover this version's fields at least; only this
-// version's fields are written.
+// A caller's info struct: the declared size must cover the first layout's fields at least; only the
+// fields within it are written.
 template <class Info>
-bool info_size_ok(const Info* info) {
-  return info->struct_size >= sizeof(Info);
+bool info_size_ok(const Info* info, size_t first_layout = sizeof(Info)) {
+  return info->struct_size >= first_layout;
 }
 
 }  // namespace
@@ -248,9 +269,10 @@ hotpath_status hotpath_engine_open(const hotpath_model* model, const hotpath_eng
 hotpath_status hotpath_engine_get_info(const hotpath_engine* engine, hotpath_engine_info* info) {
   HOTPATH_CHECK_NOT_NULL("hotpath_engine_get_info", engine);
   HOTPATH_CHECK_NOT_NULL("hotpath_engine_get_info", info);
-  if (!info_size_ok(info))
-    return bad_argument("hotpath_engine_get_info: info->struct_size is ", str(info->struct_size),
-                        ", expected at least ", str(sizeof(hotpath_engine_info)), " (sizeof(hotpath_engine_info))");
+  if (!info_size_ok(info, kFirstEngineInfoSize))
+    return bad_argument("hotpath_engine_get_info: info->struct_size is ", str(info->struct_size), ", expected ",
+                        str(sizeof(hotpath_engine_info)), " (sizeof(hotpath_engine_info), or at least ",
+                        str(kFirstEngineInfoSize), " from an older header)");
   info->backend = engine->backend.c_str();
   info->variant = engine->variant.c_str();
   info->precision = engine->precision.c_str();
@@ -259,6 +281,10 @@ hotpath_status hotpath_engine_get_info(const hotpath_engine* engine, hotpath_eng
   info->input_size = int(engine->input_size);
   info->output_size = int(engine->output_size);
   info->choice_note = engine->choice_note.c_str();
+  const size_t size = info->struct_size;
+  if (covers(size, &hotpath_engine_info::scaler)) info->scaler = engine->scaler.c_str();
+  if (covers(size, &hotpath_engine_info::warm_ticks)) info->warm_ticks = int64_t(engine->engine.warm_up().ticks);
+  if (covers(size, &hotpath_engine_info::warm_seconds)) info->warm_seconds = engine->engine.warm_up().seconds;
   return HOTPATH_OK;
 }
 

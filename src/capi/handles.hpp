@@ -28,7 +28,7 @@ struct hotpath_engine {
   size_t input_size = 0;
   size_t output_size = 0;
   // The strings hotpath_engine_get_info hands out, valid while the engine is open.
-  std::string backend, variant, precision, mode, choice_note;
+  std::string backend, variant, precision, mode, choice_note, scaler;
   int window = 0;
   // The latest snapshots of hotpath_engine_counters / hotpath_engine_facts.
   std::vector<std::pair<std::string, double>> counters;
@@ -43,6 +43,7 @@ struct hotpath_engine {
     precision = hotpath::precision_name(engine.precision());
     mode = hotpath::mode_name(engine.mode());
     choice_note = engine.choice_note();
+    scaler = hotpath::scaler_name(engine.scaler());
     window = engine.window();
   }
 };

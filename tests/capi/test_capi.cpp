@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,7 @@
 #include "capi/handles.hpp"
 #include "common/golden.hpp"
 #include "engine/engine.hpp"
+#include "model/quantize.hpp"
 #include "hotpath/hotpath.h"
 #include "reference/reference.hpp"
 #include "util/error.hpp"
@@ -294,9 +296,14 @@ TEST(CapiEngine, OpenErrors) {
     const hotpath_engine_options c = with(change);
     expect_open_fails(m.get(), &c, status, needle);
   };
+  const std::string first_layout = std::to_string(offsetof(hotpath_engine_options, variant) + sizeof(const char*));
   bad([](auto& c) { c.struct_size = 0; }, HOTPATH_ERROR_INVALID_ARGUMENT,
-      "options->struct_size is 0, expected " + std::to_string(sizeof(hotpath_engine_options)));
+      "options->struct_size is 0, expected " + std::to_string(sizeof(hotpath_engine_options)) +
+          " (sizeof(hotpath_engine_options), or at least " + first_layout + " from an older header");
   bad([](auto& c) { c.struct_size = 8; }, HOTPATH_ERROR_INVALID_ARGUMENT, "options->struct_size is 8");
+  // One byte short of the first layout: no header ever had that size.
+  bad([](auto& c) { c.struct_size = offsetof(hotpath_engine_options, variant) + sizeof(const char*) - 1; },
+      HOTPATH_ERROR_INVALID_ARGUMENT, "or at least " + first_layout);
   // Garbage (an uninitialised struct) is refused before anything beyond the struct is read.
   bad([](auto& c) { c.struct_size = size_t(1) << 40; }, HOTPATH_ERROR_INVALID_ARGUMENT,
       "options->struct_size is " + std::to_string(size_t(1) << 40));
@@ -333,6 +340,173 @@ TEST(CapiEngine, OptionsOfALaterVersion) {
   // ...one that is set asks for something this library cannot do.
   later.unknown_field = 1.0;
   expect_open_fails(m.get(), &later.known, HOTPATH_ERROR_UNSUPPORTED, "does not know");
+}
+
+// A caller built against the first header (before `scaler` and `no_warm`) passes its
+// smaller struct: it opens, and the fields its size does not cover are never read (they take their
+// defaults, whatever lies in memory after the struct).
+TEST(CapiEngine, OptionsOfAnOlderVersion) {
+  const ModelPtr m = open_model(golden_model("tiny"));
+  // The first layout, as that header declared it.
+  struct FirstLayout {
+    size_t struct_size;
+    const char* backend;
+    const char* precision;
+    const char* mode;
+    int window;
+    int device;
+    const char* cpuset;
+    double timeout_us;
+    const char* fallback;
+    const char* variant;
+  };
+  static_assert(sizeof(FirstLayout) <= offsetof(hotpath_engine_options, scaler));
+  // Laid over a full struct whose later fields hold values that would fail or change the open if read.
+  hotpath_engine_options storage = HOTPATH_ENGINE_OPTIONS_INIT;
+  storage.scaler = "bogus";
+  storage.no_warm = 1;
+  FirstLayout old{};
+  old.struct_size = sizeof old;
+  old.backend = "cpu";
+  old.mode = "streaming";
+  std::memcpy(&storage, &old, sizeof old);
+  hotpath_engine* e = nullptr;
+  ASSERT_EQ(hotpath_engine_open(m.get(), &storage, &e), HOTPATH_OK) << last_error();
+  const EnginePtr engine(e);
+  hotpath_engine_info info{};
+  info.struct_size = sizeof info;
+  ASSERT_EQ(hotpath_engine_get_info(e, &info), HOTPATH_OK) << last_error();
+  EXPECT_STREQ(info.backend, "cpu");
+  EXPECT_STREQ(info.mode, "streaming");
+  EXPECT_STREQ(info.scaler, "none");   // the default, not "bogus"
+  EXPECT_GT(info.warm_ticks, 0);       // warmed: no_warm was past the caller's size
+  EXPECT_EQ(info.warm_ticks, e->engine.warm_up().ticks);
+
+  // A size that ends inside a field (no layout's) defaults that field too.
+  hotpath_engine_options split = HOTPATH_ENGINE_OPTIONS_INIT;
+  split.backend = "cpu";
+  split.mode = "streaming";
+  split.scaler = "bogus";
+  split.no_warm = 1;
+  split.struct_size = offsetof(hotpath_engine_options, scaler) + sizeof(const char*) / 2;
+  ASSERT_EQ(hotpath_engine_open(m.get(), &split, &e), HOTPATH_OK) << last_error();
+  hotpath_engine_close(e);
+  // The size up to and including `scaler` reads it (and refuses it), but not no_warm.
+  split.struct_size = offsetof(hotpath_engine_options, scaler) + sizeof(const char*);
+  expect_open_fails(m.get(), &split, HOTPATH_ERROR_INVALID_ARGUMENT, "unknown scaler 'bogus'");
+  split.scaler = "none";
+  ASSERT_EQ(hotpath_engine_open(m.get(), &split, &e), HOTPATH_OK) << last_error();
+  const EnginePtr warmed(e);
+  EXPECT_GT(warmed->engine.warm_up().ticks, 0);
+
+  // An info struct of the first layout: its fields written, nothing after them.
+  hotpath_engine_info old_info;
+  std::memset(&old_info, 0xab, sizeof old_info);
+  old_info.struct_size = offsetof(hotpath_engine_info, scaler);
+  ASSERT_EQ(hotpath_engine_get_info(engine.get(), &old_info), HOTPATH_OK) << last_error();
+  EXPECT_STREQ(old_info.backend, "cpu");
+  EXPECT_EQ(old_info.input_size, 4);
+  const auto* tail = reinterpret_cast<const unsigned char*>(&old_info) + offsetof(hotpath_engine_info, scaler);
+  for (size_t i = 0; i < sizeof(hotpath_engine_info) - offsetof(hotpath_engine_info, scaler); ++i)
+    ASSERT_EQ(tail[i], 0xab) << "byte " << i << " past the caller's struct was written";
+}
+
+// `scaler` (the CLI's --scaler) and the resolved choice in the info.
+TEST(CapiEngine, Scaler) {
+  // tiny with a fixed input scaler, as `hotpath scaler fit` would store it.
+  hotpath::Model scaled = hotpath::open_model(golden_model("tiny"));
+  scaled.input_scaler = hotpath::InputNormalization{{0.5, -1.0, 0.25, 2.0}, {2.0, 0.5, 1.5, 3.0}, ""};
+  const hotpath_model with_scaler{scaled};
+  const ModelPtr without = open_model(golden_model("tiny"));
+  const std::vector<float> x = series(40, 4, 3);
+  const size_t T = 40;
+
+  // The C ABI's outputs and resolved choice against the C++ engine with the same scaler.
+  auto check = [&](const hotpath_model* m, const char* scaler, const char* resolved) {
+    SCOPED_TRACE(scaler ? scaler : "NULL");
+    hotpath_engine_options o = HOTPATH_ENGINE_OPTIONS_INIT;
+    o.backend = "cpu";
+    o.mode = "streaming";
+    o.scaler = scaler;
+    hotpath_engine* e = nullptr;
+    EXPECT_EQ(hotpath_engine_open(m, &o, &e), HOTPATH_OK) << last_error();
+    const EnginePtr engine(e);
+    if (!e) return std::vector<float>{};
+    hotpath_engine_info info{};
+    info.struct_size = sizeof info;
+    EXPECT_EQ(hotpath_engine_get_info(e, &info), HOTPATH_OK);
+    EXPECT_STREQ(info.scaler, resolved);
+    std::vector<float> out(T);
+    EXPECT_EQ(hotpath_engine_run(e, x.data(), T, x.size(), out.data(), out.size()), HOTPATH_OK) << last_error();
+    hotpath::EngineOptions cpp_options;
+    cpp_options.backend = "cpu";
+    cpp_options.mode = hotpath::Mode::streaming;
+    cpp_options.scaler = hotpath::parse_scaler(resolved);
+    hotpath::Engine cpp(m->model, cpp_options);
+    std::vector<float> expected(T);
+    cpp.run(x, T, expected);
+    EXPECT_EQ(out, expected);
+    return out;
+  };
+  const auto by_default = check(&with_scaler, nullptr, "model");
+  EXPECT_EQ(check(&with_scaler, "", "model"), by_default);
+  EXPECT_EQ(check(&with_scaler, "model", "model"), by_default);
+  EXPECT_NE(check(&with_scaler, "none", "none"), by_default);
+  const auto rolling = check(&with_scaler, "rolling:5", "rolling:5");
+  EXPECT_NE(rolling, by_default);
+  EXPECT_EQ(check(without.get(), "rolling:5", "rolling:5"), rolling);  // the file's scaler plays no part
+  EXPECT_EQ(check(without.get(), nullptr, "none"), check(without.get(), "none", "none"));
+
+  // Refusals: the CLI's one line, INVALID_ARGUMENT.
+  TempDir dir;
+  hotpath_engine_options o = HOTPATH_ENGINE_OPTIONS_INIT;
+  o.backend = "cpu";
+  o.mode = "streaming";
+  const std::string tiny = golden_model("tiny");
+  for (const char* bad : {"bogus", "rolling:1", "rolling:", "rolling:x", "Model", "rolling:1000001"}) {
+    SCOPED_TRACE(bad);
+    o.scaler = bad;
+    expect_open_fails(without.get(), &o, HOTPATH_ERROR_INVALID_ARGUMENT, std::string("unknown scaler '") + bad + "'");
+    EXPECT_EQ("hotpath: error: " + last_error() + "\n",
+              cli_stderr(dir, "bench --model " + tiny + " --backend cpu --mode streaming --ticks 10 --scaler " + bad));
+  }
+  o.scaler = "model";
+  expect_open_fails(without.get(), &o, HOTPATH_ERROR_INVALID_ARGUMENT, "carries no input scaler");
+  EXPECT_EQ("hotpath: error: " + last_error() + "\n",
+            cli_stderr(dir, "bench --model " + tiny + " --backend cpu --mode streaming --ticks 10 --scaler model"));
+}
+
+// no_warm: the engine opens cold (no synthetic ticks) and answers exactly as a warmed one.
+TEST(CapiEngine, NoWarm) {
+  const ModelPtr m = open_model(golden_model("multi_out"));
+  const std::vector<float> x = series(30, 16, 1);
+  std::vector<std::vector<float>> outputs;
+  for (int no_warm : {0, 1}) {
+    SCOPED_TRACE(no_warm);
+    hotpath_engine_options o = HOTPATH_ENGINE_OPTIONS_INIT;
+    o.backend = "cpu";
+    o.window = 7;
+    o.no_warm = no_warm;
+    hotpath_engine* e = nullptr;
+    ASSERT_EQ(hotpath_engine_open(m.get(), &o, &e), HOTPATH_OK) << last_error();
+    const EnginePtr engine(e);
+    hotpath_engine_info info{};
+    info.struct_size = sizeof info;
+    ASSERT_EQ(hotpath_engine_get_info(e, &info), HOTPATH_OK);
+    if (no_warm) {
+      EXPECT_EQ(info.warm_ticks, 0);
+      EXPECT_EQ(info.warm_seconds, 0.0);
+    } else {
+      EXPECT_GE(info.warm_ticks, hotpath::engine::kWarmTicks);
+      EXPECT_GT(info.warm_seconds, 0.0);
+    }
+    int64_t ticks = -1;
+    ASSERT_EQ(hotpath_engine_ticks(e, &ticks), HOTPATH_OK);
+    EXPECT_EQ(ticks, 0);  // the warm-up's ticks are not the caller's
+    outputs.emplace_back(30 * 4);
+    ASSERT_EQ(hotpath_engine_run(e, x.data(), 30, x.size(), outputs.back().data(), outputs.back().size()), HOTPATH_OK);
+  }
+  EXPECT_EQ(outputs[0], outputs[1]);
 }
 
 TEST(CapiEngine, NullOptionsAreTheDefaults) {
@@ -385,9 +559,11 @@ TEST(CapiEngine, InfoMatchesTheEngine) {
   EXPECT_EQ(last_error(), "hotpath_engine_get_info: engine is NULL");
   EXPECT_EQ(hotpath_engine_get_info(bf16.get(), nullptr), HOTPATH_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(last_error(), "hotpath_engine_get_info: info is NULL");
-  info.struct_size = sizeof info - 1;
+  // Shorter than the first layout (which ended with choice_note): refused, nothing written.
+  const size_t too_short = offsetof(hotpath_engine_info, choice_note) + sizeof(const char*) - 1;
+  info.struct_size = too_short;
   EXPECT_EQ(hotpath_engine_get_info(bf16.get(), &info), HOTPATH_ERROR_INVALID_ARGUMENT);
-  EXPECT_TRUE(contains(last_error(), "info->struct_size is " + std::to_string(sizeof info - 1))) << last_error();
+  EXPECT_TRUE(contains(last_error(), "info->struct_size is " + std::to_string(too_short))) << last_error();
 }
 
 TEST(CapiEngine, ModelMayBeClosedFirst) {
@@ -697,6 +873,52 @@ INSTANTIATE_TEST_SUITE_P(Cases, CapiGolden,
                            return info.param.name + "_" + info.param.backend + "_" +
                                   (info.param.precision ? info.param.precision : "default");
                          });
+
+// ---- int8 -----------------------------------------------------------------------------------------
+
+// "int8" through the C ABI: within its per-model bound (backend.hpp: 1.5 x the error of float64
+// arithmetic on the int8-rounded weights alone, never above 2e-3) against the float64 reference, and
+// the same floats as the C++ engine.
+TEST(CapiInt8, WithinItsBoundOnTheGoldenCases) {
+  for (const std::string name : {"tiny", "multi_out", "small2x128"}) {
+    const Golden g = load_golden(name);
+    const ModelPtr m = open_model(golden_model(name));
+    const size_t T = g.ticks, O = size_t(g.model.config.output_size);
+    for (const char* mode : {"window", "streaming"}) {
+      SCOPED_TRACE(name + " " + mode);
+      const bool window = std::string(mode) == "window";
+      const EnginePtr e = open_engine(m.get(), {"cpu", "int8", mode, g.window});
+      ASSERT_TRUE(e);
+      hotpath_engine_info info{};
+      info.struct_size = sizeof info;
+      ASSERT_EQ(hotpath_engine_get_info(e.get(), &info), HOTPATH_OK);
+      EXPECT_STREQ(info.precision, "int8");
+      EXPECT_TRUE(contains(info.variant, "int8")) << info.variant;
+      std::vector<double> z(T * O);
+      ASSERT_EQ(hotpath_engine_run_f64(e.get(), g.inputs.data(), T, g.inputs.size(), z.data(), z.size()), HOTPATH_OK)
+          << last_error();
+      auto reference = [&](const hotpath::Model& model) {
+        return window ? hotpath::reference::sliding_window(model, g.inputs, T, g.window)
+                      : hotpath::reference::streaming(model, g.inputs, T);
+      };
+      const auto exact = reference(g.model);
+      const double rounding = hotpath::reference::normalized_error(reference(hotpath::int8_rounded(g.model)), exact);
+      const double bound = hotpath::int8_error_bound(rounding);
+      EXPECT_GT(rounding, 0.0);
+      EXPECT_LE(hotpath::reference::normalized_error(z, exact), bound);
+
+      hotpath::EngineOptions options;
+      options.backend = "cpu";
+      options.precision = hotpath::Precision::int8;
+      options.mode = hotpath::parse_mode(mode);
+      options.window = g.window;
+      hotpath::Engine cpp(g.model, options);
+      std::vector<double> expected(T * O);
+      cpp.run(g.inputs, T, std::span<double>(expected));
+      EXPECT_EQ(z, expected);
+    }
+  }
+}
 
 // ---- what each exception becomes ---------------------------------------------------------------
 

@@ -60,6 +60,32 @@ TEST(CapiCpp, ModelAndEngine) {
   EXPECT_EQ(moved.ticks(), 1);
 }
 
+TEST(CapiCpp, ScalerWarmAndInt8) {
+  const hotpath::model m = hotpath::model::open(kTiny);
+  hotpath::engine_options o;
+  o.backend = "cpu";
+  o.mode = "streaming";
+  const hotpath::engine plain(m, o);
+  EXPECT_EQ(plain.scaler(), "none");
+  EXPECT_GT(plain.warm_ticks(), 0);
+  o.scaler = "rolling:3";
+  o.warm = false;
+  o.precision = "int8";
+  hotpath::engine e(m, o);
+  EXPECT_EQ(e.scaler(), "rolling:3");
+  EXPECT_EQ(e.warm_ticks(), 0);
+  EXPECT_EQ(e.precision(), "int8");
+  EXPECT_EQ(e.run(inputs(4 * 6)).size(), 6u);
+  o.scaler = "rolling";
+  try {
+    hotpath::engine bad(m, o);
+    FAIL() << "no exception";
+  } catch (const hotpath::error& err) {
+    EXPECT_EQ(err.status(), HOTPATH_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(err.what()).find("unknown scaler 'rolling'"), std::string::npos) << err.what();
+  }
+}
+
 TEST(CapiCpp, ErrorsThrowWithStatusAndMessage) {
   try {
     (void)hotpath::model::open("/nonexistent/model.safetensors");

@@ -72,7 +72,8 @@ def random_state_dict(rng, I, H, L, O, lstm="lstm.", head="fc.", bias=True, dtyp
 
 
 def _sigmoid(v):
-    return 1.0 / (1.0 + np.exp(-v))
+    with np.errstate(over="ignore"):  # exp(-v) = inf for a saturated gate: 1 / inf = 0, exactly right
+        return 1.0 / (1.0 + np.exp(-v))
 
 
 def lstm_outputs(sd, x, lstm="lstm.", head="fc.") -> np.ndarray:
@@ -99,3 +100,61 @@ def lstm_outputs(sd, x, lstm="lstm.", head="fc.") -> np.ndarray:
 def window_outputs(sd, x, window, **prefixes) -> np.ndarray:
     """Window mode: row t is the last output over x[max(0, t-W+1) .. t] from zero state: [T, O]."""
     return np.array([lstm_outputs(sd, x[max(0, t - window + 1) : t + 1], **prefixes)[-1] for t in range(len(x))])
+
+
+# --- int8 (issue 15) ---------------------------------------------------------------------------------
+# src/backend/backend.hpp: int8's bound is 1.5 x the error that float64 arithmetic with the int8-rounded
+# weights alone makes on the same inputs, floored at fp32's bound and never above 2e-3.
+INT8_BOUND_FACTOR, INT8_BOUND_CAP = 1.5, 2e-3
+
+
+def int8_bound(weight_rounding_error: float) -> float:
+    return min(max(INT8_BOUND_FACTOR * weight_rounding_error, BOUND["fp32"]), INT8_BOUND_CAP)
+
+
+def int8_rounded_rows(w) -> np.ndarray:
+    """src/model/quantize.cpp's rounding, redone in numpy: per row scale = float32(max|w_row| / 127),
+    q = round(w / scale) with ties away from zero (std::round), clamped to [-127, 127], 0 in a row of
+    zeros; the value q * scale in float64 (Int8Rows::value)."""
+    w = np.asarray(w, np.float64)
+    scale = (np.abs(w).max(axis=1) / 127.0).astype(np.float32).astype(np.float64)[:, None]
+    v = w / np.where(scale == 0, 1.0, scale)
+    t = np.trunc(v)
+    q = t + np.sign(v) * (np.abs(v - t) >= 0.5)  # exact: v - t is exact, unlike floor(v + 0.5)
+    q = np.where(scale == 0, 0.0, np.clip(q, -127, 127))
+    return q * scale
+
+
+def int8_rounded_state_dict(sd) -> Dict[str, np.ndarray]:
+    """Every weight matrix (W_ih, W_hh of each layer, the head's weight) rounded as the int8 path rounds
+    it, in float64 (held exactly by an F64 file); biases unchanged."""
+    def is_weight(name):
+        last = name.rsplit(".", 1)[-1]
+        return last == "weight" or last.startswith("weight_ih_l") or last.startswith("weight_hh_l")
+
+    return {k: int8_rounded_rows(v) if is_weight(k) else np.asarray(v, np.float64) for k, v in sd.items()}
+
+
+# --- input scaling (issue 15) ------------------------------------------------------------------------
+
+
+def _negligible(std, mean):
+    # src/scaling/input_scaler.cpp: a spread this small against the mean is a constant feature (scale 1).
+    return ~(std > 1e-12 * np.maximum(1.0, np.abs(mean)))
+
+
+def rolling_scaled(x, n) -> np.ndarray:
+    """`rolling:n` computed directly in float64: tick t scaled by the mean and population standard
+    deviation of the raw ticks t-n .. t-1 (fewer at the start; shift 0 with none, scale 1 below 2, and
+    for a feature with no spread)."""
+    x = np.asarray(x, np.float64)
+    out = np.empty_like(x)
+    for t in range(len(x)):
+        past = x[max(0, t - n) : t]
+        mean = past.mean(axis=0) if len(past) else np.zeros(x.shape[1])
+        mul = np.ones(x.shape[1])
+        if len(past) >= 2:
+            std = past.std(axis=0)
+            mul = np.where(_negligible(std, mean), 1.0, 1.0 / np.where(std > 0, std, 1.0))
+        out[t] = (x[t] - mean) * mul
+    return out

@@ -62,6 +62,7 @@ def test_engine_properties_and_counters():
         assert (e.backend, e.precision, e.mode, e.window) == ("cpu", "fp32", "window", 50)
         assert (e.input_size, e.output_size, e.ticks) == (32, 1, 0)
         assert e.variant and not e.closed and e.choice_note == ""
+        assert e.scaler == "none"  # lstm_s carries no input scaler
         assert e.model.name == "lstm_s"
         assert isinstance(e.facts(), dict) and all(isinstance(v, str) for v in e.facts().values())
         assert isinstance(e.counters(), dict) and all(isinstance(v, float) for v in e.counters().values())
@@ -166,3 +167,22 @@ def test_sources_without_the_module_say_so(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
     r = subprocess.run([sys.executable, "-c", "import hotpath"], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode != 0 and "compiled module is missing" in r.stderr
+
+
+def test_engine_is_warmed_unless_warm_false(rng):
+    """An engine is warmed on creation (synthetic ticks, then a reset: its ticks are not the caller's);
+    warm=False skips it. Either way the answers are the same, bit for bit."""
+    x = rng.standard_normal((80, 32)).astype(np.float32)
+    outputs = []
+    for warm in (True, False):
+        with hotpath.Engine("lstm_s", backend="cpu", mode="window", warm=warm) as e:
+            w = e.warm_up
+            if warm:
+                assert w["ticks"] >= 64 and w["seconds"] > 0  # max(64, W + 1) ticks (engine/warm.hpp)
+            else:
+                assert w == {"ticks": 0, "seconds": 0.0}
+            assert e.ticks == 0 and e.counters() == hotpath.Engine("lstm_s", backend="cpu", warm=False).counters()
+            outputs.append(e.run(x))
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    with pytest.raises(TypeError):
+        hotpath.Engine("lstm_s", backend="cpu", warm="no")

@@ -113,6 +113,9 @@ def test_not_numbers(engine):
     ({"backend": "ref", "variant": "fast"}, "variant"),
     ({"fallback": "gpu"}, "fallback"),
     ({"backend": "cpu", "precision": "fp16"}, "fp16"),
+    ({"scaler": "rolling:1"}, r"^unknown scaler 'rolling:1' \(expected none, model or rolling:N with N in 2..1000000\)$"),
+    ({"scaler": "model"}, "carries no input scaler"),
+    ({"backend": "ref", "precision": "int8"}, "int8"),
 ])
 def test_bad_engine_options(options, message):
     options = {"backend": "cpu", **options}  # auto might take the GPU, whose options differ

@@ -5,7 +5,9 @@ import pytest
 
 import hotpath
 from conftest import cuda_engine
-from helpers import BOUND, FLOAT32_OUTPUT_BOUND, GOLDEN_CASES, golden, lstm_outputs, normalized_error, random_state_dict, window_outputs
+from helpers import (BOUND, FLOAT32_OUTPUT_BOUND, GOLDEN_CASES, golden, int8_bound, int8_rounded_rows,
+                     int8_rounded_state_dict, lstm_outputs, normalized_error, random_state_dict, read_safetensors,
+                     window_outputs)
 
 HOST = [("ref", "fp64"), ("cpu", "fp32"), ("cpu", "bf16")]
 
@@ -90,3 +92,55 @@ def test_cuda_against_reference_on_zoo(rng):
         z = np.array([e.step(t) for t in x[:20]])
         assert normalized_error(z, ref[:20]) <= BOUND[e.precision]
         assert isinstance(e.counters(), dict) and e.facts()
+
+
+# --- int8 (issue 15): cpu precision "int8" against its per-model bound -------------------------------
+
+
+def check_int8(sd, model, x, mode, window=None):
+    """The int8 engine's error against the exact float64 reference is within int8's bound, computed from
+    the float64 reference on the int8-rounded weights (rounded here in numpy, as quantize.cpp does)."""
+    options = {"mode": mode, "window": window}
+    exact = hotpath.Engine(model, backend="ref", **options).run(x, dtype=np.float64)
+    rounded_model = hotpath.load(int8_rounded_state_dict(sd), lstm_prefix=model.lstm_prefix,
+                                 head_prefix=model.head_prefix)
+    assert rounded_model.dtype == "F64"  # the rounded weights held exactly
+    rounded = hotpath.Engine(rounded_model, backend="ref", **options).run(x, dtype=np.float64)
+    rounding = normalized_error(rounded, exact)
+    assert rounding > 0  # the rounding moved something: the bound is the model's, not the floor
+    with hotpath.Engine(model, backend="cpu", precision="int8", **options) as e:
+        assert e.precision == "int8" and "int8" in e.variant
+        got = e.run(x, dtype=np.float64)
+        assert normalized_error(got, exact) <= int8_bound(rounding), (normalized_error(got, exact), rounding)
+        # tick by tick through step() gives what run() gives
+        e.reset()
+        np.testing.assert_array_equal(np.array([e.step(t) for t in x]), e.run(x))
+    return normalized_error(got, exact), rounding
+
+
+@pytest.mark.parametrize("mode", ["window", "streaming"])
+@pytest.mark.parametrize("case", GOLDEN_CASES)
+def test_int8_golden_within_its_bound(case, mode):
+    model_path, inputs, window, _, _ = golden(case)
+    sd, _ = read_safetensors(model_path)
+    check_int8(sd, hotpath.load(model_path), inputs, mode, window if mode == "window" else None)
+
+
+@pytest.mark.parametrize("I,H,L,O,bias,window", [(7, 13, 2, 3, False, 1), (1, 5, 1, 1, True, 4), (9, 33, 3, 2, True, 6)])
+def test_int8_odd_shapes_within_its_bound(rng, I, H, L, O, bias, window):
+    sd = random_state_dict(rng, I=I, H=H, L=L, O=O, bias=bias)
+    x = rng.standard_normal((40, I)).astype(np.float32)
+    model = hotpath.load(sd)
+    for mode in ("window", "streaming"):
+        check_int8(sd, model, x, mode, window if mode == "window" else None)
+
+
+def test_int8_rounding_rule():
+    """The numpy copy of quantize.cpp's rule on the C++ test's own cases (tests/cpu/test_cpu_int8.cpp)."""
+    w = np.array([[2.54, -1.0, 0.01], [0.0, 0.0, 0.0], [-0.5, 0.25, 0.125]])
+    r = int8_rounded_rows(w)
+    scale0 = float(np.float32(2.54 / 127))
+    np.testing.assert_array_equal(r[0], np.array([127.0, -50.0, 1.0]) * scale0)  # 0.5 rounds away from zero
+    np.testing.assert_array_equal(r[1], 0.0)
+    scale2 = float(np.float32(0.5 / 127))
+    np.testing.assert_array_equal(r[2], np.array([-127.0, 64.0, 32.0]) * scale2)  # 63.5 -> 64, 31.75 -> 32
