@@ -173,7 +173,7 @@ class CudaBackend final : public Backend {
     if (usable) {
       const auto t0 = Clock::now();
       // Scaled while packed into the mailbox's chunks (a plain copy without a scaler).
-      mailbox_->send(t, x, scaler_.active() ? scaler_.shift_f32() : nullptr, scaler_.active() ? scaler_.mul_f32() : nullptr);
+      mailbox_->send(t, x, scaler_.active() ? scaler_.shift().data() : nullptr, scaler_.active() ? scaler_.mul().data() : nullptr);
       scaler_.observe(x);  // x joins the history while the GPU computes
       const auto deadline = t0 + std::chrono::duration<double, std::micro>(options().timeout_us);
       long long spins = 0;

@@ -75,7 +75,7 @@ void HostMailbox::clear() {
   _mm_sfence();
 }
 
-void HostMailbox::send(long long tick, std::span<const float> x, const float* shift, const float* mul) {
+void HostMailbox::send(long long tick, std::span<const float> x, const double* shift, const double* mul) {
   const uint32_t seq = wire_seq(tick);
   Chunk* slot = in_ + (tick % kInputRing) * stride_;
   const int n = int(x.size());
@@ -87,7 +87,7 @@ void HostMailbox::send(long long tick, std::span<const float> x, const float* sh
     uint32_t w[4] = {seq, 0, 0, 0};
     if (k < n && shift) {
       float v[3];
-      for (int i = 0; i < std::min(fpc_, n - k); ++i) v[i] = (x[k + i] - shift[k + i]) * mul[k + i];
+      for (int i = 0; i < std::min(fpc_, n - k); ++i) v[i] = float((double(x[k + i]) - shift[k + i]) * mul[k + i]);
       std::memcpy(&w[1], v, sizeof(float) * size_t(std::min(fpc_, n - k)));
     } else if (k < n) {
       std::memcpy(&w[1], &x[k], sizeof(float) * size_t(std::min(fpc_, n - k)));

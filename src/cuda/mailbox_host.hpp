@@ -23,7 +23,7 @@ class HostMailbox {
 
   // Writes tick `tick`'s input into its ring slot: one 16-byte store per chunk. With shift and mul
   // (an InputScaler's, [x.size()] each) each value is sent as (x - shift) * mul, scaled while packed.
-  void send(long long tick, std::span<const float> x, const float* shift = nullptr, const float* mul = nullptr);
+  void send(long long tick, std::span<const float> x, const double* shift = nullptr, const double* mul = nullptr);
   // One look at the output chunks: true (and `out` filled) when every chunk carries tick's seq.
   bool try_receive(long long tick, std::span<float> out) const;
   Status status() const;

@@ -75,8 +75,6 @@ InputScaler::InputScaler(const Model& model, const std::optional<ScalerChoice>& 
     s1_.assign(I_, 0.0);
     s2_.assign(I_, 0.0);
   }
-  shift_f_.resize(I_);
-  mul_f_.resize(I_);
   set_stats();
 }
 
@@ -101,8 +99,6 @@ void InputScaler::set_stats() {
     }
   }
   for (size_t i = 0; i < I_; ++i) {
-    shift_f_[i] = float(shift_[i]);
-    mul_f_[i] = float(mul_[i]);
   }
 }
 
@@ -164,17 +160,17 @@ void InputScaler::scale(std::span<const float> x, float* out) {
       std::memcpy(out, x.data(), I_ * sizeof(float));
       return;
     case ScalerKind::model:
-      for (size_t i = 0; i < I_; ++i) out[i] = (x[i] - shift_f_[i]) * mul_f_[i];
+      for (size_t i = 0; i < I_; ++i) out[i] = float((double(x[i]) - shift_[i]) * mul_[i]);
       return;
     case ScalerKind::rolling: {
       prepare();
       // One pass: the scaled copy for the step and the raw copy for the history.
-      const float* s = shift_f_.data();
-      const float* m = mul_f_.data();
+      const double* s = shift_.data();
+      const double* m = mul_.data();
       float* raw = staged_.data();
       for (size_t i = 0; i < I_; ++i) {
         raw[i] = x[i];
-        out[i] = (x[i] - s[i]) * m[i];
+        out[i] = float((double(x[i]) - s[i]) * m[i]);
       }
       pending_ = true;
       return;
@@ -212,7 +208,7 @@ void InputScaler::scale_batch(std::span<const float> x, float* out) const {
   check_batch();
   for (size_t e = 0; e < x.size(); ++e) {
     const size_t i = e % I_;
-    out[e] = choice_.kind == ScalerKind::none ? x[e] : (x[e] - shift_f_[i]) * mul_f_[i];
+    out[e] = choice_.kind == ScalerKind::none ? x[e] : float((double(x[e]) - shift_[i]) * mul_[i]);
   }
 }
 

@@ -48,15 +48,14 @@ class InputScaler {
   // The next tick's statistics as shift and multiplier: x' = (x - shift) * mul. [I] each.
   std::span<const double> shift() const { return shift_; }
   std::span<const double> mul() const { return mul_; }
-  // The same rounded to float, for the float paths (cpu, cuda's mailbox).
-  const float* shift_f32() const { return shift_f_.data(); }
-  const float* mul_f32() const { return mul_f_.data(); }
 
   // out[i] = (x[i] - shift[i]) * mul[i] for the next tick (x unchanged with `none`), and x taken as that
-  // tick's raw input (observe). Call only for a tick the backend accepted (no NaN/Inf).
+  // tick's raw input (observe). Call only for a tick the backend accepted (no NaN/Inf). Computed in
+  // float64 on the float paths too, then rounded once: a feature with a large level and a small spread
+  // (1e4 +- 0.01) would lose most of its digits to a float shift.
   void scale(std::span<const float> x, float* out);
   void scale(std::span<const float> x, double* out);
-  // Takes x as the next tick's raw input when the caller scales it itself (shift_f32/mul_f32).
+  // Takes x as the next tick's raw input when the caller scales it itself (shift/mul).
   void observe(std::span<const float> x);
   // Brings the statistics up to date with every observed tick (the next tick's m, s). Cheap when there
   // is nothing new; scale()/observe() call it first if the caller did not.
@@ -70,14 +69,13 @@ class InputScaler {
   void scale_batch(std::span<const float> x, double* out) const;
 
  private:
-  void set_stats();            // shift/mul (and their float copies) from the running sums
+  void set_stats();            // shift/mul from the running sums
   void recompute_sums();       // sums exactly from the ring, about the current mean (drift-free)
   void check_batch() const;
 
   ScalerChoice choice_;
   size_t I_ = 0;
   std::vector<double> shift_, mul_;
-  std::vector<float> shift_f_, mul_f_;
   // rolling: the ring of the last N raw inputs (slot = tick % N), the staged tick not yet in it, and per
   // feature sums of (x - k) and (x - k)^2 over the ring about a reference k (set at each recompute, so
   // the sums do not cancel catastrophically when the mean is large against the spread).
