@@ -180,9 +180,10 @@ class CpuBackend final : public Backend {
   // its scratch. No line of the weights is shared with the precompute workers (they read the packed
   // model), rewarm() walks one region, and by default (HOTPATH_CPU_HUGEPAGES=0 turns it off) it sits on
   // a transparent huge page: one dTLB entry for all of it instead of one per 4 KB. Measured on the lent
-  // Xeon (a KVM guest, where a TLB miss walks two page tables): vollo_tiny int8 streaming critical step
-  // p50/p99 3.17/3.73 us on a huge page vs 4.05/8.79 without; lstm_s window int8 2.55/3.87 vs
-  // 2.99/5.44 (bench/results/2026-12-02-xeon-cpu-variants.txt).
+  // Xeon (a KVM guest, where a TLB miss walks two page tables), critical step p50/p99 in us, huge vs 4 KB
+  // pages, two runs (bench/results/2026-12-02-xeon-cpu-{variants,issue15}.json): vollo_tiny int8
+  // 3.17/3.73 vs 4.05/8.79, then 4.12/6.00 vs 3.87/6.26; lstm_s window int8 2.55/3.87 vs 2.99/5.44, then
+  // 2.94/4.79 vs 3.00/6.54: p99 lower in both, p50 within the machine's noise.
   struct CriticalLayer {
     const void* w = nullptr;
     const float* scale = nullptr;
