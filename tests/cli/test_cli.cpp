@@ -122,6 +122,33 @@ TEST_F(Cli, VerifyRefPassesEveryGoldenCase) {
   }
 }
 
+// int8's bound is per model: verify measures what the int8-rounded weights alone do on the golden inputs,
+// prints it beside the error, passes on the golden cases and exits 1 past the bound.
+TEST_F(Cli, VerifyInt8MeasuresItsBound) {
+  for (const char* n : {"tiny", "small2x128", "multi_out"}) {
+    const Result r = hotpath("verify --model " + golden_model(n) + " --golden " + golden_file(n) +
+                             " --backend cpu --precision int8");
+    EXPECT_EQ(r.code, 0) << n << r.out << r.err;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
+    EXPECT_NE(r.out.find("(int8)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("1.5 x int8 weight rounding alone"), std::string::npos) << r.out;
+  }
+  // Expected outputs moved by 1e-3 (twice tiny's bound, far inside bf16's): FAIL, exit 1.
+  const auto golden = st::File::open(golden_file("tiny"));
+  std::vector<st::OutTensor> t;
+  for (const auto& info : golden.tensors()) {
+    std::vector<double> v = golden.read_f64(info);
+    if (info.name == "streaming_expected") v[3] += 1e-3;
+    t.push_back(st::make_f64(info.name, info.shape, v));
+  }
+  const std::string moved = path("moved.golden.safetensors");
+  st::write_file(moved, t, golden.metadata());
+  const Result r = hotpath("verify --model " + golden_model("tiny") + " --golden " + moved +
+                           " --backend cpu --precision int8 --mode streaming");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, VerifyFailsWithExitOneOnAWrongModel) {
   // The golden outputs of one model checked against another model of the same shape must fail.
   const std::string other = path("other.safetensors");
