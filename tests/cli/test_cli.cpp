@@ -149,6 +149,25 @@ TEST_F(Cli, VerifyInt8MeasuresItsBound) {
   EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
 }
 
+// bench --precision int8: the checker also runs the int8-rounded float64 model and the bound follows
+// from its error on the same ticks.
+TEST_F(Cli, BenchInt8MeasuresItsBound) {
+  const std::string json = path("int8.json");
+  for (const char* mode : {"window", "streaming"}) {
+    const Result r = hotpath(std::string("bench --model lstm_s --backend cpu --precision int8 --ticks 300 --warmup 10 "
+                                         "--check-every 3 --mode ") + mode + " --json " + json);
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("= 1.5 x int8 weight rounding alone"), std::string::npos) << r.out;
+    const auto e = nlohmann::json::parse(slurp(json))["error"];
+    const double rounding = e["weight_rounding_error"].get<double>();
+    EXPECT_GT(rounding, 1e-5) << mode;  // lstm_s's int8 weights move its outputs by ~3e-4
+    EXPECT_DOUBLE_EQ(e["bound"].get<double>(), std::min(std::max(1.5 * rounding, 1e-5), 2e-3)) << mode;
+    EXPECT_LE(e["normalized"].get<double>(), e["bound"].get<double>()) << mode;
+    EXPECT_EQ(e["ticks_over_bound"], 0) << mode;
+    EXPECT_TRUE(e.contains("bound_rule"));
+  }
+}
+
 TEST_F(Cli, VerifyFailsWithExitOneOnAWrongModel) {
   // The golden outputs of one model checked against another model of the same shape must fail.
   const std::string other = path("other.safetensors");
