@@ -194,8 +194,8 @@ class CpuBackend final : public Backend {
   size_t crit_bytes_ = 0;
   bool crit_huge_ = false;
   std::vector<CriticalLayer> crit_;
-  const float* crit_head_ = nullptr;
-  const int8_t* crit_head8_ = nullptr;  // int8 with O > kHeadRowMajorMax (then crit_head_ is no fp32 head)
+  const float* crit_head_ = nullptr;     // the fp32 head, or
+  const int8_t* crit_head8_ = nullptr;  // the int8 head (int8 with O > kHeadRowMajorMax)
   const float* crit_head8_scale_ = nullptr;
   const int32_t* crit_head8_corr_ = nullptr;
   size_t rewarm_offset_ = 0;  // where the next rewarm() starts
@@ -337,7 +337,7 @@ void CpuBackend::build_critical_arena(bool huge, int kmax) {
   // scratch (zeroed): x, h and c of every layer, z, the activations (bf16 pairs or int8's bytes)
   const size_t hc = size_t(pm_.Hp) * pm_.num_layers * 4;
   for (const size_t bytes : {round_to_lines<float>(size_t(pm_.I) + 1) * 4, hc, hc, size_t(pm_.Op) * 4,
-                             std::max(pair_scratch_words(kmax), size_t(2 * (kmax + 64) + 3) / 4) * 4})
+                             activation_scratch_words(kmax) * 4})
     pieces.push_back({nullptr, bytes});
   size_t total = 0;
   for (Piece& p : pieces) {
@@ -359,11 +359,13 @@ void CpuBackend::build_critical_arena(bool huge, int kmax) {
       crit_[l].corr = reinterpret_cast<const int32_t*>(base + pieces[l * per_layer + 2].at);
     }
   }
-  crit_head_ = reinterpret_cast<const float*>(crit_arena_.data() + pieces[weights - 1].at);
+  const char* head_at = crit_arena_.data() + pieces[weights - 1].at;
   if (head8) {
-    crit_head8_ = reinterpret_cast<const int8_t*>(crit_head_);
+    crit_head8_ = reinterpret_cast<const int8_t*>(head_at);
     crit_head8_scale_ = reinterpret_cast<const float*>(crit_arena_.data() + pieces[weights - 3].at);
     crit_head8_corr_ = reinterpret_cast<const int32_t*>(crit_arena_.data() + pieces[weights - 2].at);
+  } else {
+    crit_head_ = reinterpret_cast<const float*>(head_at);
   }
   auto at = [&](size_t k) { return crit_arena_.data() + pieces[weights + k].at; };
   xbuf_ = reinterpret_cast<float*>(at(0));

@@ -37,6 +37,12 @@ constexpr int kMaxTileCols = 4;
 constexpr size_t pair_scratch_words(int kdim) { return size_t((kdim + 1) / 2 + 15) / 16 * 16 * kMaxTileCols; }
 // int8 layout: columns of W_ih padded to a multiple of 8 (two quads per loop turn), in quads.
 constexpr int int8_quads(int kdim) { return (kdim + 7) / 8 * 2; }
+// The critical step's activation scratch (uint32 words) for inputs of up to `kdim`: bf16 pairs, or
+// int8's activation bytes (two rows of kdim + 64 bytes: crit_i8, head_i8).
+constexpr size_t activation_scratch_words(int kdim) {
+  return pair_scratch_words(kdim) > size_t(2 * (kdim + 64) + 3) / 4 ? pair_scratch_words(kdim)
+                                                                     : size_t(2 * (kdim + 64) + 3) / 4;
+}
 
 struct KernelTable {
   const char* isa;  // "avx512", "avx2", "generic"
@@ -64,8 +70,8 @@ struct KernelTable {
   // quantized here, per call, symmetric over the vector: [0] 8-bit (q = round(x * 127 / max|x|), one
   // vpdpbusd per weight vector), [1] 16-bit (q = round(x * 32767 / max|x|) split into hi and lo bytes,
   // two). Accumulation is exact in int32; gates = acc * (x scale * row scale) in fp32. Null where the
-  // ISA has no int8 dot product (AVX2): the backend then uses the portable table. scratch: at least
-  // 2 * (kdim + 64) bytes.
+  // ISA has no int8 dot product (AVX2): the backend then uses the portable table. scratch:
+  // activation_scratch_words(kdim).
   void (*crit_i8[2])(const int8_t* W, const float* scale, const int32_t* corr, int kdim, int nb, const float* x,
                      const float* P, const float* c_in, float* h_out, float* c_out, uint8_t* scratch, int prefetch);
   // int8 head for O > kHeadRowMajorMax: z = W·h + b with W [ceil(O/lanes)][KQ][lanes][4] int8 (outputs in

@@ -227,7 +227,8 @@ inline float quantize_activations(const float* x, int kdim, uint8_t* scratch, co
   return amax / qmax;
 }
 
-// Critical step, int8 weights (kernels.hpp: layout). The activations are quantized once per call:
+// Critical step, int8 weights (kernels.hpp: layout). crit_i8 and head_i8 are instantiated only for
+// vector types with the int8 operations (T::kHasVnni; make_table). The activations are quantized once per call:
 // ACT16 false: xq = round(x * 127 / max|x|) + 128 as unsigned bytes (one vpdpbusd per weight vector,
 // even and odd quads in separate accumulators: 8 chains); ACT16 true: q = round(x * 32767 / max|x|) =
 // 256 * hi + lo, bytes hi + 128 and lo (two vpdpbusd per weight vector, hi and lo accumulators: 8
@@ -235,67 +236,62 @@ inline float quantize_activations(const float* x, int kdim, uint8_t* scratch, co
 template <class T, bool ACT16>
 void crit_i8(const int8_t* W8, const float* wscale, const int32_t* corr, int kdim, int nb, const float* x,
              const float* P, const float* c_in, float* h_out, float* c_out, uint8_t* scratch, int pf) {
-  if constexpr (T::kHasVnni) {
-    constexpr int L = T::L;
-    using V = typename T::V;
-    using VI = typename T::VI;
-    const int KQ = int8_quads(kdim);
-    const uint32_t* xh;
-    const uint32_t* xl;
-    const V xs = T::set1(quantize_activations<T, ACT16>(x, kdim, scratch, &xh, &xl));
-    const uint32_t* W = reinterpret_cast<const uint32_t*>(W8);
-    const long bstride = long(KQ) * 4 * L;  // uint32 words per block of units
-    for (int b = 0; b < nb; ++b) {
-      const uint32_t* w = W + b * bstride;
-      VI a0 = T::zeroi(), a1 = T::zeroi(), a2 = T::zeroi(), a3 = T::zeroi();
-      VI a4 = T::zeroi(), a5 = T::zeroi(), a6 = T::zeroi(), a7 = T::zeroi();
-      if constexpr (ACT16) {
-        for (int kq = 0; kq < KQ; ++kq, w += 4 * L) {
-          if (pf) prefetch_span(reinterpret_cast<const char*>(w) + pf, 4 * L * 4);
-          const VI h = T::bcast_pair(xh[kq]), l = T::bcast_pair(xl[kq]);
-          const VI w0 = T::loadi(w), w1 = T::loadi(w + L), w2 = T::loadi(w + 2 * L), w3 = T::loadi(w + 3 * L);
-          a0 = T::dpbusd(a0, h, w0);
-          a4 = T::dpbusd(a4, l, w0);
-          a1 = T::dpbusd(a1, h, w1);
-          a5 = T::dpbusd(a5, l, w1);
-          a2 = T::dpbusd(a2, h, w2);
-          a6 = T::dpbusd(a6, l, w2);
-          a3 = T::dpbusd(a3, h, w3);
-          a7 = T::dpbusd(a7, l, w3);
-        }
-      } else {
-        for (int kq = 0; kq < KQ; kq += 2, w += 8 * L) {
-          if (pf) prefetch_span(reinterpret_cast<const char*>(w) + pf, 8 * L * 4);
-          const VI x0 = T::bcast_pair(xh[kq]), x1 = T::bcast_pair(xh[kq + 1]);
-          a0 = T::dpbusd(a0, x0, T::loadi(w));
-          a1 = T::dpbusd(a1, x0, T::loadi(w + L));
-          a2 = T::dpbusd(a2, x0, T::loadi(w + 2 * L));
-          a3 = T::dpbusd(a3, x0, T::loadi(w + 3 * L));
-          a4 = T::dpbusd(a4, x1, T::loadi(w + 4 * L));
-          a5 = T::dpbusd(a5, x1, T::loadi(w + 5 * L));
-          a6 = T::dpbusd(a6, x1, T::loadi(w + 6 * L));
-          a7 = T::dpbusd(a7, x1, T::loadi(w + 7 * L));
-        }
+  constexpr int L = T::L;
+  using V = typename T::V;
+  using VI = typename T::VI;
+  const int KQ = int8_quads(kdim);
+  const uint32_t* xh;
+  const uint32_t* xl;
+  const V xs = T::set1(quantize_activations<T, ACT16>(x, kdim, scratch, &xh, &xl));
+  const uint32_t* W = reinterpret_cast<const uint32_t*>(W8);
+  const long bstride = long(KQ) * 4 * L;  // uint32 words per block of units
+  for (int b = 0; b < nb; ++b) {
+    const uint32_t* w = W + b * bstride;
+    VI a0 = T::zeroi(), a1 = T::zeroi(), a2 = T::zeroi(), a3 = T::zeroi();
+    VI a4 = T::zeroi(), a5 = T::zeroi(), a6 = T::zeroi(), a7 = T::zeroi();
+    if constexpr (ACT16) {
+      for (int kq = 0; kq < KQ; ++kq, w += 4 * L) {
+        if (pf) prefetch_span(reinterpret_cast<const char*>(w) + pf, 4 * L * 4);
+        const VI h = T::bcast_pair(xh[kq]), l = T::bcast_pair(xl[kq]);
+        const VI w0 = T::loadi(w), w1 = T::loadi(w + L), w2 = T::loadi(w + 2 * L), w3 = T::loadi(w + 3 * L);
+        a0 = T::dpbusd(a0, h, w0);
+        a4 = T::dpbusd(a4, l, w0);
+        a1 = T::dpbusd(a1, h, w1);
+        a5 = T::dpbusd(a5, l, w1);
+        a2 = T::dpbusd(a2, h, w2);
+        a6 = T::dpbusd(a6, l, w2);
+        a3 = T::dpbusd(a3, h, w3);
+        a7 = T::dpbusd(a7, l, w3);
       }
-      const float* sc = wscale + b * 4 * L;
-      const int32_t* co = corr + b * 4 * L;
-      V g[4];
-      const VI hi[4] = {a0, a1, a2, a3}, lo[4] = {a4, a5, a6, a7};
-#pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) {
-        const V s = T::mul(xs, T::loadu(sc + q * L));
-        if constexpr (ACT16) {
-          const V v = T::fma(T::cvti(T::subi(hi[q], T::loadui(co + q * L))), T::set1(256.0f), T::cvti(lo[q]));
-          g[q] = T::mul(v, s);
-        } else {
-          g[q] = T::mul(T::cvti(T::subi(T::addi(hi[q], lo[q]), T::loadui(co + q * L))), s);
-        }
+    } else {
+      for (int kq = 0; kq < KQ; kq += 2, w += 8 * L) {
+        if (pf) prefetch_span(reinterpret_cast<const char*>(w) + pf, 8 * L * 4);
+        const VI x0 = T::bcast_pair(xh[kq]), x1 = T::bcast_pair(xh[kq + 1]);
+        a0 = T::dpbusd(a0, x0, T::loadi(w));
+        a1 = T::dpbusd(a1, x0, T::loadi(w + L));
+        a2 = T::dpbusd(a2, x0, T::loadi(w + 2 * L));
+        a3 = T::dpbusd(a3, x0, T::loadi(w + 3 * L));
+        a4 = T::dpbusd(a4, x1, T::loadi(w + 4 * L));
+        a5 = T::dpbusd(a5, x1, T::loadi(w + 5 * L));
+        a6 = T::dpbusd(a6, x1, T::loadi(w + 6 * L));
+        a7 = T::dpbusd(a7, x1, T::loadi(w + 7 * L));
       }
-      finish_block<T>(b, g[0], g[1], g[2], g[3], P, c_in, h_out, c_out, nullptr);
     }
-  } else {
-    (void)W8, (void)wscale, (void)corr, (void)kdim, (void)nb, (void)x, (void)P, (void)c_in, (void)h_out,
-        (void)c_out, (void)scratch, (void)pf;
+    const float* sc = wscale + b * 4 * L;
+    const int32_t* co = corr + b * 4 * L;
+    V g[4];
+    const VI hi[4] = {a0, a1, a2, a3}, lo[4] = {a4, a5, a6, a7};
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const V s = T::mul(xs, T::loadu(sc + q * L));
+      if constexpr (ACT16) {
+        const V v = T::fma(T::cvti(T::subi(hi[q], T::loadui(co + q * L))), T::set1(256.0f), T::cvti(lo[q]));
+        g[q] = T::mul(v, s);
+      } else {
+        g[q] = T::mul(T::cvti(T::subi(T::addi(hi[q], lo[q]), T::loadui(co + q * L))), s);
+      }
+    }
+    finish_block<T>(b, g[0], g[1], g[2], g[3], P, c_in, h_out, c_out, nullptr);
   }
 }
 
@@ -303,36 +299,32 @@ void crit_i8(const int8_t* W8, const float* wscale, const int32_t* corr, int kdi
 template <class T, bool ACT16>
 void head_i8(const int8_t* W8, const float* wscale, const int32_t* corr, const float* bias, int O, int kdim,
              const float* h, float* z, uint8_t* scratch) {
-  if constexpr (T::kHasVnni) {
-    constexpr int L = T::L;
-    using V = typename T::V;
-    using VI = typename T::VI;
-    const int KQ = int8_quads(kdim);
-    const uint32_t* xh;
-    const uint32_t* xl;
-    const V xs = T::set1(quantize_activations<T, ACT16>(h, kdim, scratch, &xh, &xl));
-    const uint32_t* W = reinterpret_cast<const uint32_t*>(W8);
-    for (int ob = 0; ob < (O + L - 1) / L; ++ob) {
-      const uint32_t* w = W + long(ob) * KQ * L;
-      VI h0 = T::zeroi(), h1 = T::zeroi(), l0 = T::zeroi(), l1 = T::zeroi();
-      for (int kq = 0; kq < KQ; kq += 2, w += 2 * L) {
-        const VI w0 = T::loadi(w), w1 = T::loadi(w + L);
-        h0 = T::dpbusd(h0, T::bcast_pair(xh[kq]), w0);
-        h1 = T::dpbusd(h1, T::bcast_pair(xh[kq + 1]), w1);
-        if constexpr (ACT16) {
-          l0 = T::dpbusd(l0, T::bcast_pair(xl[kq]), w0);
-          l1 = T::dpbusd(l1, T::bcast_pair(xl[kq + 1]), w1);
-        }
+  constexpr int L = T::L;
+  using V = typename T::V;
+  using VI = typename T::VI;
+  const int KQ = int8_quads(kdim);
+  const uint32_t* xh;
+  const uint32_t* xl;
+  const V xs = T::set1(quantize_activations<T, ACT16>(h, kdim, scratch, &xh, &xl));
+  const uint32_t* W = reinterpret_cast<const uint32_t*>(W8);
+  for (int ob = 0; ob < (O + L - 1) / L; ++ob) {
+    const uint32_t* w = W + long(ob) * KQ * L;
+    VI h0 = T::zeroi(), h1 = T::zeroi(), l0 = T::zeroi(), l1 = T::zeroi();
+    for (int kq = 0; kq < KQ; kq += 2, w += 2 * L) {
+      const VI w0 = T::loadi(w), w1 = T::loadi(w + L);
+      h0 = T::dpbusd(h0, T::bcast_pair(xh[kq]), w0);
+      h1 = T::dpbusd(h1, T::bcast_pair(xh[kq + 1]), w1);
+      if constexpr (ACT16) {
+        l0 = T::dpbusd(l0, T::bcast_pair(xl[kq]), w0);
+        l1 = T::dpbusd(l1, T::bcast_pair(xl[kq + 1]), w1);
       }
-      const V s = T::mul(xs, T::loadu(wscale + ob * L));
-      const VI hi = T::subi(T::addi(h0, h1), T::loadui(corr + ob * L));
-      V v = ACT16 ? T::fma(T::cvti(hi), T::set1(256.0f), T::cvti(T::addi(l0, l1))) : T::cvti(hi);
-      v = T::mul(v, s);
-      if (bias) v = T::add(v, T::loadu(bias + ob * L));
-      T::storeu(z + ob * L, v);
     }
-  } else {
-    (void)W8, (void)wscale, (void)corr, (void)bias, (void)O, (void)kdim, (void)h, (void)z, (void)scratch;
+    const V s = T::mul(xs, T::loadu(wscale + ob * L));
+    const VI hi = T::subi(T::addi(h0, h1), T::loadui(corr + ob * L));
+    V v = ACT16 ? T::fma(T::cvti(hi), T::set1(256.0f), T::cvti(T::addi(l0, l1))) : T::cvti(hi);
+    v = T::mul(v, s);
+    if (bias) v = T::add(v, T::loadu(bias + ob * L));
+    T::storeu(z + ob * L, v);
   }
 }
 
