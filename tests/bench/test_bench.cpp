@@ -307,6 +307,25 @@ class SlowStartBackend final : public Backend {
 
 }  // namespace
 
+// int8's bound is measured by the checker only when int8 was asked for: a harness backend that turns out
+// int8 anyway is refused (its error could not be judged), not checked against a bound that is not its own.
+TEST(Bench, ABackendOfAnotherPrecisionThanAskedIsRefused) {
+  bench::BenchOptions o = on_tiny(Mode::streaming);
+  o.ticks = 20;
+  o.make_backend = [](const Model& m, const BackendOptions& bo) {
+    BackendOptions int8 = bo;
+    int8.precision = Precision::int8;
+    return make_backend("cpu", m, int8);
+  };
+  std::ostringstream out;
+  try {
+    bench::run_bench(o, out);
+    ADD_FAILURE() << "an int8 backend benchmarked without --precision int8";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("differs from the one asked for"), std::string::npos) << e.what();
+  }
+}
+
 // The first kFirstTicks ticks after the engine is made are timed, checked and reported apart: slow ones
 // there show in first_ticks and never in the steady-state summary.
 TEST(Bench, TheFirstTicksAreReportedApartFromTheSteadyState) {

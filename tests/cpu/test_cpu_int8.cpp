@@ -214,4 +214,32 @@ TEST(CpuInt8, RefusedWhereItCannotRun) {
   }
 }
 
+// The critical arena on huge pages (the default) or 4 KB pages: the same outputs; a bad setting refused.
+TEST(CpuCriticalArena, HugePagesOrNotTheSameOutputs) {
+  const Model m = random_model(6, 40, 2, 5, true, true, 12);
+  const auto x = random_inputs(80, 6, 8);
+  for (Precision p : {Precision::fp32, Precision::int8}) {
+    BackendOptions opt;
+    opt.window = 9;
+    opt.precision = p;
+    std::vector<double> z[2];
+    for (int huge = 0; huge < 2; ++huge) {
+      EnvScope env("HOTPATH_CPU_HUGEPAGES", huge ? "1" : "0");
+      auto b = make_cpu_backend(m, opt);
+      EXPECT_NE(b->facts().at("cpu_critical_weights").find(huge ? "huge page" : "4 KB pages"), std::string::npos);
+      z[huge] = run_ticks(*b, x, 80);
+    }
+    EXPECT_EQ(z[0], z[1]) << precision_name(p);
+  }
+  EnvScope env("HOTPATH_CPU_HUGEPAGES", "yes");
+  BackendOptions opt;
+  opt.window = 9;
+  try {
+    make_cpu_backend(m, opt);
+    ADD_FAILURE() << "HOTPATH_CPU_HUGEPAGES=yes accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected 0 or 1"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
