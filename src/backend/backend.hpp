@@ -52,6 +52,9 @@ struct BackendOptions {
   double timeout_us = 1'000'000;         // cuda: give up on an output after this long
   int device = 0;                        // cuda device ordinal
   std::string variant;  // backend-specific kernel variant, "" = default
+  // cuda: the kernel family, "auto" or "" (chosen from the model's size and the device's limits), "cta"
+  // (one SM), "cluster" (one thread-block cluster) or "grid" (blocks on most SMs). cuda/kernel_choice.hpp.
+  std::string kernel;
   // Input scaling (scaling/input_scaler.hpp); unset: the model's scaler when it has one, else none.
   // Each backend scales with an InputScaler of its own, in step(), fused into its copy of x.
   std::optional<ScalerChoice> scaler;

@@ -10,6 +10,7 @@
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_raii.hpp"
+#include "cuda/kernel_choice.hpp"
 #include "cuda/kernels/lstm_launch.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "cuda/mailbox_host.hpp"
@@ -32,6 +33,9 @@ cuda::DeviceLimits query_limits(int device, cudaStream_t stream) {
   cuda::DeviceLimits lim;
   lim.sm_count = cuda::launch_sm_count(cuda::query_stream_sms(stream));
   lim.smem_per_block_optin = int(prop.sharedMemPerBlockOptin);
+  int cluster_launch = 0;
+  HOTPATH_CUDA_CHECK(cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device));
+  lim.max_cluster_size = cluster_launch ? cuda::max_lstm_cluster_size() : 0;
   lim.name = prop.name;
   return lim;
 }
@@ -456,6 +460,16 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
+
+namespace cuda {
+DeviceLimits query_device_limits(int device) {
+  std::string why;
+  if (!device_available(&why, device)) throw UnsupportedError("no usable CUDA device: " + why);
+  HOTPATH_CUDA_CHECK(cudaSetDevice(device));
+  Stream stream(cudaStreamNonBlocking);
+  return query_limits(device, stream.get());
+}
+}  // namespace cuda
 
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options) {
   return make_cuda_backend(model, options, CudaOptions{});

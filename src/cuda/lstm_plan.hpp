@@ -15,8 +15,9 @@ namespace hotpath::cuda {
 
 // What the plan needs to know about the device (queried at run time, never assumed).
 struct DeviceLimits {
-  int sm_count = 0;
+  int sm_count = 0;              // SMs a launch may use (the stream's context, not always the device's)
   int smem_per_block_optin = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin
+  int max_cluster_size = 0;      // largest thread-block cluster a launch may ask for (0: no clusters)
   std::string name = "device";
 };
 

@@ -15,6 +15,10 @@ namespace hotpath::cuda {
 // hook (fp16 only; cudaErrorInvalidValue otherwise).
 cudaError_t launch_lstm(const LstmParams& params, cudaStream_t stream, long long* max_coresident = nullptr);
 
+// The largest thread-block cluster the multi-block LSTM kernel can be launched with on the current
+// device (16 where non-portable sizes are allowed, else 8; 0 without cluster launch).
+int max_lstm_cluster_size();
+
 // The ping-pong kernel: the LSTM kernel's input and output path with no model; it answers each tick
 // with {seq, x[0], x[n-1]} and {seq, xor of all input bits} in two output chunks.
 struct PingPongParams {
