@@ -89,9 +89,16 @@ class CudaBackend final : public Backend {
     stream_ = cuda::Stream(cudaStreamNonBlocking);
     side_stream_ = cuda::Stream(cudaStreamNonBlocking);
     limits_ = query_limits(options.device, stream_.get());
-    plan_ = cuda::plan_lstm(model_, precision_, options.mode, options.window, copt.mailbox, limits_,
-                            copt.max_precompute_blocks);
-    if (variant_ == "regs") {
+    const auto family = cuda::parse_kernel_family(options.kernel);
+    if (copt.stall_tick >= 0 && family && *family != cuda::KernelFamily::cta)
+      throw UnsupportedError("the stall test hook is compiled into the cta kernels only");
+    choose_and_plan(family, copt.max_precompute_blocks);
+    if (plan_.params.family != cuda::kFamilyCta && variant_ != "auto" && variant_ != "smem")
+      throw UnsupportedError("cuda variant '" + variant_ + "' is a variant of the cta kernel; the " + family_name_ +
+                             " kernel has one critical-step variant (smem)");
+    if (plan_.params.family != cuda::kFamilyCta) {
+      variant_ = "smem";
+    } else if (variant_ == "regs") {
       cuda::use_regs_variant(plan_);
     } else if (variant_ == "auto") {
       variant_ = "smem";  // serves every model that fits; regs is faster where it is compiled
@@ -113,6 +120,12 @@ class CudaBackend final : public Backend {
     pub_c_ = DeviceBuffer<float>(size_t(p.L) * p.H);
     xbuf_ = DeviceBuffer<float>(size_t(p.I));
     words_ = DeviceBuffer<cuda::SharedWords>(1);
+    if (plan_.pre_state_floats > 0) pre_state_ = DeviceBuffer<float>(size_t(p.np) * plan_.pre_state_floats);
+    if (p.family == cuda::kFamilyGrid) {
+      xch_h_ = DeviceBuffer<uint16_t>(size_t(2) * p.L * 2 * p.xin_stride);
+      xch_flag_ = DeviceBuffer<unsigned>(size_t(p.L) * p.nc);
+      xch_head_ = DeviceBuffer<float>(size_t(2) * p.nc * cuda::kMaxOutputs);
+    }
     frags_.upload(plan_.frags.data(), plan_.frags.size(), stream_.get());
     head_b_.upload(plan_.head_b.data(), plan_.head_b.size(), stream_.get());
     head_w_.upload(plan_.head_w.data(), plan_.head_w.size(), stream_.get());
@@ -146,6 +159,9 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   std::string variant() const override {
     const auto& p = plan_.params;
+    if (p.family != cuda::kFamilyCta)
+      return "persistent-" + family_name_ + "-" + precision_name(precision_) + "-" + std::to_string(p.nc) + "+" +
+             std::to_string(p.np) + "blocks";
     if (p.variant == cuda::kVariantRegs)
       return std::string("persistent-mma-regs-") + precision_name(precision_) + "-1+" + std::to_string(p.np) +
              "blocks-warp0poll";
@@ -279,6 +295,15 @@ class CudaBackend final : public Backend {
     } catch (const std::exception&) {
     }
     const auto& p = plan_.params;
+    f["kernel_family"] = family_name_;
+    f["kernel_choice"] = family_why_;
+    f["critical_blocks"] = std::to_string(p.nc);
+    if (p.family != cuda::kFamilyCta) {
+      f["units_per_critical_block"] = std::to_string(p.gpb * cuda::kUnitsPerGroup);
+      f["k_split_warps"] = std::to_string(p.ksplit);
+      f["precompute_weights"] = p.pre_global ? "global" : "shared";
+      f["precompute_state"] = plan_.pre_state_floats > 0 ? "global" : "shared";
+    }
     f["kernel_variant"] = variant();
     f["critical_variant"] = variant_;
     f["critical_weight_bytes"] = std::to_string(plan_.critical_weight_bytes);
@@ -301,7 +326,10 @@ class CudaBackend final : public Backend {
   // than free it under it (the streams may go: the runtime frees them once their work ends).
   void abandon_if_running() {
     if (!kernel_running_) return;
-    for (auto* b : {&head_b_, &head_w_, &pre_w_, &h_state_, &pub_P_, &pub_c_, &xbuf_}) (void)b->release();
+    for (auto* b : {&head_b_, &head_w_, &pre_w_, &h_state_, &pub_P_, &pub_c_, &xbuf_, &pre_state_, &xch_head_})
+      (void)b->release();
+    (void)xch_h_.release();
+    (void)xch_flag_.release();
     (void)frags_.release();
     (void)words_.release();
     (void)mailbox_.release();
@@ -351,9 +379,14 @@ class CudaBackend final : public Backend {
     p.pub_c = pub_c_.get();
     p.xbuf = xbuf_.get();
     p.words = words_.get();
+    p.pre_state = pre_state_.get();
+    p.xch_h = xch_h_.get();
+    p.xch_flag = xch_flag_.get();
+    p.xch_head = xch_head_.get();
     mailbox_->clear();
     words_.zero(stream_.get());
     h_state_.zero(stream_.get());
+    if (xch_flag_.get()) xch_flag_.zero(stream_.get());
     HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     long long max_blocks = 0;
     const cudaError_t e = cuda::launch_lstm(p, stream_.get(), &max_blocks);
@@ -425,6 +458,27 @@ class CudaBackend final : public Backend {
     stop_heartbeat();
   }
 
+  // The kernel family (asked for, or the smallest that holds the model) and its plan. A cluster launch
+  // may find fewer co-resident clusters than the plan assumed (clusters stay inside one GPC): the plan is
+  // then redone with the precompute blocks that fit.
+  void choose_and_plan(std::optional<cuda::KernelFamily> family, int max_precompute_blocks) {
+    cuda::KernelChoice c = cuda::choose_kernel(model_, precision_, options().mode, options().window, copt_.mailbox,
+                                               limits_, family, max_precompute_blocks);
+    if (c.family != cuda::KernelFamily::cta) {
+      long long fits = 0;
+      HOTPATH_CUDA_CHECK(cuda::multiblock_max_coresident(c.plan.params, stream_.get(), &fits));
+      const int nc = c.plan.params.nc;
+      if (fits < c.plan.params.grid() && fits > nc) {
+        int np = int(fits) - nc;
+        if (max_precompute_blocks > 0) np = std::min(np, max_precompute_blocks);
+        c = cuda::choose_kernel(model_, precision_, options().mode, options().window, copt_.mailbox, limits_, family, np);
+      }
+    }
+    plan_ = std::move(c.plan);
+    family_name_ = cuda::family_name(c.family);
+    family_why_ = c.why;
+  }
+
   static std::string resolve_variant(const std::string& v) {
     if (v.empty()) return kCudaVariants[0];
     std::string list;
@@ -448,6 +502,10 @@ class CudaBackend final : public Backend {
   DeviceBuffer<uint32_t> frags_;
   DeviceBuffer<float> head_b_, head_w_, pre_w_, h_state_, pub_P_, pub_c_, xbuf_;
   DeviceBuffer<cuda::SharedWords> words_;
+  DeviceBuffer<float> pre_state_, xch_head_;  // precompute state in global memory; grid: head partial sums
+  DeviceBuffer<uint16_t> xch_h_;              // grid: the layers' h slices
+  DeviceBuffer<unsigned> xch_flag_;           // grid: per-(layer, block) flags
+  std::string family_name_, family_why_;
   std::unique_ptr<HostMailbox> mailbox_;
   // Renews the kernel's lease. A std::jthread: a constructor that throws after starting it stops and
   // joins it (a joinable std::thread would call std::terminate); declared after mailbox_, which it uses.

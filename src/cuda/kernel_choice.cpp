@@ -25,14 +25,49 @@ std::optional<KernelFamily> parse_kernel_family(std::string_view name) {
 
 KernelChoice choose_kernel(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
                            const DeviceLimits& limits, std::optional<KernelFamily> requested, int max_precompute_blocks) {
-  // Placeholder until the cluster and grid kernels land: the one-SM kernel only.
-  if (requested && *requested != KernelFamily::cta)
-    throw UnsupportedError(std::string("cuda kernel '") + family_name(*requested) + "' is not built yet");
+  auto plan = [&](KernelFamily family) {
+    if (family == KernelFamily::cta)
+      return plan_lstm(model, precision, mode, window, mailbox, limits, max_precompute_blocks);
+    return plan_multiblock(model, precision, mode, window, mailbox, limits, family == KernelFamily::cluster,
+                           max_precompute_blocks);
+  };
+  auto describe = [&](KernelChoice& c) {
+    const LstmParams& p = c.plan.params;
+    const std::string kib = std::to_string(c.plan.critical_weight_bytes / 1024) + " KiB of critical-step weights";
+    if (c.family == KernelFamily::cta) {
+      c.why = kib + " fit one SM (1 critical block + " + std::to_string(p.np) + " precompute blocks)";
+    } else {
+      c.why = kib + " over " + std::to_string(p.nc) + " blocks of " + std::to_string(p.gpb * kUnitsPerGroup) +
+              " hidden units (" + std::to_string(p.smem_bytes / 1024) + " KiB shared memory each), exchanged through " +
+              (c.family == KernelFamily::cluster ? "distributed shared memory" : "L2") + "; " + std::to_string(p.np) +
+              " precompute blocks" + (p.pre_global ? ", their weights in global memory" : "");
+    }
+  };
   KernelChoice c;
-  c.plan = plan_lstm(model, precision, mode, window, mailbox, limits, max_precompute_blocks);
-  c.family = KernelFamily::cta;
-  c.why = "its critical-step weights fit one SM's shared memory";
-  return c;
+  if (requested) {
+    c.family = *requested;
+    try {
+      c.plan = plan(c.family);
+    } catch (const UnsupportedError& e) {
+      throw UnsupportedError(std::string("cuda kernel '") + family_name(c.family) + "' cannot serve this model: " + e.what());
+    }
+    describe(c);
+    c.why = std::string("asked for; ") + c.why;
+    return c;
+  }
+  std::string refused;
+  for (KernelFamily f : {KernelFamily::cta, KernelFamily::cluster, KernelFamily::grid}) {
+    try {
+      c.plan = plan(f);
+      c.family = f;
+      describe(c);
+      if (!refused.empty()) c.why += " (" + refused + ")";
+      return c;
+    } catch (const UnsupportedError& e) {
+      refused += (refused.empty() ? "" : "; ") + std::string("not ") + family_name(f) + ": " + e.what();
+    }
+  }
+  throw UnsupportedError("no cuda kernel can serve this model: " + refused);
 }
 
 }  // namespace hotpath::cuda

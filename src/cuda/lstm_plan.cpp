@@ -35,9 +35,10 @@ void pack_tile(F&& a, uint32_t* out /* 32 lanes x 4 */) {
 
 float round_weight(double w, bool bf16) { return from_bits(to_bits(w, bf16), bf16); }
 
-LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
-                   const DeviceLimits& limits, int max_precompute_blocks) {
-  const ModelConfig& cfg = model.config;
+namespace {
+
+// Checks every kernel family shares; throws naming the limit.
+void check_servable(const ModelConfig& cfg, Precision precision, Mode mode, int window) {
   if (precision != Precision::fp16 && precision != Precision::bf16)
     throw UnsupportedError(std::string("the cuda backend runs fp16 or bf16 weights, not ") + precision_name(precision));
   if (mode == Mode::batch) throw UnsupportedError("the cuda backend serves window and streaming modes, not batch");
@@ -47,112 +48,122 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
   if (cfg.output_size > kMaxOutputs)
     throw UnsupportedError("the cuda kernel supports at most " + std::to_string(kMaxOutputs) +
                            " outputs (one warp's head tiles), the model has " + std::to_string(cfg.output_size));
+  if (cfg.input_size > kMaxInputFloats)
+    throw UnsupportedError("the cuda mailbox carries at most " + std::to_string(kMaxInputFloats) +
+                           " input floats, the model has " + std::to_string(cfg.input_size));
   if (mode == Mode::window && window < 1) throw Error("window mode needs a window >= 1");
-  if (limits.sm_count < 2) throw UnsupportedError("the cuda kernel needs at least 2 SMs (one critical, one precompute)");
+}
 
-  const bool bf16 = precision == Precision::bf16;
-  const int I = cfg.input_size, H = cfg.hidden_size, L = cfg.num_layers, O = cfg.output_size;
-
-  LstmPlan plan;
-  LstmParams& p = plan.params;
-  p.I = I; p.H = H; p.L = L; p.O = O;
+// Model shape, precision, mailbox chunks and the k16 tiles of each layer (even: two accumulator chains).
+void plan_common(LstmParams& p, const ModelConfig& cfg, Precision precision, Mode mode, int window,
+                 const MailboxOptions& mailbox) {
+  p.I = cfg.input_size; p.H = cfg.hidden_size; p.L = cfg.num_layers; p.O = cfg.output_size;
   p.window_mode = mode == Mode::window;
   p.W = mode == Mode::window ? window : 1;
-  p.bf16 = bf16;
-  p.groups = (H + kUnitsPerGroup - 1) / kUnitsPerGroup;
-  p.compute_warps = std::min(p.groups, kMaxComputeWarps);
-
-  // Input chunks, poller warps; poll sets shrink until the block fits its register budget.
+  p.bf16 = precision == Precision::bf16;
+  p.groups = (p.H + kUnitsPerGroup - 1) / kUnitsPerGroup;
   p.mb.in_fpc = mailbox.dual_seq_input ? 2 : 3;
   p.mb.in_dual = mailbox.dual_seq_input;
-  p.mb.n_in = chunks_for(I, p.mb.in_fpc);
+  p.mb.n_in = chunks_for(p.I, p.mb.in_fpc);
   p.mb.in_stride = (p.mb.n_in + 3) & ~3;
-  p.mb.n_out = chunks_for(O, kOutFloatsPerChunk);
-  int poll_sets = mailbox.poll_sets;
-  const int warps_per_set = (p.mb.n_in + 31) / 32;
-  poll_sets = std::max(1, poll_sets);
-  while (poll_sets > 1 && 32 * (p.compute_warps + poll_sets * warps_per_set + 1) > kMaxBlockThreads) --poll_sets;
-  p.mb.poll_sets = poll_sets;
-  p.poll_warps = poll_sets * warps_per_set;
-  if (p.threads() > kMaxBlockThreads)
-    throw UnsupportedError("the cuda kernel's critical block would need " + std::to_string(p.threads()) +
-                           " threads (input_size " + std::to_string(I) + "), more than its limit of " +
-                           std::to_string(kMaxBlockThreads));
-
-  // ---- critical fragments: layer l [groups][2 tiles][kt][32 lanes] uint4, then the head [2][kt][32].
-  // Layer 0 may keep its first kreg tiles in registers (one group per warp), stored after the rest.
-  for (int l = 0; l <= L; ++l) {
-    const int K = l == 0 ? I : H;
-    p.kt[l] = ((K + 15) / 16 + 1) & ~1;  // even: the kernel runs two accumulator chains
+  p.mb.n_out = chunks_for(p.O, kOutFloatsPerChunk);
+  for (int l = 0; l <= p.L; ++l) {
+    const int K = l == 0 ? p.I : p.H;
+    p.kt[l] = ((K + 15) / 16 + 1) & ~1;
   }
-  auto critical_smem = [&](int kreg) {
-    int tiles = p.groups * 2 * (p.kt[0] - kreg);
-    for (int l = 1; l < L; ++l) tiles += p.groups * 2 * p.kt[l];
-    tiles += 2 * p.kt[L];
-    int xin_stride = 0;
-    for (int l = 0; l <= L; ++l) xin_stride = std::max(xin_stride, p.kt[l] * 16);
-    auto a16 = [](int b) { return (b + 15) & ~15; };
-    return a16(tiles * 512) + a16((L + 1) * 2 * xin_stride * 2) + a16(p.mb.n_in * 12) + 2 * a16(p.mb.n_in * 4) +
-           a16(L * 4 * H * 4) + a16(L * H * 4) + a16(kMaxOutputs * 4) + 32;
+  p.xin_stride = 0;
+  for (int l = 0; l <= p.L; ++l) p.xin_stride = std::max(p.xin_stride, p.kt[l] * 16);
+}
+
+// Packs layer l's W_ih rows of unit group q (tile m, k16 tile k) at uint4 index `at`: tile m = 0 holds
+// gates i (rows 0-7) and f (rows 8-15) of units 8q..8q+7, m = 1 gates g and o, so the lane holding rows
+// g and g+8 of both tiles has all four gates of unit 8q+g.
+void pack_group_tile(std::vector<uint32_t>& frags, size_t at, const Model& model, int l, int q, int m, int k, bool bf16) {
+  const ModelConfig& cfg = model.config;
+  const int H = cfg.hidden_size, K = cfg.layer_input_size(l);
+  const auto& w = model.layers[l].w_ih;
+  auto a = [&](int r, int c) -> uint16_t {
+    const int unit = q * kUnitsPerGroup + (r & 7), gate = 2 * m + (r >> 3), col = k * 16 + c;
+    if (unit >= H || col >= K) return 0;
+    return to_bits(w[size_t(gate * H + unit) * K + col], bf16);
   };
-  p.kreg = 0;
-  if (critical_smem(0) > limits.smem_per_block_optin && p.groups <= kMaxComputeWarps) {
-    for (int k : kRegTileChoices)
-      if (k <= p.kt[0] && critical_smem(k) <= limits.smem_per_block_optin) {
-        p.kreg = k;
-        break;
-      }
-  }
-  int off = 0;
-  for (int l = 0; l <= L; ++l) {
-    p.frag_off[l] = off;
-    off += (l < L ? p.groups : 1) * 2 * (p.kt[l] - (l == 0 ? p.kreg : 0)) * 32;
-  }
-  p.frag_total = off;
-  p.reg_off = off;
-  const size_t total = size_t(off) + size_t(p.groups) * 2 * p.kreg * 32;
-  plan.frags.assign(total * 4, 0);
-  for (int l = 0; l < L; ++l) {
-    const int K = cfg.layer_input_size(l), kt = p.kt[l];
-    const int kr = l == 0 ? p.kreg : 0;
-    const auto& w = model.layers[l].w_ih;
-    for (int q = 0; q < p.groups; ++q)
-      for (int m = 0; m < 2; ++m)
-        for (int k = 0; k < kt; ++k) {
-          // tile m=0: rows 0-7 gate i, rows 8-15 gate f of units 8q..8q+7; m=1: gates g and o. The lane
-          // holding rows g and g+8 of both tiles then has all four gates of unit 8q+g.
-          auto a = [&](int r, int c) -> uint16_t {
-            const int unit = q * kUnitsPerGroup + (r & 7), gate = 2 * m + (r >> 3), col = k * 16 + c;
-            if (unit >= H || col >= K) return 0;
-            return to_bits(w[size_t(gate * H + unit) * K + col], bf16);
-          };
-          const size_t at = k < kr ? size_t(p.reg_off) + ((q * 2 + m) * kr + k) * 32
-                                   : size_t(p.frag_off[l]) + ((q * 2 + m) * (kt - kr) + (k - kr)) * 32;
-          pack_tile(a, &plan.frags[at * 4]);
-        }
-  }
-  {
-    const int kt = p.kt[L];
-    for (int m = 0; m < 2; ++m)
-      for (int k = 0; k < kt; ++k) {
-        auto a = [&](int r, int c) -> uint16_t {
-          const int row = m * 16 + r, col = k * 16 + c;
-          if (row >= O || col >= H) return 0;
-          return to_bits(model.head_w[size_t(row) * H + col], bf16);
-        };
-        pack_tile(a, &plan.frags[(size_t(p.frag_off[L]) + (m * kt + k) * 32) * 4]);
-      }
-  }
-  plan.critical_weight_bytes = plan.frags.size() * 4;
-  plan.head_w.assign(size_t(O) * H, 0.0f);
-  for (size_t i = 0; i < plan.head_w.size() && i < model.head_w.size(); ++i)
-    plan.head_w[i] = round_weight(model.head_w[i], bf16);
-  plan.head_b.assign(O, 0.0f);
-  for (int o = 0; o < O && !model.head_b.empty(); ++o) plan.head_b[o] = float(model.head_b[o]);
+  pack_tile(a, &frags[at * 4]);
+}
 
-  // ---- precompute split: U hidden units per block, one block per SM beside the critical one
-  int max_np = limits.sm_count - 1;
-  if (max_precompute_blocks > 0) max_np = std::min(max_np, max_precompute_blocks);
+// Where fragment (layer, group q, tile m, k16 tile k) lives in LstmPlan::frags (uint4 index): the one
+// definition of the layout for packing and for the host emulation.
+size_t frag_index(const LstmParams& p, int l, int q, int m, int k) {
+  const int kt = p.kt[l];
+  if (p.family != kFamilyCta) {
+    const int b = q / p.gpb, ql = q % p.gpb;
+    return size_t(b) * p.block_frag + p.bfrag_off[l] + ((ql * 2 + m) * kt + k) * 32;
+  }
+  const int kr = l == 0 ? p.kreg : 0;
+  return k < kr ? size_t(p.reg_off) + ((q * 2 + m) * kr + k) * 32
+                : size_t(p.frag_off[l]) + ((q * 2 + m) * (kt - kr) + (k - kr)) * 32;
+}
+
+// The cta critical block's shared memory: fragments (layer 0 minus kreg tiles held in registers, the
+// other layers, the head), input buffers, the input chunks, P and c, the head sums, the flags. With
+// `assign`, the offsets are written into p. The one computation of that layout.
+int cta_critical_layout(LstmParams& p, int kreg, bool assign) {
+  int tiles = p.groups * 2 * (p.kt[0] - kreg);
+  for (int l = 1; l < p.L; ++l) tiles += p.groups * 2 * p.kt[l];
+  tiles += 2 * p.kt[p.L];
+  int s = 0;
+  auto take = [&](int bytes) { const int at = s; s = align16(s + bytes); return at; };
+  const int frags = take(tiles * 512), xin = take((p.L + 1) * 2 * p.xin_stride * 2), x32 = take(p.mb.n_in * 3 * 4),
+            seqw = take(p.mb.n_in * 4), claim = take(p.mb.n_in * 4), P = take(p.L * 4 * p.H * 4),
+            c = take(p.L * p.H * 4), z = take(kMaxOutputs * 4), flags = take(32);  // dev::CtaFlags
+  if (assign) {
+    p.s_frags = frags; p.s_xin = xin; p.s_x32 = x32; p.s_seqw = seqw; p.s_claim = claim;
+    p.s_P = P; p.s_c = c; p.s_z = z; p.s_flags = flags;
+  }
+  return s;
+}
+
+// A multi-block critical block's shared memory (lstm_multiblock.cu: MultiSmem); assign: into p.
+int multi_critical_layout(LstmParams& p, int gpb, int nc, int ksplit, bool assign) {
+  const int Ub = gpb * kUnitsPerGroup, parities = p.family == kFamilyCluster ? 2 : 1;
+  int fr = 0;
+  for (int l = 0; l < p.L; ++l) fr += gpb * 2 * p.kt[l] * 32;
+  int s = 0;
+  auto take = [&](int bytes) { const int at = s; s = align16(s + bytes); return at; };
+  const int frags = take(fr * 16), xin = take((1 + parities * (p.L - 1)) * 2 * p.xin_stride * 2),
+            x32 = take(p.mb.n_in * 3 * 4), seqw = take(p.mb.n_in * 4), claim = take(p.mb.n_in * 4),
+            P = take(p.L * 4 * Ub * 4), c = take(p.L * Ub * 4), red = take(ksplit * Ub * 4 * 4),
+            stage = take(2 * Ub * 2), h32 = take(Ub * 4), hw = take(p.O * Ub * 4), hp = take(parities == 2 ? 2 * nc * kMaxOutputs * 4 : 0),
+            xflags = take(parities == 2 ? p.L * nc * 4 : 0), flags = take(32);  // the grid's are in global memory
+  if (assign) {
+    p.block_frag = fr;
+    int off = 0;
+    for (int l = 0; l < p.L; ++l) {
+      p.bfrag_off[l] = off;
+      off += gpb * 2 * p.kt[l] * 32;
+    }
+    p.s_frags = frags; p.s_xin = xin; p.s_x32 = x32; p.s_seqw = seqw; p.s_claim = claim; p.s_P = P; p.s_c = c;
+    p.s_red = red; p.s_stage = stage; p.s_h32 = h32; p.s_hw = hw; p.s_hp = hp; p.s_xflags = xflags; p.s_flags = flags;
+  }
+  return s;
+}
+
+void fill_head(LstmPlan& plan, const Model& model) {
+  const LstmParams& p = plan.params;
+  plan.head_w.assign(size_t(p.O) * p.H, 0.0f);
+  for (size_t i = 0; i < plan.head_w.size() && i < model.head_w.size(); ++i)
+    plan.head_w[i] = round_weight(model.head_w[i], p.bf16);
+  plan.head_b.assign(p.O, 0.0f);
+  for (int o = 0; o < p.O && !model.head_b.empty(); ++o) plan.head_b[o] = float(model.head_b[o]);
+}
+
+// The precompute split (U hidden units per block over max_np blocks at most), its weights, and where
+// they live: shared memory where weights and window state fit, else weights (then state too) in global
+// memory. Returns the precompute block's shared memory bytes.
+int plan_precompute(LstmPlan& plan, const Model& model, Mode mode, int window, int max_np, const DeviceLimits& limits) {
+  LstmParams& p = plan.params;
+  const ModelConfig& cfg = model.config;
+  const int H = p.H, L = p.L;
+  if (max_np < 1) throw UnsupportedError("the cuda kernel needs at least one SM for the precompute");
   p.U = (H + max_np - 1) / max_np;
   p.np = (H + p.U - 1) / p.U;
   p.nslots = mode == Mode::window ? std::max(1, window - 1) : 1;
@@ -175,51 +186,207 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
         if (unit >= H) continue;
         for (int gate = 0; gate < 4; ++gate) {
           const int row = gate * H + unit, r = 4 * u + gate;
-          for (int k = 0; k < K; ++k) dst[p.pre_ih[l] + r * K + k] = round_weight(ly.w_ih[size_t(row) * K + k], bf16);
-          for (int k = 0; k < H; ++k) dst[p.pre_hh[l] + r * H + k] = round_weight(ly.w_hh[size_t(row) * H + k], bf16);
+          for (int k = 0; k < K; ++k) dst[p.pre_ih[l] + r * K + k] = round_weight(ly.w_ih[size_t(row) * K + k], p.bf16);
+          for (int k = 0; k < H; ++k) dst[p.pre_hh[l] + r * H + k] = round_weight(ly.w_hh[size_t(row) * H + k], p.bf16);
           dst[p.pre_b[l] + r] = float(bias[row]);
         }
       }
     }
   }
+  const long long state_bytes = 4LL * L * p.nslots * 5 * p.U;  // Q [4U] and c [U] per layer and window
+  auto layout = [&](bool weights, bool state) {
+    int s = 0;
+    auto take = [&](long long bytes) { const int at = s; s = align16(int(std::min<long long>(bytes, 1 << 30)) + s); return at; };
+    p.s_pw = take(weights ? p.pre_block_floats * 4LL : 0);
+    p.s_Q = take(state ? 4LL * L * p.nslots * 4 * p.U : 0);
+    p.s_pc = take(state ? 4LL * L * p.nslots * p.U : 0);
+    p.s_px = take(p.I * 4);
+    p.s_g0 = take(4 * p.U * 4);
+    p.s_pflags = take(16);
+    return s;
+  };
+  p.pre_global = 0;
+  plan.pre_state_floats = 0;
+  int bytes = layout(true, true);
+  if (bytes > limits.smem_per_block_optin) {
+    p.pre_global = 1;
+    bytes = layout(false, true);
+  }
+  if (bytes > limits.smem_per_block_optin) {
+    bytes = layout(false, false);
+    p.pre_state_floats = int((state_bytes / 4 + 3) & ~3LL);
+    plan.pre_state_floats = p.pre_state_floats;
+  }
+  if (bytes > limits.smem_per_block_optin)
+    throw UnsupportedError("model does not fit the cuda kernel: a precompute block needs " + std::to_string(bytes / 1024) +
+                           " KiB of shared memory even with its weights and state in global memory, but " +
+                           limits.name + " allows " + std::to_string(limits.smem_per_block_optin / 1024) +
+                           " KiB per block");
+  return bytes;
+}
 
-  // ---- shared memory layout
-  int s = 0;
-  auto take = [&](int bytes) { const int at = s; s = align16(s + bytes); return at; };
-  p.xin_stride = 0;
-  for (int l = 0; l <= L; ++l) p.xin_stride = std::max(p.xin_stride, p.kt[l] * 16);
-  p.s_frags = take(p.frag_total * 16);
-  p.s_xin = take((L + 1) * 2 * p.xin_stride * 2);
-  p.s_x32 = take(p.mb.n_in * 3 * 4);
-  p.s_seqw = take(p.mb.n_in * 4);
-  p.s_claim = take(p.mb.n_in * 4);
-  p.s_P = take(L * 4 * H * 4);
-  p.s_c = take(L * H * 4);
-  p.s_z = take(kMaxOutputs * 4);
-  p.s_flags = take(32);  // dev::CtaFlags
-  const int critical_bytes = s;
-  s = 0;
-  p.s_pw = take(p.pre_block_floats * 4);
-  p.s_Q = take(L * p.nslots * 4 * p.U * 4);
-  p.s_pc = take(L * p.nslots * p.U * 4);
-  p.s_px = take(I * 4);
-  p.s_g0 = take(4 * p.U * 4);
-  p.s_pflags = take(16);
-  const int precompute_bytes = s;
-  p.smem_bytes = std::max(critical_bytes, precompute_bytes);
+}  // namespace
+
+LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
+                   const DeviceLimits& limits, int max_precompute_blocks) {
+  const ModelConfig& cfg = model.config;
+  check_servable(cfg, precision, mode, window);
+  if (limits.sm_count < 2) throw UnsupportedError("the cuda kernel needs at least 2 SMs (one critical, one precompute)");
+  LstmPlan plan;
+  LstmParams& p = plan.params;
+  plan_common(p, cfg, precision, mode, window, mailbox);
+  const bool bf16 = p.bf16;
+  const int I = p.I, L = p.L;
+  p.family = kFamilyCta;
+  p.compute_warps = std::min(p.groups, kMaxComputeWarps);
+
+  // Poller warps; poll sets shrink until the block fits its thread budget.
+  const int warps_per_set = (p.mb.n_in + 31) / 32;
+  int poll_sets = std::max(1, mailbox.poll_sets);
+  while (poll_sets > 1 && 32 * (p.compute_warps + poll_sets * warps_per_set + 1) > kMaxBlockThreads) --poll_sets;
+  p.mb.poll_sets = poll_sets;
+  p.poll_warps = poll_sets * warps_per_set;
+  if (p.threads() > kMaxBlockThreads)
+    throw UnsupportedError("the cuda kernel's critical block would need " + std::to_string(p.threads()) +
+                           " threads (input_size " + std::to_string(I) + "), more than its limit of " +
+                           std::to_string(kMaxBlockThreads));
+
+  // Critical fragments: layer l [groups][2 tiles][kt][32 lanes] uint4, then the head [2][kt][32]. Layer 0
+  // may keep its first kreg tiles in registers (one group per warp), stored after the rest.
+  p.kreg = 0;
+  if (cta_critical_layout(p, 0, false) > limits.smem_per_block_optin && p.groups <= kMaxComputeWarps) {
+    for (int k : kRegTileChoices)
+      if (k <= p.kt[0] && cta_critical_layout(p, k, false) <= limits.smem_per_block_optin) {
+        p.kreg = k;
+        break;
+      }
+  }
+  const int critical_bytes = cta_critical_layout(p, p.kreg, true);
   if (critical_bytes > limits.smem_per_block_optin)
-    throw UnsupportedError("model does not fit the cuda kernel: its critical-step weights (W_ih of every layer and the "
-                           "head, " + std::string(precision_name(precision)) + ") take " +
-                           std::to_string(plan.critical_weight_bytes / 1024) + " KiB and the critical block needs " +
-                           std::to_string(critical_bytes / 1024) + " KiB of shared memory, but " + limits.name +
-                           " allows " + std::to_string(limits.smem_per_block_optin / 1024) +
+    throw UnsupportedError("its critical-step weights (W_ih of every layer and the head, " +
+                           std::string(precision_name(precision)) + ") need " + std::to_string(critical_bytes / 1024) +
+                           " KiB of shared memory in one block, but " + limits.name + " allows " +
+                           std::to_string(limits.smem_per_block_optin / 1024) +
                            " KiB per block (sharedMemPerBlockOptin), even with up to 64 KiB of W_ih,0 held in registers");
-  if (precompute_bytes > limits.smem_per_block_optin)
-    throw UnsupportedError("model does not fit the cuda kernel: a precompute block needs " +
-                           std::to_string(precompute_bytes / 1024) + " KiB of shared memory (window " +
-                           std::to_string(window) + "), but " + limits.name + " allows " +
-                           std::to_string(limits.smem_per_block_optin / 1024) + " KiB per block");
+  int off = 0;
+  for (int l = 0; l <= L; ++l) {
+    p.frag_off[l] = off;
+    off += (l < L ? p.groups : 1) * 2 * (p.kt[l] - (l == 0 ? p.kreg : 0)) * 32;
+  }
+  p.frag_total = off;
+  p.reg_off = off;
+  const size_t total = size_t(off) + size_t(p.groups) * 2 * p.kreg * 32;
+  plan.frags.assign(total * 4, 0);
+  for (int l = 0; l < L; ++l)
+    for (int q = 0; q < p.groups; ++q)
+      for (int m = 0; m < 2; ++m)
+        for (int k = 0; k < p.kt[l]; ++k) pack_group_tile(plan.frags, frag_index(p, l, q, m, k), model, l, q, m, k, bf16);
+  {
+    const int kt = p.kt[L], O = p.O, H = p.H;
+    for (int m = 0; m < 2; ++m)
+      for (int k = 0; k < kt; ++k) {
+        auto a = [&](int r, int c) -> uint16_t {
+          const int row = m * 16 + r, col = k * 16 + c;
+          if (row >= O || col >= H) return 0;
+          return to_bits(model.head_w[size_t(row) * H + col], bf16);
+        };
+        pack_tile(a, &plan.frags[(size_t(p.frag_off[L]) + (m * kt + k) * 32) * 4]);
+      }
+  }
+  plan.critical_weight_bytes = plan.frags.size() * 4;
+  fill_head(plan, model);
+
+  // Precompute: one block per SM beside the critical one.
+  int max_np = limits.sm_count - 1;
+  if (max_precompute_blocks > 0) max_np = std::min(max_np, max_precompute_blocks);
+  const int precompute_bytes = plan_precompute(plan, model, mode, window, max_np, limits);
+  p.smem_bytes = std::max(critical_bytes, precompute_bytes);
   return plan;
+}
+
+LstmPlan plan_multiblock(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
+                         const DeviceLimits& limits, bool cluster, int max_precompute_blocks) {
+  const ModelConfig& cfg = model.config;
+  check_servable(cfg, precision, mode, window);
+  LstmPlan plan;
+  LstmParams& p = plan.params;
+  plan_common(p, cfg, precision, mode, window, mailbox);
+  p.family = cluster ? kFamilyCluster : kFamilyGrid;
+  const char* fam = cluster ? "cluster" : "grid";
+  p.mb.poll_sets = 1;  // every critical block polls; one set each
+  p.poll_warps = (p.mb.n_in + 31) / 32;
+  const int max_compute = std::min(MultiBlockPolicy::max_compute_warps, kMaxBlockThreads / 32 - p.poll_warps - 1);
+  const int optin = limits.smem_per_block_optin;
+
+  // Blocks and unit groups per block. Each group needs a compute warp; the rest split the k16 tiles.
+  auto fits = [&](int gpb, int nc) {
+    if (gpb > max_compute) return false;
+    return multi_critical_layout(p, gpb, nc, max_compute / gpb, false) <= optin;
+  };
+  int nc = 0, gpb = 0;
+  std::string why_not;
+  if (cluster) {
+    if (limits.max_cluster_size < 2) throw UnsupportedError(std::string(limits.name) + " cannot launch thread-block clusters");
+    // The preferred size first (measured: its barrier costs the same as 2-16 blocks'), then larger.
+    for (int size = std::min(MultiBlockPolicy::preferred_cluster, limits.max_cluster_size); size <= limits.max_cluster_size;
+         size *= 2) {
+      const int n = std::min(size, p.groups);
+      const int g = (p.groups + n - 1) / n;
+      if (fits(g, n)) {
+        nc = n;
+        gpb = g;
+        break;
+      }
+    }
+    if (!nc)
+      throw UnsupportedError("its critical-step weights (" + std::to_string(critical_weight_bytes(cfg, true) / 1024) +
+                             " KiB) do not fit the shared memory of a " + std::to_string(limits.max_cluster_size) +
+                             "-block cluster (" + std::to_string(optin / 1024) + " KiB per block on " + limits.name + ")");
+  } else {
+    const int max_blocks = limits.sm_count - MultiBlockPolicy::min_precompute_blocks;
+    for (int g = 1; g <= max_compute && !nc; ++g) {
+      const int n = (p.groups + g - 1) / g;
+      if (n <= max_blocks && fits(g, n)) {
+        nc = n;
+        gpb = g;
+      }
+    }
+    if (!nc)
+      throw UnsupportedError("its critical-step weights (" + std::to_string(critical_weight_bytes(cfg, true) / 1024) +
+                             " KiB) do not fit the shared memory of " + std::to_string(std::max(1, max_blocks)) +
+                             " blocks (" + std::to_string(optin / 1024) + " KiB each on " + limits.name + ", " +
+                             std::to_string(MultiBlockPolicy::min_precompute_blocks) + " SMs kept for the precompute)");
+  }
+  p.nc = nc;
+  p.gpb = gpb;
+  p.ksplit = max_compute / gpb;
+  p.compute_warps = gpb * p.ksplit;
+  const int critical_bytes = multi_critical_layout(p, gpb, nc, p.ksplit, true);
+  (void)fam;
+
+  plan.frags.assign(size_t(nc) * p.block_frag * 4, 0);
+  for (int l = 0; l < p.L; ++l)
+    for (int q = 0; q < p.groups; ++q)
+      for (int m = 0; m < 2; ++m)
+        for (int k = 0; k < p.kt[l]; ++k)
+          pack_group_tile(plan.frags, frag_index(p, l, q, m, k), model, l, q, m, k, p.bf16);
+  plan.critical_weight_bytes = plan.frags.size() * 4;
+  fill_head(plan, model);
+
+  // Precompute on the SMs the critical blocks leave (the launch checks co-residency: clusters may
+  // leave fewer than that).
+  int max_np = limits.sm_count - nc;
+  if (cluster) max_np = std::max(nc, (limits.sm_count / nc - 1) * nc);
+  if (max_precompute_blocks > 0) max_np = std::min(max_np, max_precompute_blocks);
+  const int precompute_bytes = plan_precompute(plan, model, mode, window, max_np, limits);
+  p.smem_bytes = std::max(critical_bytes, precompute_bytes);
+  return plan;
+}
+
+size_t critical_weight_bytes(const ModelConfig& cfg, bool half) {
+  size_t n = 0;
+  for (int l = 0; l < cfg.num_layers; ++l) n += size_t(4) * cfg.hidden_size * cfg.layer_input_size(l);
+  return n * (half ? 2 : 4);
 }
 
 void use_regs_variant(LstmPlan& plan) {
@@ -277,9 +444,7 @@ std::vector<double> emulate_fragments(const LstmPlan& plan, int layer, const std
   for (int q = 0; q < groups; ++q)
     for (int m = 0; m < 2; ++m)
       for (int k = 0; k < kt; ++k) {
-        const int kr = layer == 0 ? p.kreg : 0;
-        const size_t at = k < kr ? size_t(p.reg_off) + ((q * 2 + m) * kr + k) * 32
-                                 : size_t(p.frag_off[layer]) + ((q * 2 + m) * (kt - kr) + (k - kr)) * 32;
+        const size_t at = head ? size_t(p.frag_off[layer]) + (m * kt + k) * 32 : frag_index(p, layer, q, m, k);
         const uint32_t* t = &plan.frags[at * 4];
         for (int lane = 0; lane < 32; ++lane) {
           const int g = lane >> 2, tt = lane & 3;

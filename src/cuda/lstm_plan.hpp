@@ -21,6 +21,18 @@ struct DeviceLimits {
   std::string name = "device";
 };
 
+// Tuned constants of the multi-block families (cluster, grid), one place.
+struct MultiBlockPolicy {
+  // Compute warps per critical block (the rest of its 20 are pollers and the service warp): enough to
+  // split one group's k16 tiles 16 ways when a block holds one group (lstm_l, 64 tiles a layer).
+  static constexpr int max_compute_warps = 16;
+  // Cluster size tried first: a cluster barrier costs 0.19 us for 2-16 blocks alike (SPEC §7), so more
+  // blocks only shorten each block's share; 8 is the largest portable size.
+  static constexpr int preferred_cluster = 8;
+  // SMs the grid family leaves to the precompute at least.
+  static constexpr int min_precompute_blocks = 4;
+};
+
 struct LstmPlan {
   LstmParams params;               // device pointers left null
   std::vector<uint32_t> frags;     // params.frag_total x 4 words (uint4 each)
@@ -28,12 +40,21 @@ struct LstmPlan {
   std::vector<float> head_w;       // [O][H] head weights rounded to the precision, as fp32 (variant regs)
   std::vector<float> pre_w;        // np x pre_block_floats
   size_t critical_weight_bytes = 0;
+  int pre_state_floats = 0;        // > 0: each precompute block's window state lives in global memory
 };
 
 // Throws UnsupportedError naming the limit when the model cannot be served by one critical block.
 // max_precompute_blocks <= 0: as many as the device allows (one per SM beside the critical block).
 LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
                    const DeviceLimits& limits, int max_precompute_blocks = 0);
+
+// The cluster (cluster = true) or grid family: the critical step split over blocks by hidden units.
+// Throws UnsupportedError naming the limit when the family cannot hold the model.
+LstmPlan plan_multiblock(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
+                         const DeviceLimits& limits, bool cluster, int max_precompute_blocks = 0);
+
+// Bytes of the critical-step weights (W_ih of every layer) at 16 bits (half) or 32.
+size_t critical_weight_bytes(const ModelConfig& cfg, bool half);
 
 // Switches a plan to the critical-step variant "regs" (kVariantRegs: every W_ih fragment in registers,
 // no poller/service warps). Throws UnsupportedError naming why when the model is outside what that

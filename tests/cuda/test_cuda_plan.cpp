@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "cuda/kernel_choice.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "util/error.hpp"
 
@@ -39,6 +40,7 @@ cuda::DeviceLimits h200_like() {
   cuda::DeviceLimits lim;
   lim.sm_count = 132;
   lim.smem_per_block_optin = 227 * 1024;
+  lim.max_cluster_size = 16;
   lim.name = "test device";
   return lim;
 }
@@ -91,6 +93,123 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FragmentPacking,
                            return "I" + std::to_string(s.I) + "_H" + std::to_string(s.H) + "_L" +
                                   std::to_string(s.L) + "_O" + std::to_string(s.O);
                          });
+
+// The multi-block families pack each block's units with the same layout rule: the emulation over all
+// blocks must give W_ih,l . x for every layer (the head is SIMT fp32 there, not fragments).
+class MultiBlockPacking : public ::testing::TestWithParam<Shape> {};
+TEST_P(MultiBlockPacking, EmulatedMatVecMatchesRoundedWeights) {
+  const Shape s = GetParam();
+  const Model m = random_model(s.I, s.H, s.L, s.O, 11);
+  for (bool cluster : {true, false})
+    for (bool bf16 : {false, true}) {
+      const auto plan = cuda::plan_multiblock(m, bf16 ? Precision::bf16 : Precision::fp16, Mode::window, 5, {},
+                                              h200_like(), cluster);
+      const auto& p = plan.params;
+      EXPECT_EQ(p.family, cluster ? cuda::kFamilyCluster : cuda::kFamilyGrid);
+      EXPECT_GE(p.nc * p.gpb * 8, s.H);
+      EXPECT_EQ(p.compute_warps, p.gpb * p.ksplit);
+      EXPECT_LE(p.smem_bytes, h200_like().smem_per_block_optin);
+      std::mt19937 rng(5);
+      std::uniform_real_distribution<float> d(-1.f, 1.f);
+      for (int l = 0; l < s.L; ++l) {
+        const int K = l == 0 ? s.I : s.H;
+        const auto& w = m.layers[l].w_ih;
+        std::vector<float> x(K);
+        for (float& v : x) v = d(rng);
+        const auto y = cuda::emulate_fragments(plan, l, x);
+        ASSERT_EQ(int(y.size()), 4 * s.H);
+        for (int r = 0; r < 4 * s.H; ++r) {
+          double want = 0, scale = 0;
+          for (int k = 0; k < K; ++k) {
+            const double prod = double(cuda::round_weight(w[size_t(r) * K + k], bf16)) * x[k];
+            want += prod;
+            scale += std::fabs(prod);
+          }
+          ASSERT_NEAR(y[r], want, (bf16 ? 1e-4 : 1e-6) * scale + 1e-12)
+              << (cluster ? "cluster" : "grid") << " layer " << l << " row " << r;
+        }
+      }
+    }
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, MultiBlockPacking,
+                         ::testing::Values(Shape{32, 256, 3, 1}, Shape{4, 8, 1, 1}, Shape{7, 20, 2, 5},
+                                           Shape{192, 160, 3, 1}, Shape{65, 100, 2, 32}),
+                         [](const auto& info) {
+                           const Shape s = info.param;
+                           return "I" + std::to_string(s.I) + "_H" + std::to_string(s.H) + "_L" +
+                                  std::to_string(s.L) + "_O" + std::to_string(s.O);
+                         });
+
+// The automatic choice on an H200-like device (132 SMs, 227 KiB a block, clusters of 16): the smallest
+// family that holds each zoo shape (SPEC §6), in both modes.
+TEST(KernelChoice, ZooShapesGoToTheSmallestFamilyThatHoldsThem) {
+  struct Case {
+    const char* name;
+    Shape s;
+    int W;
+    cuda::KernelFamily want;
+  };
+  const Case cases[] = {
+      {"lstm_s", {32, 128, 2, 1}, 50, cuda::KernelFamily::cta},
+      {"vollo_tiny", {128, 128, 2, 32}, 1, cuda::KernelFamily::cta},
+      {"nv_small", {128, 96, 2, 1}, 64, cuda::KernelFamily::cta},
+      {"nv_medium", {192, 160, 3, 1}, 96, cuda::KernelFamily::cluster},
+      {"lstm_m", {32, 256, 3, 1}, 50, cuda::KernelFamily::cluster},
+      {"vollo_small", {256, 256, 3, 32}, 1, cuda::KernelFamily::cluster},
+      {"vollo_med", {480, 480, 3, 32}, 1, cuda::KernelFamily::grid},
+      {"nv_large", {512, 736, 4, 1}, 128, cuda::KernelFamily::grid},
+      {"lstm_l", {32, 1024, 4, 1}, 50, cuda::KernelFamily::grid},
+      {"vollo_large", {960, 960, 3, 32}, 1, cuda::KernelFamily::grid},
+  };
+  for (const Case& c : cases) {
+    const Model m = random_model(c.s.I, c.s.H, c.s.L, c.s.O, 1);
+    for (Mode mode : {Mode::window, Mode::streaming}) {
+      const auto choice = cuda::choose_kernel(m, Precision::fp16, mode, c.W, {}, h200_like(), std::nullopt);
+      EXPECT_EQ(choice.family, c.want) << c.name << ": " << choice.why;
+      EXPECT_FALSE(choice.why.empty());
+      EXPECT_LE(choice.plan.params.grid(), h200_like().sm_count) << c.name;
+    }
+  }
+}
+
+TEST(KernelChoice, AnImpossibleRequestNamesTheReason) {
+  const Model big = random_model(32, 1024, 4, 1, 1);
+  try {
+    (void)cuda::choose_kernel(big, Precision::fp16, Mode::window, 50, {}, h200_like(), cuda::KernelFamily::cta);
+    FAIL() << "lstm_l does not fit one SM";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda kernel 'cta' cannot serve this model"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("KiB"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)cuda::choose_kernel(big, Precision::fp16, Mode::window, 50, {}, h200_like(),
+                                         cuda::KernelFamily::cluster),
+               UnsupportedError);
+  cuda::DeviceLimits no_clusters = h200_like();
+  no_clusters.max_cluster_size = 0;
+  const Model mid = random_model(32, 256, 3, 1, 1);
+  EXPECT_THROW((void)cuda::choose_kernel(mid, Precision::fp16, Mode::window, 50, {}, no_clusters,
+                                         cuda::KernelFamily::cluster),
+               UnsupportedError);
+  // without clusters, auto falls through to the grid
+  EXPECT_EQ(cuda::choose_kernel(mid, Precision::fp16, Mode::window, 50, {}, no_clusters, std::nullopt).family,
+            cuda::KernelFamily::grid);
+  // a small model runs on every family (the GPU tests use that as a cross-check)
+  const Model small = random_model(32, 128, 2, 1, 1);
+  for (auto f : {cuda::KernelFamily::cta, cuda::KernelFamily::cluster, cuda::KernelFamily::grid})
+    EXPECT_EQ(cuda::choose_kernel(small, Precision::fp16, Mode::window, 50, {}, h200_like(), f).family, f);
+}
+
+TEST(KernelChoice, NamesAreParsedOrRefused) {
+  EXPECT_FALSE(cuda::parse_kernel_family("").has_value());
+  EXPECT_FALSE(cuda::parse_kernel_family("auto").has_value());
+  EXPECT_EQ(*cuda::parse_kernel_family("grid"), cuda::KernelFamily::grid);
+  try {
+    (void)cuda::parse_kernel_family("warp");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("auto, cta, cluster, grid"), std::string::npos) << e.what();
+  }
+}
 
 TEST(CudaPlan, LstmSFitsAndUsesOneBlockPerHiddenUnit) {
   const auto plan = cuda::plan_lstm(random_model(32, 128, 2, 1, 1), Precision::fp16, Mode::window, 50, {}, h200_like());

@@ -15,6 +15,11 @@ namespace hotpath::cuda {
 // hook (fp16 only; cudaErrorInvalidValue otherwise).
 cudaError_t launch_lstm(const LstmParams& params, cudaStream_t stream, long long* max_coresident = nullptr);
 
+// The cluster and grid families (lstm_multiblock.cu); launch_lstm forwards to it.
+cudaError_t launch_lstm_multiblock(const LstmParams& params, cudaStream_t stream, long long* max_coresident);
+// The blocks of the multi-block kernel for `params` that can be co-resident where `stream` runs.
+cudaError_t multiblock_max_coresident(const LstmParams& params, cudaStream_t stream, long long* fits);
+
 // The largest thread-block cluster the multi-block LSTM kernel can be launched with on the current
 // device (16 where non-portable sizes are allowed, else 8; 0 without cluster launch).
 int max_lstm_cluster_size();

@@ -33,7 +33,7 @@ inline constexpr int kVariantRegs = 1;
 struct RegsShape {
   int kt0, kth, layers;
 };
-// Keep in step with regs_kernel() in lstm_persistent.cu (the instantiations).
+// The shapes the regs kernel is compiled for (lstm_persistent.cu instantiates exactly these).
 inline constexpr RegsShape kRegsShapes[] = {{2, 8, 2}, {2, 4, 3}, {2, 2, 1}};
 // The regs block is compute warps only (warp 0 polls the input and watches the lease, warp 1 forwards
 // x_t): <= 16 warps keep <= 4 warps per SM sub-partition, so a thread may hold 128 registers (with 17-18
@@ -41,11 +41,24 @@ inline constexpr RegsShape kRegsShapes[] = {{2, 8, 2}, {2, 4, 3}, {2, 2, 1}};
 inline constexpr int kRegsMaxThreads = 512;
 inline constexpr int kRegsMaxOutputs = 4;
 
+// Kernel families (LstmParams::family): where the critical step runs.
+//   cta:     block 0 alone (the variants above).
+//   cluster: blocks [0, nc) form one thread-block cluster; block b owns hidden units [b*Ub, b*Ub+Ub) of
+//            every layer (W_ih rows as fragments in its shared memory) and stores each layer's new h
+//            slice into every peer's shared memory, then raises a per-(layer, block) flag there
+//            (distributed shared memory): a consumer waits only for the flags of the layer it needs.
+//   grid:    the same split over many blocks (up to most SMs), the slices and flags in global memory (L2).
+// In both, every critical block polls the input itself, block 0 gathers the head's partial sums.
+inline constexpr int kFamilyCta = 0;
+inline constexpr int kFamilyCluster = 1;
+inline constexpr int kFamilyGrid = 2;
+
 // Device words the blocks share (global memory, zeroed before launch).
 struct SharedWords {
   unsigned long long x_seq;      // ticks forwarded to the precompute (xbuf holds the latest)
   unsigned long long published;  // precompute rounds published x np
   unsigned long long barrier;    // precompute grid barrier arrivals
+  unsigned long long prefetched; // multi-block: critical blocks that have read the precompute round, summed
   unsigned int quit;             // set by the critical block: every block leaves
   unsigned int pad;
   // Instrumentation, written by the critical block after each answer (off the critical path): SM
@@ -69,6 +82,7 @@ struct LstmParams {
   int gate_sleep_ns = 0;         // tuning: pollers nap this long while waiting for the consumer
   int keep_warm = 0;             // tuning: every compute warp waits for the input issuing dummy mma
   int variant = kVariantSmem;    // critical-step variant (see kVariantSmem / kVariantRegs)
+  int family = kFamilyCta;       // kernel family (see kFamilyCta)
 
   // model
   int I = 0, H = 0, L = 0, O = 0;
@@ -91,7 +105,22 @@ struct LstmParams {
   int compute_warps = 0;
   int poll_warps = 0;                // poll_sets x ceil(n_in / 32)
 
+  // multi-block critical step (cluster, grid): nc blocks of gpb unit groups (Ub = 8 gpb units) each;
+  // ksplit compute warps share one group's k16 tiles (partial sums added in shared memory).
+  int nc = 1;
+  int gpb = 0;
+  int ksplit = 1;
+  int block_frag = 0;                // uint4 fragments per critical block, block b's at b * block_frag
+  int bfrag_off[kMaxLayers] = {};    // layer l's [gpb][2][kt][32] within a block
+  uint16_t* xch_h = nullptr;         // grid: [2 parities][L][2 rows hi|lo][xin_stride] halves
+  unsigned* xch_flag = nullptr;      // grid: [L][nc] wire seq of the last tick block b published for layer l
+                                     // (l < L-1: its h slice; l = L-1: its head partial sums)
+  float* xch_head = nullptr;         // grid: [2 parities][nc][kMaxOutputs] head partial sums
+
   // precompute
+  int pre_global = 0;           // pre_w is read from global memory (too big for shared memory)
+  float* pre_state = nullptr;   // non-null: block b's window state (Q, then c) at b * pre_state_floats
+  int pre_state_floats = 0;
   int np = 0;        // precompute blocks
   int U = 0;         // hidden units per precompute block
   int nslots = 1;    // open-window ring (W-1), 1 in streaming
@@ -109,11 +138,17 @@ struct LstmParams {
   // critical
   int s_frags = 0, s_xin = 0, s_x32 = 0, s_seqw = 0, s_claim = 0, s_P = 0, s_c = 0, s_z = 0, s_flags = 0;
   int xin_stride = 0;  // halves per [hi|lo] row of one layer's input buffer: max kt*16
+  // multi-block critical
+  int s_red = 0, s_stage = 0, s_h32 = 0, s_hw = 0, s_hp = 0, s_xflags = 0;
   // precompute
   int s_pw = 0, s_Q = 0, s_pc = 0, s_px = 0, s_g0 = 0, s_pflags = 0;
 
   int threads() const { return 32 * (compute_warps + poll_warps + (variant == kVariantRegs ? 0 : 1)); }
-  int grid() const { return 1 + np; }
+  // Blocks launched: the critical blocks, then the precompute, rounded up to whole clusters.
+  int grid() const {
+    const int n = nc + np;
+    return family == kFamilyCluster ? (n + nc - 1) / nc * nc : n;
+  }
 };
 
 }  // namespace hotpath::cuda

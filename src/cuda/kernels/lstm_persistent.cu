@@ -14,64 +14,22 @@
 #include <cuda_runtime.h>
 
 #include <exception>
+#include <iterator>
 
 #include "cuda/device.hpp"
 #include "cuda/kernels/lstm_launch.hpp"
 #include "cuda/kernels/mailbox.cuh"
+#include "cuda/kernels/precompute.cuh"
 
 namespace hotpath::cuda {
 namespace {
 
 using dev::CtaFlags;
-
-template <class T>
-__device__ __forceinline__ T* smem_at(char* base, int off) {
-  return reinterpret_cast<T*>(base + off);
-}
-
-// hi + lo split of x in 16-bit floats: the tensor cores then see x to ~22 (fp16) / 16 (bf16) bits,
-// leaving weight rounding as the only half-precision error (B columns 0 and 1 of the mma).
-template <bool BF16>
-__device__ __forceinline__ void split_store(uint16_t* hi, uint16_t* lo, float x) {
-  if constexpr (BF16) {
-    const __nv_bfloat16 h = __float2bfloat16_rn(x);
-    const __nv_bfloat16 l = __float2bfloat16_rn(x - __bfloat162float(h));
-    *hi = __bfloat16_as_ushort(h);
-    *lo = __bfloat16_as_ushort(l);
-  } else {
-    const __half h = __float2half_rn(x);
-    const __half l = __float2half_rn(x - __half2float(h));
-    *hi = __half_as_ushort(h);
-    *lo = __half_as_ushort(l);
-  }
-}
-
-// Instrumentation of one answered tick, written by one thread after the output is stored (off the
-// critical path). marks: clock64 at input seen (warp 0), past the barrier, after layer 0, after the
-// last layer, after the head, after the output store; ns_in: globaltimer past the barrier.
-__device__ __forceinline__ void record_tick_timing(SharedWords* w, const long long (&marks)[6], unsigned long long ns_in) {
-  const unsigned long long ns = dev::globaltimer_ns() - ns_in;
-  const unsigned long long dt = (unsigned long long)(marks[5] - marks[1]);
-  w->compute_cycles_sum += dt;
-  w->compute_ns_sum += ns;
-  if (dt > w->compute_cycles_max) w->compute_cycles_max = dt;
-  w->ticks_timed += 1;
-#pragma unroll
-  for (int i = 0; i < 5; ++i) {
-    const unsigned long long seg = (unsigned long long)(marks[i + 1] - marks[i]);
-    w->seg_sum[i] += seg;
-    if (seg > w->seg_max[i]) w->seg_max[i] = seg;
-  }
-}
-
-// Test hook of the STALL instantiations only: the critical block stalls stall_ns before answering tick
-// stall_tick (tests of the host's deadline and fallback).
-__device__ __forceinline__ void stall_if(const LstmParams& p, unsigned long long s) {
-  if ((long long)s != p.stall_tick) return;
-  const unsigned long long until = dev::globaltimer_ns() + p.stall_ns;
-  while (dev::globaltimer_ns() < until) {
-  }
-}
+using dev::precompute_block;
+using dev::record_tick_timing;
+using dev::smem_at;
+using dev::split_store;
+using dev::stall_if;
 
 // ---------------------------------------------------------------------------------------------------
 // critical block
@@ -347,201 +305,6 @@ __device__ void critical_block(const LstmParams& p, char* smem) {
                                                });
   } else {
     critical_service(p, smem, f);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// precompute blocks
-
-// Eight dot products of length K over one warp: rows 0-3 from A, rows 4-7 from B (either may be null),
-// all against `in` (shared or global memory). Returns, in every lane, the sum of row (lane >> 2) & 7:
-// a transposing butterfly (9 shuffles instead of 40).
-template <bool IN_GLOBAL>
-__device__ __forceinline__ float gemv8(const float* A, const float* B, const float* in, int K) {
-  const int lane = threadIdx.x & 31;
-  float v[8] = {};
-  for (int k = lane; k < K; k += 32) {
-    const float x = IN_GLOBAL ? __ldcg(in + k) : in[k];
-    if (A) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) v[r] = fmaf(A[r * K + k], x, v[r]);
-    }
-    if (B) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) v[4 + r] = fmaf(B[r * K + k], x, v[4 + r]);
-    }
-  }
-  const bool b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float send = b4 ? v[i] : v[i + 4];
-    const float keep = b4 ? v[i + 4] : v[i];
-    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
-  }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const float send = b3 ? v[i] : v[i + 2];
-    const float keep = b3 ? v[i + 2] : v[i];
-    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
-  }
-  {
-    const float send = b2 ? v[0] : v[1];
-    const float keep = b2 ? v[1] : v[0];
-    v[0] = keep + __shfl_xor_sync(0xffffffffu, send, 4);
-  }
-  v[0] += __shfl_xor_sync(0xffffffffu, v[0], 2);
-  v[0] += __shfl_xor_sync(0xffffffffu, v[0], 1);
-  return v[0];
-}
-
-// Monotonic-counter grid barrier over the precompute blocks; false when the kernel is quitting.
-__device__ __forceinline__ bool pre_barrier(const LstmParams& p, unsigned long long& epoch, volatile unsigned* quit) {
-  __syncthreads();
-  ++epoch;
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(&p.words->barrier, 1ull);
-    const unsigned long long target = epoch * (unsigned long long)p.np;
-    while (dev::ld_acquire_u64(&p.words->barrier) < target) {
-      if (dev::ld_volatile_u32(&p.words->quit)) {
-        *quit = 1;
-        break;
-      }
-    }
-    __threadfence();
-  }
-  __syncthreads();
-  return *quit == 0;
-}
-
-__device__ void precompute_block(const LstmParams& p, char* smem, int b) {
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int nthreads = blockDim.x, nwarps = nthreads >> 5;
-  const int H = p.H, L = p.L, U = p.U, I = p.I, nslots = p.nslots;
-  const int u0 = b * U, nu = min(U, H - u0);
-  float* sw = smem_at<float>(smem, p.s_pw);
-  float* sQ = smem_at<float>(smem, p.s_Q);   // [L][nslots][4U]
-  float* scs = smem_at<float>(smem, p.s_pc);  // [L][nslots][U]
-  float* sx = smem_at<float>(smem, p.s_px);
-  float* sg0 = smem_at<float>(smem, p.s_g0);
-  volatile unsigned* quit = smem_at<volatile unsigned>(smem, p.s_pflags);
-  auto Q = [&](int l, int slot) { return sQ + (l * nslots + slot) * 4 * U; };
-  auto C = [&](int l, int slot) { return scs + (l * nslots + slot) * U; };
-  auto hstate = [&](int l, int slot) { return p.h_state + (size_t(l) * nslots + slot) * H; };
-
-  const float* src = p.pre_w + size_t(b) * p.pre_block_floats;
-  for (int i = tid; i < p.pre_block_floats; i += nthreads) sw[i] = __ldg(src + i);
-  if (tid == 0) *quit = 0;
-  __syncthreads();
-  auto fresh_slot = [&](int slot) {
-    for (int i = tid; i < L * 4 * U; i += nthreads) {
-      const int l = i / (4 * U), r = i % (4 * U);
-      Q(l, slot)[r] = sw[p.pre_b[l] + r];
-    }
-    for (int i = tid; i < L * U; i += nthreads) C(i / U, slot)[i % U] = 0.f;
-  };
-  for (int slot = 0; slot < nslots; ++slot) fresh_slot(slot);
-  __syncthreads();
-
-  // Publish P and c of window slot `slot` (or of a fresh window) for the next tick.
-  auto publish = [&](int slot, bool fresh) {
-    for (int i = tid; i < L * 4 * nu; i += nthreads) {
-      const int l = i / (4 * nu), r = i % (4 * nu), u = r >> 2, gate = r & 3;
-      p.pub_P[l * 4 * H + gate * H + u0 + u] = fresh ? sw[p.pre_b[l] + r] : Q(l, slot)[r];
-    }
-    for (int i = tid; i < L * nu; i += nthreads) {
-      const int l = i / nu, u = i % nu;
-      p.pub_c[l * H + u0 + u] = fresh ? 0.f : C(l, slot)[u];
-    }
-    __syncthreads();
-    if (tid == 0) {
-      __threadfence();
-      atomicAdd(&p.words->published, 1ull);
-    }
-  };
-  publish(0, true);  // tick 0: every window starts from zero
-
-  unsigned long long epoch = 0;
-  for (long long t = 0;; ++t) {
-    if (tid == 0) {
-      while (dev::ld_acquire_u64(&p.words->x_seq) < (unsigned long long)(t + 1)) {
-        if (dev::ld_volatile_u32(&p.words->quit)) {
-          *quit = 1;
-          break;
-        }
-      }
-    }
-    __syncthreads();
-    if (*quit) return;
-    for (int i = tid; i < I; i += nthreads) sx[i] = __ldcg(p.xbuf + i);
-
-    // open windows after x_t: starts [lo, t] (window), or the single stream
-    long long lo = t;
-    int nw = 1;
-    if (p.window_mode) {
-      if (p.W == 1) {
-        nw = 0;
-      } else {
-        lo = t - p.W + 2 > 0 ? t - p.W + 2 : 0;
-        nw = int(t - lo + 1);
-        fresh_slot(int(t % nslots));  // the window starting at t replaces the one that completed at t
-      }
-    }
-    auto slot_of = [&](int i) { return p.window_mode ? int((lo + i) % nslots) : 0; };
-    __syncthreads();
-
-    // layer 0: W_ih,0 x_t is shared by every window
-    for (int u = warp; u < nu; u += nwarps) {
-      const float v = gemv8<false>(sw + p.pre_ih[0] + 4 * u * I, nullptr, sx, I);
-      if ((lane & 3) == 0 && lane < 16) sg0[4 * u + (lane >> 2)] = v;
-    }
-    __syncthreads();
-    for (int i = tid; i < nw * nu; i += nthreads) {
-      const int wi = i / nu, u = i % nu, slot = slot_of(wi);
-      const float* q = Q(0, slot) + 4 * u;
-      float c = C(0, slot)[u];
-      const float h = dev::lstm_cell(sg0[4 * u] + q[0], sg0[4 * u + 1] + q[1], sg0[4 * u + 2] + q[2],
-                                     sg0[4 * u + 3] + q[3], c);
-      C(0, slot)[u] = c;
-      __stcg(hstate(0, slot) + u0 + u, h);
-    }
-    if (!pre_barrier(p, epoch, quit)) return;
-
-    // layers 1..L-1, plus Q_{l-1} = W_hh,l-1 h_{l-1} + b for the next tick from the same input vector
-    for (int l = 1; l <= L; ++l) {
-      const bool last = l == L;
-      for (int i = warp; i < nw * nu; i += nwarps) {
-        const int wi = i / nu, u = i % nu, slot = slot_of(wi);
-        const float* in = hstate(l - 1, slot);
-        const float v = gemv8<true>(last ? nullptr : sw + p.pre_ih[l] + 4 * u * H, sw + p.pre_hh[l - 1] + 4 * u * H,
-                                    in, H);
-        const int r = (lane >> 2) & 7;
-        if (r >= 4 && (lane & 3) == 0) Q(l - 1, slot)[4 * u + r - 4] = v + sw[p.pre_b[l - 1] + 4 * u + r - 4];
-        if (!last) {
-          const float gf = __shfl_sync(0xffffffffu, v, 4), gg = __shfl_sync(0xffffffffu, v, 8),
-                      go = __shfl_sync(0xffffffffu, v, 12);
-          if (lane == 0) {
-            const float* q = Q(l, slot) + 4 * u;
-            float c = C(l, slot)[u];
-            const float h = dev::lstm_cell(v + q[0], gf + q[1], gg + q[2], go + q[3], c);
-            C(l, slot)[u] = c;
-            __stcg(hstate(l, slot) + u0 + u, h);
-          }
-        }
-      }
-      if (!last && !pre_barrier(p, epoch, quit)) return;
-    }
-    __syncthreads();
-
-    // the window completing at t+1
-    if (!p.window_mode) {
-      publish(0, false);
-    } else if (p.W == 1) {
-      publish(0, true);
-    } else {
-      const long long start = t + 2 - p.W > 0 ? t + 2 - p.W : 0;
-      publish(int(start % nslots), false);
-    }
   }
 }
 
@@ -847,11 +610,15 @@ __global__ void __launch_bounds__(kRegsMaxThreads, 1) lstm_persistent_regs(const
   }
 }
 
-template <bool BF16, bool STALL>
+// The instantiation for one of kRegsShapes (the one list of the compiled shapes), or null.
+template <bool BF16, bool STALL, size_t N = 0>
 const void* regs_kernel(int kt0, int kth, int L) {
-  if (kt0 == 2 && kth == 8 && L == 2) return (const void*)&lstm_persistent_regs<BF16, 2, 8, 2, STALL>;
-  if (kt0 == 2 && kth == 4 && L == 3) return (const void*)&lstm_persistent_regs<BF16, 2, 4, 3, STALL>;
-  if (kt0 == 2 && L == 1) return (const void*)&lstm_persistent_regs<BF16, 2, 2, 1, STALL>;
+  if constexpr (N < std::size(kRegsShapes)) {
+    constexpr RegsShape r = kRegsShapes[N];
+    if (kt0 == r.kt0 && L == r.layers && (L == 1 || kth == r.kth))
+      return (const void*)&lstm_persistent_regs<BF16, r.kt0, r.kth, r.layers, STALL>;
+    return regs_kernel<BF16, STALL, N + 1>(kt0, kth, L);
+  }
   return nullptr;
 }
 
@@ -879,9 +646,8 @@ const void* lstm_kernel(const LstmParams& p) {
 
 }  // namespace
 
-int max_lstm_cluster_size() { return 8; }  // placeholder until the cluster kernel lands
-
 cudaError_t launch_lstm(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
+  if (p.family != kFamilyCta) return launch_lstm_multiblock(p, stream, max_coresident);
   const void* fn = lstm_kernel(p);
   if (!fn) return cudaErrorInvalidValue;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);

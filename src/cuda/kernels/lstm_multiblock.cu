@@ -1,0 +1,579 @@
+// The multi-block kernel families (lstm_params.hpp: kFamilyCluster, kFamilyGrid): the critical step of
+// one tick split over nc blocks by hidden units, for models whose critical-step weights do not fit one
+// SM. Blocks [0, nc) are critical, [nc, nc+np) run the shared precompute (precompute.cuh).
+//
+// Critical block b, warps:
+//   [0, compute_warps)   compute: warp w works on unit group w % gpb, on its share w / gpb of the k16
+//                        tiles (ksplit shares); the partial gate sums meet in shared memory, then one
+//                        thread per unit runs the cell update. Each layer's new h slice goes to every
+//                        block (cluster: stores into the peers' shared memory; grid: global memory, L2),
+//                        followed by a per-(layer, block) flag; a block waits only for the flags of the
+//                        layer it is about to compute. After the last layer each block sends block 0 the
+//                        head's partial sums over its units; block 0 adds them and answers.
+//   [.., +poll_warps)    pollers: every critical block reads the input from the mailbox itself (no hop).
+//   last                 service: block 0 forwards x_t to the precompute, reports `ready` and watches the
+//                        lease; the others watch for the quit word.
+//
+// A tick's waits end early when the kernel quits (the tick's result is then garbage nobody reads), so no
+// block ever waits at a barrier for one that has left; exits are decided only at the tick's start.
+// Flags carry the tick's wire seq and are compared with "reached" (>=): a block that fell behind (its
+// host gave up on a tick) never waits for a value that was overwritten by a newer tick.
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <exception>
+
+#include "cuda/device.hpp"
+#include "cuda/kernels/lstm_launch.hpp"
+#include "cuda/kernels/mailbox.cuh"
+#include "cuda/kernels/precompute.cuh"
+
+namespace hotpath::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+using dev::CtaFlags;
+using dev::precompute_block;
+using dev::record_tick_timing;
+using dev::smem_at;
+using dev::split_store;
+
+__device__ __forceinline__ unsigned ld_acquire_cluster(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.cluster.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_cluster(unsigned* p, unsigned v) {
+  asm volatile("st.release.cluster.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_gpu(unsigned* p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ bool seq_reached(unsigned have, unsigned want) { return int(have - want) >= 0; }
+
+// The whole warp waits until flags[0..n) have all reached seq, or the block quits (false).
+// Cluster: each lane reads every flag with acquire (local shared memory, cheap), so each lane's later
+// reads of the peers' data are ordered after its own acquire. Grid: the lanes share the flags (up to
+// one per SM) and a gpu-scope fence orders the whole warp's later reads.
+template <bool CLUSTER>
+__device__ __forceinline__ bool wait_flags(const unsigned* flags, int n, unsigned seq, volatile CtaFlags* f) {
+  const int lane = threadIdx.x & 31;
+  for (;;) {
+    bool ok = true;
+    if constexpr (CLUSTER) {
+      for (int i = 0; i < n; ++i) ok &= seq_reached(ld_acquire_cluster(flags + i), seq);
+    } else {
+      for (int i = lane; i < n; i += 32) ok &= seq_reached(ld_acquire_gpu(flags + i), seq);
+    }
+    if (__all_sync(0xffffffffu, ok)) break;
+    if (f->quit) return false;
+  }
+  if constexpr (!CLUSTER) {
+    __syncwarp();
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+  }
+  return true;
+}
+
+// Gate pre-activations of one unit group (two m16 tiles, frag = [2][kt][32] uint4) over k16 tiles
+// [k0, k1), two accumulator chains per tile. Lane (g, t = 0) returns rows g and g+8 of both tiles, hi + lo
+// columns summed: gates i, f, g, o of unit g of the group.
+template <bool BF16>
+__device__ __forceinline__ void gates_range(const uint4* frag, int kt, int k0, int k1, const uint32_t* xin32,
+                                            int stride32, float (&y)[4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float acc[2][2][4] = {};
+  const uint32_t* bcol = xin32 + (g & 1) * stride32;
+  const bool bvalid = g < 2;
+  int k = k0;
+#pragma unroll 2
+  for (; k + 1 < k1; k += 2) {
+#pragma unroll
+    for (int ch = 0; ch < 2; ++ch) {
+      const int kk = k + ch;
+      const uint32_t b0 = bvalid ? bcol[kk * 8 + t] : 0u;
+      const uint32_t b1 = bvalid ? bcol[kk * 8 + 4 + t] : 0u;
+      dev::mma16816<BF16>(acc[0][ch], frag[kk * 32 + lane], b0, b1);
+      dev::mma16816<BF16>(acc[1][ch], frag[(kt + kk) * 32 + lane], b0, b1);
+    }
+  }
+  if (k < k1) {
+    const uint32_t b0 = bvalid ? bcol[k * 8 + t] : 0u;
+    const uint32_t b1 = bvalid ? bcol[k * 8 + 4 + t] : 0u;
+    dev::mma16816<BF16>(acc[0][0], frag[k * 32 + lane], b0, b1);
+    dev::mma16816<BF16>(acc[1][0], frag[(kt + k) * 32 + lane], b0, b1);
+  }
+  y[0] = (acc[0][0][0] + acc[0][0][1]) + (acc[0][1][0] + acc[0][1][1]);
+  y[1] = (acc[0][0][2] + acc[0][0][3]) + (acc[0][1][2] + acc[0][1][3]);
+  y[2] = (acc[1][0][0] + acc[1][0][1]) + (acc[1][1][0] + acc[1][1][1]);
+  y[3] = (acc[1][0][2] + acc[1][0][3]) + (acc[1][1][2] + acc[1][1][3]);
+}
+
+// Shared-memory views of a multi-block critical block.
+struct MultiSmem {
+  const uint4* frags;
+  uint16_t* xin0;   // the tick's input, [2 rows hi|lo][stride]
+  uint16_t* xh;     // exchanged layer inputs, [parities][L-1][2][stride] (layer l >= 1 at l-1)
+  float* x32;
+  unsigned* seqw;
+  float* sP;        // [L][4][Ub]
+  float* sc;        // [L][Ub]
+  float* red;       // [ksplit][gpb][8][4]
+  uint16_t* stage;  // [2][Ub]
+  float* h32;       // [Ub]
+  float* hw;        // [O][Ub]
+  float* hp;        // cluster, block 0: [2][nc][kMaxOutputs]
+  unsigned* xflags; // cluster: [L][nc]
+  __device__ MultiSmem(const LstmParams& p, char* smem)
+      : frags(smem_at<const uint4>(smem, p.s_frags)),
+        xin0(smem_at<uint16_t>(smem, p.s_xin)),
+        xh(smem_at<uint16_t>(smem, p.s_xin) + 2 * p.xin_stride),
+        x32(smem_at<float>(smem, p.s_x32)),
+        seqw(smem_at<unsigned>(smem, p.s_seqw)),
+        sP(smem_at<float>(smem, p.s_P)),
+        sc(smem_at<float>(smem, p.s_c)),
+        red(smem_at<float>(smem, p.s_red)),
+        stage(smem_at<uint16_t>(smem, p.s_stage)),
+        h32(smem_at<float>(smem, p.s_h32)),
+        hw(smem_at<float>(smem, p.s_hw)),
+        hp(smem_at<float>(smem, p.s_hp)),
+        xflags(smem_at<unsigned>(smem, p.s_xflags)) {}
+  // The input buffer of layer l >= 1 for tick parity par (the grid keeps one parity: its copy is local).
+  __device__ uint16_t* layer_in(const LstmParams& p, int par, int l, bool cluster) const {
+    return xh + size_t((cluster ? par * (p.L - 1) : 0) + (l - 1)) * 2 * p.xin_stride;
+  }
+};
+
+template <bool BF16, bool CLUSTER>
+__device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags* f, int b) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int nct = p.compute_warps * 32;
+  const MultiSmem m(p, smem);
+  const int H = p.H, L = p.L, O = p.O, nc = p.nc, gpb = p.gpb, ksplit = p.ksplit;
+  const int Ub = gpb * kUnitsPerGroup, u0 = b * Ub;
+  const int stride = p.xin_stride;
+  const int q = warp % gpb, ks = warp / gpb;
+  const int g = lane >> 2, t = lane & 3;
+  cg::cluster_group cluster = cg::this_cluster();
+  const float hb = (b == 0 && lane < O) ? p.head_b[lane] : 0.f;
+
+  unsigned long long s = 0;
+  for (;; ++s) {
+    const unsigned seq = wire_seq(s);
+    const int par = int(s & 1);
+    // (1) the precompute round that prepares tick s
+    if (tid == 0) {
+      const unsigned long long target = (s + 1) * (unsigned long long)p.np;
+      while (dev::ld_acquire_u64(&p.words->published) < target && !f->quit) {
+      }
+      f->decision = f->quit ? 1u : 0u;
+    }
+    dev::named_barrier(nct);
+    if (f->decision) break;
+    // (2) this block's slice of P_l and c_l of the completing window
+    for (int i = tid; i < L * 4 * Ub; i += nct) {
+      const int l = i / (4 * Ub), r = i % (4 * Ub), gate = r / Ub, j = r % Ub;
+      m.sP[i] = u0 + j < H ? __ldcg(p.pub_P + l * 4 * H + gate * H + u0 + j) : 0.f;
+    }
+    for (int i = tid; i < L * Ub; i += nct) {
+      const int l = i / Ub, j = i % Ub;
+      m.sc[i] = u0 + j < H ? __ldcg(p.pub_c + l * H + u0 + j) : 0.f;
+    }
+    dev::named_barrier(nct);
+    if (tid == 0) {
+      __threadfence();
+      atomicAdd(&p.words->prefetched, 1ull);
+    }
+    // (3) the input, polled into this block's shared memory by its own pollers
+    long long t_seen = 0;
+    if (warp == 0) {
+      const bool ok = dev::wait_tick(m.seqw, p.mb.n_in, seq, f);
+      t_seen = clock64();
+      if (lane == 0) f->decision = ok ? 0u : 1u;
+      __syncwarp();
+    }
+    dev::named_barrier(nct);
+    if (f->decision) break;
+    const long long t_in = clock64();
+    const unsigned long long ns_in = tid == 0 ? dev::globaltimer_ns() : 0ull;
+    long long t_l0 = t_in;
+    // (4) layers
+    for (int l = 0; l < L; ++l) {
+      const uint16_t* in = l == 0 ? m.xin0 : m.layer_in(p, par, l, CLUSTER);
+      if (l > 0) {
+        // every slice of layer l-1's output has arrived (a quit ends the wait: garbage, never read)
+        const unsigned* flags = CLUSTER ? m.xflags + (l - 1) * nc : p.xch_flag + (l - 1) * nc;
+        wait_flags<CLUSTER>(flags, nc, seq, f);
+        if constexpr (!CLUSTER) {
+          const uint4* src = reinterpret_cast<const uint4*>(p.xch_h + size_t(par * L + (l - 1)) * 2 * stride);
+          uint4* dst = reinterpret_cast<uint4*>(const_cast<uint16_t*>(in));
+          for (int i = tid; i < stride / 4; i += nct) dst[i] = __ldcg(src + i);  // 2 rows x stride halves
+          dev::named_barrier(nct);
+        }
+      }
+      const int kt = p.kt[l];
+      const int per = ((kt + ksplit - 1) / ksplit + 1) & ~1;
+      const int k0 = min(kt, ks * per), k1 = min(kt, k0 + per);
+      float y[4];
+      gates_range<BF16>(m.frags + p.bfrag_off[l] + q * 2 * kt * 32, kt, k0, k1,
+                        reinterpret_cast<const uint32_t*>(in), stride / 2, y);
+      if (t == 0) {
+        float* r = m.red + ((ks * gpb + q) * kUnitsPerGroup + g) * 4;
+        r[0] = y[0];
+        r[1] = y[1];
+        r[2] = y[2];
+        r[3] = y[3];
+      }
+      dev::named_barrier(nct);
+      if (l == 0) {
+        t_l0 = clock64();
+        if (tid == 0) f->consumed = s + 1;  // every compute warp has read this tick's input
+      }
+      const bool last = l == L - 1;
+      for (int j = tid; j < Ub; j += nct) {
+        float z[4] = {0.f, 0.f, 0.f, 0.f};
+        for (int k = 0; k < ksplit; ++k) {
+          const float* r = m.red + (k * gpb * kUnitsPerGroup + j) * 4;
+          z[0] += r[0];
+          z[1] += r[1];
+          z[2] += r[2];
+          z[3] += r[3];
+        }
+        const float* P = m.sP + l * 4 * Ub;
+        float c = m.sc[l * Ub + j];
+        const float h = u0 + j < H ? dev::lstm_cell(z[0] + P[j], z[1] + P[Ub + j], z[2] + P[2 * Ub + j],
+                                                    z[3] + P[3 * Ub + j], c)
+                                   : 0.f;
+        if (!last) {
+          split_store<BF16>(m.stage + j, m.stage + Ub + j, h);
+        } else {
+          m.h32[j] = h;
+        }
+      }
+      dev::named_barrier(nct);
+      if (!last) {
+        // this block's slice of layer l's output -> every block's input buffer of layer l+1, then the flag
+        if (warp == 0) {
+          const int vec_per_row = Ub / 8;  // uint4 of 8 halves
+          const uint4* st4 = reinterpret_cast<const uint4*>(m.stage);
+          if constexpr (CLUSTER) {
+            uint16_t* dst_local = m.layer_in(p, par, l + 1, true);
+            for (int i = lane; i < nc * 2 * vec_per_row; i += 32) {
+              const int r = i / (2 * vec_per_row), k = i % (2 * vec_per_row), row = k / vec_per_row,
+                        v = k % vec_per_row;
+              uint16_t* d = cluster.map_shared_rank(dst_local + row * stride + u0 + v * 8, r);
+              *reinterpret_cast<uint4*>(d) = st4[k];
+            }
+            __syncwarp();
+            if (lane < nc) st_release_cluster(cluster.map_shared_rank(m.xflags + l * nc + b, lane), seq);
+          } else {
+            uint16_t* dst = p.xch_h + size_t(par * L + l) * 2 * stride;
+            for (int k = lane; k < 2 * vec_per_row; k += 32) {
+              const int row = k / vec_per_row, v = k % vec_per_row;
+              __stcg(reinterpret_cast<uint4*>(dst + row * stride + u0 + v * 8), st4[k]);
+            }
+            __syncwarp();
+            if (lane == 0) {
+              __threadfence();
+              st_release_gpu(p.xch_flag + l * nc + b, seq);
+            }
+          }
+        }
+      }
+    }
+    const long long t_layers = clock64();
+    // (5) head: this block's partial sums over its units -> block 0
+    for (int o = warp; o < O; o += p.compute_warps) {
+      float z = 0.f;
+      for (int j = lane; j < Ub; j += 32) z = fmaf(m.hw[o * Ub + j], m.h32[j], z);
+#pragma unroll
+      for (int d = 16; d > 0; d >>= 1) z += __shfl_xor_sync(0xffffffffu, z, d);
+      if (lane == 0) {
+        const int at = (par * nc + b) * kMaxOutputs + o;
+        if constexpr (CLUSTER) {
+          *cluster.map_shared_rank(m.hp + at, 0) = z;
+        } else {
+          __stcg(p.xch_head + at, z);
+        }
+      }
+    }
+    dev::named_barrier(nct);
+    if (tid == 0) {
+      if constexpr (CLUSTER) {
+        st_release_cluster(cluster.map_shared_rank(m.xflags + (L - 1) * nc + b, 0), seq);
+      } else {
+        __threadfence();
+        st_release_gpu(p.xch_flag + (L - 1) * nc + b, seq);
+      }
+    }
+    // (6) block 0: add the partial sums, answer
+    if (b == 0 && warp == 0) {
+      const unsigned* flags = CLUSTER ? m.xflags + (L - 1) * nc : p.xch_flag + (L - 1) * nc;
+      wait_flags<CLUSTER>(flags, nc, seq, f);
+      float z = hb;
+      if (lane < O) {
+        for (int r = 0; r < nc; ++r) {
+          const int at = (par * nc + r) * kMaxOutputs + lane;
+          z += CLUSTER ? m.hp[at] : __ldcg(p.xch_head + at);
+        }
+      }
+      const float za = __shfl_sync(0xffffffffu, z, (2 * lane) & 31), zb = __shfl_sync(0xffffffffu, z, (2 * lane + 1) & 31);
+      const long long t_head = clock64();
+      if (lane < p.mb.n_out) {
+        uint4 v;
+        v.x = seq;
+        v.y = __float_as_uint(2 * lane < O ? za : 0.f);
+        v.z = __float_as_uint(2 * lane + 1 < O ? zb : 0.f);
+        v.w = seq;
+        dev::st_volatile_v4(p.mb.out + lane, v);
+      }
+      if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()}, ns_in);
+      __syncwarp();
+      if (lane == 0) f->answered = s + 1;
+    }
+  }
+}
+
+// Block 0's service warp: reports `ready` once every critical block has read the precompute round,
+// forwards each tick's input to the precompute (after block 0's compute warps have read it and every
+// block has read the round it would overwrite), and watches the control chunk. The other blocks' service
+// warp only watches the quit word.
+__device__ void multi_service(const LstmParams& p, char* smem, volatile CtaFlags* f, int b) {
+  const int lane = threadIdx.x & 31;
+  if (b != 0) {
+    if (lane == 0) {
+      unsigned q;
+      while (!(q = dev::ld_volatile_u32(&p.words->quit))) __nanosleep(500);
+      f->quit = q;
+    }
+    return;
+  }
+  const float* x32 = smem_at<const float>(smem, p.s_x32);
+  const unsigned long long nc = (unsigned long long)p.nc;
+  dev::LeaseWatch watch;
+  if (lane == 0) watch.start(p.mb);
+  unsigned long long fwd = 0, ready = 0;
+  for (;;) {
+    unsigned long long pre = 0;
+    if (lane == 0) pre = dev::ld_acquire_u64(&p.words->prefetched);
+    pre = __shfl_sync(0xffffffffu, pre, 0);
+    if (pre >= (ready + 1) * nc) {
+      if (lane == 0)
+        dev::st_volatile_v4(p.mb.status, make_uint4(wire_seq(ready), unsigned(ready), kServing, 0));
+      ++ready;
+      continue;
+    }
+    const unsigned long long done = p.forward_after_output ? f->answered : f->consumed;
+    if (__shfl_sync(0xffffffffu, done > fwd && pre >= (fwd + 1) * nc, 0)) {
+      __threadfence_block();
+      for (int i = lane; i < p.I; i += 32) __stcg(p.xbuf + i, x32[i]);
+      __threadfence();
+      __syncwarp();
+      if (lane == 0) dev::st_release_u64(&p.words->x_seq, fwd + 1);
+      ++fwd;
+      __syncwarp();
+      if (lane == 0) f->forwarded = fwd;
+      continue;
+    }
+    unsigned reason = lane == 0 ? watch.poll(p.mb) : 0u;
+    reason = __shfl_sync(0xffffffffu, reason, 0);
+    if (reason) {
+      if (lane == 0) {
+        f->quit = reason;
+        dev::st_volatile_u32(&p.words->quit, reason);
+        __threadfence();
+      }
+      return;
+    }
+    __nanosleep(100);
+  }
+}
+
+template <bool BF16, bool CLUSTER>
+__device__ void multi_critical(const LstmParams& p, char* smem, int b) {
+  const int tid = threadIdx.x, warp = tid >> 5;
+  volatile CtaFlags* f = smem_at<volatile CtaFlags>(smem, p.s_flags);
+  const MultiSmem m(p, smem);
+  const int H = p.H, O = p.O, Ub = p.gpb * kUnitsPerGroup, u0 = b * Ub;
+  {
+    const uint4* src = static_cast<const uint4*>(p.frags) + size_t(b) * p.block_frag;
+    uint4* dst = smem_at<uint4>(smem, p.s_frags);
+    for (int i = tid; i < p.block_frag; i += blockDim.x) dst[i] = __ldg(src + i);
+    const int parities = CLUSTER ? 2 : 1;
+    uint32_t* xin = smem_at<uint32_t>(smem, p.s_xin);
+    for (int i = tid; i < (1 + parities * (p.L - 1)) * p.xin_stride; i += blockDim.x) xin[i] = 0;
+    for (int i = tid; i < O * Ub; i += blockDim.x) {
+      const int o = i / Ub, j = i % Ub;
+      m.hw[i] = u0 + j < H ? p.head_w[o * H + u0 + j] : 0.f;
+    }
+    if constexpr (CLUSTER) {  // the grid's partial sums and flags are in global memory
+      for (int i = tid; i < 2 * p.nc * kMaxOutputs; i += blockDim.x) m.hp[i] = 0.f;
+      for (int i = tid; i < p.L * p.nc; i += blockDim.x) m.xflags[i] = 0;
+    }
+    unsigned* claim = smem_at<unsigned>(smem, p.s_claim);
+    for (int i = tid; i < p.mb.n_in; i += blockDim.x) m.seqw[i] = claim[i] = 0;
+    if (tid == 0) {
+      f->consumed = 0;
+      f->forwarded = 0;
+      f->quit = 0;
+      f->decision = 0;
+      f->answered = 0;
+    }
+  }
+  __syncthreads();
+  // Peers store into this block's shared memory: all of it is initialised first.
+  if constexpr (CLUSTER) cg::this_cluster().sync();
+  if (warp < p.compute_warps) {
+    multi_compute<BF16, CLUSTER>(p, smem, f, b);
+  } else if (warp < p.compute_warps + p.poll_warps) {
+    const int pw = warp - p.compute_warps;
+    const int per_set = (p.mb.n_in + 31) / 32;
+    float* x32 = m.x32;
+    uint16_t* xin0 = m.xin0;
+    const int I = p.I, stride = p.xin_stride, fpc = p.mb.in_fpc;
+    dev::poll_loop<dev::PollLoad::volatile_v4>(p.mb, pw % per_set, m.seqw, smem_at<unsigned>(smem, p.s_claim), f,
+                                               b == 0, p.gate_sleep_ns, [&](int c, uint4 v) {
+                                                 const float xs[3] = {__uint_as_float(v.y), __uint_as_float(v.z),
+                                                                      __uint_as_float(v.w)};
+#pragma unroll
+                                                 for (int i = 0; i < 3; ++i) {
+                                                   const int k = fpc * c + i;
+                                                   if (i < fpc && k < I) {
+                                                     x32[k] = xs[i];
+                                                     split_store<BF16>(xin0 + k, xin0 + stride + k, xs[i]);
+                                                   }
+                                                 }
+                                               });
+  } else {
+    multi_service(p, smem, f, b);
+  }
+  __syncthreads();
+  if (b == 0 && tid == 0) {
+    __threadfence_system();
+    const unsigned long long n = f->answered;
+    dev::st_volatile_v4(p.mb.status, make_uint4(wire_seq(n), unsigned(n), f->quit, 0));
+  }
+  // No block leaves while a peer may still store into its shared memory.
+  if constexpr (CLUSTER) cg::this_cluster().sync();
+}
+
+template <bool BF16, bool CLUSTER>
+__global__ void __launch_bounds__(kMaxBlockThreads, 1) lstm_multiblock(const __grid_constant__ LstmParams p) {
+  extern __shared__ __align__(16) char smem[];
+  const int b = int(blockIdx.x);
+  if (b < p.nc) {
+    multi_critical<BF16, CLUSTER>(p, smem, b);
+  } else {
+    precompute_block(p, smem, b - p.nc);
+  }
+}
+
+const void* multiblock_kernel(bool bf16, bool cluster) {
+  if (cluster) return bf16 ? (const void*)&lstm_multiblock<true, true> : (const void*)&lstm_multiblock<false, true>;
+  return bf16 ? (const void*)&lstm_multiblock<true, false> : (const void*)&lstm_multiblock<false, false>;
+}
+
+}  // namespace
+
+int max_lstm_cluster_size() {
+  const void* fn = multiblock_kernel(false, true);
+  if (cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 8;  // the portable size every cluster-capable device supports
+  }
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
+      cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 8;
+  }
+  // One block per SM (the kernel's shared memory), as many blocks as the largest cluster asked about.
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(32);
+  cfg.blockDim = dim3(kMaxBlockThreads);
+  cfg.dynamicSmemBytes = size_t(optin);
+  int n = 0;
+  if (cudaOccupancyMaxPotentialClusterSize(&n, fn, &cfg) != cudaSuccess || n < 1) {
+    (void)cudaGetLastError();
+    return 8;
+  }
+  return n;
+}
+
+namespace {
+
+// The launch configuration of p (attrs must outlive cfg's use) and the blocks that can be co-resident
+// where `stream`'s work runs (a green context or MPS may hold fewer SMs; clusters stay inside a GPC).
+cudaError_t multiblock_config(const LstmParams& p, cudaStream_t stream, const void** fn, cudaLaunchConfig_t& cfg,
+                              cudaLaunchAttribute (&attrs)[2], long long* fits) {
+  const bool cluster = p.family == kFamilyCluster;
+  *fn = multiblock_kernel(p.bf16 != 0, cluster);
+  cudaError_t e = cudaFuncSetAttribute(*fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);
+  if (e != cudaSuccess) return e;
+  if (cluster && p.nc > 8 &&
+      (e = cudaFuncSetAttribute(*fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) != cudaSuccess)
+    return e;
+  int na = 0;
+  attrs[na].id = cudaLaunchAttributeCooperative;
+  attrs[na++].val.cooperative = 1;
+  if (cluster) {
+    attrs[na].id = cudaLaunchAttributeClusterDimension;
+    attrs[na].val.clusterDim.x = unsigned(p.nc);
+    attrs[na].val.clusterDim.y = 1;
+    attrs[na++].val.clusterDim.z = 1;
+  }
+  cfg = cudaLaunchConfig_t{};
+  cfg.gridDim = dim3(unsigned(p.grid()));
+  cfg.blockDim = dim3(unsigned(p.threads()));
+  cfg.dynamicSmemBytes = size_t(p.smem_bytes);
+  cfg.stream = stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = unsigned(na);
+  if (cluster) {
+    int clusters = 0;
+    if ((e = cudaOccupancyMaxActiveClusters(&clusters, *fn, &cfg)) != cudaSuccess) return e;
+    *fits = (long long)clusters * p.nc;
+    return cudaSuccess;
+  }
+  int per_sm = 0;
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, *fn, p.threads(), p.smem_bytes)) != cudaSuccess)
+    return e;
+  try {
+    *fits = coresident_blocks(per_sm, launch_sm_count(query_stream_sms(stream)));
+  } catch (const std::exception&) {
+    return cudaErrorInvalidResourceHandle;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t multiblock_max_coresident(const LstmParams& p, cudaStream_t stream, long long* fits) {
+  const void* fn = nullptr;
+  cudaLaunchConfig_t cfg;
+  cudaLaunchAttribute attrs[2] = {};
+  return multiblock_config(p, stream, &fn, cfg, attrs, fits);
+}
+
+cudaError_t launch_lstm_multiblock(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
+  if (p.stall_tick >= 0) return cudaErrorInvalidValue;  // the stall hook is compiled into the cta kernels only
+  const void* fn = nullptr;
+  cudaLaunchConfig_t cfg;
+  cudaLaunchAttribute attrs[2] = {};
+  long long fits = 0;
+  const cudaError_t e = multiblock_config(p, stream, &fn, cfg, attrs, &fits);
+  if (e != cudaSuccess) return e;
+  if (max_coresident) *max_coresident = fits;
+  if (fits < p.grid()) return cudaErrorCooperativeLaunchTooLarge;
+  LstmParams copy = p;
+  void* args[] = {&copy};
+  return cudaLaunchKernelExC(&cfg, fn, args);
+}
+
+}  // namespace hotpath::cuda

@@ -1,0 +1,147 @@
+// Every zoo model through every kernel family that can hold it (a small model on the cluster and grid
+// kernels too: the three families must agree), window and streaming, fp16 and bf16, against the float64
+// reference. The error is judged twice: against SPEC §4's bound, and against the error that rounding the
+// weights to the half type alone makes (float64 arithmetic on the rounded weights): the kernels add fp32
+// accumulation and hi+lo inputs on top of that, which must stay small beside it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "backend/backend.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "cuda/device.hpp"
+#include "cuda/lstm_plan.hpp"
+#include "model/zoo.hpp"
+#include "parallel_reference.hpp"
+#include "util/error.hpp"
+
+namespace hotpath {
+namespace {
+
+// Kernel error beyond the weights' rounding: at most this multiple of the rounding error plus an
+// absolute floor for fp32 accumulation over up to ~2,000-term dot products (~1e-6 each, through the
+// sigmoid/tanh gains of 1 layer after another).
+constexpr double kRoundingFactor = 2.0;
+constexpr double kArithmeticFloor = 2e-5;
+
+Model rounded(const Model& m, bool bf16) {
+  Model r = m;
+  auto round_all = [&](std::vector<double>& v) {
+    for (double& w : v) w = cuda::round_weight(w, bf16);
+  };
+  for (auto& l : r.layers) {
+    round_all(l.w_ih);
+    round_all(l.w_hh);
+  }
+  round_all(r.head_w);
+  return r;
+}
+
+std::vector<float> random_inputs(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// SPEC §4's relative error of `got` against z.
+double spec_error(const std::vector<float>& got, const std::vector<double>& z) {
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < z.size(); ++i) {
+    diff = std::max(diff, std::fabs(double(got[i]) - z[i]));
+    ref = std::max(ref, std::fabs(z[i]));
+  }
+  return diff / std::max(1.0, ref);
+}
+double spec_error(const std::vector<double>& a, const std::vector<double>& z) {
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < z.size(); ++i) {
+    diff = std::max(diff, std::fabs(a[i] - z[i]));
+    ref = std::max(ref, std::fabs(z[i]));
+  }
+  return diff / std::max(1.0, ref);
+}
+
+struct FamilyCase {
+  std::string model;
+  std::string kernel;
+};
+
+class CudaFamily : public ::testing::TestWithParam<FamilyCase> {};
+
+TEST_P(CudaFamily, MatchesTheReferenceWithinTheWeightRounding) {
+  std::string why;
+  if (!cuda::device_available(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
+  const auto [name, kernel] = GetParam();
+  const auto zm = zoo_model(name);
+  ASSERT_TRUE(zm) << "no zoo model " << name;
+  const Model& m = *zm;
+  const int I = m.config.input_size, O = m.config.output_size;
+  const bool big = m.config.hidden_size >= 480;
+  for (Mode mode : {Mode::window, Mode::streaming}) {
+    const bool streaming = mode == Mode::streaming;
+    const int W = streaming ? 0 : m.config.window.value_or(1);
+    // enough ticks for every window to have filled and slid; fewer for the big models (float64 reference)
+    const size_t ticks = size_t(streaming ? (big ? 40 : 300) : W + (big ? 12 : 200));
+    const auto xs = random_inputs(ticks * I, 21);
+    const auto z = testing::reference_outputs(m, streaming, W, xs, ticks);
+    for (Precision p : {Precision::fp16, Precision::bf16}) {
+      BackendOptions o;
+      o.mode = mode;
+      o.window = W;
+      o.precision = p;
+      o.kernel = kernel;
+      o.timeout_us = 5'000'000;
+      auto b = make_cuda_backend(m, o);
+      EXPECT_EQ(b->facts().at("kernel_family"), kernel);
+      std::vector<float> got(ticks * O);
+      for (size_t t = 0; t < ticks; ++t)
+        b->process(std::span<const float>(&xs[t * I], I), std::span<float>(&got[t * O], O));
+      const double err = spec_error(got, z);
+      const double rounding =
+          spec_error(testing::reference_outputs(rounded(m, p == Precision::bf16), streaming, W, xs, ticks), z);
+      const double bound = std::min(error_bound(p), kRoundingFactor * rounding + kArithmeticFloor);
+      std::printf("[family] %s %s %s %s: error %.3g, weight rounding alone %.3g (ratio %.2f), bound %.3g\n",
+                  name.c_str(), kernel.c_str(), mode_name(mode), precision_name(p), err, rounding,
+                  rounding > 0 ? err / rounding : 0.0, bound);
+      EXPECT_LE(err, bound) << name << " " << kernel << " " << mode_name(mode) << " " << precision_name(p);
+    }
+  }
+}
+
+std::vector<FamilyCase> family_cases() {
+  std::vector<FamilyCase> v;
+  for (const char* m : {"lstm_s", "nv_small", "vollo_tiny"})
+    for (const char* k : {"cta", "cluster", "grid"}) v.push_back({m, k});
+  for (const char* m : {"lstm_m", "nv_medium", "vollo_small"})
+    for (const char* k : {"cluster", "grid"}) v.push_back({m, k});
+  for (const char* m : {"vollo_med", "lstm_l", "nv_large", "vollo_large"}) v.push_back({m, "grid"});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, CudaFamily, ::testing::ValuesIn(family_cases()),
+                         [](const auto& info) { return info.param.model + "_" + info.param.kernel; });
+
+// An impossible choice is refused naming why, before anything runs on the device.
+TEST(CudaFamilyChoice, AModelTooBigForTheFamilyAskedForIsRefused) {
+  std::string why;
+  if (!cuda::device_available(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
+  BackendOptions o;
+  o.mode = Mode::window;
+  o.window = 50;
+  o.kernel = "cta";
+  try {
+    (void)make_cuda_backend(*zoo_model("lstm_l"), o);
+    FAIL() << "lstm_l on one SM";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("cta"), std::string::npos) << e.what();
+  }
+  o.kernel = "warp";
+  EXPECT_THROW((void)make_cuda_backend(*zoo_model("lstm_s"), o), Error);
+}
+
+}  // namespace
+}  // namespace hotpath
