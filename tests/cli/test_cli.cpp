@@ -97,9 +97,11 @@ TEST_F(Cli, VersionAndHelp) {
 TEST_F(Cli, ModelsListsTheZoo) {
   const Result r = hotpath("models");
   ASSERT_EQ(r.code, 0);
-  for (const char* n : {"lstm_s", "lstm_m", "lstm_l", "vollo_tiny", "vollo_small", "vollo_med", "vollo_large"})
+  for (const char* n : {"lstm_s", "lstm_m", "lstm_l", "vollo_tiny", "vollo_small", "vollo_med", "vollo_large",
+                        "nv_small", "nv_medium", "nv_large"})
     EXPECT_NE(r.out.find(n), std::string::npos) << n;
   EXPECT_NE(r.out.find("215169"), std::string::npos);
+  EXPECT_NE(r.out.find("16699105"), std::string::npos) << r.out;  // nv_large
 }
 
 TEST_F(Cli, InfoShowsDetectedShape) {
