@@ -6,7 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "cuda/kernels/mailbox_layout.hpp"  // plain C++: the mailbox's limits hold in every build
+
 namespace hotpath::gpu {
+
+// The widest input the GPU mailbox carries a tick: a cuda model's I, the ping-pong's payload.
+inline constexpr int kMaxInputFloats = cuda::kMaxInputFloats;
 
 // True when this build has CUDA and a device it serves is usable; otherwise `why` (if given) says why.
 bool available(std::string* why = nullptr, int device = 0);

@@ -472,7 +472,8 @@ TEST_F(Cli, BenchAndRunNumbersAreRangeChecked) {
       {"--rate nan", "--rate"},
       {"--rate inf", "--rate"},
       {"--gap-us -1", "--gap-us"},
-      {"--floats 70000", "65536"},
+      {"--floats 1025", "1024"},
+      {"--floats 0", "--floats"},
       {"--seed -1", "--seed"},
       {"--seed 99999999999999999999999", "--seed"},  // CLI11 alone saturated it to 2^63-1
       {"--window 0x20", "--window"},                 // CLI11 alone read hex (and "010" as octal 8)
