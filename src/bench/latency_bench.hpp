@@ -63,6 +63,7 @@ struct BenchOptions {
   double timeout_us = 1'000'000;
   std::string fallback;
   std::string variant;           // backend kernel variant ("" = the backend's default)
+  std::string kernel;            // cuda kernel family asked for ("" = auto; gpu::kernel_choices)
   std::optional<ScalerChoice> scaler;  // input scaling; unset: the model's when it has one, else none
   bool pingpong = false;         // only the bare signalling floor, no model
   std::optional<int> floats;     // ping-pong payload; default the model's I, else 32
