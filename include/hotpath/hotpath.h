@@ -138,10 +138,13 @@ typedef struct hotpath_engine_options {
                              "none" */
   int no_warm;            /* 0: the engine is warmed on open (synthetic ticks on the critical core, then
                              a reset); nonzero: not (its first ticks meet a cold backend) */
+  const char* kernel;     /* cuda kernel family, as the CLI's --kernel: "auto" (NULL or ""), "cta",
+                             "cluster", "grid"; another name is HOTPATH_ERROR_INVALID_ARGUMENT naming the
+                             choices; refused for "ref"/"cpu", dropped when "auto" picks the CPU */
 } hotpath_engine_options;
 
 #define HOTPATH_ENGINE_OPTIONS_INIT \
-  { sizeof(hotpath_engine_options), NULL, NULL, NULL, 0, 0, NULL, 0.0, NULL, NULL, NULL, 0 }
+  { sizeof(hotpath_engine_options), NULL, NULL, NULL, 0, 0, NULL, 0.0, NULL, NULL, NULL, 0, NULL }
 
 /* Creates an engine serving a copy of model (the model may be closed afterwards). options may be NULL
  * (all defaults). HOTPATH_ERROR_UNSUPPORTED when the chosen backend cannot serve the model here. */

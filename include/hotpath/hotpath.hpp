@@ -88,6 +88,7 @@ struct engine_options {
   double timeout_us = 0;         // 0: the default (1 s)
   std::string fallback;          // "" | "cpu"
   std::string variant;
+  std::string kernel;            // cuda: auto | cta | cluster | grid; "": auto
   std::string scaler;            // none | model | rolling:N; "": model when the model carries one, else none
   bool warm = true;              // false: no warm-up on open
 };
@@ -108,6 +109,7 @@ class engine {
     o.variant = detail::or_null(options.variant);
     o.scaler = detail::or_null(options.scaler);
     o.no_warm = options.warm ? 0 : 1;
+    o.kernel = detail::or_null(options.kernel);
     hotpath_engine* e = nullptr;
     detail::check(hotpath_engine_open(m.get(), &o, &e));
     handle_.reset(e);

@@ -265,7 +265,7 @@ hotpath::EngineOptions engine_options(const std::string& backend, const std::opt
                                       const std::string& mode, std::optional<int> window, int device,
                                       nb::handle cpuset, double timeout_us, const std::optional<std::string>& fallback,
                                       const std::optional<std::string>& variant, const std::optional<std::string>& scaler,
-                                      bool warm) {
+                                      bool warm, const std::optional<std::string>& kernel) {
   hotpath::EngineOptions o;
   o.backend = backend;
   if (precision) o.precision = hotpath::parse_precision(*precision);
@@ -277,6 +277,7 @@ hotpath::EngineOptions engine_options(const std::string& backend, const std::opt
   o.timeout_us = timeout_us;
   o.fallback = fallback.value_or("");
   o.variant = variant.value_or("");
+  o.kernel = kernel.value_or("");
   if (scaler) o.scaler = hotpath::parse_scaler(*scaler);  // None: the model's scaler when it has one
   o.warm = warm;
   return o;
@@ -400,12 +401,12 @@ NB_MODULE(_hotpath, m) {
           [](PyEngine* self, nb::object model, const std::string& backend, std::optional<std::string> precision,
              const std::string& mode, std::optional<int> window, int device, nb::handle cpuset, double timeout_us,
              std::optional<std::string> fallback, std::optional<std::string> variant,
-             std::optional<std::string> scaler, bool warm) {
+             std::optional<std::string> scaler, bool warm, std::optional<std::string> kernel) {
             // Anything hotpath.load takes (a path, bytes, a zoo name, a torch module) stands for its model.
             if (!nb::isinstance<hotpath::Model>(model)) model = nb::module_::import_("hotpath").attr("load")(model);
             const hotpath::Model& source = nb::cast<const hotpath::Model&>(model);
             const auto options = engine_options(backend, precision, mode, window, device, cpuset, timeout_us, fallback,
-                                                variant, scaler, warm);
+                                                variant, scaler, warm, kernel);
             std::unique_ptr<hotpath::Engine> engine;
             {
               nb::gil_scoped_release unlocked;  // a cuda engine launches its kernel here
@@ -419,7 +420,7 @@ NB_MODULE(_hotpath, m) {
           },
           "model"_a, "backend"_a = "auto", "precision"_a = nb::none(), "mode"_a = "window", "window"_a = nb::none(),
           "device"_a = 0, "cpuset"_a = nb::none(), "timeout_us"_a = 1'000'000.0, "fallback"_a = nb::none(),
-          "variant"_a = nb::none(), "scaler"_a = nb::none(), "warm"_a = true)
+          "variant"_a = nb::none(), "scaler"_a = nb::none(), "warm"_a = true, "kernel"_a = nb::none())
       .def("step", &step, "x"_a, "out"_a = nb::none(),
            nb::sig("def step(self, x: numpy.typing.ArrayLike, out: numpy.typing.NDArray[numpy.float32] | None = None) "
                    "-> numpy.typing.NDArray[numpy.float32]"),

@@ -80,6 +80,7 @@ class Engine:
         variant: Optional[str] = None,
         scaler: Optional[str] = None,
         warm: bool = True,
+        kernel: Optional[str] = None,
     ) -> None:
         """backend: "auto" (cuda when a GPU is usable and the model fits its kernels, else cpu), "ref",
         "cpu" or "cuda". precision: "fp32" | "bf16" | "int8" (cpu), "fp16" | "bf16" (cuda), "fp64" (ref);
@@ -89,7 +90,8 @@ class Engine:
         scaler: input scaling, "none", "model" (the file's input_scaler tensors) or "rolling:N" (mean and
         std of the past N ticks only); None: "model" when the model carries a scaler, else "none".
         warm: warm the engine on creation (synthetic ticks, then a reset); False: the first ticks meet a
-        cold backend. `model` may be anything hotpath.load takes."""
+        cold backend. kernel: the cuda kernel family, "auto" (None), "cta", "cluster" or "grid"; another
+        name raises hotpath.Error naming the choices. `model` may be anything hotpath.load takes."""
     def step(
         self, x: numpy.typing.ArrayLike, out: Optional[numpy.typing.NDArray[numpy.float32]] = None
     ) -> numpy.typing.NDArray[numpy.float32]:

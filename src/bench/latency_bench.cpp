@@ -389,6 +389,7 @@ void validate(const BenchOptions& o) {
   if (!in(o.timeout_us, 1, kMaxTimeoutUs)) throw between("--timeout-us", 1, kMaxTimeoutUs);
   if (o.mode == Mode::batch) throw Error("hotpath bench measures tick latency: --mode must be window or streaming");
   if (o.floats && (*o.floats < 1 || *o.floats > kMaxFloats)) throw between("--floats", 1, kMaxFloats);
+  gpu::check_kernel(o.kernel);
   if (o.window && (*o.window < 1 || *o.window > kMaxWindow)) throw between("--window", 1, kMaxWindow);
   if (o.report_every_s && !in(*o.report_every_s, kMinIntervalSeconds, kMaxSeconds))
     throw between("--report-every", kMinIntervalSeconds, kMaxSeconds);
@@ -497,6 +498,7 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     eo.timeout_us = o.timeout_us;
     eo.fallback = o.fallback;
     eo.variant = o.variant;
+    eo.kernel = o.kernel;
     eo.scaler = o.scaler;
     eo.warm = o.warm;
     // Resolved and checked (window, cpuset, fallback) before anything runs.
@@ -575,6 +577,7 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     const std::string backend_name = engine.backend_name();
     report["backend"] = backend->name();
     report["variant"] = backend->variant();
+    report["kernel_asked"] = o.kernel.empty() ? "auto" : o.kernel;
     report["precision"] = precision_name(backend->precision());
     report["scaler"] = scaler_name(scaler);
     if (bound_is_per_model(backend->precision()) != per_model_bound)

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.hpp"
+#include "engine/gpu.hpp"
 #include "model/loader.hpp"
 
 namespace hotpath::bench {
@@ -31,7 +32,7 @@ inline constexpr double kMaxGapUs = 1e9;
 inline constexpr double kMaxRateHz = 1e8;
 inline constexpr double kMaxTimeoutUs = 3.6e9;   // an hour
 inline constexpr int kMaxCheckThreads = 64;
-inline constexpr int kMaxFloats = 1 << 16;
+inline constexpr int kMaxFloats = gpu::kMaxInputFloats;  // --floats: what the mailbox carries
 // Per-interval reports beyond this many: the last interval runs to the end of the run.
 inline constexpr size_t kMaxIntervals = 10'000;
 // A backend that fails this many ticks in a row (no answer, or an error getting ready) ends the run.
@@ -62,6 +63,7 @@ struct BenchOptions {
   double timeout_us = 1'000'000;
   std::string fallback;
   std::string variant;           // backend kernel variant ("" = the backend's default)
+  std::string kernel;            // cuda kernel family asked for ("" = auto; gpu::kernel_choices)
   std::optional<ScalerChoice> scaler;  // input scaling; unset: the model's when it has one, else none
   bool pingpong = false;         // only the bare signalling floor, no model
   std::optional<int> floats;     // ping-pong payload; default the model's I, else 32

@@ -151,6 +151,7 @@ hotpath_status read_options(const hotpath_engine_options* given, hotpath_engine_
   // size that ends inside a field is no layout's, and its bytes there are not a value).
   if (!covers(size, &hotpath_engine_options::scaler)) out->scaler = nullptr;
   if (!covers(size, &hotpath_engine_options::no_warm)) out->no_warm = 0;
+  if (!covers(size, &hotpath_engine_options::kernel)) out->kernel = nullptr;
   return HOTPATH_OK;
 }
 
@@ -166,6 +167,7 @@ hotpath::EngineOptions engine_options(const hotpath_engine_options& o) {
   if (o.timeout_us != 0) e.timeout_us = o.timeout_us;
   e.fallback = opt(o.fallback);
   e.variant = opt(o.variant);
+  e.kernel = opt(o.kernel);
   if (o.scaler && *o.scaler) e.scaler = hotpath::parse_scaler(o.scaler);
   e.warm = o.no_warm == 0;
   return e;

@@ -10,6 +10,7 @@
 
 #include "bench/latency_bench.hpp"
 #include "engine/engine.hpp"
+#include "engine/gpu.hpp"
 #include "model/loader.hpp"
 #include "model/quantize.hpp"
 #include "model/safetensors.hpp"
@@ -49,12 +50,33 @@ constexpr const char* kScalerHelp =
     "Input scaling: none, model (the file's input_scaler tensors; the default when it has them) or rolling:N "
     "(mean and std of the past N ticks only)";
 
+// --kernel, checked as it is parsed: an unknown name is refused before a model is read or a device opened.
+CLI::Option* add_kernel_option(CLI::App* cmd, std::string& kernel) {
+  std::string names;
+  for (const auto& n : gpu::kernel_choices()) names += (names.empty() ? "" : ", ") + n;
+  return cmd
+      ->add_option("--kernel", kernel,
+                   "cuda kernel family: " + names + " (auto: the smallest that holds the model: one SM, one "
+                   "cluster, then the grid)")
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            try {
+              gpu::check_kernel(name);
+            } catch (const Error& e) {
+              return e.what();
+            }
+            return {};
+          },
+          "KERNEL"));
+}
+
 // Flags shared by the subcommands that create a backend.
 struct BackendFlags {
   std::string backend = "ref";
   std::string precision;
   std::string cpuset;
   std::string variant;
+  std::string kernel;
   std::string scaler;
   void add(CLI::App* cmd, const std::string& default_backend) {
     backend = default_backend;
@@ -64,6 +86,7 @@ struct BackendFlags {
     cmd->add_option("--precision", precision, "Weight precision: fp32|bf16|int8 (cpu), fp16|bf16 (cuda); default per backend");
     cmd->add_option("--cpuset", cpuset, "Cores, e.g. 2-5: the first runs the critical step, the rest precompute");
     cmd->add_option("--variant", variant, "Backend kernel variant (cuda: auto, smem, regs); default: the backend's");
+    add_kernel_option(cmd, kernel);
     cmd->add_option("--scaler", scaler, kScalerHelp);
   }
   EngineOptions options(Mode mode, int window) const {
@@ -74,6 +97,7 @@ struct BackendFlags {
     if (!precision.empty()) o.precision = parse_precision(precision);
     if (!cpuset.empty()) o.cpuset = parse_cpuset(cpuset);
     o.variant = variant;
+    o.kernel = kernel;
     if (!scaler.empty()) o.scaler = parse_scaler(scaler);
     return o;
   }
@@ -133,11 +157,39 @@ void add_models_command(CLI::App& app) {
 }
 
 void add_info_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("info", "Show a model's detected shape, dtype, parameters and key prefixes");
-  auto flags = std::make_shared<ModelFlags>();
-  flags->add(cmd);
-  cmd->callback([flags] {
-    const Model m = flags->resolve();
+  auto* cmd = app.add_subcommand("info", "Show a model's detected shape, dtype, parameters and key prefixes; "
+                                         "with --backend cuda, the kernel family that would serve it");
+  struct Flags {
+    ModelFlags model;
+    std::string backend, kernel, precision, mode = "window";
+    int window = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  f->model.add(cmd);
+  cmd->add_option("--backend", f->backend, "cuda: also say which kernel family would serve the model, and why");
+  add_kernel_option(cmd, f->kernel);
+  cmd->add_option("--precision", f->precision, "With --backend cuda: fp16 (default) or bf16");
+  cmd->add_option("--mode", f->mode, "With --backend cuda: window or streaming")->capture_default_str();
+  cmd->add_option("--window", f->window, "With --backend cuda: window length (default: the model's)")
+      ->check(util::int_range(1, kMaxWindow));
+  cmd->callback([f] {
+    const bool cuda = f->backend == "cuda";
+    if (!f->backend.empty() && !cuda)
+      throw Error("info --backend takes cuda (the kernel family that would serve the model); ref and cpu have none");
+    Precision precision = Precision::fp16;
+    if (!f->precision.empty()) precision = parse_precision(f->precision);
+    if (cuda && precision != Precision::fp16 && precision != Precision::bf16)
+      throw Error("info --backend cuda takes --precision fp16 or bf16, not " + f->precision);
+    const Mode mode = parse_mode(f->mode);
+    if (mode == Mode::batch) throw Error("info --mode must be window or streaming");
+    const Model m = f->model.resolve();
+    int window = 1;
+    if (cuda) {  // the engine's rule, checked before anything is printed
+      EngineOptions eo;
+      eo.mode = mode;
+      eo.window = f->window;
+      window = backend_options(m, eo).window;
+    }
     const auto& c = m.config;
     std::cout << "model:        " << m.name << "\n"
               << "input_size:   " << c.input_size << "\n"
@@ -156,6 +208,19 @@ void add_info_command(CLI::App& app) {
                                   : std::string("yes (input_scaler.mean, input_scaler.scale)") +
                                         (m.input_scaler->fitted_on.empty() ? "" : "; fitted on " + m.input_scaler->fitted_on))
               << "\n";
+    if (!cuda) return;
+    // Informational: no device, or a model no family can serve, is one line and exit 0.
+    std::string why;
+    if (!gpu::available(&why)) {
+      std::cout << "cuda kernel:  none here: no usable CUDA device (" << why << ")\n";
+      return;
+    }
+    try {
+      const gpu::KernelReport k = gpu::kernel_for(m, precision, mode, window, f->kernel);
+      std::cout << "cuda kernel:  " << k.family << " \u2014 " << k.why << "\n";
+    } catch (const UnsupportedError& e) {
+      std::cout << "cuda kernel:  none: " << e.what() << "\n";
+    }
   });
 }
 
@@ -386,6 +451,7 @@ void add_bench_command(CLI::App& app) {
       ->check(finite_range(1, bench::kMaxTimeoutUs));
   cmd->add_option("--fallback", f->o.fallback, "cuda: 'cpu' answers from the CPU backend when the GPU is late");
   cmd->add_option("--variant", f->o.variant, "Backend kernel variant (cuda: auto, smem, regs); default: the backend's");
+  add_kernel_option(cmd, f->o.kernel);
   cmd->add_flag("--pingpong", f->o.pingpong, "Measure only the host->GPU->host floor over the mailbox, no model");
   cmd->add_option("--floats", f->floats, "Ping-pong payload in floats (default: the model's I, else 32)")
       ->check(int_range(1, bench::kMaxFloats));

@@ -291,9 +291,15 @@ std::string pingpong_path_name(const PingPongOptions& o) {
   return pingpong_single_warp(o) ? "single_warp" : "poller_warps";
 }
 
-std::vector<double> pingpong_us(const PingPongOptions& o) {
-  require_device(o.device);
-  if (o.floats < 1 || o.floats > 256) throw Error("ping-pong carries 1..256 floats, not " + std::to_string(o.floats));
+std::vector<double> pingpong_us(const PingPongOptions& options) {
+  // Refused before the device is touched: a bad width is the caller's mistake on any machine.
+  if (options.floats < 1 || options.floats > kMaxInputFloats)
+    throw Error("ping-pong carries 1.." + std::to_string(kMaxInputFloats) + " floats, not " + std::to_string(options.floats));
+  require_device(options.device);
+  PingPongOptions o = options;
+  const InputLayout layout = input_layout(o.floats, o.mailbox.dual_seq_input);
+  // Poller warps: one poll set per ceil(chunks / 32) warps, beside the responder and the service warp.
+  o.mailbox.poll_sets = fit_poll_sets(layout.chunks, o.mailbox.poll_sets, 2, kMaxBlockThreads);
   // A preference: a failure is recorded (bench reports it) and the ping-pong runs unpinned.
   util::ScopedPin pin(o.cpu >= 0 ? std::vector<int>{o.cpu} : std::vector<int>{}, "ping-pong host thread", false);
   // Everything that can throw comes before the launch: once the kernel runs it must be stopped (or its

@@ -41,6 +41,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const Model& mode
   if ((name == "ref" || name == "cpu") && !options.variant.empty())
     throw Error("backend " + name + " has no kernel variants (--variant is for cuda); the cpu path is chosen "
                 "from the processor at run time (HOTPATH_CPU_ISA overrides it)");
+  if ((name == "ref" || name == "cpu") && !options.kernel.empty() && options.kernel != "auto")
+    throw Error("backend " + name + " has no kernel families (--kernel " + options.kernel + " is for cuda)");
   if (name == "ref") return make_reference_backend(model, options);
   if (name == "cpu") return make_cpu_backend(model, options);
   if (name == "cuda") {
@@ -102,6 +104,7 @@ int resolve_window(const Model& model, const EngineOptions& o) {
 BackendOptions backend_options(const Model& model, const EngineOptions& o) {
   if (!o.fallback.empty() && o.fallback != "cpu")
     throw Error("unknown fallback '" + o.fallback + "' (expected cpu, or none)");
+  gpu::check_kernel(o.kernel);
   if (!(o.timeout_us > 0) || o.timeout_us > 3.6e9)
     throw Error("timeout " + std::to_string(o.timeout_us) + " us is outside (0, 3.6e9] (an hour)");
   if (!o.cpuset.empty()) {
@@ -118,6 +121,7 @@ BackendOptions backend_options(const Model& model, const EngineOptions& o) {
   b.timeout_us = o.timeout_us;
   b.device = o.device;
   b.variant = o.variant;
+  b.kernel = o.kernel;
   b.scaler = resolve_scaler(model, o.scaler);  // checked here, named as the option
   return b;
 }
@@ -137,6 +141,7 @@ std::unique_ptr<Backend> make_served(const std::string& name, const Model& model
   BackendOptions so = bo;
   so.precision.reset();
   so.variant.clear();
+  so.kernel.clear();
   int cpu = -1;
   if (so.cpuset.size() >= 2) {
     so.cpuset.erase(so.cpuset.begin());
@@ -157,9 +162,11 @@ std::unique_ptr<Backend> make_served(const std::string& name, const Model& model
 void drop_cuda_options(EngineOptions* o, std::string* note) {
   if (!o->fallback.empty()) *note += "; --fallback " + o->fallback + " dropped";
   if (!o->variant.empty()) *note += "; --variant " + o->variant + " dropped";
+  if (!o->kernel.empty() && o->kernel != "auto") *note += "; --kernel " + o->kernel + " dropped";
   if (o->precision == Precision::fp16) *note += "; precision fp16 (cuda's) dropped";
   o->fallback.clear();
   o->variant.clear();
+  o->kernel.clear();
   if (o->precision == Precision::fp16) o->precision.reset();
 }
 

@@ -48,6 +48,8 @@ struct EngineOptions {
   std::string fallback;                  // "" or "cpu": a CPU backend answers when the primary (cuda) is
                                          // late; refused for ref and cpu, dropped when auto picks cpu
   std::string variant;                   // backend kernel variant, "" = the backend's default
+  std::string kernel;                    // cuda kernel family: auto (or ""), cta, cluster, grid
+                                         // (gpu::kernel_choices); refused for ref and cpu
   std::optional<ScalerChoice> scaler;    // input scaling (none, model, rolling:N); unset: the model's
                                          // scaler when it carries one, else none
   bool warm = true;                      // warm the backend on creation (engine/warm.hpp); false: the
@@ -58,12 +60,12 @@ struct EngineOptions {
 std::vector<int> parse_cpuset(const std::string& text);
 
 // The options of the backend an engine with `options` makes for `model`: the window defaulted from the
-// model's metadata, and every option checked (window, fallback, timeout, cpuset cores this process may
-// use); throws hotpath::Error naming the bad one.
+// model's metadata, and every option checked (window, fallback, timeout, kernel name, cpuset cores this
+// process may use) before any device is touched; throws hotpath::Error naming the bad one.
 BackendOptions backend_options(const Model& model, const EngineOptions& options);
 
 // Resolves "auto" in *options as an Engine would ("auto": cuda when a GPU is usable and a cuda backend
-// can be made for the model, else cpu, dropping cuda's own options: fallback, variant, fp16), without
+// can be made for the model, else cpu, dropping cuda's own options: fallback, variant, kernel, fp16), without
 // keeping the probe (its kernel is stopped before returning); returns the backend name. `note` (if
 // given) says why auto chose cpu and what it dropped. A named backend is left as it is.
 std::string choose_backend(const Model& model, EngineOptions* options, std::string* note = nullptr);

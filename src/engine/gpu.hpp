@@ -6,7 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
+#include "cuda/kernels/mailbox_layout.hpp"  // plain C++: the mailbox's limits hold in every build
+#include "model/model.hpp"
+
 namespace hotpath::gpu {
+
+// The widest input the GPU mailbox carries a tick: a cuda model's I, the ping-pong's payload.
+inline constexpr int kMaxInputFloats = cuda::kMaxInputFloats;
 
 // True when this build has CUDA and a device it serves is usable; otherwise `why` (if given) says why.
 bool available(std::string* why = nullptr, int device = 0);
@@ -31,5 +38,22 @@ struct PingPongResult {
 // The host -> GPU -> host floor over the kernels' own mailbox protocol. Throws UnsupportedError
 // without a usable device.
 PingPongResult pingpong(const PingPongRequest& request);
+
+// The cuda kernel families --kernel names, the default ("auto": chosen from the model's size) first;
+// only "auto" without CUDA.
+std::vector<std::string> kernel_choices();
+// Checks a --kernel name without touching a device ("" is auto): throws hotpath::Error naming the valid
+// choices for any other.
+void check_kernel(const std::string& name);
+
+struct KernelReport {
+  std::string family;  // cta, cluster or grid
+  std::string why;     // one line: why it serves the model (and why the smaller ones do not)
+};
+// The kernel family the cuda backend would serve `model` with on `device` (`kernel` as --kernel takes
+// it), and why. Throws Error for an unknown name, UnsupportedError when there is no usable device or
+// the family asked for (or none) can serve the model.
+KernelReport kernel_for(const Model& model, Precision precision, Mode mode, int window, const std::string& kernel,
+                        int device = 0);
 
 }  // namespace hotpath::gpu

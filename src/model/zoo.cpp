@@ -40,7 +40,8 @@ const std::vector<ZooEntry>& zoo() {
       {"lstm_s", shape(32, 128, 2, 1, 50)},       {"lstm_m", shape(32, 256, 3, 1, 50)},
       {"lstm_l", shape(32, 1024, 4, 1, 50)},      {"vollo_tiny", shape(128, 128, 2, 32, 1)},
       {"vollo_small", shape(256, 256, 3, 32, 1)}, {"vollo_med", shape(480, 480, 3, 32, 1)},
-      {"vollo_large", shape(960, 960, 3, 32, 1)},
+      {"vollo_large", shape(960, 960, 3, 32, 1)}, {"nv_small", shape(128, 96, 2, 1, 64)},
+      {"nv_medium", shape(192, 160, 3, 1, 96)},   {"nv_large", shape(512, 736, 4, 1, 128)},
   };
   return entries;
 }

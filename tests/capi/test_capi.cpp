@@ -321,6 +321,25 @@ TEST(CapiEngine, OpenErrors) {
       "timeout");
   // No window: the golden model has none in its metadata.
   bad([](auto& c) { c.window = 0; }, HOTPATH_ERROR_INVALID_ARGUMENT, "window");
+  // An unknown kernel family is bad input named with the choices, for cuda too: refused before any
+  // device is looked for (without one, cuda would otherwise be HOTPATH_ERROR_UNSUPPORTED).
+  for (const char* backend : {"cpu", "cuda", "auto"})
+    bad([&](auto& c) { c.backend = backend; c.kernel = "bogus"; }, HOTPATH_ERROR_INVALID_ARGUMENT,
+        "unknown cuda kernel 'bogus' (valid: auto");
+  bad([](auto& c) { c.kernel = "grid"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "kernel");  // cpu has none
+}
+
+// `kernel` reaches the backend's options as given ("auto", the default, is the one a cpu takes).
+TEST(CapiEngine, KernelReachesTheBackend) {
+  const ModelPtr m = open_model(golden_model("tiny"));
+  hotpath_engine_options o = HOTPATH_ENGINE_OPTIONS_INIT;
+  o.backend = "cpu";
+  o.window = 5;
+  o.kernel = "auto";
+  hotpath_engine* e = nullptr;
+  ASSERT_EQ(hotpath_engine_open(m.get(), &o, &e), HOTPATH_OK) << last_error();
+  const EnginePtr engine(e);
+  EXPECT_EQ(e->engine.backend().options().kernel, "auto");
 }
 
 TEST(CapiEngine, OptionsOfALaterVersion) {
@@ -398,6 +417,18 @@ TEST(CapiEngine, OptionsOfAnOlderVersion) {
   ASSERT_EQ(hotpath_engine_open(m.get(), &split, &e), HOTPATH_OK) << last_error();
   const EnginePtr warmed(e);
   EXPECT_GT(warmed->engine.warm_up().ticks, 0);
+
+  // The second layout ended with no_warm: `kernel`, past it, is never read.
+  hotpath_engine_options second = HOTPATH_ENGINE_OPTIONS_INIT;
+  second.backend = "cpu";
+  second.mode = "streaming";
+  second.kernel = "bogus";
+  second.struct_size = offsetof(hotpath_engine_options, kernel);  // that header's sizeof, padding included
+  ASSERT_EQ(hotpath_engine_open(m.get(), &second, &e), HOTPATH_OK) << last_error();
+  EXPECT_EQ(e->engine.backend().options().kernel, "");
+  hotpath_engine_close(e);
+  second.struct_size = sizeof second;
+  expect_open_fails(m.get(), &second, HOTPATH_ERROR_INVALID_ARGUMENT, "unknown cuda kernel 'bogus'");
 
   // An info struct of the first layout: its fields written, nothing after them.
   hotpath_engine_info old_info;

@@ -84,6 +84,15 @@ TEST(CapiCpp, ScalerWarmAndInt8) {
     EXPECT_EQ(err.status(), HOTPATH_ERROR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(err.what()).find("unknown scaler 'rolling'"), std::string::npos) << err.what();
   }
+  o.scaler = "";
+  o.kernel = "bogus";
+  try {
+    hotpath::engine bad(m, o);
+    FAIL() << "no exception";
+  } catch (const hotpath::error& err) {
+    EXPECT_EQ(err.status(), HOTPATH_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(err.what()).find("unknown cuda kernel 'bogus'"), std::string::npos) << err.what();
+  }
 }
 
 TEST(CapiCpp, ErrorsThrowWithStatusAndMessage) {

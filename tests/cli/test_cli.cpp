@@ -97,9 +97,11 @@ TEST_F(Cli, VersionAndHelp) {
 TEST_F(Cli, ModelsListsTheZoo) {
   const Result r = hotpath("models");
   ASSERT_EQ(r.code, 0);
-  for (const char* n : {"lstm_s", "lstm_m", "lstm_l", "vollo_tiny", "vollo_small", "vollo_med", "vollo_large"})
+  for (const char* n : {"lstm_s", "lstm_m", "lstm_l", "vollo_tiny", "vollo_small", "vollo_med", "vollo_large",
+                        "nv_small", "nv_medium", "nv_large"})
     EXPECT_NE(r.out.find(n), std::string::npos) << n;
   EXPECT_NE(r.out.find("215169"), std::string::npos);
+  EXPECT_NE(r.out.find("16699105"), std::string::npos) << r.out;  // nv_large
 }
 
 TEST_F(Cli, InfoShowsDetectedShape) {
@@ -399,13 +401,14 @@ TEST_F(Cli, NanTickIsRefusedNamingTheTick) {
 TEST_F(Cli, BenchReportsLatencyAndError) {
   const std::string json = path("bench.json"), samples = path("samples.csv");
   const Result r = hotpath("bench --model " + golden_model("multi_out") + " --backend ref --mode window --window 7 --ticks 300 --warmup 20 --check-every 3 --json " +
-                           json + " --samples " + samples);
+                           json + " --samples " + samples + " --kernel auto");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("p99.9"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(json));
   for (const char* k : {"schema_version", "hotpath_version", "model", "backend", "precision", "mode", "count",
-                        "latency_us", "error", "tick_rate_hz", "precompute_us", "machine"})
+                        "latency_us", "error", "tick_rate_hz", "precompute_us", "machine", "kernel_asked"})
     EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["kernel_asked"], "auto");
   EXPECT_EQ(j["count"], 300);
   for (const char* k : {"p50", "p90", "p99", "p999", "max", "mean"}) EXPECT_TRUE(j["latency_us"].contains(k)) << k;
   EXPECT_GT(j["latency_us"]["p50"].get<double>(), 0.0);
@@ -447,6 +450,51 @@ TEST_F(Cli, CudaWithoutADeviceSaysSo) {
   expect_refused("bench --pingpong --ticks 10", "no usable CUDA device");
 }
 
+// info --backend cuda names the kernel family that would serve the model and why, or says in one line
+// that there is no usable device: exit 0 either way (it informs; it does not fail).
+TEST_F(Cli, InfoNamesTheCudaKernelOrWhyNone) {
+  for (const char* m : {"nv_small", "lstm_s"}) {
+    const Result r = hotpath(std::string("info --model ") + m + " --backend cuda");
+    ASSERT_EQ(r.code, 0) << m << r.err;
+    const size_t at = r.out.find("cuda kernel:  ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    const bool no_device = line.find("no usable CUDA device") != std::string::npos;
+    const bool family = line.find("cta \u2014 ") != std::string::npos || line.find("cluster \u2014 ") != std::string::npos ||
+                        line.find("grid \u2014 ") != std::string::npos || line.find("none: ") != std::string::npos;
+    EXPECT_TRUE(no_device || family) << line;
+    EXPECT_NE(r.out.find("parameters:"), std::string::npos);  // the model's facts still come first
+  }
+  expect_refused("info --model lstm_s --backend cpu", "info --backend takes cuda");
+  expect_refused("info --model lstm_s --backend cuda --precision fp32", "fp16 or bf16");
+}
+
+// --kernel names one of the choices; anything else exits 2 naming them, before a model is read or a
+// device opened (so the same message with or without a GPU). ref and cpu refuse a family.
+TEST_F(Cli, KernelFlagIsCheckedBeforeAnyDevice) {
+  const bool cuda_built = hotpath("--version").out.find("built without CUDA") == std::string::npos;
+  const std::string needle = cuda_built ? "unknown cuda kernel 'bogus' (valid: auto, cta, cluster, grid"
+                                        : "unknown cuda kernel 'bogus'";
+  const std::string run = "run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.st");
+  for (const std::string& args : {std::string("info --model lstm_s --backend cuda --kernel bogus"),
+                                  std::string("info --model no_such_model --kernel bogus"),
+                                  std::string("bench --model lstm_s --backend cuda --kernel bogus --ticks 10"),
+                                  std::string("bench --pingpong --kernel bogus --ticks 10"),
+                                  run + " --backend cuda --kernel bogus"})
+    expect_refused(args, needle);
+  expect_refused("bench --model lstm_s --backend cpu --kernel cta --ticks 10", "backend cpu has no kernel families");
+  expect_refused(run + " --window 5 --backend ref --kernel grid", "backend ref has no kernel families");
+  EXPECT_FALSE(fs::exists(path("o.st")));
+  EXPECT_NE(hotpath("bench --help").out.find("--kernel"), std::string::npos);
+  EXPECT_NE(hotpath("run --help").out.find("--kernel"), std::string::npos);
+}
+
+// --floats is the mailbox's limit, refused as parsed: "no usable CUDA device" would mean it looked first.
+TEST_F(Cli, PingPongFloatsBeyondTheMailboxAreRefusedFirst) {
+  expect_refused("bench --pingpong --floats 1025 --ticks 10", "[1, 1024]");
+  expect_refused("bench --pingpong --floats 0 --ticks 10", "--floats");
+}
+
 // Every numeric flag of bench and run is range-checked: exit 2 and one line naming the flag and its
 // limit; never exit 3 (vector::reserve), never a wrap (warm-up + ticks), never NaN taken as a value,
 // never "0 means unset".
@@ -470,7 +518,8 @@ TEST_F(Cli, BenchAndRunNumbersAreRangeChecked) {
       {"--rate nan", "--rate"},
       {"--rate inf", "--rate"},
       {"--gap-us -1", "--gap-us"},
-      {"--floats 70000", "65536"},
+      {"--floats 1025", "1024"},
+      {"--floats 0", "--floats"},
       {"--seed -1", "--seed"},
       {"--seed 99999999999999999999999", "--seed"},  // CLI11 alone saturated it to 2^63-1
       {"--window 0x20", "--window"},                 // CLI11 alone read hex (and "010" as octal 8)

@@ -12,6 +12,7 @@
 #include "backend/backend.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device.hpp"
+#include "cuda/kernels/mailbox_layout.hpp"
 #include "engine/engine.hpp"
 #include "engine/fallback.hpp"
 #include "engine/warm.hpp"
@@ -519,7 +520,7 @@ TEST(CudaPingPong, BothKernelPathsCarryThePayload) {
 
 TEST(CudaPingPong, SanityAndPayloadChecked) {
   REQUIRE_GPU();
-  for (int floats : {1, 32, 129}) {
+  for (int floats : {1, 32, 129, 1024}) {
     cuda::PingPongOptions o;
     o.floats = floats;
     o.warmup = 200;
@@ -531,6 +532,23 @@ TEST(CudaPingPong, SanityAndPayloadChecked) {
     std::printf("[pingpong] %d floats: p50 %.2f us\n", floats, v[v.size() / 2]);
     EXPECT_GT(v[v.size() / 2], 0.1);
     EXPECT_LT(v[v.size() / 2], 1000.0);
+  }
+}
+
+// The widest input in both chunk layouts: 342 chunks of 3 floats, 512 of 2 (16 poller warps); four poll
+// sets asked for shrink to what fits the block.
+TEST(CudaPingPong, TheWidestInputInBothLayouts) {
+  REQUIRE_GPU();
+  for (bool dual : {false, true}) {
+    for (int sets : {1, 4}) {
+      cuda::PingPongOptions o;
+      o.floats = cuda::kMaxInputFloats;
+      o.mailbox.dual_seq_input = dual;
+      o.mailbox.poll_sets = sets;
+      o.warmup = 100;
+      o.count = 2000;
+      EXPECT_EQ(cuda::pingpong_us(o).size(), 2000u) << "dual_seq " << dual << ", poll sets " << sets;
+    }
   }
 }
 

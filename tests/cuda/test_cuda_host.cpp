@@ -95,6 +95,66 @@ TEST(CudaArchitecture, TheBuildSaysWhatItCompiled) {
   std::printf("[arch] this build: %s = %s\n", built.c_str(), cuda::served_gpus(built).c_str());
 }
 
+// ---- the mailbox's input layout: every width up to kMaxInputFloats --------------------------------
+
+TEST(CudaMailboxLayout, TheWidestInputInBothChunkLayouts) {
+  ASSERT_EQ(cuda::kMaxInputFloats, 1024);
+  const cuda::InputLayout three = cuda::input_layout(1024, false);  // {seq, f0, f1, f2}
+  EXPECT_EQ(three.floats_per_chunk, 3);
+  EXPECT_EQ(three.chunks, 342);
+  EXPECT_EQ(three.stride, 344);  // whole 64-byte lines (4 chunks) per ring slot
+  const cuda::InputLayout dual = cuda::input_layout(1024, true);    // {seq, f0, f1, seq}
+  EXPECT_EQ(dual.floats_per_chunk, 2);
+  EXPECT_EQ(dual.chunks, 512);
+  EXPECT_EQ(dual.chunks, cuda::kMaxInputChunks);
+  EXPECT_EQ(dual.stride, 512);
+  // Awkward widths: one float, one past a line, the old 256 limit and one past it.
+  EXPECT_EQ(cuda::input_layout(1, false).chunks, 1);
+  EXPECT_EQ(cuda::input_layout(1, false).stride, 4);
+  EXPECT_EQ(cuda::input_layout(13, false).chunks, 5);
+  EXPECT_EQ(cuda::input_layout(13, false).stride, 8);
+  EXPECT_EQ(cuda::input_layout(257, false).chunks, 86);
+  EXPECT_EQ(cuda::input_layout(1023, true).chunks, 512);
+}
+
+TEST(CudaMailboxLayout, WidthsOutsideOneTo1024AreRefused) {
+  for (bool dual : {false, true}) {
+    EXPECT_THROW(cuda::input_layout(0, dual), Error);
+    EXPECT_THROW(cuda::input_layout(-1, dual), Error);
+    // Too wide is a model the kernels cannot serve (auto then falls back to the cpu), named with its limit.
+    try {
+      cuda::input_layout(1025, dual);
+      FAIL() << "1025 floats accepted";
+    } catch (const UnsupportedError& e) {
+      EXPECT_NE(std::string(e.what()).find("1024"), std::string::npos) << e.what();
+    }
+  }
+  // The ping-pong refuses a bad width before it looks for a device: Error, not "no usable CUDA device".
+  for (int floats : {0, 1025}) {
+    cuda::PingPongOptions o;
+    o.floats = floats;
+    try {
+      cuda::pingpong_us(o);
+      FAIL() << floats << " floats accepted";
+    } catch (const UnsupportedError& e) {
+      FAIL() << "looked for a device first: " << e.what();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("1..1024"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CudaMailboxLayout, PollSetsShrinkToFitTheBlock) {
+  // Beside the responder and the service warp, within 640 threads (20 warps).
+  EXPECT_EQ(cuda::fit_poll_sets(512, 1, 2, 640), 1);   // 16 poller warps + 2
+  EXPECT_EQ(cuda::fit_poll_sets(512, 4, 2, 640), 1);
+  EXPECT_EQ(cuda::fit_poll_sets(342, 2, 2, 640), 1);   // 11 warps a set: two would be 24
+  EXPECT_EQ(cuda::fit_poll_sets(128, 4, 2, 640), 4);   // 4 a set: 16 + 2
+  EXPECT_EQ(cuda::fit_poll_sets(129, 4, 2, 640), 3);   // 5 a set
+  EXPECT_EQ(cuda::fit_poll_sets(11, 2, 2, 640), 2);
+  EXPECT_EQ(cuda::fit_poll_sets(11, 0, 2, 640), 1);    // never fewer than one
+}
+
 // ---- late GPU answers: one width, no wrap ---------------------------------------------------------
 
 TEST(CudaLateAnswers, CountedInOneWidthAcrossTheWrap) {

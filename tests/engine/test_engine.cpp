@@ -158,6 +158,26 @@ TEST(Engine, BadOptionsAreNamed) {
   o.backend = "ref";
   o.variant = "regs";
   EXPECT_ERROR_HAS(Engine(m, o), "no kernel variants");
+  o = {};
+  o.backend = "cpu";
+  o.kernel = "auto";  // the default, whatever the backend
+  EXPECT_NO_THROW(Engine(m, o));
+  // An unknown kernel family is bad input, named before any device is looked for (cuda or not).
+  for (const char* b : {"cuda", "auto", "cpu"}) {
+    o = {};
+    o.backend = b;
+    o.kernel = "bogus";
+    EXPECT_ERROR_HAS(Engine(m, o), "unknown cuda kernel 'bogus' (valid: auto");
+    EXPECT_ERROR_HAS(backend_options(m, o), "unknown cuda kernel 'bogus'");
+  }
+  if (gpu::kernel_choices().size() > 1) {  // built with CUDA: the families exist
+    EXPECT_EQ(gpu::kernel_choices(), (std::vector<std::string>{"auto", "cta", "cluster", "grid"}));
+    o = {};
+    o.kernel = "cluster";
+    EXPECT_EQ(backend_options(m, o).kernel, "cluster");  // it reaches the backend as given
+    o.backend = "cpu";
+    EXPECT_ERROR_HAS(Engine(m, o), "backend cpu has no kernel families");
+  }
   EXPECT_THROW(Engine(m, std::unique_ptr<Backend>()), Error);
 }
 
@@ -353,11 +373,14 @@ TEST(EngineFallback, OnlyABackendThatCanBeLateIsWrapped) {
   o.backend = "auto";
   o.variant = "regs";
   o.precision = Precision::fp16;
+  const bool families = gpu::kernel_choices().size() > 1;
+  if (families) o.kernel = "grid";
   Engine e(m, o);  // auto fell to cpu: cuda's options are dropped, saying so
   EXPECT_EQ(e.backend_name(), "cpu");
   EXPECT_EQ(e.facts().count("fallback"), 0u);
   for (const char* w : {"--fallback cpu dropped", "--variant regs dropped", "fp16"})
     EXPECT_NE(e.choice_note().find(w), std::string::npos) << e.choice_note();
+  if (families) EXPECT_NE(e.choice_note().find("--kernel grid dropped"), std::string::npos) << e.choice_note();
 }
 
 // The thread that makes an engine runs its critical step on the cpuset's first core, for every backend,

@@ -17,6 +17,9 @@ def test_version_backends_zoo():
     assert zoo["lstm_s"]["input_size"] == 32 and zoo["lstm_s"]["hidden_size"] == 128
     assert zoo["lstm_s"]["num_layers"] == 2 and zoo["lstm_s"]["output_size"] == 1 and zoo["lstm_s"]["window"] == 50
     assert all(e["parameter_count"] > 0 for e in zoo.values())
+    nv = zoo["nv_large"]
+    assert (nv["input_size"], nv["hidden_size"], nv["num_layers"], nv["window"]) == (512, 736, 4, 128)
+    assert nv["parameter_count"] == 16699105
 
 
 def test_load_zoo_file_pathlike_bytes_agree():

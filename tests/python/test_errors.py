@@ -111,6 +111,8 @@ def test_not_numbers(engine):
     ({"cpuset": [-1]}, "cpuset"),
     ({"cpuset": 3.5}, "cpuset"),
     ({"backend": "ref", "variant": "fast"}, "variant"),
+    ({"kernel": "bogus"}, r"^unknown cuda kernel 'bogus' \(valid: auto"),
+    ({"backend": "ref", "kernel": "grid"}, "kernel"),
     ({"fallback": "gpu"}, "fallback"),
     ({"backend": "cpu", "precision": "fp16"}, "fp16"),
     ({"scaler": "rolling:1"}, r"^unknown scaler 'rolling:1' \(expected none, model or rolling:N with N in 2..1000000\)$"),
@@ -122,6 +124,17 @@ def test_bad_engine_options(options, message):
     with pytest.raises(hotpath.Error, match=message) as e:
         hotpath.Engine("lstm_s", **options)
     one_line(e)
+
+
+def test_unknown_kernel_is_refused_before_the_device():
+    # For cuda too: a bad name is the caller's mistake (hotpath.Error), not "no usable CUDA device".
+    with pytest.raises(hotpath.Error, match=r"unknown cuda kernel 'warp' \(valid: auto") as e:
+        hotpath.Engine("lstm_s", backend="cuda", kernel="warp")
+    assert not isinstance(e.value, hotpath.UnsupportedError)
+    one_line(e)
+    e = hotpath.Engine("lstm_s", backend="cpu", kernel="auto")  # the default, whatever the backend
+    assert e.backend == "cpu"
+    e.close()
 
 
 def test_unavailable_backend_is_unsupported():

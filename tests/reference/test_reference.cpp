@@ -157,11 +157,34 @@ TEST(Reference, NormalizedErrorIsAbsoluteBelowOneAndRelativeAbove) {
 }
 
 TEST(Zoo, ShapesAndParameterCountsMatchTheSpec) {
-  EXPECT_EQ(zoo().size(), 7u);
+  EXPECT_EQ(zoo().size(), 10u);
   const auto s = zoo_model("lstm_s");
   ASSERT_TRUE(s);
   EXPECT_EQ(s->config.parameter_count(), 215169u);  // ~215 K
   EXPECT_EQ(zoo_model("vollo_tiny")->config.parameter_count(), 268320u);  // ~268 K
+  // The nv_* shapes (I, H, L, O, W) are NVIDIA's reference models': they must match exactly.
+  struct Nv {
+    const char* name;
+    int i, h, l, o, w;
+    size_t params;
+  };
+  for (const Nv& nv : {Nv{"nv_small", 128, 96, 2, 1, 64, 161377u},         // ~160 K
+                       Nv{"nv_medium", 192, 160, 3, 1, 96, 638881u},       // ~635 K
+                       Nv{"nv_large", 512, 736, 4, 1, 128, 16699105u}}) {  // ~16.7 M
+    const ZooEntry* e = find_zoo(nv.name);
+    ASSERT_TRUE(e) << nv.name;
+    const ModelConfig& c = e->config;
+    EXPECT_EQ(c.input_size, nv.i) << nv.name;
+    EXPECT_EQ(c.hidden_size, nv.h) << nv.name;
+    EXPECT_EQ(c.num_layers, nv.l) << nv.name;
+    EXPECT_EQ(c.output_size, nv.o) << nv.name;
+    EXPECT_EQ(c.window, nv.w) << nv.name;
+    EXPECT_EQ(c.parameter_count(), nv.params) << nv.name;
+  }
+  const auto nv = zoo_model("nv_small");
+  ASSERT_TRUE(nv);
+  EXPECT_NO_THROW(nv->validate());
+  EXPECT_EQ(nv->layers[1].w_ih.size(), 4u * 96 * 96);
   EXPECT_FALSE(zoo_model("nope"));
   // Seeded: same seed same weights, other seed other weights; all within PyTorch's ±1/sqrt(H).
   EXPECT_EQ(zoo_model("lstm_s", 3)->layers[1].w_hh, zoo_model("lstm_s", 3)->layers[1].w_hh);

@@ -34,10 +34,13 @@ struct alignas(16) Chunk {
 };
 static_assert(sizeof(Chunk) == 16, "one chunk is one 16-byte store");
 
-HOTPATH_HD inline int chunks_for(int floats, int per_chunk) { return (floats + per_chunk - 1) / per_chunk; }
-inline constexpr int kOutFloatsPerChunk = 2;
-// The widest input the mailbox carries (vollo_large has 960 floats).
-inline constexpr int kMaxInputFloats = 1024;  // {seq, v0, v1, seq}
+HOTPATH_HD constexpr int chunks_for(int floats, int per_chunk) { return (floats + per_chunk - 1) / per_chunk; }
+inline constexpr int kOutFloatsPerChunk = 2;  // {seq, v0, v1, seq}
+
+// The widest input one tick carries (host refuses more, kernels size shared memory for it): the widest
+// zoo model's I (960) with headroom. With dual_seq (2 floats a chunk) that is kMaxInputChunks chunks.
+inline constexpr int kMaxInputFloats = 1024;
+inline constexpr int kMaxInputChunks = chunks_for(kMaxInputFloats, 2);
 HOTPATH_HD inline uint32_t wire_seq(long long tick) { return uint32_t(uint64_t(tick) + 1); }
 
 // Inputs travel in a ring of kInputRing slots (slot = tick % kInputRing): a device that fell behind

@@ -9,13 +9,14 @@
 namespace hotpath::cuda {
 namespace {
 
-constexpr int kMaxPingChunks = 128;
+// Every input width the mailbox carries: 512 chunks (dual_seq) is 16 poller warps + responder + service.
+static_assert(32 * (chunks_for(kMaxInputChunks, 32) + 2) <= kMaxBlockThreads, "one poll set of the widest input fits");
 
 template <dev::PollLoad LOAD>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1) pingpong_kernel(const __grid_constant__ PingPongParams p) {
-  __shared__ unsigned seqw[kMaxPingChunks];
-  __shared__ unsigned claim[kMaxPingChunks];
-  __shared__ float x32[kMaxPingChunks * 3];
+  __shared__ unsigned seqw[kMaxInputChunks];
+  __shared__ unsigned claim[kMaxInputChunks];
+  __shared__ float x32[kMaxInputChunks * 3];  // chunk c's floats at fpc * c: 3 a chunk for fewer chunks
   __shared__ dev::CtaFlags flags;
   volatile dev::CtaFlags* f = &flags;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -32,7 +33,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) pingpong_kernel(const __g
   };
   const int per_set = (p.mb.n_in + 31) / 32;
   const int poll_warps = per_set * p.mb.poll_sets;
-  for (int i = tid; i < kMaxPingChunks; i += blockDim.x) seqw[i] = claim[i] = 0;
+  for (int i = tid; i < kMaxInputChunks; i += blockDim.x) seqw[i] = claim[i] = 0;
   if (tid == 0) {
     f->consumed = 0;
     f->forwarded = 0;
@@ -99,7 +100,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) pingpong_kernel(const __g
 }  // namespace
 
 cudaError_t launch_pingpong(const PingPongParams& p, cudaStream_t stream) {
-  if (p.mb.n_in > kMaxPingChunks || p.floats < 1) return cudaErrorInvalidValue;
+  if (p.floats < 1 || p.floats > kMaxInputFloats || p.mb.n_in != chunks_for(p.floats, p.mb.in_fpc))
+    return cudaErrorInvalidValue;
   if (p.single_warp && (p.mb.n_in > 32 || p.mb.poll_sets != 1)) return cudaErrorInvalidValue;
   const int threads = p.single_warp ? 32 : 32 * (((p.mb.n_in + 31) / 32) * p.mb.poll_sets + 2);
   if (threads > kMaxBlockThreads) return cudaErrorInvalidValue;
