@@ -303,6 +303,7 @@ class CudaBackend final : public Backend {
       f["k_split_warps"] = std::to_string(p.ksplit);
       f["precompute_weights"] = p.pre_global ? "global" : "shared";
       f["precompute_state"] = plan_.pre_state_floats > 0 ? "global" : "shared";
+      if (p.family == cuda::kFamilyCluster) f["cluster_exchange"] = copt_.cluster_async ? "st.async+mbarrier" : "store+flag";
     }
     f["kernel_variant"] = variant();
     f["critical_variant"] = variant_;
@@ -370,6 +371,7 @@ class CudaBackend final : public Backend {
     p.forward_after_output = copt_.forward_after_output;
     p.gate_sleep_ns = copt_.gate_sleep_ns;
     p.keep_warm = copt_.keep_warm;
+    p.cluster_async = copt_.cluster_async;
     p.frags = frags_.get();
     p.head_b = head_b_.get();
     p.head_w = head_w_.get();

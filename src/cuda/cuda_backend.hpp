@@ -16,6 +16,7 @@ struct CudaOptions {
   bool forward_after_output = false;  // start the precompute only once the answer is out
   int gate_sleep_ns = 0;              // pollers nap while the consumer is busy
   bool keep_warm = false;             // compute warps wait issuing dummy mma: no gain measured (docs/cuda.md)
+  bool cluster_async = true;          // cluster family: st.async + mbarrier exchange (else stores + flags)
   // Critical-step kernel variant: "auto" (default: "regs" where it is compiled for the model, else
   // "smem"), "smem" (W_ih fragments in shared memory, any model that fits) or "regs" (every W_ih
   // fragment in registers, SIMT head; compiled for a few shapes, e.g. lstm_s, else UnsupportedError).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cuda/mailbox_host.hpp"
 #include "util/error.hpp"
 #include "util/half.hpp"
 
@@ -48,9 +49,6 @@ void check_servable(const ModelConfig& cfg, Precision precision, Mode mode, int 
   if (cfg.output_size > kMaxOutputs)
     throw UnsupportedError("the cuda kernel supports at most " + std::to_string(kMaxOutputs) +
                            " outputs (one warp's head tiles), the model has " + std::to_string(cfg.output_size));
-  if (cfg.input_size > kMaxInputFloats)
-    throw UnsupportedError("the cuda mailbox carries at most " + std::to_string(kMaxInputFloats) +
-                           " input floats, the model has " + std::to_string(cfg.input_size));
   if (mode == Mode::window && window < 1) throw Error("window mode needs a window >= 1");
 }
 
@@ -62,10 +60,11 @@ void plan_common(LstmParams& p, const ModelConfig& cfg, Precision precision, Mod
   p.W = mode == Mode::window ? window : 1;
   p.bf16 = precision == Precision::bf16;
   p.groups = (p.H + kUnitsPerGroup - 1) / kUnitsPerGroup;
-  p.mb.in_fpc = mailbox.dual_seq_input ? 2 : 3;
+  const InputLayout in = input_layout(p.I, mailbox.dual_seq_input);  // the host mailbox's layout, exactly
+  p.mb.in_fpc = in.floats_per_chunk;
   p.mb.in_dual = mailbox.dual_seq_input;
-  p.mb.n_in = chunks_for(p.I, p.mb.in_fpc);
-  p.mb.in_stride = (p.mb.n_in + 3) & ~3;
+  p.mb.n_in = in.chunks;
+  p.mb.in_stride = in.stride;
   p.mb.n_out = chunks_for(p.O, kOutFloatsPerChunk);
   for (int l = 0; l <= p.L; ++l) {
     const int K = l == 0 ? p.I : p.H;
@@ -133,7 +132,8 @@ int multi_critical_layout(LstmParams& p, int gpb, int nc, int ksplit, bool assig
             x32 = take(p.mb.n_in * 3 * 4), seqw = take(p.mb.n_in * 4), claim = take(p.mb.n_in * 4),
             P = take(p.L * 4 * Ub * 4), c = take(p.L * Ub * 4), red = take(ksplit * Ub * 4 * 4),
             stage = take(2 * Ub * 2), h32 = take(Ub * 4), hw = take(p.O * Ub * 4), hp = take(parities == 2 ? 2 * nc * kMaxOutputs * 4 : 0),
-            xflags = take(parities == 2 ? p.L * nc * 4 : 0), flags = take(32);  // the grid's are in global memory
+            xflags = take(parities == 2 ? p.L * nc * 4 : 0),  // the grid's are in global memory
+            xbar = take(parities == 2 ? 2 * p.L * 8 : 0), flags = take(32);
   if (assign) {
     p.block_frag = fr;
     int off = 0;
@@ -142,7 +142,8 @@ int multi_critical_layout(LstmParams& p, int gpb, int nc, int ksplit, bool assig
       off += gpb * 2 * p.kt[l] * 32;
     }
     p.s_frags = frags; p.s_xin = xin; p.s_x32 = x32; p.s_seqw = seqw; p.s_claim = claim; p.s_P = P; p.s_c = c;
-    p.s_red = red; p.s_stage = stage; p.s_h32 = h32; p.s_hw = hw; p.s_hp = hp; p.s_xflags = xflags; p.s_flags = flags;
+    p.s_red = red; p.s_stage = stage; p.s_h32 = h32; p.s_hw = hw; p.s_hp = hp; p.s_xflags = xflags; p.s_xbar = xbar;
+    p.s_flags = flags;
   }
   return s;
 }
@@ -241,11 +242,8 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
   p.compute_warps = std::min(p.groups, kMaxComputeWarps);
 
   // Poller warps; poll sets shrink until the block fits its thread budget.
-  const int warps_per_set = (p.mb.n_in + 31) / 32;
-  int poll_sets = std::max(1, mailbox.poll_sets);
-  while (poll_sets > 1 && 32 * (p.compute_warps + poll_sets * warps_per_set + 1) > kMaxBlockThreads) --poll_sets;
-  p.mb.poll_sets = poll_sets;
-  p.poll_warps = poll_sets * warps_per_set;
+  p.mb.poll_sets = fit_poll_sets(p.mb.n_in, mailbox.poll_sets, p.compute_warps + 1, kMaxBlockThreads);
+  p.poll_warps = p.mb.poll_sets * ((p.mb.n_in + 31) / 32);
   if (p.threads() > kMaxBlockThreads)
     throw UnsupportedError("the cuda kernel's critical block would need " + std::to_string(p.threads()) +
                            " threads (input_size " + std::to_string(I) + "), more than its limit of " +

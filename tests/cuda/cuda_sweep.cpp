@@ -84,14 +84,15 @@ Pct pingpong(const std::string& name, int floats, long long count, cuda::Mailbox
 }
 
 void model_run(const std::string& name, const std::string& zoo, Mode mode, Precision prec, long long ticks,
-               const CudaOptions& copt, int cpu, size_t check_ticks) {
+               const CudaOptions& copt, int cpu, size_t check_ticks, const std::string& kernel = "") {
   const Model m = *zoo_model(zoo);
   const int W = m.config.window.value_or(1);
   BackendOptions o;
   o.mode = mode;
   o.window = mode == Mode::window ? W : 0;
   o.precision = prec;
-  o.timeout_us = 1'000'000;
+  o.timeout_us = 10'000'000;  // the big models' window precompute takes milliseconds
+  o.kernel = kernel;
   if (cpu >= 0) o.cpuset = {cpu};
   std::unique_ptr<Backend> b;
   try {
@@ -111,7 +112,7 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
   std::vector<float> out(O), first(check_ticks * O);
   std::vector<double> lat;
   lat.reserve(size_t(ticks));
-  const long long warm = 2000;
+  const long long warm = std::min<long long>(2000, ticks / 4);
   const auto start = Clock::now();
   auto t_measure = start;
   for (long long t = 0; t < ticks + warm; ++t) {
@@ -157,13 +158,64 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
   json_rows.push_back(js.str());
 }
 
+// The mailbox and the cta kernel's knobs, side by side (docs/cuda.md).
+void run_standard(long long ticks, long long pp, int cpu, bool quick, const cuda::MailboxOptions& def) {
+  // Mailbox: the two kernels' input paths (smem variant: poller warps; regs: one warp).
+  pingpong("32f poller_warps", 32, pp, def, cpu, cuda::PingPongPath::poller_warps);
+  pingpong("32f single_warp", 32, pp, def, cpu, cuda::PingPongPath::single_warp);
+  if (!quick) {
+    cuda::MailboxOptions v = def;
+    v.stream_stores = true;
+    pingpong("32f stream(full lines)", 32, pp, v, cpu);
+    v = def;
+    v.dual_seq_input = true;
+    pingpong("32f store dual-seq {seq,f,f,seq}", 32, pp, v, cpu);
+    v = def;
+    v.poll_sets = 2;
+    pingpong("32f store poll2", 32, pp, v, cpu);
+    v = def;
+    v.load_kind = 1;
+    pingpong("32f store relaxed.sys loads", 32, pp, v, cpu);
+  }
+
+  CudaOptions copt;
+  const size_t check = 3000;
+  const long long short_ticks = std::min<long long>(ticks, 200'000);
+  CudaOptions cregs = copt;
+  cregs.variant = "regs";
+  CudaOptions csmem = copt;
+  csmem.variant = "smem";
+  pingpong("32f default, beside lstm_s", 32, pp, def, cpu);
+  // The critical block of the default variant, and what each knob does to it, side by side.
+  model_run("lstm_s window fp16 regs", "lstm_s", Mode::window, Precision::fp16, ticks, cregs, cpu, check);
+  model_run("lstm_s window fp16 regs (again)", "lstm_s", Mode::window, Precision::fp16, short_ticks, cregs, cpu, check);
+  pingpong("32f default, after lstm_s", 32, pp, def, cpu);
+  model_run("lstm_s window fp16 smem", "lstm_s", Mode::window, Precision::fp16, short_ticks, csmem, cpu, check);
+  if (!quick) {
+    CudaOptions c2 = csmem;
+    c2.keep_warm = true;
+    model_run("lstm_s window fp16 smem keep_warm on", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu, check);
+    c2 = csmem;
+    c2.forward_after_output = true;
+    model_run("lstm_s window fp16 smem forward-after-output", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu,
+              check);
+    c2 = csmem;
+    c2.mailbox.poll_sets = 2;
+    model_run("lstm_s window fp16 smem poll2", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu, check);
+  }
+  model_run("lstm_s window bf16 regs", "lstm_s", Mode::window, Precision::bf16, short_ticks, cregs, cpu, check);
+  model_run("lstm_s streaming fp16 regs", "lstm_s", Mode::streaming, Precision::fp16, short_ticks, cregs, cpu, check);
+  pingpong("128f default, beside vollo_tiny", 128, pp, def, cpu);
+  model_run("vollo_tiny streaming fp16", "vollo_tiny", Mode::streaming, Precision::fp16, short_ticks, copt, cpu, check);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   long long ticks = 1'000'000, pp = 200'000;
   int cpu = 2;
   std::string json;
-  bool quick = false;
+  bool quick = false, families = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -172,6 +224,7 @@ int main(int argc, char** argv) {
     else if (a == "--json") json = next();
     else if (a == "--cpu") cpu = std::stoi(next());
     else if (a == "--quick") quick = true;
+    else if (a == "--families") families = true;
   }
   try {
     const auto facts = cuda::device_facts();
@@ -184,53 +237,44 @@ int main(int argc, char** argv) {
     json_rows.push_back(fj.str());
 
     cuda::MailboxOptions def;
-    // Mailbox: the two kernels' input paths (smem variant: poller warps; regs: one warp).
-    pingpong("32f poller_warps", 32, pp, def, cpu, cuda::PingPongPath::poller_warps);
-    pingpong("32f single_warp", 32, pp, def, cpu, cuda::PingPongPath::single_warp);
-    if (!quick) {
-      cuda::MailboxOptions v = def;
-      v.stream_stores = true;
-      pingpong("32f stream(full lines)", 32, pp, v, cpu);
-      v = def;
-      v.dual_seq_input = true;
-      pingpong("32f store dual-seq {seq,f,f,seq}", 32, pp, v, cpu);
-      v = def;
-      v.poll_sets = 2;
-      pingpong("32f store poll2", 32, pp, v, cpu);
-      v = def;
-      v.load_kind = 1;
-      pingpong("32f store relaxed.sys loads", 32, pp, v, cpu);
+    if (families) {
+      // The multi-block families side by side: where the time goes (segments), what each knob does.
+      CudaOptions copt;
+      const long long n = std::min<long long>(ticks, 50'000);
+      const size_t check = 300;
+      pingpong("32f default", 32, pp, def, cpu);
+      model_run("lstm_s window fp16 cta", "lstm_s", Mode::window, Precision::fp16, n, copt, cpu, check, "cta");
+      model_run("lstm_s window fp16 cluster", "lstm_s", Mode::window, Precision::fp16, n, copt, cpu, check, "cluster");
+      model_run("lstm_s window fp16 grid", "lstm_s", Mode::window, Precision::fp16, n, copt, cpu, check, "grid");
+      model_run("lstm_m window fp16 cluster", "lstm_m", Mode::window, Precision::fp16, n, copt, cpu, check, "cluster");
+      CudaOptions flags;
+      flags.cluster_async = false;
+      model_run("lstm_s window fp16 cluster store+flag", "lstm_s", Mode::window, Precision::fp16, n, flags, cpu, check,
+                "cluster");
+      model_run("lstm_m window fp16 cluster store+flag", "lstm_m", Mode::window, Precision::fp16, n, flags, cpu, check,
+                "cluster");
+      model_run("lstm_m window fp16 grid", "lstm_m", Mode::window, Precision::fp16, n, copt, cpu, check, "grid");
+      pingpong("192f default", 192, pp, def, cpu);
+      model_run("nv_medium window fp16 cluster", "nv_medium", Mode::window, Precision::fp16, n, copt, cpu, check, "cluster");
+      model_run("nv_medium window fp16 grid", "nv_medium", Mode::window, Precision::fp16, n, copt, cpu, check, "grid");
+      pingpong("128f default", 128, pp, def, cpu);
+      model_run("nv_small window fp16 cta", "nv_small", Mode::window, Precision::fp16, n, copt, cpu, check, "cta");
+      pingpong("256f default", 256, pp, def, cpu);
+      model_run("vollo_small streaming fp16 cluster", "vollo_small", Mode::streaming, Precision::fp16, n, copt, cpu, check,
+                "cluster");
+      pingpong("480f default", 480, pp, def, cpu);
+      model_run("vollo_med streaming fp16 grid", "vollo_med", Mode::streaming, Precision::fp16, n / 4, copt, cpu, check,
+                "grid");
+      pingpong("512f default", 512, pp, def, cpu);
+      model_run("nv_large window fp16 grid", "nv_large", Mode::window, Precision::fp16, 20, copt, cpu, 0, "grid");
+      pingpong("960f default", 960, pp, def, cpu);
+      model_run("vollo_large streaming fp16 grid", "vollo_large", Mode::streaming, Precision::fp16, n / 10, copt, cpu, 60,
+                "grid");
+      model_run("lstm_l streaming fp16 grid", "lstm_l", Mode::streaming, Precision::fp16, n / 10, copt, cpu, 60, "grid");
+      model_run("lstm_l window fp16 grid", "lstm_l", Mode::window, Precision::fp16, 20, copt, cpu, 0, "grid");
+    } else {
+      run_standard(ticks, pp, cpu, quick, def);
     }
-
-    CudaOptions copt;
-    const size_t check = 3000;
-    const long long short_ticks = std::min<long long>(ticks, 200'000);
-    CudaOptions cregs = copt;
-    cregs.variant = "regs";
-    CudaOptions csmem = copt;
-    csmem.variant = "smem";
-    pingpong("32f default, beside lstm_s", 32, pp, def, cpu);
-    // The critical block of the default variant, and what each knob does to it, side by side.
-    model_run("lstm_s window fp16 regs", "lstm_s", Mode::window, Precision::fp16, ticks, cregs, cpu, check);
-    model_run("lstm_s window fp16 regs (again)", "lstm_s", Mode::window, Precision::fp16, short_ticks, cregs, cpu, check);
-    pingpong("32f default, after lstm_s", 32, pp, def, cpu);
-    model_run("lstm_s window fp16 smem", "lstm_s", Mode::window, Precision::fp16, short_ticks, csmem, cpu, check);
-    if (!quick) {
-      CudaOptions c2 = csmem;
-      c2.keep_warm = true;
-      model_run("lstm_s window fp16 smem keep_warm on", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu, check);
-      c2 = csmem;
-      c2.forward_after_output = true;
-      model_run("lstm_s window fp16 smem forward-after-output", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu,
-                check);
-      c2 = csmem;
-      c2.mailbox.poll_sets = 2;
-      model_run("lstm_s window fp16 smem poll2", "lstm_s", Mode::window, Precision::fp16, short_ticks, c2, cpu, check);
-    }
-    model_run("lstm_s window bf16 regs", "lstm_s", Mode::window, Precision::bf16, short_ticks, cregs, cpu, check);
-    model_run("lstm_s streaming fp16 regs", "lstm_s", Mode::streaming, Precision::fp16, short_ticks, cregs, cpu, check);
-    pingpong("128f default, beside vollo_tiny", 128, pp, def, cpu);
-    model_run("vollo_tiny streaming fp16", "vollo_tiny", Mode::streaming, Precision::fp16, short_ticks, copt, cpu, check);
   } catch (const std::exception& e) {
     std::printf("sweep failed: %s\n", e.what());
     if (!json.empty()) {

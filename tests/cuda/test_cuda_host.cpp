@@ -53,13 +53,18 @@ TEST(CudaGridSizing, ThePlanFitsAGreenContextPartition) {
     EXPECT_LE(plan.params.grid(), cuda::coresident_blocks(1, sms)) << sms << " SMs";
     EXPECT_GE(plan.params.np, 1);
   }
-  // A partition too small for the model's precompute is refused (naming the limit), never overfilled.
-  for (int sms : {1, 2}) {
-    cuda::DeviceLimits small;
-    small.sm_count = sms;
-    small.smem_per_block_optin = 227 * 1024;
-    EXPECT_THROW(cuda::plan_lstm(m, Precision::fp16, Mode::window, 50, {}, small), UnsupportedError) << sms;
-  }
+  // Two SMs: one precompute block holds every unit; its weights and window state no longer fit shared
+  // memory, so they live in global memory (slower precompute, the same grid of 2). One SM is refused.
+  cuda::DeviceLimits small;
+  small.smem_per_block_optin = 227 * 1024;
+  small.sm_count = 2;
+  const auto two = cuda::plan_lstm(m, Precision::fp16, Mode::window, 50, {}, small);
+  EXPECT_EQ(two.params.grid(), 2);
+  EXPECT_EQ(two.params.pre_global, 1);
+  EXPECT_GT(two.pre_state_floats, 0);
+  EXPECT_LE(two.params.smem_bytes, small.smem_per_block_optin);
+  small.sm_count = 1;
+  EXPECT_THROW(cuda::plan_lstm(m, Precision::fp16, Mode::window, 50, {}, small), UnsupportedError);
 }
 
 // ---- which GPUs a build serves --------------------------------------------------------------------

@@ -38,43 +38,73 @@ using dev::record_tick_timing;
 using dev::smem_at;
 using dev::split_store;
 
-__device__ __forceinline__ unsigned ld_acquire_cluster(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.cluster.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 __device__ __forceinline__ void st_release_cluster(unsigned* p, unsigned v) {
   asm volatile("st.release.cluster.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
 }
 __device__ __forceinline__ void st_release_gpu(unsigned* p, unsigned v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 __device__ __forceinline__ bool seq_reached(unsigned have, unsigned want) { return int(have - want) >= 0; }
 
-// The whole warp waits until flags[0..n) have all reached seq, or the block quits (false).
-// Cluster: each lane reads every flag with acquire (local shared memory, cheap), so each lane's later
-// reads of the peers' data are ordered after its own acquire. Grid: the lanes share the flags (up to
-// one per SM) and a gpu-scope fence orders the whole warp's later reads.
+// Distributed shared memory through the async proxy: st.async stores into a peer's shared memory and
+// completes bytes on the peer's mbarrier; the consumer's try_wait (acquire, cluster scope) then sees them.
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ uint32_t peer_addr(uint32_t local, unsigned rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(local), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, unsigned parity) {
+  uint32_t ok;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+      " selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(ok)
+      : "r"(smem_addr(bar)), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
+__device__ __forceinline__ void st_async_v4(uint32_t addr, uint4 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void st_async_b32(uint32_t addr, uint32_t v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(addr), "r"(v),
+               "r"(bar)
+               : "memory");
+}
+// The whole warp waits for the mbarrier's phase of this use (parity), or the block quits (false).
+__device__ __forceinline__ bool mbar_wait(uint64_t* bar, unsigned parity, volatile CtaFlags* f) {
+  while (!mbar_try_wait(bar, parity)) {
+    if (f->quit) return false;
+  }
+  return true;
+}
+
+// One warp waits until flags[0..n) have all reached seq, or the block quits (false). The lanes share the
+// flags and poll them with relaxed loads; one fence afterwards orders the warp's later reads of the data
+// (an acquire load in the spin loop invalidates L1 on every look, which slowed the whole SM: measured
+// 7-10 us a layer for lstm_m before, docs/cuda.md). The other compute warps wait at a named barrier.
 template <bool CLUSTER>
 __device__ __forceinline__ bool wait_flags(const unsigned* flags, int n, unsigned seq, volatile CtaFlags* f) {
   const int lane = threadIdx.x & 31;
   for (;;) {
     bool ok = true;
-    if constexpr (CLUSTER) {
-      for (int i = 0; i < n; ++i) ok &= seq_reached(ld_acquire_cluster(flags + i), seq);
-    } else {
-      for (int i = lane; i < n; i += 32) ok &= seq_reached(ld_acquire_gpu(flags + i), seq);
-    }
+    for (int i = lane; i < n; i += 32) ok &= seq_reached(dev::ld_volatile_u32(flags + i), seq);
     if (__all_sync(0xffffffffu, ok)) break;
     if (f->quit) return false;
   }
-  if constexpr (!CLUSTER) {
-    __syncwarp();
+  __syncwarp();
+  if constexpr (CLUSTER) {
+    asm volatile("fence.acq_rel.cluster;" ::: "memory");
+  } else {
     asm volatile("fence.acq_rel.gpu;" ::: "memory");
   }
   return true;
@@ -129,6 +159,7 @@ struct MultiSmem {
   float* hw;        // [O][Ub]
   float* hp;        // cluster, block 0: [2][nc][kMaxOutputs]
   unsigned* xflags; // cluster: [L][nc]
+  uint64_t* xbar;   // cluster, st.async exchange: [2 parities][L] (l < L-1: layer l's slices; L-1: head sums)
   __device__ MultiSmem(const LstmParams& p, char* smem)
       : frags(smem_at<const uint4>(smem, p.s_frags)),
         xin0(smem_at<uint16_t>(smem, p.s_xin)),
@@ -142,7 +173,8 @@ struct MultiSmem {
         h32(smem_at<float>(smem, p.s_h32)),
         hw(smem_at<float>(smem, p.s_hw)),
         hp(smem_at<float>(smem, p.s_hp)),
-        xflags(smem_at<unsigned>(smem, p.s_xflags)) {}
+        xflags(smem_at<unsigned>(smem, p.s_xflags)),
+        xbar(smem_at<uint64_t>(smem, p.s_xbar)) {}
   // The input buffer of layer l >= 1 for tick parity par (the grid keeps one parity: its copy is local).
   __device__ uint16_t* layer_in(const LstmParams& p, int par, int l, bool cluster) const {
     return xh + size_t((cluster ? par * (p.L - 1) : 0) + (l - 1)) * 2 * p.xin_stride;
@@ -188,6 +220,11 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     if (tid == 0) {
       __threadfence();
       atomicAdd(&p.words->prefetched, 1ull);
+      if (CLUSTER && p.cluster_async) {
+        // this tick's exchanges: nc slices of 2 rows x Ub halves per layer, nc x O partial sums (block 0)
+        for (int l = 0; l + 1 < L; ++l) mbar_expect_tx(m.xbar + par * L + l, unsigned(nc * 4 * Ub));
+        if (b == 0) mbar_expect_tx(m.xbar + par * L + L - 1, unsigned(nc * 4 * O));
+      }
     }
     // (3) the input, polled into this block's shared memory by its own pollers
     long long t_seen = 0;
@@ -208,7 +245,12 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       if (l > 0) {
         // every slice of layer l-1's output has arrived (a quit ends the wait: garbage, never read)
         const unsigned* flags = CLUSTER ? m.xflags + (l - 1) * nc : p.xch_flag + (l - 1) * nc;
-        wait_flags<CLUSTER>(flags, nc, seq, f);
+        if (CLUSTER && p.cluster_async) {
+          mbar_wait(m.xbar + par * L + (l - 1), unsigned(s >> 1) & 1u, f);  // every warp: no barrier after
+        } else {
+          if (warp == 0) wait_flags<CLUSTER>(flags, nc, seq, f);
+          dev::named_barrier(nct);
+        }
         if constexpr (!CLUSTER) {
           const uint4* src = reinterpret_cast<const uint4*>(p.xch_h + size_t(par * L + (l - 1)) * 2 * stride);
           uint4* dst = reinterpret_cast<uint4*>(const_cast<uint16_t*>(in));
@@ -261,7 +303,14 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
         if (warp == 0) {
           const int vec_per_row = Ub / 8;  // uint4 of 8 halves
           const uint4* st4 = reinterpret_cast<const uint4*>(m.stage);
-          if constexpr (CLUSTER) {
+          if (CLUSTER && p.cluster_async) {
+            const uint32_t dst = smem_addr(m.layer_in(p, par, l + 1, true)), bar = smem_addr(m.xbar + par * L + l);
+            for (int i = lane; i < nc * 2 * vec_per_row; i += 32) {
+              const int r = i / (2 * vec_per_row), k = i % (2 * vec_per_row), row = k / vec_per_row,
+                        v = k % vec_per_row;
+              st_async_v4(peer_addr(dst + 2 * (row * stride + u0 + v * 8), r), st4[k], peer_addr(bar, r));
+            }
+          } else if constexpr (CLUSTER) {
             uint16_t* dst_local = m.layer_in(p, par, l + 1, true);
             for (int i = lane; i < nc * 2 * vec_per_row; i += 32) {
               const int r = i / (2 * vec_per_row), k = i % (2 * vec_per_row), row = k / vec_per_row,
@@ -278,10 +327,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
               __stcg(reinterpret_cast<uint4*>(dst + row * stride + u0 + v * 8), st4[k]);
             }
             __syncwarp();
-            if (lane == 0) {
-              __threadfence();
-              st_release_gpu(p.xch_flag + l * nc + b, seq);
-            }
+            if (lane == 0) st_release_gpu(p.xch_flag + l * nc + b, seq);  // release covers the warp's stores
           }
         }
       }
@@ -295,7 +341,9 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       for (int d = 16; d > 0; d >>= 1) z += __shfl_xor_sync(0xffffffffu, z, d);
       if (lane == 0) {
         const int at = (par * nc + b) * kMaxOutputs + o;
-        if constexpr (CLUSTER) {
+        if (CLUSTER && p.cluster_async) {
+          st_async_b32(peer_addr(smem_addr(m.hp + at), 0), __float_as_uint(z), peer_addr(smem_addr(m.xbar + par * L + L - 1), 0));
+        } else if constexpr (CLUSTER) {
           *cluster.map_shared_rank(m.hp + at, 0) = z;
         } else {
           __stcg(p.xch_head + at, z);
@@ -304,17 +352,23 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     }
     dev::named_barrier(nct);
     if (tid == 0) {
-      if constexpr (CLUSTER) {
+      if (CLUSTER && p.cluster_async) {
+        // the mbarrier counts the bytes
+      } else if constexpr (CLUSTER) {
         st_release_cluster(cluster.map_shared_rank(m.xflags + (L - 1) * nc + b, 0), seq);
       } else {
-        __threadfence();
-        st_release_gpu(p.xch_flag + (L - 1) * nc + b, seq);
+        st_release_gpu(p.xch_flag + (L - 1) * nc + b, seq);  // release: after the named barrier, all partials
       }
+      if (b != 0) f->answered = s + 1;  // this block's share of tick s is done: its pollers may look again
     }
     // (6) block 0: add the partial sums, answer
     if (b == 0 && warp == 0) {
       const unsigned* flags = CLUSTER ? m.xflags + (L - 1) * nc : p.xch_flag + (L - 1) * nc;
-      wait_flags<CLUSTER>(flags, nc, seq, f);
+      if (CLUSTER && p.cluster_async) {
+        mbar_wait(m.xbar + par * L + L - 1, unsigned(s >> 1) & 1u, f);
+      } else {
+        wait_flags<CLUSTER>(flags, nc, seq, f);
+      }
       float z = hb;
       if (lane < O) {
         for (int r = 0; r < nc; ++r) {
@@ -414,6 +468,10 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
     if constexpr (CLUSTER) {  // the grid's partial sums and flags are in global memory
       for (int i = tid; i < 2 * p.nc * kMaxOutputs; i += blockDim.x) m.hp[i] = 0.f;
       for (int i = tid; i < p.L * p.nc; i += blockDim.x) m.xflags[i] = 0;
+      if (tid == 0) {
+        for (int i = 0; i < 2 * p.L; ++i) mbar_init(m.xbar + i, 1);  // one arrival: the owner's expect_tx
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      }
     }
     unsigned* claim = smem_at<unsigned>(smem, p.s_claim);
     for (int i = tid; i < p.mb.n_in; i += blockDim.x) m.seqw[i] = claim[i] = 0;
@@ -448,7 +506,8 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
                                                      split_store<BF16>(xin0 + k, xin0 + stride + k, xs[i]);
                                                    }
                                                  }
-                                               });
+                                               },
+                                               true);
   } else {
     multi_service(p, smem, f, b);
   }

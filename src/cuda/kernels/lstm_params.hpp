@@ -81,6 +81,10 @@ struct LstmParams {
   int forward_after_output = 0;  // tuning: pass the input to the precompute only once the answer is out
   int gate_sleep_ns = 0;         // tuning: pollers nap this long while waiting for the consumer
   int keep_warm = 0;             // tuning: every compute warp waits for the input issuing dummy mma
+  // cluster family: how a layer's h slices reach the peers. 1: st.async into the peers' shared memory,
+  // completing a transaction count on their mbarrier (no fence on either side); 0: plain stores, then a
+  // release store of a per-(layer, block) flag that the consumer polls.
+  int cluster_async = 1;
   int variant = kVariantSmem;    // critical-step variant (see kVariantSmem / kVariantRegs)
   int family = kFamilyCta;       // kernel family (see kFamilyCta)
 
@@ -139,7 +143,7 @@ struct LstmParams {
   int s_frags = 0, s_xin = 0, s_x32 = 0, s_seqw = 0, s_claim = 0, s_P = 0, s_c = 0, s_z = 0, s_flags = 0;
   int xin_stride = 0;  // halves per [hi|lo] row of one layer's input buffer: max kt*16
   // multi-block critical
-  int s_red = 0, s_stage = 0, s_h32 = 0, s_hw = 0, s_hp = 0, s_xflags = 0;
+  int s_red = 0, s_stage = 0, s_h32 = 0, s_hw = 0, s_hp = 0, s_xflags = 0, s_xbar = 0;
   // precompute
   int s_pw = 0, s_Q = 0, s_pc = 0, s_px = 0, s_g0 = 0, s_pflags = 0;
 

@@ -50,14 +50,19 @@ __device__ __forceinline__ bool warp_poll_tick(const MailboxView& mb, const Chun
 // With several poll sets a lane can come back from a PCIe load with tick s's chunk after another set
 // stored it and the consumer has moved on; only the lane that claims the chunk (atomicCAS on `claim`,
 // seq(s-1) -> seq(s)) may store it, so a late lane never overwrites a newer tick.
+//
+// gate_answered: polling of tick s also waits until tick s-1 is answered (the multi-block kernels: a
+// PCIe load in flight in the SM held every fence of the layer exchange for a PCIe round trip, so no
+// block polls while a tick is being computed).
 template <PollLoad LOAD, class Sink>
 __device__ void poll_loop(const MailboxView& mb, int set_warp, unsigned* seqw, unsigned* claim, volatile CtaFlags* f,
-                          bool gate_forward, int gate_sleep_ns, Sink&& sink) {
+                          bool gate_forward, int gate_sleep_ns, Sink&& sink, bool gate_answered = false) {
   const int c = set_warp * 32 + int(threadIdx.x & 31);
   const bool mine = c < mb.n_in;
   const bool shared = mb.poll_sets > 1;
   for (long long s = 0;; ++s) {
-    while (f->consumed < (unsigned long long)s || (gate_forward && f->forwarded < (unsigned long long)s)) {
+    while (f->consumed < (unsigned long long)s || (gate_forward && f->forwarded < (unsigned long long)s) ||
+           (gate_answered && f->answered < (unsigned long long)s)) {
       if (f->quit) return;
       if (gate_sleep_ns) __nanosleep(gate_sleep_ns);
     }

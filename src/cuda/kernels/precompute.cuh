@@ -16,8 +16,7 @@ template <bool IN_GLOBAL>
 __device__ __forceinline__ float gemv8(const float* A, const float* B, const float* in, int K) {
   const int lane = threadIdx.x & 31;
   float v[8] = {};
-  for (int k = lane; k < K; k += 32) {
-    const float x = IN_GLOBAL ? __ldcg(in + k) : in[k];
+  auto step = [&](int k, float x) {
     if (A) {
 #pragma unroll
       for (int r = 0; r < 4; ++r) v[r] = fmaf(A[r * K + k], x, v[r]);
@@ -26,7 +25,19 @@ __device__ __forceinline__ float gemv8(const float* A, const float* B, const flo
 #pragma unroll
       for (int r = 0; r < 4; ++r) v[4 + r] = fmaf(B[r * K + k], x, v[4 + r]);
     }
+  };
+  int k = lane;
+  if constexpr (IN_GLOBAL) {
+    // The input comes from L2: issue 8 loads before using any (one L2 latency per 8, not per element).
+    for (; k + 7 * 32 < K; k += 8 * 32) {
+      float x[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) x[j] = __ldcg(in + k + j * 32);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) step(k + j * 32, x[j]);
+    }
   }
+  for (; k < K; k += 32) step(k, IN_GLOBAL ? __ldcg(in + k) : in[k]);
   const bool b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
