@@ -88,10 +88,9 @@ __device__ __forceinline__ bool mbar_wait(uint64_t* bar, unsigned parity, volati
   return true;
 }
 
-// One warp waits until flags[0..n) have all reached seq, or the block quits (false). The lanes share the
-// flags and poll them with relaxed loads; one fence afterwards orders the warp's later reads of the data
-// (an acquire load in the spin loop invalidates L1 on every look, which slowed the whole SM: measured
-// 7-10 us a layer for lstm_m before, docs/cuda.md). The other compute warps wait at a named barrier.
+// One warp waits until flags[0..n) have all reached seq, or the block quits (false): the lanes share the
+// flags and poll them with relaxed loads, then one fence orders the warp's later reads of the data; the
+// other compute warps wait at a named barrier (fewer spinning warps than every warp acquiring every flag).
 template <bool CLUSTER>
 __device__ __forceinline__ bool wait_flags(const unsigned* flags, int n, unsigned seq, volatile CtaFlags* f) {
   const int lane = threadIdx.x & 31;
