@@ -5,6 +5,7 @@
 #   scripts/gpu-check.sh [--quick]      (run from the repository root; OUT defaults to ./gpu-out)
 #   BENCH_TICKS=N   ticks of the `hotpath bench` runs (default 1000000; 0 skips them)
 #   GPU_TESTS=0 / CPU_TESTS=0 / SWEEP=0   skip the GPU tests / the CPU backend's tests / cuda_sweep
+#   FAMILIES=0   skip cuda_sweep --families (every zoo model on the cta, cluster and grid kernels)
 #   CAPI_TESTS=0   skip the C ABI's GPU test and the installed-package test
 #   PARALLEL_TESTS=0 / SANITIZER=0 / KILL_TEST=0   skip the GPU tests under ctest -j8 / under
 #   compute-sanitizer / the kill test (scripts/gpu-soak.sh); SOAK=1 adds the 5-minute soak
@@ -54,10 +55,11 @@ fi
 
 if [ "${GPU_TESTS:-1}" = 1 ]; then
   say "GPU tests"
-  timeout 300 "$BUILD/tests/cuda/test_cuda_backend" --gtest_output=xml:"$OUT/tests.xml" >"$OUT/tests.log" 2>&1
+  # the kernel-family tests run every zoo model, the big ones too: ~3 minutes of the total
+  timeout 600 "$BUILD/tests/cuda/test_cuda_backend" --gtest_output=xml:"$OUT/tests.xml" >"$OUT/tests.log" 2>&1
   rc=$?
   say "tests rc=$rc"
-  grep -E '^\[(golden|long|facts|pingpong|vollo|variant)|FAILED|PASSED|Failure' "$OUT/tests.log" | head -90 | tee -a "$LOG"
+  grep -E '^\[(golden|long|facts|pingpong|vollo|variant|family)|FAILED|PASSED|Failure' "$OUT/tests.log" | head -190 | tee -a "$LOG"
 fi
 
 # The C ABI on the GPU: test_capi_gpu (cuda and auto through hotpath_engine_*), and the installed package
@@ -125,7 +127,7 @@ if [ "${SANITIZER:-1}" = 1 ]; then
   for tool in memcheck racecheck synccheck; do
     echo "== $tool" >>"$OUT/sanitizer.log"
     timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/tests/cuda/test_cuda_backend" \
-      --gtest_filter="${SANITIZER_FILTER:-*CudaGolden*:*StreamingAndOddWindows*:*NanAndInf*:CudaPingPong.BothKernelPaths*}" \
+      --gtest_filter="${SANITIZER_FILTER:-*CudaGolden*:*StreamingAndOddWindows*:*NanAndInf*:CudaPingPong.BothKernelPaths*:Zoo/CudaFamily.*/lstm_s_cluster:Zoo/CudaFamily.*/lstm_s_grid}" \
       >>"$OUT/sanitizer.log" 2>&1
     say "compute-sanitizer $tool rc=$?"
     grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/sanitizer.log" | tail -3 | tee -a "$LOG"
@@ -146,6 +148,12 @@ SWEEP_ARGS=(--json "$OUT/sweep.json" --cpu 2)
 PIN=()
 [ "$JOBS" -ge 4 ] && PIN=(taskset -c 2-$((JOBS - 1)))  # keep cores 0-1 for the system
 timeout 420 "${PIN[@]}" "$BUILD/tests/cuda/cuda_sweep" "${SWEEP_ARGS[@]}" 2>&1 | tee -a "$LOG"
+fi
+
+if [ "${FAMILIES:-1}" = 1 ]; then
+say "kernel families (every zoo model on the cta, cluster and grid kernels, ping-pong of each width beside)"
+timeout 420 "$BUILD/tests/cuda/cuda_sweep" --families --ticks "${FAMILY_TICKS:-100000}" --pp 100000 --cpu 2 \
+  --json "$OUT/families.json" 2>&1 | tee -a "$LOG"
 fi
 
 # ---- hotpath bench: golden checks and the standard benchmarks through the CLI ---------------------
