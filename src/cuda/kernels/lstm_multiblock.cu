@@ -423,26 +423,10 @@ __device__ void multi_service(const LstmParams& p, char* smem, volatile CtaFlags
     }
     const unsigned long long done = p.forward_after_output ? f->answered : f->consumed;
     if (__shfl_sync(0xffffffffu, done > fwd && pre >= (fwd + 1) * nc, 0)) {
-      __threadfence_block();
-      for (int i = lane; i < p.I; i += 32) __stcg(p.xbuf + i, x32[i]);
-      __threadfence();
-      __syncwarp();
-      if (lane == 0) dev::st_release_u64(&p.words->x_seq, fwd + 1);
-      ++fwd;
-      __syncwarp();
-      if (lane == 0) f->forwarded = fwd;
+      dev::forward_input(p, x32, fwd, f);
       continue;
     }
-    unsigned reason = lane == 0 ? watch.poll(p.mb) : 0u;
-    reason = __shfl_sync(0xffffffffu, reason, 0);
-    if (reason) {
-      if (lane == 0) {
-        f->quit = reason;
-        dev::st_volatile_u32(&p.words->quit, reason);
-        __threadfence();
-      }
-      return;
-    }
+    if (dev::control_says_leave(p, watch, f)) return;
     __nanosleep(100);
   }
 }
@@ -474,13 +458,7 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
     }
     unsigned* claim = smem_at<unsigned>(smem, p.s_claim);
     for (int i = tid; i < p.mb.n_in; i += blockDim.x) m.seqw[i] = claim[i] = 0;
-    if (tid == 0) {
-      f->consumed = 0;
-      f->forwarded = 0;
-      f->quit = 0;
-      f->decision = 0;
-      f->answered = 0;
-    }
+    if (tid == 0) dev::reset_flags(f);
   }
   __syncthreads();
   // Peers store into this block's shared memory: all of it is initialised first.
@@ -488,25 +466,9 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
   if (warp < p.compute_warps) {
     multi_compute<BF16, CLUSTER>(p, smem, f, b);
   } else if (warp < p.compute_warps + p.poll_warps) {
-    const int pw = warp - p.compute_warps;
-    const int per_set = (p.mb.n_in + 31) / 32;
-    float* x32 = m.x32;
-    uint16_t* xin0 = m.xin0;
-    const int I = p.I, stride = p.xin_stride, fpc = p.mb.in_fpc;
-    dev::poll_loop<dev::PollLoad::volatile_v4>(p.mb, pw % per_set, m.seqw, smem_at<unsigned>(smem, p.s_claim), f,
-                                               b == 0, p.gate_sleep_ns, [&](int c, uint4 v) {
-                                                 const float xs[3] = {__uint_as_float(v.y), __uint_as_float(v.z),
-                                                                      __uint_as_float(v.w)};
-#pragma unroll
-                                                 for (int i = 0; i < 3; ++i) {
-                                                   const int k = fpc * c + i;
-                                                   if (i < fpc && k < I) {
-                                                     x32[k] = xs[i];
-                                                     split_store<BF16>(xin0 + k, xin0 + stride + k, xs[i]);
-                                                   }
-                                                 }
-                                               },
-                                               true);
+    // every block polls the input itself; none while a tick is being computed (mailbox.cuh, gate_answered)
+    dev::poll_input<BF16>(p, warp - p.compute_warps, m.seqw, smem_at<unsigned>(smem, p.s_claim), m.x32, m.xin0, f, b == 0,
+                          true);
   } else {
     multi_service(p, smem, f, b);
   }

@@ -232,28 +232,11 @@ __device__ void critical_service(const LstmParams& p, char* smem, volatile CtaFl
     // Tick fwd's input is complete and every compute warp has read it (so the compute warps have also
     // prefetched the previous precompute round, which the next round would overwrite).
     const unsigned long long done = p.forward_after_output ? f->answered : f->consumed;
-    const bool ready = __shfl_sync(0xffffffffu, done > fwd, 0);  // one lane decides for the warp
-    if (ready) {
-      __threadfence_block();
-      for (int i = lane; i < p.I; i += 32) __stcg(p.xbuf + i, x32[i]);
-      __threadfence();
-      __syncwarp();
-      if (lane == 0) dev::st_release_u64(&p.words->x_seq, fwd + 1);
-      ++fwd;
-      __syncwarp();
-      if (lane == 0) f->forwarded = fwd;
+    if (__shfl_sync(0xffffffffu, done > fwd, 0)) {  // one lane decides for the warp
+      dev::forward_input(p, x32, fwd, f);
       continue;
     }
-    unsigned reason = lane == 0 ? watch.poll(p.mb) : 0u;
-    reason = __shfl_sync(0xffffffffu, reason, 0);
-    if (reason) {
-      if (lane == 0) {
-        f->quit = reason;
-        dev::st_volatile_u32(&p.words->quit, reason);
-        __threadfence();
-      }
-      return;
-    }
+    if (dev::control_says_leave(p, watch, f)) return;
     __nanosleep(100);
   }
 }
@@ -272,37 +255,14 @@ __device__ void critical_block(const LstmParams& p, char* smem) {
     unsigned* seqw = smem_at<unsigned>(smem, p.s_seqw);
     unsigned* claim = smem_at<unsigned>(smem, p.s_claim);
     for (int i = tid; i < p.mb.n_in; i += blockDim.x) seqw[i] = claim[i] = 0;
-    if (tid == 0) {
-      f->consumed = 0;
-      f->forwarded = 0;
-      f->quit = 0;
-      f->decision = 0;
-      f->answered = 0;
-    }
+    if (tid == 0) dev::reset_flags(f);
   }
   __syncthreads();
   if (warp < p.compute_warps) {
     critical_compute<BF16, KREG, STALL>(p, smem, f);
   } else if (warp < p.compute_warps + p.poll_warps) {
-    const int pw = warp - p.compute_warps;
-    const int per_set = (p.mb.n_in + 31) / 32;
-    float* x32 = smem_at<float>(smem, p.s_x32);
-    uint16_t* xin0 = smem_at<uint16_t>(smem, p.s_xin);
-    const int I = p.I, stride = p.xin_stride, fpc = p.mb.in_fpc;
-    dev::poll_loop<dev::PollLoad::volatile_v4>(p.mb, pw % per_set, smem_at<unsigned>(smem, p.s_seqw),
-                                               smem_at<unsigned>(smem, p.s_claim), f, true, p.gate_sleep_ns,
-                                               [&](int c, uint4 v) {
-                                                 const float xs[3] = {__uint_as_float(v.y), __uint_as_float(v.z),
-                                                                      __uint_as_float(v.w)};
-#pragma unroll
-                                                 for (int i = 0; i < 3; ++i) {
-                                                   const int k = fpc * c + i;
-                                                   if (i < fpc && k < I) {
-                                                     x32[k] = xs[i];
-                                                     split_store<BF16>(xin0 + k, xin0 + stride + k, xs[i]);
-                                                   }
-                                                 }
-                                               });
+    dev::poll_input<BF16>(p, warp - p.compute_warps, smem_at<unsigned>(smem, p.s_seqw), smem_at<unsigned>(smem, p.s_claim),
+                          smem_at<float>(smem, p.s_x32), smem_at<uint16_t>(smem, p.s_xin), f, true, false);
   } else {
     critical_service(p, smem, f);
   }

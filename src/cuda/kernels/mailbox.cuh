@@ -15,6 +15,15 @@ struct CtaFlags {
   unsigned decision;             // compute warps: 1 = leave now (written by one thread, read after a barrier)
 };
 
+// Every block that polls the mailbox starts from these (one thread, before a __syncthreads).
+__device__ __forceinline__ void reset_flags(volatile CtaFlags* f) {
+  f->consumed = 0;
+  f->forwarded = 0;
+  f->answered = 0;
+  f->quit = 0;
+  f->decision = 0;
+}
+
 enum class PollLoad { volatile_v4, relaxed_sys_v4 };
 
 // One warp polls one tick's chunks, lane c <-> chunk c (n_in <= 32), one 16-byte load in flight per

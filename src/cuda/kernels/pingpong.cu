@@ -34,13 +34,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) pingpong_kernel(const __g
   const int per_set = (p.mb.n_in + 31) / 32;
   const int poll_warps = per_set * p.mb.poll_sets;
   for (int i = tid; i < kMaxInputChunks; i += blockDim.x) seqw[i] = claim[i] = 0;
-  if (tid == 0) {
-    f->consumed = 0;
-    f->forwarded = 0;
-    f->quit = 0;
-    f->decision = 0;
-    f->answered = 0;
-  }
+  if (tid == 0) dev::reset_flags(f);
   __syncthreads();
   if (p.single_warp) {
     // The regs variant's path: warp 0 polls its chunks (lane c <-> chunk c), answers, and watches the

@@ -1,11 +1,13 @@
-// Pieces every critical-step variant shares: shared-memory addressing, the hi/lo split of a layer input,
-// the per-tick timing record and the stall test hook.
+// Pieces every critical-step variant and kernel family shares: shared-memory addressing, the hi/lo
+// split of a layer input, the per-tick timing record, the stall test hook, and the tick protocol's
+// block-side steps (pollers into shared memory, the input forwarded to the precompute, the control check).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "cuda/kernels/device_util.cuh"
 #include "cuda/kernels/lstm_params.hpp"
+#include "cuda/kernels/mailbox.cuh"
 
 namespace hotpath::cuda::dev {
 
@@ -58,5 +60,60 @@ __device__ __forceinline__ void stall_if(const LstmParams& p, unsigned long long
   }
 }
 
+
+// Poller warp pw: the tick's input chunks -> x32 (fp32, for the precompute) and the layer-0 buffer as hi
+// and lo halves (row stride `stride` halves). gate_forward: a tick is polled only once the previous one
+// was forwarded (x32 is read by the forwarder); gate_answered: only once it was answered.
+template <bool BF16>
+__device__ __forceinline__ void poll_input(const LstmParams& p, int pw, unsigned* seqw, unsigned* claim, float* x32,
+                                           uint16_t* xin0, volatile CtaFlags* f, bool gate_forward,
+                                           bool gate_answered) {
+  const int per_set = (p.mb.n_in + 31) / 32;
+  const int I = p.I, stride = p.xin_stride, fpc = p.mb.in_fpc;
+  poll_loop<PollLoad::volatile_v4>(
+      p.mb, pw % per_set, seqw, claim, f, gate_forward, p.gate_sleep_ns,
+      [&](int c, uint4 v) {
+        const float xs[3] = {__uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w)};
+#pragma unroll
+        for (int i = 0; i < 3; ++i) {
+          const int k = fpc * c + i;
+          if (i < fpc && k < I) {
+            x32[k] = xs[i];
+            split_store<BF16>(xin0 + k, xin0 + stride + k, xs[i]);
+          }
+        }
+      },
+      gate_answered);
+}
+
+// The service warp (whole warp): passes tick fwd's input (x32) to the precompute blocks and counts it
+// in f->forwarded. The caller has decided that tick fwd's input is complete and read.
+__device__ __forceinline__ void forward_input(const LstmParams& p, const float* x32, unsigned long long& fwd,
+                                              volatile CtaFlags* f) {
+  const int lane = threadIdx.x & 31;
+  __threadfence_block();
+  for (int i = lane; i < p.I; i += 32) __stcg(p.xbuf + i, x32[i]);
+  __threadfence();
+  __syncwarp();
+  if (lane == 0) st_release_u64(&p.words->x_seq, fwd + 1);
+  ++fwd;
+  __syncwarp();
+  if (lane == 0) f->forwarded = fwd;
+}
+
+// The service warp (whole warp): the control check; on a stop request or a lapsed lease it makes every
+// block leave and returns true.
+__device__ __forceinline__ bool control_says_leave(const LstmParams& p, LeaseWatch& watch, volatile CtaFlags* f) {
+  const int lane = threadIdx.x & 31;
+  unsigned reason = lane == 0 ? watch.poll(p.mb) : 0u;
+  reason = __shfl_sync(0xffffffffu, reason, 0);
+  if (!reason) return false;
+  if (lane == 0) {
+    f->quit = reason;
+    st_volatile_u32(&p.words->quit, reason);
+    __threadfence();
+  }
+  return true;
+}
 
 }  // namespace hotpath::cuda::dev
