@@ -198,14 +198,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     const unsigned seq = wire_seq(s);
     const int par = int(s & 1);
     // (1) the precompute round that prepares tick s
-    if (tid == 0) {
-      const unsigned long long target = (s + 1) * (unsigned long long)p.np;
-      while (dev::ld_acquire_u64(&p.words->published) < target && !f->quit) {
-      }
-      f->decision = f->quit ? 1u : 0u;
-    }
-    dev::named_barrier(nct);
-    if (f->decision) break;
+    if (dev::wait_precompute_round(p, s, nct, f)) break;
     // (2) this block's slice of P_l and c_l of the completing window
     for (int i = tid; i < L * 4 * Ub; i += nct) {
       const int l = i / (4 * Ub), r = i % (4 * Ub), gate = r / Ub, j = r % Ub;

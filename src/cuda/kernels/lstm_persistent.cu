@@ -116,14 +116,7 @@ __device__ void critical_compute(const LstmParams& p, char* smem, volatile CtaFl
   unsigned long long s = 0;
   for (;; ++s) {
     // (1) the precompute round that prepares tick s
-    if (tid == 0) {
-      const unsigned long long target = (s + 1) * (unsigned long long)p.np;
-      while (dev::ld_acquire_u64(&p.words->published) < target && !f->quit) {
-      }
-      f->decision = f->quit ? 1u : 0u;
-    }
-    dev::named_barrier(nct);
-    if (f->decision) break;
+    if (dev::wait_precompute_round(p, s, nct, f)) break;
     // (2) prefetch P_l and c_l of the completing window
     for (int i = tid; i < L * 4 * H; i += nct) sP[i] = __ldcg(p.pub_P + i);
     for (int i = tid; i < L * H; i += nct) sc[i] = __ldcg(p.pub_c + i);

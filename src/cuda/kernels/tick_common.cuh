@@ -116,4 +116,19 @@ __device__ __forceinline__ bool control_says_leave(const LstmParams& p, LeaseWat
   return true;
 }
 
+// Compute warps (nct threads), step 1 of every tick: thread 0 waits for the precompute round that
+// prepares tick s (np blocks publish it) or for the block to quit; every compute warp reads the decision
+// after a named barrier, so none leaves while another waits there. True: leave.
+__device__ __forceinline__ bool wait_precompute_round(const LstmParams& p, unsigned long long s, int nct,
+                                                      volatile CtaFlags* f) {
+  if (threadIdx.x == 0) {
+    const unsigned long long target = (s + 1) * (unsigned long long)p.np;
+    while (ld_acquire_u64(&p.words->published) < target && !f->quit) {
+    }
+    f->decision = f->quit ? 1u : 0u;
+  }
+  named_barrier(nct);
+  return f->decision != 0;
+}
+
 }  // namespace hotpath::cuda::dev
