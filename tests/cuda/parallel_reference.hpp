@@ -2,12 +2,23 @@
 // the last W inputs, so ticks [a, b) are exact from an Incremental started W-1 ticks before a.
 #pragma once
 #include <algorithm>
+#include <cstdint>
+#include <random>
 #include <thread>
 #include <vector>
 
 #include "reference/reference.hpp"
 
 namespace hotpath::testing {
+
+// Inputs that vary every tick (standard normal), reproducible from the seed.
+inline std::vector<float> random_inputs(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
 
 inline std::vector<double> reference_outputs(const Model& m, bool streaming, int window, const std::vector<float>& xs,
                                              size_t ticks) {

@@ -68,13 +68,7 @@ std::unique_ptr<Backend> make_variant(const Model& m, BackendOptions o, const st
   auto var = make_variant(__VA_ARGS__);                                     \
   if (!var) GTEST_SKIP() << "variant refuses this model (printed above)"
 
-std::vector<float> random_inputs(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.f, 1.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using testing::random_inputs;
 
 // Runs `ticks` ticks through the backend and the float64 reference; returns the SPEC §4 error
 // max|z - z_ref| / max(1, max|z_ref|) over all of them.

@@ -15,6 +15,7 @@
 #include "cuda/device.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "model/zoo.hpp"
+#include "parallel_reference.hpp"
 #include "reference/reference.hpp"
 #include "util/error.hpp"
 
@@ -40,13 +41,7 @@ Model rounded(const Model& m, bool bf16) {
   return r;
 }
 
-std::vector<float> random_inputs(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.f, 1.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using testing::random_inputs;
 
 // Float64 outputs of the checked ticks only (all of them in streaming mode; in window mode each is its
 // window run from a zero state, in parallel): the big models' windows cost ~3 GFLOP each in float64.
