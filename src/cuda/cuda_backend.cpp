@@ -93,10 +93,10 @@ class CudaBackend final : public Backend {
     if (copt.stall_tick >= 0 && family && *family != cuda::KernelFamily::cta)
       throw UnsupportedError("the stall test hook is compiled into the cta kernels only");
     choose_and_plan(family, copt.max_precompute_blocks);
-    if (plan_.params.family != cuda::kFamilyCta && variant_ != "auto" && variant_ != "smem")
+    if (plan_.params.family != cuda::KernelFamily::cta && variant_ != "auto" && variant_ != "smem")
       throw UnsupportedError("cuda variant '" + variant_ + "' is a variant of the cta kernel; the " + family_name_ +
                              " kernel has one critical-step variant (smem)");
-    if (plan_.params.family != cuda::kFamilyCta) {
+    if (plan_.params.family != cuda::KernelFamily::cta) {
       variant_ = "smem";
     } else if (variant_ == "regs") {
       cuda::use_regs_variant(plan_);
@@ -121,7 +121,7 @@ class CudaBackend final : public Backend {
     xbuf_ = DeviceBuffer<float>(size_t(p.I));
     words_ = DeviceBuffer<cuda::SharedWords>(1);
     if (plan_.pre_state_floats > 0) pre_state_ = DeviceBuffer<float>(size_t(p.np) * plan_.pre_state_floats);
-    if (p.family == cuda::kFamilyGrid) {
+    if (p.family == cuda::KernelFamily::grid) {
       xch_h_ = DeviceBuffer<uint16_t>(size_t(2) * p.L * 2 * p.xin_stride);
       xch_flag_ = DeviceBuffer<unsigned>(size_t(p.L) * p.nc);
       xch_head_ = DeviceBuffer<float>(size_t(2) * p.nc * cuda::kMaxOutputs);
@@ -159,7 +159,7 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   std::string variant() const override {
     const auto& p = plan_.params;
-    if (p.family != cuda::kFamilyCta)
+    if (p.family != cuda::KernelFamily::cta)
       return "persistent-" + family_name_ + "-" + precision_name(precision_) + "-" + std::to_string(p.nc) + "+" +
              std::to_string(p.np) + "blocks";
     if (p.variant == cuda::kVariantRegs)
@@ -298,12 +298,12 @@ class CudaBackend final : public Backend {
     f["kernel_family"] = family_name_;
     f["kernel_choice"] = family_why_;
     f["critical_blocks"] = std::to_string(p.nc);
-    if (p.family != cuda::kFamilyCta) {
+    if (p.family != cuda::KernelFamily::cta) {
       f["units_per_critical_block"] = std::to_string(p.gpb * cuda::kUnitsPerGroup);
       f["k_split_warps"] = std::to_string(p.ksplit);
       f["precompute_weights"] = p.pre_global ? "global" : "shared";
       f["precompute_state"] = plan_.pre_state_floats > 0 ? "global" : "shared";
-      if (p.family == cuda::kFamilyCluster) f["cluster_exchange"] = copt_.cluster_async ? "st.async+mbarrier" : "store+flag";
+      if (p.family == cuda::KernelFamily::cluster) f["cluster_exchange"] = copt_.cluster_async ? "st.async+mbarrier" : "store+flag";
     }
     f["kernel_variant"] = variant();
     f["critical_variant"] = variant_;

@@ -13,8 +13,6 @@
 
 namespace hotpath::cuda {
 
-enum class KernelFamily { cta, cluster, grid };
-
 // The names --kernel accepts; the first is the default.
 inline constexpr const char* kKernelChoices[] = {"auto", "cta", "cluster", "grid"};
 

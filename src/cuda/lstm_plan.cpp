@@ -93,7 +93,7 @@ void pack_group_tile(std::vector<uint32_t>& frags, size_t at, const Model& model
 // definition of the layout for packing and for the host emulation.
 size_t frag_index(const LstmParams& p, int l, int q, int m, int k) {
   const int kt = p.kt[l];
-  if (p.family != kFamilyCta) {
+  if (p.family != KernelFamily::cta) {
     const int b = q / p.gpb, ql = q % p.gpb;
     return size_t(b) * p.block_frag + p.bfrag_off[l] + ((ql * 2 + m) * kt + k) * 32;
   }
@@ -123,7 +123,7 @@ int cta_critical_layout(LstmParams& p, int kreg, bool assign) {
 
 // A multi-block critical block's shared memory (lstm_multiblock.cu: MultiSmem); assign: into p.
 int multi_critical_layout(LstmParams& p, int gpb, int nc, int ksplit, bool assign) {
-  const int Ub = gpb * kUnitsPerGroup, parities = p.family == kFamilyCluster ? 2 : 1;
+  const int Ub = gpb * kUnitsPerGroup, parities = p.family == KernelFamily::cluster ? 2 : 1;
   int fr = 0;
   for (int l = 0; l < p.L; ++l) fr += gpb * 2 * p.kt[l] * 32;
   int s = 0;
@@ -238,7 +238,7 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
   plan_common(p, cfg, precision, mode, window, mailbox);
   const bool bf16 = p.bf16;
   const int I = p.I, L = p.L;
-  p.family = kFamilyCta;
+  p.family = KernelFamily::cta;
   p.compute_warps = std::min(p.groups, kMaxComputeWarps);
 
   // Poller warps; poll sets shrink until the block fits its thread budget.
@@ -309,7 +309,7 @@ LstmPlan plan_multiblock(const Model& model, Precision precision, Mode mode, int
   LstmPlan plan;
   LstmParams& p = plan.params;
   plan_common(p, cfg, precision, mode, window, mailbox);
-  p.family = cluster ? kFamilyCluster : kFamilyGrid;
+  p.family = cluster ? KernelFamily::cluster : KernelFamily::grid;
   const char* fam = cluster ? "cluster" : "grid";
   p.mb.poll_sets = 1;  // every critical block polls; one set each
   p.poll_warps = (p.mb.n_in + 31) / 32;

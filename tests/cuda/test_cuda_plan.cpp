@@ -105,7 +105,7 @@ TEST_P(MultiBlockPacking, EmulatedMatVecMatchesRoundedWeights) {
       const auto plan = cuda::plan_multiblock(m, bf16 ? Precision::bf16 : Precision::fp16, Mode::window, 5, {},
                                               h200_like(), cluster);
       const auto& p = plan.params;
-      EXPECT_EQ(p.family, cluster ? cuda::kFamilyCluster : cuda::kFamilyGrid);
+      EXPECT_EQ(p.family, cluster ? cuda::KernelFamily::cluster : cuda::KernelFamily::grid);
       EXPECT_GE(p.nc * p.gpb * 8, s.H);
       EXPECT_EQ(p.compute_warps, p.gpb * p.ksplit);
       EXPECT_LE(p.smem_bytes, h200_like().smem_per_block_optin);

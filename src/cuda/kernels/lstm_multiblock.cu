@@ -1,4 +1,4 @@
-// The multi-block kernel families (lstm_params.hpp: kFamilyCluster, kFamilyGrid): the critical step of
+// The multi-block kernel families (lstm_params.hpp: KernelFamily::cluster, KernelFamily::grid): the critical step of
 // one tick split over nc blocks by hidden units, for models whose critical-step weights do not fit one
 // SM. Blocks [0, nc) are critical, [nc, nc+np) run the shared precompute (precompute.cuh).
 //
@@ -525,7 +525,7 @@ namespace {
 // where `stream`'s work runs (a green context or MPS may hold fewer SMs; clusters stay inside a GPC).
 cudaError_t multiblock_config(const LstmParams& p, cudaStream_t stream, const void** fn, cudaLaunchConfig_t& cfg,
                               cudaLaunchAttribute (&attrs)[2], long long* fits) {
-  const bool cluster = p.family == kFamilyCluster;
+  const bool cluster = p.family == KernelFamily::cluster;
   *fn = multiblock_kernel(p.bf16 != 0, cluster);
   cudaError_t e = cudaFuncSetAttribute(*fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);
   if (e != cudaSuccess) return e;

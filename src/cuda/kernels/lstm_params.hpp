@@ -28,8 +28,7 @@ inline constexpr int kRegTileChoices[] = {4};
 //      SIMT partial dot products folded into the last layer's cell update (one barrier, then warp 0
 //      adds 16 partials). Compiled for the shapes below only (k16 tiles of layer 0, of the hidden
 //      layers, layers); register budget: 8 x (kt0 + (L-1) x kth) <= 80 per thread.
-inline constexpr int kVariantSmem = 0;
-inline constexpr int kVariantRegs = 1;
+enum CriticalVariant : int { kVariantSmem = 0, kVariantRegs = 1 };
 struct RegsShape {
   int kt0, kth, layers;
 };
@@ -41,7 +40,7 @@ inline constexpr RegsShape kRegsShapes[] = {{2, 8, 2}, {2, 4, 3}, {2, 2, 1}};
 inline constexpr int kRegsMaxThreads = 512;
 inline constexpr int kRegsMaxOutputs = 4;
 
-// Kernel families (LstmParams::family): where the critical step runs.
+// Kernel families (LstmParams::family, and what --kernel names): where the critical step runs.
 //   cta:     block 0 alone (the variants above).
 //   cluster: blocks [0, nc) form one thread-block cluster; block b owns hidden units [b*Ub, b*Ub+Ub) of
 //            every layer (W_ih rows as fragments in its shared memory) and stores each layer's new h
@@ -49,9 +48,7 @@ inline constexpr int kRegsMaxOutputs = 4;
 //            (distributed shared memory): a consumer waits only for the flags of the layer it needs.
 //   grid:    the same split over many blocks (up to most SMs), the slices and flags in global memory (L2).
 // In both, every critical block polls the input itself, block 0 gathers the head's partial sums.
-inline constexpr int kFamilyCta = 0;
-inline constexpr int kFamilyCluster = 1;
-inline constexpr int kFamilyGrid = 2;
+enum class KernelFamily : int { cta, cluster, grid };
 
 // Device words the blocks share (global memory, zeroed before launch).
 struct SharedWords {
@@ -85,8 +82,8 @@ struct LstmParams {
   // completing a transaction count on their mbarrier (no fence on either side); 0: plain stores, then a
   // release store of a per-(layer, block) flag that the consumer polls.
   int cluster_async = 1;
-  int variant = kVariantSmem;    // critical-step variant (see kVariantSmem / kVariantRegs)
-  int family = kFamilyCta;       // kernel family (see kFamilyCta)
+  CriticalVariant variant = kVariantSmem;  // critical-step variant of the cta family
+  KernelFamily family = KernelFamily::cta;
 
   // model
   int I = 0, H = 0, L = 0, O = 0;
@@ -151,7 +148,7 @@ struct LstmParams {
   // Blocks launched: the critical blocks, then the precompute, rounded up to whole clusters.
   int grid() const {
     const int n = nc + np;
-    return family == kFamilyCluster ? (n + nc - 1) / nc * nc : n;
+    return family == KernelFamily::cluster ? (n + nc - 1) / nc * nc : n;
   }
 };
 

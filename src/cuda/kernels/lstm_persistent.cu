@@ -600,7 +600,7 @@ const void* lstm_kernel(const LstmParams& p) {
 }  // namespace
 
 cudaError_t launch_lstm(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
-  if (p.family != kFamilyCta) return launch_lstm_multiblock(p, stream, max_coresident);
+  if (p.family != KernelFamily::cta) return launch_lstm_multiblock(p, stream, max_coresident);
   const void* fn = lstm_kernel(p);
   if (!fn) return cudaErrorInvalidValue;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);
