@@ -49,7 +49,9 @@ BackendOptions opts(Mode mode, int window, Precision p = Precision::fp16) {
 // as the engine wraps it for --fallback cpu (a CPU backend shadows every tick).
 std::unique_ptr<Backend> make_variant(const Model& m, BackendOptions o, const std::string& variant,
                                       const CudaOptions& c = {}, bool fallback = false) {
-  o.variant = variant;
+  // "cluster" and "grid" name kernel families (their one critical-step variant), the rest cta variants
+  if (variant == "cluster" || variant == "grid") o.kernel = variant;
+  else o.variant = variant;
   try {
     auto b = make_cuda_backend(m, o, c);
     if (!fallback) return b;
@@ -58,7 +60,8 @@ std::unique_ptr<Backend> make_variant(const Model& m, BackendOptions o, const st
     co.variant.clear();
     return engine::with_fallback(std::move(b), make_backend("cpu", m, co), -1);
   } catch (const UnsupportedError& e) {
-    if (variant == "smem" || variant == kCudaVariants[0]) throw;  // these serve every tested model
+    // these serve every tested model
+    if (variant == "smem" || variant == kCudaVariants[0] || variant == "cluster" || variant == "grid") throw;
     std::printf("[variant %s] refused: %s\n", variant.c_str(), e.what());
     return nullptr;
   }
@@ -186,7 +189,8 @@ TEST_P(CudaGolden, WindowAndStreamingMatchPyTorch) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaGolden,
                          ::testing::Combine(::testing::Values("tiny", "small2x128", "multi_out"),
                                             ::testing::Values(Precision::fp16, Precision::bf16),
-                                            ::testing::Values(std::string("smem"), std::string("regs"))),
+                                            ::testing::Values(std::string("smem"), std::string("regs"),
+                                                              std::string("cluster"), std::string("grid"))),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + precision_name(std::get<1>(info.param)) + "_" +
                                   std::get<2>(info.param);

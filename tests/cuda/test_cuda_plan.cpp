@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/golden.hpp"
 #include "cuda/kernel_choice.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "util/error.hpp"
@@ -197,6 +198,19 @@ TEST(KernelChoice, AnImpossibleRequestNamesTheReason) {
   const Model small = random_model(32, 128, 2, 1, 1);
   for (auto f : {cuda::KernelFamily::cta, cuda::KernelFamily::cluster, cuda::KernelFamily::grid})
     EXPECT_EQ(cuda::choose_kernel(small, Precision::fp16, Mode::window, 50, {}, h200_like(), f).family, f);
+}
+
+// The golden cases run through every family in the GPU tests (CudaGolden): each must plan on all three.
+TEST(KernelChoice, GoldenCasesPlanOnEveryFamily) {
+  for (const char* name : {"tiny", "small2x128", "multi_out"}) {
+    const auto g = test_support::load_golden(name);
+    for (auto f : {cuda::KernelFamily::cta, cuda::KernelFamily::cluster, cuda::KernelFamily::grid})
+      for (Mode mode : {Mode::window, Mode::streaming}) {
+        const auto c = cuda::choose_kernel(g.model, Precision::fp16, mode, g.window, {}, h200_like(), f);
+        EXPECT_EQ(c.family, f) << name;
+        EXPECT_LE(c.plan.params.grid(), h200_like().sm_count) << name;
+      }
+  }
 }
 
 TEST(KernelChoice, NamesAreParsedOrRefused) {
