@@ -89,12 +89,12 @@ class CudaBackend final : public Backend {
     stream_ = cuda::Stream(cudaStreamNonBlocking);
     side_stream_ = cuda::Stream(cudaStreamNonBlocking);
     limits_ = query_limits(options.device, stream_.get());
-    const auto family = cuda::parse_kernel_family(options.kernel);
-    if (copt.stall_tick >= 0 && family && *family != cuda::KernelFamily::cta)
+    const auto asked = cuda::parse_kernel_family(options.kernel);
+    if (copt.stall_tick >= 0 && asked && *asked != cuda::KernelFamily::cta)
       throw UnsupportedError("the stall test hook is compiled into the cta kernels only");
-    choose_and_plan(family, copt.max_precompute_blocks);
+    choose_and_plan(asked, copt.max_precompute_blocks);
     if (plan_.params.family != cuda::KernelFamily::cta && variant_ != "auto" && variant_ != "smem")
-      throw UnsupportedError("cuda variant '" + variant_ + "' is a variant of the cta kernel; the " + family_name_ +
+      throw UnsupportedError("cuda variant '" + variant_ + "' is a variant of the cta kernel; the " + family() +
                              " kernel has one critical-step variant (smem)");
     if (plan_.params.family != cuda::KernelFamily::cta) {
       variant_ = "smem";
@@ -160,7 +160,7 @@ class CudaBackend final : public Backend {
   std::string variant() const override {
     const auto& p = plan_.params;
     if (p.family != cuda::KernelFamily::cta)
-      return "persistent-" + family_name_ + "-" + precision_name(precision_) + "-" + std::to_string(p.nc) + "+" +
+      return "persistent-" + family() + "-" + precision_name(precision_) + "-" + std::to_string(p.nc) + "+" +
              std::to_string(p.np) + "blocks";
     if (p.variant == cuda::kVariantRegs)
       return std::string("persistent-mma-regs-") + precision_name(precision_) + "-1+" + std::to_string(p.np) +
@@ -295,7 +295,7 @@ class CudaBackend final : public Backend {
     } catch (const std::exception&) {
     }
     const auto& p = plan_.params;
-    f["kernel_family"] = family_name_;
+    f["kernel_family"] = family();
     f["kernel_choice"] = family_why_;
     f["critical_blocks"] = std::to_string(p.nc);
     if (p.family != cuda::KernelFamily::cta) {
@@ -460,12 +460,14 @@ class CudaBackend final : public Backend {
     stop_heartbeat();
   }
 
+  std::string family() const { return cuda::family_name(plan_.params.family); }
+
   // The kernel family (asked for, or the smallest that holds the model) and its plan. A cluster launch
   // may find fewer co-resident clusters than the plan assumed (clusters stay inside one GPC): the plan is
   // then redone with the precompute blocks that fit.
-  void choose_and_plan(std::optional<cuda::KernelFamily> family, int max_precompute_blocks) {
+  void choose_and_plan(std::optional<cuda::KernelFamily> asked, int max_precompute_blocks) {
     cuda::KernelChoice c = cuda::choose_kernel(model_, precision_, options().mode, options().window, copt_.mailbox,
-                                               limits_, family, max_precompute_blocks);
+                                               limits_, asked, max_precompute_blocks);
     if (c.family != cuda::KernelFamily::cta) {
       long long fits = 0;
       HOTPATH_CUDA_CHECK(cuda::multiblock_max_coresident(c.plan.params, stream_.get(), &fits));
@@ -473,11 +475,10 @@ class CudaBackend final : public Backend {
       if (fits < c.plan.params.grid() && fits > nc) {
         int np = int(fits) - nc;
         if (max_precompute_blocks > 0) np = std::min(np, max_precompute_blocks);
-        c = cuda::choose_kernel(model_, precision_, options().mode, options().window, copt_.mailbox, limits_, family, np);
+        c = cuda::choose_kernel(model_, precision_, options().mode, options().window, copt_.mailbox, limits_, asked, np);
       }
     }
     plan_ = std::move(c.plan);
-    family_name_ = cuda::family_name(c.family);
     family_why_ = c.why;
   }
 
@@ -507,7 +508,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> pre_state_, xch_head_;  // precompute state in global memory; grid: head partial sums
   DeviceBuffer<uint16_t> xch_h_;              // grid: the layers' h slices
   DeviceBuffer<unsigned> xch_flag_;           // grid: per-(layer, block) flags
-  std::string family_name_, family_why_;
+  std::string family_why_;  // choose_kernel's reason for the plan's family
   std::unique_ptr<HostMailbox> mailbox_;
   // Renews the kernel's lease. A std::jthread: a constructor that throws after starting it stops and
   // joins it (a joinable std::thread would call std::terminate); declared after mailbox_, which it uses.

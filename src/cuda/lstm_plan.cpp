@@ -310,7 +310,6 @@ LstmPlan plan_multiblock(const Model& model, Precision precision, Mode mode, int
   LstmParams& p = plan.params;
   plan_common(p, cfg, precision, mode, window, mailbox);
   p.family = cluster ? KernelFamily::cluster : KernelFamily::grid;
-  const char* fam = cluster ? "cluster" : "grid";
   p.mb.poll_sets = 1;  // every critical block polls; one set each
   p.poll_warps = (p.mb.n_in + 31) / 32;
   const int max_compute = std::min(MultiBlockPolicy::max_compute_warps, kMaxBlockThreads / 32 - p.poll_warps - 1);
@@ -360,7 +359,6 @@ LstmPlan plan_multiblock(const Model& model, Precision precision, Mode mode, int
   p.ksplit = max_compute / gpb;
   p.compute_warps = gpb * p.ksplit;
   const int critical_bytes = multi_critical_layout(p, gpb, nc, p.ksplit, true);
-  (void)fam;
 
   plan.frags.assign(size_t(nc) * p.block_frag * 4, 0);
   for (int l = 0; l < p.L; ++l)

@@ -71,24 +71,6 @@ std::vector<double> reference_at(const Model& m, bool streaming, int window, con
   return z;
 }
 
-// SPEC §4's relative error of `got` against z.
-double spec_error(const std::vector<float>& got, const std::vector<double>& z) {
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < z.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(got[i]) - z[i]));
-    ref = std::max(ref, std::fabs(z[i]));
-  }
-  return diff / std::max(1.0, ref);
-}
-double spec_error(const std::vector<double>& a, const std::vector<double>& z) {
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < z.size(); ++i) {
-    diff = std::max(diff, std::fabs(a[i] - z[i]));
-    ref = std::max(ref, std::fabs(z[i]));
-  }
-  return diff / std::max(1.0, ref);
-}
-
 struct FamilyCase {
   std::string model;
   std::string kernel;
@@ -135,8 +117,9 @@ TEST_P(CudaFamily, MatchesTheReferenceWithinTheWeightRounding) {
           ++k;
         }
       }
-      const double err = spec_error(got, z);
-      const double rounding = spec_error(reference_at(rounded(m, p == Precision::bf16), streaming, W, xs, checked), z);
+      const double err = reference::normalized_error(std::vector<double>(got.begin(), got.end()), z);
+      const double rounding =
+          reference::normalized_error(reference_at(rounded(m, p == Precision::bf16), streaming, W, xs, checked), z);
       const double bound = std::min(error_bound(p), kRoundingFactor * rounding + kArithmeticFloor);
       std::printf("[family] %s %s %s %s: error %.3g, weight rounding alone %.3g (ratio %.2f), bound %.3g\n",
                   name.c_str(), kernel.c_str(), mode_name(mode), precision_name(p), err, rounding,
