@@ -183,6 +183,24 @@ TEST(CudaFamilyChoice, AModelTooBigForTheFamilyAskedForIsRefused) {
   }
   o.kernel = "warp";
   EXPECT_THROW((void)make_cuda_backend(*zoo_model("lstm_s"), o), Error);
+  // the cta kernel's variants and its stall test hook are not the multi-block families'
+  o.kernel = "cluster";
+  o.variant = "regs";
+  try {
+    (void)make_cuda_backend(*zoo_model("lstm_s"), o);
+    FAIL() << "regs on the cluster kernel";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("variant of the cta kernel"), std::string::npos) << e.what();
+  }
+  o.variant.clear();
+  CudaOptions stall;
+  stall.stall_tick = 3;
+  try {
+    (void)make_cuda_backend(*zoo_model("lstm_s"), o, stall);
+    FAIL() << "the stall hook on the cluster kernel";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("cta kernels only"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
