@@ -202,8 +202,11 @@ struct ServerView::Impl {
 
   double since_start() const { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-  void scrape() {
-    const double t = since_start();
+  // The baseline scrape defines the measured phase's start: it is sent at t = 0 by definition, so
+  // its sample's time does not depend on how long the recorder took to set up.
+  void scrape(bool baseline = false) {
+    if (baseline) t0 = Clock::now();
+    const double t = baseline ? 0.0 : since_start();
     std::string body, err;
 #ifdef HOTPATH_HAVE_CURL
     const bool ok = scraper->get(body, err);
@@ -262,7 +265,7 @@ void ServerView::measured_start() {
   try {
     if (!m.url.empty()) {
       m.rec.emplace(m.url, m.opt.interval_s);
-      m.scrape();  // the baseline the server's TTFT histogram is measured from
+      m.scrape(/*baseline=*/true);  // the baseline the server's TTFT histogram is measured from
       m.scrape_timer.start(m.opt.interval_s, [&m] { m.scrape(); });
     }
     if (m.nvml && m.nvml->available()) {
