@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "util/error.hpp"
 
@@ -83,6 +84,28 @@ void Backend::check_tick_input(std::span<const float> x, long long tick) const {
 
 void Backend::run_batch(std::span<const float>, size_t, size_t, std::span<float>) {
   throw UnsupportedError("backend " + name() + " does not run the batch workload");
+}
+
+void Backend::backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
+                       std::atomic<size_t>* done) {
+  const size_t I = size_t(config_.input_size), O = size_t(config_.output_size);
+  std::vector<float> z(O);
+  for (size_t s = 0; s < series; ++s) {
+    reset();
+    for (size_t t = 0; t < ticks; ++t) {
+      const size_t row = s * ticks + t;
+      step(x.subspan(row * I, I), z);
+      finish_precompute();
+      if (out.f32) {
+        std::copy(z.begin(), z.end(), out.f32 + row * O);
+      } else {
+        const auto exact = last_output_f64();
+        for (size_t o = 0; o < O; ++o) out.f64[row * O + o] = exact.empty() ? double(z[o]) : exact[o];
+      }
+      if (done) done->fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  reset();
 }
 
 }  // namespace hotpath

@@ -2,6 +2,7 @@
 // options, takes tick inputs and returns outputs. The critical step (step) is kept apart from the
 // precompute (finish_precompute) so the benchmark can keep precompute off the critical path (SPEC §3).
 #pragma once
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -110,6 +111,20 @@ class Backend {
 
   // Batch workload: x [B, W, I] row-major -> out [B, O], every window from zero state.
   virtual void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out);
+
+  // Backtest workload (SPEC §3.3): x [S, T, I] row-major -> out [S, T, O], every series from zero state,
+  // by the backend's mode (window: rule 1 with its W, the first W-1 outputs from the partial windows that
+  // start at tick 0; streaming: rule 2). Exactly one of out.f32, out.f64 is set. The engine has checked
+  // the sizes and that every input is finite; the backend scales as step() would, a rolling scaler
+  // starting over with each series. `done` (may be null) is advanced by the outputs rows ([O] each)
+  // finished, for a progress display on another thread. Leaves the tick state reset.
+  // Default: step() over each series in turn (exact float64 outputs where last_output_f64 has them).
+  struct BacktestOutput {
+    float* f32 = nullptr;
+    double* f64 = nullptr;
+  };
+  virtual void backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
+                        std::atomic<size_t>* done);
 
   // Counters worth reporting (e.g. "fallback_answers", "late_gpu_answers"), name -> value.
   virtual std::map<std::string, double> counters() const { return {}; }

@@ -1,6 +1,7 @@
 #include "engine/engine.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -310,6 +311,40 @@ void Engine::run_batch(std::span<const float> x, size_t batch, size_t window, st
     throw Error("batch output buffer holds " + std::to_string(out.size()) + " floats, " + std::to_string(batch) +
                 " windows need " + std::to_string(batch * O));
   backend_->run_batch(x, batch, window, out);
+}
+
+namespace {
+void check_backtest(const Engine& e, std::span<const float> x, size_t series, size_t ticks, size_t out_size) {
+  const size_t I = size_t(e.input_size()), O = size_t(e.output_size());
+  const size_t rows = ticks == 0 ? 0 : series;
+  if ((ticks > 0 && series > x.size() / ticks / std::max<size_t>(I, 1)) || x.size() != rows * ticks * I)
+    throw Error("backtest input holds " + std::to_string(x.size()) + " floats, " + std::to_string(series) +
+                " series of " + std::to_string(ticks) + " ticks of " + std::to_string(I) + " inputs need " +
+                std::to_string(series * ticks * I));
+  if (out_size != series * ticks * O)
+    throw Error("backtest output buffer holds " + std::to_string(out_size) + " values, " + std::to_string(series) +
+                " series of " + std::to_string(ticks) + " ticks of " + std::to_string(O) + " outputs need " +
+                std::to_string(series * ticks * O));
+  for (size_t k = 0; k < x.size(); ++k)
+    if (!std::isfinite(x[k]))
+      throw TickError("backtest input: series " + std::to_string(k / I / ticks) + ", tick " +
+                      std::to_string(k / I % ticks) + ", input " + std::to_string(k % I) + " is " +
+                      (std::isnan(x[k]) ? "NaN" : "Inf") + "; nothing was computed");
+}
+}  // namespace
+
+void Engine::backtest(std::span<const float> x, size_t series, size_t ticks, std::span<float> out,
+                      std::atomic<size_t>* done) {
+  check_backtest(*this, x, series, ticks, out.size());
+  if (out.empty()) return;
+  backend_->backtest(x, series, ticks, Backend::BacktestOutput{out.data(), nullptr}, done);
+}
+
+void Engine::backtest(std::span<const float> x, size_t series, size_t ticks, std::span<double> out,
+                      std::atomic<size_t>* done) {
+  check_backtest(*this, x, series, ticks, out.size());
+  if (out.empty()) return;
+  backend_->backtest(x, series, ticks, Backend::BacktestOutput{nullptr, out.data()}, done);
 }
 
 void Engine::reset() { backend_->reset(); }

@@ -63,6 +63,12 @@ class FallbackBackend final : public Backend {
   void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out) override {
     primary_->run_batch(x, batch, window, out);
   }
+  // A backtest is throughput, not latency: the primary runs it alone, and both end reset.
+  void backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
+                std::atomic<size_t>* done) override {
+    primary_->backtest(x, series, ticks, out, done);
+    reset();
+  }
   std::map<std::string, double> counters() const override {
     auto c = primary_->counters();
     c["fallback_answers"] = double(fallback_answers_);
