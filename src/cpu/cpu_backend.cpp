@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -130,6 +131,8 @@ class CpuBackend final : public Backend {
   void reset() override;
   long long ticks() const override { return ticks_; }
   void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out) override;
+  void backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
+                std::atomic<size_t>* done) override;
   std::map<std::string, double> counters() const override;
   void clear_counters() override {
     precompute_count_ = 0;
@@ -161,8 +164,37 @@ class CpuBackend final : public Backend {
   static void precompute_job(void* self, int part, int nparts) {
     static_cast<CpuBackend*>(self)->precompute_part(part, nparts);
   }
-  void batch_part(int part, int nparts);
-  static void batch_job(void* self, int part, int nparts) { static_cast<CpuBackend*>(self)->batch_part(part, nparts); }
+  // The throughput paths (run_batch, backtest): tiles of up to kMaxTileCols sequences advanced in
+  // lockstep from zero state, `steps` steps each. Column j reads its step-k input at x[j] + k*I and,
+  // from step `emit_from` on, writes each step's output (O values) as row row0[j] + (k - emit_from).
+  struct Tile {
+    int n = 0;
+    size_t steps = 0, emit_from = 0;
+    const float* x[kMaxTileCols] = {};
+    size_t row0[kMaxTileCols] = {};
+  };
+  struct TileScratch {
+    AlignedArray<float> P, c, ha, hb, z;
+    AlignedArray<uint32_t> pairs;
+    explicit TileScratch(const PackedModel& pm);
+  };
+  struct TileJob {
+    size_t count = 0;                    // tiles
+    std::function<Tile(size_t)> tile;    // the k-th tile
+    BacktestOutput out;                  // rows of O values
+    std::atomic<size_t> next{0};         // the next tile to take
+    std::atomic<size_t>* done = nullptr; // rows finished (progress)
+    std::vector<TileScratch> scratch;    // one per thread, allocated before any starts (workers must not throw)
+  };
+  void run_tile(const Tile& tile, TileScratch& s, BacktestOutput out) const;
+  // Runs every tile of `job` on the pool's workers and the caller (or, without a cpuset, on a thread
+  // per allowed core), each taking the next tile as it finishes one.
+  void run_tiles(TileJob& job);
+  void tiles_part(TileJob& job, TileScratch& scratch) const;
+  static void tiles_job(void* job_self, int part, int) {
+    auto* p = static_cast<std::pair<CpuBackend*, TileJob*>*>(job_self);
+    p->first->tiles_part(*p->second, p->second->scratch[size_t(part)]);
+  }
   void pin_caller();
 
   const Precision precision_;
@@ -231,11 +263,6 @@ class CpuBackend final : public Backend {
   long long precompute_count_ = 0;
   double precompute_busy_us_sum_ = 0, precompute_wait_us_sum_ = 0;
   volatile float sink_ = 0;
-
-  // run_batch state.
-  const float* batch_x_ = nullptr;
-  float* batch_out_ = nullptr;
-  size_t batch_n_ = 0, batch_w_ = 0;
 };
 
 CpuBackend::Scratch::Scratch(int cols, int Hp, int kmax)
@@ -581,56 +608,92 @@ void CpuBackend::reset() {
   make_fresh(0);
 }
 
-void CpuBackend::batch_part(int part, int nparts) {
-  const int nb = pm_.nb, Hp = pm_.Hp, L = pm_.num_layers, G = kMaxTileCols;
-  const size_t W = batch_w_;
-  const size_t groups = (batch_n_ + G - 1) / G;
-  if (size_t(part) >= groups) return;
-  // Per part: G columns of P and c for every layer, two h buffers, pairs scratch, head output.
-  AlignedArray<float> P(size_t(G) * L * pm_.gate_floats()), c(size_t(G) * L * Hp);
-  AlignedArray<float> ha(size_t(G) * Hp), hb(size_t(G) * Hp), z(pm_.Op);
-  AlignedArray<uint32_t> pairs(pair_scratch_words(std::max(pm_.I, pm_.H)));
+CpuBackend::TileScratch::TileScratch(const PackedModel& pm)
+    : P(size_t(kMaxTileCols) * pm.num_layers * pm.gate_floats()),
+      c(size_t(kMaxTileCols) * pm.num_layers * pm.Hp),
+      ha(size_t(kMaxTileCols) * pm.Hp),
+      hb(size_t(kMaxTileCols) * pm.Hp),
+      z(pm.Op),
+      pairs(pair_scratch_words(std::max(pm.I, pm.H))) {}
+
+void CpuBackend::run_tile(const Tile& tile, TileScratch& s, BacktestOutput out) const {
+  const int nb = pm_.nb, Hp = pm_.Hp, L = pm_.num_layers, n = tile.n;
+  const size_t G = pm_.gate_floats(), O = size_t(pm_.O);
   const float* in[kMaxTileCols];
   const float* add[kMaxTileCols];
   float* Pp[kMaxTileCols];
   float* hp[kMaxTileCols];
-  for (size_t g = part; g < groups; g += nparts) {
-    const size_t first = g * G;
-    const int n = int(std::min<size_t>(G, batch_n_ - first));
-    for (int j = 0; j < n; ++j)
-      for (int l = 0; l < L; ++l) {
-        std::memcpy(P.data() + (size_t(j) * L + l) * pm_.gate_floats(), pm_.layers[l].bias.data(),
-                    pm_.gate_floats() * sizeof(float));
-        std::memset(c.data() + (size_t(j) * L + l) * Hp, 0, size_t(Hp) * sizeof(float));
-      }
-    for (size_t t = 0; t < W; ++t) {
-      float* hin = ha.data();
-      float* hout = hb.data();
-      for (int l = 0; l < L; ++l) {
-        for (int j = 0; j < n; ++j) {
-          Pp[j] = P.data() + (size_t(j) * L + l) * pm_.gate_floats();
-          in[j] = l == 0 ? batch_x_ + ((first + j) * W + t) * pm_.I : hin + size_t(j) * Hp;
-          add[j] = Pp[j];
-          hp[j] = hout + size_t(j) * Hp;
-        }
-        gemm(pm_.layers[l], false, 0, nb, n, in, add, Pp, pairs.data());
-        for (int j = 0; j < n; ++j) k_->cell(Pp[j], nullptr, c.data() + (size_t(j) * L + l) * Hp, hp[j], 0, nb);
-        if (t + 1 < W) {
-          for (int j = 0; j < n; ++j) {
-            add[j] = pm_.layers[l].bias.data();
-            in[j] = hp[j];
-          }
-          gemm(pm_.layers[l], true, 0, nb, n, in, add, Pp, pairs.data());
-        }
-        std::swap(hin, hout);
-      }
-      if (t + 1 == W)
-        for (int j = 0; j < n; ++j) {
-          k_->head(pm_.head_w.data(), pm_.head_bias ? pm_.head_b.data() : nullptr, pm_.O, Hp, hin + size_t(j) * Hp,
-                   z.data());
-          std::memcpy(batch_out_ + (first + j) * pm_.O, z.data(), size_t(pm_.O) * sizeof(float));
-        }
+  // Zero state: P = b (W_hh·0 + b), c = 0.
+  for (int j = 0; j < n; ++j)
+    for (int l = 0; l < L; ++l) {
+      std::memcpy(s.P.data() + (size_t(j) * L + l) * G, pm_.layers[l].bias.data(), G * sizeof(float));
+      std::memset(s.c.data() + (size_t(j) * L + l) * Hp, 0, size_t(Hp) * sizeof(float));
     }
+  for (size_t t = 0; t < tile.steps; ++t) {
+    float* hin = s.ha.data();
+    float* hout = s.hb.data();
+    for (int l = 0; l < L; ++l) {
+      for (int j = 0; j < n; ++j) {
+        Pp[j] = s.P.data() + (size_t(j) * L + l) * G;
+        in[j] = l == 0 ? tile.x[j] + t * size_t(pm_.I) : hin + size_t(j) * Hp;
+        add[j] = Pp[j];
+        hp[j] = hout + size_t(j) * Hp;
+      }
+      gemm(pm_.layers[l], false, 0, nb, n, in, add, Pp, s.pairs.data());
+      for (int j = 0; j < n; ++j) k_->cell(Pp[j], nullptr, s.c.data() + (size_t(j) * L + l) * Hp, hp[j], 0, nb);
+      if (t + 1 < tile.steps) {  // the next step's P = W_hh·h + b
+        for (int j = 0; j < n; ++j) {
+          add[j] = pm_.layers[l].bias.data();
+          in[j] = hp[j];
+        }
+        gemm(pm_.layers[l], true, 0, nb, n, in, add, Pp, s.pairs.data());
+      }
+      std::swap(hin, hout);
+    }
+    if (t < tile.emit_from) continue;
+    for (int j = 0; j < n; ++j) {
+      k_->head(pm_.head_w.data(), pm_.head_bias ? pm_.head_b.data() : nullptr, pm_.O, Hp, hin + size_t(j) * Hp,
+               s.z.data());
+      const size_t row = tile.row0[j] + (t - tile.emit_from);
+      if (out.f32) std::memcpy(out.f32 + row * O, s.z.data(), O * sizeof(float));
+      else
+        for (size_t o = 0; o < O; ++o) out.f64[row * O + o] = s.z[o];
+    }
+  }
+}
+
+void CpuBackend::tiles_part(TileJob& job, TileScratch& scratch) const {
+  for (size_t k; (k = job.next.fetch_add(1, std::memory_order_relaxed)) < job.count;) {
+    const Tile tile = job.tile(k);
+    run_tile(tile, scratch, job.out);
+    if (job.done) job.done->fetch_add(size_t(tile.n) * (tile.steps - tile.emit_from), std::memory_order_relaxed);
+  }
+}
+
+void CpuBackend::run_tiles(TileJob& job) {
+  if (job.count == 0) return;
+  if (pending_) finish_precompute();
+  if (pool_.size() > 0) {
+    // The cpuset's workers and its first core (this thread) all take tiles.
+    const int n = pool_.size() + 1;
+    job.scratch.reserve(size_t(n));
+    for (int p = 0; p < n; ++p) job.scratch.emplace_back(pm_);
+    std::pair<CpuBackend*, TileJob*> ctx{this, &job};
+    pool_.start(&tiles_job, &ctx);
+    tiles_part(job, job.scratch.back());
+    pool_.wait();
+  } else {
+    // No cpuset: a thread per core this process may use, for this call.
+    const size_t cores = std::max<size_t>(1, util::allowed_cores().size());
+    const int n = int(std::min(job.count, cores));
+    job.scratch.reserve(size_t(n));
+    for (int p = 0; p < n; ++p) job.scratch.emplace_back(pm_);
+    util::ThreadGroup threads;  // joined however this ends (a thread the system refuses throws)
+    for (int p = 1; p < n; ++p)
+      threads.start("cpu backend throughput thread " + std::to_string(p) + " of " + std::to_string(n - 1),
+                    [this, &job, p] { tiles_part(job, job.scratch[size_t(p)]); });
+    tiles_part(job, job.scratch[0]);
+    threads.join();
   }
 }
 
@@ -653,26 +716,89 @@ void CpuBackend::run_batch(std::span<const float> x, size_t batch, size_t window
     scaled = AlignedArray<float>(x.size());
     scaler_.scale_batch(x, scaled.data());
   }
-  if (batch == 0) return;
-  if (pending_) finish_precompute();
-  batch_x_ = scaler_.active() ? scaled.data() : x.data();
-  batch_out_ = out.data();
-  batch_n_ = batch;
-  batch_w_ = window;
-  const size_t groups = (batch + kMaxTileCols - 1) / kMaxTileCols;
-  if (pool_.size() > 0) {
-    pool_.start(&batch_job, this);
-    pool_.wait();
-  } else {
-    // No cpuset: use the machine's cores with plain threads for this call.
-    const int n = int(std::min<size_t>(groups, std::max(1u, std::thread::hardware_concurrency())));
-    util::ThreadGroup threads;  // joined however this ends (a thread the system refuses throws)
-    for (int p = 1; p < n; ++p)
-      threads.start("cpu backend batch thread " + std::to_string(p) + " of " + std::to_string(n - 1),
-                    [this, p, n] { batch_part(p, n); });
-    batch_part(0, n);
-    threads.join();
+  const float* xs = scaler_.active() ? scaled.data() : x.data();
+  TileJob job;
+  job.count = (batch + kMaxTileCols - 1) / kMaxTileCols;
+  job.out.f32 = out.data();
+  job.tile = [&](size_t k) {
+    Tile t;
+    t.n = int(std::min<size_t>(kMaxTileCols, batch - k * kMaxTileCols));
+    t.steps = window;
+    t.emit_from = window - 1;
+    for (int j = 0; j < t.n; ++j) {
+      t.row0[j] = k * kMaxTileCols + j;
+      t.x[j] = xs + t.row0[j] * window * I;
+    }
+    return t;
+  };
+  run_tiles(job);
+}
+
+void CpuBackend::backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
+                          std::atomic<size_t>* done) {
+  const size_t I = size_t(pm_.I), T = ticks, G = kMaxTileCols;
+  if (series == 0 || ticks == 0) return;
+  // Scaled as step() would scale each series: a fixed scaler elementwise, a rolling one restarting
+  // with every series (its statistics for tick t come from ticks before t only).
+  AlignedArray<float> scaled;
+  if (scaler_.active()) {
+    scaled = AlignedArray<float>(x.size());
+    for (size_t s = 0; s < series; ++s) {
+      scaler_.reset();
+      for (size_t t = 0; t < T; ++t) scaler_.scale(x.subspan((s * T + t) * I, I), scaled.data() + (s * T + t) * I);
+    }
   }
+  const float* xs = scaler_.active() ? scaled.data() : x.data();
+  TileJob job;
+  job.out = out;
+  job.done = done;
+  if (streaming_) {
+    // One sequence per series, every step emitted: series in lockstep, G at a time.
+    job.count = (series + G - 1) / G;
+    job.tile = [&](size_t k) {
+      Tile t;
+      t.n = int(std::min(G, series - k * G));
+      t.steps = T;
+      for (int j = 0; j < t.n; ++j) {
+        t.x[j] = xs + (k * G + j) * T * I;
+        t.row0[j] = (k * G + j) * T;
+      }
+      return t;
+    };
+  } else {
+    // Rule 1: ticks t < W-1 are the partial windows that start at tick 0, i.e. one sequence per series
+    // over its first min(W-1, T) ticks with every step emitted (the head tiles, G series each); every
+    // later tick is one full window of W steps ending there (G consecutive windows per tile).
+    const size_t W = size_t(W_), head = std::min(W - 1, T), full = T > head ? T - head : 0;
+    const size_t head_tiles = head > 0 ? (series + G - 1) / G : 0, per_series = (full + G - 1) / G;
+    job.count = head_tiles + series * per_series;
+    job.tile = [&, W, head, full, head_tiles, per_series](size_t k) {
+      Tile t;
+      if (k < head_tiles) {
+        t.n = int(std::min(G, series - k * G));
+        t.steps = head;
+        for (int j = 0; j < t.n; ++j) {
+          t.x[j] = xs + (k * G + j) * T * I;
+          t.row0[j] = (k * G + j) * T;
+        }
+        return t;
+      }
+      k -= head_tiles;
+      const size_t s = k / per_series, first = (k % per_series) * G;  // window index within the series
+      t.n = int(std::min(G, full - first));
+      t.steps = W;
+      t.emit_from = W - 1;
+      for (int j = 0; j < t.n; ++j) {
+        const size_t end = head + first + j;  // the tick the window ends at
+        t.x[j] = xs + (s * T + end + 1 - W) * I;
+        t.row0[j] = s * T + end;
+      }
+      return t;
+    };
+  }
+  // The head tiles (longest, up to W-1 steps) come first, so no thread is left with one at the end.
+  run_tiles(job);
+  reset();
 }
 
 std::map<std::string, double> CpuBackend::counters() const {
