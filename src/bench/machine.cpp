@@ -3,6 +3,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <fstream>
 #include <set>
 
@@ -41,6 +42,15 @@ nlohmann::json machine_json(const std::vector<int>& cpuset) {
   return {{"cpu_model", cpu_model()}, {"cores_online", cores_online()}, {"cpuset", cpuset},
           {"cpu_pinning", cpuset.empty() ? "none" : "critical step on first core of cpuset"},
           {"kernel", std::string(u.sysname) + " " + u.release}, {"hostname", host}};
+}
+
+std::string utc_now() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace hotpath::bench

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "bench/latency_bench.hpp"
+#include "bench/throughput_bench.hpp"
 #include "engine/engine.hpp"
 #include "engine/gpu.hpp"
 #include "model/loader.hpp"
@@ -399,6 +400,8 @@ void add_bench_command(CLI::App& app) {
     double rate = 0, seconds = 0, report_every = 0;
     int64_t seed = 1;
     bool no_warm = false;
+    long long batch = 0;
+    int repeats = 3;
   };
   auto f = std::make_shared<Flags>();
   using util::finite_range;
@@ -410,12 +413,22 @@ void add_bench_command(CLI::App& app) {
   for (const auto& n : backend_names()) names += (names.empty() ? "" : ", ") + n;
   f->o.backend = "auto";
   cmd->add_option("--backend", f->o.backend, "Backend: auto (cuda if usable, else cpu), " + names)->capture_default_str();
-  cmd->add_option("--mode", f->mode, "window or streaming")->capture_default_str();
+  cmd->add_option("--mode", f->mode,
+                  "window or streaming (tick latency); backtest, backtest-streaming or fresh (throughput: windows/s)")
+      ->capture_default_str();
   cmd->add_option("--window", f->window, "Window length (default: the model's)")->check(int_range(1, kMaxWindow));
   cmd->add_option("--precision", f->precision, "fp32|bf16 (cpu), fp16|bf16 (cuda)");
-  auto* ticks = cmd->add_option("--ticks", f->o.ticks, "Measured ticks (each sample is kept: 16 bytes a tick)")
+  auto* ticks = cmd->add_option("--ticks", f->o.ticks,
+                                "Measured ticks (each sample is kept: 16 bytes a tick); in the throughput modes, "
+                                "windows (outputs) per run, default: sized to about --seconds (3) from a probe")
                     ->capture_default_str()
                     ->check(int_range(1LL, bench::kMaxTicks));
+  cmd->add_option("--batch", f->batch,
+                  "Throughput modes: backtest series S (default 1), or fresh windows per call B (default 1024)")
+      ->check(int_range(1LL, bench::kMaxBatch));
+  cmd->add_option("--repeat", f->repeats, "Backtest modes: measured runs (the rate is their median)")
+      ->capture_default_str()
+      ->check(int_range(1, bench::kMaxRepeats));
   cmd->add_option("--seconds,--duration", f->seconds, "Measure for this long (seconds) instead of --ticks")
       ->excludes(ticks)
       ->check(finite_range(1e-6, bench::kMaxSeconds));
@@ -461,6 +474,42 @@ void add_bench_command(CLI::App& app) {
                 "Do not warm the engine on creation (its first 10 ticks, reported apart, then meet it cold)");
   cmd->callback([f, cmd] {
     auto& o = f->o;
+    if (const auto workload = bench::parse_workload(f->mode)) {
+      // The throughput modes share the model, backend and input flags; the latency-only ones are refused.
+      for (const char* latency_only : {"--warmup", "--gap-us", "--rate", "--check-every", "--check-threads", "--report-every",
+                                       "--idle-every-s", "--idle-s", "--samples", "--timeout-us", "--fallback",
+                                       "--pingpong", "--floats", "--no-pingpong", "--no-warm"})
+        if (cmd->count(latency_only))
+          throw Error(std::string(latency_only) + " is for the latency modes (window, streaming), not --mode " + f->mode);
+      bench::ThroughputOptions t;
+      t.model = o.model;
+      t.load = o.load;
+      t.backend = o.backend;
+      t.workload = *workload;
+      if (cmd->count("--window")) t.window = f->window;
+      if (!f->precision.empty()) t.precision = parse_precision(f->precision);
+      if (cmd->count("--ticks")) t.windows = o.ticks;
+      if (cmd->count("--seconds")) t.target_seconds = f->seconds;
+      t.batch = f->batch;
+      if (cmd->count("--repeat") && *workload == bench::Workload::fresh)
+        throw Error("--repeat is for the backtest modes (fresh times every call)");
+      t.repeats = f->repeats;
+      if (!f->cpuset.empty()) t.cpuset = parse_cpuset(f->cpuset);
+      t.seed = uint64_t(f->seed);
+      t.json_path = o.json_path;
+      t.variant = o.variant;
+      t.kernel = o.kernel;
+      if (!f->scaler.empty()) t.scaler = parse_scaler(f->scaler);
+      t.command_line = command_line();
+      const auto report = bench::run_throughput(t, std::cout);
+      if (!report["pass"].get<bool>()) {
+        std::cerr << "hotpath bench: FAIL: " << report["failure"].get<std::string>() << "\n";
+        exit_with(1);
+      }
+      return;
+    }
+    if (cmd->count("--batch") || cmd->count("--repeat"))
+      throw Error("--batch and --repeat are for the throughput modes (backtest, backtest-streaming, fresh)");
     o.mode = parse_mode(f->mode);
     if (!f->precision.empty()) o.precision = parse_precision(f->precision);
     if (!f->cpuset.empty()) o.cpuset = parse_cpuset(f->cpuset);

@@ -495,3 +495,111 @@ TEST(Bench, LongRunsReuseTheCheckersBuffersWithoutLosingARecord) {
     EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"];
   }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// The throughput modes (issue 11): backtest, backtest-streaming, fresh.
+
+#include "bench/throughput_bench.hpp"
+
+namespace {
+
+bench::ThroughputOptions throughput_on_tiny(bench::Workload w, const std::string& backend) {
+  bench::ThroughputOptions o;
+  o.model = std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors";
+  o.backend = backend;
+  o.workload = w;
+  o.window = 5;  // the golden model's file carries none
+  o.windows = 200;
+  o.batch = 3;
+  o.repeats = 2;
+  return o;
+}
+
+// Answers every backtest and batch with the cpu backend's outputs plus `offset`.
+class OffsetBackend final : public Backend {
+ public:
+  OffsetBackend(const Model& m, const BackendOptions& o, float offset)
+      : Backend(m.config, o), inner_(make_backend("cpu", m, o)), offset_(offset) {}
+  std::string name() const override { return "offset"; }
+  std::string variant() const override { return "test"; }
+  Precision precision() const override { return inner_->precision(); }
+  void step(std::span<const float> x, std::span<float> out) override { inner_->step(x, out); }
+  void finish_precompute() override { inner_->finish_precompute(); }
+  void reset() override { inner_->reset(); }
+  long long ticks() const override { return inner_->ticks(); }
+  void run_batch(std::span<const float> x, size_t b, size_t w, std::span<float> out) override {
+    inner_->run_batch(x, b, w, out);
+    for (auto& v : out) v += offset_;
+  }
+  void backtest(std::span<const float> x, size_t s, size_t t, BacktestOutput out, std::atomic<size_t>* done) override {
+    inner_->backtest(x, s, t, out, done);
+    for (size_t k = 0; k < s * t * size_t(config().output_size); ++k) out.f32[k] += offset_;
+  }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  float offset_;
+};
+
+}  // namespace
+
+TEST(ThroughputBench, EveryWorkloadOnTheTinyModelPasses) {
+  for (const char* backend : {"cpu", "ref"}) {
+    for (auto w : {bench::Workload::backtest, bench::Workload::backtest_streaming, bench::Workload::fresh}) {
+      SCOPED_TRACE(std::string(backend) + " " + bench::workload_name(w));
+      std::ostringstream out;
+      const auto r = bench::run_throughput(throughput_on_tiny(w, backend), out);
+      EXPECT_TRUE(r["pass"].get<bool>()) << r.dump(1);
+      EXPECT_EQ(r["kind"], "throughput");
+      EXPECT_EQ(r["workload"], bench::workload_name(w));
+      EXPECT_EQ(r["backend"]["name"], backend);
+      EXPECT_GT(r["windows_per_s"].get<double>(), 0);
+      EXPECT_GT(r["error"]["values_checked"].get<size_t>(), 0u);
+      EXPECT_LE(r["error"]["max_normalized"].get<double>(), r["error"]["bound"].get<double>());
+      EXPECT_GT(r["flops_per_window"].get<double>(), 0);
+      if (w == bench::Workload::fresh) {
+        // 200 windows in calls of 3: 67 calls, each timed.
+        EXPECT_EQ(r["calls"], 67);
+        EXPECT_EQ(r["latency_per_call_us"]["count"], 67);
+        EXPECT_EQ(r["outputs_per_run"], 201);
+      } else {
+        EXPECT_EQ(r["series"], 3);
+        EXPECT_EQ(r["ticks_per_series"], 67);
+        EXPECT_EQ(r["run_seconds"].size(), 2u);
+      }
+      EXPECT_NE(out.str().find("windows/s"), std::string::npos) << out.str();
+      EXPECT_NE(out.str().find("PASS"), std::string::npos) << out.str();
+    }
+  }
+}
+
+// Outputs off by 1e-3 fail every workload's check (fp32 bound 1e-5), naming the error and the bound.
+TEST(ThroughputBench, WrongAnswersFail) {
+  for (auto w : {bench::Workload::backtest, bench::Workload::backtest_streaming, bench::Workload::fresh}) {
+    auto o = throughput_on_tiny(w, "cpu");
+    o.make_backend = [](const Model& m, const BackendOptions& bo) { return std::make_unique<OffsetBackend>(m, bo, 1e-3f); };
+    std::ostringstream out;
+    const auto r = bench::run_throughput(o, out);
+    EXPECT_FALSE(r["pass"].get<bool>()) << bench::workload_name(w);
+    EXPECT_NE(r["failure"].get<std::string>().find("exceeds the bound"), std::string::npos);
+    EXPECT_NE(out.str().find("FAIL"), std::string::npos);
+  }
+}
+
+TEST(ThroughputBench, BadOptionsAreRefused) {
+  std::ostringstream out;
+  auto o = throughput_on_tiny(bench::Workload::backtest, "cpu");
+  o.windows = 0;
+  EXPECT_THROW(bench::run_throughput(o, out), Error);
+  o = throughput_on_tiny(bench::Workload::backtest, "cpu");
+  o.repeats = 0;
+  EXPECT_THROW(bench::run_throughput(o, out), Error);
+  o = throughput_on_tiny(bench::Workload::fresh, "cpu");
+  o.batch = bench::kMaxBatch + 1;
+  EXPECT_THROW(bench::run_throughput(o, out), Error);
+  o = throughput_on_tiny(bench::Workload::backtest, "cpu");
+  o.model = "no_such_model";
+  EXPECT_THROW(bench::run_throughput(o, out), Error);
+  EXPECT_EQ(bench::parse_workload("window"), std::nullopt);
+  EXPECT_EQ(bench::parse_workload("backtest-streaming"), bench::Workload::backtest_streaming);
+}
