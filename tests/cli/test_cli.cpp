@@ -421,6 +421,29 @@ TEST_F(Cli, BenchReportsLatencyAndError) {
   EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 301);
 }
 
+// The throughput modes: windows/s on the console and in JSON, the error checked, and the flags of the
+// other family refused by name.
+TEST_F(Cli, BenchThroughputModes) {
+  for (const char* mode : {"backtest", "backtest-streaming", "fresh"}) {
+    const std::string json = path(std::string(mode) + ".json");
+    const Result r = hotpath("bench --model " + golden_model("multi_out") + " --backend cpu --mode " + mode +
+                             " --window 6 --ticks 120 --batch 4 --json " + json);
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("windows/s"), std::string::npos) << r.out;
+    const auto j = nlohmann::json::parse(slurp(json));
+    EXPECT_EQ(j["workload"], mode);
+    EXPECT_TRUE(j["pass"].get<bool>());
+    EXPECT_EQ(j["outputs_per_run"], 120);
+    EXPECT_GT(j["windows_per_s"].get<double>(), 0);
+  }
+  const std::string m = " --model " + golden_model("multi_out") + " --backend cpu --window 6 ";
+  expect_refused("bench" + m + "--mode backtest --rate 100", "--rate is for the latency modes");
+  expect_refused("bench" + m + "--mode fresh --warmup 5", "--warmup is for the latency modes");
+  expect_refused("bench" + m + "--mode fresh --repeat 2", "--repeat is for the backtest modes");
+  expect_refused("bench" + m + "--mode window --batch 8", "--batch and --repeat are for the throughput modes");
+  expect_refused("bench" + m + "--mode backtest --batch 0", "--batch");
+}
+
 // The first 10 ticks after the engine is made are reported apart (console and JSON), and --no-warm
 // leaves the engine cold.
 TEST_F(Cli, BenchReportsTheFirstTicksAndNoWarmSkipsTheWarmUp) {
