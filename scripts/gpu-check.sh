@@ -180,6 +180,11 @@ if [ "$HAVE_CLI" = 1 ] && [ "${FIRST_TICKS:-0}" = 1 ]; then
       --json "$OUT/cuda-first-ticks-$warm.json" 2>&1 | grep -E 'tick latency|ping-pong|first 10|error vs' | tee -a "$LOG"
   done
 fi
+# Throughput (issue 11): THROUGHPUT=1 runs scripts/throughput-bench.sh (hotpath and PyTorch side by side).
+if [ "$HAVE_CLI" = 1 ] && [ "${THROUGHPUT:-0}" = 1 ]; then
+  say "throughput"
+  scripts/throughput-bench.sh "$BUILD" "$OUT" "${THROUGHPUT_BACKENDS:-cpu cuda}" 2>&1 | tail -40 | tee -a "$LOG"
+fi
 # ---- end of hotpath bench section ------------------------------------------------------------------
 # The CPU path's benchmarks (issue 15), on this machine's Xeon.
 if [ "${CPU_BENCH:-0}" = 1 ]; then

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The throughput benchmarks (issue 11) on the GPU machine, side by side in one run: hotpath's
+# `bench --mode backtest | backtest-streaming | fresh` per zoo model on each backend given, and
+# bench/pytorch_throughput.py (nn.LSTM: cuDNN on the GPU, PyTorch's CPU kernels on the same cores).
+#   scripts/throughput-bench.sh BUILD_DIR OUT_DIR [BACKENDS]    BACKENDS: "cpu cuda" by default
+# Cores: 0-1 left to the OS; the CPU runs use 2-15 (14 cores) for hotpath and PyTorch alike.
+# JSON per run under OUT_DIR/throughput/, one log line per run in OUT_DIR/throughput.log.
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:?usage: scripts/throughput-bench.sh BUILD_DIR OUT_DIR [BACKENDS]}
+OUT=${2:?usage: scripts/throughput-bench.sh BUILD_DIR OUT_DIR [BACKENDS]}
+BACKENDS=${3:-cpu cuda}
+MODELS=${MODELS:-lstm_s lstm_m lstm_l nv_small nv_medium nv_large vollo_tiny vollo_large}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-3}
+R="$OUT/throughput"
+mkdir -p "$R"
+LOG="$OUT/throughput.log"
+say() { echo "$*" | tee -a "$LOG"; }
+NCPU=$(nproc)
+CORES=2-$((NCPU - 1))
+[ "$NCPU" -lt 4 ] && CORES=0-$((NCPU - 1))
+
+for backend in $BACKENDS; do
+  for m in $MODELS; do
+    W=$("$BUILD/hotpath" models | awk -v m="$m" '$1 == m { print $6 }')
+    modes="backtest fresh"; [ "$W" = 1 ] && modes="backtest-streaming"
+    for mode in $modes; do
+      extra=(--seconds "$SECONDS_PER_RUN")
+      [ "$mode" = backtest-streaming ] && extra+=(--batch 1024)
+      [ "$mode" = fresh ] && extra+=(--batch 4096)
+      [ "$backend" = cpu ] && extra+=(--cpuset "$CORES")
+      j="$R/$backend-$m-$mode.json"
+      timeout 300 "$BUILD/hotpath" bench --model "$m" --backend "$backend" --mode "$mode" "${extra[@]}" --json "$j" \
+        >"$R/$backend-$m-$mode.txt" 2>&1
+      rc=$?
+      say "$backend $m $mode rc=$rc $(grep -E 'rate|error' "$R/$backend-$m-$mode.txt" | tr -s ' ' | tr '\n' ' ')"
+    done
+  done
+done
+
+# PyTorch on the same shapes: the GPU (fp16, cuDNN) and the CPU (fp32) on the same cores.
+PY=${PYTHON:-python3}
+if $PY -c 'import torch' 2>/dev/null; then
+  for backend in $BACKENDS; do
+    if [ "$backend" = cuda ]; then
+      timeout 600 $PY bench/pytorch_throughput.py --hotpath "$BUILD/hotpath" --device cuda --models "${MODELS// /,}" \
+        --json "$R/pytorch-cuda.json" 2>&1 | tee -a "$LOG"
+    else
+      timeout 600 taskset -c "$CORES" $PY bench/pytorch_throughput.py --hotpath "$BUILD/hotpath" --device cpu \
+        --threads $((NCPU >= 4 ? NCPU - 2 : NCPU)) --batches 256,1024,4096 --models "${MODELS// /,}" \
+        --json "$R/pytorch-cpu.json" 2>&1 | tee -a "$LOG"
+    fi
+  done
+else
+  say "pytorch: not importable here; its comparison was not run"
+fi
+say "throughput done"
