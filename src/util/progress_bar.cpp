@@ -66,7 +66,10 @@ void ProgressBar::loop() {
   const auto t0 = Clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   std::unique_lock<std::mutex> lock(mu_);
-  if (cv_.wait_for(lock, std::chrono::duration<double>(options_.delay_s), [this] { return stopping_; })) return;
+  // Finished within the delay: quiet. No delay: shown however short the run (at least its final state).
+  if (options_.delay_s > 0 &&
+      cv_.wait_for(lock, std::chrono::duration<double>(options_.delay_s), [this] { return stopping_; }))
+    return;
   for (;;) {
     draw(seconds());
     if (cv_.wait_for(lock, std::chrono::duration<double>(options_.interval_s), [this] { return stopping_; })) break;

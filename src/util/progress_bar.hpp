@@ -30,7 +30,7 @@ bool progress_wanted(ProgressMode mode);
 class ProgressBar {
  public:
   struct Options {
-    double delay_s = 2.0;      // shown only once the run has taken this long: short runs stay quiet
+    double delay_s = 2.0;      // shown only once the run has taken this long (short runs stay quiet); 0: always
     double interval_s = 0.25;  // redraws a second: 4
     std::string unit = "rows";
   };

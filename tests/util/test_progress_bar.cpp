@@ -97,6 +97,21 @@ TEST(ProgressBar, ShortRunsStayQuiet) {
   std::fclose(f);
 }
 
+TEST(ProgressBar, NoDelayShowsEvenAnInstantRun) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  std::atomic<size_t> done{7};
+  {
+    ProgressBar bar(done, 7, f, {0.0, 10.0, "rows"});
+    bar.stop();
+    EXPECT_TRUE(bar.shown());
+  }
+  const std::string s = contents(f);
+  std::fclose(f);
+  EXPECT_EQ(s.substr(s.rfind('\r') + 1, 37), "[####################] 100%  7/7 rows") << s;
+  EXPECT_EQ(s.back(), '\n');
+}
+
 TEST(ProgressBar, ForcedModes) {
   EXPECT_TRUE(progress_wanted(ProgressMode::on));
   EXPECT_FALSE(progress_wanted(ProgressMode::off));
