@@ -261,7 +261,7 @@ void add_run_command(CLI::App& app) {
     const Mode mode = parse_mode(f->mode);
     if (mode == Mode::batch) throw Error("hotpath run takes --mode window or streaming");
     if (f->out_dtype != "f32" && f->out_dtype != "f64") throw Error("--out-dtype must be f32 or f64");
-    file_format(f->inputs, "--inputs");
+    file_format(f->inputs, "--inputs");  // both extensions checked before any file is read
     const FileFormat out_format = file_format(f->out, "--out");
     const Model m = f->model.resolve();
     const int window = backend_options(m, f->backend.options(mode, f->window)).window;  // the engine's rule
