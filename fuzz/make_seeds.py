@@ -163,8 +163,11 @@ def npy_seeds():
     write(t, "length_cut", b"\x93NUMPY\x02\x00\x10")
     write(t, "header_past_end", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1), }",
                                          version=(2, 0), length=1 << 30))
+    write(t, "four_dims", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 3, 2), }", f4))
     write(t, "fortran", npy_file("{'descr': '<f4', 'fortran_order': True, 'shape': (3, 2), }", f4))
     write(t, "three_dims", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 2), }", f4))
+    write(t, "three_dims_f8", npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 1, 2), }", f8))
+    write(t, "three_dims_empty", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 5, 3), }"))
     write(t, "big_endian", npy_file("{'descr': '>f4', 'fortran_order': False, 'shape': (3, 2), }", f4))
     write(t, "int32", npy_file("{'descr': '<i4', 'fortran_order': False, 'shape': (3, 2), }", f4))
     write(t, "structured", npy_file("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (6,), }", f4))

@@ -172,21 +172,22 @@ nb::object step(PyEngine& self, nb::handle x_in, nb::handle out) {
   return nb::borrow(out);
 }
 
-// NPY_FLOAT32 or NPY_FLOAT64 from a dtype-like (None: float32).
-int output_type(nb::handle dtype) {
+// NPY_FLOAT32 or NPY_FLOAT64 from a dtype-like (None: float32); `method` names the caller in the message.
+int output_type(nb::handle dtype, const char* method) {
   if (dtype.is_none()) return NPY_FLOAT32;
   PyArray_Descr* d = nullptr;
   if (!PyArray_DescrConverter(dtype.ptr(), &d)) throw nb::python_error();
   const int type = d->type_num;
   Py_DECREF(d);
   if (type != NPY_FLOAT32 && type != NPY_FLOAT64)
-    throw hotpath::Error("run: dtype must be float32 or float64, got " + std::string(nb::str(dtype).c_str()));
+    throw hotpath::Error(std::string(method) + ": dtype must be float32 or float64, got " +
+                         std::string(nb::str(dtype).c_str()));
   return type;
 }
 
 nb::object run(PyEngine& self, nb::handle series_in, nb::handle dtype) {
   const Input series = as_input(series_in);
-  const int type = output_type(dtype);
+  const int type = output_type(dtype, "run");
   Use use(self);
   hotpath::Engine& e = use.engine();
   const size_t I = self.I, O = self.O;
@@ -215,6 +216,32 @@ nb::object run(PyEngine& self, nb::handle series_in, nb::handle dtype) {
         throw hotpath::TickError("series " + std::to_string(s) + ": " + err.what());
       }
     }
+  }
+  return out;
+}
+
+// Backtest: [T, I] -> [T, O] or [S, T, I] -> [S, T, O] on the engine's throughput path, each series from
+// zero state, every input checked before anything runs; the engine is left reset.
+nb::object backtest(PyEngine& self, nb::handle series_in, nb::handle dtype) {
+  const Input series = as_input(series_in);
+  const int type = output_type(dtype, "backtest");
+  Use use(self);
+  const size_t I = self.I, O = self.O;
+  if ((series.ndim() != 2 && series.ndim() != 3) || series.shape(series.ndim() - 1) != I)
+    throw hotpath::Error("backtest takes a series of shape (T, " + std::to_string(I) + ") or series of shape (S, T, " +
+                         std::to_string(I) + "), got an array of shape " + series.shape_text());
+  const bool many = series.ndim() == 3;
+  const size_t S = many ? series.shape(0) : 1, T = series.shape(many ? 1 : 0);
+  npy_intp dims[3] = {npy_intp(S), npy_intp(T), npy_intp(O)};
+  PyObject* array = PyArray_SimpleNew(many ? 3 : 2, many ? dims : dims + 1, type);
+  if (!array) throw nb::python_error();
+  nb::object out = nb::steal(array);
+  void* data = PyArray_DATA(reinterpret_cast<PyArrayObject*>(array));
+  const std::span<const float> in(series.data(), S * T * I);
+  {
+    nb::gil_scoped_release unlocked;
+    if (type == NPY_FLOAT64) use.engine().backtest(in, S, T, std::span<double>(static_cast<double*>(data), S * T * O));
+    else use.engine().backtest(in, S, T, std::span<float>(static_cast<float*>(data), S * T * O));
   }
   return out;
 }
@@ -431,6 +458,13 @@ NB_MODULE(_hotpath, m) {
                    "-> numpy.typing.NDArray[numpy.floating]"),
            "A series [T, I] -> [T, O], or many [S, T, I] -> [S, T, O]: each series from a fresh state (reset\n"
            "first); the engine then holds the state after the last tick. dtype: float32 (default) or float64.")
+      .def("backtest", &backtest, "series"_a, nb::kw_only(), "dtype"_a = nb::none(),
+           nb::sig("def backtest(self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None) "
+                   "-> numpy.typing.NDArray[numpy.floating]"),
+           "Backtest: a series [T, I] -> every output [T, O], or S series [S, T, I] -> [S, T, O], each from\n"
+           "zero state by the engine's mode, on the backend's throughput path. Every input is checked first (a\n"
+           "NaN/Inf raises TickError naming series, tick and input; nothing is computed); the engine is left\n"
+           "reset. dtype: float32 (default) or float64.")
       .def("run_batch", &run_batch, "x"_a,
            nb::sig("def run_batch(self, x: numpy.typing.ArrayLike) -> numpy.typing.NDArray[numpy.float32]"),
            "Fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched.")

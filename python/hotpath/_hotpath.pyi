@@ -107,6 +107,15 @@ class Engine:
         state after the last tick run, so step() continues from there. In window mode row t is the
         output of the window ending at t (partial while t < W-1). dtype: float32 (default) or float64
         (exact for the "ref" backend). A bad tick raises TickError naming it (and the series)."""
+    def backtest(
+        self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None
+    ) -> numpy.typing.NDArray[numpy.floating]:
+        """Backtest: a series [T, I] -> every output [T, O], or S series [S, T, I] -> [S, T, O] (2-D/3-D
+        even when O = 1), each series from zero state by the engine's mode (window: row t is the window
+        ending at t, partial while t < W-1; streaming: the stream from tick 0), on the backend's
+        throughput path, with the GIL released. Every input is checked before anything runs: a NaN/Inf
+        raises TickError naming series, tick and input. Afterwards the engine is reset (the next step()
+        is t = 0). dtype: float32 (default) or float64 (exact for the "ref" backend)."""
     def run_batch(self, x: numpy.typing.ArrayLike) -> numpy.typing.NDArray[numpy.float32]:
         """B fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched."""
     def reset(self) -> None:

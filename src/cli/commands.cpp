@@ -1,15 +1,19 @@
 #include "cli/commands.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "bench/latency_bench.hpp"
 #include "bench/throughput_bench.hpp"
+#include "cli/run_io.hpp"
 #include "engine/engine.hpp"
 #include "engine/gpu.hpp"
 #include "model/loader.hpp"
@@ -18,7 +22,9 @@
 #include "model/zoo.hpp"
 #include "reference/reference.hpp"
 #include "util/cli_range.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/progress_bar.hpp"
 
 namespace hotpath::cli {
 
@@ -226,48 +232,89 @@ void add_info_command(CLI::App& app) {
 }
 
 void add_run_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "Run a model over a recorded series [T, I] and write every output [T, O]");
+  auto* cmd = app.add_subcommand(
+      "run", "Backtest: a recorded series [T, I] -> every output [T, O], or S series [S, T, I] -> [S, T, O]");
   struct Flags {
     ModelFlags model;
     BackendFlags backend;
     std::string inputs, inputs_key = "inputs", mode = "window", out, out_dtype = "f64";
     int window = 0;
+    bool progress = false, no_progress = false;
   };
   auto f = std::make_shared<Flags>();
   f->model.add(cmd);
-  cmd->add_option("--inputs", f->inputs, "safetensors file holding the input series")->required();
-  cmd->add_option("--inputs-key", f->inputs_key, "Tensor name of the inputs")->capture_default_str();
+  cmd->add_option("--inputs", f->inputs,
+                  "Input series [T, I] or [S, T, I]: .npy (float32/float64, C order) or .safetensors (a float tensor)")
+      ->required();
+  cmd->add_option("--inputs-key", f->inputs_key, "Tensor name of the inputs in a .safetensors file")->capture_default_str();
   cmd->add_option("--mode", f->mode, "window or streaming")->capture_default_str();
   cmd->add_option("--window", f->window, "Window length (default: the model's metadata; at most the series length); ignored in streaming mode")
       ->check(util::int_range(1, kMaxWindow));
   f->backend.add(cmd, "ref");
-  cmd->add_option("--out", f->out, "Output safetensors file (tensor `outputs` [T, O])")->required();
+  cmd->add_option("--out", f->out,
+                  "Output file, .npy or .safetensors (tensor `outputs`): [T, O], or [S, T, O] for [S, T, I] inputs; "
+                  "written whole or not at all")
+      ->required();
   cmd->add_option("--out-dtype", f->out_dtype, "f32 or f64")->capture_default_str();
+  cmd->add_flag("--progress", f->progress, "Progress bar on stderr from the start, even when not on a terminal")
+      ->excludes(cmd->add_flag("--no-progress", f->no_progress, "No progress bar"));
   cmd->callback([f] {
     const Mode mode = parse_mode(f->mode);
     if (mode == Mode::batch) throw Error("hotpath run takes --mode window or streaming");
     if (f->out_dtype != "f32" && f->out_dtype != "f64") throw Error("--out-dtype must be f32 or f64");
+    file_format(f->inputs, "--inputs");  // both extensions checked before any file is read
+    const FileFormat out_format = file_format(f->out, "--out");
     const Model m = f->model.resolve();
     const int window = backend_options(m, f->backend.options(mode, f->window)).window;  // the engine's rule
-    const st::File file = st::File::open(f->inputs);
-    size_t ticks = 0;
-    const auto inputs = read_inputs(file, f->inputs_key, m.config.input_size, &ticks);
+    Series in = read_series(f->inputs, f->inputs_key, m.config.input_size);
+    const size_t S = in.series, T = in.ticks, O = size_t(m.config.output_size);
     // A window longer than the series gives nothing but partial windows: refused before the backend
     // allocates the window state.
-    if (mode == Mode::window && size_t(window) > ticks)
+    if (mode == Mode::window && size_t(window) > T)
       throw Error((f->window > 0 ? "--window " : "the model's window ") + std::to_string(window) +
-                  " is longer than the series (" + std::to_string(ticks) + " ticks in '" + f->inputs + "')");
+                  " is longer than the series (" + std::to_string(T) + " ticks in '" + f->inputs + "')");
     Engine engine(m, f->backend.options(mode, window));
     if (!engine.choice_note().empty()) std::cerr << engine.choice_note() << "\n";
-    const auto out = run_series(engine, inputs, ticks);
-    const std::vector<int64_t> shape = {int64_t(ticks), m.config.output_size};
-    st::write_file(f->out, {st::make_tensor("outputs", f->out_dtype == "f32" ? st::DType::F32 : st::DType::F64, shape, out)},
-                   {{"mode", mode_name(mode)}, {"window", std::to_string(window)}, {"backend", engine.backend_name()},
-                    {"precision", precision_name(engine.precision())}, {"model", m.name},
-                    {"scaler", scaler_name(engine.scaler())}});
-    std::cerr << "hotpath run: " << ticks << " ticks, " << mode_name(mode) << " mode"
+    // Made before the run, so that a folder that cannot take the file is named before the work; removed
+    // if anything fails before commit().
+    util::AtomicFile out(f->out);
+    const bool f64 = f->out_dtype == "f64";
+    std::vector<float> z32(f64 ? 0 : S * T * O);
+    std::vector<double> z64(f64 ? S * T * O : 0);
+    std::atomic<size_t> done{0};
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      const auto mode_flag = f->progress      ? util::ProgressMode::on
+                             : f->no_progress ? util::ProgressMode::off
+                                              : util::ProgressMode::automatic;
+      std::optional<util::ProgressBar> bar;
+      // On a terminal only runs longer than a couple of seconds show it; --progress shows it from the start.
+      if (util::progress_wanted(mode_flag))
+        bar.emplace(done, S * T, stderr, util::ProgressBar::Options{f->progress ? 0.0 : 2.0, 0.25, "rows"});
+      try {
+        if (f64) engine.backtest(in.values, S, T, std::span<double>(z64), &done);
+        else engine.backtest(in.values, S, T, std::span<float>(z32), &done);
+      } catch (const TickError& e) {
+        throw TickError(f->inputs + ": " + e.what());
+      }
+    }  // the bar's last state and its newline come before anything else is printed
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    in.values = {};  // the inputs are not needed to write the outputs
+    const std::vector<int64_t> shape = in.batched ? std::vector<int64_t>{int64_t(S), int64_t(T), int64_t(O)}
+                                                  : std::vector<int64_t>{int64_t(T), int64_t(O)};
+    const std::map<std::string, std::string> meta = {
+        {"mode", mode_name(mode)},          {"window", std::to_string(window)},
+        {"backend", engine.backend_name()}, {"precision", precision_name(engine.precision())},
+        {"model", m.name},                  {"scaler", scaler_name(engine.scaler())}};
+    if (f64) write_outputs<double>(out, out_format, shape, z64, meta);
+    else write_outputs<float>(out, out_format, shape, z32, meta);
+    out.commit();
+    char elapsed[32];
+    std::snprintf(elapsed, sizeof elapsed, "%.3f s", seconds);
+    std::cerr << "hotpath run: " << S << " series x " << T << " ticks, " << mode_name(mode) << " mode"
               << (mode == Mode::window ? " W=" + std::to_string(window) : std::string()) << ", backend "
-              << engine.backend_name() << " -> " << f->out << "\n";
+              << engine.backend_name() << ": " << S * T << " rows in " << elapsed << " ("
+              << util::si(seconds > 0 ? double(S * T) / seconds : 0.0) << " rows/s) -> " << f->out << "\n";
   });
 }
 

@@ -26,6 +26,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 std::vector<double> read_series(const std::string& path, const std::string& key, size_t* rows, size_t* cols) {
   if (ends_with(path, ".npy")) {
     npy::Array a = npy::read_file(path);
+    if (a.shape.size() != 2)
+      throw Error(path + ": .npy array has " + std::to_string(a.shape.size()) +
+                  " dimensions; scaler fit takes one series [T, I]");
     *rows = size_t(a.shape[0]);
     *cols = size_t(a.shape[1]);
     return std::move(a.values);

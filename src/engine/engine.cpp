@@ -336,14 +336,14 @@ void check_backtest(const Engine& e, std::span<const float> x, size_t series, si
 void Engine::backtest(std::span<const float> x, size_t series, size_t ticks, std::span<float> out,
                       std::atomic<size_t>* done) {
   check_backtest(*this, x, series, ticks, out.size());
-  if (out.empty()) return;
+  if (out.empty()) return backend_->reset();  // nothing to run, and still the promised reset
   backend_->backtest(x, series, ticks, Backend::BacktestOutput{out.data(), nullptr}, done);
 }
 
 void Engine::backtest(std::span<const float> x, size_t series, size_t ticks, std::span<double> out,
                       std::atomic<size_t>* done) {
   check_backtest(*this, x, series, ticks, out.size());
-  if (out.empty()) return;
+  if (out.empty()) return backend_->reset();  // nothing to run, and still the promised reset
   backend_->backtest(x, series, ticks, Backend::BacktestOutput{nullptr, out.data()}, done);
 }
 

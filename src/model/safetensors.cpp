@@ -24,6 +24,7 @@
 #include <unordered_set>
 #include <nlohmann/json.hpp>
 
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/half.hpp"
 
@@ -577,8 +578,17 @@ OutTensor make_tensor(std::string name, DType dtype, std::vector<int64_t> shape,
   return t;
 }
 
-std::vector<uint8_t> serialize(const std::vector<OutTensor>& tensors,
-                               const std::map<std::string, std::string>& metadata) {
+namespace {
+std::vector<TensorView> views(const std::vector<OutTensor>& tensors) {
+  std::vector<TensorView> v;
+  v.reserve(tensors.size());
+  for (const auto& t : tensors) v.push_back({t.name, t.dtype, t.shape, t.bytes});
+  return v;
+}
+}  // namespace
+
+std::vector<uint8_t> serialize_header(std::span<const TensorView> tensors,
+                                      const std::map<std::string, std::string>& metadata) {
   // The header is written entry by entry in the given tensor order, __metadata__ first as the
   // reference does (a whole ordered_json object would look each key up linearly: quadratic).
   std::string h = "{";
@@ -616,37 +626,38 @@ std::vector<uint8_t> serialize(const std::vector<OutTensor>& tensors,
   }
   h += "}";
   h.append((8 - h.size() % 8) % 8, ' ');  // as the reference does: the data section starts 8-aligned
-  std::vector<uint8_t> out(8 + h.size() + offset);
+  std::vector<uint8_t> out(8 + h.size());
   const uint64_t n = h.size();
   std::memcpy(out.data(), &n, 8);
   std::memcpy(out.data() + 8, h.data(), h.size());
-  uint8_t* p = out.data() + 8 + h.size();
-  for (const auto& t : tensors) {
-    if (!t.bytes.empty()) std::memcpy(p, t.bytes.data(), t.bytes.size());
-    p += t.bytes.size();
-  }
   return out;
+}
+
+std::vector<uint8_t> serialize(const std::vector<OutTensor>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  std::vector<uint8_t> out = serialize_header(views(tensors), metadata);
+  for (const auto& t : tensors) out.insert(out.end(), t.bytes.begin(), t.bytes.end());
+  return out;
+}
+
+void write(util::AtomicFile& out, std::span<const TensorView> tensors, const std::map<std::string, std::string>& metadata) {
+  const std::vector<uint8_t> header = serialize_header(tensors, metadata);
+  out.write(header.data(), header.size());
+  for (const auto& t : tensors) out.write(t.bytes.data(), t.bytes.size());
+}
+
+void write_file(const std::string& path, std::span<const TensorView> tensors,
+                const std::map<std::string, std::string>& metadata) {
+  const std::vector<uint8_t> header = serialize_header(tensors, metadata);  // refused before a file is made
+  util::AtomicFile out(path);
+  out.write(header.data(), header.size());
+  for (const auto& t : tensors) out.write(t.bytes.data(), t.bytes.size());
+  out.commit();
 }
 
 void write_file(const std::string& path, const std::vector<OutTensor>& tensors,
                 const std::map<std::string, std::string>& metadata) {
-  const std::vector<uint8_t> bytes = serialize(tensors, metadata);
-  const std::string tmp = path + ".tmp";
-  std::FILE* fp = std::fopen(tmp.c_str(), "wb");
-  if (!fp) throw Error(path + ": cannot open '" + tmp + "' for writing (" + std::strerror(errno) + ")");
-  const bool wrote = std::fwrite(bytes.data(), 1, bytes.size(), fp) == bytes.size();
-  const int werr = errno;
-  const bool closed = std::fclose(fp) == 0;
-  if (!wrote || !closed) {
-    std::remove(tmp.c_str());
-    throw Error(path + ": write failed (" + std::strerror(wrote ? errno : werr) + ")");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw Error(path + ": cannot rename '" + tmp + "' into place (" + ec.message() + ")");
-  }
+  write_file(path, views(tensors), metadata);
 }
 
 }  // namespace hotpath::safetensors

@@ -11,6 +11,10 @@
 #include <string_view>
 #include <vector>
 
+namespace hotpath::util {
+class AtomicFile;
+}
+
 namespace hotpath::safetensors {
 
 enum class DType { BOOL, U8, I8, U16, I16, F16, BF16, U32, I32, F32, U64, I64, F64 };
@@ -81,10 +85,27 @@ OutTensor make_f64(std::string name, std::vector<int64_t> shape, std::span<const
 // Converts from double, rounding to nearest even.
 OutTensor make_tensor(std::string name, DType dtype, std::vector<int64_t> shape, std::span<const double> values);
 
+// A tensor to write whose bytes the caller keeps (no copy of them is made).
+struct TensorView {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::span<const uint8_t> bytes;  // little-endian, size = product(shape) * dtype_size
+};
+
 std::vector<uint8_t> serialize(const std::vector<OutTensor>& tensors,
                                const std::map<std::string, std::string>& metadata);
-// Writes atomically enough for our use (to a temp name, then rename); throws hotpath::Error on failure.
+// The bytes before the data section (length and JSON header) of a file holding `tensors` in this order;
+// their bytes follow, concatenated. Throws hotpath::Error for a tensor whose bytes do not fit its shape.
+std::vector<uint8_t> serialize_header(std::span<const TensorView> tensors,
+                                      const std::map<std::string, std::string>& metadata);
+// Header and tensors into `out` (not committed: the caller commits when everything is written).
+void write(util::AtomicFile& out, std::span<const TensorView> tensors, const std::map<std::string, std::string>& metadata);
+// A whole file, atomically (util/atomic_file.hpp: a temporary file beside it, renamed over it when
+// complete, removed on failure); throws hotpath::Error naming the path.
 void write_file(const std::string& path, const std::vector<OutTensor>& tensors,
+                const std::map<std::string, std::string>& metadata);
+void write_file(const std::string& path, std::span<const TensorView> tensors,
                 const std::map<std::string, std::string>& metadata);
 
 }  // namespace hotpath::safetensors

@@ -21,6 +21,7 @@
 
 #include "common/within_seconds.hpp"
 #include "engine/warm.hpp"
+#include "model/npy.hpp"
 #include "model/safetensors.hpp"
 #include "reference/reference.hpp"
 
@@ -330,17 +331,17 @@ TEST_F(Cli, BadInputExitsTwoWithOneLine) {
   expect_refused("info --model no_such_zoo_model", "no_such_zoo_model");
   expect_refused("info --model lstm_s --bogus-flag", "bogus");
   expect_refused("no-such-command", "no-such-command");
-  expect_refused("run --model lstm_s --inputs " + golden_file("tiny") + " --out " + path("o.st"), "[T, 32]");
+  expect_refused("run --model lstm_s --inputs " + golden_file("tiny") + " --out " + path("o.safetensors"), "[T, 32]");
   expect_refused("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --mode sideways --out " +
-                     path("o.st"),
+                     path("o.safetensors"),
                  "sideways");
   expect_refused("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") +
-                     " --window 5 --inputs-key nope --out " + path("o.st"),
+                     " --window 5 --inputs-key nope --out " + path("o.safetensors"),
                  "nope");
   expect_refused("verify --model " + golden_model("tiny") + " --golden " + golden_file("tiny") + " --backend warp",
                  "warp");
   expect_refused("export --model nope --out " + path("x"), "nope");
-  expect_refused("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.st"),
+  expect_refused("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.safetensors"),
                  "--window");
   expect_refused("bench --model lstm_s --backend ref --ticks 0", "--ticks");
   expect_refused("bench --model lstm_s --backend ref --cpuset 3-1", "cpuset");
@@ -390,11 +391,11 @@ TEST_F(Cli, NanTickIsRefusedNamingTheTick) {
   st::write_file(p, {st::make_tensor("inputs", st::DType::F32, {40, 4}, x)}, {});
   for (const char* backend : {"ref", "cpu"}) {
     const Result r = hotpath(std::string("run --backend ") + backend + " --model " + golden_model("tiny") +
-                             " --inputs " + p + " --mode streaming --out " + path("o.st"));
+                             " --inputs " + p + " --mode streaming --out " + path("o.safetensors"));
     EXPECT_EQ(r.code, 2) << backend << r.err;
     EXPECT_NE(r.err.find("tick 7"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("NaN"), std::string::npos) << r.err;
-    EXPECT_FALSE(fs::exists(path("o.st")));
+    EXPECT_FALSE(fs::exists(path("o.safetensors")));
   }
 }
 
@@ -498,7 +499,7 @@ TEST_F(Cli, KernelFlagIsCheckedBeforeAnyDevice) {
   const bool cuda_built = hotpath("--version").out.find("built without CUDA") == std::string::npos;
   const std::string needle = cuda_built ? "unknown cuda kernel 'bogus' (valid: auto, cta, cluster, grid"
                                         : "unknown cuda kernel 'bogus'";
-  const std::string run = "run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.st");
+  const std::string run = "run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.safetensors");
   for (const std::string& args : {std::string("info --model lstm_s --backend cuda --kernel bogus"),
                                   std::string("info --model no_such_model --kernel bogus"),
                                   std::string("bench --model lstm_s --backend cuda --kernel bogus --ticks 10"),
@@ -510,7 +511,7 @@ TEST_F(Cli, KernelFlagIsCheckedBeforeAnyDevice) {
                  cuda_built ? "backend cpu has no kernel families" : "unknown cuda kernel 'cta'");
   expect_refused(run + " --window 5 --backend ref --kernel grid",
                  cuda_built ? "backend ref has no kernel families" : "unknown cuda kernel 'grid'");
-  EXPECT_FALSE(fs::exists(path("o.st")));
+  EXPECT_FALSE(fs::exists(path("o.safetensors")));
   EXPECT_NE(hotpath("bench --help").out.find("--kernel"), std::string::npos);
   EXPECT_NE(hotpath("run --help").out.find("--kernel"), std::string::npos);
 }
@@ -555,11 +556,11 @@ TEST_F(Cli, BenchAndRunNumbersAreRangeChecked) {
       {"--idle-s 1", "--idle-every-s"},
       {"--idle-every-s 1 --idle-s nan", "--idle-s"}};
   for (const auto& [args, needle] : bench_cases) expect_refused(b + args, needle);
-  const std::string run = "run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.st");
+  const std::string run = "run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.safetensors");
   expect_refused(run + " --window 10000000", "--window");  // allocated 1.9 GB, then "out of memory"
   expect_refused(run + " --window 0", "--window");
   expect_refused(run + " --window 41", "longer than the series (40 ticks");
-  EXPECT_FALSE(fs::exists(path("o.st")));
+  EXPECT_FALSE(fs::exists(path("o.safetensors")));
 }
 
 // When the system refuses a thread (a thread limit), the process does not abort ("terminate called
@@ -731,11 +732,17 @@ TEST_F(Cli, ScalerFitErrorsAreOneLine) {
   EXPECT_FALSE(fs::exists(path("o.safetensors")));
   // The NaN is after --until: fitted.
   EXPECT_EQ(hotpath("scaler fit" + m + " --inputs " + path("nan.npy") + " --until 5").code, 0);
-  for (const auto& e : fs::directory_iterator(dir_)) EXPECT_NE(e.path().extension(), ".tmp") << "a partial file left";
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "a partial file left: " << e.path();
+  // One series only: the statistics of [S, T, I] would mix series.
+  const std::vector<int64_t> three = {2, int64_t(T), int64_t(I)};
+  std::vector<float> xx(2 * T * I, 1.0f);
+  hotpath::npy::write_file(path("3d.npy"), three, std::span<const float>(xx));
+  expect_refused("scaler fit" + m + " --inputs " + path("3d.npy") + " --until 10", "3 dimensions; scaler fit takes one series [T, I]");
 }
 
 TEST_F(Cli, ScalerFlagOnRunBenchAndVerify) {
-  expect_refused("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.st") +
+  expect_refused("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.safetensors") +
                      " --scaler rolling:1",
                  "expected none, model or rolling:N");
   expect_refused("bench --model lstm_s --backend ref --ticks 10 --scaler zscore", "expected none, model or rolling:N");
@@ -743,9 +750,9 @@ TEST_F(Cli, ScalerFlagOnRunBenchAndVerify) {
                  "carries no input scaler");
   // run: the scaler in force is recorded with the outputs.
   const Result r = hotpath("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") +
-                           " --mode streaming --scaler rolling:6 --out " + path("o.st"));
+                           " --mode streaming --scaler rolling:6 --out " + path("o.safetensors"));
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(st::File::open(path("o.st")).metadata().at("scaler"), "rolling:6");
+  EXPECT_EQ(st::File::open(path("o.safetensors")).metadata().at("scaler"), "rolling:6");
   // bench: the checker's reference is fed the same scaled inputs (cpu within fp32, both modes).
   for (const char* mode : {"window", "streaming"}) {
     const Result b = hotpath(std::string("bench --model lstm_s --backend cpu --window 6 --ticks 200 --warmup 10 "
@@ -766,4 +773,239 @@ TEST_F(Cli, ScalerFlagOnRunBenchAndVerify) {
   const Result v = hotpath("verify --backend cpu --model " + path("fitted.safetensors") + " --golden " + golden_file("tiny"));
   EXPECT_EQ(v.code, 0) << v.out << v.err;
   EXPECT_NE(v.out.find("scaler model: against the float64 reference"), std::string::npos) << v.out;
+}
+
+// ---- hotpath run: .npy and .safetensors, [S, T, I] series, atomic output, progress ----------------
+
+namespace {
+
+namespace npy = hotpath::npy;
+
+// tiny's golden inputs [40, 4] as three series [3, 40, 4]: the golden series itself, its ticks
+// reversed, and it halved (each series must come out as if run alone).
+struct Series3 {
+  size_t S = 3, T = 0, I = 0;
+  int W = 0;
+  std::vector<float> x;
+  std::vector<int64_t> shape() const { return {int64_t(S), int64_t(T), int64_t(I)}; }
+  std::vector<float> one(size_t s) const { return {x.begin() + std::ptrdiff_t(s * T * I), x.begin() + std::ptrdiff_t((s + 1) * T * I)}; }
+};
+
+Series3 tiny_series() {
+  const auto golden = st::File::open(golden_file("tiny"));
+  const auto& in = golden.at("inputs");
+  const auto x = golden.read_f32(in);
+  Series3 s;
+  s.T = size_t(in.shape[0]);
+  s.I = size_t(in.shape[1]);
+  s.W = std::stoi(golden.metadata().at("window"));
+  s.x = x;
+  for (size_t t = s.T; t-- > 0;) s.x.insert(s.x.end(), x.begin() + std::ptrdiff_t(t * s.I), x.begin() + std::ptrdiff_t((t + 1) * s.I));
+  for (float v : x) s.x.push_back(v * 0.5f);
+  return s;
+}
+
+// The outputs of a run: .npy or tensor `outputs` of a .safetensors, as float64, with their shape.
+std::vector<double> outputs(const std::string& p, std::vector<int64_t>* shape = nullptr) {
+  if (p.ends_with(".npy")) {
+    npy::Array a = npy::read_file(p);
+    if (shape) *shape = a.shape;
+    return a.values;
+  }
+  const auto f = st::File::open(p);
+  if (shape) *shape = f.at("outputs").shape;
+  return f.read_f64(f.at("outputs"));
+}
+
+}  // namespace
+
+// Each series of [S, T, I] comes out exactly as the same series run alone as [T, I], in both modes;
+// the golden series reproduces PyTorch's outputs; the cpu backend agrees with ref within fp32's bound.
+TEST_F(Cli, RunThreeDimensionalEqualsPerSeriesRuns) {
+  const Series3 s = tiny_series();
+  npy::write_file(path("all.npy"), s.shape(), std::span<const float>(s.x));
+  for (size_t k = 0; k < s.S; ++k) {
+    const std::vector<int64_t> two = {int64_t(s.T), int64_t(s.I)};
+    npy::write_file(path("s" + std::to_string(k) + ".npy"), two, std::span<const float>(s.one(k)));
+  }
+  const auto golden = st::File::open(golden_file("tiny"));
+  for (const std::string mode : {"window", "streaming"}) {
+    const std::string run = "run --model " + golden_model("tiny") + " --mode " + mode + " --window " + std::to_string(s.W);
+    ASSERT_EQ(hotpath(run + " --inputs " + path("all.npy") + " --out " + path("all_out.npy")).code, 0) << mode;
+    std::vector<int64_t> shape;
+    const auto all = outputs(path("all_out.npy"), &shape);
+    const size_t O = 1;
+    ASSERT_EQ(shape, (std::vector<int64_t>{3, int64_t(s.T), int64_t(O)})) << mode;
+    for (size_t k = 0; k < s.S; ++k) {
+      const std::string out = path("s" + std::to_string(k) + "_out.npy");
+      const Result r = hotpath(run + " --inputs " + path("s" + std::to_string(k) + ".npy") + " --out " + out);
+      ASSERT_EQ(r.code, 0) << r.err;
+      const auto one = outputs(out, &shape);
+      EXPECT_EQ(shape, (std::vector<int64_t>{int64_t(s.T), int64_t(O)}));
+      EXPECT_EQ(one, std::vector<double>(all.begin() + std::ptrdiff_t(k * s.T * O), all.begin() + std::ptrdiff_t((k + 1) * s.T * O)))
+          << mode << " series " << k;
+    }
+    const auto expected = golden.read_f64(golden.at(mode == "window" ? "tacana_expected" : "streaming_expected"));
+    const size_t skip = mode == "window" ? size_t(s.W - 1) : 0;  // partial windows before W-1
+    ASSERT_EQ(expected.size(), s.T - skip);
+    EXPECT_LE(hotpath::reference::normalized_error(std::span(all).subspan(skip, s.T - skip), expected), 1e-9) << mode;
+    // Series 1 is series 0 reversed, so its outputs differ: a run that ignored the series index would fail.
+    EXPECT_NE(std::vector<double>(all.begin(), all.begin() + std::ptrdiff_t(s.T)),
+              std::vector<double>(all.begin() + std::ptrdiff_t(s.T), all.begin() + std::ptrdiff_t(2 * s.T)));
+    const Result cpu = hotpath(run + " --backend cpu --inputs " + path("all.npy") + " --out " + path("cpu.npy"));
+    ASSERT_EQ(cpu.code, 0) << cpu.err;
+    EXPECT_LE(hotpath::reference::normalized_error(outputs(path("cpu.npy")), all), 1e-5) << mode;
+  }
+}
+
+// .npy in -> .npy out and .safetensors in -> .safetensors out give the same numbers, in either output
+// dtype, for [S, T, I] and [T, I], float32 or float64 inputs; extensions in any case.
+TEST_F(Cli, RunNpyAndSafetensorsGiveTheSameNumbers) {
+  const Series3 s = tiny_series();
+  const std::vector<double> wide(s.x.begin(), s.x.end());  // float64 holding the same (float-exact) values
+  npy::write_file(path("x32.npy"), s.shape(), std::span<const float>(s.x));
+  npy::write_file(path("x64.NPY"), s.shape(), std::span<const double>(wide));
+  st::write_file(path("x.safetensors"), {st::make_f32("series", s.shape(), s.x)}, {});
+  st::write_file(path("x64.SafeTensors"), {st::make_f64("series", s.shape(), wide)}, {});
+  const std::string run = "run --model " + golden_model("tiny") + " --mode window --window " + std::to_string(s.W);
+  for (const std::string dtype : {"f64", "f32"}) {
+    std::vector<std::vector<double>> got;
+    for (const auto& [in, out] : std::vector<std::pair<std::string, std::string>>{
+             {"x32.npy", "a.npy"}, {"x64.NPY", "b.npy"}, {"x.safetensors", "c.safetensors"}, {"x64.SafeTensors", "d.safetensors"}}) {
+      const Result r = hotpath(run + " --inputs " + path(in) + " --inputs-key series --out-dtype " + dtype + " --out " + path(out));
+      ASSERT_EQ(r.code, 0) << in << " " << r.err;
+      std::vector<int64_t> shape;
+      got.push_back(outputs(path(out), &shape));
+      EXPECT_EQ(shape, (std::vector<int64_t>{3, int64_t(s.T), 1})) << out;
+    }
+    for (size_t k = 1; k < got.size(); ++k) EXPECT_EQ(got[k], got[0]) << dtype << " file " << k;
+    // The dtype asked for, in both formats; the run's facts in the safetensors metadata.
+    EXPECT_EQ(npy::read_file(path("a.npy")).descr, dtype == "f64" ? "<f8" : "<f4");
+    const auto c = st::File::open(path("c.safetensors"));
+    EXPECT_EQ(c.at("outputs").dtype, dtype == "f64" ? st::DType::F64 : st::DType::F32);
+    EXPECT_EQ(c.metadata().at("mode"), "window");
+    EXPECT_EQ(c.metadata().at("window"), std::to_string(s.W));
+    EXPECT_EQ(c.metadata().at("backend"), "ref");
+  }
+  // f32 outputs are the f64 outputs rounded (ref).
+  ASSERT_EQ(hotpath(run + " --inputs " + path("x32.npy") + " --out " + path("wide.npy")).code, 0);
+  const auto w = outputs(path("wide.npy")), n = outputs(path("a.npy"));
+  ASSERT_EQ(w.size(), n.size());
+  for (size_t k = 0; k < w.size(); ++k) EXPECT_EQ(n[k], double(float(w[k]))) << k;
+  // [T, I]: the golden file's safetensors inputs and the same series as .npy.
+  const std::vector<int64_t> two = {int64_t(s.T), int64_t(s.I)};
+  npy::write_file(path("g.npy"), two, std::span<const float>(s.one(0)));
+  ASSERT_EQ(hotpath(run + " --inputs " + golden_file("tiny") + " --out " + path("g.safetensors")).code, 0);
+  ASSERT_EQ(hotpath(run + " --inputs " + path("g.npy") + " --out " + path("g_out.npy")).code, 0);
+  std::vector<int64_t> sa, sb;
+  EXPECT_EQ(outputs(path("g.safetensors"), &sa), outputs(path("g_out.npy"), &sb));
+  EXPECT_EQ(sa, (std::vector<int64_t>{int64_t(s.T), 1}));
+  EXPECT_EQ(sb, sa);
+}
+
+// A run that fails after its output file was opened (a NaN found by the engine's check) leaves neither
+// the output nor a temporary file, and an existing output exactly as it was.
+TEST_F(Cli, RunErrorsLeaveNoFileBehind) {
+  Series3 s = tiny_series();
+  s.x[(1 * s.T + 5) * s.I + 2] = std::nanf("");
+  npy::write_file(path("bad.npy"), s.shape(), std::span<const float>(s.x));
+  write_bytes(path("keep.npy"), "old");
+  const std::string run = "run --model " + golden_model("tiny") + " --window 5 --inputs " + path("bad.npy") + " --out ";
+  for (const char* backend : {"ref", "cpu"})
+    for (const char* out : {"new.npy", "new.safetensors", "keep.npy"})
+      expect_refused(run + path(out) + " --backend " + backend,
+                     path("bad.npy") + ": backtest input: series 1, tick 5, input 2 is NaN");
+  s.x[(1 * s.T + 5) * s.I + 2] = 1.0f;
+  s.x[(2 * s.T + 0) * s.I + 3] = -INFINITY;
+  npy::write_file(path("bad.npy"), s.shape(), std::span<const float>(s.x));
+  expect_refused(run + path("new.npy"), "series 2, tick 0, input 3 is Inf");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"bad.npy", "keep.npy", "stderr.txt", "stdout.txt"}));
+  EXPECT_EQ(slurp(path("keep.npy")), "old");
+  expect_refused("run --model " + golden_model("tiny") + " --window 5 --inputs " + golden_file("tiny") + " --out " +
+                     path("missing/o.npy"),
+                 path("missing/o.npy") + ": cannot create a file there");
+}
+
+// Bad series: exit 2 with one line naming the problem, and no output file.
+TEST_F(Cli, RunRefusesBadSeries) {
+  const std::string run = "run --model " + golden_model("tiny") + " --window 5 --out " + path("o.npy") + " --inputs ";
+  auto npy_of = [&](const std::string& name, std::vector<int64_t> shape, double fill = 0.5) {
+    size_t n = 1;
+    for (auto d : shape) n *= size_t(d);
+    npy::write_file(path(name), shape, std::span<const double>(std::vector<double>(n, fill)));
+    return path(name);
+  };
+  auto st_of = [&](const std::string& name, std::vector<int64_t> shape, st::DType dtype) {
+    size_t n = 1;
+    for (auto d : shape) n *= size_t(d);
+    st::write_file(path(name), {st::make_tensor("inputs", dtype, shape, std::vector<double>(n, 1.0))}, {});
+    return path(name);
+  };
+  expect_refused(run + npy_of("r1.npy", {40}), "1 dimensions, expected 2 ([T, I]) or 3 ([S, T, I])");
+  expect_refused(run + npy_of("r4.npy", {1, 2, 40, 4}), "4 dimensions, expected 2 ([T, I]) or 3 ([S, T, I])");
+  expect_refused(run + st_of("r4.safetensors", {1, 2, 40, 4}, st::DType::F32),
+                 "of shape [1, 2, 40, 4] has 4 dimensions: the model takes [T, 4] or [S, T, 4]");
+  expect_refused(run + st_of("r1.safetensors", {40}, st::DType::F32), "has 1 dimensions");
+  expect_refused(run + npy_of("i5.npy", {40, 5}), "array of shape [40, 5]: the model takes 4 inputs per tick ([T, 4] or [S, T, 4])");
+  expect_refused(run + npy_of("i3.npy", {2, 40, 3}), "array of shape [2, 40, 3]: the model takes 4 inputs per tick");
+  expect_refused(run + st_of("i5.safetensors", {2, 40, 5}, st::DType::F16),
+                 "tensor 'inputs' of shape [2, 40, 5]: the model takes 4 inputs per tick");
+  expect_refused(run + st_of("int.safetensors", {40, 4}, st::DType::I32), "has dtype I32, expected a float tensor");
+  std::string ints = slurp(npy_of("int.npy", {40, 2}));  // 40 x 2 float64 = 40 x 4 int32: only the descr changes
+  ints.replace(ints.find("<f8"), 3, "<i4");
+  ints.replace(ints.find("(40, 2)"), 7, "(40, 4)");
+  write_bytes(path("int.npy"), ints);
+  expect_refused(run + path("int.npy"), ".npy dtype '<i4' is not supported");
+  std::string fortran = slurp(npy_of("fortran.npy", {2, 40, 4}));
+  fortran.replace(fortran.find("False"), 5, "True ");
+  write_bytes(path("fortran.npy"), fortran);
+  expect_refused(run + path("fortran.npy"), "Fortran");
+  expect_refused(run + npy_of("t0.npy", {0, 4}), "array of shape [0, 4] holds no ticks: nothing to run");
+  expect_refused(run + npy_of("s0.npy", {0, 40, 4}), "array of shape [0, 40, 4] holds no series: nothing to run");
+  expect_refused(run + st_of("t0.safetensors", {2, 0, 4}, st::DType::BF16), "holds no ticks: nothing to run");
+  expect_refused(run + npy_of("huge.npy", {2, 40, 4}, 1e300), "element [0, 0, 0] is 1.0000000000000001e+300, beyond float32's range");
+  expect_refused(run + st_of("huge.safetensors", {40, 4}, st::DType::F64) + " --inputs-key nope", "no tensor 'nope'");
+  expect_refused(run + path("missing.npy"), path("missing.npy") + ": no such file");
+  expect_refused(run + path("missing.safetensors"), "missing.safetensors");
+  expect_refused(run + path("series.csv"), "--inputs '" + path("series.csv") + "': expected a .npy or .safetensors file");
+  expect_refused(run + path("npy"), "expected a .npy or .safetensors file");  // the extension, not the name
+  expect_refused("run --model " + golden_model("tiny") + " --window 5 --inputs " + golden_file("tiny") + " --out " +
+                     path("o.st"),
+                 "--out '" + path("o.st") + "': expected a .npy or .safetensors file");
+  expect_refused(run + npy_of("short.npy", {3, 4}), "--window 5 is longer than the series (3 ticks in '");
+  expect_refused(run + golden_file("tiny") + " --progress --no-progress", "excludes");
+  if (::geteuid() != 0) {  // root reads anything
+    fs::permissions(npy_of("locked.npy", {40, 4}), fs::perms::none);
+    expect_refused(run + path("locked.npy"), "cannot open (Permission denied)");
+  }
+  EXPECT_FALSE(fs::exists(path("o.npy")));
+}
+
+// The summary line (series, ticks, mode, W, backend, time, rate), nothing else when stdout is not a
+// terminal; --progress forces the bar: redrawn with '\r', ending at 100% on a line of its own.
+TEST_F(Cli, RunProgressAndSummary) {
+  const Series3 s = tiny_series();
+  npy::write_file(path("x.npy"), s.shape(), std::span<const float>(s.x));
+  const std::string run = "run --model " + golden_model("tiny") + " --inputs " + path("x.npy") + " --out " + path("o.npy");
+  Result r = hotpath(run + " --window 5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << "a bar outside a terminal: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("hotpath run: 3 series x 40 ticks, window mode W=5, backend ref: 120 rows in ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(" rows/s) -> " + path("o.npy") + "\n"), std::string::npos) << r.err;
+  r = hotpath(run + " --mode streaming --backend cpu --progress");
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.err.front(), '\r') << r.err;
+  const size_t nl = r.err.find('\n');
+  ASSERT_NE(nl, std::string::npos) << r.err;
+  const std::string bar = r.err.substr(0, nl), summary = r.err.substr(nl + 1);
+  const std::string last = bar.substr(bar.rfind('\r') + 1);
+  EXPECT_EQ(last.rfind("[####################] 100%  120/120 rows  ", 0), 0u) << last;
+  EXPECT_NE(last.find(" rows/s  ETA 0:00"), std::string::npos) << last;
+  EXPECT_EQ(summary.rfind("hotpath run: 3 series x 40 ticks, streaming mode, backend cpu: 120 rows in ", 0), 0u) << summary;
+  EXPECT_EQ(std::count(summary.begin(), summary.end(), '\n'), 1) << summary;
 }

@@ -190,7 +190,18 @@ TEST(SafetensorsWriter, WriteFileOpenAndErrors) {
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "m.safetensors").string();
   st::write_file(path, sample_tensors(), {{"a", "b"}});
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  auto files = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+    return names;
+  };
+  EXPECT_EQ(files(), std::vector<std::string>{"m.safetensors"}) << "the temporary file is left";
+  // A write refused half-way (bytes that do not fit a shape) leaves the old file as it was and no other.
+  auto broken = sample_tensors();
+  broken.back().shape.push_back(2);
+  EXPECT_THROW(st::write_file(path, broken, {}), Error);
+  EXPECT_EQ(files(), std::vector<std::string>{"m.safetensors"});
+  EXPECT_EQ(st::File::open(path).metadata().at("a"), "b");
   const st::File f = st::File::open(path);
   EXPECT_EQ(f.source(), path);
   EXPECT_EQ(f.metadata().at("a"), "b");

@@ -189,3 +189,55 @@ def test_engine_is_warmed_unless_warm_false(rng):
     np.testing.assert_array_equal(outputs[0], outputs[1])
     with pytest.raises(TypeError):
         hotpath.Engine("lstm_s", backend="cpu", warm="no")
+
+
+def test_backtest_shapes_dtype_and_state():
+    rng = np.random.default_rng(5)
+    series = rng.standard_normal((3, 20, 32)).astype(np.float32)
+    for backend in ("ref", "cpu"):
+        # ref is exact: a series in [S, T, I] is bit for bit the series alone; a backend's throughput path
+        # may order its arithmetic differently from step() and is held to its fp32 bound instead.
+        same = np.testing.assert_array_equal if backend == "ref" else (
+            lambda a, b: np.testing.assert_allclose(a, b, rtol=0, atol=1e-5))
+        for mode in ("window", "streaming"):
+            e = hotpath.Engine("lstm_s", backend=backend, mode=mode, window=6)
+            many = e.backtest(series)
+            assert many.shape == (3, 20, 1) and many.dtype == np.float32
+            # every series from zero state: what run() gives for it alone, and [T, I] gives [T, O]
+            for s in range(3):
+                one = e.backtest(series[s])
+                assert one.shape == (20, 1)
+                same(one, many[s])
+                same(one, e.run(series[s]))
+            assert not np.array_equal(many[0], many[1])
+            # from zero state even after steps, and the engine left reset: the next step is t = 0
+            e.reset()
+            for t in range(5):
+                e.step(series[1, t])
+            same(e.backtest(series[0]), many[0])
+            assert e.ticks == 0
+            same(e.step(series[2, 0]), many[2, 0])
+            wide = e.backtest(series, dtype=np.float64)
+            assert wide.dtype == np.float64 and wide.shape == (3, 20, 1)
+            same(wide.astype(np.float32), many)
+            e.close()
+
+
+def test_backtest_converts_any_input_layout():
+    e = hotpath.Engine("lstm_s", backend="ref", mode="streaming")
+    rng = np.random.default_rng(6)
+    base = rng.standard_normal((2, 12, 32))
+    expected = e.backtest(base.astype(np.float32))
+    # float64, Fortran order, a strided view, a list: converted to float32 C order once, same outputs
+    np.testing.assert_array_equal(e.backtest(base), expected)
+    np.testing.assert_array_equal(e.backtest(np.asfortranarray(base.astype(np.float32))), expected)
+    wider = np.zeros((2, 12, 64), np.float32)
+    wider[:, :, ::2] = base
+    np.testing.assert_array_equal(e.backtest(wider[:, :, ::2]), expected)
+    np.testing.assert_array_equal(e.backtest(base[0].tolist()), expected[0])
+    # nothing to run: empty outputs of the right shape, and the engine still left reset
+    e.step(base[0, 0])
+    assert e.backtest(np.zeros((0, 32), np.float32)).shape == (0, 1)
+    assert e.backtest(np.zeros((2, 0, 32), np.float32)).shape == (2, 0, 1)
+    assert e.backtest(np.zeros((0, 5, 32), np.float32), dtype="float64").shape == (0, 5, 1)
+    assert e.ticks == 0

@@ -199,3 +199,31 @@ def test_backend_error_is_a_runtime_failure_not_bad_input():
     assert issubclass(hotpath.BackendError, hotpath.Error)
     assert issubclass(hotpath.BackendError, RuntimeError)
     assert not issubclass(hotpath.TickError, RuntimeError)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_backtest_names_the_first_bad_input_before_running(engine, bad):
+    xs = np.zeros((3, 5, 32), np.float32)
+    xs[1, 4, 7] = bad
+    xs[2, 0, 0] = np.nan  # later: not the one named
+    for t in range(2):
+        engine.step(xs[0, t])
+    with pytest.raises(hotpath.TickError, match=r"series 1, tick 4, input 7 is (NaN|Inf); nothing was computed") as e:
+        engine.backtest(xs)
+    one_line(e)
+    with pytest.raises(hotpath.TickError, match=r"series 0, tick 4, input 7"):
+        engine.backtest(xs[1])
+    assert engine.ticks == 2  # refused before anything ran
+
+
+@pytest.mark.parametrize("shape", [(5,), (5, 31), (2, 5, 33), (1, 2, 3, 32), ()])
+def test_backtest_wrong_shape(engine, shape):
+    with pytest.raises(hotpath.Error, match=r"backtest takes a series of shape \(T, 32\) or series of shape \(S, T, 32\)") as e:
+        engine.backtest(np.zeros(shape, np.float32))
+    one_line(e)
+
+
+def test_backtest_wrong_dtype(engine):
+    with pytest.raises(hotpath.Error, match=r"^backtest: dtype must be float32 or float64") as e:
+        engine.backtest(np.zeros((2, 32)), dtype=np.int32)
+    one_line(e)

@@ -20,8 +20,14 @@ def check_golden(engine_for, case, bound_for):
         got = w.run(inputs, dtype=np.float64)
         assert got.shape == (len(inputs), model.output_size)
         assert normalized_error(got[window - 1 :], tacana) <= bound_for(w)
+        # the backtest (throughput) path: the same truth, two series at once
+        both = w.backtest(np.stack([inputs, inputs]), dtype=np.float64)
+        assert both.shape == (2, len(inputs), model.output_size)
+        for z in both:
+            assert normalized_error(z[window - 1 :], tacana) <= bound_for(w)
     with engine_for(model, mode="streaming") as s:
         assert normalized_error(s.run(inputs, dtype=np.float64), streaming) <= bound_for(s)
+        assert normalized_error(s.backtest(inputs, dtype=np.float64), streaming) <= bound_for(s)
         # tick by tick through step() gives what run() gives
         s.reset()
         steps = np.array([s.step(x) for x in inputs])

@@ -77,3 +77,30 @@ def test_engines_in_parallel_threads_agree():
         t.join()
     for k in range(4):
         np.testing.assert_array_equal(results[k], expected[k])
+
+
+def test_gil_released_during_backtest():
+    e = hotpath.Engine("lstm_m", backend="ref", mode="streaming")
+    started = time.perf_counter()
+    e.backtest(np.zeros((40, 32), np.float32))
+    per_tick = (time.perf_counter() - started) / 40
+    series = np.zeros((2, max(20, int(0.2 / per_tick)), 32), np.float32)  # about 0.4 s of work
+    progress = [0]
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            progress[0] += 1
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    time.sleep(0.02)
+    before = progress[0]
+    t0 = time.perf_counter()
+    e.backtest(series)
+    elapsed = time.perf_counter() - t0
+    during = progress[0] - before
+    stop.set()
+    counter.join()
+    assert elapsed > 0.1
+    assert during > 20000, f"the counter thread advanced {during} times in {elapsed:.2f} s of backtest()"
