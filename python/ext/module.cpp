@@ -185,22 +185,39 @@ int output_type(nb::handle dtype, const char* method) {
   return type;
 }
 
+// The series argument of run and backtest, [T, I] or [S, T, I], and the array their outputs go to,
+// [T, O] or [S, T, O] of `type`; `method` names the caller in the message for any other shape.
+struct SeriesCall {
+  size_t S = 1, T = 0;
+  bool many = false;
+  nb::object out;
+  void* data = nullptr;
+};
+SeriesCall series_call(const Input& series, size_t I, size_t O, int type, const char* method) {
+  if ((series.ndim() != 2 && series.ndim() != 3) || series.shape(series.ndim() - 1) != I)
+    throw hotpath::Error(std::string(method) + " takes a series of shape (T, " + std::to_string(I) +
+                         ") or series of shape (S, T, " + std::to_string(I) + "), got an array of shape " +
+                         series.shape_text());
+  SeriesCall c;
+  c.many = series.ndim() == 3;
+  c.S = c.many ? series.shape(0) : 1;
+  c.T = series.shape(c.many ? 1 : 0);
+  npy_intp dims[3] = {npy_intp(c.S), npy_intp(c.T), npy_intp(O)};
+  PyObject* array = PyArray_SimpleNew(c.many ? 3 : 2, c.many ? dims : dims + 1, type);
+  if (!array) throw nb::python_error();
+  c.out = nb::steal(array);
+  c.data = PyArray_DATA(reinterpret_cast<PyArrayObject*>(array));
+  return c;
+}
+
 nb::object run(PyEngine& self, nb::handle series_in, nb::handle dtype) {
   const Input series = as_input(series_in);
   const int type = output_type(dtype, "run");
   Use use(self);
   hotpath::Engine& e = use.engine();
   const size_t I = self.I, O = self.O;
-  if ((series.ndim() != 2 && series.ndim() != 3) || series.shape(series.ndim() - 1) != I)
-    throw hotpath::Error("run takes a series of shape (T, " + std::to_string(I) + ") or series of shape (S, T, " +
-                         std::to_string(I) + "), got an array of shape " + series.shape_text());
-  const bool many = series.ndim() == 3;
-  const size_t S = many ? series.shape(0) : 1, T = series.shape(many ? 1 : 0);
-  npy_intp dims[3] = {npy_intp(S), npy_intp(T), npy_intp(O)};
-  PyObject* array = PyArray_SimpleNew(many ? 3 : 2, many ? dims : dims + 1, type);
-  if (!array) throw nb::python_error();
-  nb::object out = nb::steal(array);
-  void* data = PyArray_DATA(reinterpret_cast<PyArrayObject*>(array));
+  const SeriesCall c = series_call(series, I, O, type, "run");
+  const size_t S = c.S, T = c.T;
   {
     nb::gil_scoped_release unlocked;
     for (size_t s = 0; s < S; ++s) {
@@ -209,15 +226,15 @@ nb::object run(PyEngine& self, nb::handle series_in, nb::handle dtype) {
       if (T == 0) continue;
       const std::span<const float> in(series.data() + s * T * I, T * I);
       try {
-        if (type == NPY_FLOAT64) e.run(in, T, std::span<double>(static_cast<double*>(data) + s * T * O, T * O));
-        else e.run(in, T, std::span<float>(static_cast<float*>(data) + s * T * O, T * O));
+        if (type == NPY_FLOAT64) e.run(in, T, std::span<double>(static_cast<double*>(c.data) + s * T * O, T * O));
+        else e.run(in, T, std::span<float>(static_cast<float*>(c.data) + s * T * O, T * O));
       } catch (const hotpath::TickError& err) {
-        if (!many) throw;
+        if (!c.many) throw;
         throw hotpath::TickError("series " + std::to_string(s) + ": " + err.what());
       }
     }
   }
-  return out;
+  return c.out;
 }
 
 // Backtest: [T, I] -> [T, O] or [S, T, I] -> [S, T, O] on the engine's throughput path, each series from
@@ -227,23 +244,15 @@ nb::object backtest(PyEngine& self, nb::handle series_in, nb::handle dtype) {
   const int type = output_type(dtype, "backtest");
   Use use(self);
   const size_t I = self.I, O = self.O;
-  if ((series.ndim() != 2 && series.ndim() != 3) || series.shape(series.ndim() - 1) != I)
-    throw hotpath::Error("backtest takes a series of shape (T, " + std::to_string(I) + ") or series of shape (S, T, " +
-                         std::to_string(I) + "), got an array of shape " + series.shape_text());
-  const bool many = series.ndim() == 3;
-  const size_t S = many ? series.shape(0) : 1, T = series.shape(many ? 1 : 0);
-  npy_intp dims[3] = {npy_intp(S), npy_intp(T), npy_intp(O)};
-  PyObject* array = PyArray_SimpleNew(many ? 3 : 2, many ? dims : dims + 1, type);
-  if (!array) throw nb::python_error();
-  nb::object out = nb::steal(array);
-  void* data = PyArray_DATA(reinterpret_cast<PyArrayObject*>(array));
-  const std::span<const float> in(series.data(), S * T * I);
+  const SeriesCall c = series_call(series, I, O, type, "backtest");
+  const size_t n = c.S * c.T;
+  const std::span<const float> in(series.data(), n * I);
   {
     nb::gil_scoped_release unlocked;
-    if (type == NPY_FLOAT64) use.engine().backtest(in, S, T, std::span<double>(static_cast<double*>(data), S * T * O));
-    else use.engine().backtest(in, S, T, std::span<float>(static_cast<float*>(data), S * T * O));
+    if (type == NPY_FLOAT64) use.engine().backtest(in, c.S, c.T, std::span<double>(static_cast<double*>(c.data), n * O));
+    else use.engine().backtest(in, c.S, c.T, std::span<float>(static_cast<float*>(c.data), n * O));
   }
-  return out;
+  return c.out;
 }
 
 nb::object run_batch(PyEngine& self, nb::handle x_in) {

@@ -8,13 +8,8 @@ import numpy as np
 import hotpath
 
 
-def test_gil_released_during_run():
-    e = hotpath.Engine("lstm_m", backend="ref", mode="streaming")
-    series = np.zeros((400, 32), np.float32)
-    started = time.perf_counter()
-    e.run(series[:40])
-    per_tick = (time.perf_counter() - started) / 40
-    series = np.zeros((max(40, int(0.4 / per_tick)), 32), np.float32)  # about 0.4 s of work
+def counter_advances_during(work):
+    """How far a pure-Python counter thread gets while work() runs, and how long work() took."""
     progress = [0]
     stop = threading.Event()
 
@@ -27,11 +22,22 @@ def test_gil_released_during_run():
     time.sleep(0.02)
     before = progress[0]
     t0 = time.perf_counter()
-    e.run(series)
+    work()
     elapsed = time.perf_counter() - t0
     during = progress[0] - before
     stop.set()
     counter.join()
+    return during, elapsed
+
+
+def test_gil_released_during_run():
+    e = hotpath.Engine("lstm_m", backend="ref", mode="streaming")
+    series = np.zeros((400, 32), np.float32)
+    started = time.perf_counter()
+    e.run(series[:40])
+    per_tick = (time.perf_counter() - started) / 40
+    series = np.zeros((max(40, int(0.4 / per_tick)), 32), np.float32)  # about 0.4 s of work
+    during, elapsed = counter_advances_during(lambda: e.run(series))
     # With the GIL held for the whole run the counter could only run in the few switch intervals
     # around it; released, it counts all along (it shares 2 cores with the engine at worst).
     assert elapsed > 0.1
@@ -85,22 +91,6 @@ def test_gil_released_during_backtest():
     e.backtest(np.zeros((40, 32), np.float32))
     per_tick = (time.perf_counter() - started) / 40
     series = np.zeros((2, max(20, int(0.2 / per_tick)), 32), np.float32)  # about 0.4 s of work
-    progress = [0]
-    stop = threading.Event()
-
-    def count():
-        while not stop.is_set():
-            progress[0] += 1
-
-    counter = threading.Thread(target=count)
-    counter.start()
-    time.sleep(0.02)
-    before = progress[0]
-    t0 = time.perf_counter()
-    e.backtest(series)
-    elapsed = time.perf_counter() - t0
-    during = progress[0] - before
-    stop.set()
-    counter.join()
+    during, elapsed = counter_advances_during(lambda: e.backtest(series))
     assert elapsed > 0.1
     assert during > 20000, f"the counter thread advanced {during} times in {elapsed:.2f} s of backtest()"
