@@ -71,12 +71,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// The float64 truth for the checked outputs: a ref engine with the same mode, window and scaler (and
-// the int8-rounded weights for int8's own bound).
-struct Truth {
-  std::vector<double> exact, rounded;  // rounded: only for int8
-};
-
 void validate(const ThroughputOptions& o) {
   if (o.model.empty()) throw Error("--model is required (a file or a zoo name)");
   if (o.windows && (*o.windows < 1 || *o.windows > kMaxThroughputWindows))
@@ -159,8 +153,9 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
 
   // Sizing: a probe run (unmeasured; it also warms the backend) gives the rate, and the measured run is
   // sized to about target_seconds, unless --ticks fixed it.
-  // The float64 reference backend's outputs are kept in float64 (its bound is below float's rounding).
-  const bool f64_out = engine.precision() == Precision::fp64;
+  // The float64 reference backend's backtest outputs are kept in float64 (its bound is below float's
+  // rounding); run_batch answers in float32 only.
+  const bool f64_out = !fresh && engine.precision() == Precision::fp64;
   std::vector<double> z64;
   auto run_backtest = [&](const std::vector<float>& x, size_t T, std::vector<float>& z) {
     const auto t0 = Clock::now();
@@ -222,21 +217,30 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
   const bool int8 = bound_is_per_model(prec);
   const ScalerChoice scaler = engine.scaler();
   std::vector<double> got, exact, rounded;
-  auto ref_engine = [&](const Model& m, Mode mode) {
-    EngineOptions r;
-    r.backend = "ref";
-    r.mode = mode;
-    r.window = int(std::max<size_t>(W, 1));
-    r.scaler = scaler;
-    r.warm = false;
-    return std::make_unique<Engine>(m, r);
-  };
+  auto output = [&](size_t k) { return f64_out ? z64[k] : double(z[k]); };  // value k of the last run
   const Model rounded_model = int8 ? int8_rounded(model) : Model();
   std::mt19937_64 rng(o.seed ^ 0xC0FFEEull);
   const size_t want_rows = size_t(std::max(1, o.check_rows));
   // Float64 work budget: about 1e9 flops per model checked.
   const size_t budget_rows = std::max<size_t>(1, size_t(1e9 / std::max(1.0, flops_per_output)));
   const size_t prefix = std::min<size_t>(units, budget_rows);
+  // The float64 truth: `exact`, and for int8's own bound `rounded` (the int8-rounded weights).
+  // The first n ticks of one series, from a ref engine with the same mode, window and scaler.
+  auto check_prefix = [&](std::span<const float> xs, size_t n) {
+    EngineOptions r;
+    r.backend = "ref";
+    r.mode = streaming ? Mode::streaming : Mode::window;
+    r.window = int(W);
+    r.scaler = scaler;
+    r.warm = false;
+    std::vector<double> zr(n * O);
+    Engine(model, r).backtest(xs, 1, n, std::span<double>(zr));
+    exact.insert(exact.end(), zr.begin(), zr.end());
+    if (int8) {
+      Engine(rounded_model, r).backtest(xs, 1, n, std::span<double>(zr));
+      rounded.insert(rounded.end(), zr.begin(), zr.end());
+    }
+  };
   // Whole windows on their own (W steps from zero state), scaled in float64 as the backends scale them.
   auto check_windows = [&](const std::vector<float>& windows, size_t n) {
     std::vector<double> xd(windows.size());
@@ -252,15 +256,8 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
     const size_t T = units;
     for (const size_t s : S > 1 ? std::vector<size_t>{0, S - 1} : std::vector<size_t>{0}) {
       const size_t n = std::min(prefix, std::max<size_t>(1, want_rows / 2));
-      const std::span<const float> xs(x.data() + s * T * I, n * I);
-      for (const Model* m : {&model, int8 ? &rounded_model : nullptr}) {
-        if (!m) continue;
-        auto e = ref_engine(*m, streaming ? Mode::streaming : Mode::window);
-        std::vector<double> zr(n * O);
-        e->backtest(xs, 1, n, std::span<double>(zr));
-        (m == &model ? exact : rounded).insert((m == &model ? exact : rounded).end(), zr.begin(), zr.end());
-      }
-      for (size_t k = 0; k < n * O; ++k) got.push_back(f64_out ? z64[s * T * O + k] : z[s * T * O + k]);
+      check_prefix(std::span<const float>(x.data() + s * T * I, n * I), n);
+      for (size_t k = 0; k < n * O; ++k) got.push_back(output(s * T * O + k));
     }
     if (!streaming && scaler.kind != ScalerKind::rolling && T > W) {
       std::uniform_int_distribution<size_t> pick_s(0, S - 1), pick_t(W - 1, T - 1);
@@ -269,7 +266,7 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
       for (size_t k = 0; k < n; ++k) {
         const size_t s = pick_s(rng), t = pick_t(rng);
         windows.insert(windows.end(), x.begin() + long((s * T + t + 1 - W) * I), x.begin() + long((s * T + t + 1) * I));
-        for (size_t j = 0; j < O; ++j) got.push_back(f64_out ? z64[(s * T + t) * O + j] : z[(s * T + t) * O + j]);
+        for (size_t j = 0; j < O; ++j) got.push_back(output((s * T + t) * O + j));
       }
       check_windows(windows, n);
     }
@@ -281,7 +278,7 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
     for (size_t k = 0; k < n; ++k) {
       const size_t w = n == B ? k : pick(rng);
       windows.insert(windows.end(), last.begin() + long(w * W * I), last.begin() + long((w + 1) * W * I));
-      for (size_t j = 0; j < O; ++j) got.push_back(z[w * O + j]);
+      for (size_t j = 0; j < O; ++j) got.push_back(output(w * O + j));
     }
     check_windows(windows, n);
   }

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "llm/report.hpp"
+#include "util/progress_bar.hpp"
 
 namespace hotpath::llm {
 
@@ -24,7 +25,7 @@ struct ProgressSnapshot {
 // (completed + failed) / total and appears only when the total is known.
 std::string format_progress(const ProgressSnapshot& s, const std::string& label = "");
 
-enum class ProgressMode { automatic, on, off };
+using util::ProgressMode;  // automatic, on, off: one definition with `hotpath run`'s bar
 // Whether to show the line: never under --quiet; --progress / --no-progress force it; otherwise
 // only when `fd` is a terminal.
 bool progress_enabled(ProgressMode mode, bool quiet, int fd);
