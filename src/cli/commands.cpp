@@ -114,14 +114,7 @@ struct BackendFlags {
 
 // A float tensor [T, I] from a safetensors file, checked against the model.
 std::vector<float> read_inputs(const st::File& file, const std::string& key, int input_size, size_t* ticks) {
-  const st::TensorInfo* t = file.find(key);
-  if (!t) {
-    std::string have;
-    for (const auto& x : file.tensors()) have += (have.empty() ? "" : ", ") + x.name;
-    throw Error(file.source() + ": no tensor '" + key + "' (tensors: " + (have.empty() ? "none" : have) +
-                "); name it with --inputs-key");
-  }
-  if (!st::is_float(t->dtype)) throw Error(file.source() + ": tensor '" + key + "' has dtype " + st::dtype_name(t->dtype) + ", expected a float tensor");
+  const st::TensorInfo* t = &float_tensor(file, key);
   if (t->shape.size() != 2 || t->shape[1] != input_size) {
     std::string shape;
     for (auto d : t->shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);

@@ -48,6 +48,20 @@ std::vector<float> read_tensor(const st::File& file, const st::TensorInfo& t) {
 
 }  // namespace
 
+const st::TensorInfo& float_tensor(const st::File& file, const std::string& key) {
+  const st::TensorInfo* t = file.find(key);
+  if (!t) {
+    std::string have;
+    for (const auto& x : file.tensors()) have += (have.empty() ? "" : ", ") + st::quote_key(x.name);
+    throw Error(file.source() + ": no tensor " + st::quote_key(key) + " (tensors: " + (have.empty() ? "none" : have) +
+                "); name it with --inputs-key");
+  }
+  if (!st::is_float(t->dtype))
+    throw Error(file.source() + ": tensor " + st::quote_key(key) + " has dtype " + st::dtype_name(t->dtype) +
+                ", expected a float tensor (F64, F32, F16 or BF16)");
+  return *t;
+}
+
 FileFormat file_format(const std::string& path, const std::string& flag) {
   std::string lower = path;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
@@ -70,17 +84,8 @@ Series read_series(const std::string& path, const std::string& key, int input_si
     what = path + ": array of shape ";
   } else {
     const st::File file = st::File::open(path);
-    const st::TensorInfo* t = file.find(key);
-    if (!t) {
-      std::string have;
-      for (const auto& x : file.tensors()) have += (have.empty() ? "" : ", ") + st::quote_key(x.name);
-      throw Error(path + ": no tensor " + st::quote_key(key) + " (tensors: " + (have.empty() ? "none" : have) +
-                  "); name it with --inputs-key");
-    }
+    const st::TensorInfo* t = &float_tensor(file, key);
     what = path + ": tensor " + st::quote_key(key) + " of shape ";
-    if (!st::is_float(t->dtype))
-      throw Error(path + ": tensor " + st::quote_key(key) + " has dtype " + st::dtype_name(t->dtype) +
-                  ", expected a float tensor (F64, F32, F16 or BF16)");
     if (t->shape.size() != 2 && t->shape.size() != 3)
       throw Error(what + shape_text(t->shape) + " has " + std::to_string(t->shape.size()) +
                   " dimensions: the model takes [T, " + std::to_string(input_size) + "] or [S, T, " +

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "model/safetensors.hpp"
 #include "util/atomic_file.hpp"
 
 namespace hotpath::cli {
@@ -16,6 +17,10 @@ enum class FileFormat { npy, safetensors };
 // The format `path` names by its extension (.npy or .safetensors, any case); throws hotpath::Error
 // naming `flag`, the path and the accepted extensions.
 FileFormat file_format(const std::string& path, const std::string& flag);
+
+// Tensor `key` of a safetensors file, which must be a float tensor; throws hotpath::Error naming the file
+// and the tensors it holds when there is none of that name, or the dtype when it is not a float.
+const safetensors::TensorInfo& float_tensor(const safetensors::File& file, const std::string& key);
 
 // S series of T ticks of I inputs, as the engine takes them (float32, row-major [S, T, I]).
 struct Series {
