@@ -122,14 +122,19 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
   if (engine.backend_name() == "cuda")
     for (auto& [k, v] : gpu::facts(eo.device)) report["machine"]["gpu"][k] = v;
 
+  // The float64 reference backend's backtest outputs are kept in float64 (its bound is below float's
+  // rounding); run_batch answers in float32 only.
+  const bool f64_out = !fresh && engine.precision() == Precision::fp64;
+
   // Inputs for `windows` outputs: backtest S series of T ticks; fresh, distinct batches of B windows
-  // cycled over the calls (at most 16, within the input memory limit).
+  // cycled over the calls (at most 16, within the input memory limit). A backtest's inputs and outputs
+  // are checked against the limit together, before either is allocated.
   auto series_inputs = [&](size_t T) {
-    const double bytes = double(S) * double(T) * double(I) * 4;
+    const double bytes = double(S) * double(T) * (double(I) * 4 + double(O) * (f64_out ? 8 : 4));
     if (bytes > kMaxThroughputInputBytes)
       throw Error(with_commas(double(S) * double(T)) + " ticks of " + std::to_string(I) + " inputs need " +
-                  sci(bytes / 1e9) + " GB of inputs, over the benchmark's " + sci(kMaxThroughputInputBytes / 1e9) +
-                  " GB: ask for fewer --ticks");
+                  sci(bytes / 1e9) + " GB of inputs and outputs, over the benchmark's " +
+                  sci(kMaxThroughputInputBytes / 1e9) + " GB: ask for fewer --ticks");
     std::vector<float> x(S * T * I);
     for (size_t s = 0; s < S; ++s)
       for (size_t t = 0; t < T; ++t) tick_input(series_seed(o.seed, s), (long long)t, std::span<float>(x).subspan((s * T + t) * I, I));
@@ -153,21 +158,18 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
 
   // Sizing: a probe run (unmeasured; it also warms the backend) gives the rate, and the measured run is
   // sized to about target_seconds, unless --ticks fixed it.
-  // The float64 reference backend's backtest outputs are kept in float64 (its bound is below float's
-  // rounding); run_batch answers in float32 only.
-  const bool f64_out = !fresh && engine.precision() == Precision::fp64;
+  // The outputs of the last run: z (float32; fresh: the last call's) or z64 (the ref backend's backtest).
+  std::vector<float> z(fresh ? B * O : 0);
   std::vector<double> z64;
-  auto run_backtest = [&](const std::vector<float>& x, size_t T, std::vector<float>& z) {
+  auto run_backtest = [&](const std::vector<float>& x, size_t T) {
+    const size_t n = S * T * O;
+    f64_out ? z64.resize(n) : z.resize(n);  // sized once for the run, before the clock starts
     const auto t0 = Clock::now();
-    if (f64_out) {
-      z64.resize(z.size());
-      engine.backtest(x, S, T, std::span<double>(z64));
-    } else {
-      engine.backtest(x, S, T, std::span<float>(z));
-    }
+    if (f64_out) engine.backtest(x, S, T, std::span<double>(z64));
+    else engine.backtest(x, S, T, std::span<float>(z));
     return seconds_since(t0);
   };
-  auto run_fresh_calls = [&](const std::vector<std::vector<float>>& batches, size_t calls, std::vector<float>& z,
+  auto run_fresh_calls = [&](const std::vector<std::vector<float>>& batches, size_t calls,
                              std::vector<double>* lat_us) {
     const auto t0 = Clock::now();
     for (size_t c = 0; c < calls; ++c) {
@@ -183,13 +185,12 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
   {
     // The probe: at least one window's worth of ticks per series, and a few calls.
     const size_t probe_units = fresh ? 2 : std::max<size_t>(W + 7, std::min<size_t>(4096, (2048 + S - 1) / S));
-    std::vector<float> z(fresh ? B * O : S * probe_units * O);
     double secs;
     if (fresh) {
       const auto b = fresh_inputs(probe_units);
-      secs = run_fresh_calls(b, probe_units, z, nullptr);
+      secs = run_fresh_calls(b, probe_units, nullptr);
     } else {
-      secs = run_backtest(series_inputs(probe_units), probe_units, z);
+      secs = run_backtest(series_inputs(probe_units), probe_units);
     }
     probe_rate = double(probe_units * per_unit) / std::max(secs, 1e-9);
     const double want = o.windows ? double(*o.windows) : probe_rate * o.target_seconds;
@@ -197,17 +198,16 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
   }
 
   const size_t outputs = units * per_unit;
-  std::vector<float> z(fresh ? B * O : outputs * O);
   std::vector<double> run_seconds, lat_us;
   std::vector<float> x;
   std::vector<std::vector<float>> batches;
   if (fresh) {
     batches = fresh_inputs(units);
     lat_us.reserve(units);
-    run_seconds.push_back(run_fresh_calls(batches, units, z, &lat_us));
+    run_seconds.push_back(run_fresh_calls(batches, units, &lat_us));
   } else {
     x = series_inputs(units);
-    for (int r = 0; r < o.repeats; ++r) run_seconds.push_back(run_backtest(x, units, z));
+    for (int r = 0; r < o.repeats; ++r) run_seconds.push_back(run_backtest(x, units));
   }
 
   // The check, off the timed path. Backtest: the first rows of the first and last series (the partial

@@ -29,7 +29,8 @@ std::optional<Workload> parse_workload(const std::string& mode);
 inline constexpr long long kMaxThroughputWindows = 1'000'000'000;
 inline constexpr long long kMaxBatch = 1'000'000;
 inline constexpr int kMaxRepeats = 1000;
-// Inputs held for one measured run (S x T x I floats, or the fresh mode's distinct batches).
+// Inputs held for one measured run (S x T x I floats and a backtest's S x T x O outputs, or the fresh
+// mode's distinct batches).
 inline constexpr double kMaxThroughputInputBytes = double(4ull << 30);
 
 struct ThroughputOptions {

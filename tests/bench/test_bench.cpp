@@ -600,6 +600,18 @@ TEST(ThroughputBench, BadOptionsAreRefused) {
   o = throughput_on_tiny(bench::Workload::backtest, "cpu");
   o.model = "no_such_model";
   EXPECT_THROW(bench::run_throughput(o, out), Error);
+  o = throughput_on_tiny(bench::Workload::backtest, "cpu");
+  o.target_seconds = 4000;
+  EXPECT_THROW(bench::run_throughput(o, out), Error);
+  // A run whose inputs would pass the memory limit is refused before they are allocated, naming it.
+  o = throughput_on_tiny(bench::Workload::backtest, "cpu");
+  o.windows = bench::kMaxThroughputWindows;
+  try {
+    bench::run_throughput(o, out);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GB of inputs and outputs, over the benchmark's"), std::string::npos) << e.what();
+  }
   EXPECT_EQ(bench::parse_workload("window"), std::nullopt);
   EXPECT_EQ(bench::parse_workload("backtest-streaming"), bench::Workload::backtest_streaming);
 }
