@@ -2,51 +2,15 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
-#include <cstdio>
-#include <cstring>
 
+#include "model/narrowing.hpp"
 #include "model/npy.hpp"
 #include "model/safetensors.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::cli {
-namespace {
 
 namespace st = hotpath::safetensors;
-
-std::string shape_text(std::span<const int64_t> shape) {
-  std::string s;
-  for (auto d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
-  return "[" + s + "]";
-}
-
-// Tensor `key` of a .safetensors file as float32 (2-D or 3-D checked by the caller).
-std::vector<float> read_tensor(const st::File& file, const st::TensorInfo& t) {
-  if (t.dtype != st::DType::F64) return file.read_f32(t);  // F32 as stored, F16/BF16 exact in float32
-  const auto raw = file.raw(t);
-  std::vector<float> out(raw.size() / 8);
-  for (size_t k = 0; k < out.size(); ++k) {
-    double d;
-    std::memcpy(&d, raw.data() + 8 * k, 8);
-    out[k] = static_cast<float>(d);
-    if (std::isinf(out[k]) && std::isfinite(d)) {
-      std::vector<int64_t> at(t.shape.size());
-      size_t rest = k;
-      for (size_t i = t.shape.size(); i-- > 0;) {
-        at[i] = int64_t(rest % size_t(t.shape[i]));
-        rest /= size_t(t.shape[i]);
-      }
-      char v[32];
-      std::snprintf(v, sizeof v, "%.17g", d);
-      throw Error(file.source() + ": tensor " + st::quote_key(t.name) + " element " + shape_text(at) + " is " + v +
-                  ", beyond float32's range (the engine computes in float32)");
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 const st::TensorInfo& float_tensor(const st::File& file, const std::string& key) {
   const st::TensorInfo* t = file.find(key);
@@ -91,7 +55,7 @@ Series read_series(const std::string& path, const std::string& key, int input_si
                   " dimensions: the model takes [T, " + std::to_string(input_size) + "] or [S, T, " +
                   std::to_string(input_size) + "]");
     shape = t->shape;
-    s.values = read_tensor(file, *t);
+    s.values = file.read_f32(*t);  // F64 rounded, a value past float32's range refused by element
   }
   s.batched = shape.size() == 3;
   if (shape.back() != input_size)

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 
+#include "model/narrowing.hpp"
 #include "model/safetensors.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
@@ -128,12 +129,6 @@ uint64_t le(const uint8_t* p, int n) {
   return v;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s;
-  for (auto d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
-  return "[" + s + "]";
-}
-
 // The bytes before the data (magic, version, header length, header), checked against the file's size.
 // `bytes`: the file's first 12 bytes, or all of a shorter file.
 uint64_t preamble_size(std::span<const uint8_t> bytes, uint64_t file_size, const std::string& source) {
@@ -158,17 +153,6 @@ uint64_t preamble_size(std::span<const uint8_t> bytes, uint64_t file_size, const
   return start + header_len;
 }
 
-// `index` of a C-order array of `shape` as "[s, t, i]".
-std::string element(uint64_t index, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> at(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    const uint64_t n = uint64_t(shape[d]);
-    at[d] = int64_t(n ? index % n : 0);
-    index = n ? index / n : 0;
-  }
-  return shape_text(at);
-}
-
 // `n` stored values from `src` into `dst`, element `first` on: widened exactly, or narrowed to float
 // (rounded to nearest; a finite value past float's range is refused, naming it).
 template <class T>
@@ -177,22 +161,14 @@ void convert(const uint8_t* src, size_t n, const Header& h, T* dst, uint64_t fir
     if (n) std::memcpy(dst, src, n * sizeof(T));
     return;
   }
-  for (size_t k = 0; k < n; ++k) {
-    if constexpr (sizeof(T) == 8) {
+  if constexpr (sizeof(T) == 8) {
+    for (size_t k = 0; k < n; ++k) {
       float f;
       std::memcpy(&f, src + 4 * k, 4);
       dst[k] = f;
-    } else {
-      double d;
-      std::memcpy(&d, src + 8 * k, 8);
-      dst[k] = static_cast<float>(d);
-      if (std::isinf(dst[k]) && std::isfinite(d)) {
-        char v[32];
-        std::snprintf(v, sizeof v, "%.17g", d);
-        throw Error(source + ": element " + element(first + k, h.shape) + " is " + v +
-                    ", beyond float32's range (the engine computes in float32)");
-      }
     }
+  } else {
+    narrow_f64_to_f32(src, n, dst, first, h.shape, source + ": element");
   }
 }
 

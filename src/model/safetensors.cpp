@@ -24,6 +24,7 @@
 #include <unordered_set>
 #include <nlohmann/json.hpp>
 
+#include "model/narrowing.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/half.hpp"
@@ -528,7 +529,13 @@ std::vector<float> File::read_f32(const TensorInfo& t) const {
     if (!out.empty()) std::memcpy(out.data(), r.data(), r.size());
     return out;
   }
-  const auto d = read_f64(t);
+  if (t.dtype == DType::F64) {  // straight from the bytes, no float64 copy beside the floats
+    const auto r = raw(t);
+    std::vector<float> out(r.size() / 8);
+    narrow_f64_to_f32(r.data(), out.size(), out.data(), 0, t.shape, source_ + ": tensor " + quote_key(t.name) + " element");
+    return out;
+  }
+  const auto d = read_f64(t);  // F16/BF16: exact in float32
   std::vector<float> out(d.size());
   for (size_t i = 0; i < d.size(); ++i) out[i] = static_cast<float>(d[i]);
   return out;

@@ -61,7 +61,8 @@ class File {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
   std::span<const uint8_t> raw(const TensorInfo& t) const;
-  // Float tensors converted exactly to double / to float (F64 -> float rounds). Throws for non-float.
+  // Float tensors converted exactly to double / to float (F64 -> float rounds; a finite F64 value past
+  // float's range throws naming its element: model/narrowing.hpp). Throws for non-float.
   std::vector<double> read_f64(const TensorInfo& t) const;
   std::vector<float> read_f32(const TensorInfo& t) const;
 

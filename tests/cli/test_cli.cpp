@@ -938,10 +938,10 @@ TEST_F(Cli, RunRefusesBadSeries) {
     npy::write_file(path(name), shape, std::span<const double>(std::vector<double>(n, fill)));
     return path(name);
   };
-  auto st_of = [&](const std::string& name, std::vector<int64_t> shape, st::DType dtype) {
+  auto st_of = [&](const std::string& name, std::vector<int64_t> shape, st::DType dtype, double fill = 1.0) {
     size_t n = 1;
     for (auto d : shape) n *= size_t(d);
-    st::write_file(path(name), {st::make_tensor("inputs", dtype, shape, std::vector<double>(n, 1.0))}, {});
+    st::write_file(path(name), {st::make_tensor("inputs", dtype, shape, std::vector<double>(n, fill))}, {});
     return path(name);
   };
   expect_refused(run + npy_of("r1.npy", {40}), "1 dimensions, expected 2 ([T, I]) or 3 ([S, T, I])");
@@ -968,6 +968,8 @@ TEST_F(Cli, RunRefusesBadSeries) {
   expect_refused(run + st_of("t0.safetensors", {2, 0, 4}, st::DType::BF16), "holds no ticks: nothing to run");
   expect_refused(run + npy_of("huge.npy", {2, 40, 4}, 1e300), "element [0, 0, 0] is 1.0000000000000001e+300, beyond float32's range");
   expect_refused(run + st_of("huge.safetensors", {40, 4}, st::DType::F64) + " --inputs-key nope", "no tensor 'nope'");
+  expect_refused(run + st_of("huge.safetensors", {2, 40, 4}, st::DType::F64, -1e300),
+                 "tensor 'inputs' element [0, 0, 0] is -1.0000000000000001e+300, beyond float32's range");
   expect_refused(run + path("missing.npy"), path("missing.npy") + ": no such file");
   expect_refused(run + path("missing.safetensors"), "missing.safetensors");
   expect_refused(run + path("series.csv"), "--inputs '" + path("series.csv") + "': expected a .npy or .safetensors file");
