@@ -23,7 +23,8 @@ CORES=2-$((NCPU - 1))
 for backend in $BACKENDS; do
   for m in $MODELS; do
     W=$("$BUILD/hotpath" models | awk -v m="$m" '$1 == m { print $6 }')
-    modes="backtest fresh"; [ "$W" = 1 ] && modes="backtest-streaming"
+    # W = 1 (the vollo shapes): every window is one step from zero state; streaming is the other case.
+    modes="backtest fresh"; [ "$W" = 1 ] && modes="backtest backtest-streaming"
     for mode in $modes; do
       extra=(--seconds "$SECONDS_PER_RUN")
       [ "$mode" = backtest-streaming ] && extra+=(--batch 1024)
@@ -38,6 +39,23 @@ for backend in $BACKENDS; do
   done
 done
 
+# The cuda backend's fresh windows one at a time (B = 1: latency per request), and its chunk size side
+# by side (HOTPATH_CUDA_BATCH_ROWS; the default is printed in the JSON's counters).
+if [[ " $BACKENDS " == *" cuda "* ]]; then
+  j="$R/cuda-lstm_s-fresh-b1.json"
+  timeout 120 "$BUILD/hotpath" bench --model lstm_s --backend cuda --mode fresh --batch 1 --seconds "$SECONDS_PER_RUN" \
+    --json "$j" >"$R/cuda-lstm_s-fresh-b1.txt" 2>&1
+  say "cuda lstm_s fresh B=1 rc=$? $(grep -E 'rate|per call|error' "$R/cuda-lstm_s-fresh-b1.txt" | tr -s ' ' | tr '\n' ' ')"
+  for m in ${ROWS_MODELS:-lstm_s lstm_l}; do
+    for rows in ${ROWS_VARIANTS:-4224 16896}; do
+      j="$R/cuda-$m-backtest-rows$rows.json"
+      HOTPATH_CUDA_BATCH_ROWS=$rows timeout 120 "$BUILD/hotpath" bench --model "$m" --backend cuda --mode backtest \
+        --seconds "$SECONDS_PER_RUN" --json "$j" >"$R/cuda-$m-backtest-rows$rows.txt" 2>&1
+      say "cuda $m backtest rows=$rows rc=$? $(grep -E 'rate|error' "$R/cuda-$m-backtest-rows$rows.txt" | tr -s ' ' | tr '\n' ' ')"
+    done
+  done
+fi
+
 # PyTorch on the same shapes: the GPU (fp16, cuDNN) and the CPU (fp32) on the same cores.
 PY=${PYTHON:-python3}
 if $PY -c 'import torch' 2>/dev/null; then
@@ -47,7 +65,7 @@ if $PY -c 'import torch' 2>/dev/null; then
         --json "$R/pytorch-cuda.json" 2>&1 | tee -a "$LOG"
     else
       timeout 600 taskset -c "$CORES" $PY bench/pytorch_throughput.py --hotpath "$BUILD/hotpath" --device cpu \
-        --threads $((NCPU >= 4 ? NCPU - 2 : NCPU)) --batches 256,1024,4096 --models "${MODELS// /,}" \
+        --threads $((NCPU >= 4 ? NCPU - 2 : NCPU)) --batches 256,1024,4096 --models "${CPU_TORCH_MODELS:-${MODELS// /,}}" \
         --json "$R/pytorch-cpu.json" 2>&1 | tee -a "$LOG"
     fi
   done

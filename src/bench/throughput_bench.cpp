@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -184,13 +185,23 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
   double probe_rate = 0;
   {
     // The probe: at least one window's worth of ticks per series, and a few calls.
-    const size_t probe_units = fresh ? 2 : std::max<size_t>(W + 7, std::min<size_t>(4096, (2048 + S - 1) / S));
+    // A probe much shorter than the target is repeated 8x larger (within the memory limit): a small
+    // run on a GPU measures its fixed costs, not its rate, and would size the measured runs far too short.
+    size_t probe_units = fresh ? 2 : std::max<size_t>(W + 7, std::min<size_t>(4096, (2048 + S - 1) / S));
+    const double unit_bytes = fresh ? double(B) * double(W) * double(I) * 4
+                                    : double(S) * (double(I) * 4 + double(O) * (f64_out ? 8 : 4));
+    const size_t max_probe = size_t(std::max(1.0, std::min(kMaxThroughputInputBytes / 4 / unit_bytes,
+                                                           double(kMaxThroughputWindows) / 10 / double(fresh ? B : S))));
     double secs;
-    if (fresh) {
-      const auto b = fresh_inputs(probe_units);
-      secs = run_fresh_calls(b, probe_units, nullptr);
-    } else {
-      secs = run_backtest(series_inputs(probe_units), probe_units);
+    for (;;) {
+      if (fresh) {
+        const auto b = fresh_inputs(probe_units);
+        secs = run_fresh_calls(b, probe_units, nullptr);
+      } else {
+        secs = run_backtest(series_inputs(probe_units), probe_units);
+      }
+      if (o.windows || secs >= 0.1 * o.target_seconds || probe_units * 8 > max_probe) break;
+      probe_units *= 8;
     }
     probe_rate = double(probe_units * per_unit) / std::max(secs, 1e-9);
     const double want = o.windows ? double(*o.windows) : probe_rate * o.target_seconds;
@@ -320,6 +331,13 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
   report["flops_counted_as"] = streaming ? "one step through every layer and the head per output"
                                          : "W steps through every layer and the head once, per window";
   report["tflops"] = rate * flops_per_output / 1e12;
+  // The GPU's dense fp16 peak (device facts) and the share of it achieved, where known.
+  double peak_tflops = 0;
+  if (report["machine"].contains("gpu") && report["machine"]["gpu"].contains("dense_fp16_peak_tflops"))
+    peak_tflops = std::atof(report["machine"]["gpu"]["dense_fp16_peak_tflops"].get<std::string>().c_str());
+  report["dense_fp16_peak_tflops"] = peak_tflops > 0 ? nlohmann::json(peak_tflops) : nlohmann::json(nullptr);
+  report["peak_fraction"] = peak_tflops > 0 ? nlohmann::json(rate * flops_per_output / 1e12 / peak_tflops) : nlohmann::json(nullptr);
+  report["backend"]["counters"] = engine.counters();
   report["bytes_in_per_run"] = in_bytes;
   report["bytes_out_per_run"] = out_bytes;
   report["error"] = {{"max_normalized", error}, {"bound", bound}, {"values_checked", got.size()}};
@@ -343,6 +361,18 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
   }
   out << "  compute   " << sci(rate * flops_per_output / 1e12) << " TFLOP/s (" << sci(flops_per_output / 1e6)
       << " MFLOP per window: " << report["flops_counted_as"].get<std::string>() << ")\n";
+  if (peak_tflops > 0)
+    out << "  peak      " << sci(100.0 * rate * flops_per_output / 1e12 / peak_tflops) << " % of the GPU's dense fp16 peak ("
+        << sci(peak_tflops) << " TFLOP/s at the max SM clock)\n";
+  {
+    const auto c = engine.counters();
+    if (c.count("batch_copy_overlap"))
+      out << "  copies    " << sci(c.at("batch_copy_bytes") / 1e6) << " MB over " << c.at("batch_chunks")
+          << " chunks in the last run; " << sci(100.0 * c.at("batch_copy_overlap"))
+          << " % of copy time hidden under compute (h2d " << sci(c.at("batch_h2d_s") * 1e3) << " ms, d2h "
+          << sci(c.at("batch_d2h_s") * 1e3) << " ms, compute " << sci(c.at("batch_compute_s") * 1e3) << " ms, wall "
+          << sci(c.at("batch_wall_s") * 1e3) << " ms)\n";
+  }
   out << "  data      in " << sci(in_bytes / 1e6) << " MB, out " << sci(out_bytes / 1e6) << " MB per run ("
       << sci((in_bytes + out_bytes) / med_s / 1e9) << " GB/s)\n";
  out << "  error     " << sci(error) << " over " << got.size() << " checked output values (bound " << sci(bound) << "): "

@@ -4,10 +4,12 @@
 #include "cuda/cuda_backend.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "cuda/batch_runner.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_raii.hpp"
 #include "cuda/kernel_choice.hpp"
@@ -70,6 +72,32 @@ class DeviceClaim {
   }
   int device_;
 };
+
+// x [S, T, I] scaled as step() would scale each series: a fixed scaler elementwise, a rolling one
+// starting over with every series.
+std::vector<float> scale_series(InputScaler& scaler, std::span<const float> x, size_t series, size_t ticks) {
+  const size_t I = x.size() / std::max<size_t>(series * ticks, 1);
+  std::vector<float> scaled(x.size());
+  for (size_t s = 0; s < series; ++s) {
+    scaler.reset();
+    for (size_t t = 0; t < ticks; ++t)
+      scaler.scale(x.subspan((s * ticks + t) * I, I), scaled.data() + (s * ticks + t) * I);
+  }
+  return scaled;
+}
+
+// What the last backtest or batch measured: time, copies and the share of copy time hidden by compute.
+void add_batch_counters(const cuda::BatchRunner& runner, std::map<std::string, double>& c) {
+  const cuda::BatchStats& st = runner.stats();
+  c["batch_wall_s"] = st.wall_s;
+  c["batch_compute_s"] = st.compute_s;
+  c["batch_h2d_s"] = st.h2d_s;
+  c["batch_d2h_s"] = st.d2h_s;
+  c["batch_copy_bytes"] = st.copy_bytes;
+  c["batch_chunks"] = double(st.chunks);
+  c["batch_copy_overlap"] = st.overlap();
+  c["batch_rows_per_chunk"] = double(runner.rows_per_chunk());
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -178,6 +206,7 @@ class CudaBackend final : public Backend {
 
   bool try_step(std::span<const float> x, std::span<float> out, std::string* why_not) override {
     check_tick_input(x, t_);
+    if (parked_) launch();  // after a backtest: the tick kernel starts again, from a reset state
     const int O = config().output_size;
     if (int(out.size()) < O) throw Error("cuda: output span holds " + std::to_string(out.size()) + " floats, need " +
                                          std::to_string(O));
@@ -225,6 +254,7 @@ class CudaBackend final : public Backend {
   }
 
   bool try_finish_precompute(std::string* why) override {
+    if (parked_) launch();
     scaler_.prepare();  // the next tick's input statistics
     if (!gpu_usable(why)) return false;
     const uint32_t want = cuda::wire_seq(t_);
@@ -250,8 +280,23 @@ class CudaBackend final : public Backend {
     launch();
   }
 
+  // Backtests run on the throughput kernels (batch_runner.hpp). The tick kernel holds a block on every
+  // SM, so it stops first ("parked") and starts again, reset, at the next tick or reset().
+  void backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
+                std::atomic<size_t>* done) override {
+    stop_kernel();
+    parked_ = true;
+    t_ = 0;
+    accepted_base_ = gpu_answers_;
+    const std::vector<float> scaled = scaler_.active() ? scale_series(scaler_, x, series, ticks) : std::vector<float>{};
+    scaler_.reset();
+    batch_runner().backtest(scaled.empty() ? x.data() : scaled.data(), series, ticks,
+                            options().mode == Mode::window ? options().window : 0, out, done);
+  }
+
   std::map<std::string, double> counters() const override {
     std::map<std::string, double> c;
+    if (batch_) add_batch_counters(*batch_, c);
     c["gpu_answers"] = double(gpu_answers_);
     c["timeouts"] = double(timeouts_);
     // Answers the kernel wrote that the host had already given up on (a late GPU answer is discarded).
@@ -363,7 +408,13 @@ class CudaBackend final : public Backend {
     return true;
   }
 
+  cuda::BatchRunner& batch_runner() {
+    if (!batch_) batch_ = std::make_unique<cuda::BatchRunner>(model_, precision_, options().device);
+    return *batch_;
+  }
+
   void launch() {
+    parked_ = false;
     cuda::LstmParams p = plan_.params;
     p.mb = mailbox_->view((long long)(copt_.lease_ms * 1e6));
     p.stall_tick = copt_.stall_tick;
@@ -513,11 +564,66 @@ class CudaBackend final : public Backend {
   // Renews the kernel's lease. A std::jthread: a constructor that throws after starting it stops and
   // joins it (a joinable std::thread would call std::terminate); declared after mailbox_, which it uses.
   std::jthread heartbeat_;
+  std::unique_ptr<cuda::BatchRunner> batch_;  // the throughput kernels, made at the first backtest
+  bool parked_ = false;                        // stopped for a backtest: launched again at the next tick
   bool kernel_running_ = false;
   bool maybe_behind_ = false;  // the host gave up on a tick the kernel has not answered yet
   long long t_ = 0;
   long long gpu_answers_ = 0, accepted_base_ = 0, timeouts_ = 0, late_before_reset_ = 0;
   long long launches_ = 0;
+};
+
+// The batch workload (fresh windows, SPEC §3.3): the throughput kernels only, no tick kernel.
+class CudaBatchBackend final : public Backend {
+ public:
+  CudaBatchBackend(const Model& model, const BackendOptions& options)
+      : Backend(model.config, options),
+        precision_(options.precision.value_or(Precision::fp16)),
+        scaler_(model, options.scaler) {
+    std::string why;
+    if (!cuda::device_available(&why, options.device)) throw UnsupportedError("no usable CUDA device: " + why);
+    runner_ = std::make_unique<cuda::BatchRunner>(model, precision_, options.device);
+  }
+  std::string name() const override { return "cuda"; }
+  std::string variant() const override { return std::string("batch-gemm-") + precision_name(precision_); }
+  Precision precision() const override { return precision_; }
+  void step(std::span<const float>, std::span<float>) override {
+    throw Error("cuda backend: created for the batch workload; use run_batch");
+  }
+  void finish_precompute() override {}
+  void reset() override {}
+  long long ticks() const override { return 0; }
+
+  void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out) override {
+    const size_t I = size_t(config().input_size), O = size_t(config().output_size);
+    if (window < 1) throw Error("cuda backend: run_batch needs a window length >= 1");
+    if (x.size() != batch * window * I || out.size() < batch * O)
+      throw Error("cuda backend: run_batch holds " + std::to_string(x.size()) + " input and " +
+                  std::to_string(out.size()) + " output floats for " + std::to_string(batch) + " windows of " +
+                  std::to_string(window) + " x " + std::to_string(I));
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!std::isfinite(x[i]))
+        throw TickError("cuda backend: run_batch input of window " + std::to_string(i / (window * I)) + ", step " +
+                        std::to_string(i / I % window) + " holds NaN or Inf");
+    // A fixed scaler applies to every element (a rolling one is refused: batch windows have no stream).
+    std::vector<float> scaled;
+    if (scaler_.active()) {
+      scaled.resize(x.size());
+      scaler_.scale_batch(x, scaled.data());
+    }
+    runner_->fresh(scaled.empty() ? x.data() : scaled.data(), batch, window, out.data());
+  }
+
+  std::map<std::string, double> counters() const override {
+    std::map<std::string, double> c;
+    add_batch_counters(*runner_, c);
+    return c;
+  }
+
+ private:
+  Precision precision_;
+  InputScaler scaler_;
+  std::unique_ptr<cuda::BatchRunner> runner_;
 };
 
 }  // namespace
@@ -537,6 +643,7 @@ std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOpti
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options, const CudaOptions& cuda) {
+  if (options.mode == Mode::batch) return std::make_unique<CudaBatchBackend>(model, options);
   return std::make_unique<CudaBackend>(model, options, cuda);
 }
 

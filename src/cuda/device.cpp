@@ -271,6 +271,15 @@ std::map<std::string, std::string> device_facts(int device) {
       if (!mhz.empty()) f["sm_clock_mhz"] = mhz;
     }
   }
+  // Dense fp16 tensor-core peak (fp32 accumulation) at the maximum SM clock: the yardstick of the
+  // throughput benchmarks. Per SM and clock: 2048 flops on sm_80, 4096 on sm_90; others unknown.
+  int clock_khz = 0;
+  if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device) == cudaSuccess && clock_khz > 0) {
+    f["sm_clock_max_mhz"] = std::to_string(clock_khz / 1000);
+    const int per_clock = prop.major == 9 && prop.minor == 0 ? 4096 : prop.major == 8 && prop.minor == 0 ? 2048 : 0;
+    if (per_clock > 0)
+      f["dense_fp16_peak_tflops"] = std::to_string(double(prop.multiProcessorCount) * per_clock * clock_khz * 1e3 / 1e12);
+  }
   int rt = 0, drv = 0;
   cudaRuntimeGetVersion(&rt);
   cudaDriverGetVersion(&drv);

@@ -1,0 +1,480 @@
+#include "cuda/batch_runner.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/cuda_raii.hpp"
+#include "cuda/kernels/lstm_batch.hpp"
+#include "util/error.hpp"
+
+namespace hotpath::cuda {
+
+namespace {
+
+uint16_t to_bits(double v, bool bf16) {
+  if (bf16) {
+    const __nv_bfloat16 b = __float2bfloat16_rn(float(v));
+    uint16_t r;
+    std::memcpy(&r, &b, 2);
+    return r;
+  }
+  const __half h = __float2half_rn(float(v));
+  uint16_t r;
+  std::memcpy(&r, &h, 2);
+  return r;
+}
+
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+
+BatchWeights pack_batch_weights(const Model& model, Precision precision) {
+  if (precision != Precision::fp16 && precision != Precision::bf16)
+    throw UnsupportedError("the cuda throughput kernels compute in fp16 or bf16 (fp32 accumulation), not " +
+                           std::string(precision_name(precision)));
+  const ModelConfig& mc = model.config;
+  BatchWeights b;
+  b.I = mc.input_size, b.H = mc.hidden_size, b.L = mc.num_layers, b.O = mc.output_size;
+  b.Ip = round_up(b.I, kBatchInputAlign);
+  b.Hp = round_up(b.H, kBatchUnitGroup);
+  b.Np = 4 * b.Hp;
+  b.bf16 = precision == Precision::bf16;
+  const int H = b.H, Hp = b.Hp, Np = b.Np, Ip = b.Ip;
+  b.w0.assign(size_t(Np) * 2 * Ip, 0);
+  b.w.resize(size_t(b.L));
+  b.bias.resize(size_t(b.L));
+  for (int l = 0; l < b.L; ++l) {
+    const LstmLayer& layer = model.layers[size_t(l)];
+    const int in = l == 0 ? b.I : H;
+    const int K = l == 0 ? Hp : 2 * Hp;
+    auto& w = b.w[size_t(l)];
+    w.assign(size_t(Np) * K, 0);
+    auto& bias = b.bias[size_t(l)];
+    bias.assign(size_t(Np), 0.f);
+    const std::vector<double> bsum = layer.bias_sum(H);
+    for (int u = 0; u < H; ++u)
+      for (int q = 0; q < 4; ++q) {
+        const size_t n = size_t(batch_column(u, q)), row = size_t(q) * H + u;
+        if (!bsum.empty()) bias[n] = float(bsum[row]);
+        for (int i = 0; i < in; ++i) {
+          const uint16_t v = to_bits(layer.w_ih[row * in + i], b.bf16);
+          if (l == 0) {
+            b.w0[n * 2 * Ip + i] = v;
+            b.w0[n * 2 * Ip + Ip + i] = v;
+          } else {
+            w[n * K + i] = v;
+          }
+        }
+        const int off = l == 0 ? 0 : Hp;
+        for (int j = 0; j < H; ++j) w[n * K + off + j] = to_bits(layer.w_hh[row * H + j], b.bf16);
+      }
+  }
+  b.head_w.assign(model.head_w.begin(), model.head_w.end());
+  b.head_b.assign(model.head_b.begin(), model.head_b.end());
+  return b;
+}
+
+double BatchStats::overlap() const {
+  const double copy = h2d_s + d2h_s;
+  if (copy <= 0) return 1.0;
+  return std::clamp(1.0 - (wall_s - compute_s) / copy, 0.0, 1.0);
+}
+
+namespace {
+
+// One chunk of work: `rows` sequences advanced `steps` steps over `n_in` staged input ticks.
+struct Chunk {
+  struct Copy {
+    size_t src, dst, n;  // rows (of I floats in, of O floats out)
+  };
+  int rows = 0, steps = 0, n_in = 0;
+  bool reset = true;        // zero state first (every window; a streaming group's first chunk)
+  bool emit_every = false;  // streaming: an output per step ([rows, steps, O]); else the last step's [rows, O]
+  std::vector<int> row_p0, row_first;
+  std::vector<Copy> in, out;
+  size_t done = 0;  // output rows this chunk completes
+};
+
+using Clock = std::chrono::steady_clock;
+
+template <class T>
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(size_t n) : n_(n) { HOTPATH_CUDA_CHECK(cudaMallocHost(&p_, std::max<size_t>(n, 1) * sizeof(T))); }
+  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  ~PinnedBuffer() {
+    if (p_) HOTPATH_CUDA_CHECK_NOTHROW(cudaFreeHost(p_));
+  }
+  T* get() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+class Event {
+ public:
+  Event() { HOTPATH_CUDA_CHECK(cudaEventCreate(&e_)); }
+  ~Event() {
+    if (e_) HOTPATH_CUDA_CHECK_NOTHROW(cudaEventDestroy(e_));
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+float elapsed_ms(const Event& a, const Event& b) {
+  float ms = 0;
+  HOTPATH_CUDA_CHECK(cudaEventElapsedTime(&ms, a.get(), b.get()));
+  return ms;
+}
+
+}  // namespace
+
+struct BatchRunner::Impl {
+  BatchWeights wts;
+  int device = 0;
+  long long R = 0;  // rows per chunk
+  long long P = 0;  // staged input ticks per chunk
+  Stream compute, h2d, d2h;
+  DeviceBuffer<uint16_t> w0;
+  std::vector<DeviceBuffer<uint16_t>> w;
+  std::vector<DeviceBuffer<float>> bias;
+  DeviceBuffer<float> bias0, head_w, head_b;
+  // Capacity-sized working memory (grown only, never per chunk).
+  long long cap_rows = 0, cap_in = 0;
+  DeviceBuffer<uint16_t> xhi, xlo;
+  DeviceBuffer<float> p0, c, h32;
+  std::array<DeviceBuffer<uint16_t>, 2> h;  // [parity]: L x rows x Hp
+  struct Slot {
+    PinnedBuffer<float> in_pin, out_pin;
+    PinnedBuffer<int> meta_pin;
+    DeviceBuffer<float> x, out;
+    DeviceBuffer<int> meta;
+    Event h2d_begin, h2d_end, comp_begin, comp_end, d2h_begin, d2h_end;
+    Chunk chunk;
+    bool busy = false;
+  };
+  std::array<Slot, 2> slots;
+
+  void ensure(long long rows, long long in_rows) {
+    const size_t I = size_t(wts.I), O = size_t(wts.O), Hp = size_t(wts.Hp), Np = size_t(wts.Np), L = size_t(wts.L);
+    if (rows > cap_rows) {
+      c = DeviceBuffer<float>(L * size_t(rows) * Hp);
+      h32 = DeviceBuffer<float>(size_t(rows) * Hp);
+      for (auto& hb : h) hb = DeviceBuffer<uint16_t>(L * size_t(rows) * Hp);
+    }
+    if (in_rows > cap_in) {
+      xhi = DeviceBuffer<uint16_t>(size_t(in_rows) * size_t(wts.Ip));
+      xlo = DeviceBuffer<uint16_t>(size_t(in_rows) * size_t(wts.Ip));
+      p0 = DeviceBuffer<float>(size_t(in_rows) * Np);
+    }
+    if (rows > cap_rows || in_rows > cap_in) {
+      const long long r = std::max(rows, cap_rows), n = std::max(in_rows, cap_in);
+      for (auto& s : slots) {
+        s.in_pin = PinnedBuffer<float>(size_t(n) * I);
+        s.x = DeviceBuffer<float>(size_t(n) * I);
+        // outputs: [rows, O] or, streaming, [rows, steps, O] with rows x steps <= staged ticks
+        s.out_pin = PinnedBuffer<float>(size_t(std::max(r, n)) * O);
+        s.out = DeviceBuffer<float>(size_t(std::max(r, n)) * O);
+        s.meta_pin = PinnedBuffer<int>(2 * size_t(r));
+        s.meta = DeviceBuffer<int>(2 * size_t(r));
+      }
+      cap_rows = std::max(rows, cap_rows);
+      cap_in = std::max(in_rows, cap_in);
+    }
+  }
+
+  uint16_t* hbuf(int parity, int layer) const {
+    return h[size_t(parity)].get() + size_t(layer) * size_t(cap_rows) * size_t(wts.Hp);
+  }
+  float* cbuf(int layer) const { return c.get() + size_t(layer) * size_t(cap_rows) * size_t(wts.Hp); }
+
+  // The kernels of one chunk on the compute stream; `parity` carries the h double buffer across a
+  // streaming group's chunks.
+  void enqueue_compute(Slot& s, int& parity) {
+    const Chunk& ch = s.chunk;
+    const cudaStream_t st = compute.get();
+    const int Hp = wts.Hp, Np = wts.Np, L = wts.L;
+    HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(st, s.h2d_end.get()));
+    HOTPATH_CUDA_CHECK(cudaEventRecord(s.comp_begin.get(), st));
+    HOTPATH_CUDA_CHECK(launch_batch_split(s.x.get(), ch.n_in, wts.I, wts.Ip, wts.bf16, xhi.get(), xlo.get(), st));
+    BatchGemm pg;
+    pg.a1 = xhi.get(), pg.lda1 = wts.Ip, pg.k1 = wts.Ip;
+    pg.a2 = xlo.get(), pg.lda2 = wts.Ip, pg.k2 = wts.Ip;
+    pg.w = w0.get(), pg.ldw = 2 * wts.Ip;
+    pg.rows = ch.n_in, pg.Np = Np, pg.bf16 = wts.bf16;
+    pg.bias = bias0.get();
+    pg.out = p0.get();
+    HOTPATH_CUDA_CHECK(launch_batch_gemm(pg, st));
+    if (ch.reset) {
+      parity = 0;
+      for (int l = 0; l < L; ++l) {
+        HOTPATH_CUDA_CHECK(cudaMemsetAsync(cbuf(l), 0, size_t(ch.rows) * Hp * sizeof(float), st));
+        HOTPATH_CUDA_CHECK(cudaMemsetAsync(hbuf(0, l), 0, size_t(ch.rows) * Hp * sizeof(uint16_t), st));
+      }
+    }
+    const int* row_p0 = s.meta.get();
+    const int* row_first = ch.row_first.empty() ? nullptr : s.meta.get() + ch.rows;
+    for (int k = 0; k < ch.steps; ++k) {
+      // A step from zero state (every row's first) needs no recurrent product.
+      const bool from_zero = ch.reset && k == 0;
+      const bool emit = ch.emit_every || k == ch.steps - 1;
+      for (int l = 0; l < L; ++l) {
+        BatchGemm g;
+        g.rows = ch.rows, g.Np = Np, g.bf16 = wts.bf16;
+        g.w = w[size_t(l)].get();
+        g.c = cbuf(l);
+        g.h_out = hbuf(1 - parity, l);
+        g.step = k;
+        g.row_first = row_first;
+        if (l == 0) {
+          g.a1 = hbuf(parity, 0), g.lda1 = Hp, g.k1 = from_zero ? 0 : Hp;
+          g.ldw = Hp;
+          g.p0 = p0.get(), g.row_p0 = row_p0;
+        } else {
+          g.a1 = hbuf(1 - parity, l - 1), g.lda1 = Hp, g.k1 = Hp;
+          g.a2 = hbuf(parity, l), g.lda2 = Hp, g.k2 = from_zero ? 0 : Hp;
+          g.ldw = 2 * Hp;
+          g.bias = bias[size_t(l)].get();
+        }
+        if (l == L - 1 && emit) g.h32 = h32.get();
+        HOTPATH_CUDA_CHECK(launch_batch_gemm(g, st));
+      }
+      parity = 1 - parity;
+      if (emit)
+        HOTPATH_CUDA_CHECK(launch_batch_head(h32.get(), ch.rows, wts.H, Hp, wts.O, head_w.get(),
+                                             wts.head_b.empty() ? nullptr : head_b.get(), s.out.get(),
+                                             ch.emit_every ? ch.steps : 1, ch.emit_every ? k : 0, st));
+    }
+    HOTPATH_CUDA_CHECK(cudaEventRecord(s.comp_end.get(), st));
+  }
+
+  // Runs chunks from `next` (which fills a Chunk and returns false when there are none) through the
+  // two slots: while the GPU computes chunk j, the host stages chunk j+1 and drains chunk j-1.
+  void run(const std::function<bool(Chunk&)>& next, const float* x, size_t I, Backend::BacktestOutput out, size_t O,
+           std::atomic<size_t>* done, BatchStats& stats) {
+    stats = BatchStats{};
+    const auto t0 = Clock::now();
+    int parity = 0;
+    auto drain = [&](Slot& s) {
+      HOTPATH_CUDA_CHECK(cudaEventSynchronize(s.d2h_end.get()));
+      stats.h2d_s += elapsed_ms(s.h2d_begin, s.h2d_end) * 1e-3;
+      stats.compute_s += elapsed_ms(s.comp_begin, s.comp_end) * 1e-3;
+      stats.d2h_s += elapsed_ms(s.d2h_begin, s.d2h_end) * 1e-3;
+      for (const auto& c : s.chunk.out) {
+        const float* src = s.out_pin.get() + c.src * O;
+        if (out.f64) std::copy(src, src + c.n * O, out.f64 + c.dst * O);
+        else std::memcpy(out.f32 + c.dst * O, src, c.n * O * sizeof(float));
+      }
+      if (done) done->fetch_add(s.chunk.done, std::memory_order_relaxed);
+      s.busy = false;
+    };
+    for (long long j = 0;; ++j) {
+      Slot& s = slots[size_t(j % 2)];
+      if (s.busy) drain(s);
+      if (!next(s.chunk)) break;
+      Chunk& ch = s.chunk;
+      for (const auto& c : ch.in) std::memcpy(s.in_pin.get() + c.dst * I, x + c.src * I, c.n * I * sizeof(float));
+      std::copy(ch.row_p0.begin(), ch.row_p0.end(), s.meta_pin.get());
+      std::copy(ch.row_first.begin(), ch.row_first.end(), s.meta_pin.get() + ch.rows);
+      const size_t meta = ch.row_p0.size() + ch.row_first.size();
+      HOTPATH_CUDA_CHECK(cudaEventRecord(s.h2d_begin.get(), h2d.get()));
+      HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.x.get(), s.in_pin.get(), size_t(ch.n_in) * I * sizeof(float),
+                                         cudaMemcpyHostToDevice, h2d.get()));
+      HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.meta.get(), s.meta_pin.get(), meta * sizeof(int), cudaMemcpyHostToDevice, h2d.get()));
+      HOTPATH_CUDA_CHECK(cudaEventRecord(s.h2d_end.get(), h2d.get()));
+      enqueue_compute(s, parity);
+      const size_t out_floats = size_t(ch.rows) * (ch.emit_every ? size_t(ch.steps) : 1) * O;
+      HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(d2h.get(), s.comp_end.get()));
+      HOTPATH_CUDA_CHECK(cudaEventRecord(s.d2h_begin.get(), d2h.get()));
+      HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.out_pin.get(), s.out.get(), out_floats * sizeof(float), cudaMemcpyDeviceToHost, d2h.get()));
+      HOTPATH_CUDA_CHECK(cudaEventRecord(s.d2h_end.get(), d2h.get()));
+      s.busy = true;
+      stats.copy_bytes += double(size_t(ch.n_in) * I * sizeof(float) + meta * sizeof(int) + out_floats * sizeof(float));
+      ++stats.chunks;
+    }
+    for (long long j = 0; j < 2; ++j)
+      if (slots[size_t(j)].busy) drain(slots[size_t(j)]);
+    stats.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+};
+
+BatchRunner::BatchRunner(const Model& model, Precision precision, int device, BatchTuning tuning) {
+  BatchWeights wts = pack_batch_weights(model, precision);
+  HOTPATH_CUDA_CHECK(cudaSetDevice(device));  // the streams and events below belong to it
+  impl_ = std::make_unique<Impl>();
+  Impl& m = *impl_;
+  m.wts = std::move(wts);
+  m.device = device;
+  int sms = 0;
+  HOTPATH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  // Enough 128-row blocks for ~16 per SM across the gate columns: the GEMMs fill the GPU, and a chunk's
+  // working set stays a few hundred MB.
+  const long long col_blocks = m.wts.Np / (4 * kBatchUnitGroup);
+  // HOTPATH_CUDA_BATCH_ROWS overrides the default for measurements (BENCHMARKS.md compares sizes).
+  long long rows = tuning.rows;
+  if (const char* env = std::getenv("HOTPATH_CUDA_BATCH_ROWS"); rows <= 0 && env) rows = std::atoll(env);
+  long long R = rows > 0 ? rows : (16LL * sms + col_blocks - 1) / col_blocks * kBatchRowTile;
+  m.R = std::clamp<long long>((R + kBatchRowTile - 1) / kBatchRowTile * kBatchRowTile, kBatchRowTile, 1 << 16);
+  m.P = 4 * m.R;
+  m.compute = Stream(cudaStreamNonBlocking);
+  m.h2d = Stream(cudaStreamNonBlocking);
+  m.d2h = Stream(cudaStreamNonBlocking);
+  const cudaStream_t st = m.compute.get();
+  auto upload16 = [&](const std::vector<uint16_t>& v) {
+    DeviceBuffer<uint16_t> d(v.size());
+    d.upload(v.data(), v.size(), st);
+    return d;
+  };
+  auto upload32 = [&](const std::vector<float>& v) {
+    DeviceBuffer<float> d(v.size());
+    if (!v.empty()) d.upload(v.data(), v.size(), st);
+    return d;
+  };
+  m.w0 = upload16(m.wts.w0);
+  for (int l = 0; l < m.wts.L; ++l) {
+    m.w.push_back(upload16(m.wts.w[size_t(l)]));
+    m.bias.push_back(upload32(m.wts.bias[size_t(l)]));
+  }
+  m.bias0 = std::move(m.bias[0]);
+  m.head_w = upload32(m.wts.head_w);
+  m.head_b = upload32(m.wts.head_b);
+  HOTPATH_CUDA_CHECK(cudaStreamSynchronize(st));
+}
+
+BatchRunner::~BatchRunner() {
+  if (impl_) {
+    // Work still queued reads the buffers freed below.
+    HOTPATH_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(impl_->compute.get()));
+    HOTPATH_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(impl_->h2d.get()));
+    HOTPATH_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(impl_->d2h.get()));
+  }
+}
+
+long long BatchRunner::rows_per_chunk() const { return impl_->R; }
+
+void BatchRunner::backtest(const float* x, size_t series, size_t ticks, int window, Backend::BacktestOutput out,
+                           std::atomic<size_t>* done) {
+  Impl& m = *impl_;
+  HOTPATH_CUDA_CHECK(cudaSetDevice(m.device));
+  const size_t I = size_t(m.wts.I), O = size_t(m.wts.O), T = ticks, S = series;
+  if (S == 0 || T == 0) return;
+  if (window > 0) {
+    // Rule 1: the window ending at t consumes ticks t-W+1 .. t; steps before tick 0 leave its state zero.
+    const long long W = window;
+    const long long P = std::max(m.P, m.R + W);  // a whole chunk of windows and one history always fit
+    m.ensure(m.R, P);
+    size_t s = 0, t = 0;  // the next window's end
+    auto next = [&](Chunk& ch) {
+      if (s >= S) return false;
+      ch = Chunk{};
+      ch.steps = int(W);
+      ch.reset = true;
+      while (s < S && ch.rows < m.R) {
+        const size_t a = t;
+        const size_t ib = a >= size_t(W - 1) ? a - size_t(W - 1) : 0;
+        const size_t room_rows = size_t(m.R - ch.rows);
+        const size_t room_in = size_t(P - ch.n_in);
+        // windows a .. b-1 need input ticks ib .. b-1
+        size_t b = std::min(T, a + room_rows);
+        if (b - ib > room_in) {
+          if (room_in <= a - ib) break;  // not even one window's history fits: next chunk
+          b = ib + room_in;
+        }
+        const size_t base = size_t(ch.n_in);
+        ch.in.push_back({s * T + ib, base, b - ib});
+        ch.out.push_back({size_t(ch.rows), s * T + a, b - a});
+        for (size_t e = a; e < b; ++e) {
+          ch.row_p0.push_back(int(base + e - ib) - int(W - 1));
+          ch.row_first.push_back(e >= size_t(W - 1) ? 0 : int(W - 1 - e));
+        }
+        ch.rows += int(b - a);
+        ch.n_in += int(b - ib);
+        ch.done += b - a;
+        t = b;
+        if (t >= T) ++s, t = 0;
+      }
+      return true;
+    };
+    m.run(next, x, I, out, O, done, stats_);
+    return;
+  }
+  // Streaming: groups of up to R series in lockstep, their ticks in slices of P / group size.
+  const size_t G = std::min<size_t>(S, size_t(m.R));
+  const size_t Tc = std::max<size_t>(1, size_t(m.P) / G);
+  m.ensure(static_cast<long long>(G), static_cast<long long>(G * std::min(Tc, T)));
+  size_t g0 = 0, t0 = 0;
+  auto next = [&](Chunk& ch) {
+    if (g0 >= S) return false;
+    ch = Chunk{};
+    const size_t n = std::min(G, S - g0), steps = std::min(Tc, T - t0);
+    ch.rows = int(n);
+    ch.steps = int(steps);
+    ch.n_in = int(n * steps);
+    ch.reset = t0 == 0;
+    ch.emit_every = true;
+    for (size_t r = 0; r < n; ++r) {
+      ch.in.push_back({(g0 + r) * T + t0, r * steps, steps});
+      ch.out.push_back({r * steps, (g0 + r) * T + t0, steps});
+      ch.row_p0.push_back(int(r * steps));
+    }
+    ch.done = n * steps;
+    t0 += steps;
+    if (t0 >= T) g0 += n, t0 = 0;
+    return true;
+  };
+  m.run(next, x, I, out, O, done, stats_);
+}
+
+void BatchRunner::fresh(const float* x, size_t batch, size_t window, float* out) {
+  Impl& m = *impl_;
+  HOTPATH_CUDA_CHECK(cudaSetDevice(m.device));
+  const size_t I = size_t(m.wts.I), O = size_t(m.wts.O), W = window;
+  if (batch == 0) return;
+  // Nothing is shared between fresh windows: each row needs its own W projected ticks. Rows per chunk
+  // up to R, as far as a 1 GiB projection buffer allows (the backtests' smaller one would leave the
+  // GPU mostly idle at W ~ 50).
+  const size_t p0_rows = std::max<size_t>(size_t(m.P), (size_t(1) << 30) / (sizeof(float) * size_t(m.wts.Np)));
+  const size_t per = std::max<size_t>(1, std::min<size_t>(size_t(m.R), p0_rows / W));
+  const size_t rows = std::min(per, batch);
+  m.ensure(static_cast<long long>(rows), static_cast<long long>(rows * W));
+  size_t b0 = 0;
+  auto next = [&](Chunk& ch) {
+    if (b0 >= batch) return false;
+    ch = Chunk{};
+    const size_t n = std::min(rows, batch - b0);
+    ch.rows = int(n);
+    ch.steps = int(W);
+    ch.n_in = int(n * W);
+    ch.reset = true;
+    ch.in.push_back({b0 * W, 0, n * W});
+    ch.out.push_back({0, b0, n});
+    for (size_t r = 0; r < n; ++r) ch.row_p0.push_back(int(r * W));
+    ch.done = n;
+    b0 += n;
+    return true;
+  };
+  m.run(next, x, I, Backend::BacktestOutput{out, nullptr}, O, nullptr, stats_);
+}
+
+}  // namespace hotpath::cuda

@@ -1,0 +1,65 @@
+// The CUDA backend's throughput path (issue 11): backtests (window and streaming) and fresh windows,
+// many sequences in lockstep through kernels/lstm_batch.cu. Inputs stream through in chunks: pinned
+// host buffers allocated once, host-to-device copy, compute and device-to-host copy on three streams so
+// that chunk j's copies overlap chunk j-1's compute. The persistent tick kernel is not involved.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "model/model.hpp"
+
+namespace hotpath::cuda {
+
+// Host-side packing of a model for the batch kernels (layouts in kernels/lstm_batch.hpp). Plain C++:
+// built and tested without a GPU.
+struct BatchWeights {
+  int I = 0, H = 0, L = 0, O = 0, Ip = 0, Hp = 0, Np = 0;
+  bool bf16 = false;
+  std::vector<uint16_t> w0;                 // [Np, 2 Ip]: layer 0's W_ih twice (for x's hi and lo halves)
+  std::vector<std::vector<uint16_t>> w;     // per layer: layer 0 [Np, Hp] W_hh; l > 0 [Np, 2 Hp] [W_ih | W_hh]
+  std::vector<std::vector<float>> bias;     // per layer [Np] (layer 0's goes into P0)
+  std::vector<float> head_w, head_b;        // [O, H], [O] (empty without a bias)
+};
+BatchWeights pack_batch_weights(const Model& model, Precision precision);
+
+// What the last call measured (reported by the backend's counters).
+struct BatchStats {
+  double wall_s = 0;     // the whole call
+  double compute_s = 0;  // the kernels, summed over chunks (compute stream events)
+  double h2d_s = 0, d2h_s = 0;  // the copies, summed over chunks
+  double copy_bytes = 0;
+  long long chunks = 0;
+  // Share of the copy time hidden under compute: 1 - (wall - compute) / (h2d + d2h), clamped to [0, 1].
+  double overlap() const;
+};
+
+struct BatchTuning {
+  long long rows = 0;  // sequences per chunk (0: sized from the SMs and the model)
+};
+
+class BatchRunner {
+ public:
+  BatchRunner(const Model& model, Precision precision, int device, BatchTuning tuning = {});
+  ~BatchRunner();
+  BatchRunner(const BatchRunner&) = delete;
+  BatchRunner& operator=(const BatchRunner&) = delete;
+
+  // x [S, T, I] (already scaled) -> out [S, T, O]; window > 0: rule 1 with that window, 0: streaming.
+  void backtest(const float* x, size_t series, size_t ticks, int window, Backend::BacktestOutput out,
+                std::atomic<size_t>* done);
+  // x [B, W, I] -> out [B, O], every window from zero state.
+  void fresh(const float* x, size_t batch, size_t window, float* out);
+
+  const BatchStats& stats() const { return stats_; }
+  long long rows_per_chunk() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  BatchStats stats_;
+};
+
+}  // namespace hotpath::cuda

@@ -1,0 +1,63 @@
+// Host entry points of the throughput kernels (lstm_batch.cu): many independent LSTM sequences
+// (backtest windows, streaming series, fresh windows) advanced in lockstep, one tensor-core GEMM per
+// (step, layer) with the gate math fused into its epilogue. Plain C++ with the CUDA runtime's types.
+//
+// Layouts (one definition, shared with batch_runner.cpp):
+//  - Hp: H rounded up to kBatchUnitGroup; padded units have zero weights and bias, so their c and h
+//    stay exactly 0 and feed nothing. Np = 4 Hp.
+//  - Gate columns are permuted so that one warp's 32 output columns are the 4 gates (i, f, g, o) of the
+//    same 8 units: column n of unit u, gate q is batch_column(u, q) (the epilogue then holds all four
+//    gates of a unit in one thread).
+//  - Weights: one [Np, K] matrix per GEMM, K contiguous (the mma's "col" B operand). Layer 0's GEMM
+//    has K = Hp (W_hh); its input projection P0 = x W_ih^T + b is a separate GEMM over every tick once
+//    (shared by all the windows that contain the tick), with x split into hi + lo halves (K = 2 Ip) so
+//    that rounding x to 16 bits loses nothing. Layers l > 0: K = 2 Hp, [W_ih | W_hh].
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace hotpath::cuda {
+
+inline constexpr int kBatchUnitGroup = 32;  // units per GEMM block column (128 gate columns)
+inline constexpr int kBatchInputAlign = 32;  // I is padded to this (Ip: whole K tiles)
+inline constexpr int kBatchRowTile = 128;    // rows (sequences) per GEMM block
+
+inline int batch_column(int u, int q) { return (u / 8) * 32 + q * 8 + (u % 8); }
+
+// One GEMM: rows x Np = [a1 | a2] (rows x (k1 + k2), 16-bit) times w^T, fp32 accumulation, then
+// either a plain store (P0) or the LSTM cell (state update). a2/k2 may be absent (k2 = 0), and so may
+// the whole product (k1 = k2 = 0: a step from zero state, only p0 and the bias).
+struct BatchGemm {
+  const void* a1 = nullptr;
+  int lda1 = 0, k1 = 0;
+  const void* a2 = nullptr;
+  int lda2 = 0, k2 = 0;
+  const void* w = nullptr;  // [Np, ldw]: the first k1 + k2 of each row are used
+  int ldw = 0;
+  int rows = 0, Np = 0;
+  bool bf16 = false;
+  const float* bias = nullptr;  // [Np] (permuted), may be null
+  // plain epilogue: out[r * Np + n] = acc + bias
+  float* out = nullptr;
+  // LSTM epilogue (out == nullptr)
+  const float* p0 = nullptr;       // layer 0: + p0[(row_p0[r] + step) * Np + n]
+  const int* row_p0 = nullptr;
+  const int* row_first = nullptr;  // a row whose first valid step is past `step` keeps zero state
+  int step = 0;
+  float* c = nullptr;              // [rows, Hp]
+  void* h_out = nullptr;           // [rows, Hp] 16-bit
+  float* h32 = nullptr;            // optional fp32 copy of h (the last layer's, for the head)
+};
+cudaError_t launch_batch_gemm(const BatchGemm& g, cudaStream_t stream);
+
+// x [rows, I] fp32 -> [rows, Ip] hi and [rows, Ip] lo 16-bit halves (hi + lo = x to ~2^-22), zero pad.
+cudaError_t launch_batch_split(const float* x, int rows, int I, int Ip, bool bf16, void* hi, void* lo,
+                               cudaStream_t stream);
+
+// out[(r * out_stride + out_offset) * O + o] = head_b[o] + head_w[o, :] . h32[r, :H]
+cudaError_t launch_batch_head(const float* h32, int rows, int H, int Hp, int O, const float* head_w,
+                              const float* head_b, float* out, long long out_stride, long long out_offset,
+                              cudaStream_t stream);
+
+}  // namespace hotpath::cuda

@@ -1,0 +1,252 @@
+// The cuda backend's throughput path (issue 11): backtests [S, T, I] -> [S, T, O] (window and streaming)
+// and fresh windows [B, W, I] -> [B, O] on the batch kernels, against the float64 reference.
+//
+// Tolerance: SPEC §4's bound for the precision (fp16 3e-4, bf16 2e-3): h is rounded to the half type
+// between steps as the weights are; c, the gates and the accumulation stay fp32, and x enters exactly
+// (hi + lo halves). Chunks are forced small (128 rows) in most cases so that windows of one series
+// straddle chunks, a chunk holds several series, and a streaming series continues across chunks.
+// The packing layout is checked without a GPU.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "common/golden.hpp"
+#include "cuda/batch_runner.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "cuda/device.hpp"
+#include "cuda/kernels/lstm_batch.hpp"
+#include "cuda/lstm_plan.hpp"
+#include "engine/engine.hpp"
+#include "model/zoo.hpp"
+#include "parallel_reference.hpp"
+#include "reference/reference.hpp"
+#include "util/error.hpp"
+
+namespace hotpath {
+namespace {
+
+Model random_model(int I, int H, int L, int O, bool bias, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0 / std::sqrt(H), 1.0 / std::sqrt(H));
+  auto f = [&] { return double(float(u(rng))); };
+  Model m;
+  m.config = {I, H, L, O, bias, bias, std::nullopt};
+  m.name = "random";
+  for (int l = 0; l < L; ++l) {
+    LstmLayer w;
+    const int in = l == 0 ? I : H;
+    for (int k = 0; k < 4 * H * in; ++k) w.w_ih.push_back(f());
+    for (int k = 0; k < 4 * H * H; ++k) w.w_hh.push_back(f());
+    if (bias)
+      for (int k = 0; k < 4 * H; ++k) w.b_ih.push_back(f()), w.b_hh.push_back(f());
+    m.layers.push_back(w);
+  }
+  for (int k = 0; k < O * H; ++k) m.head_w.push_back(f());
+  if (bias)
+    for (int k = 0; k < O; ++k) m.head_b.push_back(f());
+  return m;
+}
+
+std::vector<double> reference_series(const Model& m, int W, const std::vector<float>& x, size_t S, size_t T) {
+  const size_t I = size_t(m.config.input_size);
+  std::vector<double> all;
+  for (size_t s = 0; s < S; ++s) {
+    const std::span<const float> xs(x.data() + s * T * I, T * I);
+    const auto z = W > 0 ? reference::sliding_window(m, xs, T, W) : reference::streaming(m, xs, T);
+    all.insert(all.end(), z.begin(), z.end());
+  }
+  return all;
+}
+
+bool gpu(std::string* why) { return cuda::device_available(why); }
+
+// --- host only --------------------------------------------------------------------------------------
+
+TEST(BatchWeights, PermutedGateColumnsPaddedAndTheInputTwice) {
+  const Model m = random_model(3, 5, 2, 2, true, 7);
+  const auto b = cuda::pack_batch_weights(m, Precision::bf16);
+  EXPECT_EQ(b.Ip, cuda::kBatchInputAlign);
+  EXPECT_EQ(b.Hp, cuda::kBatchUnitGroup);
+  EXPECT_EQ(b.Np, 4 * b.Hp);
+  const auto bits = [](double v) { return cuda::round_weight(v, true); };
+  const auto as_float = [](uint16_t h) {
+    uint32_t u = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  const int H = 5, I = 3, Hp = b.Hp, Ip = b.Ip;
+  for (int u = 0; u < Hp; ++u)
+    for (int q = 0; q < 4; ++q) {
+      const size_t n = size_t(cuda::batch_column(u, q));
+      for (int i = 0; i < Ip; ++i) {
+        const double want = u < H && i < I ? bits(m.layers[0].w_ih[(size_t(q) * H + u) * I + i]) : 0.0;
+        EXPECT_EQ(as_float(b.w0[n * 2 * Ip + i]), want);
+        EXPECT_EQ(as_float(b.w0[n * 2 * Ip + Ip + i]), want);
+      }
+      for (int j = 0; j < Hp; ++j) {
+        const double hh0 = u < H && j < H ? bits(m.layers[0].w_hh[(size_t(q) * H + u) * H + j]) : 0.0;
+        const double ih1 = u < H && j < H ? bits(m.layers[1].w_ih[(size_t(q) * H + u) * H + j]) : 0.0;
+        const double hh1 = u < H && j < H ? bits(m.layers[1].w_hh[(size_t(q) * H + u) * H + j]) : 0.0;
+        EXPECT_EQ(as_float(b.w[0][n * Hp + j]), hh0);
+        EXPECT_EQ(as_float(b.w[1][n * 2 * Hp + j]), ih1);
+        EXPECT_EQ(as_float(b.w[1][n * 2 * Hp + Hp + j]), hh1);
+      }
+      const double bias1 = u < H ? m.layers[1].b_ih[size_t(q) * H + u] + m.layers[1].b_hh[size_t(q) * H + u] : 0.0;
+      EXPECT_FLOAT_EQ(b.bias[1][n], float(bias1));
+    }
+  // Every column is one (unit, gate): the permutation is a bijection onto 0 .. Np-1.
+  std::vector<int> seen(size_t(b.Np), 0);
+  for (int u = 0; u < Hp; ++u)
+    for (int q = 0; q < 4; ++q) ++seen[size_t(cuda::batch_column(u, q))];
+  for (int v : seen) EXPECT_EQ(v, 1);
+}
+
+TEST(BatchWeights, RefusesPrecisionsTheKernelsDoNotHave) {
+  const Model m = random_model(3, 5, 1, 1, true, 7);
+  EXPECT_THROW(cuda::pack_batch_weights(m, Precision::fp32), UnsupportedError);
+  EXPECT_THROW(cuda::pack_batch_weights(m, Precision::int8), UnsupportedError);
+}
+
+// --- GPU --------------------------------------------------------------------------------------------
+
+struct Case {
+  int I, H, L, O, W;  // W = 0: streaming
+  size_t S, T;
+  long long rows;  // rows per chunk (0: the default)
+};
+
+std::string case_name(const Case& c) {
+  return "I" + std::to_string(c.I) + "_H" + std::to_string(c.H) + "_L" + std::to_string(c.L) + "_O" +
+         std::to_string(c.O) + (c.W ? "_W" + std::to_string(c.W) : std::string("_stream")) + "_S" +
+         std::to_string(c.S) + "_T" + std::to_string(c.T) + "_R" + std::to_string(c.rows);
+}
+
+// T below W, several chunks per series, chunks holding several series, W = 1, unpadded shapes (H not a
+// multiple of 32, I not of 32), outputs > 1, streaming across chunks, default chunk sizes.
+const Case kCases[] = {
+    {3, 5, 1, 1, 7, 3, 4, 128},       {7, 17, 2, 3, 1, 5, 300, 128},    {9, 33, 3, 5, 13, 6, 200, 128},
+    {32, 64, 2, 1, 50, 2, 300, 128},  {40, 100, 2, 2, 20, 300, 9, 256}, {32, 128, 2, 1, 50, 1, 400, 0},
+    {3, 5, 2, 2, 0, 3, 300, 128},     {16, 40, 1, 33, 0, 200, 50, 128}, {32, 128, 2, 1, 0, 1, 2000, 0},
+};
+
+class CudaBacktest : public ::testing::TestWithParam<std::tuple<Case, Precision>> {};
+
+TEST_P(CudaBacktest, EverySeriesMatchesTheReference) {
+  std::string why;
+  if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
+  const auto& [c, prec] = GetParam();
+  const Model m = random_model(c.I, c.H, c.L, c.O, true, 11 + uint64_t(c.H));
+  const auto x = testing::random_inputs(c.S * c.T * size_t(c.I), 5);
+  cuda::BatchRunner runner(m, prec, 0, cuda::BatchTuning{c.rows});
+  std::vector<double> z(c.S * c.T * size_t(c.O), std::nan(""));
+  std::atomic<size_t> done{0};
+  runner.backtest(x.data(), c.S, c.T, c.W, Backend::BacktestOutput{nullptr, z.data()}, &done);
+  EXPECT_EQ(done.load(), c.S * c.T);
+  const auto want = reference_series(m, c.W, x, c.S, c.T);
+  const double err = reference::normalized_error(z, want);
+  EXPECT_LE(err, error_bound(prec)) << case_name(c);
+  std::printf("[backtest] %s %s error %.2e over %zu outputs, %lld chunks\n", case_name(c).c_str(),
+              precision_name(prec), err, z.size(), runner.stats().chunks);
+  if (c.rows == 128 && c.S * c.T > 256) EXPECT_GT(runner.stats().chunks, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaBacktest,
+                         ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values(Precision::fp16, Precision::bf16)),
+                         [](const auto& info) {
+                           return case_name(std::get<0>(info.param)) + "_" + precision_name(std::get<1>(info.param));
+                         });
+
+// The golden PyTorch cases through the engine: window and streaming backtests, then ticks again (the tick
+// kernel parked for the backtest starts over), and fresh windows through a batch engine.
+TEST(CudaBacktestGolden, EngineBacktestTicksAfterAndFreshWindows) {
+  std::string why;
+  if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
+  for (const std::string name : {"tiny", "small2x128", "multi_out"}) {
+    const auto g = test_support::load_golden(name);
+    const size_t O = size_t(g.model.config.output_size), T = g.ticks, W = size_t(g.window);
+    for (const Mode mode : {Mode::window, Mode::streaming}) {
+      EngineOptions eo;
+      eo.backend = "cuda";
+      eo.mode = mode;
+      eo.window = g.window;
+      Engine engine(g.model, eo);
+      std::vector<double> z(T * O);
+      engine.backtest(g.inputs, 1, T, std::span<double>(z));
+      std::vector<double> got, want;
+      if (mode == Mode::window) {
+        got.assign(z.begin() + (W - 1) * O, z.end());
+        want = g.window_expected;
+      } else {
+        got = z;
+        want = g.streaming_expected;
+      }
+      const double err = reference::normalized_error(got, want);
+      EXPECT_LE(err, error_bound(Precision::fp16)) << name;
+      std::printf("[golden] %s %s backtest error %.2e\n", name.c_str(), mode == Mode::window ? "window" : "streaming", err);
+      // Ticks after the backtest: the tick kernel again, from tick 0.
+      std::vector<float> out(O);
+      std::vector<double> ticks;
+      for (size_t t = 0; t < T; ++t) {
+        engine.step(std::span<const float>(&g.inputs[t * size_t(g.model.config.input_size)], size_t(g.model.config.input_size)), out);
+        if (mode == Mode::streaming || t + 1 >= W) ticks.insert(ticks.end(), out.begin(), out.end());
+      }
+      EXPECT_LE(reference::normalized_error(ticks, want), error_bound(Precision::fp16)) << name << " ticks after";
+    }
+    // Fresh windows: every window of the golden series as its own request.
+    EngineOptions bo;
+    bo.backend = "cuda";
+    bo.mode = Mode::batch;
+    Engine batch(g.model, bo);
+    const size_t I = size_t(g.model.config.input_size), B = T - W + 1;
+    std::vector<float> windows;
+    for (size_t b = 0; b < B; ++b) windows.insert(windows.end(), g.inputs.begin() + b * I, g.inputs.begin() + (b + W) * I);
+    std::vector<float> z(B * O);
+    batch.run_batch(windows, B, W, z);
+    const std::vector<double> got(z.begin(), z.end());
+    const double err = reference::normalized_error(got, g.window_expected);
+    EXPECT_LE(err, error_bound(Precision::fp16)) << name << " fresh";
+    std::printf("[golden] %s fresh error %.2e\n", name.c_str(), err);
+  }
+}
+
+// The zoo's shapes (fresh windows of every size class, so the large GEMMs run too), a sample against
+// the float64 reference.
+TEST(CudaFresh, ZooModelsMatchTheReference) {
+  std::string why;
+  if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
+  for (const std::string name : {"lstm_s", "nv_small", "nv_medium", "lstm_l", "vollo_large"}) {
+    const Model m = *zoo_model(name);
+    const size_t W = size_t(find_zoo(name)->config.window.value_or(1)), I = size_t(m.config.input_size), O = size_t(m.config.output_size);
+    const size_t B = 300;
+    const auto x = testing::random_inputs(B * W * I, 3);
+    BackendOptions bo;
+    bo.mode = Mode::batch;
+    bo.window = int(W);
+    auto backend = make_cuda_backend(m, bo);
+    std::vector<float> z(B * O);
+    backend->run_batch(x, B, W, z);
+    // The reference on a sample of windows (the large models cost GFLOPs each in float64).
+    const size_t n = m.config.hidden_size >= 512 ? 4 : 12;  // float64 windows of the big models cost GFLOPs
+    std::vector<float> sample;
+    std::vector<double> got;
+    for (size_t k = 0; k < n; ++k) {
+      const size_t b = k * (B / n);
+      sample.insert(sample.end(), x.begin() + b * W * I, x.begin() + (b + 1) * W * I);
+      got.insert(got.end(), z.begin() + b * O, z.begin() + (b + 1) * O);
+    }
+    const auto want = reference::batch(m, std::span<const float>(sample), n, W);
+    const double err = reference::normalized_error(got, want);
+    EXPECT_LE(err, error_bound(Precision::fp16)) << name;
+    std::printf("[fresh] %s %s error %.2e over %zu windows\n", name.c_str(), backend->variant().c_str(), err, n);
+  }
+}
+
+}  // namespace
+}  // namespace hotpath
