@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 
+#include "cuda/batch_chunks.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_raii.hpp"
 #include "cuda/kernels/lstm_batch.hpp"
@@ -91,18 +92,7 @@ double BatchStats::overlap() const {
 
 namespace {
 
-// One chunk of work: `rows` sequences advanced `steps` steps over `n_in` staged input ticks.
-struct Chunk {
-  struct Copy {
-    size_t src, dst, n;  // rows (of I floats in, of O floats out)
-  };
-  int rows = 0, steps = 0, n_in = 0;
-  bool reset = true;        // zero state first (every window; a streaming group's first chunk)
-  bool emit_every = false;  // streaming: an output per step ([rows, steps, O]); else the last step's [rows, O]
-  std::vector<int> row_p0, row_first;
-  std::vector<Copy> in, out;
-  size_t done = 0;  // output rows this chunk completes
-};
+using Chunk = BatchChunk;
 
 using Clock = std::chrono::steady_clock;
 
@@ -271,7 +261,7 @@ struct BatchRunner::Impl {
 
   // Runs chunks from `next` (which fills a Chunk and returns false when there are none) through the
   // two slots: while the GPU computes chunk j, the host stages chunk j+1 and drains chunk j-1.
-  void run(const std::function<bool(Chunk&)>& next, const float* x, size_t I, Backend::BacktestOutput out, size_t O,
+  void run(const ChunkSource& next, const float* x, size_t I, Backend::BacktestOutput out, size_t O,
            std::atomic<size_t>* done, BatchStats& stats) {
     stats = BatchStats{};
     const auto t0 = Clock::now();
@@ -321,7 +311,8 @@ struct BatchRunner::Impl {
 
 BatchRunner::BatchRunner(const Model& model, Precision precision, int device, BatchTuning tuning) {
   BatchWeights wts = pack_batch_weights(model, precision);
-  HOTPATH_CUDA_CHECK(cudaSetDevice(device));  // the streams and events below belong to it
+  HOTPATH_CUDA_CHECK(cudaSetDevice(device));  // the streams, events and kernel attributes below belong to it
+  HOTPATH_CUDA_CHECK(prepare_batch_kernels());
   impl_ = std::make_unique<Impl>();
   Impl& m = *impl_;
   m.wts = std::move(wts);
@@ -381,69 +372,14 @@ void BatchRunner::backtest(const float* x, size_t series, size_t ticks, int wind
   if (S == 0 || T == 0) return;
   if (window > 0) {
     // Rule 1: the window ending at t consumes ticks t-W+1 .. t; steps before tick 0 leave its state zero.
-    const long long W = window;
-    const long long P = std::max(m.P, m.R + W);  // a whole chunk of windows and one history always fit
+    const long long P = std::max(m.P, m.R + window);  // a whole chunk of windows and one history always fit
     m.ensure(m.R, P);
-    size_t s = 0, t = 0;  // the next window's end
-    auto next = [&](Chunk& ch) {
-      if (s >= S) return false;
-      ch = Chunk{};
-      ch.steps = int(W);
-      ch.reset = true;
-      while (s < S && ch.rows < m.R) {
-        const size_t a = t;
-        const size_t ib = a >= size_t(W - 1) ? a - size_t(W - 1) : 0;
-        const size_t room_rows = size_t(m.R - ch.rows);
-        const size_t room_in = size_t(P - ch.n_in);
-        // windows a .. b-1 need input ticks ib .. b-1
-        size_t b = std::min(T, a + room_rows);
-        if (b - ib > room_in) {
-          if (room_in <= a - ib) break;  // not even one window's history fits: next chunk
-          b = ib + room_in;
-        }
-        const size_t base = size_t(ch.n_in);
-        ch.in.push_back({s * T + ib, base, b - ib});
-        ch.out.push_back({size_t(ch.rows), s * T + a, b - a});
-        for (size_t e = a; e < b; ++e) {
-          ch.row_p0.push_back(int(base + e - ib) - int(W - 1));
-          ch.row_first.push_back(e >= size_t(W - 1) ? 0 : int(W - 1 - e));
-        }
-        ch.rows += int(b - a);
-        ch.n_in += int(b - ib);
-        ch.done += b - a;
-        t = b;
-        if (t >= T) ++s, t = 0;
-      }
-      return true;
-    };
-    m.run(next, x, I, out, O, done, stats_);
+    m.run(window_chunks(S, T, size_t(window), size_t(m.R), size_t(P)), x, I, out, O, done, stats_);
     return;
   }
-  // Streaming: groups of up to R series in lockstep, their ticks in slices of P / group size.
-  const size_t G = std::min<size_t>(S, size_t(m.R));
-  const size_t Tc = std::max<size_t>(1, size_t(m.P) / G);
-  m.ensure(static_cast<long long>(G), static_cast<long long>(G * std::min(Tc, T)));
-  size_t g0 = 0, t0 = 0;
-  auto next = [&](Chunk& ch) {
-    if (g0 >= S) return false;
-    ch = Chunk{};
-    const size_t n = std::min(G, S - g0), steps = std::min(Tc, T - t0);
-    ch.rows = int(n);
-    ch.steps = int(steps);
-    ch.n_in = int(n * steps);
-    ch.reset = t0 == 0;
-    ch.emit_every = true;
-    for (size_t r = 0; r < n; ++r) {
-      ch.in.push_back({(g0 + r) * T + t0, r * steps, steps});
-      ch.out.push_back({r * steps, (g0 + r) * T + t0, steps});
-      ch.row_p0.push_back(int(r * steps));
-    }
-    ch.done = n * steps;
-    t0 += steps;
-    if (t0 >= T) g0 += n, t0 = 0;
-    return true;
-  };
-  m.run(next, x, I, out, O, done, stats_);
+  const StreamingShape sh = streaming_shape(S, T, size_t(m.R), size_t(m.P));
+  m.ensure(static_cast<long long>(sh.group), static_cast<long long>(sh.group * sh.slice));
+  m.run(streaming_chunks(S, T, size_t(m.R), size_t(m.P)), x, I, out, O, done, stats_);
 }
 
 void BatchRunner::fresh(const float* x, size_t batch, size_t window, float* out) {
@@ -458,23 +394,7 @@ void BatchRunner::fresh(const float* x, size_t batch, size_t window, float* out)
   const size_t per = std::max<size_t>(1, std::min<size_t>(size_t(m.R), p0_rows / W));
   const size_t rows = std::min(per, batch);
   m.ensure(static_cast<long long>(rows), static_cast<long long>(rows * W));
-  size_t b0 = 0;
-  auto next = [&](Chunk& ch) {
-    if (b0 >= batch) return false;
-    ch = Chunk{};
-    const size_t n = std::min(rows, batch - b0);
-    ch.rows = int(n);
-    ch.steps = int(W);
-    ch.n_in = int(n * W);
-    ch.reset = true;
-    ch.in.push_back({b0 * W, 0, n * W});
-    ch.out.push_back({0, b0, n});
-    for (size_t r = 0; r < n; ++r) ch.row_p0.push_back(int(r * W));
-    ch.done = n;
-    b0 += n;
-    return true;
-  };
-  m.run(next, x, I, Backend::BacktestOutput{out, nullptr}, O, nullptr, stats_);
+  m.run(fresh_chunks(batch, W, rows), x, I, Backend::BacktestOutput{out, nullptr}, O, nullptr, stats_);
 }
 
 }  // namespace hotpath::cuda

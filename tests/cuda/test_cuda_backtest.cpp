@@ -17,6 +17,8 @@
 
 #include "backend/backend.hpp"
 #include "common/golden.hpp"
+#include "common/random_model.hpp"
+#include "cuda/batch_chunks.hpp"
 #include "cuda/batch_runner.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device.hpp"
@@ -32,25 +34,7 @@ namespace hotpath {
 namespace {
 
 Model random_model(int I, int H, int L, int O, bool bias, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-1.0 / std::sqrt(H), 1.0 / std::sqrt(H));
-  auto f = [&] { return double(float(u(rng))); };
-  Model m;
-  m.config = {I, H, L, O, bias, bias, std::nullopt};
-  m.name = "random";
-  for (int l = 0; l < L; ++l) {
-    LstmLayer w;
-    const int in = l == 0 ? I : H;
-    for (int k = 0; k < 4 * H * in; ++k) w.w_ih.push_back(f());
-    for (int k = 0; k < 4 * H * H; ++k) w.w_hh.push_back(f());
-    if (bias)
-      for (int k = 0; k < 4 * H; ++k) w.b_ih.push_back(f()), w.b_hh.push_back(f());
-    m.layers.push_back(w);
-  }
-  for (int k = 0; k < O * H; ++k) m.head_w.push_back(f());
-  if (bias)
-    for (int k = 0; k < O; ++k) m.head_b.push_back(f());
-  return m;
+  return test_support::random_model(I, H, L, O, bias, bias, seed);
 }
 
 std::vector<double> reference_series(const Model& m, int W, const std::vector<float>& x, size_t S, size_t T) {
@@ -112,6 +96,121 @@ TEST(BatchWeights, RefusesPrecisionsTheKernelsDoNotHave) {
   const Model m = random_model(3, 5, 1, 1, true, 7);
   EXPECT_THROW(cuda::pack_batch_weights(m, Precision::fp32), UnsupportedError);
   EXPECT_THROW(cuda::pack_batch_weights(m, Precision::int8), UnsupportedError);
+}
+
+// The chunk plans, emulated: every output of the workload comes from exactly one row, and every row
+// reads, step by step, exactly the ticks its sequence consumes (rule 1: t-W+1 .. t with the steps before
+// tick 0 left at zero state; streaming: its series' ticks in order; fresh: its window's W ticks).
+struct Staged {
+  std::vector<long long> tick;  // staged tick -> workload tick (series * T + t), -1 where nothing was copied
+};
+Staged stage(const cuda::BatchChunk& ch) {
+  Staged st{std::vector<long long>(size_t(ch.n_in), -1)};
+  for (const auto& c : ch.in)
+    for (size_t i = 0; i < c.n; ++i) {
+      EXPECT_LT(c.dst + i, size_t(ch.n_in));
+      EXPECT_EQ(st.tick[c.dst + i], -1) << "a staged tick copied twice";
+      st.tick[c.dst + i] = (long long)(c.src + i);
+    }
+  for (long long v : st.tick) EXPECT_GE(v, 0) << "a staged tick never copied";
+  return st;
+}
+
+TEST(BatchChunks, WindowPlansCoverEveryOutputOnceWithItsOwnTicks) {
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 300; ++trial) {
+    const size_t S = 1 + rng() % 5, T = 1 + rng() % 90, W = 1 + rng() % 20, R = 1 + rng() % 70;
+    const size_t P = R + W - 1 + rng() % 40;
+    std::vector<int> seen(S * T, 0);
+    auto next = cuda::window_chunks(S, T, W, R, P);
+    cuda::BatchChunk ch;
+    size_t done = 0, chunks = 0;
+    while (next(ch)) {
+      ASSERT_LT(++chunks, S * T + 2) << "the plan does not end";
+      ASSERT_GT(ch.rows, 0);
+      EXPECT_LE(size_t(ch.rows), R);
+      EXPECT_LE(size_t(ch.n_in), P);
+      EXPECT_EQ(size_t(ch.steps), W);
+      EXPECT_TRUE(ch.reset && !ch.emit_every);
+      ASSERT_EQ(ch.row_p0.size(), size_t(ch.rows));
+      ASSERT_EQ(ch.row_first.size(), size_t(ch.rows));
+      const Staged st = stage(ch);
+      for (const auto& c : ch.out)
+        for (size_t i = 0; i < c.n; ++i) {
+          const size_t r = c.src + i, g = c.dst + i, s = g / T, t = g % T;
+          ASSERT_LT(r, size_t(ch.rows));
+          ++seen[g];
+          for (size_t k = 0; k < W; ++k) {
+            const long long tau = (long long)t - (long long)W + 1 + (long long)k;
+            if (tau < 0) {
+              EXPECT_LT((long long)k, ch.row_first[r]) << "a step before tick 0 must keep zero state";
+              continue;
+            }
+            ASSERT_GE((long long)k, ch.row_first[r]);
+            const long long at = ch.row_p0[r] + (long long)k;
+            ASSERT_TRUE(at >= 0 && at < ch.n_in);
+            EXPECT_EQ(st.tick[size_t(at)], (long long)(s * T) + tau) << "S" << S << " T" << T << " W" << W << " R" << R;
+          }
+        }
+      done += ch.done;
+    }
+    EXPECT_EQ(done, S * T);
+    for (int v : seen) ASSERT_EQ(v, 1);
+  }
+}
+
+TEST(BatchChunks, StreamingPlansCarryEachSeriesAcrossSlices) {
+  std::mt19937_64 rng(4);
+  for (int trial = 0; trial < 300; ++trial) {
+    const size_t S = 1 + rng() % 9, T = 1 + rng() % 60, R = 1 + rng() % 6, P = 1 + rng() % 50;
+    std::vector<int> seen(S * T, 0);
+    std::vector<size_t> next_tick(S, 0);  // each series' ticks in order, state reset only at tick 0
+    auto next = cuda::streaming_chunks(S, T, R, P);
+    cuda::BatchChunk ch;
+    size_t chunks = 0;
+    while (next(ch)) {
+      ASSERT_LT(++chunks, S * T + 2);
+      EXPECT_LE(size_t(ch.rows), R);
+      EXPECT_LE(size_t(ch.n_in), std::max(P, size_t(ch.rows)));
+      EXPECT_TRUE(ch.emit_every);
+      EXPECT_TRUE(ch.row_first.empty());
+      const Staged st = stage(ch);
+      for (const auto& c : ch.out) {
+        const size_t r = c.src / size_t(ch.steps), s = c.dst / T, t0 = c.dst % T;
+        EXPECT_EQ(c.n, size_t(ch.steps));
+        EXPECT_EQ(t0, next_tick[s]);
+        EXPECT_EQ(ch.reset, t0 == 0);
+        for (size_t k = 0; k < c.n; ++k) {
+          ++seen[c.dst + k];
+          EXPECT_EQ(st.tick[size_t(ch.row_p0[r]) + k], (long long)(c.dst + k));
+        }
+        next_tick[s] += c.n;
+      }
+    }
+    for (int v : seen) ASSERT_EQ(v, 1);
+  }
+}
+
+TEST(BatchChunks, FreshPlansGiveEachWindowItsOwnTicks) {
+  for (size_t B : {1, 7, 64, 65})
+    for (size_t R : {1, 8, 64}) {
+      const size_t W = 5;
+      auto next = cuda::fresh_chunks(B, W, R);
+      cuda::BatchChunk ch;
+      std::vector<int> seen(B, 0);
+      while (next(ch)) {
+        EXPECT_LE(size_t(ch.rows), R);
+        const Staged st = stage(ch);
+        for (const auto& c : ch.out)
+          for (size_t i = 0; i < c.n; ++i) {
+            ++seen[c.dst + i];
+            for (size_t k = 0; k < W; ++k)
+              EXPECT_EQ(st.tick[size_t(ch.row_p0[c.src + i]) + k], (long long)((c.dst + i) * W + k));
+          }
+      }
+      for (int v : seen) ASSERT_EQ(v, 1);
+    }
+  EXPECT_THROW(cuda::window_chunks(1, 10, 5, 8, 8), Error);  // no room for a chunk and its history
 }
 
 // --- GPU --------------------------------------------------------------------------------------------

@@ -131,26 +131,9 @@ __global__ void __launch_bounds__(THREADS) batch_gemm(const BatchGemm g) {
   }
   cp_async_wait<0>();
 
+  // Plain (P0 rows, the bias folded in), or the LSTM cell: this thread holds gates i, f, g, o (q = 0..3)
+  // of units u, u + 1 for 8 rows.
   const int gq = lane >> 2, tq = lane & 3;
-  if (g.out) {
-    // Plain: P0 rows (the bias folded in).
-#pragma unroll
-    for (int mi = 0; mi < 4; ++mi)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = row0 + wm * 64 + mi * 16 + gq + half * 8;
-        if (r >= g.rows) continue;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int n = col0 + wn * 32 + q * 8 + tq * 2;
-          float2 v{acc[mi][q][half * 2], acc[mi][q][half * 2 + 1]};
-          if (g.bias) v.x += g.bias[n], v.y += g.bias[n + 1];
-          *reinterpret_cast<float2*>(g.out + size_t(r) * g.Np + n) = v;
-        }
-      }
-    return;
-  }
-  // The LSTM cell: this thread holds gates i, f, g, o (q = 0..3) of units u, u + 1 for 8 rows.
   const int Hp = g.Np / 4;
   const int u = (col0 + wn * 32) / 4 + tq * 2;
   auto* hout = static_cast<unsigned*>(g.h_out);
@@ -160,6 +143,16 @@ __global__ void __launch_bounds__(THREADS) batch_gemm(const BatchGemm g) {
     for (int half = 0; half < 2; ++half) {
       const int r = row0 + wm * 64 + mi * 16 + gq + half * 8;
       if (r >= g.rows) continue;
+      if (g.out) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int n = col0 + wn * 32 + q * 8 + tq * 2;
+          float2 v{acc[mi][q][half * 2], acc[mi][q][half * 2 + 1]};
+          if (g.bias) v.x += g.bias[n], v.y += g.bias[n + 1];
+          *reinterpret_cast<float2*>(g.out + size_t(r) * g.Np + n) = v;
+        }
+        continue;
+      }
       const size_t si = size_t(r) * Hp + u;
       float2 cn{0.f, 0.f}, hn{0.f, 0.f};
       if (!g.row_first || g.step >= g.row_first[r]) {
@@ -230,15 +223,17 @@ cudaError_t launch_batch_gemm(const BatchGemm& g, cudaStream_t stream) {
   if ((g.k1 % BK) || (g.k2 % BK) || (g.Np % BN) || g.k1 < 0 || g.k2 < 0 || g.ldw < g.k1 + g.k2 || (g.ldw % 8))
     return cudaErrorInvalidValue;
   auto kernel = g.bf16 ? batch_gemm<true> : batch_gemm<false>;
-  static thread_local bool configured[2] = {false, false};
-  if (!configured[g.bf16]) {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SMEM_BYTES));
-    if (e != cudaSuccess) return e;
-    configured[g.bf16] = true;
-  }
   const dim3 grid((g.rows + BM - 1) / BM, g.Np / BN);
   kernel<<<grid, THREADS, SMEM_BYTES, stream>>>(g);
   return cudaGetLastError();
+}
+
+cudaError_t prepare_batch_kernels() {
+  for (auto kernel : {batch_gemm<false>, batch_gemm<true>}) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SMEM_BYTES));
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 cudaError_t launch_batch_split(const float* x, int rows, int I, int Ip, bool bf16, void* hi, void* lo,
