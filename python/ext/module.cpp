@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "engine/engine.hpp"
+#include "model/loader.hpp"
+#include "model/safetensors.hpp"
 #include "model/zoo.hpp"
 #include "util/error.hpp"
 
@@ -379,6 +381,17 @@ NB_MODULE(_hotpath, m) {
       .def_ro("name", &hotpath::Model::name)
       .def_ro("lstm_prefix", &hotpath::Model::lstm_prefix)
       .def_ro("head_prefix", &hotpath::Model::head_prefix)
+      .def(
+          "to_safetensors",
+          [](const hotpath::Model& x) {
+            // float64 weights: hotpath.load() of these bytes gives back exactly this model
+            const auto bytes = hotpath::safetensors::serialize(
+                hotpath::model_tensors(x, hotpath::DType::F64, x.lstm_prefix, x.head_prefix),
+                hotpath::model_metadata(x, x.lstm_prefix, x.head_prefix));
+            return nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+          },
+          "The model as the bytes of a safetensors file (float64 weights, exact; window and prefixes in its "
+          "metadata): hotpath.load(bytes) reads it back, e.g. on another machine.")
       .def("__repr__", [](const hotpath::Model& x) {
         const auto& c = x.config;
         return "<hotpath.Model '" + x.name + "' I=" + std::to_string(c.input_size) + " H=" +

@@ -48,6 +48,8 @@ class Model:
     def lstm_prefix(self) -> str: ...
     @property
     def head_prefix(self) -> str: ...
+    def to_safetensors(self) -> bytes:
+        """The model as the bytes of a safetensors file (float64 weights, exact): hotpath.load(bytes) reads it back."""
 
 class _ZooEntry(TypedDict):
     name: str

@@ -42,6 +42,21 @@ def test_load_zoo_file_pathlike_bytes_agree():
     assert hotpath.load(zoo) is zoo
 
 
+def test_to_safetensors_round_trips_exactly():
+    # A model with other prefixes and a window: the bytes give back the same model (float64 weights).
+    src = hotpath.load(GOLDEN / "multi_out.model.safetensors", window=20)
+    data = src.to_safetensors()
+    back = hotpath.load(data)
+    assert isinstance(data, bytes) and back.dtype == "F64"
+    assert (back.input_size, back.hidden_size, back.num_layers, back.output_size, back.window) == (16, 64, 3, 4, 20)
+    assert (back.lstm_prefix, back.head_prefix) == (src.lstm_prefix, src.head_prefix)
+    x = np.random.default_rng(1).standard_normal((40, 16)).astype(np.float32)
+    for backend, precision in (("ref", None), ("cpu", "fp32"), ("cpu", "bf16")):
+        a = hotpath.Engine(src, backend=backend, precision=precision).backtest(x)
+        b = hotpath.Engine(back, backend=backend, precision=precision).backtest(x)
+        np.testing.assert_array_equal(a, b)
+
+
 def test_load_without_window_then_engine_needs_one():
     m = hotpath.load(GOLDEN / "tiny.model.safetensors")  # no __metadata__: no window
     assert m.window is None
