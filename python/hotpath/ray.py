@@ -235,21 +235,23 @@ def backtest(
                 busy[actor] -= 1
             try:
                 shard, outs, windows, seconds, name = ray.get(fut)
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError) as e:
-                # The worker died: its shards go to a new worker, each result still taken once.
+            except ray.exceptions.RayTaskError as e:  # the worker's code raised (not a hotpath error)
+                failed_shard[s] = f"worker error: {e}"
+                submit()
+                continue
+            except ray.exceptions.RayError as e:
+                # The worker (or its node, or the result's copy) is gone: its shards go to a new worker,
+                # each result still taken once.
                 if actor in busy:
                     del busy[actor]
+                    ray.kill(actor, no_restart=True)
                     busy[start()] = 0
                 tries[s] += 1
                 if tries[s] > max_retries:
-                    failed_shard[s] = f"worker died {tries[s]} times running it: {e}"
+                    failed_shard[s] = f"its worker was lost {tries[s]} times: {e}"
                 else:
                     retried += 1
                     pending.append(s)
-                submit()
-                continue
-            except ray.exceptions.RayTaskError as e:
-                failed_shard[s] = f"worker error: {e}"
                 submit()
                 continue
             if shard not in result_of:  # exactly once
