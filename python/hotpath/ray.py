@@ -8,7 +8,8 @@
 Workers are Ray actors that each hold one hotpath engine (on a GPU with num_gpus=1, else on num_cpus
 cores). The model's bytes go through the object store once. Series of the same length are batched
 into one [S, T, I] backtest per shard, shards sized so that every worker stays busy. A worker that dies
-has its shards re-run on a new one, and every shard's result is taken exactly once.
+has its shards re-run by the others (or by a new one when none is left), and every shard's result is
+taken exactly once.
 """
 from __future__ import annotations
 
@@ -240,12 +241,14 @@ def backtest(
                 submit()
                 continue
             except ray.exceptions.RayError as e:
-                # The worker (or its node, or the result's copy) is gone: its shards go to a new worker,
-                # each result still taken once.
+                # The worker (or its node, or the result's copy) is gone: its shards go back in the queue
+                # for the workers left (a replacement could wait forever for the lost node's resources),
+                # each result still taken once; a new worker only when none is left.
                 if actor in busy:
                     del busy[actor]
                     ray.kill(actor, no_restart=True)
-                    busy[start()] = 0
+                    if not busy:
+                        busy[start()] = 0
                 tries[s] += 1
                 if tries[s] > max_retries:
                     failed_shard[s] = f"its worker was lost {tries[s]} times: {e}"
