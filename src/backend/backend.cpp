@@ -82,6 +82,14 @@ void Backend::check_tick_input(std::span<const float> x, long long tick) const {
                       (std::isnan(x[k]) ? "NaN" : "Inf") + "; the tick was refused and the state left unchanged");
 }
 
+void Backend::check_batch_input(std::span<const float> x, size_t window) const {
+  const size_t I = size_t(config_.input_size);
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!std::isfinite(x[i]))
+      throw TickError(name() + " backend: run_batch input of window " + std::to_string(i / (window * I)) + ", step " +
+                      std::to_string(i / I % window) + " holds NaN or Inf");
+}
+
 void Backend::run_batch(std::span<const float>, size_t, size_t, std::span<float>) {
   throw UnsupportedError("backend " + name() + " does not run the batch workload");
 }

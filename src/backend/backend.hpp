@@ -138,6 +138,8 @@ class Backend {
   Backend(const ModelConfig& config, const BackendOptions& options) : config_(config), options_(options) {}
   // Throws TickError if x has the wrong length or holds NaN/Inf; `tick` is named in the message.
   void check_tick_input(std::span<const float> x, long long tick) const;
+  // Throws TickError naming the window and step of the first NaN/Inf of fresh windows x [B, window, I].
+  void check_batch_input(std::span<const float> x, size_t window) const;
 
  private:
   ModelConfig config_;

@@ -706,10 +706,7 @@ void CpuBackend::run_batch(std::span<const float> x, size_t batch, size_t window
   if (out.size() < batch * O)
     throw Error("cpu backend: run_batch output holds " + std::to_string(out.size()) + " floats, expected " +
                 std::to_string(batch * O));
-  for (size_t i = 0; i < x.size(); ++i)
-    if (!std::isfinite(x[i]))
-      throw TickError("cpu backend: run_batch input of window " + std::to_string(i / (window * I)) + ", step " +
-                      std::to_string(i / I % window) + " holds NaN or Inf");
+  check_batch_input(x, window);
   // A fixed scaler applies to every element (a rolling one is refused: batch windows have no stream).
   AlignedArray<float> scaled;
   if (scaler_.active()) {
@@ -743,28 +740,27 @@ void CpuBackend::backtest(std::span<const float> x, size_t series, size_t ticks,
   AlignedArray<float> scaled;
   if (scaler_.active()) {
     scaled = AlignedArray<float>(x.size());
-    for (size_t s = 0; s < series; ++s) {
-      scaler_.reset();
-      for (size_t t = 0; t < T; ++t) scaler_.scale(x.subspan((s * T + t) * I, I), scaled.data() + (s * T + t) * I);
-    }
+    scaler_.scale_series(x, series, T, scaled.data());
   }
   const float* xs = scaler_.active() ? scaled.data() : x.data();
   TileJob job;
   job.out = out;
   job.done = done;
+  // Tile k of series from tick 0, G series in lockstep, every step emitted.
+  auto series_tile = [&](size_t k, size_t steps) {
+    Tile t;
+    t.n = int(std::min(G, series - k * G));
+    t.steps = steps;
+    for (int j = 0; j < t.n; ++j) {
+      t.x[j] = xs + (k * G + j) * T * I;
+      t.row0[j] = (k * G + j) * T;
+    }
+    return t;
+  };
   if (streaming_) {
-    // One sequence per series, every step emitted: series in lockstep, G at a time.
+    // One sequence per series, the whole series.
     job.count = (series + G - 1) / G;
-    job.tile = [&](size_t k) {
-      Tile t;
-      t.n = int(std::min(G, series - k * G));
-      t.steps = T;
-      for (int j = 0; j < t.n; ++j) {
-        t.x[j] = xs + (k * G + j) * T * I;
-        t.row0[j] = (k * G + j) * T;
-      }
-      return t;
-    };
+    job.tile = [&](size_t k) { return series_tile(k, T); };
   } else {
     // Rule 1: ticks t < W-1 are the partial windows that start at tick 0, i.e. one sequence per series
     // over its first min(W-1, T) ticks with every step emitted (the head tiles, G series each); every
@@ -773,17 +769,9 @@ void CpuBackend::backtest(std::span<const float> x, size_t series, size_t ticks,
     const size_t head_tiles = head > 0 ? (series + G - 1) / G : 0, per_series = (full + G - 1) / G;
     job.count = head_tiles + series * per_series;
     job.tile = [&, W, head, full, head_tiles, per_series](size_t k) {
-      Tile t;
-      if (k < head_tiles) {
-        t.n = int(std::min(G, series - k * G));
-        t.steps = head;
-        for (int j = 0; j < t.n; ++j) {
-          t.x[j] = xs + (k * G + j) * T * I;
-          t.row0[j] = (k * G + j) * T;
-        }
-        return t;
-      }
+      if (k < head_tiles) return series_tile(k, head);
       k -= head_tiles;
+      Tile t;
       const size_t s = k / per_series, first = (k % per_series) * G;  // window index within the series
       t.n = int(std::min(G, full - first));
       t.steps = W;

@@ -73,19 +73,6 @@ class DeviceClaim {
   int device_;
 };
 
-// x [S, T, I] scaled as step() would scale each series: a fixed scaler elementwise, a rolling one
-// starting over with every series.
-std::vector<float> scale_series(InputScaler& scaler, std::span<const float> x, size_t series, size_t ticks) {
-  const size_t I = x.size() / std::max<size_t>(series * ticks, 1);
-  std::vector<float> scaled(x.size());
-  for (size_t s = 0; s < series; ++s) {
-    scaler.reset();
-    for (size_t t = 0; t < ticks; ++t)
-      scaler.scale(x.subspan((s * ticks + t) * I, I), scaled.data() + (s * ticks + t) * I);
-  }
-  return scaled;
-}
-
 // What the last backtest or batch measured: time, copies and the share of copy time hidden by compute.
 void add_batch_counters(const cuda::BatchRunner& runner, std::map<std::string, double>& c) {
   const cuda::BatchStats& st = runner.stats();
@@ -288,7 +275,11 @@ class CudaBackend final : public Backend {
     parked_ = true;
     t_ = 0;
     accepted_base_ = gpu_answers_;
-    const std::vector<float> scaled = scaler_.active() ? scale_series(scaler_, x, series, ticks) : std::vector<float>{};
+    std::vector<float> scaled;
+    if (scaler_.active()) {
+      scaled.resize(x.size());
+      scaler_.scale_series(x, series, ticks, scaled.data());
+    }
     scaler_.reset();
     batch_runner().backtest(scaled.empty() ? x.data() : scaled.data(), series, ticks,
                             options().mode == Mode::window ? options().window : 0, out, done);
@@ -601,10 +592,7 @@ class CudaBatchBackend final : public Backend {
       throw Error("cuda backend: run_batch holds " + std::to_string(x.size()) + " input and " +
                   std::to_string(out.size()) + " output floats for " + std::to_string(batch) + " windows of " +
                   std::to_string(window) + " x " + std::to_string(I));
-    for (size_t i = 0; i < x.size(); ++i)
-      if (!std::isfinite(x[i]))
-        throw TickError("cuda backend: run_batch input of window " + std::to_string(i / (window * I)) + ", step " +
-                        std::to_string(i / I % window) + " holds NaN or Inf");
+    check_batch_input(x, window);
     // A fixed scaler applies to every element (a rolling one is refused: batch windows have no stream).
     std::vector<float> scaled;
     if (scaler_.active()) {

@@ -204,6 +204,13 @@ void InputScaler::check_batch() const {
                 " needs a tick stream; batch windows are independent (use --scaler none or model)");
 }
 
+void InputScaler::scale_series(std::span<const float> x, size_t series, size_t ticks, float* out) {
+  for (size_t s = 0; s < series; ++s) {
+    reset();
+    for (size_t t = 0; t < ticks; ++t) scale(x.subspan((s * ticks + t) * I_, I_), out + (s * ticks + t) * I_);
+  }
+}
+
 void InputScaler::scale_batch(std::span<const float> x, float* out) const {
   check_batch();
   for (size_t e = 0; e < x.size(); ++e) {

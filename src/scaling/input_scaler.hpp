@@ -63,6 +63,11 @@ class InputScaler {
   // Forgets the history: the next tick is t = 0.
   void reset();
 
+  // Backtest: S series of T ticks x [S, T, I] scaled into out (same size) as step() would scale each
+  // series, the history starting over with every series (a rolling scaler's statistics for tick t come
+  // from that series' ticks before t). Leaves the history at the end of the last series.
+  void scale_series(std::span<const float> x, size_t series, size_t ticks, float* out);
+
   // Batch (fresh windows): the fixed scaler applied to every element of x into out (same size). Throws
   // hotpath::Error for rolling, which needs a tick stream.
   void scale_batch(std::span<const float> x, float* out) const;

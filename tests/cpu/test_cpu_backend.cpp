@@ -410,6 +410,11 @@ TEST(CpuBackend, RunBatchMatchesReference) {
   std::vector<float> bad = x, out(B * 3);
   bad[5 * W * 9 + 2] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_THROW(b->run_batch(bad, B, W, out), TickError);
+  try {
+    b->run_batch(bad, B, W, out);
+  } catch (const TickError& e) {
+    EXPECT_STREQ(e.what(), "cpu backend: run_batch input of window 5, step 0 holds NaN or Inf");
+  }
   EXPECT_THROW(b->run_batch(x, B, W + 1, out), Error);
 }
 
