@@ -16,6 +16,8 @@
 #                    test_scaling: the input scalers' leak test on every backend, cuda included)
 #   CPU_BENCH=1    also run scripts/cpu-bench.sh (issue 15's CPU benchmarks: its own CPU-only build)
 #   FIRST_TICKS=1  also the cuda first-tick runs (lstm_s window, warm and --no-warm)
+#   RAY_BENCH=1    also run bench/ray_scaling.py (issue 16: one Ray GPU worker against the local engine,
+#                  1/2/4 CPU workers); needs ray importable by python3 (wheels: docs/ray.md, "Scaling")
 #   GPU_LABELS=re   the CTest labels the ctest -j8 run takes (default: every executable that launches kernels)
 #
 # The golden cases are the repository's own (tests/data/golden), so nothing needs carrying.
@@ -83,6 +85,16 @@ if [ "${PY_TESTS:-1}" = 1 ]; then
     PYTHONPATH="$BUILD/python" timeout 120 python3 bench/python_overhead.py --model lstm_s --cpuset 2 2>&1 | tee -a "$LOG"
   else
     say "the Python module did not build (python3 needs numpy and nanobind; see the log)"
+  fi
+fi
+
+if [ "${RAY_BENCH:-0}" = 1 ]; then
+  say "hotpath.ray scaling (bench/ray_scaling.py)"
+  if python3 -c 'import ray, ray.data' 2>/dev/null && ninja -C "$BUILD" -j"$JOBS" hotpath_python >>"$LOG" 2>&1; then
+    RAY_USAGE_STATS_ENABLED=0 PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" timeout 400 python3 bench/ray_scaling.py \
+      --gpu --cpu --json "$OUT/ray-scaling.json" 2>&1 | grep -vE ' (DEBUG|INFO) ' | tee -a "$LOG"
+  else
+    say "ray (with ray.data) is not importable by python3, or the module did not build: skipped"
   fi
 fi
 

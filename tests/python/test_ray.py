@@ -109,3 +109,55 @@ def test_the_docs_example_runs(cluster, tmp_path, monkeypatch):
     lines = out.getvalue().splitlines()
     assert lines[0] == "1000 (500, 1) {}", lines
     assert "windows/s over" in lines[1]
+
+
+def dataset_of(rng, n, lengths, I):
+    xs = series_set(rng, n, lengths, I)
+    keys = [f"SYM{i:03d}" for i in range(n)]
+    return keys, xs, ray.data.from_items([{"key": k, "series": x} for k, x in zip(keys, xs)])
+
+
+def test_a_ray_dataset_in_gives_a_ray_dataset_out_in_order(cluster):
+    pytest.importorskip("pyarrow", reason="Ray Data needs pyarrow (pip install 'ray[data]')")
+    rng = np.random.default_rng(10)
+    model = hotpath.load("lstm_s")
+    keys, xs, ds = dataset_of(rng, 12, [80, 80, 45], model.input_size)
+    res = hray.backtest(model, ds, backend="cpu", precision="fp32", mode="streaming", workers=2, shard_windows=200)
+    assert res.failures == {}
+    rows = res.outputs.take_all()
+    assert [r["key"] for r in rows] == keys, "not in the input's order"
+    with hotpath.Engine(model, backend="cpu", precision="fp32", mode="streaming") as local:
+        for x, r in zip(xs, rows):
+            assert np.array_equal(np.asarray(r["output"]), local.backtest(x)), "not bitwise the local backtest"
+    assert res.windows == sum(x.shape[0] for x in xs) and res.windows_per_s > 0
+    assert sum(w["windows"] for w in res.workers.values()) == res.windows
+
+
+def test_a_ray_dataset_with_bad_rows_and_a_worker_crash(cluster, tmp_path):
+    pytest.importorskip("pyarrow", reason="Ray Data needs pyarrow (pip install 'ray[data]')")
+    rng = np.random.default_rng(11)
+    model = hotpath.load("lstm_s")
+    xs = series_set(rng, 8, [50], model.input_size)
+    xs[3] = xs[3].copy()
+    xs[3][9, 0] = np.inf
+    keys = [f"k{i}" for i in range(8)]
+    ds = ray.data.from_items([{"key": k, "series": x} for k, x in zip(keys, xs)])
+    crashed = tmp_path / "crashed"
+    res = hray.backtest(model, ds, backend="cpu", precision="fp32", workers=2, shard_windows=100,
+                        _crash_a_worker_once=str(crashed))
+    assert crashed.exists(), "the test hook did not kill a worker"
+    assert set(res.failures) == {"k3"} and "tick 9" in res.failures["k3"], res.failures
+    rows = res.outputs.take_all()
+    assert [r["key"] for r in rows] == [k for k in keys if k != "k3"], "a row lost or delivered twice"
+    with hotpath.Engine(model, backend="cpu", precision="fp32") as local:
+        for r in rows:
+            assert np.array_equal(np.asarray(r["output"]), local.backtest(xs[int(r["key"][1:])]))
+
+
+def test_a_ray_dataset_without_the_columns_is_refused(cluster):
+    pytest.importorskip("pyarrow", reason="Ray Data needs pyarrow (pip install 'ray[data]')")
+    ds = ray.data.from_items([{"name": "a", "x": np.zeros((5, 32), np.float32)}])
+    with pytest.raises(ValueError, match="no column 'key'"):
+        hray.backtest("lstm_s", ds, backend="cpu")
+    with pytest.raises(ValueError, match="needs 1 GPUs but the Ray cluster has 0"):
+        hray.backtest("lstm_s", [np.zeros((5, 32), np.float32)], num_gpus=1)
