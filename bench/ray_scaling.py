@@ -8,8 +8,8 @@ from 1 to 4 on one machine's cores.
 What is measured (all in one process, on a local Ray started here with the machine's CPUs and GPUs):
 - GPU: the same S series of T ticks (window mode, the cuda backend's default precision) backtested by a
   local hotpath.Engine in one [S, T, I] call, then by hotpath.ray.backtest with one worker (num_gpus=1).
-  The local engine is also timed over the 4 shards that hotpath.ray makes for one worker, one call
-  each (what the shard size costs, apart from Ray). The Ray rate is result.windows_per_s: every output over the wall time from the first shard sent to the
+  The local engine is also timed over 4 equal shards, one call each (hotpath.ray makes 4 for one
+  worker, the first cut in quarters): what the shard size costs, apart from Ray. The Ray rate is result.windows_per_s: every output over the wall time from the first shard sent to the
   last result taken, after the worker has started (its start, engine and CUDA context, is reported
   apart as startup_seconds). Both include the host-to-device copies; the Ray figure also includes the
   object store's copies of the inputs and outputs and the driver's bookkeeping. Best of --repeat calls.
@@ -58,8 +58,8 @@ def gpu_case(ray, model, args) -> dict:
             t0 = time.perf_counter()
             expected = local.backtest(stacked)
             local_s.append(time.perf_counter() - t0)
-        # The same engine over the shards hotpath.ray makes for one worker (4, one call each): what the
-        # shard size alone costs, apart from Ray's copies.
+        # The same engine over 4 equal shards, one call each (hotpath.ray makes 4 for one worker, the
+        # first cut in quarters): what the shard size alone costs, apart from Ray's copies.
         per = max(1, args.gpu_series // 4)
         sharded_s = []
         for _ in range(args.repeat):
@@ -142,17 +142,23 @@ def main() -> int:
               "machine": {"host": platform.node(), "cpus": os.cpu_count(), "ray": ray.__version__,
                           "cluster": ray.cluster_resources()}, "gpu": [], "cpu": []}
     model = hotpath.load(args.model)
-    try:
-        if args.gpu:
-            report["gpu"].append(gpu_case(ray, model, args))
-        if args.cpu:
-            for c in (int(c) for c in args.cpu_cores.split(",")):
-                report["cpu"].append(cpu_case(ray, model, args, c))
-    finally:
-        ray.shutdown()
+
+    def save() -> None:  # after every case, so that a run stopped part-way keeps what it measured
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(report, f, indent=1, default=str)
+
+    try:
+        if args.gpu:
+            report["gpu"].append(gpu_case(ray, model, args))
+            save()
+        if args.cpu:
+            for c in (int(c) for c in args.cpu_cores.split(",")):
+                report["cpu"].append(cpu_case(ray, model, args, c))
+                save()
+    finally:
+        ray.shutdown()
+        save()
     return 0
 
 

@@ -256,6 +256,14 @@ def _shards(arrays: List[Any], workers: int, shard_windows: Optional[int]) -> Li
         length = key[0] if isinstance(key[0], int) else 1
         per = max(1, target // max(1, length))
         shards += [idx[k : k + per] for k in range(0, len(idx), per)]
+    if shard_windows is None:
+        # Each worker's first shard in quarters: a worker waits for its first input to be copied into
+        # the object store, and a smaller one starts it sooner (the rest arrive while it works).
+        head: List[List[int]] = []
+        for sh in shards[:workers]:
+            q = max(1, math.ceil(len(sh) / 4))
+            head += [sh[k : k + q] for k in range(0, len(sh), q)]
+        shards = head + shards[workers:]
     return shards
 
 
