@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "cuda/sm_partition.hpp"
 #include "model/model.hpp"
 
 namespace hotpath::cuda {
@@ -38,6 +39,10 @@ struct BatchStats {
 
 struct BatchTuning {
   long long rows = 0;  // sequences per chunk (0: sized from the SMs and the model)
+  // Where the kernels run: the partition's SMs (its streams), or the whole device when null; priority
+  // of the streams as cudaStreamCreateWithPriority takes it (a backtest beside live instances runs low).
+  std::shared_ptr<SmPartition> partition;
+  int priority = 0;
 };
 
 class BatchRunner {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -42,21 +43,31 @@ cuda::DeviceLimits query_limits(int device, cudaStream_t stream) {
   return lim;
 }
 
-// One persistent kernel per GPU per process: the kernel's grid takes a block on every SM of the
-// context, so a second one in the same process would only wait for SMs that never free up (its start
-// timed out after 20 s). Refused at once instead, until many instances share a kernel (issue 10).
+// One persistent kernel per SM set per process: a kernel's grid takes a block on every SM of its
+// context, so a second one on the same SMs would only wait for SMs that never free up (its start timed
+// out after 20 s). Refused at once instead: one engine on the whole GPU, or one per SM partition
+// (issue 10), never both.
 class DeviceClaim {
  public:
-  explicit DeviceClaim(int device) : device_(device) {
+  DeviceClaim(int device, const cuda::SmPartition* part) : device_(device), part_(part) {
     std::lock_guard lock(mutex());
-    if (!claimed().insert(device).second)
-      throw UnsupportedError("cuda backend: GPU " + std::to_string(device) +
-                             " already runs a hotpath kernel in this process (one cuda engine per GPU per process; "
-                             "close the other engine first)");
+    std::set<const cuda::SmPartition*>& held = claimed()[device];  // nullptr: the whole GPU
+    const std::string gpu = "cuda backend: GPU " + std::to_string(device);
+    if (held.count(nullptr))
+      throw UnsupportedError(gpu + " already runs a hotpath kernel on all its SMs in this process (one whole-GPU "
+                             "cuda engine per GPU per process; close the other engine first, or give every engine "
+                             "an SM partition)");
+    if (!part && !held.empty())
+      throw UnsupportedError(gpu + " already runs hotpath kernels in SM partitions in this process; an engine on "
+                             "the whole GPU would wait for their SMs");
+    if (part && held.count(part))
+      throw UnsupportedError("cuda backend: " + part->describe() +
+                             " already runs a hotpath kernel (one engine per partition)");
+    held.insert(part);
   }
   ~DeviceClaim() {
     std::lock_guard lock(mutex());
-    claimed().erase(device_);
+    claimed()[device_].erase(part_);
   }
   DeviceClaim(const DeviceClaim&) = delete;
   DeviceClaim& operator=(const DeviceClaim&) = delete;
@@ -66,11 +77,12 @@ class DeviceClaim {
     static std::mutex m;
     return m;
   }
-  static std::set<int>& claimed() {
-    static std::set<int> s;
+  static std::map<int, std::set<const cuda::SmPartition*>>& claimed() {
+    static std::map<int, std::set<const cuda::SmPartition*>> s;
     return s;
   }
   int device_;
+  const cuda::SmPartition* part_;
 };
 
 // What the last backtest or batch measured: time, copies and the share of copy time hidden by compute.
@@ -99,10 +111,16 @@ class CudaBackend final : public Backend {
       throw UnsupportedError("the stall test hook is compiled into the fp16 test kernels only");
     std::string why;
     if (!cuda::device_available(&why, options.device)) throw UnsupportedError("no usable CUDA device: " + why);
-    claim_ = std::make_unique<DeviceClaim>(options.device);
+    if (copt.partition && copt.partition->device() != options.device)
+      throw Error("cuda backend: " + copt.partition->describe() + " is not on GPU " + std::to_string(options.device));
+    claim_ = std::make_unique<DeviceClaim>(options.device, copt.partition.get());
     HOTPATH_CUDA_CHECK(cudaSetDevice(options.device));
-    stream_ = cuda::Stream(cudaStreamNonBlocking);
-    side_stream_ = cuda::Stream(cudaStreamNonBlocking);
+    // The tick kernel's stream decides its SMs: the partition's, or the whole device's.
+    auto stream = [&] {
+      return copt.partition ? cuda::Stream::adopt(copt.partition->make_stream()) : cuda::Stream(cudaStreamNonBlocking);
+    };
+    stream_ = stream();
+    side_stream_ = stream();
     limits_ = query_limits(options.device, stream_.get());
     const auto asked = cuda::parse_kernel_family(options.kernel);
     if (copt.stall_tick >= 0 && asked && *asked != cuda::KernelFamily::cta)
@@ -400,7 +418,9 @@ class CudaBackend final : public Backend {
   }
 
   cuda::BatchRunner& batch_runner() {
-    if (!batch_) batch_ = std::make_unique<cuda::BatchRunner>(model_, precision_, options().device);
+    if (!batch_)
+      batch_ = std::make_unique<cuda::BatchRunner>(model_, precision_, options().device,
+                                                   cuda::BatchTuning{0, copt_.partition, copt_.batch_priority});
     return *batch_;
   }
 
@@ -567,13 +587,14 @@ class CudaBackend final : public Backend {
 // The batch workload (fresh windows, SPEC §3.3): the throughput kernels only, no tick kernel.
 class CudaBatchBackend final : public Backend {
  public:
-  CudaBatchBackend(const Model& model, const BackendOptions& options)
+  CudaBatchBackend(const Model& model, const BackendOptions& options, const CudaOptions& copt)
       : Backend(model.config, options),
         precision_(options.precision.value_or(Precision::fp16)),
         scaler_(model, options.scaler) {
     std::string why;
     if (!cuda::device_available(&why, options.device)) throw UnsupportedError("no usable CUDA device: " + why);
-    runner_ = std::make_unique<cuda::BatchRunner>(model, precision_, options.device);
+    runner_ = std::make_unique<cuda::BatchRunner>(model, precision_, options.device,
+                                                  cuda::BatchTuning{0, copt.partition, copt.batch_priority});
   }
   std::string name() const override { return "cuda"; }
   std::string variant() const override { return std::string("batch-gemm-") + precision_name(precision_); }
@@ -631,7 +652,7 @@ std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOpti
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options, const CudaOptions& cuda) {
-  if (options.mode == Mode::batch) return std::make_unique<CudaBatchBackend>(model, options);
+  if (options.mode == Mode::batch) return std::make_unique<CudaBatchBackend>(model, options, cuda);
   return std::make_unique<CudaBackend>(model, options, cuda);
 }
 

@@ -3,6 +3,7 @@
 
 #include "backend/backend.hpp"
 #include "cuda/device.hpp"
+#include "cuda/sm_partition.hpp"
 
 namespace hotpath {
 
@@ -17,6 +18,11 @@ struct CudaOptions {
   int gate_sleep_ns = 0;              // pollers nap while the consumer is busy
   bool keep_warm = false;             // compute warps wait issuing dummy mma: no gain measured (docs/cuda.md)
   bool cluster_async = true;          // cluster family: st.async + mbarrier exchange (else stores + flags)
+  // Many instances on one GPU (issue 10): the engine's kernels run on this SM partition (a green
+  // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
+  // partition, and none beside a whole-device one, in a process.
+  std::shared_ptr<cuda::SmPartition> partition;
+  int batch_priority = 0;  // the throughput path's streams (backtests, fresh windows); lower is higher
   // Critical-step kernel variant: "auto" (default: "regs" where it is compiled for the model, else
   // "smem"), "smem" (W_ih fragments in shared memory, any model that fits) or "regs" (every W_ih
   // fragment in registers, SIMT head; compiled for a few shapes, e.g. lstm_s, else UnsupportedError).

@@ -16,6 +16,12 @@ class Stream {
  public:
   Stream() = default;
   explicit Stream(unsigned flags) { HOTPATH_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, flags)); }
+  // Takes ownership of a stream made elsewhere (e.g. an SM partition's).
+  static Stream adopt(cudaStream_t s) {
+    Stream out;
+    out.s_ = s;
+    return out;
+  }
   Stream(Stream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
   Stream& operator=(Stream&& o) noexcept {
     std::swap(s_, o.s_);

@@ -165,6 +165,17 @@ long long coresident_blocks(int blocks_per_sm, int sms) {
   return (long long)blocks_per_sm * sms;
 }
 
+void* driver_entry_point(const char* name, int version) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion(name, &fn, unsigned(version), cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return fn;
+}
+
 SmReport query_stream_sms(CUstream_st* stream) {
   SmReport r;
   int device = 0;
@@ -172,13 +183,7 @@ SmReport query_stream_sms(CUstream_st* stream) {
   HOTPATH_CUDA_CHECK(cudaDeviceGetAttribute(&r.device_sms, cudaDevAttrMultiProcessorCount, device));
   // The context's own view (green contexts and MPS can narrow it), through the driver's entry points so
   // that nothing links libcuda; a driver without them leaves the device count.
-  auto entry = [](const char* name, void** fn) {
-    cudaDriverEntryPointQueryResult found{};
-    const bool ok = cudaGetDriverEntryPointByVersion(name, fn, 12050, cudaEnableDefault, &found) == cudaSuccess &&
-                    found == cudaDriverEntryPointSuccess && *fn;
-    if (!ok) (void)cudaGetLastError();
-    return ok;
-  };
+  auto entry = [](const char* name, void** fn) { return (*fn = driver_entry_point(name, 12050)) != nullptr; };
   using StreamCtx = PFN_cuStreamGetCtx_v12050;
   using CtxRes = PFN_cuCtxGetDevResource_v12040;
   using GreenRes = PFN_cuGreenCtxGetDevResource_v12040;

@@ -36,6 +36,9 @@ struct SmReport {
 int launch_sm_count(const SmReport& report);
 // Asks the runtime (and, through its entry points, the driver) about the stream's context. Needs a device.
 SmReport query_stream_sms(CUstream_st* stream);
+// A driver API function through the runtime's entry points (nothing links libcuda), in the form of
+// CUDA `version` (e.g. 12050); nullptr when this driver has no such function.
+void* driver_entry_point(const char* name, int version);
 // Blocks of one kernel that can be co-resident in a context: the kernel's occupancy per SM (as
 // cudaOccupancyMaxActiveBlocksPerMultiprocessor reports it) x the context's SMs; 0 when either is <= 0.
 long long coresident_blocks(int blocks_per_sm, int sms);
