@@ -102,7 +102,6 @@ class _Worker:
             # A CPU worker's engine runs on num_cpus cores of its own (without a cpuset it would start a
             # thread per core of the node, and workers sharing a node would fight over them).
             options["cpuset"] = _claim_cores(cores)
-        self.cpuset = options.get("cpuset")
         self.engine = hotpath.Engine(hotpath.load(model), **options)
         self.method = method
 
@@ -327,26 +326,25 @@ def _backtest_dataset(
         w = per_worker.setdefault(r["worker"], {"windows": 0.0, "seconds": 0.0})
         w["windows"] += float(r["windows"])
         w["seconds"] += float(r["seconds"])
-    for w in per_worker.values():
-        w["windows_per_s"] = w["windows"] / w["seconds"] if w["seconds"] > 0 else 0.0
     total = int(sum(r["windows"] for r in stats))
+    result = _result(outputs, failures, total, seconds, per_worker, shards=scored.num_blocks())
     if show:
         sys.stderr.write(_summary(total, seconds, per_worker, failures) + "\n")
-    return BacktestResult(
-        outputs=outputs,
-        failures=failures,
-        windows=total,
-        seconds=seconds,
-        windows_per_s=total / seconds if seconds > 0 else 0.0,
-        workers=per_worker,
-        shards=scored.num_blocks(),
-    )
+    return result
 
 
 def _worker_cores(num_cpus: float, num_gpus: float) -> int:
     """How many cores of its own a worker's engine takes: num_cpus for a CPU worker; a GPU worker's
     engine chooses its own."""
     return int(num_cpus) if not num_gpus and num_cpus >= 1 else 0
+
+
+def _result(outputs: Any, failures: Dict[Key, str], total: int, seconds: float,
+            per_worker: Dict[str, Dict[str, float]], **more: Any) -> BacktestResult:
+    for w in per_worker.values():
+        w["windows_per_s"] = w["windows"] / w["seconds"] if w["seconds"] > 0 else 0.0
+    return BacktestResult(outputs=outputs, failures=failures, windows=total, seconds=seconds,
+                          windows_per_s=total / seconds if seconds > 0 else 0.0, workers=per_worker, **more)
 
 
 def _summary(total: int, seconds: float, per_worker: Dict[str, Dict[str, float]], failures: Dict[Key, str]) -> str:
@@ -384,7 +382,8 @@ def backtest(
     model: anything hotpath.load() takes, or a hotpath.Model. series: a list of [T, I] arrays, a dict
     key -> array (T may differ between series), or a Ray Dataset whose rows hold a key (key_column) and a
     [T, I] array (series_column); its outputs are a Ray Dataset of (key, output) rows in the input's
-    order, materialised on the cluster (Ray Data re-runs a lost worker's blocks). backend/precision/mode/window: the Engine's options
+    order, materialised on the cluster (Ray Data re-runs a lost worker's blocks).
+    backend/precision/mode/window: the Engine's options
     (engine_options: any others, e.g. {"cpuset": "0-3"}). workers: actors to start (default: as many as
     the cluster's free CPUs / num_cpus, or GPUs / num_gpus). num_gpus=1 puts each worker on a GPU.
     shard_windows: outputs per shard (default: a quarter of each worker's share). method: "backtest"
@@ -551,23 +550,13 @@ def backtest(
                 failures[keys[i]] = o[1]
             else:
                 outputs[i] = o
-    for w in per_worker.values():
-        w["windows_per_s"] = w["windows"] / w["seconds"] if w["seconds"] > 0 else 0.0
     total = sum(int(o.shape[0]) for o in outputs if o is not None)
-    bar.close(_summary(total, seconds, per_worker, failures))
     result_outputs: Union[List[Optional[np.ndarray]], Dict[Key, np.ndarray]]
     if as_dict:
         result_outputs = {k: o for k, o in zip(keys, outputs) if o is not None}
     else:
         result_outputs = outputs
-    return BacktestResult(
-        outputs=result_outputs,
-        failures=failures,
-        windows=total,
-        seconds=seconds,
-        windows_per_s=total / seconds if seconds > 0 else 0.0,
-        workers=per_worker,
-        shards=len(shards),
-        retried_shards=retried,
-        startup_seconds=startup,
-    )
+    result = _result(result_outputs, failures, total, seconds, per_worker, shards=len(shards),
+                     retried_shards=retried, startup_seconds=startup)
+    bar.close(_summary(total, seconds, per_worker, failures))
+    return result
