@@ -317,14 +317,13 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
   Impl& m = *impl_;
   m.wts = std::move(wts);
   m.device = device;
+  // The kernels run where the streams are: the partition's SMs, or the whole device's.
+  m.compute = Stream::adopt(make_stream(tuning.partition.get(), device, tuning.priority));
+  m.h2d = Stream::adopt(make_stream(tuning.partition.get(), device, tuning.priority));
+  m.d2h = Stream::adopt(make_stream(tuning.partition.get(), device, tuning.priority));
   int sms = 0;
   HOTPATH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  if (tuning.partition) {
-    if (tuning.partition->device() != device)
-      throw Error("cuda: the batch path's partition is on GPU " + std::to_string(tuning.partition->device()) +
-                  ", its engine on GPU " + std::to_string(device));
-    sms = tuning.partition->sm_count();
-  }
+  if (tuning.partition) sms = tuning.partition->sm_count();
   // Enough 128-row blocks for ~16 per SM across the gate columns: the GEMMs fill the GPU, and a chunk's
   // working set stays a few hundred MB.
   const long long col_blocks = m.wts.Np / (4 * kBatchUnitGroup);
@@ -334,15 +333,6 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
   long long R = rows > 0 ? rows : (16LL * sms + col_blocks - 1) / col_blocks * kBatchRowTile;
   m.R = std::clamp<long long>((R + kBatchRowTile - 1) / kBatchRowTile * kBatchRowTile, kBatchRowTile, 1 << 16);
   m.P = 4 * m.R;
-  auto stream = [&] {
-    if (tuning.partition) return Stream::adopt(tuning.partition->make_stream(tuning.priority));
-    cudaStream_t s = nullptr;
-    HOTPATH_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, tuning.priority));
-    return Stream::adopt(s);
-  };
-  m.compute = stream();
-  m.h2d = stream();
-  m.d2h = stream();
   const cudaStream_t st = m.compute.get();
   auto upload16 = [&](const std::vector<uint16_t>& v) {
     DeviceBuffer<uint16_t> d(v.size());

@@ -111,16 +111,11 @@ class CudaBackend final : public Backend {
       throw UnsupportedError("the stall test hook is compiled into the fp16 test kernels only");
     std::string why;
     if (!cuda::device_available(&why, options.device)) throw UnsupportedError("no usable CUDA device: " + why);
-    if (copt.partition && copt.partition->device() != options.device)
-      throw Error("cuda backend: " + copt.partition->describe() + " is not on GPU " + std::to_string(options.device));
     claim_ = std::make_unique<DeviceClaim>(options.device, copt.partition.get());
     HOTPATH_CUDA_CHECK(cudaSetDevice(options.device));
     // The tick kernel's stream decides its SMs: the partition's, or the whole device's.
-    auto stream = [&] {
-      return copt.partition ? cuda::Stream::adopt(copt.partition->make_stream()) : cuda::Stream(cudaStreamNonBlocking);
-    };
-    stream_ = stream();
-    side_stream_ = stream();
+    stream_ = cuda::Stream::adopt(cuda::make_stream(copt.partition.get(), options.device));
+    side_stream_ = cuda::Stream::adopt(cuda::make_stream(copt.partition.get(), options.device));
     limits_ = query_limits(options.device, stream_.get());
     const auto asked = cuda::parse_kernel_family(options.kernel);
     if (copt.stall_tick >= 0 && asked && *asked != cuda::KernelFamily::cta)

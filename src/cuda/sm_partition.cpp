@@ -114,6 +114,17 @@ CUstream_st* SmPartition::make_stream(int priority) const {
   return s;
 }
 
+CUstream_st* make_stream(const SmPartition* part, int device, int priority) {
+  if (part) {
+    if (part->device() != device)
+      throw Error("cuda: " + part->describe() + " is not on GPU " + std::to_string(device));
+    return part->make_stream(priority);
+  }
+  cudaStream_t s = nullptr;
+  HOTPATH_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, priority));
+  return s;
+}
+
 std::string SmPartition::describe() const {
   return std::string(rest_ ? "the rest" : "partition " + std::to_string(index_)) + " of GPU " +
          std::to_string(device_) + " (" + std::to_string(sms_) + " SMs)";

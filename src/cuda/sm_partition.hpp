@@ -19,7 +19,7 @@ struct SmSplitFacts {
   int sm_count = 0;
   int min_partition = 0;        // the plain split's smallest group
   int alignment = 0;            // ... and the multiple its groups come in
-  int fine_min_partition = 0;   // the fine split's smallest group (a simulated split of 1-SM groups)
+  int fine_min_partition = 0;   // the fine split's smallest group (a split into groups of 1 SM or more)
   int fine_groups = 0;          // how many of those it gives
 };
 SmSplitFacts sm_split_facts(int device);
@@ -50,12 +50,17 @@ class SmPartition {
   std::shared_ptr<void> claim_;  // the split's claim on the device, shared by its partitions
 };
 
+// A non-blocking stream for an engine's kernels: on `part` when given (it must be on `device`: Error
+// otherwise), else on the whole device (the current one); priority as cudaStreamCreateWithPriority takes
+// it. The caller destroys it (cudaStreamDestroy).
+CUstream_st* make_stream(const SmPartition* part, int device, int priority = 0);
+
 // A split of one device into `count` partitions of `sms_each` SMs or more (rounded up as the driver
 // requires), and optionally the SMs left over as one more partition (for a throughput job beside the
 // instances). fine: the fine split (no co-scheduling: groups below the plain minimum, no clusters across
 // them). One split per device at a time in a process (partitions of two splits would share SMs): a
-// second is refused while the first, or any partition of it, lives. Throws UnsupportedError, naming what the device allows, when
-// the split cannot be made.
+// second is refused while the first, or any partition of it, lives. Throws UnsupportedError, naming
+// what the device allows, when the split cannot be made.
 class SmSplit {
  public:
   SmSplit(int device, int count, int sms_each, bool fine, bool keep_rest);

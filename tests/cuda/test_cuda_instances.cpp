@@ -80,6 +80,12 @@ double drive_error(const Model& m, const Drive& d) {
   return reference::normalized_error(got, std::span<const double>(want).subspan((W - 1) * O));
 }
 
+TEST(SmPartitions, SplitsOfNothingAreRefusedBeforeTheDevice) {
+  // Checked before the driver is asked: no GPU needed.
+  EXPECT_THROW(cuda::SmSplit(0, 0, 8, false, false), Error);
+  EXPECT_THROW(cuda::SmSplit(0, 2, 0, true, false), Error);
+}
+
 TEST(SmPartitions, SplitFactsAndRefusals) {
   std::string why;
   if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
