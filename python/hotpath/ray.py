@@ -414,15 +414,15 @@ def backtest(
     for name, need in (("GPU", num_gpus), ("CPU", num_cpus)):
         if need > have.get(name, 0):
             raise ValueError(f"a worker needs {need:g} {name}s but the Ray cluster has {have.get(name, 0):g}")
+    model_ref = ray.put(blob)  # once through the object store; each actor receives the bytes
     if dataset:
         return _backtest_dataset(
-            ray, series, ray.put(blob), options, method, workers, num_cpus, num_gpus, shard_windows,
+            ray, series, model_ref, options, method, workers, num_cpus, num_gpus, shard_windows,
             key_column, series_column, progress, _crash_a_worker_once,
         )
     arrays = [np.ascontiguousarray(a, dtype=np.float32) if isinstance(a, np.ndarray) else a for a in arrays]
     shards = _shards(arrays, workers, shard_windows)
 
-    model_ref = ray.put(blob)  # once through the object store; each actor receives the bytes
     actor_cls = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus)(_Worker)
 
     def start() -> Any:
@@ -451,7 +451,10 @@ def backtest(
     for a in [a for a in pool_all if a not in pool]:
         ray.kill(a, no_restart=True)
     if not pool:
-        raise RuntimeError(f"no hotpath.ray worker could start; the first one's error: {lost[0]}") from lost[0]
+        # Ray's message holds the worker's traceback; its last line is the error itself (hotpath's, when
+        # the engine could not be built).
+        last = [line for line in str(lost[0]).splitlines() if line.strip()][-1:] or [type(lost[0]).__name__]
+        raise RuntimeError(f"no hotpath.ray worker could start; the first one's error: {last[0].strip()}") from lost[0]
     startup = time.perf_counter() - t_start
     result_of: Dict[int, Tuple[List[Any], int, float, str]] = {}
     tries = [0] * len(shards)

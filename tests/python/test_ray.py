@@ -161,3 +161,24 @@ def test_a_ray_dataset_without_the_columns_is_refused(cluster):
         hray.backtest("lstm_s", ds, backend="cpu")
     with pytest.raises(ValueError, match="needs 1 GPUs but the Ray cluster has 0"):
         hray.backtest("lstm_s", [np.zeros((5, 32), np.float32)], num_gpus=1)
+
+
+def test_workers_that_cannot_build_their_engine_fail_the_call_with_its_message(cluster):
+    # The options reach the engines only on the workers: every one of them fails to start.
+    x = np.zeros((10, 32), np.float32)
+    with pytest.raises(RuntimeError, match="no hotpath.ray worker could start.*precision fp16") as err:
+        hray.backtest("lstm_s", [x, x], backend="cpu", precision="fp16", workers=2)
+    assert "\n" not in str(err.value), "not one line"
+
+
+def test_more_workers_than_fit_start_without_waiting_for_the_rest(cluster):
+    # Three CPUs in the cluster, five workers asked: three start, the other two are left out after the
+    # grace period instead of holding up the call for ever.
+    rng = np.random.default_rng(12)
+    model = hotpath.load("lstm_s")
+    xs = series_set(rng, 10, [40], model.input_size)
+    res = hray.backtest(model, xs, backend="cpu", precision="fp32", workers=5, shard_windows=40, startup_grace_s=2)
+    assert res.failures == {} and 1 <= len(res.workers) <= 3
+    with hotpath.Engine(model, backend="cpu", precision="fp32") as local:
+        for x, got in zip(xs, res.outputs):
+            assert np.array_equal(got, local.backtest(x))
