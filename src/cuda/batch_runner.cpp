@@ -1,5 +1,7 @@
 #include "cuda/batch_runner.hpp"
 
+#include "cuda/memory.hpp"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -100,7 +102,8 @@ template <class T>
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
-  explicit PinnedBuffer(size_t n) : n_(n) { HOTPATH_CUDA_CHECK(cudaMallocHost(&p_, std::max<size_t>(n, 1) * sizeof(T))); }
+  // cuda/memory.hpp: freeing never waits for the tick kernels running beside a backtest.
+  explicit PinnedBuffer(size_t n) : n_(n) { p_ = static_cast<T*>(pinned_alloc(std::max<size_t>(n, 1) * sizeof(T), cudaHostAllocDefault)); }
   PinnedBuffer(PinnedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
   PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
     std::swap(p_, o.p_);
@@ -108,7 +111,7 @@ class PinnedBuffer {
     return *this;
   }
   ~PinnedBuffer() {
-    if (p_) HOTPATH_CUDA_CHECK_NOTHROW(cudaFreeHost(p_));
+    pinned_free(p_, std::max<size_t>(n_, 1) * sizeof(T), cudaHostAllocDefault);
   }
   T* get() const { return p_; }
   size_t size() const { return n_; }
@@ -308,6 +311,11 @@ struct BatchRunner::Impl {
     stats.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   }
 };
+
+void preload_batch_kernels(int device) {
+  HOTPATH_CUDA_CHECK(cudaSetDevice(device));
+  HOTPATH_CUDA_CHECK(prepare_batch_kernels());
+}
 
 BatchRunner::BatchRunner(const Model& model, Precision precision, int device, BatchTuning tuning) {
   BatchWeights wts = pack_batch_weights(model, precision);

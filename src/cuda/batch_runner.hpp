@@ -45,6 +45,10 @@ struct BatchTuning {
   int priority = 0;
 };
 
+// Loads every throughput-path kernel on `device` now (BatchRunner does too): call before persistent tick
+// kernels start when a backtest may run beside them, since a kernel loaded later waits for them.
+void preload_batch_kernels(int device);
+
 class BatchRunner {
  public:
   BatchRunner(const Model& model, Precision precision, int device, BatchTuning tuning = {});

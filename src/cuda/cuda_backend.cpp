@@ -579,7 +579,8 @@ class CudaBackend final : public Backend {
   long long launches_ = 0;
 };
 
-// The batch workload (fresh windows, SPEC §3.3): the throughput kernels only, no tick kernel.
+// The throughput kernels only, no tick kernel: the batch workload (fresh windows, SPEC §3.3), and
+// backtests that run beside tick kernels (CudaOptions::throughput_only) in the SMs those leave.
 class CudaBatchBackend final : public Backend {
  public:
   CudaBatchBackend(const Model& model, const BackendOptions& options, const CudaOptions& copt)
@@ -595,7 +596,20 @@ class CudaBatchBackend final : public Backend {
   std::string variant() const override { return std::string("batch-gemm-") + precision_name(precision_); }
   Precision precision() const override { return precision_; }
   void step(std::span<const float>, std::span<float>) override {
-    throw Error("cuda backend: created for the batch workload; use run_batch");
+    throw Error("cuda backend: created for the throughput path only (batch, backtest); it has no tick kernel");
+  }
+  // As the tick backend's backtest (the same runner), window or streaming by this backend's mode.
+  void backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
+                std::atomic<size_t>* done) override {
+    if (options().mode == Mode::batch) throw Error("cuda backend: a backtest needs the window or streaming mode");
+    std::vector<float> scaled;
+    if (scaler_.active()) {
+      scaled.resize(x.size());
+      scaler_.scale_series(x, series, ticks, scaled.data());
+      scaler_.reset();
+    }
+    runner_->backtest(scaled.empty() ? x.data() : scaled.data(), series, ticks,
+                      options().mode == Mode::window ? options().window : 0, out, done);
   }
   void finish_precompute() override {}
   void reset() override {}
@@ -647,7 +661,7 @@ std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOpti
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options, const CudaOptions& cuda) {
-  if (options.mode == Mode::batch) return std::make_unique<CudaBatchBackend>(model, options, cuda);
+  if (options.mode == Mode::batch || cuda.throughput_only) return std::make_unique<CudaBatchBackend>(model, options, cuda);
   return std::make_unique<CudaBackend>(model, options, cuda);
 }
 

@@ -23,6 +23,9 @@ struct CudaOptions {
   // partition, and none beside a whole-device one, in a process.
   std::shared_ptr<cuda::SmPartition> partition;
   int batch_priority = 0;  // the throughput path's streams (backtests, fresh windows); lower is higher
+  // The throughput path only, no tick kernel (a backtest beside live instances, in the SMs they leave):
+  // backtest() and run_batch() serve, step() is refused. Implied by Mode::batch.
+  bool throughput_only = false;
   // Critical-step kernel variant: "auto" (default: "regs" where it is compiled for the model, else
   // "smem"), "smem" (W_ih fragments in shared memory, any model that fits) or "regs" (every W_ih
   // fragment in registers, SIMT head; compiled for a few shapes, e.g. lstm_s, else UnsupportedError).

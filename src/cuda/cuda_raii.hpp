@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "cuda/cuda_check.hpp"
+#include "cuda/memory.hpp"
 
 namespace hotpath::cuda {
 
@@ -44,9 +45,8 @@ template <class T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t n) : count_(n) {
-    HOTPATH_CUDA_CHECK(cudaMalloc(&ptr_, std::max<size_t>(n, 1) * sizeof(T)));
-  }
+  // Stream-ordered (cuda/memory.hpp): freeing never waits for other engines' running kernels.
+  explicit DeviceBuffer(size_t n) : count_(n) { ptr_ = static_cast<T*>(device_alloc(std::max<size_t>(n, 1) * sizeof(T))); }
   DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     std::swap(ptr_, o.ptr_);
@@ -56,7 +56,7 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer() {
-    if (ptr_) HOTPATH_CUDA_CHECK_NOTHROW(cudaFree(ptr_));
+    device_free(ptr_);
   }
   T* get() const { return ptr_; }
   size_t size() const { return count_; }

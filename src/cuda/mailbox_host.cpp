@@ -1,5 +1,7 @@
 #include "cuda/mailbox_host.hpp"
 
+#include "cuda/memory.hpp"
+
 #include <emmintrin.h>
 #include <pthread.h>
 
@@ -46,12 +48,14 @@ HostMailbox::HostMailbox(int in_floats, int out_floats, const MailboxOptions& op
   n_out_ = chunks_for(out_floats, kOutFloatsPerChunk);
   const size_t in_bytes = size_t(kInputRing) * stride_ * sizeof(Chunk);  // whole lines per slot
   const unsigned in_flags = cudaHostAllocMapped | (options.write_combined_input ? cudaHostAllocWriteCombined : 0u);
-  HOTPATH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&in_), in_bytes, in_flags));
+  // Pinned through cuda/memory.hpp: closing a mailbox never waits for other engines' running kernels.
+  in_ = static_cast<Chunk*>(pinned_alloc(in_bytes, in_flags));
   const size_t out_bytes = round_line(n_out_ * sizeof(Chunk));
+  back_bytes_ = out_bytes + 2 * kLine;
   try {
-    HOTPATH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&back_), out_bytes + 2 * kLine, cudaHostAllocMapped));
+    back_ = static_cast<char*>(pinned_alloc(back_bytes_, cudaHostAllocMapped));
   } catch (...) {
-    cudaFreeHost(in_);
+    pinned_free(in_, in_bytes, in_flags);
     throw;
   }
   out_ = reinterpret_cast<Chunk*>(back_);
@@ -61,8 +65,9 @@ HostMailbox::HostMailbox(int in_floats, int out_floats, const MailboxOptions& op
 }
 
 HostMailbox::~HostMailbox() {
-  HOTPATH_CUDA_CHECK_NOTHROW(cudaFreeHost(back_));
-  HOTPATH_CUDA_CHECK_NOTHROW(cudaFreeHost(in_));
+  pinned_free(back_, back_bytes_, cudaHostAllocMapped);
+  pinned_free(in_, size_t(kInputRing) * stride_ * sizeof(Chunk),
+              cudaHostAllocMapped | (options_.write_combined_input ? cudaHostAllocWriteCombined : 0u));
 }
 
 MailboxView HostMailbox::view(long long lease_ns) const {

@@ -53,6 +53,7 @@ class HostMailbox {
   int in_floats_, out_floats_, fpc_, n_in_, stride_, n_out_;
   Chunk* in_ = nullptr;         // [kInputRing][stride_], input allocation
   char* back_ = nullptr;        // output allocation: out chunks, status, control on separate lines
+  size_t back_bytes_ = 0;
   Chunk* out_ = nullptr;
   Status* status_ = nullptr;
   Control* control_ = nullptr;

@@ -1,5 +1,7 @@
 #include "cuda/sm_partition.hpp"
 
+#include <algorithm>
+
 #include <cuda.h>  // driver API types only: the functions come through the runtime's entry points
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -55,7 +57,7 @@ CUdevResource device_sms(int device, CUdevice* dev) {
   if (!device_available(&why, device)) throw UnsupportedError("no usable CUDA device: " + why);
   const GreenApi& api = green_api();
   HOTPATH_CUDA_CHECK(cudaSetDevice(device));
-  HOTPATH_CUDA_CHECK(cudaFree(nullptr));
+  HOTPATH_CUDA_CHECK(cudaInitDevice(device, 0, 0));  // not cudaFree(nullptr): that waits for running kernels
   check(api.device_get(dev, device), "cuDeviceGet");
   CUdevResource res{};
   check(api.get_resource(*dev, &res, CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource(SM)");
@@ -103,6 +105,14 @@ SmSplitFacts sm_split_facts(int device) {
   return f;
 }
 
+int sm_groups(int device, int sms_each, bool fine) {
+  if (sms_each < 1) return 0;
+  CUdevice dev = 0;
+  const CUdevResource all = device_sms(device, &dev);
+  CUdevResource rest{};
+  return int(split_groups(all, all.sm.smCount, unsigned(sms_each), fine, &rest).size());
+}
+
 SmPartition::~SmPartition() {
   if (ctx_) (void)green_api().destroy(reinterpret_cast<CUgreenCtx>(ctx_));
 }
@@ -115,6 +125,11 @@ CUstream_st* SmPartition::make_stream(int priority) const {
 }
 
 CUstream_st* make_stream(const SmPartition* part, int device, int priority) {
+  // Into the device's range (a green context's streams take the same), so kLowestStreamPriority is the
+  // lowest on every path.
+  int least = 0, greatest = 0;
+  HOTPATH_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  priority = std::clamp(priority, greatest, least);
   if (part) {
     if (part->device() != device)
       throw Error("cuda: " + part->describe() + " is not on GPU " + std::to_string(device));

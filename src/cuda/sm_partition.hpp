@@ -23,6 +23,8 @@ struct SmSplitFacts {
   int fine_groups = 0;          // how many of those it gives
 };
 SmSplitFacts sm_split_facts(int device);
+// How many groups of at least `sms_each` SMs the plain (or fine) split of the device gives.
+int sm_groups(int device, int sms_each, bool fine);
 
 // One green context: SMs of the device that only the work of its streams runs on. Memory is the
 // device's (the primary context's allocations are valid in every partition).
@@ -49,6 +51,10 @@ class SmPartition {
   CUgreenCtx_st* ctx_;
   std::shared_ptr<void> claim_;  // the split's claim on the device, shared by its partitions
 };
+
+// The lowest stream priority (larger numbers are lower priorities): make_stream clamps a priority into
+// the device's range.
+inline constexpr int kLowestStreamPriority = 1 << 20;
 
 // A non-blocking stream for an engine's kernels: on `part` when given (it must be on `device`: Error
 // otherwise), else on the whole device (the current one); priority as cudaStreamCreateWithPriority takes

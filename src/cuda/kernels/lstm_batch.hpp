@@ -50,7 +50,9 @@ struct BatchGemm {
   float* h32 = nullptr;            // optional fp32 copy of h (the last layer's, for the head)
 };
 cudaError_t launch_batch_gemm(const BatchGemm& g, cudaStream_t stream);
-// Once per device before the first launch_batch_gemm there: the GEMM's shared memory beyond 48 KiB.
+// Once per device before the first launch there: the GEMM's shared memory beyond 48 KiB, and every
+// kernel of the throughput path loaded (lazy loading would load it at its first launch, which waits for
+// every running kernel: forever beside persistent tick kernels).
 cudaError_t prepare_batch_kernels();
 
 // x [rows, I] fp32 -> [rows, Ip] hi and [rows, Ip] lo 16-bit halves (hi + lo = x to ~2^-22), zero pad.

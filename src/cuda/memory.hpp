@@ -1,0 +1,27 @@
+// Allocation that never waits for running kernels. cudaFree waits until every kernel on the device has
+// finished (cudaFreeHost is treated alike); with many instances on one GPU (issue 10) the other
+// instances' persistent tick kernels never finish, and closing one engine hung (docs/cuda.md). Device memory is therefore allocated and
+// freed in stream order (cudaMallocAsync / cudaFreeAsync on a stream of its own), and pinned host
+// memory is kept for reuse by the next allocation of its size instead of being handed back (the process
+// holds at most its peak).
+#pragma once
+#include <cstddef>
+
+struct CUstream_st;
+
+namespace hotpath::cuda {
+
+// The current device's allocation stream (non-blocking, made once, never destroyed).
+CUstream_st* allocation_stream();
+
+// Device memory for `bytes` (at least 1), usable by every stream once this returns; free with
+// device_free when no kernel uses it any more.
+void* device_alloc(size_t bytes);
+void device_free(void* p) noexcept;
+
+// Pinned host memory (cudaHostAlloc `flags`), zeroed; a block pinned_free'd earlier with the same size
+// and flags is reused first.
+void* pinned_alloc(size_t bytes, unsigned flags);
+void pinned_free(void* p, size_t bytes, unsigned flags) noexcept;
+
+}  // namespace hotpath::cuda
