@@ -1,0 +1,72 @@
+// The plan of an instance set (engine/instances.hpp): which split, how many SMs each, and refusals that
+// name what fits. Host only: the driver's group counts are given as a function.
+#include <gtest/gtest.h>
+
+#include "engine/instances.hpp"
+#include "util/error.hpp"
+
+using namespace hotpath;
+
+namespace {
+
+// The lent H200's splits (measured 2026-12-02): 132 SMs; the plain split gives 15 groups of 8 (16 of
+// its SMs are in GPCs that do not make a whole group), the fine split groups of 2 (66).
+int h200_groups(int sms, bool fine) {
+  if (fine) return 132 / ((sms + 1) / 2 * 2);
+  const int s = (sms + 7) / 8 * 8;
+  return 120 / s;
+}
+
+engine::InstanceLayout plan(int count, int sms_each = 0, bool beside = false) {
+  engine::InstanceOptions io;
+  io.count = count;
+  io.sms_each = sms_each;
+  io.beside = beside;
+  return engine::plan_instances(io, 132, 8, 2, h200_groups);
+}
+
+}  // namespace
+
+TEST(InstancePlan, TheLargestEqualShareOfThePlainSplitElseTheFineOne) {
+  EXPECT_EQ(plan(1).sms_each, 120);
+  EXPECT_FALSE(plan(1).fine);
+  EXPECT_EQ(plan(2).sms_each, 56);   // 66 rounds down to 64: 1 group; 56 gives 2
+  EXPECT_EQ(plan(8).sms_each, 8);
+  EXPECT_EQ(plan(15).sms_each, 8);
+  EXPECT_FALSE(plan(15).fine);
+  EXPECT_TRUE(plan(16).fine);        // 15 plain groups of 8: the 16th comes from the fine split
+  EXPECT_EQ(plan(16).sms_each, 8);
+  EXPECT_EQ(plan(32).sms_each, 4);
+  EXPECT_EQ(plan(64).sms_each, 2);
+  EXPECT_EQ(plan(66).sms_each, 2);
+  EXPECT_EQ(plan(64).rest_sms, 0);   // nothing kept without `beside`
+}
+
+TEST(InstancePlan, BesideAThroughputEngineTheInstancesTakeTheSmallestGroups) {
+  const auto l = plan(8, 0, true);
+  EXPECT_EQ(l.sms_each, 8);
+  EXPECT_EQ(l.rest_sms, 132 - 64);
+  EXPECT_TRUE(plan(15, 0, true).fine == false);
+  EXPECT_EQ(plan(20, 0, true).sms_each, 2);
+  EXPECT_EQ(plan(20, 0, true).rest_sms, 92);
+  EXPECT_THROW(plan(66, 0, true), UnsupportedError);  // nothing would be left
+}
+
+TEST(InstancePlan, AskedSizesRoundUpAndRefusalsSayWhatFits) {
+  EXPECT_EQ(plan(4, 16).sms_each, 16);
+  EXPECT_FALSE(plan(4, 16).fine);
+  EXPECT_EQ(plan(4, 3).sms_each, 4);  // fine split, rounded up to its groups of 2
+  EXPECT_TRUE(plan(4, 3).fine);
+  try {
+    plan(67);
+    FAIL() << "67 instances fit";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 66"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(plan(9, 16), UnsupportedError);
+  EXPECT_THROW(plan(0), Error);
+  engine::InstanceOptions io;
+  io.count = 2;
+  io.isolation = "mps";
+  EXPECT_THROW(engine::plan_instances(io, 132, 8, 2, h200_groups), Error);
+}
