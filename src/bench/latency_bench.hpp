@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.hpp"
+#include "bench/checker.hpp"  // tick_input: the inputs every benchmark sends
 #include "engine/gpu.hpp"
 #include "model/loader.hpp"
 
@@ -32,6 +33,7 @@ inline constexpr double kMaxGapUs = 1e9;
 inline constexpr double kMaxRateHz = 1e8;
 inline constexpr double kMaxTimeoutUs = 3.6e9;   // an hour
 inline constexpr int kMaxCheckThreads = 64;
+inline constexpr int kMaxInstances = 1024;  // --instances: far above what any GPU holds
 inline constexpr int kMaxFloats = gpu::kMaxInputFloats;  // --floats: what the mailbox carries
 // Per-interval reports beyond this many: the last interval runs to the end of the run.
 inline constexpr size_t kMaxIntervals = 10'000;
@@ -73,12 +75,15 @@ struct BenchOptions {
   // memory does not grow with the run), and idle gaps: every idle_every_s seconds, no tick for idle_s.
   std::optional<double> report_every_s;
   double idle_every_s = 0, idle_s = 0;
+  // Many instances on one GPU (issue 10, instances_bench.hpp): set, the instances bench runs.
+  std::optional<int> instances;
+  bool lockstep = false;          // every instance's tick r is sent together
+  std::string isolation = "green";  // engine::kIsolations
+  int sms_per_instance = 0;       // 0: the largest equal share
+  bool beside_backtest = false;   // measure again with a backtest on the SMs the instances leave
   // Makes the backend instead of the registry (tests: a backend that fails on chosen ticks).
   std::function<std::unique_ptr<Backend>(const Model&, const BackendOptions&)> make_backend;
 };
-
-// Tick t's input: I standard-normal values from (seed, t) alone, so the checker can regenerate them.
-void tick_input(uint64_t seed, long long t, std::span<float> x);
 
 // Runs the benchmark, prints the table to `out`, writes JSON/samples when asked, returns the report.
 // Throws hotpath::Error for bad options. The report's `pass` is false, and `failure` says why in one

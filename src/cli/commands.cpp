@@ -436,7 +436,7 @@ void add_bench_command(CLI::App& app) {
   struct Flags {
     bench::BenchOptions o;
     std::string mode = "window", precision, cpuset, scaler;
-    int window = 0, floats = 0, check_threads = 0;
+    int window = 0, floats = 0, check_threads = 0, instances = 0;
     double rate = 0, seconds = 0, report_every = 0;
     int64_t seed = 1;
     bool no_warm = false;
@@ -512,13 +512,26 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--scaler", f->scaler, kScalerHelp);
   cmd->add_flag("--no-warm", f->no_warm,
                 "Do not warm the engine on creation (its first 10 ticks, reported apart, then meet it cold)");
+  cmd->add_option("--instances", f->instances,
+                  "cuda: N independent instances on one GPU, each on SMs of its own; latency per instance and "
+                  "over all (docs/cuda.md, \"Many instances\")")
+      ->check(int_range(1, bench::kMaxInstances));
+  cmd->add_flag("--lockstep", f->o.lockstep, "--instances: every instance's tick r is sent together");
+  cmd->add_option("--isolation", f->o.isolation, "--instances: how instances share the GPU (green: an SM partition each)")
+      ->capture_default_str();
+  cmd->add_option("--sms-per-instance", f->o.sms_per_instance,
+                  "--instances: SMs in each instance's partition (default: the largest equal share)")
+      ->check(int_range(1, 1 << 16));
+  cmd->add_flag("--beside-backtest", f->o.beside_backtest,
+                "--instances: measure again while a backtest runs on the SMs the instances leave, at low priority");
   cmd->callback([f, cmd] {
     auto& o = f->o;
     if (const auto workload = bench::parse_workload(f->mode)) {
       // The throughput modes share the model, backend and input flags; the latency-only ones are refused.
       for (const char* latency_only : {"--warmup", "--gap-us", "--rate", "--check-every", "--check-threads", "--report-every",
                                        "--idle-every-s", "--idle-s", "--samples", "--timeout-us", "--fallback",
-                                       "--pingpong", "--floats", "--no-pingpong", "--no-warm"})
+                                       "--pingpong", "--floats", "--no-pingpong", "--no-warm", "--instances",
+                                       "--lockstep", "--isolation", "--sms-per-instance", "--beside-backtest"})
         if (cmd->count(latency_only))
           throw Error(std::string(latency_only) + " is for the latency modes (window, streaming), not --mode " + f->mode);
       bench::ThroughputOptions t;
@@ -561,6 +574,7 @@ void add_bench_command(CLI::App& app) {
     if (cmd->count("--rate")) o.rate_hz = f->rate;
     if (cmd->count("--seconds")) o.seconds = f->seconds;
     if (cmd->count("--report-every")) o.report_every_s = f->report_every;
+    if (cmd->count("--instances")) o.instances = f->instances;
     o.seed = uint64_t(f->seed);
     o.warm = !f->no_warm;
     if (!o.fallback.empty() && o.fallback != "cpu") throw Error("--fallback must be cpu");

@@ -4,10 +4,13 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -614,4 +617,111 @@ TEST(ThroughputBench, BadOptionsAreRefused) {
   }
   EXPECT_EQ(bench::parse_workload("window"), std::nullopt);
   EXPECT_EQ(bench::parse_workload("backtest-streaming"), bench::Workload::backtest_streaming);
+}
+
+namespace {
+
+// `n` instances of the tiny model (streaming, every tick checked); instance k is FlakyBackend with
+// fails(k, t) and skew(k).
+bench::BenchOptions instances_options(int n, std::function<bool(int, long long)> fails = nullptr,
+                                      std::function<double(int)> skew = nullptr) {
+  bench::BenchOptions o = on_tiny(Mode::streaming);
+  o.ticks = 150;
+  o.warmup = 5;
+  o.instances = n;
+  auto made = std::make_shared<std::atomic<int>>(0);
+  o.make_backend = [made, fails, skew](const Model& m, const BackendOptions& bo) -> std::unique_ptr<Backend> {
+    const int k = (*made)++;
+    auto f = [fails, k](long long t) { return fails ? fails(k, t) : false; };
+    return std::make_unique<FlakyBackend>(m, bo, f, skew ? skew(k) : 0.0);
+  };
+  return o;
+}
+
+}  // namespace
+
+// Every instance is timed and checked on its own; the aggregate holds every measured tick.
+TEST(InstancesBench, EveryInstanceIsMeasuredAndCheckedApart) {
+  for (const bool lockstep : {false, true}) {
+    for (const Mode mode : {Mode::streaming, Mode::window}) {
+      std::ostringstream out;
+      bench::BenchOptions o = instances_options(3);
+      o.mode = mode;
+      if (mode == Mode::window) o.window = 5;
+      o.lockstep = lockstep;
+      const auto r = bench::run_bench(o, out);
+      EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"] << out.str();
+      EXPECT_EQ(r["kind"], "instances");
+      ASSERT_EQ(r["phases"].size(), 1u);
+      const auto& ph = r["phases"][0];
+      ASSERT_EQ(ph["per_instance"].size(), 3u);
+      EXPECT_EQ(ph["latency_us"]["count"], 3 * 150);
+      double worst = 0;
+      std::set<uint64_t> seeds;
+      for (const auto& i : ph["per_instance"]) {
+        EXPECT_EQ(i["latency_us"]["count"], 150);
+        EXPECT_EQ(i["error"]["checked_ticks"], 155);  // warm-up ticks are checked too
+        EXPECT_EQ(i["error"]["unchecked_ticks"], 0);
+        EXPECT_TRUE(i["pass"].get<bool>());
+        worst = std::max(worst, i["latency_us"]["p99"].get<double>());
+        seeds.insert(i["seed"].get<uint64_t>());
+      }
+      EXPECT_EQ(seeds.size(), 3u);  // each instance its own input stream
+      EXPECT_EQ(ph["worst_instance_p99_us"].get<double>(), worst);
+      EXPECT_EQ(r["driving"]["lockstep"].get<bool>(), lockstep);
+    }
+  }
+}
+
+TEST(InstancesBench, TheReportIsWrittenAsJson) {
+  const std::string path = ::testing::TempDir() + "instances-report.json";
+  std::remove(path.c_str());
+  bench::BenchOptions o = instances_options(2);
+  o.json_path = path;
+  std::ostringstream out;
+  const auto r = bench::run_bench(o, out);
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good()) << path;
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["kind"], "instances");
+  EXPECT_EQ(j["phases"][0]["per_instance"].size(), 2u);
+  EXPECT_EQ(j["pass"], r["pass"]);
+}
+
+// One instance's lost ticks or wrong answers fail the run, naming that instance; the others pass.
+TEST(InstancesBench, OneInstancesFaultsFailTheRunAndNameIt) {
+  {
+    std::ostringstream out;
+    const auto r = bench::run_bench(instances_options(3, [](int k, long long t) { return k == 1 && t == 40; }), out);
+    EXPECT_FALSE(r["pass"].get<bool>());
+    EXPECT_NE(r["failure"].get<std::string>().find("instance 1: 1 ticks got no answer"), std::string::npos) << r["failure"];
+    const auto& per = r["phases"][0]["per_instance"];
+    EXPECT_TRUE(per[0]["pass"].get<bool>());
+    EXPECT_FALSE(per[1]["pass"].get<bool>());
+    EXPECT_EQ(per[1]["lost_ticks"], 1);
+    EXPECT_TRUE(per[2]["pass"].get<bool>());
+  }
+  {
+    std::ostringstream out;
+    const auto r = bench::run_bench(instances_options(3, nullptr, [](int k) { return k == 2 ? 1e-3 : 0.0; }), out);
+    EXPECT_FALSE(r["pass"].get<bool>());
+    EXPECT_NE(r["failure"].get<std::string>().find("instance 2: the error"), std::string::npos) << r["failure"];
+    EXPECT_TRUE(r["phases"][0]["per_instance"][0]["pass"].get<bool>());
+  }
+}
+
+TEST(InstancesBench, BadOptionsAreRefused) {
+  std::ostringstream out;
+  bench::BenchOptions o = instances_options(2);
+  o.instances = 0;
+  EXPECT_THROW(bench::run_bench(o, out), Error);
+  o = instances_options(2);
+  o.report_every_s = 1;
+  EXPECT_THROW(bench::run_bench(o, out), Error);
+  o = instances_options(2);
+  o.beside_backtest = true;  // needs the GPU's instance set
+  EXPECT_THROW(bench::run_bench(o, out), Error);
+  o = on_tiny(Mode::streaming);
+  o.lockstep = true;  // without --instances
+  EXPECT_THROW(bench::run_bench(o, out), Error);
 }

@@ -1,0 +1,359 @@
+// The latency benchmarks' float64 check (SPEC §4), off the timed path: the timed loop publishes every
+// `check_every`-th output into CheckedOutputs, checker threads recompute those ticks in float64 from
+// the same inputs (tick_input, regenerated from the seed) and file the error. Shared by `hotpath bench`
+// for one engine and for many instances (one Checker per instance).
+#pragma once
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "scaling/input_scaler.hpp"
+#include "model/model.hpp"
+#include "reference/reference.hpp"
+#include "util/threads.hpp"
+
+namespace hotpath::bench {
+
+// Tick t's input: I standard-normal values from (seed, t) alone, so the checker can regenerate them.
+void tick_input(uint64_t seed, long long t, std::span<float> x);
+
+// Outputs of the checked ticks, appended by the timed loop and read by the checker threads while the
+// loop runs. Record k (tick k * check_every) holds the outputs and a lost flag (the backend gave no
+// answer). Storage comes in blocks of ~1 MiB in a fixed ring of block pointers, so readers never see a
+// reallocation; a block every reader has passed is reused, so memory follows the checker's backlog,
+// not the length of the run. `published` says how many records are complete.
+class CheckedOutputs {
+ public:
+  // Reader r of n reads records r, r + n, ... when strided, else every record.
+  CheckedOutputs(int outputs, int readers, bool strided)
+      : stride_(size_t(outputs) + 1),
+        per_block_(std::max<size_t>(1, kBlockBytes / (stride_ * sizeof(double)))),
+        blocks_(kRingBlocks),
+        progress_(size_t(readers)) {
+    for (int r = 0; r < readers; ++r) progress_[r].store(strided ? size_t(r) : 0, std::memory_order_relaxed);
+    // The first block now (zero-filled: ~1 MiB of stores), not between the first timed ticks.
+    spare_.push_back(std::make_unique<double[]>(per_block_ * stride_));
+  }
+  // The timed loop, between ticks: the slot of the next record, or nullptr once the readers are so far
+  // behind that the ring is full (the run then stops: see the timed loop).
+  double* next_slot() {
+    if (full_) return nullptr;
+    const size_t n = count_, b = n / per_block_;
+    if (n % per_block_ == 0) {
+      recycle(b);
+      if (b - oldest_ >= kRingBlocks) {
+        full_ = true;
+        return nullptr;
+      }
+      auto& block = blocks_[b % kRingBlocks];
+      if (!spare_.empty()) {
+        block = std::move(spare_.back());
+        spare_.pop_back();
+      } else {
+        block = std::make_unique<double[]>(per_block_ * stride_);
+      }
+    }
+    return blocks_[b % kRingBlocks].get() + (n % per_block_) * stride_;
+  }
+  void publish(double* slot, bool lost) {
+    slot[stride_ - 1] = lost ? 1 : 0;
+    published_.store(++count_, std::memory_order_release);
+  }
+  size_t published() const { return published_.load(std::memory_order_acquire); }
+  const double* record(size_t k) const { return blocks_[k / per_block_ % kRingBlocks].get() + (k % per_block_) * stride_; }
+  bool lost(size_t k) const { return record(k)[stride_ - 1] != 0; }
+  // Reader r is done with every record it will read below `next`.
+  void consumed(int r, size_t next) { progress_[r].store(next, std::memory_order_release); }
+
+ private:
+  // Up to 1 GiB of unchecked outputs; past that the run stops (the checker cannot keep up).
+  static constexpr size_t kBlockBytes = size_t(1) << 20, kRingBlocks = 1024;
+  // Moves blocks below `current` that every reader has passed to the spare list.
+  void recycle(size_t current) {
+    size_t done = SIZE_MAX;
+    for (const auto& p : progress_) done = std::min(done, p.load(std::memory_order_acquire));
+    while (oldest_ < current && (oldest_ + 1) * per_block_ <= done) {
+      spare_.push_back(std::move(blocks_[oldest_ % kRingBlocks]));
+      ++oldest_;
+    }
+  }
+  const size_t stride_, per_block_;
+  size_t count_ = 0, oldest_ = 0;
+  bool full_ = false;
+  std::vector<std::unique_ptr<double[]>> blocks_, spare_;
+  std::vector<std::atomic<size_t>> progress_;
+  std::atomic<size_t> published_{0};
+};
+
+// The tick at which each reporting interval starts, written by the timed loop before that tick runs and
+// read by the checker threads, which file each checked tick under its interval.
+class IntervalStarts {
+ public:
+  explicit IntervalStarts(size_t capacity) : start_(capacity) {}
+  size_t capacity() const { return start_.size(); }
+  size_t size() const { return count_.load(std::memory_order_acquire); }
+  bool open(long long tick) {
+    const size_t n = count_.load(std::memory_order_relaxed);
+    if (n >= start_.size()) return false;
+    start_[n] = tick;
+    count_.store(n + 1, std::memory_order_release);
+    return true;
+  }
+  // The interval holding `tick`, or -1 (a warm-up tick, or no intervals). `k` is the caller's previous
+  // answer: each checker thread's ticks only grow, so the search only moves forward.
+  long long find(long long tick, long long k) const {
+    const long long n = (long long)size();
+    while (k + 1 < n && start_[k + 1] <= tick) ++k;
+    return k >= 0 && start_[k] <= tick ? k : -1;
+  }
+
+ private:
+  std::vector<long long> start_;
+  std::atomic<size_t> count_{0};
+};
+
+struct CheckResult {
+  double max_abs = 0, max_ref = 0;
+  double max_rounding_abs = 0;  // per-model bounds (int8): the rounded-weights reference's own error
+  long long checked = 0;
+  long long lost = 0;         // ticks due for checking that got no answer
+  long long over_bound = 0;   // checked ticks whose own error exceeds the bound
+  long long worst_tick = -1;  // tick of max_abs
+  // Per-model bounds are known only once every tick is checked: each tick's normalized error is kept
+  // and over_bound counted by recount().
+  std::vector<double> tick_errors;
+  void add(long long tick, double abs, double ref, double bound, double rounding_abs, bool keep) {
+    if (abs > max_abs || worst_tick < 0) {
+      max_abs = abs;
+      worst_tick = tick;
+    }
+    max_ref = std::max(max_ref, ref);
+    max_rounding_abs = std::max(max_rounding_abs, rounding_abs);
+    if (keep) tick_errors.push_back(abs / std::max(1.0, ref));
+    else if (abs / std::max(1.0, ref) > bound) ++over_bound;
+    ++checked;
+  }
+  void merge(const CheckResult& o) {
+    if (o.worst_tick >= 0 && (o.max_abs > max_abs || worst_tick < 0)) {
+      max_abs = o.max_abs;
+      worst_tick = o.worst_tick;
+    }
+    max_ref = std::max(max_ref, o.max_ref);
+    max_rounding_abs = std::max(max_rounding_abs, o.max_rounding_abs);
+    checked += o.checked;
+    lost += o.lost;
+    over_bound += o.over_bound;
+    tick_errors.insert(tick_errors.end(), o.tick_errors.begin(), o.tick_errors.end());
+  }
+  void recount(double bound) {
+    over_bound = 0;
+    for (const double e : tick_errors) over_bound += e > bound;
+  }
+  double normalized() const { return max_abs / std::max(1.0, max_ref); }
+  double rounding_normalized() const { return max_rounding_abs / std::max(1.0, max_ref); }
+};
+
+struct CheckTotals {
+  CheckResult all;
+  std::vector<CheckResult> intervals;
+};
+
+// Float64 check of every `every`-th tick (tick t is checked when t % every == 0). Window mode recomputes
+// each checked window from zero state (W steps); streaming advances one float64 state through every
+// tick. Threads split the checked ticks (window) or there is one (streaming). Inputs are scaled as the
+// backend scales them: each thread has an InputScaler of its own, in float64, fed the raw ticks.
+class Checker {
+ public:
+  // rounded: for a per-model bound (int8), the model with the backend's rounded weights; each checked
+  // tick is then also run on it, and the bound follows from its error (finish() recounts).
+  Checker(const Model& model, Mode mode, int window, uint64_t seed, int every, CheckedOutputs& outs,
+          const IntervalStarts& intervals, const ScalerChoice& scaler, std::optional<Model> rounded = std::nullopt)
+      : f64_(model),
+        rounded_(rounded ? std::make_optional<reference::FastF64>(*rounded) : std::nullopt),
+        scaler_proto_(model, scaler),
+        rolling_(scaler.kind == ScalerKind::rolling ? scaler.window : 0),
+        mode_(mode),
+        window_(window),
+        seed_(seed),
+        every_(every),
+        outs_(outs),
+        intervals_(intervals),
+        threads_([this] {
+          abort_.store(true, std::memory_order_release);
+          done_.store(true, std::memory_order_release);
+        }) {}
+  // Starts `threads` checker threads (on `cores`, a preference). They need the bound from the first
+  // record on: set_bound() before any record is published.
+  void start(int threads, const std::vector<int>& cores) {
+    const int n = threads;
+    results_.resize(n);
+    scalers_.assign(size_t(n), scaler_proto_);
+    for (int k = 0; k < n; ++k)
+      threads_.start("bench checker thread " + std::to_string(k + 1) + " of " + std::to_string(n) + " (--check-threads)",
+                     [this, k, n, cores] {
+                       // Only a preference: a failure is reported (pin_failures), the check still runs.
+                       if (!cores.empty())
+                         util::try_pin_thread(pthread_self(), cores,
+                                              "bench checker thread " + std::to_string(k + 1) + " of " + std::to_string(n));
+                       run(k, n);
+                     });
+  }
+  // The error bound of the backend's precision, published to the threads by the first record's release
+  // store: so the checker can be made, and started, before the backend.
+  void set_bound(double bound) { bound_ = bound; }
+  // Threads needed for `mode`: streaming advances one state, so one thread.
+  static int threads_for(Mode mode, int asked) { return mode == Mode::streaming ? 1 : std::max(1, asked); }
+  // Call once the timed loop is done: checks what was published, then joins. With a rounded model,
+  // *bound becomes bound_of(its error) and the ticks over it are counted.
+  CheckTotals finish(double* bound = nullptr, double (*bound_of)(double) = nullptr) {
+    done_.store(true, std::memory_order_release);
+    threads_.join();
+    CheckTotals r;
+    for (const auto& p : results_) {
+      r.all.merge(p.all);
+      if (p.intervals.size() > r.intervals.size()) r.intervals.resize(p.intervals.size());
+      for (size_t k = 0; k < p.intervals.size(); ++k) r.intervals[k].merge(p.intervals[k]);
+    }
+    if (rounded_ && bound && bound_of) {
+      *bound = bound_of(r.all.rounding_normalized());
+      r.all.recount(*bound);
+      for (auto& iv : r.intervals) iv.recount(*bound);
+    }
+    return r;
+  }
+
+ private:
+  // Waits for record k; false when the loop ended without producing it (or the run is abandoned).
+  bool wait_for(size_t k) {
+    while (outs_.published() <= k) {
+      if (done_.load(std::memory_order_acquire) && outs_.published() <= k) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return !abort_.load(std::memory_order_acquire);
+  }
+  // Files record k (tick t) against the reference output `ref` (and `rounded`, the rounded model's, or
+  // empty).
+  void file(size_t k, long long t, std::span<const double> ref, std::span<const double> rounded, CheckTotals& r,
+            long long& interval) {
+    interval = intervals_.find(t, interval);
+    CheckResult* in = nullptr;
+    if (interval >= 0) {
+      if (size_t(interval) >= r.intervals.size()) r.intervals.resize(size_t(interval) + 1);
+      in = &r.intervals[size_t(interval)];
+    }
+    if (outs_.lost(k)) {
+      ++r.all.lost;
+      if (in) ++in->lost;
+      return;
+    }
+    const double* z = outs_.record(k);
+    double tick_abs = 0, tick_ref = 0, rounding_abs = 0;
+    for (size_t o = 0; o < ref.size(); ++o) {
+      const double d = std::abs(z[o] - ref[o]);
+      tick_abs = std::isnan(d) ? INFINITY : std::max(tick_abs, d);
+      tick_ref = std::max(tick_ref, std::abs(ref[o]));
+      if (!rounded.empty()) rounding_abs = std::max(rounding_abs, std::abs(rounded[o] - ref[o]));
+    }
+    const bool keep = rounded_.has_value();
+    r.all.add(t, tick_abs, tick_ref, bound_, rounding_abs, keep);
+    if (in) in->add(t, tick_abs, tick_ref, bound_, rounding_abs, keep);
+  }
+  void run(int id, int n) {
+    const auto& cfg = f64_.config();
+    reference::LstmState state(cfg), qstate(cfg);
+    std::vector<float> x(cfg.input_size);
+    std::vector<double> xd(cfg.input_size), z(cfg.output_size), zq(rounded_ ? cfg.output_size : 0);
+    CheckTotals& r = results_[id];
+    long long interval = -1;
+    InputScaler& scaler = scalers_[size_t(id)];
+    long long next = 0;  // the next tick `scaler` takes
+    // Tick s's input, scaled, into xd; the scaler first takes the raw ticks a rolling window needs.
+    auto input = [&](long long s) {
+      if (rolling_ > 0 && next != s) {
+        // A scaler cannot go back, and a long way forward is cheaper from N ticks before s.
+        const long long from = std::max(0LL, s - rolling_);
+        if (next > s || next < from) {
+          scaler.reset();
+          next = from;
+        }
+        for (; next < s; ++next) {
+          tick_input(seed_, next, x);
+          scaler.observe(x);
+          scaler.prepare();
+        }
+      }
+      tick_input(seed_, s, x);
+      scaler.scale(x, xd.data());
+      scaler.prepare();
+      next = s + 1;
+    };
+    // One step of the truth (and of the rounded-weights model, for a per-model bound) on xd.
+    auto step = [&] {
+      f64_.step(std::span<const double>(xd), state);
+      if (rounded_) rounded_->step(std::span<const double>(xd), qstate);
+    };
+    auto head = [&] {
+      f64_.head(state, z);
+      if (rounded_) rounded_->head(qstate, zq);
+    };
+    if (mode_ == Mode::streaming) {
+      for (size_t k = 0;; ++k) {
+        if (!wait_for(k)) return;
+        const long long last = (long long)(k) * every_;
+        for (long long t = (k == 0 ? 0 : last - every_ + 1); t <= last; ++t) {
+          input(t);
+          step();
+        }
+        head();
+        file(k, last, z, zq, r, interval);
+        outs_.consumed(id, k + 1);
+      }
+    }
+    for (size_t k = id;; k += n) {
+      if (!wait_for(k)) return;
+      const long long t = (long long)(k) * every_;
+      if (!outs_.lost(k)) {
+        state.clear();
+        qstate.clear();
+        for (long long s = std::max(0LL, t - window_ + 1); s <= t; ++s) {
+          input(s);
+          step();
+        }
+        head();
+      }
+      file(k, t, z, zq, r, interval);
+      outs_.consumed(id, k + n);
+    }
+  }
+
+  reference::FastF64 f64_;
+  std::optional<reference::FastF64> rounded_;
+  InputScaler scaler_proto_;          // fresh, copied for each thread
+  std::vector<InputScaler> scalers_;  // one per thread
+  long long rolling_;                 // N of a rolling scaler, else 0
+  Mode mode_;
+  long long window_;
+  uint64_t seed_;
+  long long every_;
+  double bound_ = 0;
+  CheckedOutputs& outs_;
+  const IntervalStarts& intervals_;
+  std::atomic<bool> done_{false}, abort_{false};
+  std::vector<CheckTotals> results_;
+  util::ThreadGroup threads_;  // last: stopped and joined before what the threads use is destroyed
+};
+
+
+}  // namespace hotpath::bench
