@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Issue 10 on the GPU machine, one device call: builds (Release), runs the instance tests (SM partitions,
+# one engine each, driven at once, checked against float64; faults of one leave the others running),
+# then `hotpath bench --instances N` for the scaling table and the backtest beside 8 live instances.
+# Logs and JSON go under $OUT (default ./gpu-out).
+#
+#   scripts/instances-bench.sh
+#   TESTS=0 / BENCH=0     skip the tests / the benchmarks
+#   RUNS="lstm_s:1,2,4,8,16 nv_small:1,8"   model:instance counts   TICKS=20000 (measured ticks per instance)
+#   BESIDE=0              skip the backtest-beside runs
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+BUILD=${BUILD_DIR:-$PWD/build-dev}
+mkdir -p "$OUT"
+LOG=$OUT/instances.log
+say() { echo "== $*" | tee -a "$LOG"; }
+: >"$LOG"
+export PATH=/usr/local/cuda/bin:$PATH
+say "build"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTPATH_BENCHMARKS=OFF -DHOTPATH_LLM=OFF -DHOTPATH_PYTHON=OFF >>"$LOG" 2>&1 &&
+  ninja -C "$BUILD" -j"$(nproc)" hotpath test_cuda_backend >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error' "$LOG" | head -20; exit 1; }
+HP=$BUILD/hotpath
+TIMEOUT=${TIMEOUT:-240}
+
+# Runs a command with a deadline; past it, the stacks of every host thread (cuda-gdb attaches), then kill.
+watched() {
+  local name=$1; shift
+  "$@" >"$OUT/$name.log" 2>&1 &
+  local pid=$! waited=0
+  while kill -0 $pid 2>/dev/null && [ $waited -lt "$TIMEOUT" ]; do sleep 1; waited=$((waited + 1)); done
+  if kill -0 $pid 2>/dev/null; then
+    say "$name: still running after $TIMEOUT s: host stacks in $name.stacks"
+    timeout 60 cuda-gdb -batch -p $pid -ex "thread apply all bt" >"$OUT/$name.stacks" 2>&1
+    kill -9 $pid
+  fi
+  wait $pid; local rc=$?
+  say "$name: rc=$rc"; tail -5 "$OUT/$name.log" | tee -a "$LOG"
+  return $rc
+}
+
+if [ "${TESTS:-1}" = 1 ]; then
+  say "instance tests"
+  HOTPATH_TEST_TRACE=1 watched tests "$BUILD/tests/cuda/test_cuda_backend" --gtest_also_run_disabled_tests --gtest_filter='SmPartitions*'
+fi
+
+if [ "${BENCH:-1}" = 1 ]; then
+  TICKS=${TICKS:-20000}
+  for run in ${RUNS:-lstm_s:1,2,4,8,16,32,64 nv_small:1,2,4,8,16,64 lstm_m:1,2,4}; do
+    model=${run%%:*}
+    for n in $(echo "${run#*:}" | tr , ' '); do
+      ce=$((16 * n)); [ $ce -gt 256 ] && ce=256
+      watched "$model-green-$n" "$HP" bench --model "$model" --backend cuda --instances "$n" --ticks "$TICKS" \
+        --warmup 2000 --check-every "$ce" --cpuset 0-15 --json "$OUT/$model-green-$n.json"
+    done
+  done
+  if [ "${BESIDE:-1}" = 1 ]; then
+    watched "lstm_s-green-8-beside" "$HP" bench --model lstm_s --backend cuda --instances 8 --beside-backtest \
+      --ticks "$TICKS" --warmup 2000 --check-every 128 --cpuset 0-7 --json "$OUT/lstm_s-green-8-beside.json"
+  fi
+fi
+say "done"
+tar -czf "$OUT/instances-logs.tgz" -C "$OUT" --exclude instances-logs.tgz . 2>/dev/null
