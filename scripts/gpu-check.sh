@@ -18,6 +18,8 @@
 #   FIRST_TICKS=1  also the cuda first-tick runs (lstm_s window, warm and --no-warm)
 #   RAY_BENCH=1    also run bench/ray_scaling.py (issue 16: one Ray GPU worker against the local engine,
 #                  1/2/4 CPU workers); needs ray importable by python3 (wheels: docs/ray.md, "Scaling")
+#   INSTANCES_BENCH=1  also run scripts/instances-bench.sh (issue 10: many instances on one GPU, the
+#                  scaling table and the backtest beside 8 instances; its logs and JSON under $OUT/instances)
 #   GPU_LABELS=re   the CTest labels the ctest -j8 run takes (default: every executable that launches kernels)
 #
 # The golden cases are the repository's own (tests/data/golden), so nothing needs carrying.
@@ -96,6 +98,11 @@ if [ "${RAY_BENCH:-0}" = 1 ]; then
   else
     say "ray (with ray.data) is not importable by python3, or the module did not build: skipped"
   fi
+fi
+
+if [ "${INSTANCES_BENCH:-0}" = 1 ]; then
+  say "many instances on one GPU (scripts/instances-bench.sh)"
+  OUT="$OUT/instances" BUILD_DIR="$BUILD" TESTS=0 bash scripts/instances-bench.sh 2>&1 | grep -v '^\[trace\]' | tail -60 | tee -a "$LOG"
 fi
 
 if [ "${ENGINE_TESTS:-1}" = 1 ]; then

@@ -18,8 +18,10 @@ say() { echo "== $*" | tee -a "$LOG"; }
 : >"$LOG"
 export PATH=/usr/local/cuda/bin:$PATH
 say "build"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTPATH_BENCHMARKS=OFF -DHOTPATH_LLM=OFF -DHOTPATH_PYTHON=OFF >>"$LOG" 2>&1 &&
-  ninja -C "$BUILD" -j"$(nproc)" hotpath test_cuda_backend >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error' "$LOG" | head -20; exit 1; }
+# A build folder that exists (gpu-check.sh's) is used as configured.
+[ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTPATH_BENCHMARKS=OFF \
+  -DHOTPATH_LLM=OFF -DHOTPATH_PYTHON=OFF >>"$LOG" 2>&1
+ninja -C "$BUILD" -j"$(nproc)" hotpath test_cuda_backend >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error' "$LOG" | head -20; exit 1; }
 HP=$BUILD/hotpath
 TIMEOUT=${TIMEOUT:-240}
 
