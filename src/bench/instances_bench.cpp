@@ -89,16 +89,8 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
   if (o.model.empty()) throw Error("--model is required (a file or a zoo name; `hotpath models` lists the zoo)");
   const Model model = open_model(o.model, o.load);
   const ModelConfig& cfg = model.config;
-  EngineOptions eo;
-  eo.backend = o.backend;
-  eo.mode = o.mode;
-  eo.window = o.mode == Mode::window ? o.window.value_or(0) : 0;
-  eo.precision = o.precision;
-  eo.timeout_us = o.timeout_us;
-  eo.variant = o.variant;
-  eo.kernel = o.kernel;
-  eo.scaler = o.scaler;
-  eo.warm = o.warm;
+  EngineOptions eo = engine_options(o);
+  eo.cpuset.clear();  // --cpuset places the driver threads; the engines' own threads stay unpinned
   const BackendOptions bo = backend_options(model, eo);
   const int window = o.mode == Mode::window ? bo.window : 1;
   engine::InstanceOptions io;
@@ -108,10 +100,7 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
   io.beside = o.beside_backtest;
 
   report["kind"] = "instances";
-  report["model"] = {{"name", model.name},           {"input_size", cfg.input_size},
-                     {"hidden_size", cfg.hidden_size}, {"num_layers", cfg.num_layers},
-                     {"output_size", cfg.output_size}, {"window", o.mode == Mode::window ? window : 0},
-                     {"parameters", cfg.parameter_count()}, {"dtype", dtype_name(model.dtype)}};
+  report["model"] = model_json(model, o.mode, window);
   report["mode"] = mode_name(o.mode);
   report["instances"] = n;
 

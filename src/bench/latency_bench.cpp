@@ -116,6 +116,30 @@ nlohmann::json pingpong_json(int floats, long long count, long long warmup, cons
 }  // namespace
 
 
+EngineOptions engine_options(const BenchOptions& o) {
+  EngineOptions eo;
+  eo.backend = o.backend;
+  eo.mode = o.mode;
+  eo.window = o.mode == Mode::window ? o.window.value_or(0) : 0;
+  eo.precision = o.precision;
+  eo.cpuset = o.cpuset;
+  eo.timeout_us = o.timeout_us;
+  eo.fallback = o.fallback;
+  eo.variant = o.variant;
+  eo.kernel = o.kernel;
+  eo.scaler = o.scaler;
+  eo.warm = o.warm;
+  return eo;
+}
+
+nlohmann::json model_json(const Model& model, Mode mode, int window) {
+  const ModelConfig& cfg = model.config;
+  return {{"name", model.name},           {"input_size", cfg.input_size},
+          {"hidden_size", cfg.hidden_size}, {"num_layers", cfg.num_layers},
+          {"output_size", cfg.output_size}, {"window", mode == Mode::window ? window : 0},
+          {"parameters", cfg.parameter_count()}, {"dtype", dtype_name(model.dtype)}};
+}
+
 nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
   validate(o);
   util::clear_pin_failures();
@@ -149,27 +173,13 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     if (o.model.empty()) throw Error("--model is required (a file or a zoo name; `hotpath models` lists the zoo)");
     const Model model = open_model(o.model, o.load);
     const ModelConfig& cfg = model.config;
-    EngineOptions eo;
-    eo.backend = o.backend;
-    eo.mode = o.mode;
-    eo.window = o.mode == Mode::window ? o.window.value_or(0) : 0;
-    eo.precision = o.precision;
-    eo.cpuset = o.cpuset;
-    eo.timeout_us = o.timeout_us;
-    eo.fallback = o.fallback;
-    eo.variant = o.variant;
-    eo.kernel = o.kernel;
-    eo.scaler = o.scaler;
-    eo.warm = o.warm;
+    EngineOptions eo = engine_options(o);
     // Resolved and checked (window, cpuset, fallback) before anything runs.
     const BackendOptions bo = backend_options(model, eo);
     const int window = o.mode == Mode::window ? bo.window : 1;
 
     report["kind"] = "latency";
-    report["model"] = {{"name", model.name},           {"input_size", cfg.input_size},
-                       {"hidden_size", cfg.hidden_size}, {"num_layers", cfg.num_layers},
-                       {"output_size", cfg.output_size}, {"window", o.mode == Mode::window ? window : 0},
-                       {"parameters", cfg.parameter_count()}, {"dtype", dtype_name(model.dtype)}};
+    report["model"] = model_json(model, o.mode, window);
     report["mode"] = mode_name(o.mode);
     report["instances"] = 1;
 

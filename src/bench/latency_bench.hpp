@@ -15,6 +15,7 @@
 
 #include "backend/backend.hpp"
 #include "bench/checker.hpp"  // tick_input: the inputs every benchmark sends
+#include "engine/engine.hpp"
 #include "engine/gpu.hpp"
 #include "model/loader.hpp"
 
@@ -84,6 +85,11 @@ struct BenchOptions {
   // Makes the backend instead of the registry (tests: a backend that fails on chosen ticks).
   std::function<std::unique_ptr<Backend>(const Model&, const BackendOptions&)> make_backend;
 };
+
+// The engine options a bench run asks for (the backend's, the window's, the cpuset's, ...).
+EngineOptions engine_options(const BenchOptions& options);
+// The model's shape for a report.
+nlohmann::json model_json(const Model& model, Mode mode, int window);
 
 // Runs the benchmark, prints the table to `out`, writes JSON/samples when asked, returns the report.
 // Throws hotpath::Error for bad options. The report's `pass` is false, and `failure` says why in one
