@@ -22,17 +22,6 @@
 namespace hotpath::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double us_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::micro>(b - a).count();
-}
-
-std::string fmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  return buf;
-}
-
 // Instance k's inputs come from their own seed, so no two instances see the same stream.
 uint64_t instance_seed(uint64_t seed, int k) { return seed + 0x9E3779B97F4A7C15ull * uint64_t(k + 1); }
 
@@ -64,9 +53,9 @@ class SpinBarrier {
 struct InstanceRun {
   Backend* backend = nullptr;
   uint64_t seed = 0;
-  long long next_tick = 0;  // the instance's tick counter (runs on across phases)
+  long long next_tick = 0;  // the instance's next tick (0 at the start of each phase)
   std::vector<double> lat, pre;
-  long long lost = 0, failures = 0, measured = 0;
+  long long lost = 0, failures = 0;
   std::string last_failure;
   std::unique_ptr<CheckedOutputs> outs;
   std::unique_ptr<IntervalStarts> no_intervals;
@@ -122,14 +111,8 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
     for (auto& [k, v] : gpu::facts(eo.device)) report["machine"]["gpu"][k] = v;
     // The floor, in this process, before any instance exists (one thread, on the first driver core).
     if (!o.skip_pingpong) {
-      gpu::PingPongRequest p;
-      p.floats = o.floats.value_or(cfg.input_size);
-      p.count = std::min<long long>(o.ticks, 200000);
-      p.warmup = std::min<long long>(o.warmup, 10000);
-      p.cpu = pinned ? o.cpuset.front() : -1;
-      const gpu::PingPongResult r = gpu::pingpong(p);
-      pp = summarize(r.samples_us);
-      report["pingpong"] = {{"floats", p.floats}, {"path", r.path}, {"latency_us", to_json(pp)}};
+      report["pingpong"] = pingpong_json(o.floats.value_or(cfg.input_size), std::min<long long>(o.ticks, 200000),
+                                         std::min<long long>(o.warmup, 10000), o.cpuset, &pp);
       have_pp = true;
     }
   }
@@ -193,7 +176,7 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
       r.next_tick = 0;
       r.lat.clear();
       r.pre.clear();
-      r.lost = r.failures = r.measured = 0;
+      r.lost = r.failures = 0;
       r.last_failure.clear();
       r.outs = std::make_unique<CheckedOutputs>(cfg.output_size, check_threads, o.mode == Mode::window);
       r.no_intervals = std::make_unique<IntervalStarts>(0);
@@ -270,7 +253,6 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
               r.outs->publish(slot, !ok);
             }
             ++r.next_tick;
-            if (measured) ++r.measured;
           }
           for (size_t m = 0; m < mine.size(); ++m) {
             InstanceRun& r = *mine[m];
@@ -364,11 +346,8 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
                 {"pass", res.failure.empty()},
                 {"failure", res.failure}};
     if (!beside.is_null()) res.json["beside"] = beside;
-    out << std::left << std::setw(26) << (name + " (us)") << std::right;
-    for (const char* h : {"p50", "p90", "p99", "p99.9", "max", "count"}) out << std::setw(10) << h;
-    out << "\n" << std::left << std::setw(26) << "  all ticks" << std::right;
-    for (double v : {all.p50, all.p90, all.p99, all.p999, all.max}) out << std::setw(10) << fmt(v);
-    out << std::setw(10) << all.count << "\n";
+    print_header(out, name + " (us)");
+    print_row(out, "  all ticks", all);
     out << "  worst instance p99 " << fmt(worst_p99) << " us (instance " << worst_k << "), best " << fmt(res.json["best_instance_p99_us"].get<double>())
         << "; precompute p50 " << fmt(allp.p50) << " us; worst error " << std::scientific << std::setprecision(3)
         << worst_err << std::defaultfloat << " (bound " << bound << ")\n";

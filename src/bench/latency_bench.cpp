@@ -29,11 +29,6 @@
 namespace hotpath::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double us_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::micro>(b - a).count();
-}
-
 // Every limit of the options, each message naming the flag and its range (NaN fails every test).
 void validate(const BenchOptions& o) {
   auto in = [](double v, double lo, double hi) { return v >= lo && v <= hi; };
@@ -76,30 +71,14 @@ void validate(const BenchOptions& o) {
   }
 }
 
-std::string fmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  return buf;
-}
-
-void print_row(std::ostream& out, const std::string& what, const Summary& s) {
-  out << std::left << std::setw(22) << what << std::right;
-  for (double v : {s.p50, s.p90, s.p99, s.p999, s.max, s.mean}) out << std::setw(10) << fmt(v);
-  out << std::setw(10) << s.count << "\n";
-}
-
-void print_header(std::ostream& out) {
-  out << std::left << std::setw(22) << "(microseconds)" << std::right;
-  for (const char* h : {"p50", "p90", "p99", "p99.9", "max", "mean", "count"}) out << std::setw(10) << h;
-  out << "\n";
-}
-
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
   if (!f) throw Error("cannot write '" + path + "'");
   f << text;
   if (!f.flush()) throw Error("cannot write '" + path + "'");
 }
+
+}  // namespace
 
 nlohmann::json pingpong_json(int floats, long long count, long long warmup, const std::vector<int>& cpuset,
                              Summary* summary) {
@@ -112,8 +91,6 @@ nlohmann::json pingpong_json(int floats, long long count, long long warmup, cons
   *summary = summarize(r.samples_us);
   return {{"floats", floats}, {"path", r.path}, {"latency_us", to_json(*summary)}};
 }
-
-}  // namespace
 
 
 EngineOptions engine_options(const BenchOptions& o) {

@@ -15,6 +15,7 @@
 
 #include "backend/backend.hpp"
 #include "bench/checker.hpp"  // tick_input: the inputs every benchmark sends
+#include "bench/stats.hpp"
 #include "engine/engine.hpp"
 #include "engine/gpu.hpp"
 #include "model/loader.hpp"
@@ -88,6 +89,10 @@ struct BenchOptions {
 
 // The engine options a bench run asks for (the backend's, the window's, the cpuset's, ...).
 EngineOptions engine_options(const BenchOptions& options);
+// The bare signalling floor (ping-pong) in this process, on the cpuset's first core: its report, and
+// its summary in *summary. Throws UnsupportedError without a usable device.
+nlohmann::json pingpong_json(int floats, long long count, long long warmup, const std::vector<int>& cpuset,
+                             Summary* summary);
 // The model's shape for a report.
 nlohmann::json model_json(const Model& model, Mode mode, int window);
 

@@ -3,9 +3,29 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
+#include <iomanip>
 #include <numeric>
 
 namespace hotpath::bench {
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+void print_row(std::ostream& out, const std::string& what, const Summary& s) {
+  out << std::left << std::setw(22) << what << std::right;
+  for (double v : {s.p50, s.p90, s.p99, s.p999, s.max, s.mean}) out << std::setw(10) << fmt(v);
+  out << std::setw(10) << s.count << "\n";
+}
+
+void print_header(std::ostream& out, const std::string& label) {
+  out << std::left << std::setw(22) << label << std::right;
+  for (const char* h : {"p50", "p90", "p99", "p99.9", "max", "mean", "count"}) out << std::setw(10) << h;
+  out << "\n";
+}
 
 Summary summarize(std::vector<double> v) {
   Summary s;

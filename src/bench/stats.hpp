@@ -1,7 +1,10 @@
 // Latency distributions: every sample is kept; percentiles are nearest-rank over all of them. Long
 // runs that report per interval use Histogram instead, whose memory does not grow with the run.
 #pragma once
+#include <chrono>
 #include <cstdint>
+#include <ostream>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +15,17 @@ struct Summary {
   long long count = 0;
   double p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0, min = 0, mean = 0;
 };
+
+using Clock = std::chrono::steady_clock;
+inline double us_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+// The benches' tables: microseconds with two decimals; a header and a row per distribution
+// (p50, p90, p99, p99.9, max, mean, count).
+std::string fmt(double v);
+void print_header(std::ostream& out, const std::string& label = "(microseconds)");
+void print_row(std::ostream& out, const std::string& what, const Summary& s);
 
 // Sorts a copy; an empty input gives a zero summary with count 0.
 Summary summarize(std::vector<double> samples);
