@@ -98,6 +98,21 @@ void add_batch_counters(const cuda::BatchRunner& runner, std::map<std::string, d
   c["batch_rows_per_chunk"] = double(runner.rows_per_chunk());
 }
 
+// A backtest on the throughput kernels, each series scaled as the tick path scales it (the scaler's
+// history reset after: a backtest leaves the backend reset), window or streaming by the backend's mode.
+void run_backtest(cuda::BatchRunner& runner, InputScaler& scaler, const BackendOptions& options,
+                  std::span<const float> x, size_t series, size_t ticks, Backend::BacktestOutput out,
+                  std::atomic<size_t>* done) {
+  std::vector<float> scaled;
+  if (scaler.active()) {
+    scaled.resize(x.size());
+    scaler.scale_series(x, series, ticks, scaled.data());
+  }
+  scaler.reset();
+  runner.backtest(scaled.empty() ? x.data() : scaled.data(), series, ticks,
+                  options.mode == Mode::window ? options.window : 0, out, done);
+}
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const Model& model, const BackendOptions& options, const CudaOptions& copt)
@@ -288,14 +303,7 @@ class CudaBackend final : public Backend {
     parked_ = true;
     t_ = 0;
     accepted_base_ = gpu_answers_;
-    std::vector<float> scaled;
-    if (scaler_.active()) {
-      scaled.resize(x.size());
-      scaler_.scale_series(x, series, ticks, scaled.data());
-    }
-    scaler_.reset();
-    batch_runner().backtest(scaled.empty() ? x.data() : scaled.data(), series, ticks,
-                            options().mode == Mode::window ? options().window : 0, out, done);
+    run_backtest(batch_runner(), scaler_, options(), x, series, ticks, out, done);
   }
 
   std::map<std::string, double> counters() const override {
@@ -602,14 +610,7 @@ class CudaBatchBackend final : public Backend {
   void backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
                 std::atomic<size_t>* done) override {
     if (options().mode == Mode::batch) throw Error("cuda backend: a backtest needs the window or streaming mode");
-    std::vector<float> scaled;
-    if (scaler_.active()) {
-      scaled.resize(x.size());
-      scaler_.scale_series(x, series, ticks, scaled.data());
-      scaler_.reset();
-    }
-    runner_->backtest(scaled.empty() ? x.data() : scaled.data(), series, ticks,
-                      options().mode == Mode::window ? options().window : 0, out, done);
+    run_backtest(*runner_, scaler_, options(), x, series, ticks, out, done);
   }
   void finish_precompute() override {}
   void reset() override {}
