@@ -67,6 +67,17 @@ InstanceLayout plan_instances(const InstanceOptions& io, int device_sms, int pla
                          std::to_string(fine_group) + " with the fine split)");
 }
 
+namespace {
+// Every option checked before the device is touched ("auto" becomes cuda).
+void check_options(const Model& model, EngineOptions* options) {
+  if (options->backend == "auto") options->backend = "cuda";
+  if (options->backend != "cuda")
+    throw Error("many instances on one GPU need the cuda backend (--backend cuda), not " + options->backend);
+  if (!options->fallback.empty()) throw Error("--fallback is not available with --instances");
+  (void)backend_options(model, *options);
+}
+}  // namespace
+
 #ifdef HOTPATH_HAVE_CUDA
 
 struct InstanceSet::Split {
@@ -75,11 +86,7 @@ struct InstanceSet::Split {
 
 InstanceSet::InstanceSet(const Model& model, const EngineOptions& options, const InstanceOptions& io)
     : model_(model), options_(options), split_(std::make_unique<Split>()) {
-  if (options_.backend == "auto") options_.backend = "cuda";
-  if (options_.backend != "cuda")
-    throw Error("many instances on one GPU need the cuda backend (--backend cuda), not " + options_.backend);
-  if (!options_.fallback.empty()) throw Error("--fallback is not available with --instances");
-  (void)backend_options(model_, options_);  // every option checked before the device is touched
+  check_options(model_, &options_);
   const cuda::SmSplitFacts f = cuda::sm_split_facts(options_.device);
   const int device = options_.device;
   layout_ = plan_instances(io, f.sm_count, f.min_partition, f.fine_min_partition,
@@ -134,6 +141,7 @@ struct InstanceSet::Split {};
 
 InstanceSet::InstanceSet(const Model& model, const EngineOptions& options, const InstanceOptions&)
     : model_(model), options_(options) {
+  check_options(model_, &options_);
   throw UnsupportedError("many instances on one GPU: this hotpath was built without CUDA (no usable CUDA device)");
 }
 InstanceSet::~InstanceSet() = default;

@@ -721,6 +721,12 @@ TEST(InstancesBench, BadOptionsAreRefused) {
   o = instances_options(2);
   o.beside_backtest = true;  // needs the GPU's instance set
   EXPECT_THROW(bench::run_bench(o, out), Error);
+  o = instances_options(2);
+  o.pingpong = true;  // the floor has no instances
+  EXPECT_THROW(bench::run_bench(o, out), Error);
+  o = instances_options(2);
+  o.fallback = "cpu";
+  EXPECT_THROW(bench::run_bench(o, out), Error);
   o = on_tiny(Mode::streaming);
   o.lockstep = true;  // without --instances
   EXPECT_THROW(bench::run_bench(o, out), Error);

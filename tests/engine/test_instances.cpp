@@ -2,7 +2,11 @@
 // name what fits. Host only: the driver's group counts are given as a function.
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "engine/engine.hpp"
 #include "engine/instances.hpp"
+#include "model/model.hpp"
 #include "util/error.hpp"
 
 using namespace hotpath;
@@ -69,4 +73,30 @@ TEST(InstancePlan, AskedSizesRoundUpAndRefusalsSayWhatFits) {
   io.count = 2;
   io.isolation = "mps";
   EXPECT_THROW(engine::plan_instances(io, 132, 8, 2, h200_groups), Error);
+}
+
+// Refused before any device is asked: a backend other than cuda, a fallback.
+TEST(InstanceSet, OptionsTheSetCannotServeAreRefused) {
+  const Model m = open_model(std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors", {});
+  engine::InstanceOptions io;
+  io.count = 2;
+  EngineOptions eo;
+  eo.mode = Mode::streaming;
+  eo.backend = "cpu";
+  try {
+    engine::InstanceSet set(m, eo, io);
+    FAIL() << "a cpu instance set was made";
+  } catch (const UnsupportedError&) {
+    FAIL() << "refused as unsupported, not as a bad option";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("need the cuda backend"), std::string::npos) << e.what();
+  }
+  eo.backend = "cuda";
+  eo.fallback = "cpu";
+  try {
+    engine::InstanceSet set(m, eo, io);
+    FAIL() << "an instance set with a fallback was made";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--fallback is not available"), std::string::npos) << e.what();
+  }
 }
