@@ -8,6 +8,9 @@
 #   TESTS=0 / BENCH=0     skip the tests / the benchmarks
 #   RUNS="lstm_s:1,2,4,8,16 nv_small:1,8"   model:instance counts   TICKS=20000 (measured ticks per instance)
 #   BESIDE=0              skip the backtest-beside runs
+#   ISOLATIONS="green shared"   the mechanisms measured (each run of the table once per mechanism)
+#   ARGS="--placement block" TAG=-block   extra bench arguments, and a suffix for the runs' file names
+#   SANITIZE=1            also run the shared-launch tests once under compute-sanitizer (memcheck, racecheck)
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -20,9 +23,11 @@ export PATH=/usr/local/cuda/bin:$PATH
 say "build"
 # A build folder that exists (gpu-check.sh's) is used as configured.
 [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTPATH_BENCHMARKS=OFF \
-  -DHOTPATH_LLM=OFF -DHOTPATH_PYTHON=OFF >>"$LOG" 2>&1
+  -DHOTPATH_LLM=OFF -DHOTPATH_PYTHON=OFF -DHOTPATH_CUDA_PTXAS_VERBOSE=ON >>"$LOG" 2>&1
 ninja -C "$BUILD" -j"$(nproc)" hotpath test_cuda_backend >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error' "$LOG" | head -20; exit 1; }
 HP=$BUILD/hotpath
+say "spills of the persistent kernels (ptxas)"
+grep -E 'Compiling entry|spill' "$LOG" | grep -A1 -E 'lstm_persistent|lstm_multi' | grep -B1 -E '[1-9][0-9]* bytes spill' | head -12 | tee -a "$LOG"
 TIMEOUT=${TIMEOUT:-240}
 
 # Runs a command with a deadline; past it, the stacks of every host thread (cuda-gdb attaches), then kill.
@@ -43,7 +48,13 @@ watched() {
 
 if [ "${TESTS:-1}" = 1 ]; then
   say "instance tests"
-  HOTPATH_TEST_TRACE=1 watched tests "$BUILD/tests/cuda/test_cuda_backend" --gtest_also_run_disabled_tests --gtest_filter='SmPartitions*'
+  HOTPATH_TEST_TRACE=1 watched tests "$BUILD/tests/cuda/test_cuda_backend" --gtest_also_run_disabled_tests --gtest_filter='SmPartitions*:SharedLaunch*'
+  if [ "${SANITIZE:-0}" = 1 ]; then
+    for tool in memcheck racecheck; do
+      HOTPATH_TEST_INSTANCES=2 watched "sanitizer-$tool" compute-sanitizer --tool $tool \
+        "$BUILD/tests/cuda/test_cuda_backend" --gtest_filter='SharedLaunch.InstancesOfOneLaunch*'
+    done
+  fi
 fi
 
 if [ "${BENCH:-1}" = 1 ]; then
@@ -52,14 +63,18 @@ if [ "${BENCH:-1}" = 1 ]; then
     model=${run%%:*}
     for n in $(echo "${run#*:}" | tr , ' '); do
       ce=$((16 * n)); [ $ce -gt 256 ] && ce=256
-      watched "$model-green-$n" "$HP" bench --model "$model" --backend cuda --instances "$n" --ticks "$TICKS" \
-        --warmup 2000 --check-every "$ce" --cpuset 0-15 --json "$OUT/$model-green-$n.json"
+      for iso in ${ISOLATIONS:-green shared}; do
+        watched "$model-$iso-$n${TAG:-}" "$HP" bench --model "$model" --backend cuda --instances "$n" --isolation "$iso" \
+          --ticks "$TICKS" --warmup 2000 --check-every "$ce" --cpuset 0-15 ${ARGS:-} --json "$OUT/$model-$iso-$n${TAG:-}.json"
+      done
     done
   done
   if [ "${BESIDE:-1}" = 1 ]; then
-    watched "lstm_s-green-8-beside" "$HP" bench --model lstm_s --backend cuda --instances 8 --beside-backtest \
-      --ticks "$TICKS" --warmup 2000 --check-every 128 --cpuset 0-7 --json "$OUT/lstm_s-green-8-beside.json"
+    for iso in ${ISOLATIONS:-green shared}; do
+      watched "lstm_s-$iso-8-beside${TAG:-}" "$HP" bench --model lstm_s --backend cuda --instances 8 --isolation "$iso" \
+        --beside-backtest --ticks "$TICKS" --warmup 2000 --check-every 128 --cpuset 0-7 ${ARGS:-} --json "$OUT/lstm_s-$iso-8-beside${TAG:-}.json"
+    done
   fi
 fi
 say "done"
-tar -czf "$OUT/instances-logs.tgz" -C "$OUT" --exclude instances-logs.tgz . 2>/dev/null
+[ "${TAR:-1}" = 1 ] && tar -czf "$OUT/instances-logs.tgz" -C "$OUT" --exclude instances-logs.tgz . 2>/dev/null

@@ -86,6 +86,7 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
   io.count = n;
   io.isolation = o.isolation;
   io.sms_each = o.sms_per_instance;
+  io.placement = o.placement;
   io.beside = o.beside_backtest;
 
   report["kind"] = "instances";
@@ -141,6 +142,7 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
   report["isolation"] = {{"mechanism", lay.isolation},     {"sms_per_instance", lay.sms_each},
                          {"fine_split", lay.fine},         {"split_granularity", lay.granularity},
                          {"rest_sms", lay.rest_sms},       {"device_sms", lay.device_sms},
+                         {"launch_sms", lay.launch_sms},   {"placement", lay.placement},
                          {"setup_s", make_s}};
   report["driving"] = {{"threads", threads},
                        {"pinned", pinned},
@@ -358,6 +360,7 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
   std::string failure;
   out << "hotpath bench: " << n << " instances of " << model.name << " | " << first.variant() << " | "
       << lay.isolation << ": " << lay.sms_each << " SMs each" << (lay.fine ? " (fine split)" : "")
+      << (lay.launch_sms > 0 ? ", one launch on " + std::to_string(lay.launch_sms) + " SMs (placed by " + lay.placement + ")" : "")
       << (lay.rest_sms > 0 ? ", " + std::to_string(lay.rest_sms) + " SMs beside" : "") << " | " << threads
       << " driver threads" << (pinned ? " (pinned)" : "") << (o.lockstep ? " | lockstep" : "") << "\n";
   if (have_pp) out << "ping-pong p50 " << fmt(pp.p50) << " p99 " << fmt(pp.p99) << " us (same process, before the instances)\n";

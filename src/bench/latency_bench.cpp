@@ -132,8 +132,8 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     if (!o.json_path.empty()) write_text(o.json_path, r.dump(2) + "\n");
     return r;
   }
-  if (o.lockstep || o.beside_backtest || o.sms_per_instance != 0 || o.isolation != "green")
-    throw Error("--lockstep, --beside-backtest, --sms-per-instance and --isolation need --instances");
+  if (o.lockstep || o.beside_backtest || o.sms_per_instance != 0 || o.isolation != "green" || o.placement != "sm")
+    throw Error("--lockstep, --beside-backtest, --sms-per-instance, --isolation and --placement need --instances");
 
   if (o.pingpong) {
     std::string why;

@@ -82,6 +82,7 @@ struct BenchOptions {
   bool lockstep = false;          // every instance's tick r is sent together
   std::string isolation = "green";  // engine::kIsolations
   int sms_per_instance = 0;       // 0: the largest equal share
+  std::string placement = "sm";   // shared: where an instance's blocks go (engine::InstanceOptions)
   bool beside_backtest = false;   // measure again with a backtest on the SMs the instances leave
   // Makes the backend instead of the registry (tests: a backend that fails on chosen ticks).
   std::function<std::unique_ptr<Backend>(const Model&, const BackendOptions&)> make_backend;

@@ -517,11 +517,17 @@ void add_bench_command(CLI::App& app) {
                   "over all (docs/cuda.md, \"Many instances\")")
       ->check(int_range(1, bench::kMaxInstances));
   cmd->add_flag("--lockstep", f->o.lockstep, "--instances: every instance's tick r is sent together");
-  cmd->add_option("--isolation", f->o.isolation, "--instances: how instances share the GPU (green: an SM partition each)")
+  cmd->add_option("--isolation", f->o.isolation, "--instances: how instances share the GPU (green: an SM partition and a kernel each; shared: one "
+                  "persistent launch serving all, a critical and precompute blocks each)")
       ->capture_default_str();
   cmd->add_option("--sms-per-instance", f->o.sms_per_instance,
                   "--instances: SMs in each instance's partition (default: the largest equal share)")
       ->check(int_range(1, 1 << 16));
+  cmd->add_option("--placement", f->o.placement,
+                  "--isolation shared: where an instance's blocks go (sm: neighbouring SMs, as a partition; "
+                  "block: by block index, spread over the GPU)")
+      ->check(CLI::IsMember({"sm", "block"}))
+      ->capture_default_str();
   cmd->add_flag("--beside-backtest", f->o.beside_backtest,
                 "--instances: measure again while a backtest runs on the SMs the instances leave, at low priority");
   cmd->callback([f, cmd] {
@@ -531,7 +537,7 @@ void add_bench_command(CLI::App& app) {
       for (const char* latency_only : {"--warmup", "--gap-us", "--rate", "--check-every", "--check-threads", "--report-every",
                                        "--idle-every-s", "--idle-s", "--samples", "--timeout-us", "--fallback",
                                        "--pingpong", "--floats", "--no-pingpong", "--no-warm", "--instances",
-                                       "--lockstep", "--isolation", "--sms-per-instance", "--beside-backtest"})
+                                       "--lockstep", "--isolation", "--sms-per-instance", "--placement", "--beside-backtest"})
         if (cmd->count(latency_only))
           throw Error(std::string(latency_only) + " is for the latency modes (window, streaming), not --mode " + f->mode);
       bench::ThroughputOptions t;

@@ -13,6 +13,7 @@
 #include "cuda/batch_runner.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_raii.hpp"
+#include "cuda/device_claim.hpp"
 #include "cuda/kernel_choice.hpp"
 #include "cuda/kernels/lstm_launch.hpp"
 #include "cuda/lstm_plan.hpp"
@@ -27,63 +28,6 @@ using Clock = std::chrono::steady_clock;
 using cuda::HostMailbox;
 
 using cuda::DeviceBuffer;
-
-// The limits of the context `stream` launches into: its SMs (a green context or MPS may hold fewer than
-// the device has), the device's shared memory per block.
-cuda::DeviceLimits query_limits(int device, cudaStream_t stream) {
-  cudaDeviceProp prop{};
-  HOTPATH_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  cuda::DeviceLimits lim;
-  lim.sm_count = cuda::launch_sm_count(cuda::query_stream_sms(stream));
-  lim.smem_per_block_optin = int(prop.sharedMemPerBlockOptin);
-  int cluster_launch = 0;
-  HOTPATH_CUDA_CHECK(cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device));
-  lim.max_cluster_size = cluster_launch ? cuda::max_lstm_cluster_size() : 0;
-  lim.name = prop.name;
-  return lim;
-}
-
-// One persistent kernel per SM set per process: a kernel's grid takes a block on every SM of its
-// context, so a second one on the same SMs would only wait for SMs that never free up (its start timed
-// out after 20 s). Refused at once instead: one engine on the whole GPU, or one per SM partition
-// (issue 10), never both.
-class DeviceClaim {
- public:
-  DeviceClaim(int device, const cuda::SmPartition* part) : device_(device), part_(part) {
-    std::lock_guard lock(mutex());
-    std::set<const cuda::SmPartition*>& held = claimed()[device];  // nullptr: the whole GPU
-    const std::string gpu = "cuda backend: GPU " + std::to_string(device);
-    if (held.count(nullptr))
-      throw UnsupportedError(gpu + " already runs a hotpath kernel on all its SMs in this process (one whole-GPU "
-                             "cuda engine per GPU per process; close the other engine first, or give every engine "
-                             "an SM partition)");
-    if (!part && !held.empty())
-      throw UnsupportedError(gpu + " already runs hotpath kernels in SM partitions in this process; an engine on "
-                             "the whole GPU would wait for their SMs");
-    if (part && held.count(part))
-      throw UnsupportedError("cuda backend: " + part->describe() +
-                             " already runs a hotpath kernel (one engine per partition)");
-    held.insert(part);
-  }
-  ~DeviceClaim() {
-    std::lock_guard lock(mutex());
-    claimed()[device_].erase(part_);
-  }
-  DeviceClaim(const DeviceClaim&) = delete;
-  DeviceClaim& operator=(const DeviceClaim&) = delete;
-
- private:
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static std::map<int, std::set<const cuda::SmPartition*>>& claimed() {
-    static std::map<int, std::set<const cuda::SmPartition*>> s;
-    return s;
-  }
-  int device_;
-  const cuda::SmPartition* part_;
-};
 
 // What the last backtest or batch measured: time, copies and the share of copy time hidden by compute.
 void add_batch_counters(const cuda::BatchRunner& runner, std::map<std::string, double>& c) {
@@ -126,55 +70,19 @@ class CudaBackend final : public Backend {
       throw UnsupportedError("the stall test hook is compiled into the fp16 test kernels only");
     std::string why;
     if (!cuda::device_available(&why, options.device)) throw UnsupportedError("no usable CUDA device: " + why);
-    claim_ = std::make_unique<DeviceClaim>(options.device, copt.partition.get());
-    HOTPATH_CUDA_CHECK(cudaSetDevice(options.device));
-    // The tick kernel's stream decides its SMs: the partition's, or the whole device's.
-    stream_ = cuda::Stream::adopt(cuda::make_stream(copt.partition.get(), options.device));
-    side_stream_ = cuda::Stream::adopt(cuda::make_stream(copt.partition.get(), options.device));
-    limits_ = query_limits(options.device, stream_.get());
-    const auto asked = cuda::parse_kernel_family(options.kernel);
-    if (copt.stall_tick >= 0 && asked && *asked != cuda::KernelFamily::cta)
-      throw UnsupportedError("the stall test hook is compiled into the cta kernels only");
-    choose_and_plan(asked, copt.max_precompute_blocks);
-    if (plan_.params.family != cuda::KernelFamily::cta && variant_ != "auto" && variant_ != "smem")
-      throw UnsupportedError("cuda variant '" + variant_ + "' is a variant of the cta kernel; the " + family() +
-                             " kernel has one critical-step variant (smem)");
-    if (plan_.params.family != cuda::KernelFamily::cta) {
-      variant_ = "smem";
-    } else if (variant_ == "regs") {
-      cuda::use_regs_variant(plan_);
-    } else if (variant_ == "auto") {
-      variant_ = "smem";  // serves every model that fits; regs is faster where it is compiled
-      cuda::LstmPlan trial = plan_;
-      try {
-        cuda::use_regs_variant(trial);
-        plan_ = std::move(trial);
-        variant_ = "regs";
-      } catch (const UnsupportedError&) {
-      }
+    if (copt.shared) {
+      init_shared_instance(options);
+    } else {
+      init_own_kernel(options);
     }
     const cuda::LstmParams& p = plan_.params;
-    frags_ = DeviceBuffer<uint32_t>(plan_.frags.size());
-    head_b_ = DeviceBuffer<float>(plan_.head_b.size());
-    head_w_ = DeviceBuffer<float>(plan_.head_w.size());
-    pre_w_ = DeviceBuffer<float>(plan_.pre_w.size());
-    h_state_ = DeviceBuffer<float>(size_t(p.L) * p.nslots * p.H);
-    pub_P_ = DeviceBuffer<float>(size_t(p.L) * 4 * p.H);
-    pub_c_ = DeviceBuffer<float>(size_t(p.L) * p.H);
-    xbuf_ = DeviceBuffer<float>(size_t(p.I));
-    words_ = DeviceBuffer<cuda::SharedWords>(1);
-    if (plan_.pre_state_floats > 0) pre_state_ = DeviceBuffer<float>(size_t(p.np) * plan_.pre_state_floats);
-    if (p.family == cuda::KernelFamily::grid) {
-      xch_h_ = DeviceBuffer<uint16_t>(size_t(2) * p.L * 2 * p.xin_stride);
-      xch_flag_ = DeviceBuffer<unsigned>(size_t(p.L) * p.nc);
-      xch_head_ = DeviceBuffer<float>(size_t(2) * p.nc * cuda::kMaxOutputs);
+    if (!copt.shared) allocate_kernel_memory();
+    if (copt.shared) {
+      mailbox_ = &copt.shared->mailbox(copt.slot);
+    } else {
+      own_mailbox_ = std::make_unique<HostMailbox>(p.I, p.O, copt.mailbox);
+      mailbox_ = own_mailbox_.get();
     }
-    frags_.upload(plan_.frags.data(), plan_.frags.size(), stream_.get());
-    head_b_.upload(plan_.head_b.data(), plan_.head_b.size(), stream_.get());
-    head_w_.upload(plan_.head_w.data(), plan_.head_w.size(), stream_.get());
-    pre_w_.upload(plan_.pre_w.data(), plan_.pre_w.size(), stream_.get());
-    HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-    mailbox_ = std::make_unique<HostMailbox>(p.I, p.O, copt.mailbox);
     // Every member above frees itself if this throws; a kernel that would not stop must not have its
     // memory freed under it.
     try {
@@ -201,6 +109,10 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string variant() const override {
+    if (copt_.shared) return kernel_variant() + "-shared" + std::to_string(copt_.shared->count());
+    return kernel_variant();
+  }
+  std::string kernel_variant() const {
     const auto& p = plan_.params;
     if (p.family != cuda::KernelFamily::cta)
       return "persistent-" + family() + "-" + precision_name(precision_) + "-" + std::to_string(p.nc) + "+" +
@@ -299,6 +211,9 @@ class CudaBackend final : public Backend {
   // SM, so it stops first ("parked") and starts again, reset, at the next tick or reset().
   void backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
                 std::atomic<size_t>* done) override {
+    if (copt_.shared)
+      throw UnsupportedError("cuda backend: an instance of a shared launch has no SMs for backtests (the launch holds "
+                             "them); run backtests on an engine beside the launch");
     stop_kernel();
     parked_ = true;
     t_ = 0;
@@ -316,9 +231,12 @@ class CudaBackend final : public Backend {
     c["kernel_running"] = kernel_alive() ? 1.0 : 0.0;
     // In-kernel time from "input complete" to "output stored", SM cycles (read on a side stream).
     cuda::SharedWords w{};
-    if (side_stream_ && words_.get() &&
-        cudaMemcpyAsync(&w, words_.get(), sizeof w, cudaMemcpyDeviceToHost, side_stream_.get()) == cudaSuccess &&
-        cudaStreamSynchronize(side_stream_.get()) == cudaSuccess && w.ticks_timed > 0) {
+    const bool read = copt_.shared ? copt_.shared->read_words(copt_.slot, w)
+                                   : side_stream_ && words_.get() &&
+                                         cudaMemcpyAsync(&w, words_.get(), sizeof w, cudaMemcpyDeviceToHost,
+                                                         side_stream_.get()) == cudaSuccess &&
+                                         cudaStreamSynchronize(side_stream_.get()) == cudaSuccess;
+    if (read && w.ticks_timed > 0) {
       c["kernel_compute_cycles_mean"] = double(w.compute_cycles_sum) / double(w.ticks_timed);
       c["kernel_compute_cycles_max"] = double(w.compute_cycles_max);
       c["kernel_compute_ns_mean"] = double(w.compute_ns_sum) / double(w.ticks_timed);
@@ -363,6 +281,10 @@ class CudaBackend final : public Backend {
       if (p.family == cuda::KernelFamily::cluster) f["cluster_exchange"] = copt_.cluster_async ? "st.async+mbarrier" : "store+flag";
     }
     f["kernel_variant"] = variant();
+    if (copt_.shared) {
+      f["shared_launch_instances"] = std::to_string(copt_.shared->count());
+      f["shared_launch_slot"] = std::to_string(copt_.slot);
+    }
     f["critical_variant"] = variant_;
     f["critical_weight_bytes"] = std::to_string(plan_.critical_weight_bytes);
     f["smem_bytes_per_block"] = std::to_string(p.smem_bytes);
@@ -378,7 +300,86 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  bool kernel_alive() const { return kernel_running_ && cudaStreamQuery(stream_.get()) == cudaErrorNotReady; }
+  // This engine's own kernel, on its partition's SMs or the whole device's.
+  void init_own_kernel(const BackendOptions& options) {
+    const CudaOptions& copt = copt_;
+    claim_ = std::make_unique<cuda::DeviceClaim>(options.device, copt.partition.get());
+    HOTPATH_CUDA_CHECK(cudaSetDevice(options.device));
+    // The tick kernel's stream decides its SMs: the partition's, or the whole device's.
+    stream_ = cuda::Stream::adopt(cuda::make_stream(copt.partition.get(), options.device));
+    side_stream_ = cuda::Stream::adopt(cuda::make_stream(copt.partition.get(), options.device));
+    limits_ = cuda::query_stream_limits(options.device, stream_.get());
+    const auto asked = cuda::parse_kernel_family(options.kernel);
+    if (copt.stall_tick >= 0 && asked && *asked != cuda::KernelFamily::cta)
+      throw UnsupportedError("the stall test hook is compiled into the cta kernels only");
+    choose_and_plan(asked, copt.max_precompute_blocks);
+    if (plan_.params.family != cuda::KernelFamily::cta && variant_ != "auto" && variant_ != "smem")
+      throw UnsupportedError("cuda variant '" + variant_ + "' is a variant of the cta kernel; the " + family() +
+                             " kernel has one critical-step variant (smem)");
+    if (plan_.params.family != cuda::KernelFamily::cta) {
+      variant_ = "smem";
+    } else if (variant_ == "regs") {
+      cuda::use_regs_variant(plan_);
+    } else if (variant_ == "auto") {
+      variant_ = "smem";  // serves every model that fits; regs is faster where it is compiled
+      cuda::LstmPlan trial = plan_;
+      try {
+        cuda::use_regs_variant(trial);
+        plan_ = std::move(trial);
+        variant_ = "regs";
+      } catch (const UnsupportedError&) {
+      }
+    }
+  }
+
+  // This engine's own weights and state (an instance of a shared launch uses the launch's).
+  void allocate_kernel_memory() {
+    const cuda::LstmParams& p = plan_.params;
+    frags_ = DeviceBuffer<uint32_t>(plan_.frags.size());
+    head_b_ = DeviceBuffer<float>(plan_.head_b.size());
+    head_w_ = DeviceBuffer<float>(plan_.head_w.size());
+    pre_w_ = DeviceBuffer<float>(plan_.pre_w.size());
+    h_state_ = DeviceBuffer<float>(size_t(p.L) * p.nslots * p.H);
+    pub_P_ = DeviceBuffer<float>(size_t(p.L) * 4 * p.H);
+    pub_c_ = DeviceBuffer<float>(size_t(p.L) * p.H);
+    xbuf_ = DeviceBuffer<float>(size_t(p.I));
+    words_ = DeviceBuffer<cuda::SharedWords>(1);
+    if (plan_.pre_state_floats > 0) pre_state_ = DeviceBuffer<float>(size_t(p.np) * plan_.pre_state_floats);
+    if (p.family == cuda::KernelFamily::grid) {
+      xch_h_ = DeviceBuffer<uint16_t>(size_t(2) * p.L * 2 * p.xin_stride);
+      xch_flag_ = DeviceBuffer<unsigned>(size_t(p.L) * p.nc);
+      xch_head_ = DeviceBuffer<float>(size_t(2) * p.nc * cuda::kMaxOutputs);
+    }
+    frags_.upload(plan_.frags.data(), plan_.frags.size(), stream_.get());
+    head_b_.upload(plan_.head_b.data(), plan_.head_b.size(), stream_.get());
+    head_w_.upload(plan_.head_w.data(), plan_.head_w.size(), stream_.get());
+    pre_w_.upload(plan_.pre_w.data(), plan_.pre_w.size(), stream_.get());
+    HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  }
+
+  // One instance of a shared launch (mechanism b): its plan, SMs and claim are the launch's.
+  void init_shared_instance(const BackendOptions& options) {
+    cuda::SharedLaunch& sh = *copt_.shared;
+    if (sh.device() != options.device)
+      throw Error("cuda: the shared launch is on GPU " + std::to_string(sh.device()) + ", not " + std::to_string(options.device));
+    if (copt_.stall_tick >= 0) throw UnsupportedError("the stall test hook is not compiled into the shared launch's kernel");
+    if (!options.kernel.empty() && options.kernel != "auto" && options.kernel != "cta")
+      throw UnsupportedError("a shared launch runs the cta kernel family, not " + options.kernel);
+    if (copt_.partition && copt_.partition.get() != sh.partition())
+      throw Error("cuda: an instance of a shared launch runs on the launch's SMs; give no partition of its own");
+    slot_ = std::make_unique<SlotClaim>(copt_.shared, copt_.slot);
+    HOTPATH_CUDA_CHECK(cudaSetDevice(options.device));
+    // No streams of its own (SharedLaunch::read_words says why): the launch zeroes, starts and reads.
+    limits_ = sh.limits();
+    plan_ = sh.plan();
+    variant_ = sh.variant();
+    family_why_ = "one of " + std::to_string(sh.count()) + " instances of a shared launch (cta family)";
+  }
+
+  bool kernel_alive() const {
+    if (copt_.shared) return kernel_running_ && copt_.shared->running() && !copt_.shared->parked(copt_.slot);
+    return kernel_running_ && cudaStreamQuery(stream_.get()) == cudaErrorNotReady;
+  }
 
   // The kernel ignored the stop request and outlived its lease: leak what it may still touch rather
   // than free it under it (the streams may go: the runtime frees them once their work ends).
@@ -390,8 +391,9 @@ class CudaBackend final : public Backend {
     (void)xch_flag_.release();
     (void)frags_.release();
     (void)words_.release();
-    (void)mailbox_.release();
+    (void)own_mailbox_.release();
     (void)claim_.release();  // the GPU stays claimed: a new kernel would wait for this one's SMs
+    (void)slot_.release();   // likewise the shared launch's instance
   }
 
   // The GPU can still answer: kernel running, and not so far behind that its input ring was overrun.
@@ -400,7 +402,23 @@ class CudaBackend final : public Backend {
       *why = "the kernel is not running";
       return false;
     }
-    const cudaError_t q = cudaStreamQuery(stream_.get());
+    if (copt_.shared) {
+      // This instance's blocks leave alone (stop, lease); the launch ends for all.
+      const cuda::Status st = mailbox_->status();
+      if (!copt_.shared->running()) {
+        kernel_running_ = false;
+        *why = "the shared launch has ended: " + copt_.shared->ended_why();
+        return false;
+      }
+      if (st.state == cuda::kStopped || st.state == cuda::kLeaseExpired) {
+        kernel_running_ = false;
+        *why = st.state == cuda::kLeaseExpired
+                   ? "the instance stopped itself: its lease lapsed (no heartbeat for " + std::to_string(copt_.lease_ms) + " ms)"
+                   : "the instance has stopped";
+        return false;
+      }
+    }
+    const cudaError_t q = copt_.shared ? cudaErrorNotReady : cudaStreamQuery(stream_.get());
     if (q != cudaErrorNotReady) {
       kernel_running_ = false;
       (void)cudaGetLastError();
@@ -429,7 +447,7 @@ class CudaBackend final : public Backend {
 
   void launch() {
     parked_ = false;
-    cuda::LstmParams p = plan_.params;
+    cuda::LstmParams p = copt_.shared ? copt_.shared->instance_params(copt_.slot) : plan_.params;
     p.mb = mailbox_->view((long long)(copt_.lease_ms * 1e6));
     p.stall_tick = copt_.stall_tick;
     p.stall_ns = (long long)(copt_.stall_us * 1e3);
@@ -437,6 +455,16 @@ class CudaBackend final : public Backend {
     p.gate_sleep_ns = copt_.gate_sleep_ns;
     p.keep_warm = copt_.keep_warm;
     p.cluster_async = copt_.cluster_async;
+    if (copt_.shared) {
+      mailbox_->clear();
+      copt_.shared->start(copt_.slot, p);
+      kernel_running_ = true;
+      maybe_behind_ = false;
+      ++launches_;
+      start_heartbeat();
+      wait_until_started();
+      return;
+    }
     p.frags = frags_.get();
     p.head_b = head_b_.get();
     p.head_w = head_w_.get();
@@ -467,7 +495,11 @@ class CudaBackend final : public Backend {
     maybe_behind_ = false;
     ++launches_;
     start_heartbeat();
-    // Cold start: weights into shared memory, first precompute round published, status.ready = 1.
+    wait_until_started();
+  }
+
+  // Cold start: weights into shared memory, first precompute round published, status.ready = 1.
+  void wait_until_started() {
     const auto deadline = Clock::now() + std::chrono::duration<double, std::milli>(copt_.start_timeout_ms);
     std::string why;
     while (mailbox_->status().ready != cuda::wire_seq(0)) {
@@ -512,10 +544,14 @@ class CudaBackend final : public Backend {
       late_before_reset_ += late_this_launch();
       mailbox_->request_stop();
       const auto deadline = Clock::now() + std::chrono::duration<double, std::milli>(copt_.lease_ms + 5000);
-      cudaError_t q;
-      while ((q = cudaStreamQuery(stream_.get())) == cudaErrorNotReady && Clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      if (q == cudaErrorNotReady) {
+      // Stopped: this engine's kernel has ended, or (shared launch) every block of this instance parked.
+      auto stopped = [&] {
+        if (copt_.shared) return copt_.shared->parked(copt_.slot) || !copt_.shared->running();
+        return cudaStreamQuery(stream_.get()) != cudaErrorNotReady;
+      };
+      bool done;
+      while (!(done = stopped()) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (!done) {
         stop_heartbeat();
         throw BackendError("cuda backend: the kernel did not stop");
       }
@@ -557,7 +593,17 @@ class CudaBackend final : public Backend {
     throw Error("unknown cuda variant '" + v + "' (valid: " + list + "; default " + kCudaVariants[0] + ")");
   }
 
-  std::unique_ptr<DeviceClaim> claim_;  // first member: released after everything else is gone
+  std::unique_ptr<cuda::DeviceClaim> claim_;  // first member: released after everything else is gone
+  // The instance of copt_.shared this engine holds (given back when the engine goes).
+  struct SlotClaim {
+    SlotClaim(std::shared_ptr<cuda::SharedLaunch> l, int k) : launch(std::move(l)), slot(k) { launch->claim_slot(slot); }
+    ~SlotClaim() { launch->release_slot(slot); }
+    SlotClaim(const SlotClaim&) = delete;
+    SlotClaim& operator=(const SlotClaim&) = delete;
+    std::shared_ptr<cuda::SharedLaunch> launch;
+    int slot;
+  };
+  std::unique_ptr<SlotClaim> slot_;
   Model model_;
   CudaOptions copt_;
   std::string variant_;
@@ -574,7 +620,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer<uint16_t> xch_h_;              // grid: the layers' h slices
   DeviceBuffer<unsigned> xch_flag_;           // grid: per-(layer, block) flags
   std::string family_why_;  // choose_kernel's reason for the plan's family
-  std::unique_ptr<HostMailbox> mailbox_;
+  std::unique_ptr<HostMailbox> own_mailbox_;  // an instance of a shared launch uses the launch's
+  HostMailbox* mailbox_ = nullptr;
   // Renews the kernel's lease. A std::jthread: a constructor that throws after starting it stops and
   // joins it (a joinable std::thread would call std::terminate); declared after mailbox_, which it uses.
   std::jthread heartbeat_;
@@ -647,15 +694,6 @@ class CudaBatchBackend final : public Backend {
 
 }  // namespace
 
-namespace cuda {
-DeviceLimits query_device_limits(int device) {
-  std::string why;
-  if (!device_available(&why, device)) throw UnsupportedError("no usable CUDA device: " + why);
-  HOTPATH_CUDA_CHECK(cudaSetDevice(device));
-  Stream stream(cudaStreamNonBlocking);
-  return query_limits(device, stream.get());
-}
-}  // namespace cuda
 
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options) {
   return make_cuda_backend(model, options, CudaOptions{});

@@ -3,6 +3,7 @@
 
 #include "backend/backend.hpp"
 #include "cuda/device.hpp"
+#include "cuda/shared_launch.hpp"
 #include "cuda/sm_partition.hpp"
 
 namespace hotpath {
@@ -26,6 +27,11 @@ struct CudaOptions {
   // The throughput path only, no tick kernel (a backtest beside live instances, in the SMs they leave):
   // backtest() and run_batch() serve, step() is refused. Implied by Mode::batch.
   bool throughput_only = false;
+  // Mechanism (b) of issue 10: this engine is instance `slot` of a shared launch (one persistent launch
+  // serving many instances; cuda/shared_launch.hpp): its plan and SMs are the launch's, it starts and
+  // stops alone, and backtests are refused (the launch holds the SMs). partition must be unset.
+  std::shared_ptr<cuda::SharedLaunch> shared;
+  int slot = -1;
   // Critical-step kernel variant: "auto" (default: "regs" where it is compiled for the model, else
   // "smem"), "smem" (W_ih fragments in shared memory, any model that fits) or "regs" (every W_ih
   // fragment in registers, SIMT head; compiled for a few shapes, e.g. lstm_s, else UnsupportedError).

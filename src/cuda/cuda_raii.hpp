@@ -69,6 +69,8 @@ class DeviceBuffer {
     HOTPATH_CUDA_CHECK(cudaMemcpyAsync(ptr_, src, n * sizeof(T), cudaMemcpyHostToDevice, s));
   }
   void zero(cudaStream_t s) { HOTPATH_CUDA_CHECK(cudaMemsetAsync(ptr_, 0, std::max<size_t>(count_, 1) * sizeof(T), s)); }
+  // Zeroes by copies from host zeros (a copy engine), for SMs that a running kernel holds.
+  void zero_by_copy(cudaStream_t s) { copy_zeros(ptr_, std::max<size_t>(count_, 1) * sizeof(T), s); }
 
  private:
   T* ptr_ = nullptr;

@@ -11,6 +11,8 @@
 #include "cuda/lstm_plan.hpp"
 #include "model/model.hpp"
 
+struct CUstream_st;
+
 namespace hotpath::cuda {
 
 // The names --kernel accepts; the first is the default.
@@ -32,6 +34,9 @@ KernelChoice choose_kernel(const Model& model, Precision precision, Mode mode, i
                            const MailboxOptions& mailbox, const DeviceLimits& limits,
                            std::optional<KernelFamily> requested, int max_precompute_blocks = 0);
 
+// The limits a launch into `stream` (on `device`) sees: the SMs of its context (a green context or MPS
+// may hold fewer than the device), the device's shared memory per block, the largest cluster.
+DeviceLimits query_stream_limits(int device, CUstream_st* stream);
 // The limits of `device` as a launch into a new stream there sees them (cluster size: the largest the
 // multi-block kernel may be launched with, non-portable sizes included where the device allows them).
 // Throws UnsupportedError when there is no usable CUDA device.

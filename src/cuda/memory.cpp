@@ -51,6 +51,14 @@ void device_free(void* p) noexcept {
   }
 }
 
+void copy_zeros(void* dst, size_t bytes, CUstream_st* stream) {
+  static const std::vector<char> zeros(size_t(1) << 16, 0);
+  for (size_t off = 0; off < bytes; off += zeros.size()) {
+    const size_t n = std::min(zeros.size(), bytes - off);
+    HOTPATH_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + off, zeros.data(), n, cudaMemcpyHostToDevice, stream));
+  }
+}
+
 namespace {
 // Freed pinned blocks by (bytes, flags), for reuse.
 std::map<std::pair<size_t, unsigned>, std::vector<void*>>& spare_pinned() {

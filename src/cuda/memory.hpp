@@ -19,6 +19,10 @@ CUstream_st* allocation_stream();
 void* device_alloc(size_t bytes);
 void device_free(void* p) noexcept;
 
+// Zeroes `bytes` of device memory at `dst` with host-to-device copies of zeros, queued on `stream`
+// (the zeros are static: the copies may still be in flight when this returns).
+void copy_zeros(void* dst, size_t bytes, CUstream_st* stream);
+
 // Pinned host memory (cudaHostAlloc `flags`), zeroed; a block pinned_free'd earlier with the same size
 // and flags is reused first.
 void* pinned_alloc(size_t bytes, unsigned flags);

@@ -7,6 +7,7 @@
 #ifdef HOTPATH_HAVE_CUDA
 #include "cuda/batch_runner.hpp"
 #include "cuda/cuda_backend.hpp"
+#include "cuda/shared_launch.hpp"
 #include "cuda/sm_partition.hpp"
 #endif
 
@@ -29,6 +30,39 @@ InstanceLayout plan_instances(const InstanceOptions& io, int device_sms, int pla
   l.isolation = io.isolation;
   l.count = io.count;
   l.device_sms = device_sms;
+  if (io.placement != "sm" && io.placement != "block")
+    throw Error("unknown placement '" + io.placement + "' (valid: sm, block)");
+  if (io.isolation == "shared") {
+    l.placement = io.placement;
+    // One launch: a critical and at least one precompute block per instance, one block per SM.
+    const int each = io.sms_each > 0 ? std::max(2, io.sms_each) : (io.beside ? 2 : device_sms / io.count);
+    const long need = long(io.count) * std::max(each, 2);
+    if (need > device_sms - (io.beside ? 1 : 0))
+      throw UnsupportedError(std::to_string(io.count) + " instances in one launch" +
+                             (io.beside ? " with SMs left beside it" : "") + " need " + std::to_string(need) +
+                             " SMs (a critical and a precompute block each, one block an SM); this GPU has " +
+                             std::to_string(device_sms) + " (at most " + std::to_string(device_sms / 2) + " instances)");
+    l.sms_each = each;
+    l.granularity = 1;
+    l.launch_sms = io.beside ? 0 : device_sms;
+    if (io.beside) {
+      // The launch's partition: the smallest plain group that holds it, else the fine split's.
+      for (const bool fine : {false, true}) {
+        const int g = fine ? fine_group : plain_group;
+        const int sms = int((need + g - 1) / g * g);
+        if (sms < device_sms && groups(sms, fine) >= 1) {
+          l.launch_sms = sms;
+          l.fine = fine;
+          l.granularity = g;
+          break;
+        }
+      }
+      if (l.launch_sms == 0)
+        throw UnsupportedError(std::to_string(io.count) + " instances in one launch leave no SMs beside it on this GPU");
+      l.rest_sms = device_sms - l.launch_sms;
+    }
+    return l;
+  }
   // With a throughput engine beside them, the instances' groups must leave SMs over.
   auto fits = [&](int sms, bool fine) {
     return groups(sms, fine) >= io.count && (!io.beside || long(io.count) * sms < device_sms);
@@ -81,7 +115,8 @@ void check_options(const Model& model, EngineOptions* options) {
 #ifdef HOTPATH_HAVE_CUDA
 
 struct InstanceSet::Split {
-  std::unique_ptr<cuda::SmSplit> sms;
+  std::unique_ptr<cuda::SmSplit> sms;            // green: a partition per instance (and the rest); shared: the launch's and the rest
+  std::shared_ptr<cuda::SharedLaunch> launch;    // shared: gone before the partitions
 };
 
 InstanceSet::InstanceSet(const Model& model, const EngineOptions& options, const InstanceOptions& io)
@@ -91,25 +126,45 @@ InstanceSet::InstanceSet(const Model& model, const EngineOptions& options, const
   const int device = options_.device;
   layout_ = plan_instances(io, f.sm_count, f.min_partition, f.fine_min_partition,
                            [device](int sms, bool fine) { return cuda::sm_groups(device, sms, fine); });
-  split_->sms = std::make_unique<cuda::SmSplit>(options_.device, layout_.count, layout_.sms_each, layout_.fine, io.beside);
+  const bool shared = layout_.isolation == "shared";
+  if (!shared) {
+    split_->sms = std::make_unique<cuda::SmSplit>(options_.device, layout_.count, layout_.sms_each, layout_.fine, io.beside);
+  } else if (io.beside) {
+    split_->sms = std::make_unique<cuda::SmSplit>(options_.device, 1, layout_.launch_sms, layout_.fine, true);
+    layout_.launch_sms = split_->sms->partitions()[0]->sm_count();
+  }
   if (io.beside) layout_.rest_sms = split_->sms->rest() ? split_->sms->rest()->sm_count() : 0;
   if (io.beside && layout_.rest_sms == 0) throw UnsupportedError("no SMs are left beside the instances");
   // Before any tick kernel runs: the throughput kernels loaded (one loaded later would wait for the
   // persistent kernels forever), and the engine beside the instances made.
   cuda::preload_batch_kernels(options_.device);
   if (io.beside) beside_ = make_beside();
+  if (shared) {
+    cuda::SharedLaunchOptions so;
+    if (io.beside) so.partition = split_->sms->partitions()[0];
+    so.variant = options_.variant;
+    so.sms_per_instance = io.sms_each;
+    so.placement = io.placement;
+    split_->launch = std::make_shared<cuda::SharedLaunch>(model_, backend_options(model_, options_), so, layout_.count);
+  }
   for (size_t k = 0; k < size_t(layout_.count); ++k) engines_.push_back(make_instance(k));
 }
 
 InstanceSet::~InstanceSet() {
   engines_.clear();
   beside_.reset();
+  split_->launch.reset();  // after its instances, before the partitions
 }
 
 std::unique_ptr<Engine> InstanceSet::make_instance(size_t k) const {
   const BackendOptions bo = backend_options(model_, options_);
   CudaOptions co;
-  co.partition = split_->sms->partitions().at(k);
+  if (split_->launch) {
+    co.shared = split_->launch;
+    co.slot = int(k);
+  } else {
+    co.partition = split_->sms->partitions().at(k);
+  }
   auto engine = std::make_unique<Engine>(model_, make_cuda_backend(model_, bo, co));
   if (options_.warm) (void)warm(engine->backend());
   return engine;
@@ -126,7 +181,8 @@ std::unique_ptr<Engine> InstanceSet::beside_engine() {
 }
 
 std::unique_ptr<Engine> InstanceSet::make_beside() const {
-  const auto rest = split_->sms->rest();
+  const auto rest = split_->sms ? split_->sms->rest() : nullptr;
+  if (!rest) throw Error("this instance set keeps no SMs for a throughput engine (InstanceOptions::beside)");
   const BackendOptions bo = backend_options(model_, options_);
   CudaOptions co;
   co.partition = rest;

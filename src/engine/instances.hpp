@@ -1,7 +1,9 @@
 // Many instances of one model on one GPU (issue 10): independent engines (own inputs, windows, states
 // and outputs), each on SMs of its own, and optionally a throughput engine (backtests) on the SMs they
 // leave. Isolation "green": one SM partition (a CUDA green context) per instance, each running its
-// own persistent tick kernel sized from the partition's SMs.
+// own persistent tick kernel sized from the partition's SMs. Isolation "shared": one persistent launch
+// serving every instance, a critical block and its precompute blocks each (cuda/shared_launch.hpp), on
+// the whole GPU, or on one partition when a throughput engine runs beside it.
 #pragma once
 #include <functional>
 #include <map>
@@ -14,7 +16,7 @@
 namespace hotpath::engine {
 
 // The isolation mechanisms an instance set takes (the first is the default).
-inline constexpr const char* kIsolations[] = {"green"};
+inline constexpr const char* kIsolations[] = {"green", "shared"};
 
 struct InstanceOptions {
   int count = 1;
@@ -23,6 +25,8 @@ struct InstanceOptions {
   // engine beside them, when asked for, come off first: the instances then get the smallest groups).
   int sms_each = 0;
   bool beside = false;  // keep the SMs the instances leave for a throughput engine (beside_engine)
+  // shared: where an instance's blocks go ("sm": neighbouring SMs; "block": by block index).
+  std::string placement = "sm";
 };
 
 // What the split gave, for reports.
@@ -34,6 +38,8 @@ struct InstanceLayout {
   int rest_sms = 0;        // SMs left to the throughput engine (0: none kept)
   int device_sms = 0;
   int granularity = 0;     // the split's group size: the plain split's, or the fine one's
+  int launch_sms = 0;      // shared: the SMs of the launch (its partition's with a throughput engine beside)
+  std::string placement;   // shared: InstanceOptions::placement
 };
 
 class InstanceSet {

@@ -730,4 +730,12 @@ TEST(InstancesBench, BadOptionsAreRefused) {
   o = on_tiny(Mode::streaming);
   o.lockstep = true;  // without --instances
   EXPECT_THROW(bench::run_bench(o, out), Error);
+  o = on_tiny(Mode::streaming);
+  o.placement = "block";  // without --instances
+  try {
+    bench::run_bench(o, out);
+    FAIL() << "--placement ran without --instances";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--placement need --instances"), std::string::npos) << e.what();
+  }
 }

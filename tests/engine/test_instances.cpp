@@ -100,3 +100,38 @@ TEST(InstanceSet, OptionsTheSetCannotServeAreRefused) {
     EXPECT_NE(std::string(e.what()).find("--fallback is not available"), std::string::npos) << e.what();
   }
 }
+
+TEST(InstancePlan, OneSharedLaunchNeedsTwoSmsAnInstance) {
+  engine::InstanceOptions io;
+  io.isolation = "shared";
+  io.count = 64;
+  auto l = engine::plan_instances(io, 132, 8, 2, h200_groups);
+  EXPECT_EQ(l.sms_each, 2);
+  EXPECT_EQ(l.launch_sms, 132);
+  io.count = 66;
+  EXPECT_EQ(engine::plan_instances(io, 132, 8, 2, h200_groups).sms_each, 2);
+  io.count = 67;
+  EXPECT_THROW(engine::plan_instances(io, 132, 8, 2, h200_groups), UnsupportedError);
+  // Beside a throughput engine: the launch's partition is the smallest group that holds it.
+  io.count = 8;
+  io.beside = true;
+  l = engine::plan_instances(io, 132, 8, 2, h200_groups);
+  EXPECT_EQ(l.launch_sms, 16);
+  EXPECT_FALSE(l.fine);
+  EXPECT_EQ(l.rest_sms, 116);
+  io.count = 20;  // 40 SMs: a plain group of 40
+  EXPECT_EQ(engine::plan_instances(io, 132, 8, 2, h200_groups).launch_sms, 40);
+  // Where an instance's blocks go: by SM (the default) or by block index, reported; nothing else.
+  EXPECT_EQ(engine::plan_instances(io, 132, 8, 2, h200_groups).placement, "sm");
+  io.placement = "block";
+  EXPECT_EQ(engine::plan_instances(io, 132, 8, 2, h200_groups).placement, "block");
+  io.placement = "gpc";
+  try {
+    engine::plan_instances(io, 132, 8, 2, h200_groups);
+    FAIL() << "placement gpc was planned";
+  } catch (const UnsupportedError&) {
+    FAIL() << "refused as unsupported, not as a bad option";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown placement 'gpc' (valid: sm, block)"), std::string::npos) << e.what();
+  }
+}

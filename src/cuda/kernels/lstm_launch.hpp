@@ -15,6 +15,12 @@ namespace hotpath::cuda {
 // hook (fp16 only; cudaErrorInvalidValue otherwise).
 cudaError_t launch_lstm(const LstmParams& params, cudaStream_t stream, long long* max_coresident = nullptr);
 
+// One cooperative launch serving m.count instances of `plan`'s model (MultiLaunch, lstm_params.hpp),
+// every instance parked until the host raises its generation. cta family only (cudaErrorInvalidValue
+// otherwise); cudaErrorCooperativeLaunchTooLarge (and *max_coresident) as launch_lstm.
+cudaError_t launch_lstm_multi(const LstmParams& plan, const MultiLaunch& m, cudaStream_t stream,
+                              long long* max_coresident = nullptr);
+
 // The cluster and grid families (lstm_multiblock.cu); launch_lstm forwards to it.
 cudaError_t launch_lstm_multiblock(const LstmParams& params, cudaStream_t stream, long long* max_coresident);
 // The blocks of the multi-block kernel for `params` that can be co-resident where `stream` runs.

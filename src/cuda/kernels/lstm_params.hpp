@@ -152,4 +152,30 @@ struct LstmParams {
   }
 };
 
+// One persistent launch serving many instances of one model (issue 10, mechanism b), cta family only.
+// Instance i's blocks are [i * per_instance, (i + 1) * per_instance): its critical block, then its np
+// precompute blocks. Every instance has its own LstmParams (its mailbox, state and words; same plan):
+// a block copies its instance's into shared memory, after the plan's own layout, and runs the
+// one-instance code on it. An instance runs in generations: its blocks wait until the host has started
+// generation g (go[i] >= g), serve until the instance leaves (stop request, its lease), mark themselves
+// parked (parked[block] = g), and wait for generation g + 1; the host restarts one instance that way
+// while the others serve. Every block leaves for good on the group's stop request or when the group's
+// lease lapses (no group heartbeat: the host is gone).
+struct MultiLaunch {
+  const LstmParams* params = nullptr;  // [count] device memory
+  int count = 0;
+  int per_instance = 0;                // 1 + np
+  int params_offset = 0;               // bytes into dynamic shared memory where a block's copy goes
+  const unsigned* go = nullptr;        // [count] mapped host memory: the generation instance i may run
+  unsigned* parked = nullptr;          // [count * per_instance] mapped host memory: last generation parked
+  const Control* control = nullptr;    // mapped host memory: the group's stop request and heartbeat
+  long long lease_ns = 0;              // the group's lease
+  int smem_bytes = 0;                  // dynamic shared memory of the launch (params_offset + the copy)
+  // Placement: 0, by block index (instance i's blocks are i * per_instance...); 1, by SM: the blocks
+  // are ranked by the SM they run on and instance i takes ranks [i * per_instance, ...), so its blocks
+  // sit on neighbouring SMs (as a green context's partition does) rather than spread over the GPU.
+  int by_sm = 0;
+  unsigned* sm_keys = nullptr;         // [grid] device memory, by_sm only: each block's (SM, index) key
+};
+
 }  // namespace hotpath::cuda

@@ -11,6 +11,7 @@
 // (a monotonic counter) between layers; publish P and c of the next completing window.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <exception>
@@ -597,6 +598,112 @@ const void* lstm_kernel(const LstmParams& p) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------------
+// many instances in one launch (MultiLaunch, lstm_params.hpp)
+
+static_assert(sizeof(LstmParams) % 8 == 0, "a block copies its instance's parameters 8 bytes at a time");
+
+// One block of a multi-instance launch: waits for its instance's next generation, copies that
+// instance's parameters into shared memory, runs `run(params, role)` (role 0: the critical block, r > 0:
+// precompute block r - 1), marks itself parked, and waits again; leaves on the group's stop or lease.
+template <class Run>
+__device__ void multi_instance_block(const MultiLaunch& m, char* smem, Run run) {
+  __shared__ unsigned leave;
+  __shared__ int rank;
+  if (threadIdx.x == 0) rank = int(blockIdx.x);
+  __syncthreads();  // every thread reads rank
+  if (m.by_sm) {
+    // Placement by SM: every block publishes its (SM, index) key, then takes its rank among them.
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    if (threadIdx.x == 0) m.sm_keys[blockIdx.x] = (sm << 16) | blockIdx.x;
+    cooperative_groups::this_grid().sync();
+    if (threadIdx.x == 0) {
+      const unsigned mine = __ldcg(m.sm_keys + blockIdx.x);
+      int r = 0;
+      for (unsigned j = 0; j < gridDim.x; ++j) r += __ldcg(m.sm_keys + j) < mine;
+      rank = r;
+    }
+    __syncthreads();
+  }
+  const int inst = rank / m.per_instance, role = rank % m.per_instance;
+  LstmParams* p = reinterpret_cast<LstmParams*>(smem + m.params_offset);
+  for (unsigned gen = 1;; ++gen) {
+    if (threadIdx.x == 0) {
+      // The group's lease counts from the start of each wait (a watch made here holds no registers
+      // while the instance serves: the regs variant has none to spare).
+      MailboxView group;
+      group.control = m.control;
+      group.lease_ns = m.lease_ns;
+      dev::LeaseWatch watch;
+      watch.start(group);
+      unsigned reason = 0;
+      while (dev::ld_volatile_u32(m.go + inst) < gen) {
+        if ((reason = watch.poll(group)) != 0) break;
+        __nanosleep(2000);
+      }
+      leave = reason;
+    }
+    __syncthreads();
+    if (leave) return;
+    // This generation's parameters: written by the host before it raised go (read past L1).
+    const uint2* src = reinterpret_cast<const uint2*>(m.params + inst);
+    uint2* dst = reinterpret_cast<uint2*>(p);
+    for (int i = int(threadIdx.x); i < int(sizeof(LstmParams) / 8); i += int(blockDim.x)) dst[i] = __ldcg(src + i);
+    __syncthreads();
+    run(*p, role);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence_system();
+      dev::st_volatile_u32(m.parked + rank, gen);
+    }
+  }
+}
+
+template <bool BF16, int KT0, int KTH, int L>
+__global__ void __launch_bounds__(kRegsMaxThreads, 1) lstm_multi_regs(const __grid_constant__ MultiLaunch m) {
+  extern __shared__ __align__(16) char smem[];
+  multi_instance_block(m, smem, [&](const LstmParams& p, int role) {
+    if (role == 0) critical_block_regs<BF16, KT0, KTH, L, false>(p, smem);
+    else precompute_block(p, smem, role - 1);
+  });
+}
+
+template <bool BF16, int KREG>
+__global__ void __launch_bounds__(kMaxBlockThreads, 1) lstm_multi_smem(const __grid_constant__ MultiLaunch m) {
+  extern __shared__ __align__(16) char smem[];
+  multi_instance_block(m, smem, [&](const LstmParams& p, int role) {
+    if (role == 0) critical_block<BF16, KREG, false>(p, smem);
+    else precompute_block(p, smem, role - 1);
+  });
+}
+
+template <bool BF16, size_t N = 0>
+const void* multi_regs_kernel(int kt0, int kth, int L) {
+  if constexpr (N < std::size(kRegsShapes)) {
+    constexpr RegsShape r = kRegsShapes[N];
+    if (kt0 == r.kt0 && L == r.layers && (L == 1 || kth == r.kth))
+      return (const void*)&lstm_multi_regs<BF16, r.kt0, r.kth, r.layers>;
+    return multi_regs_kernel<BF16, N + 1>(kt0, kth, L);
+  }
+  return nullptr;
+}
+
+// The multi-instance kernel for p's plan (cta family, no test hooks), or null.
+const void* multi_kernel(const LstmParams& p) {
+  if (p.family != KernelFamily::cta || p.stall_tick >= 0) return nullptr;
+  if (p.variant == kVariantRegs) {
+    if (p.kreg != 0 || p.threads() > kRegsMaxThreads || p.O > kRegsMaxOutputs) return nullptr;
+    const int kth = p.L > 1 ? p.kt[1] : 0;
+    return p.bf16 ? multi_regs_kernel<true>(p.kt[0], kth, p.L) : multi_regs_kernel<false>(p.kt[0], kth, p.L);
+  }
+  switch (p.kreg) {
+    case 0: return p.bf16 ? (const void*)&lstm_multi_smem<true, 0> : (const void*)&lstm_multi_smem<false, 0>;
+    case 4: return p.bf16 ? (const void*)&lstm_multi_smem<true, 4> : (const void*)&lstm_multi_smem<false, 4>;
+    default: return nullptr;
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_lstm(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
@@ -622,6 +729,30 @@ cudaError_t launch_lstm(const LstmParams& p, cudaStream_t stream, long long* max
   LstmParams copy = p;
   void* args[] = {&copy};
   return cudaLaunchCooperativeKernel(fn, dim3(p.grid()), dim3(p.threads()), args, p.smem_bytes, stream);
+}
+
+cudaError_t launch_lstm_multi(const LstmParams& plan, const MultiLaunch& m, cudaStream_t stream,
+                              long long* max_coresident) {
+  const void* fn = multi_kernel(plan);
+  if (!fn) return cudaErrorInvalidValue;
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, m.smem_bytes);
+  if (e != cudaSuccess) return e;
+  int per_sm = 0;
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, plan.threads(), m.smem_bytes)) != cudaSuccess)
+    return e;
+  int sms = 0;
+  try {
+    sms = launch_sm_count(query_stream_sms(stream));
+  } catch (const std::exception&) {
+    return cudaErrorInvalidResourceHandle;
+  }
+  const long long fits = coresident_blocks(per_sm, sms);
+  if (max_coresident) *max_coresident = fits;
+  const long long grid = (long long)m.count * m.per_instance;
+  if (fits < grid) return cudaErrorCooperativeLaunchTooLarge;
+  MultiLaunch copy = m;
+  void* args[] = {&copy};
+  return cudaLaunchCooperativeKernel(fn, dim3(unsigned(grid)), dim3(plan.threads()), args, m.smem_bytes, stream);
 }
 
 }  // namespace hotpath::cuda
