@@ -213,8 +213,46 @@ HOTPATH_API hotpath_status hotpath_engine_facts(hotpath_engine* engine, size_t* 
 HOTPATH_API hotpath_status hotpath_engine_fact(const hotpath_engine* engine, size_t index, const char** name,
                                                const char** value);
 
-/* Stops and frees the engine (its GPU kernel and threads included). NULL: nothing. */
+/* Stops and frees the engine (its GPU kernel and threads included). NULL: nothing. An instance's
+ * engine (hotpath_instances_engine) belongs to its set: closing it does nothing. */
 HOTPATH_API void hotpath_engine_close(hotpath_engine* engine);
+
+/* ---- many instances on one GPU --------------------------------------------------------------- */
+
+/* N independent instances of one model on one GPU (cuda backend), each with its own inputs, windows,
+ * state and outputs, each on SMs of its own: green contexts (an SM partition and a kernel each) or one
+ * persistent launch serving all (docs/cuda.md, "Many instances on one GPU"). Each instance is an
+ * ordinary engine: drive each from a thread of its own. */
+typedef struct hotpath_instances hotpath_instances;
+
+/* Start from HOTPATH_INSTANCES_OPTIONS_INIT; a zero or NULL field means the default. */
+typedef struct hotpath_instances_options {
+  size_t struct_size;    /* sizeof(hotpath_instances_options) */
+  size_t count;          /* instances, at least 1 */
+  const char* isolation; /* "green" (NULL) or "shared" */
+  int sms_each;          /* SMs per instance; 0: the largest equal share */
+  const char* placement; /* shared: "sm" (NULL: neighbouring SMs) or "block" */
+} hotpath_instances_options;
+
+#define HOTPATH_INSTANCES_OPTIONS_INIT \
+  { sizeof(hotpath_instances_options), 0, NULL, 0, NULL }
+
+/* Opens `instances->count` engines of `model` with `options` (backend "cuda" or "auto", which must find
+ * the GPU; no fallback), each warmed. HOTPATH_ERROR_UNSUPPORTED when the GPU cannot hold them (the
+ * message names what fits), HOTPATH_ERROR_INVALID_ARGUMENT for bad options. */
+HOTPATH_API hotpath_status hotpath_instances_open(const hotpath_model* model, const hotpath_engine_options* options,
+                                                  const hotpath_instances_options* instances,
+                                                  hotpath_instances** out);
+HOTPATH_API hotpath_status hotpath_instances_count(const hotpath_instances* set, size_t* count);
+/* Instance k's engine, for every hotpath_engine_* call; owned by the set: valid until
+ * hotpath_instances_restart(set, k) or hotpath_instances_close. */
+HOTPATH_API hotpath_status hotpath_instances_engine(hotpath_instances* set, size_t k, hotpath_engine** engine);
+/* Closes instance k and opens it again on its SMs, warmed, while the others keep serving (no other
+ * call on instance k meanwhile). Its old engine handle is gone; ask hotpath_instances_engine again
+ * (HOTPATH_ERROR_BACKEND there while a failed restart left it without one). */
+HOTPATH_API hotpath_status hotpath_instances_restart(hotpath_instances* set, size_t k);
+/* Stops and frees every instance. NULL: nothing. */
+HOTPATH_API void hotpath_instances_close(hotpath_instances* set);
 
 #ifdef __cplusplus
 }

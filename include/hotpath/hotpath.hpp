@@ -97,6 +97,15 @@ struct engine_options {
 class engine {
  public:
   explicit engine(const model& m, const engine_options& options = {}) {
+    const hotpath_engine_options o = c_options(options);
+    hotpath_engine* e = nullptr;
+    detail::check(hotpath_engine_open(m.get(), &o, &e));
+    handle_.reset(e);
+    detail::check(hotpath_engine_get_info(e, &info_));
+  }
+
+  // The C struct for `options` (its strings point into `options`).
+  static hotpath_engine_options c_options(const engine_options& options) {
     hotpath_engine_options o = HOTPATH_ENGINE_OPTIONS_INIT;
     o.backend = detail::or_null(options.backend);
     o.precision = detail::or_null(options.precision);
@@ -110,10 +119,7 @@ class engine {
     o.scaler = detail::or_null(options.scaler);
     o.no_warm = options.warm ? 0 : 1;
     o.kernel = detail::or_null(options.kernel);
-    hotpath_engine* e = nullptr;
-    detail::check(hotpath_engine_open(m.get(), &o, &e));
-    handle_.reset(e);
-    detail::check(hotpath_engine_get_info(e, &info_));
+    return o;
   }
 
   const hotpath_engine_info& info() const noexcept { return info_; }
@@ -193,9 +199,58 @@ class engine {
   hotpath_engine* get() const noexcept { return handle_.get(); }
 
  private:
+  friend class instances;
+  // An instance's engine, owned by its set (closing the handle leaves it).
+  explicit engine(hotpath_engine* instance) : handle_(instance) { detail::check(hotpath_engine_get_info(instance, &info_)); }
+
   std::unique_ptr<hotpath_engine, detail::engine_closer> handle_;
   hotpath_engine_info info_{sizeof(hotpath_engine_info), nullptr, nullptr, nullptr, nullptr, 0, 0, 0, nullptr,
                             nullptr, 0, 0.0};
+};
+
+// Many instances of one model on one GPU (cuda backend), each an engine on SMs of its own; drive each
+// from a thread of its own. Move-only.
+struct instances_options {
+  size_t count = 1;
+  std::string isolation = "green";  // green | shared
+  int sms_each = 0;                 // 0: the largest equal share
+  std::string placement = "sm";     // shared: sm | block
+};
+
+class instances {
+ public:
+  instances(const model& m, const engine_options& options, const instances_options& set) {
+    const hotpath_engine_options o = engine::c_options(options);
+    hotpath_instances_options io = HOTPATH_INSTANCES_OPTIONS_INIT;
+    io.count = set.count;
+    io.isolation = detail::or_null(set.isolation);
+    io.sms_each = set.sms_each;
+    io.placement = detail::or_null(set.placement);
+    hotpath_instances* s = nullptr;
+    detail::check(hotpath_instances_open(m.get(), &o, &io, &s));
+    handle_.reset(s);
+  }
+
+  size_t size() const {
+    size_t n = 0;
+    detail::check(hotpath_instances_count(handle_.get(), &n));
+    return n;
+  }
+  // Instance k's engine (a view: valid until restart(k) or the set goes).
+  engine at(size_t k) {
+    hotpath_engine* e = nullptr;
+    detail::check(hotpath_instances_engine(handle_.get(), k, &e));
+    return engine(e);
+  }
+  // Closes instance k and opens it again while the others serve; take at(k) again after.
+  void restart(size_t k) { detail::check(hotpath_instances_restart(handle_.get(), k)); }
+  hotpath_instances* get() const noexcept { return handle_.get(); }
+
+ private:
+  struct closer {
+    void operator()(hotpath_instances* s) const noexcept { hotpath_instances_close(s); }
+  };
+  std::unique_ptr<hotpath_instances, closer> handle_;
 };
 
 }  // namespace hotpath

@@ -440,6 +440,76 @@ hotpath_status hotpath_engine_fact(const hotpath_engine* engine, size_t index, c
   return HOTPATH_OK;
 }
 
-void hotpath_engine_close(hotpath_engine* engine) { delete engine; }
+void hotpath_engine_close(hotpath_engine* engine) {
+  if (engine && engine->own) delete engine;  // an instance's engine is its set's to close
+}
+
+hotpath_status hotpath_instances_open(const hotpath_model* model, const hotpath_engine_options* options,
+                                      const hotpath_instances_options* instances, hotpath_instances** out) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_instances_open", out);
+  *out = nullptr;
+  HOTPATH_CHECK_NOT_NULL("hotpath_instances_open", model);
+  HOTPATH_CHECK_NOT_NULL("hotpath_instances_open", instances);
+  // One layout so far: the caller's struct must be this header's (a later, larger one is refused
+  // rather than read past what this library knows).
+  if (instances->struct_size != sizeof(hotpath_instances_options))
+    return bad_argument("hotpath_instances_open: instances->struct_size is ", str(instances->struct_size),
+                        ", expected ", str(sizeof(hotpath_instances_options)),
+                        " (sizeof(hotpath_instances_options); start from HOTPATH_INSTANCES_OPTIONS_INIT)");
+  if (instances->count < 1)
+    return bad_argument("hotpath_instances_open: instances->count is 0, expected at least 1");
+  if (instances->sms_each < 0)
+    return bad_argument("hotpath_instances_open: instances->sms_each is ", str(instances->sms_each),
+                        ", expected 0 (the largest equal share) or more");
+  try {
+    hotpath_engine_options o;
+    if (const hotpath_status s = read_options(options, &o); s != HOTPATH_OK) return s;
+    hotpath::engine::InstanceOptions io;
+    io.count = int(std::min<size_t>(instances->count, size_t(1) << 20));
+    io.isolation = opt(instances->isolation, "green");
+    io.sms_each = instances->sms_each;
+    io.placement = opt(instances->placement, "sm");
+    *out = new hotpath_instances(model->model, engine_options(o), io);
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
+}
+
+hotpath_status hotpath_instances_count(const hotpath_instances* set, size_t* count) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_instances_count", set);
+  HOTPATH_CHECK_NOT_NULL("hotpath_instances_count", count);
+  *count = set->handles.size();
+  return HOTPATH_OK;
+}
+
+hotpath_status hotpath_instances_engine(hotpath_instances* set, size_t k, hotpath_engine** engine) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_instances_engine", engine);
+  *engine = nullptr;
+  HOTPATH_CHECK_NOT_NULL("hotpath_instances_engine", set);
+  if (k >= set->handles.size())
+    return bad_argument("hotpath_instances_engine: instance ", str(k), " of a set of ", str(set->handles.size()));
+  if (!set->handles[k])
+    return failure(HOTPATH_ERROR_BACKEND, "hotpath_instances_engine: instance ", str(k),
+                   " has no engine (its last restart failed; restart it again)");
+  *engine = set->handles[k].get();
+  return HOTPATH_OK;
+}
+
+hotpath_status hotpath_instances_restart(hotpath_instances* set, size_t k) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_instances_restart", set);
+  if (k >= set->handles.size())
+    return bad_argument("hotpath_instances_restart: instance ", str(k), " of a set of ", str(set->handles.size()));
+  try {
+    set->handles[k].reset();  // its engine goes now
+    set->set.restart(k);
+    set->handles[k] = std::make_unique<hotpath_engine>(set->set[k]);
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
+}
+
+void hotpath_instances_close(hotpath_instances* set) { delete set; }
 
 }  // extern "C"

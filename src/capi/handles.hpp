@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
+#include "engine/instances.hpp"
 #include "hotpath/hotpath.h"
 
 struct hotpath_model {
@@ -15,15 +16,19 @@ struct hotpath_model {
 };
 
 struct hotpath_engine {
-  hotpath_engine(hotpath::Model model, const hotpath::EngineOptions& options) : engine(std::move(model), options) {
+  hotpath_engine(hotpath::Model model, const hotpath::EngineOptions& options)
+      : own(std::make_unique<hotpath::Engine>(std::move(model), options)), engine(*own) {
     describe();
   }
   hotpath_engine(hotpath::Model model, std::unique_ptr<hotpath::Backend> served_by)
-      : engine(std::move(model), std::move(served_by)) {
+      : own(std::make_unique<hotpath::Engine>(std::move(model), std::move(served_by))), engine(*own) {
     describe();
   }
+  // An engine owned elsewhere (an instance of a hotpath_instances set): hotpath_engine_close leaves it.
+  explicit hotpath_engine(hotpath::Engine& borrowed) : engine(borrowed) { describe(); }
 
-  hotpath::Engine engine;
+  std::unique_ptr<hotpath::Engine> own;  // null: borrowed
+  hotpath::Engine& engine;
   // Sizes the hot path checks, read once.
   size_t input_size = 0;
   size_t output_size = 0;
@@ -46,4 +51,14 @@ struct hotpath_engine {
     scaler = hotpath::scaler_name(engine.scaler());
     window = engine.window();
   }
+};
+
+struct hotpath_instances {
+  hotpath_instances(const hotpath::Model& model, const hotpath::EngineOptions& options,
+                    const hotpath::engine::InstanceOptions& instances)
+      : set(model, options, instances) {
+    for (size_t k = 0; k < set.size(); ++k) handles.push_back(std::make_unique<hotpath_engine>(set[k]));
+  }
+  hotpath::engine::InstanceSet set;
+  std::vector<std::unique_ptr<hotpath_engine>> handles;  // one per instance, over set's engines
 };

@@ -13,8 +13,9 @@
 
 namespace hotpath::engine {
 
-InstanceLayout plan_instances(const InstanceOptions& io, int device_sms, int plain_group, int fine_group,
-                              const GroupCount& groups) {
+namespace {
+// The options' own sense, before any device is asked.
+void check_instance_options(const InstanceOptions& io) {
   bool known = false;
   std::string list;
   for (const char* n : kIsolations) {
@@ -22,16 +23,22 @@ InstanceLayout plan_instances(const InstanceOptions& io, int device_sms, int pla
     list += (list.empty() ? "" : ", ") + std::string(n);
   }
   if (!known) throw Error("unknown isolation '" + io.isolation + "' (valid: " + list + ")");
-  if (io.count < 1) throw Error("--instances must be at least 1");
+  if (io.count < 1) throw Error("the instance count (--instances) must be at least 1");
   if (io.sms_each < 0) throw Error("--sms-per-instance must be at least 1 (or 0: as many as fit)");
+  if (io.placement != "sm" && io.placement != "block")
+    throw Error("unknown placement '" + io.placement + "' (valid: sm, block)");
+}
+}  // namespace
+
+InstanceLayout plan_instances(const InstanceOptions& io, int device_sms, int plain_group, int fine_group,
+                              const GroupCount& groups) {
+  check_instance_options(io);
   if (device_sms < 1 || plain_group < 1 || fine_group < 1)
     throw UnsupportedError("this GPU cannot be split into SM partitions");
   InstanceLayout l;
   l.isolation = io.isolation;
   l.count = io.count;
   l.device_sms = device_sms;
-  if (io.placement != "sm" && io.placement != "block")
-    throw Error("unknown placement '" + io.placement + "' (valid: sm, block)");
   if (io.isolation == "shared") {
     l.placement = io.placement;
     // One launch: a critical and at least one precompute block per instance, one block per SM.
@@ -103,7 +110,8 @@ InstanceLayout plan_instances(const InstanceOptions& io, int device_sms, int pla
 
 namespace {
 // Every option checked before the device is touched ("auto" becomes cuda).
-void check_options(const Model& model, EngineOptions* options) {
+void check_options(const Model& model, EngineOptions* options, const InstanceOptions& io) {
+  check_instance_options(io);
   if (options->backend == "auto") options->backend = "cuda";
   if (options->backend != "cuda")
     throw Error("many instances on one GPU need the cuda backend (--backend cuda), not " + options->backend);
@@ -121,7 +129,7 @@ struct InstanceSet::Split {
 
 InstanceSet::InstanceSet(const Model& model, const EngineOptions& options, const InstanceOptions& io)
     : model_(model), options_(options), split_(std::make_unique<Split>()) {
-  check_options(model_, &options_);
+  check_options(model_, &options_, io);
   const cuda::SmSplitFacts f = cuda::sm_split_facts(options_.device);
   const int device = options_.device;
   layout_ = plan_instances(io, f.sm_count, f.min_partition, f.fine_min_partition,
@@ -195,9 +203,9 @@ std::unique_ptr<Engine> InstanceSet::make_beside() const {
 
 struct InstanceSet::Split {};
 
-InstanceSet::InstanceSet(const Model& model, const EngineOptions& options, const InstanceOptions&)
+InstanceSet::InstanceSet(const Model& model, const EngineOptions& options, const InstanceOptions& io)
     : model_(model), options_(options) {
-  check_options(model_, &options_);
+  check_options(model_, &options_, io);
   throw UnsupportedError("many instances on one GPU: this hotpath was built without CUDA (no usable CUDA device)");
 }
 InstanceSet::~InstanceSet() = default;

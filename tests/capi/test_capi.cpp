@@ -979,6 +979,53 @@ class ThrowingBackend : public hotpath::Backend {
   std::function<void()> thrower_;
 };
 
+// A set of instances: bad arguments and options refused by name, before any device is asked.
+TEST(CapiInstances, BadArgumentsAreRefusedByName) {
+  hotpath_model* m = nullptr;
+  ASSERT_EQ(hotpath_model_open("lstm_s", nullptr, nullptr, &m), HOTPATH_OK) << hotpath_last_error();
+  const std::unique_ptr<hotpath_model, void (*)(hotpath_model*)> model(m, hotpath_model_close);
+  hotpath_engine_options o = HOTPATH_ENGINE_OPTIONS_INIT;
+  o.backend = "cuda";
+  hotpath_instances_options io = HOTPATH_INSTANCES_OPTIONS_INIT;
+  io.count = 2;
+  hotpath_instances* set = reinterpret_cast<hotpath_instances*>(&io);  // must be overwritten with NULL
+  EXPECT_EQ(hotpath_instances_open(model.get(), &o, nullptr, &set), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(set, nullptr);
+  EXPECT_NE(std::string(hotpath_last_error()).find("instances is NULL"), std::string::npos) << hotpath_last_error();
+  EXPECT_EQ(hotpath_instances_open(nullptr, &o, &io, &set), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(hotpath_instances_open(model.get(), &o, &io, nullptr), HOTPATH_ERROR_INVALID_ARGUMENT);
+  io.struct_size = 8;
+  EXPECT_EQ(hotpath_instances_open(model.get(), &o, &io, &set), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hotpath_last_error()).find("struct_size is 8"), std::string::npos) << hotpath_last_error();
+  io = HOTPATH_INSTANCES_OPTIONS_INIT;
+  EXPECT_EQ(hotpath_instances_open(model.get(), &o, &io, &set), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hotpath_last_error()).find("count is 0"), std::string::npos) << hotpath_last_error();
+  io.count = 2;
+  io.sms_each = -1;
+  EXPECT_EQ(hotpath_instances_open(model.get(), &o, &io, &set), HOTPATH_ERROR_INVALID_ARGUMENT);
+  io.sms_each = 0;
+  // Options the set cannot serve: named, as the CLI names them.
+  o.backend = "cpu";
+  EXPECT_EQ(hotpath_instances_open(model.get(), &o, &io, &set), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hotpath_last_error()).find("need the cuda backend"), std::string::npos) << hotpath_last_error();
+  o.backend = "cuda";
+  io.isolation = "mps";
+  EXPECT_EQ(hotpath_instances_open(model.get(), &o, &io, &set), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hotpath_last_error()).find("unknown isolation 'mps'"), std::string::npos) << hotpath_last_error();
+  EXPECT_EQ(set, nullptr);
+  io.isolation = "shared";
+  io.placement = "gpc";
+  EXPECT_EQ(hotpath_instances_open(model.get(), &o, &io, &set), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hotpath_last_error()).find("unknown placement 'gpc'"), std::string::npos) << hotpath_last_error();
+  // The set's calls on NULL.
+  size_t n = 7;
+  EXPECT_EQ(hotpath_instances_count(nullptr, &n), HOTPATH_ERROR_INVALID_ARGUMENT);
+  hotpath_engine* e = nullptr;
+  EXPECT_EQ(hotpath_instances_engine(nullptr, 0, &e), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(hotpath_instances_restart(nullptr, 0), HOTPATH_ERROR_INVALID_ARGUMENT);
+  hotpath_instances_close(nullptr);
+}
+
 TEST(CapiErrors, EveryExceptionBecomesAStatus) {
   const hotpath::Model model = hotpath::open_model(golden_model("tiny"));
   struct Case {

@@ -133,3 +133,35 @@ TEST(CapiCpp, ErrorsThrowWithStatusAndMessage) {
 }
 
 }  // namespace
+
+// hotpath::instances: refusals carry the C ABI's status and message; on a GPU, two instances each
+// answer (their engines are views owned by the set).
+TEST(CapiCpp, InstancesRefuseAndServe) {
+  const hotpath::model m = hotpath::model::open("lstm_s");
+  hotpath::engine_options o;
+  o.backend = "cpu";
+  hotpath::instances_options io;
+  io.count = 2;
+  try {
+    hotpath::instances set(m, o, io);
+    FAIL() << "a cpu instance set was made";
+  } catch (const hotpath::error& err) {
+    EXPECT_EQ(err.status(), HOTPATH_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(err.what()).find("need the cuda backend"), std::string::npos) << err.what();
+  }
+  o.backend = "cuda";
+  try {
+    hotpath::instances set(m, o, io);
+    ASSERT_EQ(set.size(), 2u);
+    for (size_t k = 0; k < set.size(); ++k) {
+      hotpath::engine e = set.at(k);
+      EXPECT_EQ(e.backend(), "cuda");
+      EXPECT_EQ(e.step(std::vector<float>(e.input_size(), 0.1f)).size(), e.output_size());
+    }
+    set.restart(1);
+    EXPECT_EQ(set.at(1).ticks(), 0);
+  } catch (const hotpath::error& err) {
+    ASSERT_EQ(err.status(), HOTPATH_ERROR_UNSUPPORTED) << err.what();
+    GTEST_SKIP() << "no usable GPU: checked only the refusals (" << err.what() << ")";
+  }
+}

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +75,71 @@ TEST(CapiGpu, CudaThroughTheCAbi) {
     double value = 0;
     ASSERT_EQ(hotpath_engine_counter(e, k, &name, &value), HOTPATH_OK);
     EXPECT_NE(name, nullptr);
+  }
+}
+
+// Many instances through the C ABI (issue 10): a set of 4 (green contexts, and one shared launch), each
+// engine driven from its own thread with its own series, each checked against float64; one restarted
+// while the others serve; closing an instance's engine handle leaves it to the set. Without a GPU only
+// the refusal is checked.
+TEST(CapiGpu, InstancesThroughTheCAbi) {
+  const auto g = hotpath::test_support::load_golden("small2x128");
+  const std::string path = std::string(HOTPATH_GOLDEN_DIR) + "/small2x128.model.safetensors";
+  hotpath_model* raw = nullptr;
+  ASSERT_EQ(hotpath_model_open(path.c_str(), nullptr, nullptr, &raw), HOTPATH_OK) << hotpath_last_error();
+  const std::unique_ptr<hotpath_model, void (*)(hotpath_model*)> model(raw, hotpath_model_close);
+  hotpath_engine_options o = HOTPATH_ENGINE_OPTIONS_INIT;
+  o.backend = "cuda";
+  o.window = g.window;
+  hotpath_instances_options io = HOTPATH_INSTANCES_OPTIONS_INIT;
+  io.count = 4;
+  std::string why;
+  if (!hotpath::gpu::available(&why)) {
+    hotpath_instances* set = nullptr;
+    EXPECT_EQ(hotpath_instances_open(model.get(), &o, &io, &set), HOTPATH_ERROR_UNSUPPORTED) << hotpath_last_error();
+    EXPECT_EQ(set, nullptr);
+    GTEST_SKIP() << "no usable GPU (" << why << "): checked only that a set of instances is refused";
+  }
+  const size_t I = 32, O = 1, T = g.ticks;
+  for (const char* isolation : {"green", "shared"}) {
+    SCOPED_TRACE(isolation);
+    io.isolation = isolation;
+    hotpath_instances* set = nullptr;
+    ASSERT_EQ(hotpath_instances_open(model.get(), &o, &io, &set), HOTPATH_OK) << hotpath_last_error();
+    const std::unique_ptr<hotpath_instances, void (*)(hotpath_instances*)> owner(set, hotpath_instances_close);
+    size_t n = 0;
+    ASSERT_EQ(hotpath_instances_count(set, &n), HOTPATH_OK);
+    ASSERT_EQ(n, 4u);
+    hotpath_engine* e = nullptr;
+    EXPECT_EQ(hotpath_instances_engine(set, 4, &e), HOTPATH_ERROR_INVALID_ARGUMENT);
+    ASSERT_EQ(hotpath_instances_restart(set, 0), HOTPATH_OK) << hotpath_last_error();  // before any tick
+    std::vector<std::vector<float>> outs(n, std::vector<float>(T * O));
+    std::vector<int> failed(n, 0);
+    std::vector<std::thread> threads;
+    for (size_t k = 0; k < n; ++k) {
+      hotpath_engine* ek = nullptr;
+      ASSERT_EQ(hotpath_instances_engine(set, k, &ek), HOTPATH_OK) << hotpath_last_error();
+      threads.emplace_back([&, k, ek] {
+        // Instance k starts its series k ticks in: every instance sees other inputs at the same time.
+        for (size_t t = 0; t < T; ++t)
+          if (hotpath_engine_step(ek, g.inputs.data() + t * I, I, outs[k].data() + t * O, O) != HOTPATH_OK) {
+            failed[k] = 1;
+            return;
+          }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (size_t k = 0; k < n; ++k) {
+      EXPECT_EQ(failed[k], 0) << "instance " << k;
+      const std::vector<double> got(outs[k].begin() + long(g.window - 1), outs[k].end());
+      EXPECT_LE(hotpath::reference::normalized_error(got, g.window_expected), hotpath::error_bound(hotpath::Precision::fp16))
+          << "instance " << k;
+    }
+    hotpath_engine* e1 = nullptr;
+    ASSERT_EQ(hotpath_instances_engine(set, 1, &e1), HOTPATH_OK);
+    hotpath_engine_close(e1);  // the set's: still serves
+    float z = 0;
+    EXPECT_EQ(hotpath_engine_step(e1, g.inputs.data(), I, &z, O), HOTPATH_OK) << hotpath_last_error();
   }
 }
 
