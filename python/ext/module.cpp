@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
+#include "engine/instances.hpp"
 #include "model/loader.hpp"
 #include "model/safetensors.hpp"
 #include "model/zoo.hpp"
@@ -89,9 +90,12 @@ std::pair<nb::object, float*> new_array(std::initializer_list<npy_intp> shape) {
 }
 
 // The engine behind a hotpath.Engine. `engine` is null once closed. `busy` keeps a second thread out
-// while one is inside the engine with the GIL released (an Engine is one thread at a time).
+// while one is inside the engine with the GIL released (an Engine is one thread at a time). An
+// instance's engine (hotpath.Instances) is its set's: `engine` then shares the set's ownership and
+// `live` turns false when the set restarts or closes that instance.
 struct PyEngine {
-  std::unique_ptr<hotpath::Engine> engine;
+  std::shared_ptr<hotpath::Engine> engine;
+  std::shared_ptr<const std::atomic<bool>> live;  // null: an engine of its own
   std::atomic<bool> busy{false};
   size_t I = 0, O = 0;
   nb::object model;  // the hotpath.Model served (engine.model, also after close())
@@ -102,6 +106,8 @@ class Use {
  public:
   explicit Use(PyEngine& e) : e_(e) {
     if (!e.engine) throw hotpath::Error("this engine is closed (close() or the end of its with block); make a new Engine");
+    if (e.live && !e.live->load(std::memory_order_acquire))
+      throw hotpath::Error("this instance was restarted or its set closed (hotpath.Instances): take instances[k] again");
     if (e.busy.exchange(true, std::memory_order_acquire))
       throw hotpath::Error("this engine is in use by another thread: an Engine runs one call at a time "
                            "(make one Engine per thread)");
@@ -120,6 +126,18 @@ const hotpath::Engine& open_engine(const PyEngine& e) {
   if (!e.engine) throw hotpath::Error("this engine is closed (close() or the end of its with block); make a new Engine");
   return *e.engine;
 }
+
+// The set behind a hotpath.Instances, shared with every instance's Engine handle (a handle keeps the
+// set's engines alive; no Python reference cycle). live[k] turns false when instance k is restarted or
+// the set closed: handles taken before then refuse every call.
+struct InstanceSetHolder {
+  std::unique_ptr<hotpath::engine::InstanceSet> set;
+  std::vector<std::shared_ptr<std::atomic<bool>>> live;
+};
+struct PyInstances {
+  std::shared_ptr<InstanceSetHolder> holder;
+  nb::object model;
+};
 
 void check_window(std::optional<int> window) {
   if (window && (*window < 1 || *window > hotpath::kMaxWindow))
@@ -456,10 +474,10 @@ NB_MODULE(_hotpath, m) {
             const hotpath::Model& source = nb::cast<const hotpath::Model&>(model);
             const auto options = engine_options(backend, precision, mode, window, device, cpuset, timeout_us, fallback,
                                                 variant, scaler, warm, kernel);
-            std::unique_ptr<hotpath::Engine> engine;
+            std::shared_ptr<hotpath::Engine> engine;
             {
               nb::gil_scoped_release unlocked;  // a cuda engine launches its kernel here
-              engine = std::make_unique<hotpath::Engine>(source, options);
+              engine = std::make_shared<hotpath::Engine>(source, options);
             }
             auto* e = new (self) PyEngine();
             e->I = size_t(engine->input_size());
@@ -508,7 +526,7 @@ NB_MODULE(_hotpath, m) {
             if (!self.engine) return;
             if (self.busy.exchange(true, std::memory_order_acquire))
               throw hotpath::Error("close(): this engine is in use by another thread");
-            std::unique_ptr<hotpath::Engine> engine = std::move(self.engine);
+            std::shared_ptr<hotpath::Engine> engine = std::move(self.engine);  // an instance's: its set's
             self.busy.store(false, std::memory_order_release);
             nb::gil_scoped_release unlocked;  // a cuda engine stops its kernel here
             engine.reset();
@@ -549,6 +567,109 @@ NB_MODULE(_hotpath, m) {
         return "<hotpath.Engine '" + e.model().name + "' backend=" + e.backend_name() + " precision=" +
                hotpath::precision_name(e.precision()) + " mode=" + hotpath::mode_name(e.mode()) +
                " window=" + std::to_string(e.window()) + ">";
+      });
+
+  nb::class_<PyInstances>(m, "Instances",
+                          "N independent instances of one model on one GPU (cuda backend), each an Engine on SMs of "
+                          "its own; see docs/python.md.")
+      .def(
+          "__init__",
+          [](PyInstances* self, nb::object model, int count, const std::string& isolation, int sms_each,
+             const std::string& placement, const std::string& backend, std::optional<std::string> precision,
+             const std::string& mode, std::optional<int> window, int device, double timeout_us,
+             std::optional<std::string> variant, std::optional<std::string> scaler, bool warm) {
+            if (!nb::isinstance<hotpath::Model>(model)) model = nb::module_::import_("hotpath").attr("load")(model);
+            const hotpath::Model& source = nb::cast<const hotpath::Model&>(model);
+            const auto options = engine_options(backend, precision, mode, window, device, nb::none(), timeout_us,
+                                                std::nullopt, variant, scaler, warm, std::nullopt);
+            hotpath::engine::InstanceOptions io;
+            io.count = count;
+            io.isolation = isolation;
+            io.sms_each = sms_each;
+            io.placement = placement;
+            auto holder = std::make_shared<InstanceSetHolder>();
+            {
+              nb::gil_scoped_release unlocked;  // the kernels start here
+              holder->set = std::make_unique<hotpath::engine::InstanceSet>(source, options, io);
+            }
+            for (size_t k = 0; k < holder->set->size(); ++k) holder->live.push_back(std::make_shared<std::atomic<bool>>(true));
+            new (self) PyInstances{std::move(holder), std::move(model)};
+          },
+          "model"_a, "count"_a, nb::kw_only(), "isolation"_a = "green", "sms_each"_a = 0, "placement"_a = "sm",
+          "backend"_a = "cuda", "precision"_a = nb::none(), "mode"_a = "window", "window"_a = nb::none(),
+          "device"_a = 0, "timeout_us"_a = 1'000'000.0, "variant"_a = nb::none(), "scaler"_a = nb::none(),
+          "warm"_a = true)
+      .def("__len__", [](const PyInstances& self) { return self.holder ? self.holder->set->size() : size_t(0); })
+      .def(
+          "__getitem__",
+          [](PyInstances& self, long long k) {
+            if (!self.holder) throw hotpath::Error("this set of instances is closed");
+            const long long n = (long long)self.holder->set->size();
+            if (k < -n || k >= n)
+              throw nb::index_error(("instance " + std::to_string(k) + " of a set of " + std::to_string(n)).c_str());
+            const size_t i = size_t(k < 0 ? k + n : k);
+            hotpath::Engine& engine = (*self.holder->set)[i];
+            auto* e = new PyEngine();
+            e->engine = std::shared_ptr<hotpath::Engine>(self.holder, &engine);  // keeps the set alive
+            e->live = self.holder->live[i];
+            e->I = size_t(engine.input_size());
+            e->O = size_t(engine.output_size());
+            e->model = self.model;
+            return nb::cast(e, nb::rv_policy::take_ownership);
+          },
+          "k"_a, "Instance k's Engine (drive each instance from one thread; valid until restart(k) or close()).")
+      .def(
+          "restart",
+          [](PyInstances& self, long long k) {
+            if (!self.holder) throw hotpath::Error("this set of instances is closed");
+            const long long n = (long long)self.holder->set->size();
+            if (k < 0 || k >= n)
+              throw nb::index_error(("instance " + std::to_string(k) + " of a set of " + std::to_string(n)).c_str());
+            self.holder->live[size_t(k)]->store(false, std::memory_order_release);
+            self.holder->live[size_t(k)] = std::make_shared<std::atomic<bool>>(true);
+            nb::gil_scoped_release unlocked;
+            self.holder->set->restart(size_t(k));
+          },
+          "k"_a,
+          "Close instance k and open it again on its SMs, warmed, while the others serve; its old Engine\n"
+          "handles refuse every call after this (take instances[k] again). No call on instance k meanwhile.")
+      .def(
+          "close",
+          [](PyInstances& self) {
+            if (!self.holder) return;
+            for (auto& l : self.holder->live) l->store(false, std::memory_order_release);
+            std::shared_ptr<InstanceSetHolder> holder = std::move(self.holder);
+            nb::gil_scoped_release unlocked;
+            holder.reset();  // the set goes when the last instance handle does
+          },
+          "Stop every instance (once no Engine handle of it is left); later calls raise hotpath.Error.")
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def(
+          "__exit__",
+          [](nb::handle self, nb::args) {
+            self.attr("close")();
+            return false;
+          })
+      .def_prop_ro("closed", [](const PyInstances& self) { return !self.holder; })
+      .def_prop_ro("layout",
+                   [](const PyInstances& self) {
+                     if (!self.holder) throw hotpath::Error("this set of instances is closed");
+                     const auto& l = self.holder->set->layout();
+                     nb::dict d;
+                     d["isolation"] = l.isolation;
+                     d["count"] = l.count;
+                     d["sms_each"] = l.sms_each;
+                     d["fine_split"] = l.fine;
+                     d["device_sms"] = l.device_sms;
+                     d["launch_sms"] = l.launch_sms;
+                     d["placement"] = l.placement;
+                     return d;
+                   })
+      .def("__repr__", [](const PyInstances& self) -> std::string {
+        if (!self.holder) return "<hotpath.Instances (closed)>";
+        const auto& l = self.holder->set->layout();
+        return "<hotpath.Instances " + std::to_string(l.count) + " x '" + self.holder->set->operator[](0).model().name +
+               "' isolation=" + l.isolation + " sms_each=" + std::to_string(l.sms_each) + ">";
       });
 
   m.def("_time_step_cpp", &time_step_cpp, "engine"_a, "x"_a, "n"_a,

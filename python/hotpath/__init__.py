@@ -9,7 +9,18 @@
 docs/python.md has the full API.
 """
 try:
-    from ._hotpath import BackendError, Engine, Error, Model, TickError, UnsupportedError, __version__, backends, zoo
+    from ._hotpath import (
+        BackendError,
+        Engine,
+        Error,
+        Instances,
+        Model,
+        TickError,
+        UnsupportedError,
+        __version__,
+        backends,
+        zoo,
+    )
 except ImportError as e:  # the sources (python/hotpath) without the compiled module beside them
     if e.name != __name__ + "._hotpath":
         raise
@@ -22,6 +33,7 @@ from ._load import load
 __all__ = [
     "Engine",
     "Error",
+    "Instances",
     "Model",
     "TickError",
     "UnsupportedError",

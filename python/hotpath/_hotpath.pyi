@@ -166,6 +166,49 @@ class Engine:
     @property
     def model(self) -> Model: ...
 
+class Instances:
+    """N independent instances of one model on one GPU (cuda backend), each an Engine on SMs of its own:
+    green contexts (an SM partition and a kernel each) or one persistent launch serving all. Drive each
+    instance's Engine from a thread of its own."""
+
+    def __init__(
+        self,
+        model: Any,
+        count: int,
+        *,
+        isolation: str = "green",
+        sms_each: int = 0,
+        placement: str = "sm",
+        backend: str = "cuda",
+        precision: Optional[str] = None,
+        mode: str = "window",
+        window: Optional[int] = None,
+        device: int = 0,
+        timeout_us: float = 1000000.0,
+        variant: Optional[str] = None,
+        scaler: Optional[str] = None,
+        warm: bool = True,
+    ) -> None:
+        """isolation: "green" or "shared" (one launch). sms_each: SMs per instance (0: the largest equal
+        share). placement: "sm" or "block" (shared only). backend: "cuda" or "auto" (no fallback). The
+        other arguments as Engine's. Raises UnsupportedError when the GPU cannot hold them (naming what
+        fits), Error for bad options."""
+    def __len__(self) -> int: ...
+    def __getitem__(self, k: int) -> Engine:
+        """Instance k's Engine (valid until restart(k) or close(); its close() leaves the instance)."""
+    def restart(self, k: int) -> None:
+        """Close instance k and open it again on its SMs, warmed, while the others serve; its old Engine
+        handles refuse every call after this. No call on instance k meanwhile."""
+    def close(self) -> None:
+        """Stop every instance (once no Engine handle of the set is left); idempotent."""
+    def __enter__(self) -> Instances: ...
+    def __exit__(self, *args: Any) -> bool: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def layout(self) -> Dict[str, Any]:
+        """The split: isolation, count, sms_each, fine_split, device_sms, launch_sms, placement."""
+
 def backends() -> List[str]:
     """The backends built in ("ref", "cpu", and "cuda" when built with CUDA); Engine also takes "auto"."""
 

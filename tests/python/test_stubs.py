@@ -25,7 +25,7 @@ def members(node):
 
 
 def runtime_members(obj):
-    return {n for n in dir(obj) if not n.startswith("__") or n in ("__version__", "__init__", "__enter__", "__exit__")}
+    return {n for n in dir(obj) if not n.startswith("__") or n in ("__version__", "__init__", "__enter__", "__exit__", "__len__", "__getitem__")}
 
 
 def test_stub_files_ship_with_the_package():
