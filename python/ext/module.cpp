@@ -139,6 +139,25 @@ struct PyInstances {
   nb::object model;
 };
 
+// Instance k of an open set (negative k counts from the end where `negative` allows it).
+size_t instance_index(const PyInstances& self, long long k, bool negative) {
+  if (!self.holder) throw hotpath::Error("this set of instances is closed");
+  const long long n = (long long)self.holder->set->size();
+  if (k < (negative ? -n : 0) || k >= n)
+    throw nb::index_error(("instance " + std::to_string(k) + " of a set of " + std::to_string(n)).c_str());
+  return size_t(k < 0 ? k + n : k);
+}
+
+// `with x:` for a class with close().
+template <class Class>
+Class with_context(Class cls) {
+  cls.def("__enter__", [](nb::handle self) { return nb::borrow(self); }).def("__exit__", [](nb::handle self, nb::args) {
+    self.attr("close")();
+    return false;
+  });
+  return cls;
+}
+
 void check_window(std::optional<int> window) {
   if (window && (*window < 1 || *window > hotpath::kMaxWindow))
     throw hotpath::Error("window " + std::to_string(*window) + " is outside 1.." + std::to_string(hotpath::kMaxWindow));
@@ -462,7 +481,7 @@ NB_MODULE(_hotpath, m) {
       },
       "The built-in model zoo (`hotpath models`): one dict per model with its name and shapes.");
 
-  nb::class_<PyEngine>(m, "Engine", "A model served by one backend; see docs/python.md.")
+  with_context(nb::class_<PyEngine>(m, "Engine", "A model served by one backend; see docs/python.md."))
       .def(
           "__init__",
           [](PyEngine* self, nb::object model, const std::string& backend, std::optional<std::string> precision,
@@ -532,13 +551,6 @@ NB_MODULE(_hotpath, m) {
             engine.reset();
           },
           "Stop the engine and free it; later calls raise hotpath.Error. Idempotent.")
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def(
-          "__exit__",
-          [](nb::handle self, nb::args) {
-            self.attr("close")();
-            return false;
-          })
       .def_prop_ro("closed", [](const PyEngine& self) { return !self.engine; })
       .def_prop_ro("backend", [](PyEngine& self) { return open_engine(self).backend_name(); })
       .def_prop_ro("variant", [](PyEngine& self) { return open_engine(self).variant(); })
@@ -569,9 +581,9 @@ NB_MODULE(_hotpath, m) {
                " window=" + std::to_string(e.window()) + ">";
       });
 
-  nb::class_<PyInstances>(m, "Instances",
-                          "N independent instances of one model on one GPU (cuda backend), each an Engine on SMs of "
-                          "its own; see docs/python.md.")
+  with_context(nb::class_<PyInstances>(m, "Instances",
+                                       "N independent instances of one model on one GPU (cuda backend), each an "
+                                       "Engine on SMs of its own; see docs/python.md."))
       .def(
           "__init__",
           [](PyInstances* self, nb::object model, int count, const std::string& isolation, int sms_each,
@@ -603,11 +615,7 @@ NB_MODULE(_hotpath, m) {
       .def(
           "__getitem__",
           [](PyInstances& self, long long k) {
-            if (!self.holder) throw hotpath::Error("this set of instances is closed");
-            const long long n = (long long)self.holder->set->size();
-            if (k < -n || k >= n)
-              throw nb::index_error(("instance " + std::to_string(k) + " of a set of " + std::to_string(n)).c_str());
-            const size_t i = size_t(k < 0 ? k + n : k);
+            const size_t i = instance_index(self, k, true);
             hotpath::Engine& engine = (*self.holder->set)[i];
             auto* e = new PyEngine();
             e->engine = std::shared_ptr<hotpath::Engine>(self.holder, &engine);  // keeps the set alive
@@ -621,14 +629,11 @@ NB_MODULE(_hotpath, m) {
       .def(
           "restart",
           [](PyInstances& self, long long k) {
-            if (!self.holder) throw hotpath::Error("this set of instances is closed");
-            const long long n = (long long)self.holder->set->size();
-            if (k < 0 || k >= n)
-              throw nb::index_error(("instance " + std::to_string(k) + " of a set of " + std::to_string(n)).c_str());
-            self.holder->live[size_t(k)]->store(false, std::memory_order_release);
-            self.holder->live[size_t(k)] = std::make_shared<std::atomic<bool>>(true);
+            const size_t i = instance_index(self, k, false);
+            self.holder->live[i]->store(false, std::memory_order_release);
+            self.holder->live[i] = std::make_shared<std::atomic<bool>>(true);
             nb::gil_scoped_release unlocked;
-            self.holder->set->restart(size_t(k));
+            self.holder->set->restart(i);
           },
           "k"_a,
           "Close instance k and open it again on its SMs, warmed, while the others serve; its old Engine\n"
@@ -643,13 +648,6 @@ NB_MODULE(_hotpath, m) {
             holder.reset();  // the set goes when the last instance handle does
           },
           "Stop every instance (once no Engine handle of it is left); later calls raise hotpath.Error.")
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def(
-          "__exit__",
-          [](nb::handle self, nb::args) {
-            self.attr("close")();
-            return false;
-          })
       .def_prop_ro("closed", [](const PyInstances& self) { return !self.holder; })
       .def_prop_ro("layout",
                    [](const PyInstances& self) {

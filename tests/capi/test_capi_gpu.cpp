@@ -22,12 +22,20 @@ struct EngineCloser {
 };
 using EnginePtr = std::unique_ptr<hotpath_engine, EngineCloser>;
 
-TEST(CapiGpu, CudaThroughTheCAbi) {
-  const auto g = hotpath::test_support::load_golden("small2x128");
+using ModelPtr = std::unique_ptr<hotpath_model, void (*)(hotpath_model*)>;
+
+// The golden case small2x128's model, through the C ABI.
+ModelPtr open_golden_model() {
   const std::string path = std::string(HOTPATH_GOLDEN_DIR) + "/small2x128.model.safetensors";
   hotpath_model* raw = nullptr;
-  ASSERT_EQ(hotpath_model_open(path.c_str(), nullptr, nullptr, &raw), HOTPATH_OK) << hotpath_last_error();
-  const std::unique_ptr<hotpath_model, void (*)(hotpath_model*)> model(raw, hotpath_model_close);
+  EXPECT_EQ(hotpath_model_open(path.c_str(), nullptr, nullptr, &raw), HOTPATH_OK) << hotpath_last_error();
+  return ModelPtr(raw, hotpath_model_close);
+}
+
+TEST(CapiGpu, CudaThroughTheCAbi) {
+  const auto g = hotpath::test_support::load_golden("small2x128");
+  const ModelPtr model = open_golden_model();
+  ASSERT_NE(model, nullptr);
 
   hotpath_engine_options o = HOTPATH_ENGINE_OPTIONS_INIT;
   o.backend = "cuda";
@@ -84,10 +92,8 @@ TEST(CapiGpu, CudaThroughTheCAbi) {
 // the refusal is checked.
 TEST(CapiGpu, InstancesThroughTheCAbi) {
   const auto g = hotpath::test_support::load_golden("small2x128");
-  const std::string path = std::string(HOTPATH_GOLDEN_DIR) + "/small2x128.model.safetensors";
-  hotpath_model* raw = nullptr;
-  ASSERT_EQ(hotpath_model_open(path.c_str(), nullptr, nullptr, &raw), HOTPATH_OK) << hotpath_last_error();
-  const std::unique_ptr<hotpath_model, void (*)(hotpath_model*)> model(raw, hotpath_model_close);
+  const ModelPtr model = open_golden_model();
+  ASSERT_NE(model, nullptr);
   hotpath_engine_options o = HOTPATH_ENGINE_OPTIONS_INIT;
   o.backend = "cuda";
   o.window = g.window;
@@ -120,7 +126,16 @@ TEST(CapiGpu, InstancesThroughTheCAbi) {
       hotpath_engine* ek = nullptr;
       ASSERT_EQ(hotpath_instances_engine(set, k, &ek), HOTPATH_OK) << hotpath_last_error();
       threads.emplace_back([&, k, ek] {
-        // Instance k starts its series k ticks in: every instance sees other inputs at the same time.
+        // Instance k first takes 11k ticks of its own constant input, then the golden series: the
+        // instances see different inputs at any moment, and from the golden series' first full window
+        // on, each one's outputs are the golden ones only if no other instance's state reached it.
+        const std::vector<float> own(I, 0.1f * float(k + 1));
+        float z = 0;
+        for (size_t t = 0; t < 11 * k; ++t)
+          if (hotpath_engine_step(ek, own.data(), I, &z, O) != HOTPATH_OK) {
+            failed[k] = 1;
+            return;
+          }
         for (size_t t = 0; t < T; ++t)
           if (hotpath_engine_step(ek, g.inputs.data() + t * I, I, outs[k].data() + t * O, O) != HOTPATH_OK) {
             failed[k] = 1;

@@ -706,17 +706,17 @@ const void* multi_kernel(const LstmParams& p) {
 
 }  // namespace
 
-cudaError_t launch_lstm(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
-  if (p.family != KernelFamily::cta) return launch_lstm_multiblock(p, stream, max_coresident);
-  const void* fn = lstm_kernel(p);
+namespace {
+// A cooperative launch of `fn` (one kernel argument, `arg`) when its grid fits: co-resident blocks
+// where this stream's work runs are this kernel's occupancy x the SMs of the stream's context (a green
+// context or MPS may hold fewer than the device).
+cudaError_t cooperative_launch(const void* fn, long long grid, int threads, int smem_bytes, void* arg,
+                               cudaStream_t stream, long long* max_coresident) {
   if (!fn) return cudaErrorInvalidValue;
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (e != cudaSuccess) return e;
-  // Co-resident blocks where this stream's work runs: this kernel's occupancy x the SMs of the stream's
-  // context (a green context or MPS may hold fewer than the device).
   int per_sm = 0;
-  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, p.threads(), p.smem_bytes)) != cudaSuccess)
-    return e;
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem_bytes)) != cudaSuccess) return e;
   int sms = 0;
   try {
     sms = launch_sm_count(query_stream_sms(stream));
@@ -725,34 +725,23 @@ cudaError_t launch_lstm(const LstmParams& p, cudaStream_t stream, long long* max
   }
   const long long fits = coresident_blocks(per_sm, sms);
   if (max_coresident) *max_coresident = fits;
-  if (fits < p.grid()) return cudaErrorCooperativeLaunchTooLarge;
+  if (fits < grid) return cudaErrorCooperativeLaunchTooLarge;
+  void* args[] = {arg};
+  return cudaLaunchCooperativeKernel(fn, dim3(unsigned(grid)), dim3(threads), args, smem_bytes, stream);
+}
+}  // namespace
+
+cudaError_t launch_lstm(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
+  if (p.family != KernelFamily::cta) return launch_lstm_multiblock(p, stream, max_coresident);
   LstmParams copy = p;
-  void* args[] = {&copy};
-  return cudaLaunchCooperativeKernel(fn, dim3(p.grid()), dim3(p.threads()), args, p.smem_bytes, stream);
+  return cooperative_launch(lstm_kernel(p), p.grid(), p.threads(), p.smem_bytes, &copy, stream, max_coresident);
 }
 
 cudaError_t launch_lstm_multi(const LstmParams& plan, const MultiLaunch& m, cudaStream_t stream,
                               long long* max_coresident) {
-  const void* fn = multi_kernel(plan);
-  if (!fn) return cudaErrorInvalidValue;
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, m.smem_bytes);
-  if (e != cudaSuccess) return e;
-  int per_sm = 0;
-  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, plan.threads(), m.smem_bytes)) != cudaSuccess)
-    return e;
-  int sms = 0;
-  try {
-    sms = launch_sm_count(query_stream_sms(stream));
-  } catch (const std::exception&) {
-    return cudaErrorInvalidResourceHandle;
-  }
-  const long long fits = coresident_blocks(per_sm, sms);
-  if (max_coresident) *max_coresident = fits;
-  const long long grid = (long long)m.count * m.per_instance;
-  if (fits < grid) return cudaErrorCooperativeLaunchTooLarge;
   MultiLaunch copy = m;
-  void* args[] = {&copy};
-  return cudaLaunchCooperativeKernel(fn, dim3(unsigned(grid)), dim3(plan.threads()), args, m.smem_bytes, stream);
+  return cooperative_launch(multi_kernel(plan), (long long)m.count * m.per_instance, plan.threads(), m.smem_bytes,
+                            &copy, stream, max_coresident);
 }
 
 }  // namespace hotpath::cuda
