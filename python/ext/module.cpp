@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -89,30 +90,41 @@ std::pair<nb::object, float*> new_array(std::initializer_list<npy_intp> shape) {
   return {nb::steal(a), static_cast<float*>(PyArray_DATA(reinterpret_cast<PyArrayObject*>(a)))};
 }
 
-// The engine behind a hotpath.Engine. `engine` is null once closed. `busy` keeps a second thread out
-// while one is inside the engine with the GIL released (an Engine is one thread at a time). An
-// instance's engine (hotpath.Instances) is its set's: `engine` then shares the set's ownership and
-// `live` turns false when the set restarts or closes that instance.
+// One engine's call guard: `busy` keeps a second thread out while one is inside the engine with the
+// GIL released (an Engine is one thread at a time); `live` turns false when a set of instances
+// restarts or closes the instance. Every handle of one engine shares it.
+struct CallGuard {
+  std::atomic<bool> busy{false};
+  std::atomic<bool> live{true};
+};
+
+constexpr const char* kRestarted =
+    "this instance was restarted or its set closed (hotpath.Instances): take instances[k] again";
+
+// The engine behind a hotpath.Engine. `engine` is null once closed. An instance's engine
+// (hotpath.Instances) is its set's: `engine` then shares the set's ownership, and `guard` is the
+// instance's, shared by every handle of it.
 struct PyEngine {
   std::shared_ptr<hotpath::Engine> engine;
-  std::shared_ptr<const std::atomic<bool>> live;  // null: an engine of its own
-  std::atomic<bool> busy{false};
+  std::shared_ptr<CallGuard> guard = std::make_shared<CallGuard>();
   size_t I = 0, O = 0;
   nb::object model;  // the hotpath.Model served (engine.model, also after close())
 };
 
-// Holds the engine for one call: refuses a closed engine and a concurrent call, by name.
+// Holds the engine for one call: refuses a closed engine, a restarted instance and a concurrent call,
+// by name.
 class Use {
  public:
   explicit Use(PyEngine& e) : e_(e) {
     if (!e.engine) throw hotpath::Error("this engine is closed (close() or the end of its with block); make a new Engine");
-    if (e.live && !e.live->load(std::memory_order_acquire))
-      throw hotpath::Error("this instance was restarted or its set closed (hotpath.Instances): take instances[k] again");
-    if (e.busy.exchange(true, std::memory_order_acquire))
+    if (!e.guard->live.load(std::memory_order_acquire)) throw hotpath::Error(kRestarted);
+    if (e.guard->busy.exchange(true, std::memory_order_acquire)) {
+      if (!e.guard->live.load(std::memory_order_acquire)) throw hotpath::Error(kRestarted);
       throw hotpath::Error("this engine is in use by another thread: an Engine runs one call at a time "
                            "(make one Engine per thread)");
+    }
   }
-  ~Use() { e_.busy.store(false, std::memory_order_release); }
+  ~Use() { e_.guard->busy.store(false, std::memory_order_release); }
   Use(const Use&) = delete;
   Use& operator=(const Use&) = delete;
   hotpath::Engine& engine() { return *e_.engine; }
@@ -124,15 +136,18 @@ class Use {
 // For what never changes after construction (names, sizes): no need to keep other threads out.
 const hotpath::Engine& open_engine(const PyEngine& e) {
   if (!e.engine) throw hotpath::Error("this engine is closed (close() or the end of its with block); make a new Engine");
+  if (!e.guard->live.load(std::memory_order_acquire)) throw hotpath::Error(kRestarted);
   return *e.engine;
 }
 
 // The set behind a hotpath.Instances, shared with every instance's Engine handle (a handle keeps the
-// set's engines alive; no Python reference cycle). live[k] turns false when instance k is restarted or
-// the set closed: handles taken before then refuse every call.
+// set's engines alive; no Python reference cycle). guards[k] is instance k's call guard: its `live`
+// turns false when instance k is restarted or the set closed, and handles taken before then refuse
+// every call. `mutex` orders a restart against taking handles (both change or read the set's engines).
 struct InstanceSetHolder {
   std::unique_ptr<hotpath::engine::InstanceSet> set;
-  std::vector<std::shared_ptr<std::atomic<bool>>> live;
+  std::vector<std::shared_ptr<CallGuard>> guards;
+  std::mutex mutex;
 };
 struct PyInstances {
   std::shared_ptr<InstanceSetHolder> holder;
@@ -543,10 +558,10 @@ NB_MODULE(_hotpath, m) {
           "close",
           [](PyEngine& self) {
             if (!self.engine) return;
-            if (self.busy.exchange(true, std::memory_order_acquire))
+            if (self.guard->busy.exchange(true, std::memory_order_acquire))
               throw hotpath::Error("close(): this engine is in use by another thread");
             std::shared_ptr<hotpath::Engine> engine = std::move(self.engine);  // an instance's: its set's
-            self.busy.store(false, std::memory_order_release);
+            self.guard->busy.store(false, std::memory_order_release);
             nb::gil_scoped_release unlocked;  // a cuda engine stops its kernel here
             engine.reset();
           },
@@ -575,6 +590,7 @@ NB_MODULE(_hotpath, m) {
       .def_prop_ro("model", [](PyEngine& self) { return self.model; })
       .def("__repr__", [](PyEngine& self) -> std::string {
         if (!self.engine) return "<hotpath.Engine (closed)>";
+        if (!self.guard->live.load(std::memory_order_acquire)) return "<hotpath.Engine (instance restarted or closed)>";
         const auto& e = *self.engine;
         return "<hotpath.Engine '" + e.model().name + "' backend=" + e.backend_name() + " precision=" +
                hotpath::precision_name(e.precision()) + " mode=" + hotpath::mode_name(e.mode()) +
@@ -604,7 +620,7 @@ NB_MODULE(_hotpath, m) {
               nb::gil_scoped_release unlocked;  // the kernels start here
               holder->set = std::make_unique<hotpath::engine::InstanceSet>(source, options, io);
             }
-            for (size_t k = 0; k < holder->set->size(); ++k) holder->live.push_back(std::make_shared<std::atomic<bool>>(true));
+            for (size_t k = 0; k < holder->set->size(); ++k) holder->guards.push_back(std::make_shared<CallGuard>());
             new (self) PyInstances{std::move(holder), std::move(model)};
           },
           "model"_a, "count"_a, nb::kw_only(), "isolation"_a = "green", "sms_each"_a = 0, "placement"_a = "sm",
@@ -616,10 +632,16 @@ NB_MODULE(_hotpath, m) {
           "__getitem__",
           [](PyInstances& self, long long k) {
             const size_t i = instance_index(self, k, true);
-            hotpath::Engine& engine = (*self.holder->set)[i];
+            const std::shared_ptr<InstanceSetHolder> holder = self.holder;
+            std::unique_lock<std::mutex> lock;
+            {
+              nb::gil_scoped_release unlocked;  // a restart on another thread holds it without the GIL
+              lock = std::unique_lock(holder->mutex);
+            }
+            hotpath::Engine& engine = (*holder->set)[i];  // Error after a failed restart
             auto* e = new PyEngine();
-            e->engine = std::shared_ptr<hotpath::Engine>(self.holder, &engine);  // keeps the set alive
-            e->live = self.holder->live[i];
+            e->engine = std::shared_ptr<hotpath::Engine>(holder, &engine);  // keeps the set alive
+            e->guard = holder->guards[i];
             e->I = size_t(engine.input_size());
             e->O = size_t(engine.output_size());
             e->model = self.model;
@@ -630,10 +652,16 @@ NB_MODULE(_hotpath, m) {
           "restart",
           [](PyInstances& self, long long k) {
             const size_t i = instance_index(self, k, false);
-            self.holder->live[i]->store(false, std::memory_order_release);
-            self.holder->live[i] = std::make_shared<std::atomic<bool>>(true);
+            const std::shared_ptr<InstanceSetHolder> holder = self.holder;  // a close() may drop self's
+            // The old handles' guard stays taken: they refuse every call from here on.
+            if (holder->guards[i]->busy.exchange(true, std::memory_order_acquire))
+              throw hotpath::Error("restart(" + std::to_string(k) + "): instance " + std::to_string(k) +
+                                   " is in a call on another thread");
+            holder->guards[i]->live.store(false, std::memory_order_release);
+            holder->guards[i] = std::make_shared<CallGuard>();
             nb::gil_scoped_release unlocked;
-            self.holder->set->restart(i);
+            std::lock_guard lock(holder->mutex);
+            holder->set->restart(i);
           },
           "k"_a,
           "Close instance k and open it again on its SMs, warmed, while the others serve; its old Engine\n"
@@ -642,7 +670,7 @@ NB_MODULE(_hotpath, m) {
           "close",
           [](PyInstances& self) {
             if (!self.holder) return;
-            for (auto& l : self.holder->live) l->store(false, std::memory_order_release);
+            for (auto& g : self.holder->guards) g->live.store(false, std::memory_order_release);
             std::shared_ptr<InstanceSetHolder> holder = std::move(self.holder);
             nb::gil_scoped_release unlocked;
             holder.reset();  // the set goes when the last instance handle does
@@ -666,7 +694,7 @@ NB_MODULE(_hotpath, m) {
       .def("__repr__", [](const PyInstances& self) -> std::string {
         if (!self.holder) return "<hotpath.Instances (closed)>";
         const auto& l = self.holder->set->layout();
-        return "<hotpath.Instances " + std::to_string(l.count) + " x '" + self.holder->set->operator[](0).model().name +
+        return "<hotpath.Instances " + std::to_string(l.count) + " x '" + nb::cast<const hotpath::Model&>(self.model).name +
                "' isolation=" + l.isolation + " sms_each=" + std::to_string(l.sms_each) + ">";
       });
 

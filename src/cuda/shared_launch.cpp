@@ -139,11 +139,18 @@ SharedLaunch::SharedLaunch(const Model& model, const BackendOptions& options, co
   running_ = true;
   heartbeat_ = util::start_jthread("the shared launch's heartbeat", [this](std::stop_token stop) {
     const auto period = std::chrono::duration<double, std::milli>(shared_.heartbeat_ms);
+    const auto lease = std::chrono::duration<double, std::milli>(shared_.lease_ms);
     uint32_t beats = 0;
+    auto last = Clock::now();
     while (!stop.stop_requested()) {
       reinterpret_cast<volatile uint32_t*>(control_)[1] = ++beats;  // Control::heartbeat
       _mm_sfence();
       std::this_thread::sleep_for(period);
+      // A gap as long as the lease (this thread starved): the blocks of parked instances may have
+      // left for good, so the launch counts as ended rather than leave a start() nobody answers.
+      const auto now = Clock::now();
+      if (now - last >= 0.9 * lease) lapsed_.store(true, std::memory_order_release);
+      last = now;
     }
   });
 }
@@ -220,6 +227,10 @@ bool SharedLaunch::read_words(int k, SharedWords& out) const {
 void SharedLaunch::start(int k, const LstmParams& params) {
   if (k < 0 || k >= count_) throw Error("cuda: instance " + std::to_string(k) + " of a shared launch of " + std::to_string(count_));
   if (!running()) throw BackendError("cuda: the shared launch has ended: " + ended_why());
+  // An instance that just stopped itself (its lease) may still have precompute blocks on their way
+  // to parking: they follow within a tick or two.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(500);
+  while (!parked(k) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::microseconds(50));
   if (!parked(k)) throw BackendError("cuda: instance " + std::to_string(k) + " of the shared launch is still running");
   // The launch's SMs are all busy: the state is zeroed by copies (copy engines), not by memset
   // kernels; then the parameters, then the generation that lets the blocks in.
@@ -242,10 +253,15 @@ bool SharedLaunch::parked(int k) const {
   return true;
 }
 
-bool SharedLaunch::running() const { return running_ && cudaStreamQuery(stream_.get()) == cudaErrorNotReady; }
+bool SharedLaunch::running() const {
+  return running_ && !lapsed_.load(std::memory_order_acquire) && cudaStreamQuery(stream_.get()) == cudaErrorNotReady;
+}
 
 std::string SharedLaunch::ended_why() const {
   if (!running_) return "it never started";
+  if (lapsed_.load(std::memory_order_acquire))
+    return "its heartbeat stopped for a whole lease (" + std::to_string(shared_.lease_ms) +
+           " ms: the host starved), so its parked blocks may have left";
   const cudaError_t q = cudaStreamQuery(stream_.get());
   if (q == cudaErrorNotReady) return "";
   if (q != cudaSuccess) return std::string("the kernel failed: ") + cudaGetErrorString(q);

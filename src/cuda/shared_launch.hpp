@@ -9,6 +9,7 @@
 // others serve. Instances of a shared launch have no SMs for the throughput path (backtests are
 // refused there; a throughput engine belongs on the SMs beside the launch).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -106,6 +107,7 @@ class SharedLaunch {
   std::vector<bool> taken_;     // instances with an engine
   std::mutex slots_mutex_;
   bool running_ = false;
+  std::atomic<bool> lapsed_{false};  // the heartbeat missed a whole lease (running() false from then)
   std::jthread heartbeat_;
 };
 

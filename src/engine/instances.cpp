@@ -108,6 +108,11 @@ InstanceLayout plan_instances(const InstanceOptions& io, int device_sms, int pla
                          std::to_string(fine_group) + " with the fine split)");
 }
 
+Engine& InstanceSet::operator[](size_t k) {
+  if (!engines_.at(k)) throw Error("instance " + std::to_string(k) + " has no engine (its last restart failed)");
+  return *engines_[k];
+}
+
 namespace {
 // Every option checked before the device is touched ("auto" becomes cuda).
 void check_options(const Model& model, EngineOptions* options, const InstanceOptions& io) {
@@ -151,7 +156,7 @@ InstanceSet::InstanceSet(const Model& model, const EngineOptions& options, const
     cuda::SharedLaunchOptions so;
     if (io.beside) so.partition = split_->sms->partitions()[0];
     so.variant = options_.variant;
-    so.sms_per_instance = io.sms_each;
+    so.sms_per_instance = layout_.sms_each;  // as planned (an asked 1 became 2)
     so.placement = io.placement;
     split_->launch = std::make_shared<cuda::SharedLaunch>(model_, backend_options(model_, options_), so, layout_.count);
   }

@@ -53,7 +53,8 @@ class InstanceSet {
   InstanceSet& operator=(const InstanceSet&) = delete;
 
   size_t size() const { return engines_.size(); }
-  Engine& operator[](size_t k) { return *engines_.at(k); }
+  // Instance k's engine; Error while a failed restart(k) left it without one.
+  Engine& operator[](size_t k);
   const InstanceLayout& layout() const { return layout_; }
   // Closes instance k and makes it again on its SMs (the others keep serving), warmed.
   void restart(size_t k);
