@@ -75,7 +75,8 @@ class SharedLaunch {
   void start(int k, const LstmParams& params);
   // Every block of instance k has parked after its current generation (or it was never started).
   bool parked(int k) const;
-  // The launch is still on the GPU.
+  // The launch is still on the GPU, as of the last heartbeat (a flag: no driver call, so every
+  // instance's thread may ask on its hot path; a launch that ended is seen within a heartbeat period).
   bool running() const;
   // Why the launch ended ("" while it runs).
   std::string ended_why() const;
@@ -108,6 +109,7 @@ class SharedLaunch {
   std::mutex slots_mutex_;
   bool running_ = false;
   std::atomic<bool> lapsed_{false};  // the heartbeat missed a whole lease (running() false from then)
+  std::atomic<bool> ended_{false};   // the heartbeat found the kernel no longer running
   std::jthread heartbeat_;
 };
 
