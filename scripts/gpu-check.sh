@@ -24,7 +24,7 @@
 #
 # The golden cases are the repository's own (tests/data/golden), so nothing needs carrying.
 set -u -o pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"
@@ -34,6 +34,7 @@ LOG=$OUT/gpu-check.log
 BUILD=${BUILD_DIR:-$ROOT/build-gpu}
 JOBS=$(nproc)
 say() { echo "== $*" | tee -a "$LOG"; }
+. "$ROOT/scripts/lib/gpu-guard.sh"
 : >"$LOG"
 
 say "machine"
@@ -145,7 +146,7 @@ if [ "${SANITIZER:-1}" = 1 ]; then
   # timeouts) are left out: they fail there on time alone.
   for tool in memcheck racecheck synccheck; do
     echo "== $tool" >>"$OUT/sanitizer.log"
-    timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/tests/cuda/test_cuda_backend" \
+    bounded 150 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/tests/cuda/test_cuda_backend" \
       --gtest_filter="${SANITIZER_FILTER:-*CudaGolden*:*StreamingAndOddWindows*:*NanAndInf*:CudaPingPong.BothKernelPaths*:Zoo/CudaFamily.*/lstm_s_cluster:Zoo/CudaFamily.*/lstm_s_grid}" \
       >>"$OUT/sanitizer.log" 2>&1
     say "compute-sanitizer $tool rc=$?"
@@ -160,6 +161,8 @@ if [ "${CPU_TESTS:-1}" = 1 ]; then
   tail -3 "$OUT/cpu-tests.log" | tee -a "$LOG"
 fi
 
+others=$(gpu_others)
+[ -n "$others" ] && say "other processes hold the GPU (pids $others): the benchmarks below are void"
 if [ "${SWEEP:-1}" = 1 ]; then
 say "variant sweep"
 SWEEP_ARGS=(--json "$OUT/sweep.json" --cpu 2)

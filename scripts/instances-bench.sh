@@ -12,12 +12,13 @@
 #   ARGS="--placement block" TAG=-block   extra bench arguments, and a suffix for the runs' file names
 #   SANITIZE=1            also run the shared-launch tests once under compute-sanitizer (memcheck, racecheck)
 set -u -o pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$PWD/gpu-out}
 BUILD=${BUILD_DIR:-$PWD/build-dev}
 mkdir -p "$OUT"
 LOG=$OUT/instances.log
 say() { echo "== $*" | tee -a "$LOG"; }
+. scripts/lib/gpu-guard.sh
 : >"$LOG"
 export PATH=/usr/local/cuda/bin:$PATH
 say "build"
@@ -30,18 +31,22 @@ say "spills of the persistent kernels (ptxas)"
 grep -E 'Compiling entry|spill' "$LOG" | grep -A1 -E 'lstm_persistent|lstm_multi' | grep -B1 -E '[1-9][0-9]* bytes spill' | head -12 | tee -a "$LOG"
 TIMEOUT=${TIMEOUT:-240}
 
-# Runs a command with a deadline; past it, the stacks of every host thread (cuda-gdb attaches), then kill.
+# Runs a command with a deadline in its own process group; past it, the stacks of every host thread
+# (cuda-gdb attaches), then the whole group is killed (a sanitizer's target process with it).
 watched() {
   local name=$1; shift
-  "$@" >"$OUT/$name.log" 2>&1 &
+  local others; others=$(gpu_others)
+  [ -n "$others" ] && say "$name: other processes hold the GPU (pids $others): this run's latencies are void"
+  setsid "$@" >"$OUT/$name.log" 2>&1 &
   local pid=$! waited=0
   while kill -0 $pid 2>/dev/null && [ $waited -lt "$TIMEOUT" ]; do sleep 1; waited=$((waited + 1)); done
   if kill -0 $pid 2>/dev/null; then
     say "$name: still running after $TIMEOUT s: host stacks in $name.stacks"
     timeout 60 cuda-gdb -batch -p $pid -ex "thread apply all bt" >"$OUT/$name.stacks" 2>&1
-    kill -9 $pid
+    kill -9 -- -$pid
   fi
   wait $pid; local rc=$?
+  kill -9 -- -$pid 2>/dev/null
   say "$name: rc=$rc"; tail -5 "$OUT/$name.log" | tee -a "$LOG"
   return $rc
 }
