@@ -21,21 +21,22 @@ mkdir -p "$OUT"
 now() { date +%s.%N; }
 gpu_util() { nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits | head -1; }
 gpu_mem() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
+. "$(dirname "$0")/lib/gpu-guard.sh"
 
 kill_test() {
   echo "== kill test: idle GPU before: util $(gpu_util)% mem $(gpu_mem) MiB"
   "$HP" bench --model lstm_s --backend cuda --seconds 60 --no-pingpong --cpuset 2 >"$OUT/kill-victim.log" 2>&1 &
   local pid=$!
   sleep 10
-  echo "   serving (pid $pid): util $(gpu_util)% mem $(gpu_mem) MiB; compute apps: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')"
+  echo "   serving (pid $pid): util $(gpu_util)% mem $(gpu_mem) MiB; compute apps: $(gpu_others)"
   kill -0 "$pid" 2>/dev/null || { echo "   FAIL: the victim exited before the kill"; tail -5 "$OUT/kill-victim.log"; return 1; }
   local t0; t0=$(now)
   kill -9 "$pid"
   wait "$pid" 2>/dev/null
   local idle_after=""
   for _ in $(seq 1 100); do  # up to ~30 s
-    u=$(gpu_util); m=$(gpu_mem); apps=$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l)
-    if [ "$u" = 0 ] && [ "$apps" = 0 ]; then idle_after=$(awk -v a="$(now)" -v b="$t0" 'BEGIN{printf "%.1f", a-b}'); break; fi
+    u=$(gpu_util)
+    if [ "$u" = 0 ] && [ -z "$(gpu_others)" ]; then idle_after=$(awk -v a="$(now)" -v b="$t0" 'BEGIN{printf "%.1f", a-b}'); break; fi
     sleep 0.3
   done
   if [ -z "$idle_after" ]; then echo "   FAIL: GPU still busy 30 s after the kill (util $(gpu_util)%)"; return 1; fi

@@ -11,10 +11,11 @@ bounded() {
   local seconds=$1; shift
   setsid "$@" &
   local pid=$!
-  ( sleep "$seconds"; kill -9 -- "-$pid" 2>/dev/null ) &
+  # the watcher is a group of its own too, so ending it early ends its sleep as well
+  setsid bash -c 'sleep "$1"; kill -9 -- "-$2" 2>/dev/null' bounded "$seconds" "$pid" &
   local watcher=$!
   wait "$pid"; local rc=$?
-  kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
+  kill -- "-$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
   kill -9 -- "-$pid" 2>/dev/null   # anything the command left running in its group
   return $rc
 }
