@@ -42,6 +42,11 @@ const std::vector<ZooEntry>& zoo() {
       {"vollo_small", shape(256, 256, 3, 32, 1)}, {"vollo_med", shape(480, 480, 3, 32, 1)},
       {"vollo_large", shape(960, 960, 3, 32, 1)}, {"nv_small", shape(128, 96, 2, 1, 64)},
       {"nv_medium", shape(192, 160, 3, 1, 96)},   {"nv_large", shape(512, 736, 4, 1, 128)},
+      // The financial industry's audited LSTM latency benchmark's three models (inputs x window 100 x 50,
+      // 250 x 100, 500 x 100; 2 x 100, 3 x 200, 4 x 1000 units; one output; one bias per layer).
+      {"stac_a", shape(100, 100, 2, 1, 50), true},
+      {"stac_b", shape(250, 200, 3, 1, 100), true},
+      {"stac_c", shape(500, 1000, 4, 1, 100), true},
   };
   return entries;
 }
@@ -73,6 +78,7 @@ std::optional<Model> zoo_model(const std::string& name, uint64_t seed) {
     layer.w_hh = draw(u, h4 * c.hidden_size, bound);
     layer.b_ih = draw(u, h4, bound);
     layer.b_hh = draw(u, h4, bound);
+    if (entry->keras_bias) layer.b_hh.assign(h4, 0.0);  // drawn all the same: the other draws stay put
     m.layers.push_back(std::move(layer));
   }
   m.head_w = draw(u, size_t(c.output_size) * c.hidden_size, bound);

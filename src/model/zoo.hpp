@@ -13,6 +13,9 @@ namespace hotpath {
 struct ZooEntry {
   std::string name;
   ModelConfig config;  // window included
+  // Keras-style models (one bias per layer): bias_hh is present but zero, as PyTorch holds such a model
+  // after conversion (the audited benchmark's models, stac_*).
+  bool keras_bias = false;
 };
 
 const std::vector<ZooEntry>& zoo();

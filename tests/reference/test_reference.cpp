@@ -157,7 +157,7 @@ TEST(Reference, NormalizedErrorIsAbsoluteBelowOneAndRelativeAbove) {
 }
 
 TEST(Zoo, ShapesAndParameterCountsMatchTheSpec) {
-  EXPECT_EQ(zoo().size(), 10u);
+  EXPECT_EQ(zoo().size(), 13u);
   const auto s = zoo_model("lstm_s");
   ASSERT_TRUE(s);
   EXPECT_EQ(s->config.parameter_count(), 215169u);  // ~215 K
@@ -180,6 +180,31 @@ TEST(Zoo, ShapesAndParameterCountsMatchTheSpec) {
     EXPECT_EQ(c.output_size, nv.o) << nv.name;
     EXPECT_EQ(c.window, nv.w) << nv.name;
     EXPECT_EQ(c.parameter_count(), nv.params) << nv.name;
+  }
+  // The stac_* shapes are the audited benchmark's models: one bias per layer (bias_hh zero, as a Keras
+  // model converted to PyTorch holds it), so its parameter counts plus the zero bias_hh.
+  for (const Nv& st : {Nv{"stac_a", 100, 100, 2, 1, 50, 161701u},          // ~161 K
+                       Nv{"stac_b", 250, 200, 3, 1, 100, 1005001u},        // ~1.0 M
+                       Nv{"stac_c", 500, 1000, 4, 1, 100, 30033001u}}) {  // ~30 M
+    const ZooEntry* e = find_zoo(st.name);
+    ASSERT_TRUE(e) << st.name;
+    const ModelConfig& c = e->config;
+    EXPECT_EQ(c.input_size, st.i) << st.name;
+    EXPECT_EQ(c.hidden_size, st.h) << st.name;
+    EXPECT_EQ(c.num_layers, st.l) << st.name;
+    EXPECT_EQ(c.output_size, st.o) << st.name;
+    EXPECT_EQ(c.window, st.w) << st.name;
+    EXPECT_EQ(c.parameter_count(), st.params) << st.name;
+    EXPECT_TRUE(e->keras_bias) << st.name;
+  }
+  {
+    const auto a = zoo_model("stac_a", 1);
+    ASSERT_TRUE(a);
+    EXPECT_NO_THROW(a->validate());
+    for (const auto& layer : a->layers) {
+      for (double b : layer.b_hh) ASSERT_EQ(b, 0.0);
+      EXPECT_NE(layer.b_ih, std::vector<double>(layer.b_ih.size(), 0.0));
+    }
   }
   const auto nv = zoo_model("nv_small");
   ASSERT_TRUE(nv);
