@@ -21,6 +21,8 @@
 #   INSTANCES_BENCH=1  also run scripts/instances-bench.sh (issue 10: many instances on one GPU, the
 #                  scaling table and the backtest beside 8 instances; its logs and JSON under $OUT/instances)
 #   GPU_LABELS=re   the CTest labels the ctest -j8 run takes (default: every executable that launches kernels)
+#   GPU_FILTER=pattern   the gtest filter of the GPU test run (default: all of test_cuda_backend)
+#   PROBE=1        also run cluster_probe (what one exchange inside a thread-block cluster costs)
 #
 # The golden cases are the repository's own (tests/data/golden), so nothing needs carrying.
 set -u -o pipefail
@@ -44,7 +46,7 @@ say "configure + build"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTPATH_BENCHMARKS=OFF -DHOTPATH_CUDA_PTXAS_VERBOSE=ON \
   >>"$LOG" 2>&1 || { say "configure FAILED"; tail -30 "$LOG"; exit 1; }
 t0=$(date +%s)
-ninja -C "$BUILD" -j"$JOBS" test_cuda_backend cuda_sweep test_cpu_backend >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error|FAILED' "$LOG" | head -30; exit 1; }
+ninja -C "$BUILD" -j"$JOBS" test_cuda_backend cuda_sweep cluster_probe test_cpu_backend >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error|FAILED' "$LOG" | head -30; exit 1; }
 HAVE_CLI=0
 if [ "${SKIP_CLI:-0}" != 1 ]; then
   ninja -C "$BUILD" -j"$JOBS" hotpath >>"$LOG" 2>&1 && HAVE_CLI=1 || say "hotpath CLI did not build (others' code): CLI benchmarks skipped"
@@ -61,7 +63,7 @@ fi
 if [ "${GPU_TESTS:-1}" = 1 ]; then
   say "GPU tests"
   # the kernel-family tests run every zoo model, the big ones too: ~3 minutes of the total
-  timeout 600 "$BUILD/tests/cuda/test_cuda_backend" --gtest_output=xml:"$OUT/tests.xml" >"$OUT/tests.log" 2>&1
+  timeout 600 "$BUILD/tests/cuda/test_cuda_backend" --gtest_filter="${GPU_FILTER:-*}" --gtest_output=xml:"$OUT/tests.xml" >"$OUT/tests.log" 2>&1
   rc=$?
   say "tests rc=$rc"
   grep -E '^\[(golden|long|facts|pingpong|vollo|variant|family)|FAILED|PASSED|Failure' "$OUT/tests.log" | head -190 | tee -a "$LOG"
@@ -159,6 +161,11 @@ if [ "${CPU_TESTS:-1}" = 1 ]; then
   timeout 200 "$BUILD/tests/cpu/test_cpu_backend" >"$OUT/cpu-tests.log" 2>&1
   say "cpu tests rc=$?"
   tail -3 "$OUT/cpu-tests.log" | tee -a "$LOG"
+fi
+
+if [ "${PROBE:-0}" = 1 ]; then
+  say "cluster probe (one exchange inside a cluster; host -> cluster -> host round trips)"
+  timeout 200 "$BUILD/tests/cuda/cluster_probe" --rounds 20000 --trips 100000 --cpu 2 2>&1 | tee -a "$LOG"
 fi
 
 others=$(gpu_others)

@@ -72,6 +72,8 @@ class CudaBackend final : public Backend {
     variant_ = resolve_variant(copt.variant.empty() ? options.variant : copt.variant);
     if (copt.stall_tick >= 0 && precision_ != Precision::fp16)
       throw UnsupportedError("the stall test hook is compiled into the fp16 test kernels only");
+    if (copt.cluster_blocks != 0 && !options.kernel.empty() && options.kernel != "auto" && options.kernel != "cluster")
+      throw UnsupportedError("cluster_blocks sets the cluster kernel's size; the " + options.kernel + " kernel has none");
     std::string why;
     if (!cuda::device_available(&why, options.device)) throw UnsupportedError("no usable CUDA device: " + why);
     if (copt.shared) {
@@ -258,11 +260,38 @@ class CudaBackend final : public Backend {
         c[std::string("kernel_cycles_") + seg[i] + "_mean"] = double(w.seg_sum[i]) / double(w.ticks_timed);
         c[std::string("kernel_cycles_") + seg[i] + "_max"] = double(w.seg_max[i]);
       }
+      if (plan_.params.family == cuda::KernelFamily::cluster) add_cluster_counters(w, c);
     } else {
       (void)cudaGetLastError();
     }
     c["launches"] = double(launches_);
     return c;
+  }
+
+  // The cluster kernel's parts of a tick, per block (SharedWords::cl_sum): the mean over ticks, then the
+  // mean and the largest over the blocks (the slowest block sets every exchange's pace).
+  void add_cluster_counters(const cuda::SharedWords& w, std::map<std::string, double>& c) const {
+    const cuda::LstmParams& p = plan_.params;
+    auto part = [&](const std::string& name, int slot) {
+      double sum = 0, most = 0;
+      int blocks = 0;
+      for (int b = 0; b < p.nc && b < cuda::kMaxClusterBlocks; ++b) {
+        const double ticks = double(w.cl_sum[b][1]);
+        if (ticks <= 0) continue;
+        const double v = double(w.cl_sum[b][slot]) / ticks;
+        sum += v;
+        most = std::max(most, v);
+        ++blocks;
+      }
+      if (!blocks) return;
+      c["cluster_" + name + "_mean"] = sum / blocks;
+      c["cluster_" + name + "_max_block"] = most;
+    };
+    part("input_arrival_ns", 0);
+    for (int l = 0; l < p.L; ++l) {
+      if (l > 0) part("layer" + std::to_string(l) + "_wait_cycles", 2 + 2 * l);
+      part("layer" + std::to_string(l) + "_compute_cycles", 3 + 2 * l);
+    }
   }
 
   // After the engine's warm-up, whose reset() relaunched the kernel (launch() cleared the mailbox, so
@@ -290,7 +319,11 @@ class CudaBackend final : public Backend {
       f["k_split_warps"] = std::to_string(p.ksplit);
       f["precompute_weights"] = p.pre_global ? "global" : "shared";
       f["precompute_state"] = plan_.pre_state_floats > 0 ? "global" : "shared";
-      if (p.family == cuda::KernelFamily::cluster) f["cluster_exchange"] = copt_.cluster_async ? "st.async+mbarrier" : "store+flag";
+      if (p.family == cuda::KernelFamily::cluster) {
+        f["cluster_exchange"] = "tagged words";
+        f["cluster_tiles_per_warp"] = std::to_string(p.cl.slots);
+        f["cluster_register_tiles"] = std::to_string(std::min(p.cl.slots, p.cl.regs));
+      }
     }
     f["kernel_variant"] = variant();
     if (copt_.shared) {
@@ -322,8 +355,8 @@ class CudaBackend final : public Backend {
     side_stream_ = cuda::Stream::adopt(cuda::make_stream(copt.partition.get(), options.device));
     limits_ = cuda::query_stream_limits(options.device, stream_.get());
     const auto asked = cuda::parse_kernel_family(options.kernel);
-    if (copt.stall_tick >= 0 && asked && *asked != cuda::KernelFamily::cta)
-      throw UnsupportedError("the stall test hook is compiled into the cta kernels only");
+    if (copt.stall_tick >= 0 && asked && *asked == cuda::KernelFamily::grid)
+      throw UnsupportedError("the stall test hook is compiled into the cta and cluster kernels only");
     choose_and_plan(asked, copt.max_precompute_blocks);
     if (plan_.params.family != cuda::KernelFamily::cta && variant_ != "auto" && variant_ != "smem")
       throw UnsupportedError("cuda variant '" + variant_ + "' is a variant of the cta kernel; the " + family() +
@@ -466,7 +499,6 @@ class CudaBackend final : public Backend {
     p.forward_after_output = copt_.forward_after_output;
     p.gate_sleep_ns = copt_.gate_sleep_ns;
     p.keep_warm = copt_.keep_warm;
-    p.cluster_async = copt_.cluster_async;
     if (copt_.shared) {
       mailbox_->clear();
       copt_.shared->start(copt_.slot, p);
@@ -580,7 +612,7 @@ class CudaBackend final : public Backend {
   // then redone with the precompute blocks that fit.
   void choose_and_plan(std::optional<cuda::KernelFamily> asked, int max_precompute_blocks) {
     cuda::KernelChoice c = cuda::choose_kernel(model_, precision_, options().mode, options().window, copt_.mailbox,
-                                               limits_, asked, max_precompute_blocks);
+                                               limits_, asked, max_precompute_blocks, copt_.cluster_blocks);
     if (c.family != cuda::KernelFamily::cta) {
       long long fits = 0;
       HOTPATH_CUDA_CHECK(cuda::multiblock_max_coresident(c.plan.params, stream_.get(), &fits));
@@ -588,7 +620,8 @@ class CudaBackend final : public Backend {
       if (fits < c.plan.params.grid() && fits > nc) {
         int np = int(fits) - nc;
         if (max_precompute_blocks > 0) np = std::min(np, max_precompute_blocks);
-        c = cuda::choose_kernel(model_, precision_, options().mode, options().window, copt_.mailbox, limits_, asked, np);
+        c = cuda::choose_kernel(model_, precision_, options().mode, options().window, copt_.mailbox, limits_, asked, np,
+                                copt_.cluster_blocks);
       }
     }
     plan_ = std::move(c.plan);

@@ -18,7 +18,9 @@ struct CudaOptions {
   bool forward_after_output = false;  // start the precompute only once the answer is out
   int gate_sleep_ns = 0;              // pollers nap while the consumer is busy
   bool keep_warm = false;             // compute warps wait issuing dummy mma: no gain measured (docs/cuda.md)
-  bool cluster_async = true;          // cluster family: st.async + mbarrier exchange (else stores + flags)
+  // Cluster family: the cluster's size in blocks (0: the planner's choice, the fewest blocks whose warps
+  // hold all their W_ih tiles in registers); a size the model cannot be split over is refused by name.
+  int cluster_blocks = 0;
   // Many instances on one GPU (issue 10): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.
@@ -37,8 +39,9 @@ struct CudaOptions {
   // fragment in registers, SIMT head; compiled for a few shapes, e.g. lstm_s, else UnsupportedError).
   // "" takes BackendOptions::variant, and "" there is the default.
   std::string variant;
-  // Test hooks. stall_tick >= 0 runs a test-only kernel instantiation (fp16 only; production kernels
-  // have no stall code): it stalls stall_us before answering that tick (0-based).
+  // Test hooks. stall_tick >= 0 stalls stall_us before answering that tick (0-based): the cta family runs
+  // a test-only instantiation (fp16 only; its production kernels have no stall code), the cluster kernel
+  // checks the tick number once per tick in block 0 (one compare), the grid kernel has no hook.
   long long stall_tick = -1;
   double stall_us = 0;
   bool heartbeat = true;          // false: never renew the lease (tests its expiry)

@@ -31,22 +31,31 @@ std::optional<KernelFamily> parse_kernel_family(std::string_view name) {
 }
 
 KernelChoice choose_kernel(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
-                           const DeviceLimits& limits, std::optional<KernelFamily> requested, int max_precompute_blocks) {
+                           const DeviceLimits& limits, std::optional<KernelFamily> requested, int max_precompute_blocks,
+                           int cluster_blocks) {
   auto plan = [&](KernelFamily family) {
     if (family == KernelFamily::cta)
       return plan_lstm(model, precision, mode, window, mailbox, limits, max_precompute_blocks);
-    return plan_multiblock(model, precision, mode, window, mailbox, limits, family == KernelFamily::cluster,
-                           max_precompute_blocks);
+    if (family == KernelFamily::cluster)
+      return plan_cluster(model, precision, mode, window, mailbox, limits, max_precompute_blocks, cluster_blocks);
+    return plan_grid(model, precision, mode, window, mailbox, limits, max_precompute_blocks);
   };
   auto describe = [&](KernelChoice& c) {
     const LstmParams& p = c.plan.params;
     const std::string kib = std::to_string(c.plan.critical_weight_bytes / 1024) + " KiB of critical-step weights";
     if (c.family == KernelFamily::cta) {
       c.why = kib + " fit one SM (1 critical block + " + std::to_string(p.np) + " precompute blocks)";
+    } else if (c.family == KernelFamily::cluster) {
+      const int spill = std::max(0, p.cl.slots - p.cl.regs);
+      c.why = kib + " over a cluster of " + std::to_string(p.nc) + " blocks of " + std::to_string(p.gpb * kUnitsPerGroup) +
+              " hidden units (" + std::to_string(p.cl.slots) + " W_ih tiles a warp, " +
+              (spill ? std::to_string(spill) + " of them in shared memory" : std::string("all in registers")) +
+              "), exchanged as tagged words through distributed shared memory; " + std::to_string(p.np) +
+              " precompute blocks" + (p.pre_global ? ", their weights in global memory" : "");
     } else {
       c.why = kib + " over " + std::to_string(p.nc) + " blocks of " + std::to_string(p.gpb * kUnitsPerGroup) +
-              " hidden units (" + std::to_string(p.smem_bytes / 1024) + " KiB shared memory each), exchanged through " +
-              (c.family == KernelFamily::cluster ? "distributed shared memory" : "L2") + "; " + std::to_string(p.np) +
+              " hidden units (" + std::to_string(p.smem_bytes / 1024) + " KiB shared memory each), exchanged through L2; " +
+              std::to_string(p.np) +
               " precompute blocks" + (p.pre_global ? ", their weights in global memory" : "");
     }
   };

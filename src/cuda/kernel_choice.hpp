@@ -29,10 +29,12 @@ struct KernelChoice {
 };
 
 // The requested family, or (nullopt) the smallest that holds the model: cta, then cluster, then grid.
-// Throws UnsupportedError with the reason when the requested family, or none, can serve it.
+// cluster_blocks: the cluster family's size (0: its planner's choice). Throws UnsupportedError with the
+// reason when the requested family, or none, can serve it.
 KernelChoice choose_kernel(const Model& model, Precision precision, Mode mode, int window,
                            const MailboxOptions& mailbox, const DeviceLimits& limits,
-                           std::optional<KernelFamily> requested, int max_precompute_blocks = 0);
+                           std::optional<KernelFamily> requested, int max_precompute_blocks = 0,
+                           int cluster_blocks = 0);
 
 // The limits a launch into `stream` (on `device`) sees: the SMs of its context (a green context or MPS
 // may hold fewer than the device), the device's shared memory per block, the largest cluster.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cuda/kernels/cluster/cluster_policy.hpp"
 #include "cuda/mailbox_host.hpp"
 #include "util/error.hpp"
 #include "util/half.hpp"
@@ -93,7 +94,13 @@ void pack_group_tile(std::vector<uint32_t>& frags, size_t at, const Model& model
 // definition of the layout for packing and for the host emulation.
 size_t frag_index(const LstmParams& p, int l, int q, int m, int k) {
   const int kt = p.kt[l];
-  if (p.family != KernelFamily::cta) {
+  if (p.family == KernelFamily::cluster) {
+    // block b's warp (ql, ks) holds tile k of layer l at slot first[l] + k % tiles[l] of its list
+    const int b = q / p.gpb, ql = q % p.gpb, ks = k / p.cl.tiles[l], j = k % p.cl.tiles[l];
+    const int warp = ql * p.ksplit + ks;
+    return size_t(b) * p.block_frag + ((size_t(warp) * p.cl.slots + p.cl.first[l] + j) * 2 + m) * 32;
+  }
+  if (p.family == KernelFamily::grid) {
     const int b = q / p.gpb, ql = q % p.gpb;
     return size_t(b) * p.block_frag + p.bfrag_off[l] + ((ql * 2 + m) * kt + k) * 32;
   }
@@ -121,19 +128,17 @@ int cta_critical_layout(LstmParams& p, int kreg, bool assign) {
   return s;
 }
 
-// A multi-block critical block's shared memory (lstm_multiblock.cu: MultiSmem); assign: into p.
-int multi_critical_layout(LstmParams& p, int gpb, int nc, int ksplit, bool assign) {
-  const int Ub = gpb * kUnitsPerGroup, parities = p.family == KernelFamily::cluster ? 2 : 1;
+// A grid critical block's shared memory (grid/lstm_grid.cu: MultiSmem); assign: into p.
+int multi_critical_layout(LstmParams& p, int gpb, int ksplit, bool assign) {
+  const int Ub = gpb * kUnitsPerGroup;
   int fr = 0;
   for (int l = 0; l < p.L; ++l) fr += gpb * 2 * p.kt[l] * 32;
   int s = 0;
   auto take = [&](int bytes) { const int at = s; s = align16(s + bytes); return at; };
-  const int frags = take(fr * 16), xin = take((1 + parities * (p.L - 1)) * 2 * p.xin_stride * 2),
+  const int frags = take(fr * 16), xin = take(p.L * 2 * p.xin_stride * 2),
             x32 = take(p.mb.n_in * 3 * 4), seqw = take(p.mb.n_in * 4), claim = take(p.mb.n_in * 4),
             P = take(p.L * 4 * Ub * 4), c = take(p.L * Ub * 4), red = take(ksplit * Ub * 4 * 4),
-            stage = take(2 * Ub * 2), h32 = take(Ub * 4), hw = take(p.O * Ub * 4), hp = take(parities == 2 ? 2 * nc * kMaxOutputs * 4 : 0),
-            xflags = take(parities == 2 ? p.L * nc * 4 : 0),  // the grid's are in global memory
-            xbar = take(parities == 2 ? 2 * p.L * 8 : 0), flags = take(32);
+            stage = take(2 * Ub * 2), h32 = take(Ub * 4), hw = take(p.O * Ub * 4), flags = take(32);
   if (assign) {
     p.block_frag = fr;
     int off = 0;
@@ -142,8 +147,48 @@ int multi_critical_layout(LstmParams& p, int gpb, int nc, int ksplit, bool assig
       off += gpb * 2 * p.kt[l] * 32;
     }
     p.s_frags = frags; p.s_xin = xin; p.s_x32 = x32; p.s_seqw = seqw; p.s_claim = claim; p.s_P = P; p.s_c = c;
-    p.s_red = red; p.s_stage = stage; p.s_h32 = h32; p.s_hw = hw; p.s_hp = hp; p.s_xflags = xflags; p.s_xbar = xbar;
-    p.s_flags = flags;
+    p.s_red = red; p.s_stage = stage; p.s_h32 = h32; p.s_hw = hw; p.s_flags = flags;
+  }
+  return s;
+}
+
+// A cluster critical block (cluster/lstm_cluster.cu: ClusterSmem) for nc blocks of gpb unit groups: each
+// warp's tile list, its register and shared-memory slots, and the buffers; assign: into p. Returns the
+// shared memory bytes.
+int cluster_critical_layout(LstmParams& p, int nc, int gpb, bool assign) {
+  const int ksplit = ClusterPolicy::warps / gpb, Ub = gpb * kUnitsPerGroup;
+  ClusterLayout cl;
+  for (int l = 0; l < p.L; ++l) {
+    cl.tiles[l] = (p.kt[l] + ksplit - 1) / ksplit;
+    cl.first[l] = cl.slots;
+    cl.slots += cl.tiles[l];
+  }
+  cl.regs = ClusterPolicy::max_reg_slots;
+  for (int r : ClusterPolicy::reg_slots)
+    if (r >= cl.slots) {
+      cl.regs = r;
+      break;
+    }
+  cl.h_valid = nc * gpb * kUnitsPerGroup;
+  cl.h_words = p.L > 1 ? cl.h_valid : 0;
+  const int spill = std::max(0, cl.slots - cl.regs);
+  int s = 0;
+  auto take = [&](long long bytes) { const int at = s; s = align16(int(std::min<long long>(bytes, 1 << 30)) + s); return at; };
+  cl.s_tx = take(p.kt[0] * 16 * 8LL);
+  cl.s_th = take((p.L - 1) * 8LL * cl.h_words);
+  cl.s_thead = take(8LL * nc * gpb * p.O);
+  cl.s_stats = take(8LL * (kClusterStatSlots + 2));
+  const int spill_at = take(16LL * ClusterPolicy::warps * spill * 64), x32 = take(p.mb.n_in * 3 * 4LL),
+            red = take(4LL * 2 * ksplit * gpb * 32), P = take(4LL * p.L * 4 * Ub), c = take(4LL * p.L * Ub),
+            hw = take(4LL * p.O * Ub), flags = take(32);
+  if (assign) {
+    p.cl = cl;
+    p.nc = nc;
+    p.gpb = gpb;
+    p.ksplit = ksplit;
+    p.compute_warps = ClusterPolicy::warps;
+    p.block_frag = ClusterPolicy::warps * cl.slots * 64;
+    p.s_frags = spill_at; p.s_x32 = x32; p.s_red = red; p.s_P = P; p.s_c = c; p.s_hw = hw; p.s_flags = flags;
   }
   return s;
 }
@@ -302,63 +347,43 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
   return plan;
 }
 
-LstmPlan plan_multiblock(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
-                         const DeviceLimits& limits, bool cluster, int max_precompute_blocks) {
+LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
+                   const DeviceLimits& limits, int max_precompute_blocks) {
   const ModelConfig& cfg = model.config;
   check_servable(cfg, precision, mode, window);
   LstmPlan plan;
   LstmParams& p = plan.params;
   plan_common(p, cfg, precision, mode, window, mailbox);
-  p.family = cluster ? KernelFamily::cluster : KernelFamily::grid;
+  p.family = KernelFamily::grid;
   p.mb.poll_sets = 1;  // every critical block polls; one set each
   p.poll_warps = (p.mb.n_in + 31) / 32;
   const int max_compute = std::min(MultiBlockPolicy::max_compute_warps, kMaxBlockThreads / 32 - p.poll_warps - 1);
   const int optin = limits.smem_per_block_optin;
 
   // Blocks and unit groups per block. Each group needs a compute warp; the rest split the k16 tiles.
-  auto fits = [&](int gpb, int nc) {
+  auto fits = [&](int gpb) {
     if (gpb > max_compute) return false;
-    return multi_critical_layout(p, gpb, nc, max_compute / gpb, false) <= optin;
+    return multi_critical_layout(p, gpb, max_compute / gpb, false) <= optin;
   };
   int nc = 0, gpb = 0;
-  std::string why_not;
-  if (cluster) {
-    if (limits.max_cluster_size < 2) throw UnsupportedError(std::string(limits.name) + " cannot launch thread-block clusters");
-    // The preferred size first (measured: its barrier costs the same as 2-16 blocks'), then larger.
-    for (int size = std::min(MultiBlockPolicy::preferred_cluster, limits.max_cluster_size); size <= limits.max_cluster_size;
-         size *= 2) {
-      const int n = std::min(size, p.groups);
-      const int g = (p.groups + n - 1) / n;
-      if (fits(g, n)) {
-        nc = n;
-        gpb = g;
-        break;
-      }
+  const int max_blocks = limits.sm_count - MultiBlockPolicy::min_precompute_blocks;
+  for (int g = 1; g <= max_compute && !nc; ++g) {
+    const int n = (p.groups + g - 1) / g;
+    if (n <= max_blocks && fits(g)) {
+      nc = n;
+      gpb = g;
     }
-    if (!nc)
-      throw UnsupportedError("its critical-step weights (" + std::to_string(critical_weight_bytes(cfg, true) / 1024) +
-                             " KiB) do not fit the shared memory of a " + std::to_string(limits.max_cluster_size) +
-                             "-block cluster (" + std::to_string(optin / 1024) + " KiB per block on " + limits.name + ")");
-  } else {
-    const int max_blocks = limits.sm_count - MultiBlockPolicy::min_precompute_blocks;
-    for (int g = 1; g <= max_compute && !nc; ++g) {
-      const int n = (p.groups + g - 1) / g;
-      if (n <= max_blocks && fits(g, n)) {
-        nc = n;
-        gpb = g;
-      }
-    }
-    if (!nc)
-      throw UnsupportedError("its critical-step weights (" + std::to_string(critical_weight_bytes(cfg, true) / 1024) +
-                             " KiB) do not fit the shared memory of " + std::to_string(std::max(1, max_blocks)) +
-                             " blocks (" + std::to_string(optin / 1024) + " KiB each on " + limits.name + ", " +
-                             std::to_string(MultiBlockPolicy::min_precompute_blocks) + " SMs kept for the precompute)");
   }
+  if (!nc)
+    throw UnsupportedError("its critical-step weights (" + std::to_string(critical_weight_bytes(cfg, true) / 1024) +
+                           " KiB) do not fit the shared memory of " + std::to_string(std::max(1, max_blocks)) +
+                           " blocks (" + std::to_string(optin / 1024) + " KiB each on " + limits.name + ", " +
+                           std::to_string(MultiBlockPolicy::min_precompute_blocks) + " SMs kept for the precompute)");
   p.nc = nc;
   p.gpb = gpb;
   p.ksplit = max_compute / gpb;
   p.compute_warps = gpb * p.ksplit;
-  const int critical_bytes = multi_critical_layout(p, gpb, nc, p.ksplit, true);
+  const int critical_bytes = multi_critical_layout(p, gpb, p.ksplit, true);
 
   plan.frags.assign(size_t(nc) * p.block_frag * 4, 0);
   for (int l = 0; l < p.L; ++l)
@@ -369,10 +394,78 @@ LstmPlan plan_multiblock(const Model& model, Precision precision, Mode mode, int
   plan.critical_weight_bytes = plan.frags.size() * 4;
   fill_head(plan, model);
 
-  // Precompute on the SMs the critical blocks leave (the launch checks co-residency: clusters may
-  // leave fewer than that).
+  // Precompute on the SMs the critical blocks leave.
   int max_np = limits.sm_count - nc;
-  if (cluster) max_np = std::max(nc, (limits.sm_count / nc - 1) * nc);
+  if (max_precompute_blocks > 0) max_np = std::min(max_np, max_precompute_blocks);
+  const int precompute_bytes = plan_precompute(plan, model, mode, window, max_np, limits);
+  p.smem_bytes = std::max(critical_bytes, precompute_bytes);
+  return plan;
+}
+
+LstmPlan plan_cluster(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
+                      const DeviceLimits& limits, int max_precompute_blocks, int cluster_blocks) {
+  const ModelConfig& cfg = model.config;
+  check_servable(cfg, precision, mode, window);
+  if (limits.max_cluster_size < ClusterPolicy::min_blocks)
+    throw UnsupportedError(std::string(limits.name) + " cannot launch thread-block clusters");
+  LstmPlan plan;
+  LstmParams& p = plan.params;
+  plan_common(p, cfg, precision, mode, window, mailbox);
+  p.family = KernelFamily::cluster;
+  p.mb.poll_sets = 1;
+  p.poll_warps = 0;  // block 0's compute warps poll
+  const int max_blocks = std::min(limits.max_cluster_size, ClusterPolicy::max_blocks);
+  if (p.mb.n_in > 32 * ClusterPolicy::warps)
+    throw UnsupportedError("its input (" + std::to_string(p.I) + " floats, " + std::to_string(p.mb.n_in) +
+                           " chunks) needs more pollers than the " + std::to_string(ClusterPolicy::warps) +
+                           " warps of block 0");
+  if (cluster_blocks != 0 && (cluster_blocks < ClusterPolicy::min_blocks || cluster_blocks > max_blocks))
+    throw UnsupportedError("a cluster of " + std::to_string(cluster_blocks) + " blocks: " + limits.name + " launches " +
+                           std::to_string(ClusterPolicy::min_blocks) + " to " + std::to_string(max_blocks));
+  // Unit groups per block (a power of two: the 16 warps are gpb groups x ksplit k-shares), fewest blocks
+  // first: the first whose warps hold all their tiles in registers, else the most blocks that fit shared
+  // memory (tiles beyond the registers read from it each tick); or the size asked for.
+  const int optin = limits.smem_per_block_optin;
+  int nc = 0, gpb = 0;
+  std::string sizes;
+  for (int g = ClusterPolicy::warps; g >= 1; g /= 2) {
+    const int n = std::max(ClusterPolicy::min_blocks, (p.groups + g - 1) / g);
+    if (n > max_blocks || cluster_critical_layout(p, n, g, false) > optin) continue;
+    LstmParams trial = p;
+    cluster_critical_layout(trial, n, g, true);
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(n);
+    if (cluster_blocks != 0) {
+      if (n == cluster_blocks && !nc) nc = n, gpb = g;
+      continue;
+    }
+    if (trial.cl.slots <= ClusterPolicy::max_reg_slots) {
+      nc = n, gpb = g;
+      break;
+    }
+    nc = n, gpb = g;  // the most blocks so far: fewest tiles in shared memory
+  }
+  if (!nc) {
+    if (cluster_blocks != 0)
+      throw UnsupportedError("this model cannot be split over a cluster of " + std::to_string(cluster_blocks) +
+                             " blocks (sizes that fit: " + (sizes.empty() ? std::string("none") : sizes) + ")");
+    throw UnsupportedError("its critical-step weights (" + std::to_string(critical_weight_bytes(cfg, true) / 1024) +
+                           " KiB) do not fit the registers and shared memory of a " + std::to_string(max_blocks) +
+                           "-block cluster (" + std::to_string(optin / 1024) + " KiB of shared memory per block on " +
+                           limits.name + ")");
+  }
+  const int critical_bytes = cluster_critical_layout(p, nc, gpb, true);
+  plan.frags.assign(size_t(nc) * p.block_frag * 4, 0);
+  for (int l = 0; l < p.L; ++l)
+    for (int q = 0; q < p.groups; ++q)
+      for (int m = 0; m < 2; ++m)
+        for (int k = 0; k < p.kt[l]; ++k)
+          pack_group_tile(plan.frags, frag_index(p, l, q, m, k), model, l, q, m, k, p.bf16);
+  plan.critical_weight_bytes = critical_weight_bytes(cfg, true);
+  fill_head(plan, model);
+
+  // Precompute on the clusters beside the critical one (the launch checks co-residency: clusters stay in
+  // one GPC, so fewer may fit; the backend then plans again with the blocks that do).
+  int max_np = std::max(nc, (limits.sm_count / nc - 1) * nc);
   if (max_precompute_blocks > 0) max_np = std::min(max_np, max_precompute_blocks);
   const int precompute_bytes = plan_precompute(plan, model, mode, window, max_np, limits);
   p.smem_bytes = std::max(critical_bytes, precompute_bytes);

@@ -21,14 +21,11 @@ struct DeviceLimits {
   std::string name = "device";
 };
 
-// Tuned constants of the multi-block families (cluster, grid), one place.
+// Tuned constants of the grid family, one place (the cluster family's: kernels/cluster/cluster_policy.hpp).
 struct MultiBlockPolicy {
   // Compute warps per critical block (the rest of its 20 are pollers and the service warp): enough to
   // split one group's k16 tiles 16 ways when a block holds one group (lstm_l, 64 tiles a layer).
   static constexpr int max_compute_warps = 16;
-  // Cluster size tried first: a cluster barrier costs 0.19 us for 2-16 blocks alike (SPEC §7), so more
-  // blocks only shorten each block's share; 8 is the largest portable size.
-  static constexpr int preferred_cluster = 8;
   // SMs the grid family leaves to the precompute at least.
   static constexpr int min_precompute_blocks = 4;
 };
@@ -48,10 +45,14 @@ struct LstmPlan {
 LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
                    const DeviceLimits& limits, int max_precompute_blocks = 0);
 
-// The cluster (cluster = true) or grid family: the critical step split over blocks by hidden units.
-// Throws UnsupportedError naming the limit when the family cannot hold the model.
-LstmPlan plan_multiblock(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
-                         const DeviceLimits& limits, bool cluster, int max_precompute_blocks = 0);
+// The cluster family: the critical step over the blocks of one thread-block cluster, split by hidden
+// units, the W_ih tiles in registers (ClusterLayout). cluster_blocks: the cluster's size (0: the fewest
+// blocks whose warps hold every tile in registers). Throws UnsupportedError naming the limit.
+LstmPlan plan_cluster(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
+                      const DeviceLimits& limits, int max_precompute_blocks = 0, int cluster_blocks = 0);
+// The grid family: the same split over many blocks, exchanging through L2. Throws UnsupportedError.
+LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
+                   const DeviceLimits& limits, int max_precompute_blocks = 0);
 
 // Bytes of the critical-step weights (W_ih of every layer) at 16 bits (half) or 32.
 size_t critical_weight_bytes(const ModelConfig& cfg, bool half);

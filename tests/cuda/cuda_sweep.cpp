@@ -148,6 +148,19 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
                 c.at("kernel_cycles_layer0_mean"), c.at("kernel_cycles_layer0_max"), c.at("kernel_cycles_layers_mean"),
                 c.at("kernel_cycles_layers_max"), c.at("kernel_cycles_head_mean"), c.at("kernel_cycles_head_max"),
                 c.at("kernel_cycles_store_mean"), c.at("kernel_cycles_store_max"));
+  if (c.count("cluster_input_arrival_ns_mean")) {
+    // the cluster kernel's parts, per block: mean over the blocks / the slowest block
+    std::printf("%-44s   %s: input arrival %.0f/%.0f ns", "", f.count("critical_blocks") ? (f.at("critical_blocks") + " blocks").c_str() : "",
+                c.at("cluster_input_arrival_ns_mean"), c.at("cluster_input_arrival_ns_max_block"));
+    for (int l = 0; l < m.config.num_layers; ++l) {
+      const std::string L = "cluster_layer" + std::to_string(l);
+      if (l > 0 && c.count(L + "_wait_cycles_mean"))
+        std::printf("  L%d wait %.0f/%.0f", l, c.at(L + "_wait_cycles_mean"), c.at(L + "_wait_cycles_max_block"));
+      if (c.count(L + "_compute_cycles_mean"))
+        std::printf("  L%d compute %.0f/%.0f", l, c.at(L + "_compute_cycles_mean"), c.at(L + "_compute_cycles_max_block"));
+    }
+    std::printf(" (cycles)\n");
+  }
   std::ostringstream js;
   js << "{\"kind\":\"model\",\"name\":\"" << name << "\",\"model\":\"" << zoo << "\",\"mode\":\"" << mode_name(mode)
      << "\",\"precision\":\"" << precision_name(prec) << "\",\"variant\":\"" << b->variant()
@@ -238,40 +251,40 @@ int main(int argc, char** argv) {
 
     cuda::MailboxOptions def;
     if (families) {
-      // The multi-block families side by side: where the time goes (segments), what each knob does.
+      // The medium models on the cluster kernel at each size it can take, beside the cta kernel and
+      // the ping-pong of each input width: where the time goes (segments), what the cluster size does.
       CudaOptions copt;
-      const long long n = std::min<long long>(ticks, 50'000);
+      const long long n = std::min<long long>(ticks, 200'000);
       const size_t check = 300;
+      auto sizes = [&](const std::string& label, const std::string& zoo, Mode mode, std::initializer_list<int> blocks) {
+        for (int nb : blocks) {
+          CudaOptions c = copt;
+          c.cluster_blocks = nb;
+          model_run(label + " cluster " + (nb ? std::to_string(nb) : std::string("auto")), zoo, mode, Precision::fp16, n, c,
+                    cpu, check, "cluster");
+        }
+      };
       pingpong("32f default", 32, pp, def, cpu);
       model_run("lstm_s window fp16 cta", "lstm_s", Mode::window, Precision::fp16, n, copt, cpu, check, "cta");
-      model_run("lstm_s window fp16 cluster", "lstm_s", Mode::window, Precision::fp16, n, copt, cpu, check, "cluster");
-      model_run("lstm_s window fp16 grid", "lstm_s", Mode::window, Precision::fp16, n, copt, cpu, check, "grid");
-      model_run("lstm_m window fp16 cluster", "lstm_m", Mode::window, Precision::fp16, n, copt, cpu, check, "cluster");
-      CudaOptions flags;
-      flags.cluster_async = false;
-      model_run("lstm_s window fp16 cluster store+flag", "lstm_s", Mode::window, Precision::fp16, n, flags, cpu, check,
-                "cluster");
-      model_run("lstm_m window fp16 cluster store+flag", "lstm_m", Mode::window, Precision::fp16, n, flags, cpu, check,
-                "cluster");
-      model_run("lstm_m window fp16 grid", "lstm_m", Mode::window, Precision::fp16, n, copt, cpu, check, "grid");
+      sizes("lstm_m window fp16", "lstm_m", Mode::window, {0, 8});
+      sizes("lstm_s window fp16", "lstm_s", Mode::window, {0, 8});
+      pingpong("32f default, again", 32, pp, def, cpu);
+      model_run("lstm_m window bf16 cluster", "lstm_m", Mode::window, Precision::bf16, n, copt, cpu, check, "cluster");
+      model_run("lstm_m streaming fp16 cluster", "lstm_m", Mode::streaming, Precision::fp16, n, copt, cpu, check, "cluster");
       pingpong("192f default", 192, pp, def, cpu);
-      model_run("nv_medium window fp16 cluster", "nv_medium", Mode::window, Precision::fp16, n, copt, cpu, check, "cluster");
-      model_run("nv_medium window fp16 grid", "nv_medium", Mode::window, Precision::fp16, n, copt, cpu, check, "grid");
+      sizes("nv_medium window fp16", "nv_medium", Mode::window, {0, 5});
+      pingpong("100f default", 100, pp, def, cpu);
+      model_run("stac_a window fp16 cta", "stac_a", Mode::window, Precision::fp16, n, copt, cpu, check, "cta");
+      sizes("stac_a window fp16", "stac_a", Mode::window, {0});
+      pingpong("250f default", 250, pp, def, cpu);
+      sizes("stac_b window fp16", "stac_b", Mode::window, {0, 7});
+      pingpong("256f default", 256, pp, def, cpu);
+      sizes("vollo_small streaming fp16", "vollo_small", Mode::streaming, {0});
       pingpong("128f default", 128, pp, def, cpu);
       model_run("nv_small window fp16 cta", "nv_small", Mode::window, Precision::fp16, n, copt, cpu, check, "cta");
-      pingpong("256f default", 256, pp, def, cpu);
-      model_run("vollo_small streaming fp16 cluster", "vollo_small", Mode::streaming, Precision::fp16, n, copt, cpu, check,
-                "cluster");
-      pingpong("480f default", 480, pp, def, cpu);
-      model_run("vollo_med streaming fp16 grid", "vollo_med", Mode::streaming, Precision::fp16, n / 4, copt, cpu, check,
-                "grid");
-      pingpong("512f default", 512, pp, def, cpu);
-      model_run("nv_large window fp16 grid", "nv_large", Mode::window, Precision::fp16, 20, copt, cpu, 0, "grid");
-      pingpong("960f default", 960, pp, def, cpu);
-      model_run("vollo_large streaming fp16 grid", "vollo_large", Mode::streaming, Precision::fp16, n / 10, copt, cpu, 60,
-                "grid");
-      model_run("lstm_l streaming fp16 grid", "lstm_l", Mode::streaming, Precision::fp16, n / 10, copt, cpu, 60, "grid");
-      model_run("lstm_l window fp16 grid", "lstm_l", Mode::window, Precision::fp16, 20, copt, cpu, 0, "grid");
+      sizes("nv_small window fp16", "nv_small", Mode::window, {0});
+      model_run("vollo_tiny streaming fp16 cta", "vollo_tiny", Mode::streaming, Precision::fp16, n, copt, cpu, check, "cta");
+      sizes("vollo_tiny streaming fp16", "vollo_tiny", Mode::streaming, {0});
     } else {
       run_standard(ticks, pp, cpu, quick, def);
     }

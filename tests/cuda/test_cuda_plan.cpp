@@ -7,6 +7,7 @@
 
 #include "common/golden.hpp"
 #include "cuda/kernel_choice.hpp"
+#include "cuda/kernels/cluster/cluster_policy.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "util/error.hpp"
 
@@ -103,8 +104,9 @@ TEST_P(MultiBlockPacking, EmulatedMatVecMatchesRoundedWeights) {
   const Model m = random_model(s.I, s.H, s.L, s.O, 11);
   for (bool cluster : {true, false})
     for (bool bf16 : {false, true}) {
-      const auto plan = cuda::plan_multiblock(m, bf16 ? Precision::bf16 : Precision::fp16, Mode::window, 5, {},
-                                              h200_like(), cluster);
+      const Precision prec = bf16 ? Precision::bf16 : Precision::fp16;
+      const auto plan = cluster ? cuda::plan_cluster(m, prec, Mode::window, 5, {}, h200_like())
+                                : cuda::plan_grid(m, prec, Mode::window, 5, {}, h200_like());
       const auto& p = plan.params;
       EXPECT_EQ(p.family, cluster ? cuda::KernelFamily::cluster : cuda::KernelFamily::grid);
       EXPECT_GE(p.nc * p.gpb * 8, s.H);
@@ -161,6 +163,8 @@ TEST(KernelChoice, ZooShapesGoToTheSmallestFamilyThatHoldsThem) {
       {"nv_large", {512, 736, 4, 1}, 128, cuda::KernelFamily::grid},
       {"lstm_l", {32, 1024, 4, 1}, 50, cuda::KernelFamily::grid},
       {"vollo_large", {960, 960, 3, 32}, 1, cuda::KernelFamily::grid},
+      {"stac_a", {100, 100, 2, 1}, 50, cuda::KernelFamily::cta},
+      {"stac_b", {250, 200, 3, 1}, 100, cuda::KernelFamily::cluster},
   };
   for (const Case& c : cases) {
     const Model m = random_model(c.s.I, c.s.H, c.s.L, c.s.O, 1);
@@ -170,6 +174,74 @@ TEST(KernelChoice, ZooShapesGoToTheSmallestFamilyThatHoldsThem) {
       EXPECT_FALSE(choice.why.empty());
       EXPECT_LE(choice.plan.params.grid(), h200_like().sm_count) << c.name;
     }
+  }
+}
+
+// The cluster family's plan: the fewest blocks whose warps hold every W_ih tile in registers, each warp's
+// tile list covering its k-share of every layer, a size asked for or refused by name.
+TEST(ClusterPlan, RegisterTilesAndClusterSizes) {
+  using cuda::ClusterPolicy;
+  struct Case {
+    const char* name;
+    Shape s;
+    int blocks, gpb, slots;
+  };
+  for (const Case& c : {Case{"lstm_m", {32, 256, 3, 1}, 16, 2, 5}, Case{"nv_medium", {192, 160, 3, 1}, 10, 2, 6},
+                        Case{"vollo_small", {256, 256, 3, 32}, 16, 2, 6}, Case{"stac_b", {250, 200, 3, 1}, 13, 2, 6},
+                        Case{"lstm_s", {32, 128, 2, 1}, 2, 8, 5}, Case{"tiny", {4, 8, 1, 1}, 2, 16, 2}}) {
+    const Model m = random_model(c.s.I, c.s.H, c.s.L, c.s.O, 3);
+    const auto plan = cuda::plan_cluster(m, Precision::fp16, Mode::window, 50, {}, h200_like());
+    const auto& p = plan.params;
+    EXPECT_EQ(p.nc, c.blocks) << c.name;
+    EXPECT_EQ(p.gpb, c.gpb) << c.name;
+    EXPECT_EQ(p.cl.slots, c.slots) << c.name;
+    EXPECT_GE(p.cl.regs, p.cl.slots) << c.name << ": every tile in registers";
+    EXPECT_EQ(p.threads(), 32 * ClusterPolicy::warps) << c.name;
+    EXPECT_EQ(p.gpb * p.ksplit, ClusterPolicy::warps) << c.name;
+    EXPECT_GE(p.nc * p.gpb * 8, c.s.H) << c.name;
+    EXPECT_EQ(p.grid() % p.nc, 0) << c.name;
+    EXPECT_LE(p.grid(), h200_like().sm_count) << c.name;
+    int slots = 0;
+    for (int l = 0; l < c.s.L; ++l) {
+      EXPECT_GE(p.cl.tiles[l] * p.ksplit, p.kt[l]) << c.name << " layer " << l << ": the k-shares cover the layer";
+      EXPECT_EQ(p.cl.first[l], slots) << c.name;
+      slots += p.cl.tiles[l];
+    }
+    EXPECT_EQ(slots, p.cl.slots) << c.name;
+    EXPECT_EQ(plan.frags.size(), size_t(p.nc) * p.block_frag * 4) << c.name;
+  }
+  // a size asked for: lstm_m over 8 blocks (4 groups each, one tile a warp beyond the registers: read from
+  // shared memory); one it cannot be split over is refused, listing those that fit
+  const Model mid = random_model(32, 256, 3, 1, 4);
+  const auto eight = cuda::plan_cluster(mid, Precision::fp16, Mode::window, 50, {}, h200_like(), 0, 8);
+  EXPECT_EQ(eight.params.nc, 8);
+  EXPECT_EQ(eight.params.gpb, 4);
+  EXPECT_EQ(eight.params.cl.slots, 9);
+  EXPECT_EQ(eight.params.cl.regs, ClusterPolicy::max_reg_slots);
+  try {
+    (void)cuda::plan_cluster(mid, Precision::fp16, Mode::window, 50, {}, h200_like(), 0, 3);
+    FAIL() << "a cluster of 3";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("cluster of 3 blocks"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("16"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)cuda::plan_cluster(mid, Precision::fp16, Mode::window, 50, {}, h200_like(), 0, 1), UnsupportedError);
+  cuda::DeviceLimits eight_max = h200_like();
+  eight_max.max_cluster_size = 8;  // a device without the non-portable size: lstm_m over 8, some tiles in shared memory
+  EXPECT_EQ(cuda::plan_cluster(mid, Precision::fp16, Mode::window, 50, {}, eight_max).params.nc, 8);
+}
+
+// The audited benchmark's large model: ~27 MiB of fp16 input-side weights, more than the grid kernel's
+// blocks hold in shared memory beside the precompute; refused with every family's reason, so auto falls
+// back to the CPU. (Weights resident across the whole GPU, registers included, is the next grid design.)
+TEST(KernelChoice, StacCIsRefusedNamingEachFamilysLimit) {
+  const Model m = random_model(500, 1000, 4, 1, 1);
+  try {
+    (void)cuda::choose_kernel(m, Precision::fp16, Mode::window, 100, {}, h200_like(), std::nullopt);
+    FAIL() << "stac_c planned";
+  } catch (const UnsupportedError& e) {
+    const std::string w = e.what();
+    for (const char* part : {"not cta:", "not cluster:", "not grid:", "KiB"}) EXPECT_NE(w.find(part), std::string::npos) << w;
   }
 }
 

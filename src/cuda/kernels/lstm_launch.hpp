@@ -21,13 +21,19 @@ cudaError_t launch_lstm(const LstmParams& params, cudaStream_t stream, long long
 cudaError_t launch_lstm_multi(const LstmParams& plan, const MultiLaunch& m, cudaStream_t stream,
                               long long* max_coresident = nullptr);
 
-// The cluster and grid families (lstm_multiblock.cu); launch_lstm forwards to it.
-cudaError_t launch_lstm_multiblock(const LstmParams& params, cudaStream_t stream, long long* max_coresident);
-// The blocks of the multi-block kernel for `params` that can be co-resident where `stream` runs.
+// The cluster family (cluster/lstm_cluster.cu) and the grid family (grid/lstm_grid.cu); launch_lstm
+// forwards to them. A cluster plan's kernel must be compiled (ClusterPolicy::reg_slots): else
+// cudaErrorInvalidValue.
+cudaError_t launch_lstm_cluster(const LstmParams& params, cudaStream_t stream, long long* max_coresident);
+cudaError_t launch_lstm_grid(const LstmParams& params, cudaStream_t stream, long long* max_coresident);
+// The blocks of the multi-block kernel for `params` (cluster or grid family) that can be co-resident where
+// `stream` runs (clusters stay inside one GPC: fewer may fit than the SMs suggest).
 cudaError_t multiblock_max_coresident(const LstmParams& params, cudaStream_t stream, long long* fits);
+cudaError_t cluster_max_coresident(const LstmParams& params, cudaStream_t stream, long long* fits);
+cudaError_t grid_max_coresident(const LstmParams& params, cudaStream_t stream, long long* fits);
 
-// The largest thread-block cluster the multi-block LSTM kernel can be launched with on the current
-// device (16 where non-portable sizes are allowed, else 8; 0 without cluster launch).
+// The largest thread-block cluster the cluster kernel can be launched with on the current device (16
+// where non-portable sizes are allowed, else 8).
 int max_lstm_cluster_size();
 
 // The ping-pong kernel: the LSTM kernel's input and output path with no model; it answers each tick

@@ -42,13 +42,35 @@ inline constexpr int kRegsMaxOutputs = 4;
 
 // Kernel families (LstmParams::family, and what --kernel names): where the critical step runs.
 //   cta:     block 0 alone (the variants above).
-//   cluster: blocks [0, nc) form one thread-block cluster; block b owns hidden units [b*Ub, b*Ub+Ub) of
-//            every layer (W_ih rows as fragments in its shared memory) and stores each layer's new h
-//            slice into every peer's shared memory, then raises a per-(layer, block) flag there
-//            (distributed shared memory): a consumer waits only for the flags of the layer it needs.
-//   grid:    the same split over many blocks (up to most SMs), the slices and flags in global memory (L2).
-// In both, every critical block polls the input itself, block 0 gathers the head's partial sums.
+//   cluster: blocks [0, nc) form one thread-block cluster (kernels/cluster/lstm_cluster.cu); block b owns
+//            hidden units [b*Ub, b*Ub+Ub) of every layer, their W_ih rows in its warps' registers. Block 0
+//            alone polls the input and hands it to every block; every value crosses blocks as a tagged
+//            word stored into the consumer's shared memory (kernels/cluster/tagged_words.cuh).
+//   grid:    the same split over many blocks (up to most SMs), the slices and flags in global memory (L2),
+//            every critical block polling the input itself (kernels/grid/lstm_grid.cu).
 enum class KernelFamily : int { cta, cluster, grid };
+
+// The cluster family's layout (plan_cluster in cuda/lstm_plan.cpp; the kernel reads it). Warp w of a
+// critical block serves unit group q = w / ksplit of the block and k-share ks = w % ksplit: of layer l it
+// holds the k16 tiles [ks * tiles[l], ks * tiles[l] + tiles[l]) (clipped to kt[l]), at slots
+// [first[l], first[l] + tiles[l]) of its list; slots [0, regs) live in registers for the life of the
+// kernel, the rest in shared memory.
+struct ClusterLayout {
+  int tiles[kMaxLayers] = {};
+  int first[kMaxLayers] = {};
+  int slots = 0;     // tiles in a warp's list, all layers
+  int regs = 0;      // register slots: the kernel instantiation (ClusterPolicy::reg_slots)
+  int h_words = 0;   // words of a hidden layer's input buffer (kt[1] * 16)
+  int h_valid = 0;   // of those, the ones a block writes (nc * gpb * 8 units); beyond: zero, never written
+  // shared memory (bytes): tagged input words [kt[0] * 16], hidden input words [L-1][h_words], head
+  // partials [nc * gpb][O] (block 0), per-block timing sums [kClusterStatSlots]
+  int s_tx = 0, s_th = 0, s_thead = 0, s_stats = 0;
+};
+// The per-block timing sums of a cluster launch (SharedWords::cl_sum[block]): [0] the input's arrival in
+// this block after block 0 saw the whole of it (globaltimer ns), [1] ticks timed; per layer l: [2 + 2l]
+// cycles waiting for the layer's input words, [3 + 2l] cycles from having them to this block's words sent.
+inline constexpr int kClusterStatSlots = 2 + 2 * kMaxLayers;
+inline constexpr int kMaxClusterBlocks = 16;
 
 // Device words the blocks share (global memory, zeroed before launch).
 struct SharedWords {
@@ -69,6 +91,8 @@ struct SharedWords {
   unsigned long long seg_max[5];
   // globaltimer ns over the same span as compute_cycles (with the cycles: the SM clock while serving).
   unsigned long long compute_ns_sum;
+  // cluster family: per critical block (ClusterLayout, kClusterStatSlots)
+  unsigned long long cl_sum[kMaxClusterBlocks][kClusterStatSlots];
 };
 
 struct LstmParams {
@@ -78,10 +102,6 @@ struct LstmParams {
   int forward_after_output = 0;  // tuning: pass the input to the precompute only once the answer is out
   int gate_sleep_ns = 0;         // tuning: pollers nap this long while waiting for the consumer
   int keep_warm = 0;             // tuning: every compute warp waits for the input issuing dummy mma
-  // cluster family: how a layer's h slices reach the peers. 1: st.async into the peers' shared memory,
-  // completing a transaction count on their mbarrier (no fence on either side); 0: plain stores, then a
-  // release store of a per-(layer, block) flag that the consumer polls.
-  int cluster_async = 1;
   CriticalVariant variant = kVariantSmem;  // critical-step variant of the cta family
   KernelFamily family = KernelFamily::cta;
 
@@ -111,6 +131,7 @@ struct LstmParams {
   int nc = 1;
   int gpb = 0;
   int ksplit = 1;
+  ClusterLayout cl;                  // cluster family only
   int block_frag = 0;                // uint4 fragments per critical block, block b's at b * block_frag
   int bfrag_off[kMaxLayers] = {};    // layer l's [gpb][2][kt][32] within a block
   uint16_t* xch_h = nullptr;         // grid: [2 parities][L][2 rows hi|lo][xin_stride] halves
@@ -140,11 +161,14 @@ struct LstmParams {
   int s_frags = 0, s_xin = 0, s_x32 = 0, s_seqw = 0, s_claim = 0, s_P = 0, s_c = 0, s_z = 0, s_flags = 0;
   int xin_stride = 0;  // halves per [hi|lo] row of one layer's input buffer: max kt*16
   // multi-block critical
-  int s_red = 0, s_stage = 0, s_h32 = 0, s_hw = 0, s_hp = 0, s_xflags = 0, s_xbar = 0;
+  int s_red = 0, s_stage = 0, s_h32 = 0, s_hw = 0;
   // precompute
   int s_pw = 0, s_Q = 0, s_pc = 0, s_px = 0, s_g0 = 0, s_pflags = 0;
 
-  int threads() const { return 32 * (compute_warps + poll_warps + (variant == kVariantRegs ? 0 : 1)); }
+  int threads() const {
+    if (family == KernelFamily::cluster) return 32 * compute_warps;  // block 0's compute warps poll, no other warps
+    return 32 * (compute_warps + poll_warps + (variant == kVariantRegs ? 0 : 1));
+  }
   // Blocks launched: the critical blocks, then the precompute, rounded up to whole clusters.
   int grid() const {
     const int n = nc + np;

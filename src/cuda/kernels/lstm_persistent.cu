@@ -732,9 +732,15 @@ cudaError_t cooperative_launch(const void* fn, long long grid, int threads, int 
 }  // namespace
 
 cudaError_t launch_lstm(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
-  if (p.family != KernelFamily::cta) return launch_lstm_multiblock(p, stream, max_coresident);
+  if (p.family == KernelFamily::cluster) return launch_lstm_cluster(p, stream, max_coresident);
+  if (p.family == KernelFamily::grid) return launch_lstm_grid(p, stream, max_coresident);
   LstmParams copy = p;
   return cooperative_launch(lstm_kernel(p), p.grid(), p.threads(), p.smem_bytes, &copy, stream, max_coresident);
+}
+
+cudaError_t multiblock_max_coresident(const LstmParams& p, cudaStream_t stream, long long* fits) {
+  if (p.family == KernelFamily::cluster) return cluster_max_coresident(p, stream, fits);
+  return grid_max_coresident(p, stream, fits);
 }
 
 cudaError_t launch_lstm_multi(const LstmParams& plan, const MultiLaunch& m, cudaStream_t stream,

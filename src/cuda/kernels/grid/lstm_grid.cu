@@ -1,15 +1,14 @@
-// The multi-block kernel families (lstm_params.hpp: KernelFamily::cluster, KernelFamily::grid): the critical step of
-// one tick split over nc blocks by hidden units, for models whose critical-step weights do not fit one
-// SM. Blocks [0, nc) are critical, [nc, nc+np) run the shared precompute (precompute.cuh).
+// The grid family (lstm_params.hpp: KernelFamily::grid): the critical step of one tick split over nc blocks
+// by hidden units, for models whose critical-step weights do not fit one SM or one cluster. Blocks
+// [0, nc) are critical, [nc, nc+np) run the shared precompute (precompute.cuh).
 //
 // Critical block b, warps:
 //   [0, compute_warps)   compute: warp w works on unit group w % gpb, on its share w / gpb of the k16
 //                        tiles (ksplit shares); the partial gate sums meet in shared memory, then one
-//                        thread per unit runs the cell update. Each layer's new h slice goes to every
-//                        block (cluster: stores into the peers' shared memory; grid: global memory, L2),
-//                        followed by a per-(layer, block) flag; a block waits only for the flags of the
-//                        layer it is about to compute. After the last layer each block sends block 0 the
-//                        head's partial sums over its units; block 0 adds them and answers.
+//                        thread per unit runs the cell update. Each layer's new h slice goes to global
+//                        memory (L2), followed by a per-(layer, block) flag; a block waits only for the
+//                        flags of the layer it is about to compute. After the last layer each block sends
+//                        block 0 the head's partial sums over its units; block 0 adds them and answers.
 //   [.., +poll_warps)    pollers: every critical block reads the input from the mailbox itself (no hop).
 //   last                 service: block 0 forwards x_t to the precompute, reports `ready` and watches the
 //                        lease; the others watch for the quit word.
@@ -18,7 +17,6 @@
 // block ever waits at a barrier for one that has left; exits are decided only at the tick's start.
 // Flags carry the tick's wire seq and are compared with "reached" (>=): a block that fell behind (its
 // host gave up on a tick) never waits for a value that was overwritten by a newer tick.
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <exception>
@@ -31,67 +29,20 @@
 namespace hotpath::cuda {
 namespace {
 
-namespace cg = cooperative_groups;
 using dev::CtaFlags;
 using dev::precompute_block;
 using dev::record_tick_timing;
 using dev::smem_at;
 using dev::split_store;
 
-__device__ __forceinline__ void st_release_cluster(unsigned* p, unsigned v) {
-  asm volatile("st.release.cluster.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
 __device__ __forceinline__ void st_release_gpu(unsigned* p, unsigned v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 __device__ __forceinline__ bool seq_reached(unsigned have, unsigned want) { return int(have - want) >= 0; }
 
-// Distributed shared memory through the async proxy: st.async stores into a peer's shared memory and
-// completes bytes on the peer's mbarrier; the consumer's try_wait (acquire, cluster scope) then sees them.
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ uint32_t peer_addr(uint32_t local, unsigned rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(local), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, unsigned parity) {
-  uint32_t ok;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-      " selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(ok)
-      : "r"(smem_addr(bar)), "r"(parity)
-      : "memory");
-  return ok != 0;
-}
-__device__ __forceinline__ void st_async_v4(uint32_t addr, uint4 v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
-               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void st_async_b32(uint32_t addr, uint32_t v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(addr), "r"(v),
-               "r"(bar)
-               : "memory");
-}
-// The whole warp waits for the mbarrier's phase of this use (parity), or the block quits (false).
-__device__ __forceinline__ bool mbar_wait(uint64_t* bar, unsigned parity, volatile CtaFlags* f) {
-  while (!mbar_try_wait(bar, parity)) {
-    if (f->quit) return false;
-  }
-  return true;
-}
-
 // One warp waits until flags[0..n) have all reached seq, or the block quits (false): the lanes share the
 // flags and poll them with relaxed loads, then one fence orders the warp's later reads of the data; the
 // other compute warps wait at a named barrier (fewer spinning warps than every warp acquiring every flag).
-template <bool CLUSTER>
 __device__ __forceinline__ bool wait_flags(const unsigned* flags, int n, unsigned seq, volatile CtaFlags* f) {
   const int lane = threadIdx.x & 31;
   for (;;) {
@@ -101,11 +52,7 @@ __device__ __forceinline__ bool wait_flags(const unsigned* flags, int n, unsigne
     if (f->quit) return false;
   }
   __syncwarp();
-  if constexpr (CLUSTER) {
-    asm volatile("fence.acq_rel.cluster;" ::: "memory");
-  } else {
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
-  }
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
   return true;
 }
 
@@ -156,9 +103,6 @@ struct MultiSmem {
   uint16_t* stage;  // [2][Ub]
   float* h32;       // [Ub]
   float* hw;        // [O][Ub]
-  float* hp;        // cluster, block 0: [2][nc][kMaxOutputs]
-  unsigned* xflags; // cluster: [L][nc]
-  uint64_t* xbar;   // cluster, st.async exchange: [2 parities][L] (l < L-1: layer l's slices; L-1: head sums)
   __device__ MultiSmem(const LstmParams& p, char* smem)
       : frags(smem_at<const uint4>(smem, p.s_frags)),
         xin0(smem_at<uint16_t>(smem, p.s_xin)),
@@ -170,17 +114,12 @@ struct MultiSmem {
         red(smem_at<float>(smem, p.s_red)),
         stage(smem_at<uint16_t>(smem, p.s_stage)),
         h32(smem_at<float>(smem, p.s_h32)),
-        hw(smem_at<float>(smem, p.s_hw)),
-        hp(smem_at<float>(smem, p.s_hp)),
-        xflags(smem_at<unsigned>(smem, p.s_xflags)),
-        xbar(smem_at<uint64_t>(smem, p.s_xbar)) {}
-  // The input buffer of layer l >= 1 for tick parity par (the grid keeps one parity: its copy is local).
-  __device__ uint16_t* layer_in(const LstmParams& p, int par, int l, bool cluster) const {
-    return xh + size_t((cluster ? par * (p.L - 1) : 0) + (l - 1)) * 2 * p.xin_stride;
-  }
+        hw(smem_at<float>(smem, p.s_hw)) {}
+  // The input buffer of layer l >= 1 (a local copy of the slices in global memory).
+  __device__ uint16_t* layer_in(const LstmParams& p, int l) const { return xh + size_t(l - 1) * 2 * p.xin_stride; }
 };
 
-template <bool BF16, bool CLUSTER>
+template <bool BF16>
 __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags* f, int b) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int nct = p.compute_warps * 32;
@@ -190,7 +129,6 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
   const int stride = p.xin_stride;
   const int q = warp % gpb, ks = warp / gpb;
   const int g = lane >> 2, t = lane & 3;
-  cg::cluster_group cluster = cg::this_cluster();
   const float hb = (b == 0 && lane < O) ? p.head_b[lane] : 0.f;
 
   unsigned long long s = 0;
@@ -212,11 +150,6 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     if (tid == 0) {
       __threadfence();
       atomicAdd(&p.words->prefetched, 1ull);
-      if (CLUSTER && p.cluster_async) {
-        // this tick's exchanges: nc slices of 2 rows x Ub halves per layer, nc x O partial sums (block 0)
-        for (int l = 0; l + 1 < L; ++l) mbar_expect_tx(m.xbar + par * L + l, unsigned(nc * 4 * Ub));
-        if (b == 0) mbar_expect_tx(m.xbar + par * L + L - 1, unsigned(nc * 4 * O));
-      }
     }
     // (3) the input, polled into this block's shared memory by its own pollers
     long long t_seen = 0;
@@ -233,22 +166,15 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     long long t_l0 = t_in;
     // (4) layers
     for (int l = 0; l < L; ++l) {
-      const uint16_t* in = l == 0 ? m.xin0 : m.layer_in(p, par, l, CLUSTER);
+      const uint16_t* in = l == 0 ? m.xin0 : m.layer_in(p, l);
       if (l > 0) {
         // every slice of layer l-1's output has arrived (a quit ends the wait: garbage, never read)
-        const unsigned* flags = CLUSTER ? m.xflags + (l - 1) * nc : p.xch_flag + (l - 1) * nc;
-        if (CLUSTER && p.cluster_async) {
-          mbar_wait(m.xbar + par * L + (l - 1), unsigned(s >> 1) & 1u, f);  // every warp: no barrier after
-        } else {
-          if (warp == 0) wait_flags<CLUSTER>(flags, nc, seq, f);
-          dev::named_barrier(nct);
-        }
-        if constexpr (!CLUSTER) {
-          const uint4* src = reinterpret_cast<const uint4*>(p.xch_h + size_t(par * L + (l - 1)) * 2 * stride);
-          uint4* dst = reinterpret_cast<uint4*>(const_cast<uint16_t*>(in));
-          for (int i = tid; i < stride / 4; i += nct) dst[i] = __ldcg(src + i);  // 2 rows x stride halves
-          dev::named_barrier(nct);
-        }
+        if (warp == 0) wait_flags(p.xch_flag + (l - 1) * nc, nc, seq, f);
+        dev::named_barrier(nct);
+        const uint4* src = reinterpret_cast<const uint4*>(p.xch_h + size_t(par * L + (l - 1)) * 2 * stride);
+        uint4* dst = reinterpret_cast<uint4*>(const_cast<uint16_t*>(in));
+        for (int i = tid; i < stride / 4; i += nct) dst[i] = __ldcg(src + i);  // 2 rows x stride halves
+        dev::named_barrier(nct);
       }
       const int kt = p.kt[l];
       const int per = ((kt + ksplit - 1) / ksplit + 1) & ~1;
@@ -295,32 +221,13 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
         if (warp == 0) {
           const int vec_per_row = Ub / 8;  // uint4 of 8 halves
           const uint4* st4 = reinterpret_cast<const uint4*>(m.stage);
-          if (CLUSTER && p.cluster_async) {
-            const uint32_t dst = smem_addr(m.layer_in(p, par, l + 1, true)), bar = smem_addr(m.xbar + par * L + l);
-            for (int i = lane; i < nc * 2 * vec_per_row; i += 32) {
-              const int r = i / (2 * vec_per_row), k = i % (2 * vec_per_row), row = k / vec_per_row,
-                        v = k % vec_per_row;
-              st_async_v4(peer_addr(dst + 2 * (row * stride + u0 + v * 8), r), st4[k], peer_addr(bar, r));
-            }
-          } else if constexpr (CLUSTER) {
-            uint16_t* dst_local = m.layer_in(p, par, l + 1, true);
-            for (int i = lane; i < nc * 2 * vec_per_row; i += 32) {
-              const int r = i / (2 * vec_per_row), k = i % (2 * vec_per_row), row = k / vec_per_row,
-                        v = k % vec_per_row;
-              uint16_t* d = cluster.map_shared_rank(dst_local + row * stride + u0 + v * 8, r);
-              *reinterpret_cast<uint4*>(d) = st4[k];
-            }
-            __syncwarp();
-            if (lane < nc) st_release_cluster(cluster.map_shared_rank(m.xflags + l * nc + b, lane), seq);
-          } else {
-            uint16_t* dst = p.xch_h + size_t(par * L + l) * 2 * stride;
-            for (int k = lane; k < 2 * vec_per_row; k += 32) {
-              const int row = k / vec_per_row, v = k % vec_per_row;
-              __stcg(reinterpret_cast<uint4*>(dst + row * stride + u0 + v * 8), st4[k]);
-            }
-            __syncwarp();
-            if (lane == 0) st_release_gpu(p.xch_flag + l * nc + b, seq);  // release covers the warp's stores
+          uint16_t* dst = p.xch_h + size_t(par * L + l) * 2 * stride;
+          for (int k = lane; k < 2 * vec_per_row; k += 32) {
+            const int row = k / vec_per_row, v = k % vec_per_row;
+            __stcg(reinterpret_cast<uint4*>(dst + row * stride + u0 + v * 8), st4[k]);
           }
+          __syncwarp();
+          if (lane == 0) st_release_gpu(p.xch_flag + l * nc + b, seq);  // release covers the warp's stores
         }
       }
     }
@@ -333,39 +240,22 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       for (int d = 16; d > 0; d >>= 1) z += __shfl_xor_sync(0xffffffffu, z, d);
       if (lane == 0) {
         const int at = (par * nc + b) * kMaxOutputs + o;
-        if (CLUSTER && p.cluster_async) {
-          st_async_b32(peer_addr(smem_addr(m.hp + at), 0), __float_as_uint(z), peer_addr(smem_addr(m.xbar + par * L + L - 1), 0));
-        } else if constexpr (CLUSTER) {
-          *cluster.map_shared_rank(m.hp + at, 0) = z;
-        } else {
-          __stcg(p.xch_head + at, z);
-        }
+        __stcg(p.xch_head + at, z);
       }
     }
     dev::named_barrier(nct);
     if (tid == 0) {
-      if (CLUSTER && p.cluster_async) {
-        // the mbarrier counts the bytes
-      } else if constexpr (CLUSTER) {
-        st_release_cluster(cluster.map_shared_rank(m.xflags + (L - 1) * nc + b, 0), seq);
-      } else {
-        st_release_gpu(p.xch_flag + (L - 1) * nc + b, seq);  // release: after the named barrier, all partials
-      }
+      st_release_gpu(p.xch_flag + (L - 1) * nc + b, seq);  // release: after the named barrier, all partials
       if (b != 0) f->answered = s + 1;  // this block's share of tick s is done: its pollers may look again
     }
     // (6) block 0: add the partial sums, answer
     if (b == 0 && warp == 0) {
-      const unsigned* flags = CLUSTER ? m.xflags + (L - 1) * nc : p.xch_flag + (L - 1) * nc;
-      if (CLUSTER && p.cluster_async) {
-        mbar_wait(m.xbar + par * L + L - 1, unsigned(s >> 1) & 1u, f);
-      } else {
-        wait_flags<CLUSTER>(flags, nc, seq, f);
-      }
+      wait_flags(p.xch_flag + (L - 1) * nc, nc, seq, f);
       float z = hb;
       if (lane < O) {
         for (int r = 0; r < nc; ++r) {
           const int at = (par * nc + r) * kMaxOutputs + lane;
-          z += CLUSTER ? m.hp[at] : __ldcg(p.xch_head + at);
+          z += __ldcg(p.xch_head + at);
         }
       }
       const float za = __shfl_sync(0xffffffffu, z, (2 * lane) & 31), zb = __shfl_sync(0xffffffffu, z, (2 * lane + 1) & 31);
@@ -424,7 +314,7 @@ __device__ void multi_service(const LstmParams& p, char* smem, volatile CtaFlags
   }
 }
 
-template <bool BF16, bool CLUSTER>
+template <bool BF16>
 __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
   const int tid = threadIdx.x, warp = tid >> 5;
   volatile CtaFlags* f = smem_at<volatile CtaFlags>(smem, p.s_flags);
@@ -434,30 +324,19 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
     const uint4* src = static_cast<const uint4*>(p.frags) + size_t(b) * p.block_frag;
     uint4* dst = smem_at<uint4>(smem, p.s_frags);
     for (int i = tid; i < p.block_frag; i += blockDim.x) dst[i] = __ldg(src + i);
-    const int parities = CLUSTER ? 2 : 1;
     uint32_t* xin = smem_at<uint32_t>(smem, p.s_xin);
-    for (int i = tid; i < (1 + parities * (p.L - 1)) * p.xin_stride; i += blockDim.x) xin[i] = 0;
+    for (int i = tid; i < p.L * p.xin_stride; i += blockDim.x) xin[i] = 0;
     for (int i = tid; i < O * Ub; i += blockDim.x) {
       const int o = i / Ub, j = i % Ub;
       m.hw[i] = u0 + j < H ? p.head_w[o * H + u0 + j] : 0.f;
-    }
-    if constexpr (CLUSTER) {  // the grid's partial sums and flags are in global memory
-      for (int i = tid; i < 2 * p.nc * kMaxOutputs; i += blockDim.x) m.hp[i] = 0.f;
-      for (int i = tid; i < p.L * p.nc; i += blockDim.x) m.xflags[i] = 0;
-      if (tid == 0) {
-        for (int i = 0; i < 2 * p.L; ++i) mbar_init(m.xbar + i, 1);  // one arrival: the owner's expect_tx
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      }
     }
     unsigned* claim = smem_at<unsigned>(smem, p.s_claim);
     for (int i = tid; i < p.mb.n_in; i += blockDim.x) m.seqw[i] = claim[i] = 0;
     if (tid == 0) dev::reset_flags(f);
   }
   __syncthreads();
-  // Peers store into this block's shared memory: all of it is initialised first.
-  if constexpr (CLUSTER) cg::this_cluster().sync();
   if (warp < p.compute_warps) {
-    multi_compute<BF16, CLUSTER>(p, smem, f, b);
+    multi_compute<BF16>(p, smem, f, b);
   } else if (warp < p.compute_warps + p.poll_warps) {
     // every block polls the input itself; none while a tick is being computed (mailbox.cuh, gate_answered)
     dev::poll_input<BF16>(p, warp - p.compute_warps, m.seqw, smem_at<unsigned>(smem, p.s_claim), m.x32, m.xin0, f, b == 0,
@@ -471,91 +350,28 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
     const unsigned long long n = f->answered;
     dev::st_volatile_v4(p.mb.status, make_uint4(wire_seq(n), unsigned(n), f->quit, 0));
   }
-  // No block leaves while a peer may still store into its shared memory.
-  if constexpr (CLUSTER) cg::this_cluster().sync();
 }
 
-template <bool BF16, bool CLUSTER>
-__global__ void __launch_bounds__(kMaxBlockThreads, 1) lstm_multiblock(const __grid_constant__ LstmParams p) {
+template <bool BF16>
+__global__ void __launch_bounds__(kMaxBlockThreads, 1) lstm_grid(const __grid_constant__ LstmParams p) {
   extern __shared__ __align__(16) char smem[];
   const int b = int(blockIdx.x);
   if (b < p.nc) {
-    multi_critical<BF16, CLUSTER>(p, smem, b);
+    multi_critical<BF16>(p, smem, b);
   } else {
     precompute_block(p, smem, b - p.nc);
   }
 }
 
-const void* multiblock_kernel(bool bf16, bool cluster) {
-  if (cluster) return bf16 ? (const void*)&lstm_multiblock<true, true> : (const void*)&lstm_multiblock<false, true>;
-  return bf16 ? (const void*)&lstm_multiblock<true, false> : (const void*)&lstm_multiblock<false, false>;
-}
+const void* grid_kernel(bool bf16) { return bf16 ? (const void*)&lstm_grid<true> : (const void*)&lstm_grid<false>; }
 
-}  // namespace
-
-int max_lstm_cluster_size() {
-  const void* fn = multiblock_kernel(false, true);
-  if (cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 8;  // the portable size every cluster-capable device supports
-  }
-  int device = 0, optin = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
-      cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 8;
-  }
-  // One block per SM (the kernel's shared memory), as many blocks as the largest cluster asked about.
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(32);
-  cfg.blockDim = dim3(kMaxBlockThreads);
-  cfg.dynamicSmemBytes = size_t(optin);
-  int n = 0;
-  if (cudaOccupancyMaxPotentialClusterSize(&n, fn, &cfg) != cudaSuccess || n < 1) {
-    (void)cudaGetLastError();
-    return 8;
-  }
-  return n;
-}
-
-namespace {
-
-// The launch configuration of p (attrs must outlive cfg's use) and the blocks that can be co-resident
-// where `stream`'s work runs (a green context or MPS may hold fewer SMs; clusters stay inside a GPC).
-cudaError_t multiblock_config(const LstmParams& p, cudaStream_t stream, const void** fn, cudaLaunchConfig_t& cfg,
-                              cudaLaunchAttribute (&attrs)[2], long long* fits) {
-  const bool cluster = p.family == KernelFamily::cluster;
-  *fn = multiblock_kernel(p.bf16 != 0, cluster);
-  cudaError_t e = cudaFuncSetAttribute(*fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);
+// The launch's blocks that can be co-resident where `stream`'s work runs (a green context or MPS may
+// hold fewer SMs than the device).
+cudaError_t grid_fits(const LstmParams& p, cudaStream_t stream, const void* fn, long long* fits) {
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);
   if (e != cudaSuccess) return e;
-  if (cluster && p.nc > 8 &&
-      (e = cudaFuncSetAttribute(*fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) != cudaSuccess)
-    return e;
-  int na = 0;
-  attrs[na].id = cudaLaunchAttributeCooperative;
-  attrs[na++].val.cooperative = 1;
-  if (cluster) {
-    attrs[na].id = cudaLaunchAttributeClusterDimension;
-    attrs[na].val.clusterDim.x = unsigned(p.nc);
-    attrs[na].val.clusterDim.y = 1;
-    attrs[na++].val.clusterDim.z = 1;
-  }
-  cfg = cudaLaunchConfig_t{};
-  cfg.gridDim = dim3(unsigned(p.grid()));
-  cfg.blockDim = dim3(unsigned(p.threads()));
-  cfg.dynamicSmemBytes = size_t(p.smem_bytes);
-  cfg.stream = stream;
-  cfg.attrs = attrs;
-  cfg.numAttrs = unsigned(na);
-  if (cluster) {
-    int clusters = 0;
-    if ((e = cudaOccupancyMaxActiveClusters(&clusters, *fn, &cfg)) != cudaSuccess) return e;
-    *fits = (long long)clusters * p.nc;
-    return cudaSuccess;
-  }
   int per_sm = 0;
-  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, *fn, p.threads(), p.smem_bytes)) != cudaSuccess)
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, p.threads(), p.smem_bytes)) != cudaSuccess)
     return e;
   try {
     *fits = coresident_blocks(per_sm, launch_sm_count(query_stream_sms(stream)));
@@ -567,26 +383,22 @@ cudaError_t multiblock_config(const LstmParams& p, cudaStream_t stream, const vo
 
 }  // namespace
 
-cudaError_t multiblock_max_coresident(const LstmParams& p, cudaStream_t stream, long long* fits) {
-  const void* fn = nullptr;
-  cudaLaunchConfig_t cfg;
-  cudaLaunchAttribute attrs[2] = {};
-  return multiblock_config(p, stream, &fn, cfg, attrs, fits);
+cudaError_t grid_max_coresident(const LstmParams& p, cudaStream_t stream, long long* fits) {
+  return grid_fits(p, stream, grid_kernel(p.bf16 != 0), fits);
 }
 
-cudaError_t launch_lstm_multiblock(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
-  if (p.stall_tick >= 0) return cudaErrorInvalidValue;  // the stall hook is compiled into the cta kernels only
-  const void* fn = nullptr;
-  cudaLaunchConfig_t cfg;
-  cudaLaunchAttribute attrs[2] = {};
+cudaError_t launch_lstm_grid(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
+  if (p.stall_tick >= 0) return cudaErrorInvalidValue;  // the stall hook is compiled into the cta and cluster kernels only
+  const void* fn = grid_kernel(p.bf16 != 0);
   long long fits = 0;
-  const cudaError_t e = multiblock_config(p, stream, &fn, cfg, attrs, &fits);
+  const cudaError_t e = grid_fits(p, stream, fn, &fits);
   if (e != cudaSuccess) return e;
   if (max_coresident) *max_coresident = fits;
   if (fits < p.grid()) return cudaErrorCooperativeLaunchTooLarge;
   LstmParams copy = p;
   void* args[] = {&copy};
-  return cudaLaunchKernelExC(&cfg, fn, args);
+  return cudaLaunchCooperativeKernel(fn, dim3(unsigned(p.grid())), dim3(unsigned(p.threads())), args,
+                                     size_t(p.smem_bytes), stream);
 }
 
 }  // namespace hotpath::cuda

@@ -1,0 +1,85 @@
+// The cluster kernel's one exchange primitive: a tagged word. Every value a block hands to another (an
+// input element, a hidden unit's h, a head partial sum) travels as one 8-byte word, the value in the low
+// 32 bits and the tick's wire seq in the high 32, written straight into the consumer's shared memory
+// with one 64-bit store (single-copy atomic). The consumer spins on exactly the words it reads until
+// their tags have reached its tick: the "ready" signal is folded into the data, so no flag, fence,
+// barrier or mbarrier sits on the critical path (docs/cuda.md, "The cluster kernel", has the
+// measurements that chose this over st.async + mbarrier and the hardware cluster barrier).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace hotpath::cuda::dev {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+// The address of the same shared-memory location in block `rank` of this cluster.
+__device__ __forceinline__ uint32_t peer_smem(uint32_t local, unsigned rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(local), "r"(rank));
+  return r;
+}
+
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ unsigned long long tagged(unsigned seq, uint32_t value) {
+  return ((unsigned long long)seq << 32) | value;
+}
+__device__ __forceinline__ uint32_t tag_of(unsigned long long w) { return uint32_t(w >> 32); }
+__device__ __forceinline__ uint32_t value_of(unsigned long long w) { return uint32_t(w); }
+// A tag has reached seq: this tick's word, or (never in a correct run: a peer cannot pass a tick whose
+// words this block has not yet read) a later one; a wait never hangs on an overwritten word.
+__device__ __forceinline__ bool reached(uint32_t tag, unsigned seq) { return int(tag - seq) >= 0; }
+
+// One word into shared memory of cluster block `rank` (its shared::cluster address), relaxed at cluster
+// scope: the consumer's loads of the same word see it whole.
+__device__ __forceinline__ void st_word(uint32_t cluster_addr, unsigned long long w) {
+  asm volatile("st.relaxed.cluster.shared::cluster.u64 [%0], %1;" ::"r"(cluster_addr), "l"(w) : "memory");
+}
+// Two adjacent words of this block's shared memory (16-byte aligned), each read whole.
+__device__ __forceinline__ void ld_words2(const unsigned long long* p, unsigned long long& a, unsigned long long& b) {
+  asm volatile("ld.relaxed.cluster.shared::cta.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "r"(smem_u32(p)) : "memory");
+}
+__device__ __forceinline__ unsigned long long ld_word(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.cluster.shared::cta.u64 %0, [%1];" : "=l"(v) : "r"(smem_u32(p)) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned long long ld_word_remote(uint32_t cluster_addr) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.cluster.shared::cluster.u64 %0, [%1];" : "=l"(v) : "r"(cluster_addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_u32_remote(uint32_t cluster_addr, unsigned v) {
+  asm volatile("st.relaxed.cluster.shared::cluster.u32 [%0], %1;" ::"r"(cluster_addr), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait_acquire() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+
+// A value's hi and lo 16-bit halves in one 32-bit word (hi | lo << 16): the tensor cores then see it to
+// ~22 (fp16) / 16 (bf16) bits, leaving weight rounding as the only half-precision error.
+template <bool BF16>
+__device__ __forceinline__ uint32_t hi_lo(float x) {
+  if constexpr (BF16) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(x);
+    const __nv_bfloat16 l = __float2bfloat16_rn(x - __bfloat162float(h));
+    return uint32_t(__bfloat16_as_ushort(h)) | (uint32_t(__bfloat16_as_ushort(l)) << 16);
+  } else {
+    const __half h = __float2half_rn(x);
+    const __half l = __float2half_rn(x - __half2float(h));
+    return uint32_t(__half_as_ushort(h)) | (uint32_t(__half_as_ushort(l)) << 16);
+  }
+}
+
+// The B register of an m16n8k16 fragment from the words of two consecutive k: their hi halves (even
+// columns of B) or their lo halves (odd columns), chosen by `sel` (0x5410 hi, 0x7632 lo).
+__device__ __forceinline__ uint32_t b_pair(uint32_t w0, uint32_t w1, uint32_t sel) { return __byte_perm(w0, w1, sel); }
+
+}  // namespace hotpath::cuda::dev
