@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "cuda/kernels/cluster/cluster_policy.hpp"
-#include "cuda/mailbox_host.hpp"
+#include "cuda/input_layout.hpp"
 #include "util/error.hpp"
 #include "util/half.hpp"
 

@@ -20,25 +20,6 @@ size_t round_line(size_t n) { return (n + kLine - 1) / kLine * kLine; }
 constexpr int kChunksPerLine = int(kLine / sizeof(Chunk));
 }  // namespace
 
-InputLayout input_layout(int floats, bool dual_seq_input) {
-  if (floats < 1) throw Error("the cuda mailbox needs at least 1 input float a tick, not " + std::to_string(floats));
-  if (floats > kMaxInputFloats)
-    throw UnsupportedError("the cuda mailbox carries at most " + std::to_string(kMaxInputFloats) +
-                           " input floats a tick, not " + std::to_string(floats));
-  InputLayout l;
-  l.floats_per_chunk = dual_seq_input ? 2 : 3;
-  l.chunks = chunks_for(floats, l.floats_per_chunk);
-  l.stride = chunks_for(l.chunks, kChunksPerLine) * kChunksPerLine;
-  return l;
-}
-
-int fit_poll_sets(int chunks, int requested, int other_warps, int max_threads) {
-  const int per_set = chunks_for(chunks, 32);
-  int sets = std::max(1, requested);
-  while (sets > 1 && 32 * (per_set * sets + other_warps) > max_threads) --sets;
-  return sets;
-}
-
 HostMailbox::HostMailbox(int in_floats, int out_floats, const MailboxOptions& options)
     : options_(options), in_floats_(in_floats), out_floats_(out_floats) {
   const InputLayout layout = input_layout(in_floats, options.dual_seq_input);
