@@ -53,7 +53,7 @@ if [ "${SKIP_CLI:-0}" != 1 ]; then
 fi
 say "build took $(( $(date +%s) - t0 )) s"
 grep -E 'registers|spill' "$LOG" | sort | uniq -c | head -8
-OBJ=$(find "$BUILD" -name 'lstm_persistent.cu.o' | head -1)
+OBJ=$(find "$BUILD" -name 'lstm_cta.cu.o' | head -1)
 if command -v cuobjdump >/dev/null && [ -n "$OBJ" ]; then
   say "SASS instruction mix of the LSTM kernel (HMMA = tensor cores, LDL/STL = local memory)"
   cuobjdump --dump-sass "$OBJ" | gzip -9 >"$OUT/sass.txt.gz"

@@ -28,7 +28,7 @@ say "build"
 ninja -C "$BUILD" -j"$(nproc)" hotpath test_cuda_backend >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error' "$LOG" | head -20; exit 1; }
 HP=$BUILD/hotpath
 say "spills of the persistent kernels (ptxas)"
-grep -E 'Compiling entry|spill' "$LOG" | grep -A1 -E 'lstm_persistent|lstm_multi' | grep -B1 -E '[1-9][0-9]* bytes spill' | head -12 | tee -a "$LOG"
+grep -E 'Compiling entry|spill' "$LOG" | grep -A1 -E 'lstm_persistent|lstm_multi|lstm_cluster' | grep -B1 -E '[1-9][0-9]* bytes spill' | head -12 | tee -a "$LOG"
 TIMEOUT=${TIMEOUT:-240}
 
 # Runs a command with a deadline in its own process group; past it, the stacks of every host thread

@@ -16,7 +16,7 @@
 #include "cuda/batch_chunks.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_raii.hpp"
-#include "cuda/kernels/lstm_batch.hpp"
+#include "cuda/kernels/batch/lstm_batch.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::cuda {

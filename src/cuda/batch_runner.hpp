@@ -1,5 +1,5 @@
 // The CUDA backend's throughput path (issue 11): backtests (window and streaming) and fresh windows,
-// many sequences in lockstep through kernels/lstm_batch.cu. Inputs stream through in chunks: pinned
+// many sequences in lockstep through kernels/batch/lstm_batch.cu. Inputs stream through in chunks: pinned
 // host buffers allocated once, host-to-device copy, compute and device-to-host copy on three streams so
 // that chunk j's copies overlap chunk j-1's compute. The persistent tick kernel is not involved.
 #pragma once
@@ -14,7 +14,7 @@
 
 namespace hotpath::cuda {
 
-// Host-side packing of a model for the batch kernels (layouts in kernels/lstm_batch.hpp). Plain C++:
+// Host-side packing of a model for the batch kernels (layouts in kernels/batch/lstm_batch.hpp). Plain C++:
 // built and tested without a GPU.
 struct BatchWeights {
   int I = 0, H = 0, L = 0, O = 0, Ip = 0, Hp = 0, Np = 0;

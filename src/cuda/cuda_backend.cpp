@@ -15,7 +15,7 @@
 #include "cuda/cuda_raii.hpp"
 #include "cuda/device_claim.hpp"
 #include "cuda/kernel_choice.hpp"
-#include "cuda/kernels/lstm_launch.hpp"
+#include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "cuda/mailbox_host.hpp"
 #include "util/error.hpp"

@@ -16,7 +16,7 @@
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_raii.hpp"
-#include "cuda/kernels/lstm_launch.hpp"
+#include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/mailbox_host.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"

@@ -6,7 +6,7 @@
 #include "cuda/cuda_raii.hpp"
 #include "cuda/device.hpp"
 #include "cuda/kernel_choice.hpp"
-#include "cuda/kernels/lstm_launch.hpp"
+#include "cuda/kernels/common/lstm_launch.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::cuda {

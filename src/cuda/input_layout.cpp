@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "cuda/kernels/mailbox_layout.hpp"
+#include "cuda/kernels/common/mailbox_layout.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::cuda {

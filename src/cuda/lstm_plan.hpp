@@ -8,7 +8,7 @@
 
 #include "backend/backend.hpp"
 #include "cuda/device.hpp"
-#include "cuda/kernels/lstm_params.hpp"
+#include "cuda/kernels/common/lstm_params.hpp"
 #include "model/model.hpp"
 
 namespace hotpath::cuda {

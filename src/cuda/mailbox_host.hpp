@@ -7,7 +7,7 @@
 
 #include "cuda/device.hpp"
 #include "cuda/input_layout.hpp"
-#include "cuda/kernels/mailbox_layout.hpp"
+#include "cuda/kernels/common/mailbox_layout.hpp"
 
 namespace hotpath::cuda {
 

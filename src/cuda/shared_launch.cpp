@@ -10,7 +10,7 @@
 #include "cuda/cuda_check.hpp"
 #include "cuda/device.hpp"
 #include "cuda/kernel_choice.hpp"
-#include "cuda/kernels/lstm_launch.hpp"
+#include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/memory.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"

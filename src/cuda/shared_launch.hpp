@@ -20,7 +20,7 @@
 #include "backend/backend.hpp"
 #include "cuda/cuda_raii.hpp"
 #include "cuda/device_claim.hpp"
-#include "cuda/kernels/lstm_params.hpp"
+#include "cuda/kernels/common/lstm_params.hpp"
 #include "cuda/mailbox_host.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "cuda/sm_partition.hpp"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "cuda/kernels/mailbox_layout.hpp"  // plain C++: the mailbox's limits hold in every build
+#include "cuda/kernels/common/mailbox_layout.hpp"  // plain C++: the mailbox's limits hold in every build
 #include "model/model.hpp"
 
 namespace hotpath::gpu {

@@ -12,7 +12,7 @@
 #include "backend/backend.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device.hpp"
-#include "cuda/kernels/mailbox_layout.hpp"
+#include "cuda/kernels/common/mailbox_layout.hpp"
 #include "engine/engine.hpp"
 #include "engine/fallback.hpp"
 #include "engine/warm.hpp"

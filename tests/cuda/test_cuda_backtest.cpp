@@ -22,7 +22,7 @@
 #include "cuda/batch_runner.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device.hpp"
-#include "cuda/kernels/lstm_batch.hpp"
+#include "cuda/kernels/batch/lstm_batch.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "engine/engine.hpp"
 #include "model/zoo.hpp"

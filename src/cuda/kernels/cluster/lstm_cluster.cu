@@ -29,9 +29,9 @@
 
 #include "cuda/kernels/cluster/cluster_policy.hpp"
 #include "cuda/kernels/cluster/tagged_words.cuh"
-#include "cuda/kernels/lstm_launch.hpp"
-#include "cuda/kernels/mailbox.cuh"
-#include "cuda/kernels/precompute.cuh"
+#include "cuda/kernels/common/lstm_launch.hpp"
+#include "cuda/kernels/common/mailbox.cuh"
+#include "cuda/kernels/common/precompute.cuh"
 
 namespace hotpath::cuda {
 namespace {

@@ -22,9 +22,9 @@
 #include <exception>
 
 #include "cuda/device.hpp"
-#include "cuda/kernels/lstm_launch.hpp"
-#include "cuda/kernels/mailbox.cuh"
-#include "cuda/kernels/precompute.cuh"
+#include "cuda/kernels/common/lstm_launch.hpp"
+#include "cuda/kernels/common/mailbox.cuh"
+#include "cuda/kernels/common/precompute.cuh"
 
 namespace hotpath::cuda {
 namespace {

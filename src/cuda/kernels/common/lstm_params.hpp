@@ -1,4 +1,4 @@
-// Parameters of the persistent LSTM kernel family (lstm_persistent.cu), visible to plain C++.
+// Parameters of the persistent LSTM kernel family (common to every family: cta/, cluster/, grid/), visible to plain C++.
 //
 // One launch, cooperative (all blocks co-resident): block 0 is the critical block, blocks 1..np run
 // the precompute. Block 0 holds W_ih of every layer and the head in shared memory as tensor-core
@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cuda/kernels/mailbox_layout.hpp"
+#include "cuda/kernels/common/mailbox_layout.hpp"
 
 namespace hotpath::cuda {
 
@@ -32,7 +32,7 @@ enum CriticalVariant : int { kVariantSmem = 0, kVariantRegs = 1 };
 struct RegsShape {
   int kt0, kth, layers;
 };
-// The shapes the regs kernel is compiled for (lstm_persistent.cu instantiates exactly these).
+// The shapes the regs kernel is compiled for (cta/lstm_cta.cu instantiates exactly these).
 inline constexpr RegsShape kRegsShapes[] = {{2, 8, 2}, {2, 4, 3}, {2, 2, 1}};
 // The regs block is compute warps only (warp 0 polls the input and watches the lease, warp 1 forwards
 // x_t): <= 16 warps keep <= 4 warps per SM sub-partition, so a thread may hold 128 registers (with 17-18

@@ -5,9 +5,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "cuda/kernels/device_util.cuh"
-#include "cuda/kernels/lstm_params.hpp"
-#include "cuda/kernels/mailbox.cuh"
+#include "cuda/kernels/common/device_util.cuh"
+#include "cuda/kernels/common/lstm_params.hpp"
+#include "cuda/kernels/common/mailbox.cuh"
 
 namespace hotpath::cuda::dev {
 

@@ -2,7 +2,7 @@
 // or the single streaming state) and publish P_l = W_hh,l h_l + b_l and c_l of the window that completes
 // next, for the critical step of the next tick.
 #pragma once
-#include "cuda/kernels/tick_common.cuh"
+#include "cuda/kernels/common/tick_common.cuh"
 
 namespace hotpath::cuda::dev {
 

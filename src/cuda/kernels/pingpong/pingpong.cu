@@ -3,8 +3,8 @@
 // then the responder, then the service warp.
 #include <cuda_runtime.h>
 
-#include "cuda/kernels/lstm_launch.hpp"
-#include "cuda/kernels/mailbox.cuh"
+#include "cuda/kernels/common/lstm_launch.hpp"
+#include "cuda/kernels/common/mailbox.cuh"
 
 namespace hotpath::cuda {
 namespace {

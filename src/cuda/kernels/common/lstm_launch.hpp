@@ -3,8 +3,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include "cuda/kernels/lstm_params.hpp"
-#include "cuda/kernels/mailbox_layout.hpp"
+#include "cuda/kernels/common/lstm_params.hpp"
+#include "cuda/kernels/common/mailbox_layout.hpp"
 
 namespace hotpath::cuda {
 

@@ -18,9 +18,9 @@
 #include <iterator>
 
 #include "cuda/device.hpp"
-#include "cuda/kernels/lstm_launch.hpp"
-#include "cuda/kernels/mailbox.cuh"
-#include "cuda/kernels/precompute.cuh"
+#include "cuda/kernels/common/lstm_launch.hpp"
+#include "cuda/kernels/common/mailbox.cuh"
+#include "cuda/kernels/common/precompute.cuh"
 
 namespace hotpath::cuda {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "cuda/kernels/lstm_batch.hpp"
+#include "cuda/kernels/batch/lstm_batch.hpp"
 
 namespace hotpath::cuda {
 namespace {

@@ -1,8 +1,8 @@
 // Device side of the mailbox (mailbox_layout.hpp): poller warps that turn 16-byte input chunks into
 // shared memory, and the service warp that watches the host's control chunk (stop, heartbeat lease).
 #pragma once
-#include "cuda/kernels/device_util.cuh"
-#include "cuda/kernels/mailbox_layout.hpp"
+#include "cuda/kernels/common/device_util.cuh"
+#include "cuda/kernels/common/mailbox_layout.hpp"
 
 namespace hotpath::cuda::dev {
 
