@@ -320,7 +320,7 @@ class CudaBackend final : public Backend {
       f["precompute_weights"] = p.pre_global ? "global" : "shared";
       f["precompute_state"] = plan_.pre_state_floats > 0 ? "global" : "shared";
       if (p.family == cuda::KernelFamily::cluster) {
-        f["cluster_exchange"] = "tagged words";
+        f["cluster_exchange"] = copt_.cluster_async_exchange ? "st.async+mbarrier" : "tagged words";
         f["cluster_tiles_per_warp"] = std::to_string(p.cl.slots);
         f["cluster_register_tiles"] = std::to_string(std::min(p.cl.slots, p.cl.regs));
       }
@@ -497,6 +497,7 @@ class CudaBackend final : public Backend {
     p.stall_tick = copt_.stall_tick;
     p.stall_ns = (long long)(copt_.stall_us * 1e3);
     p.forward_after_output = copt_.forward_after_output;
+    p.cl.async_exchange = copt_.cluster_async_exchange ? 1 : 0;
     p.gate_sleep_ns = copt_.gate_sleep_ns;
     p.keep_warm = copt_.keep_warm;
     if (copt_.shared) {

@@ -21,6 +21,9 @@ struct CudaOptions {
   // Cluster family: the cluster's size in blocks (0: the planner's choice, the fewest blocks whose warps
   // hold all their W_ih tiles in registers); a size the model cannot be split over is refused by name.
   int cluster_blocks = 0;
+  // Cluster family: how values cross blocks. false: tagged 8-byte words the consumer spins on (no flag or
+  // barrier); true: 4-byte words by st.async, each layer's bytes counted on an mbarrier (docs/cuda.md).
+  bool cluster_async_exchange = false;
   // Many instances on one GPU (issue 10): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.

@@ -178,6 +178,10 @@ int cluster_critical_layout(LstmParams& p, int nc, int gpb, bool assign) {
   cl.s_th = take((p.L - 1) * 8LL * cl.h_words);
   cl.s_thead = take(8LL * nc * gpb * p.O);
   cl.s_stats = take(8LL * (kClusterStatSlots + 2));
+  cl.s_xw = take(p.kt[0] * 16 * 4LL);
+  cl.s_hx = take((p.L - 1) * 4LL * cl.h_words);
+  cl.s_headf = take(4LL * nc * gpb * p.O);
+  cl.s_bar = take(8LL * (p.L + 1) * 2);
   const int spill_at = take(16LL * ClusterPolicy::warps * spill * 64), x32 = take(p.mb.n_in * 3 * 4LL),
             red = take(4LL * 2 * ksplit * gpb * 32), P = take(4LL * p.L * 4 * Ub), c = take(4LL * p.L * Ub),
             hw = take(4LL * p.O * Ub), flags = take(32);

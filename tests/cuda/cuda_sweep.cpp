@@ -264,27 +264,31 @@ int main(int argc, char** argv) {
                     cpu, check, "cluster");
         }
       };
+      // the two exchanges side by side: tagged words, st.async + mbarrier
+      auto both = [&](const std::string& label, const std::string& zoo, Mode mode, std::initializer_list<int> blocks) {
+        for (int nb : blocks)
+          for (bool async : {false, true}) {
+            CudaOptions c = copt;
+            c.cluster_blocks = nb;
+            c.cluster_async_exchange = async;
+            model_run(label + " cluster " + (nb ? std::to_string(nb) : std::string("auto")) + (async ? " mbarrier" : " tagged"),
+                      zoo, mode, Precision::fp16, n, c, cpu, check, "cluster");
+          }
+      };
+      (void)sizes;
       pingpong("32f default", 32, pp, def, cpu);
       model_run("lstm_s window fp16 cta", "lstm_s", Mode::window, Precision::fp16, n, copt, cpu, check, "cta");
-      sizes("lstm_m window fp16", "lstm_m", Mode::window, {0, 8});
-      sizes("lstm_s window fp16", "lstm_s", Mode::window, {0, 8});
-      pingpong("32f default, again", 32, pp, def, cpu);
-      model_run("lstm_m window bf16 cluster", "lstm_m", Mode::window, Precision::bf16, n, copt, cpu, check, "cluster");
-      model_run("lstm_m streaming fp16 cluster", "lstm_m", Mode::streaming, Precision::fp16, n, copt, cpu, check, "cluster");
+      both("lstm_m window fp16", "lstm_m", Mode::window, {0, 8});
       pingpong("192f default", 192, pp, def, cpu);
-      sizes("nv_medium window fp16", "nv_medium", Mode::window, {0, 5});
+      both("nv_medium window fp16", "nv_medium", Mode::window, {0});
+      pingpong("250f default", 250, pp, def, cpu);
+      both("stac_b window fp16", "stac_b", Mode::window, {0});
+      pingpong("256f default", 256, pp, def, cpu);
+      both("vollo_small streaming fp16", "vollo_small", Mode::streaming, {0});
       pingpong("100f default", 100, pp, def, cpu);
       model_run("stac_a window fp16 cta", "stac_a", Mode::window, Precision::fp16, n, copt, cpu, check, "cta");
-      sizes("stac_a window fp16", "stac_a", Mode::window, {0});
-      pingpong("250f default", 250, pp, def, cpu);
-      sizes("stac_b window fp16", "stac_b", Mode::window, {0, 7});
-      pingpong("256f default", 256, pp, def, cpu);
-      sizes("vollo_small streaming fp16", "vollo_small", Mode::streaming, {0});
-      pingpong("128f default", 128, pp, def, cpu);
-      model_run("nv_small window fp16 cta", "nv_small", Mode::window, Precision::fp16, n, copt, cpu, check, "cta");
-      sizes("nv_small window fp16", "nv_small", Mode::window, {0});
-      model_run("vollo_tiny streaming fp16 cta", "vollo_tiny", Mode::streaming, Precision::fp16, n, copt, cpu, check, "cta");
-      sizes("vollo_tiny streaming fp16", "vollo_tiny", Mode::streaming, {0});
+      both("stac_a window fp16", "stac_a", Mode::window, {0});
+      pingpong("32f default, again", 32, pp, def, cpu);
     } else {
       run_standard(ticks, pp, cpu, quick, def);
     }

@@ -49,19 +49,25 @@ BackendOptions opts(Mode mode, int window, Precision p = Precision::fp16) {
 // as the engine wraps it for --fallback cpu (a CPU backend shadows every tick).
 std::unique_ptr<Backend> make_variant(const Model& m, BackendOptions o, const std::string& variant,
                                       const CudaOptions& c = {}, bool fallback = false) {
-  // "cluster" and "grid" name kernel families (their one critical-step variant), the rest cta variants
+  // "cluster" and "grid" name kernel families (their one critical-step variant; "cluster-mbarrier" the
+  // cluster kernel with its other exchange), the rest cta variants
+  CudaOptions cc = c;
   if (variant == "cluster" || variant == "grid") o.kernel = variant;
+  else if (variant == "cluster-mbarrier") o.kernel = "cluster", cc.cluster_async_exchange = true;
   else o.variant = variant;
   try {
-    auto b = make_cuda_backend(m, o, c);
+    auto b = make_cuda_backend(m, o, cc);
     if (!fallback) return b;
     BackendOptions co = o;
     co.precision.reset();
     co.variant.clear();
+    co.kernel.clear();
     return engine::with_fallback(std::move(b), make_backend("cpu", m, co), -1);
   } catch (const UnsupportedError& e) {
     // these serve every tested model
-    if (variant == "smem" || variant == kCudaVariants[0] || variant == "cluster" || variant == "grid") throw;
+    if (variant == "smem" || variant == kCudaVariants[0] || variant == "cluster" || variant == "cluster-mbarrier" ||
+        variant == "grid")
+      throw;
     std::printf("[variant %s] refused: %s\n", variant.c_str(), e.what());
     return nullptr;
   }
@@ -190,18 +196,27 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaGolden,
                          ::testing::Combine(::testing::Values("tiny", "small2x128", "multi_out"),
                                             ::testing::Values(Precision::fp16, Precision::bf16),
                                             ::testing::Values(std::string("smem"), std::string("regs"),
-                                                              std::string("cluster"), std::string("grid"))),
+                                                              std::string("cluster"), std::string("cluster-mbarrier"),
+                                                              std::string("grid"))),
                          [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + precision_name(std::get<1>(info.param)) + "_" +
-                                  std::get<2>(info.param);
+                           std::string v = std::get<2>(info.param);
+                           for (char& ch : v)
+                             if (ch == '-') ch = '_';
+                           return std::get<0>(info.param) + "_" + precision_name(std::get<1>(info.param)) + "_" + v;
                          });
 
 // The tests below run once per critical-step variant of the cta kernel, and on the cluster kernel (the
 // lifecycle, deadlines and catch-up are each kernel's own code).
 class CudaVariant : public ::testing::TestWithParam<std::string> {};
 INSTANTIATE_TEST_SUITE_P(Variants, CudaVariant,
-                         ::testing::Values(std::string("smem"), std::string("regs"), std::string("cluster")),
-                         [](const auto& info) { return info.param; });
+                         ::testing::Values(std::string("smem"), std::string("regs"), std::string("cluster"),
+                                           std::string("cluster-mbarrier")),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
 
 // ---- long runs against the incremental reference ----------------------------------------------------
 

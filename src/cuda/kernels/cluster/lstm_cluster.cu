@@ -70,6 +70,11 @@ struct ClusterSmem {
   float* sP;        // [L][4][Ub]
   float* sc;        // [L][Ub]
   float* hw;        // rounded head weights [O][Ub]
+  // the mbarrier exchange (async_exchange): untagged words, mbarriers [L + 1][2 tick parities]
+  uint32_t* xw;
+  uint32_t* hx;
+  float* headf;
+  uint64_t* bar;
   __device__ ClusterSmem(const LstmParams& p, char* smem)
       : tx(smem_at<ull>(smem, p.cl.s_tx)),
         th(smem_at<ull>(smem, p.cl.s_th)),
@@ -80,8 +85,49 @@ struct ClusterSmem {
         red(smem_at<float>(smem, p.s_red)),
         sP(smem_at<float>(smem, p.s_P)),
         sc(smem_at<float>(smem, p.s_c)),
-        hw(smem_at<float>(smem, p.s_hw)) {}
+        hw(smem_at<float>(smem, p.s_hw)),
+        xw(smem_at<uint32_t>(smem, p.cl.s_xw)),
+        hx(smem_at<uint32_t>(smem, p.cl.s_hx)),
+        headf(smem_at<float>(smem, p.cl.s_headf)),
+        bar(smem_at<uint64_t>(smem, p.cl.s_bar)) {}
 };
+
+// The mbarrier exchange's pieces: st.async into a peer's shared memory completing bytes on its
+// mbarrier; the owner arms each (layer, parity) barrier with the bytes it expects before the tick.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(dev::smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(dev::smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, unsigned parity) {
+  uint32_t ok;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+      " selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(ok)
+      : "r"(dev::smem_u32(bar)), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
+// Waits for tick s's phase of `bar`, or the block quits (false).
+__device__ __forceinline__ bool mbar_wait(uint64_t* bar, unsigned long long s, volatile CtaFlags* f) {
+  const unsigned parity = unsigned(s >> 1) & 1u;
+  while (!mbar_try_wait(bar, parity))
+    if (f->quit) return false;
+  return true;
+}
+__device__ __forceinline__ void st_async_v4(uint32_t addr, uint4 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void st_async_b32(uint32_t addr, uint32_t v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(addr), "r"(v), "r"(bar)
+               : "memory");
+}
+// Input words a block expects each tick on the mbarrier exchange: I rounded up to whole 16-byte stores.
+__device__ __forceinline__ int input_words_async(int I) { return (I + 3) & ~3; }
 
 // The B registers of k16 tile kk of a layer input (words `in`, `valid` of them written), once every word
 // this lane reads has reached seq; false when the block quits first. Lane (g, t) reads k = 16 kk + 2t,
@@ -114,13 +160,25 @@ __device__ __forceinline__ bool tile_b(const ull* in, int valid, int kk, unsigne
   }
 }
 
+// The B registers of k16 tile kk from untagged words (the mbarrier exchange: the layer's phase has
+// completed, every word is there; words past `valid` are zero and never written).
+__device__ __forceinline__ void tile_b_plain(const uint32_t* in, int valid, int kk, uint32_t sel, uint32_t& b0,
+                                             uint32_t& b1) {
+  const int t = threadIdx.x & 3;
+  const int k0 = kk * 16 + 2 * t, k1 = k0 + 8;
+  const uint2 w0 = k0 < valid ? *reinterpret_cast<const uint2*>(in + k0) : make_uint2(0u, 0u);
+  const uint2 w1 = k1 < valid ? *reinterpret_cast<const uint2*>(in + k1) : make_uint2(0u, 0u);
+  b0 = dev::b_pair(w0.x, w0.y, sel);
+  b1 = dev::b_pair(w1.x, w1.y, sel);
+}
+
 // Gate pre-activations of this warp's k-share of one layer: tiles [first, first + n) of its list, the
 // first `RS` of the list in registers (w), the rest in shared memory; k16 tile index k0 + (slot - first).
 // Two accumulator chains per m16 tile. Returns, in every lane (g, t), the four gates of unit g (hi + lo
 // columns summed). `wait` is measured: cycles until the first tile's words were all there.
-template <bool BF16, int RS>
+template <bool BF16, int RS, bool ASYNC>
 __device__ __forceinline__ void layer_gates(const uint4 (&w)[RS > 0 ? RS : 1][2], const uint4* spill, int first, int n,
-                                            int k0, const ull* in, int valid, unsigned seq,
+                                            int k0, const ull* in, const uint32_t* in_plain, int valid, unsigned seq,
                                             volatile CtaFlags* f, float (&y)[4], long long& t_data) {
   const int lane = threadIdx.x & 31;
   const uint32_t sel = ((lane >> 2) & 1) ? 0x7632u : 0x5410u;  // odd columns: lo halves
@@ -130,7 +188,8 @@ __device__ __forceinline__ void layer_gates(const uint4 (&w)[RS > 0 ? RS : 1][2]
   for (int j = 0; j < RS; ++j) {
     if (j >= first && j < first + n) {
       uint32_t b0, b1;
-      tile_b(in, valid, k0 + (j - first), seq, sel, b0, b1, f);
+      if constexpr (ASYNC) tile_b_plain(in_plain, valid, k0 + (j - first), sel, b0, b1);
+      else tile_b(in, valid, k0 + (j - first), seq, sel, b0, b1, f);
       if (first_tile) {
         t_data = clock64();
         first_tile = false;
@@ -142,7 +201,8 @@ __device__ __forceinline__ void layer_gates(const uint4 (&w)[RS > 0 ? RS : 1][2]
   // tiles held in shared memory: [slot - RS][2][32] of this warp's region
   for (int j = max(first, RS); j < first + n; ++j) {
     uint32_t b0, b1;
-    tile_b(in, valid, k0 + (j - first), seq, sel, b0, b1, f);
+    if constexpr (ASYNC) tile_b_plain(in_plain, valid, k0 + (j - first), sel, b0, b1);
+    else tile_b(in, valid, k0 + (j - first), seq, sel, b0, b1, f);
     if (first_tile) {
       t_data = clock64();
       first_tile = false;
@@ -190,7 +250,7 @@ __device__ __forceinline__ bool poll_input(const LstmParams& p, const ClusterSme
   }
 }
 
-template <bool BF16, int RS>
+template <bool BF16, int RS, bool ASYNC>
 __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int nct = p.compute_warps * 32;
@@ -230,7 +290,15 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
       const int o = i / Ub, j = i % Ub;
       m.hw[i] = u0 + j < H ? p.head_w[o * H + u0 + j] : 0.f;
     }
-    if (tid == 0) dev::reset_flags(f);
+    for (int i = tid; i < p.kt[0] * 16; i += blockDim.x) m.xw[i] = 0;
+    for (int i = tid; i < (L - 1) * cl.h_words; i += blockDim.x) m.hx[i] = 0;
+    if (tid == 0) {
+      dev::reset_flags(f);
+      if (ASYNC) {
+        for (int i = 0; i < 2 * (L + 1); ++i) mbar_init(m.bar + i, 1);  // one arrival: the owner's expect_tx
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      }
+    }
   }
   __syncthreads();
   dev::cluster_arrive_release();
@@ -239,6 +307,8 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
   // Where this block's words go: the same offset in every block (shared::cluster addresses of block 0's
   // view; mapa per peer).
   const uint32_t th_local = dev::smem_u32(m.th), tx_local = dev::smem_u32(m.tx), head_local = dev::smem_u32(m.thead);
+  const uint32_t hx_local = dev::smem_u32(m.hx), xw_local = dev::smem_u32(m.xw), headf_local = dev::smem_u32(m.headf);
+  const uint32_t bar_local = dev::smem_u32(m.bar);
   const float hb = (b == 0 && lane < O) ? p.head_b[lane] : 0.f;
 
   // Block 0's poll warps watch the lease while they wait (lane 0 of each: a PCIe load every 20 us).
@@ -281,6 +351,13 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
         ull* dst = p.words->cl_sum[b];
         for (int i = 0; i < 2 + 2 * L; ++i) dst[i] = m.stats[i];
       }
+      if (ASYNC) {
+        // this tick's exchanges: the input, every hidden layer's words, (block 0) the head's partials
+        const int par = int(s & 1);
+        mbar_expect_tx(m.bar + 0 * 2 + par, unsigned(4 * input_words_async(p.I)));
+        for (int l = 1; l < L; ++l) mbar_expect_tx(m.bar + l * 2 + par, unsigned(4 * n_units));
+        if (b == 0) mbar_expect_tx(m.bar + L * 2 + par, unsigned(4 * nc * gpb * O));
+      }
       __threadfence();
       atomicAdd(&p.words->prefetched, 1ull);
     }
@@ -322,7 +399,18 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
         dev::stall_if(p, s);  // test hook (stall_tick >= 0 only): a late answer
       }
       dev::named_barrier(nct);
-      if (!f->decision) {
+      if (!f->decision && ASYNC) {
+        // 16-byte stores of four words each (hi | lo halves; zeros past I) into every block, block 0 too
+        const int I = p.I, v4s = input_words_async(I) / 4, total = v4s * nc;
+        const uint32_t bar = bar_local + 8u * unsigned(0 * 2 + int(s & 1));
+        for (int i = tid; i < total; i += nct) {
+          const int r = i / v4s, c = i % v4s, k = 4 * c;
+          const uint4 v = make_uint4(k < I ? dev::hi_lo<BF16>(m.x32[k]) : 0u, k + 1 < I ? dev::hi_lo<BF16>(m.x32[k + 1]) : 0u,
+                                     k + 2 < I ? dev::hi_lo<BF16>(m.x32[k + 2]) : 0u,
+                                     k + 3 < I ? dev::hi_lo<BF16>(m.x32[k + 3]) : 0u);
+          st_async_v4(dev::peer_smem(xw_local + 16u * unsigned(c), unsigned(r)), v, dev::peer_smem(bar, unsigned(r)));
+        }
+      } else if (!f->decision) {
         // every input element as a word, into every block (block 0's own through the cluster window too)
         const int I = p.I, total = I * nc;
         for (int i = tid; i < total; i += nct) {
@@ -339,10 +427,14 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
       const int valid = l == 0 ? p.I : n_units;
       const int kt = p.kt[l], per = cl.tiles[l];
       const int k0 = ks * per, n = max(0, min(per, kt - k0));
+      const int valid_plain = l == 0 ? input_words_async(p.I) : n_units;
+      const uint32_t* in_plain = l == 0 ? m.xw : m.hx + size_t(l - 1) * cl.h_words;
       float y[4];
       long long t_data = 0;
-      layer_gates<BF16, RS>(w, m.spill + size_t(warp) * (cl.slots > RS ? cl.slots - RS : 0) * 64, cl.first[l], n, k0,
-                            in, valid, seq, f, y, t_data);
+      if (ASYNC && n > 0) mbar_wait(m.bar + l * 2 + int(s & 1), s, f);
+      layer_gates<BF16, RS, ASYNC>(w, m.spill + size_t(warp) * (cl.slots > RS ? cl.slots - RS : 0) * 64, cl.first[l], n,
+                                   k0, in, in_plain, ASYNC ? valid_plain : valid, seq, f, y, t_data);
+      if (l == 0 && warp == 0 && lane == 0) m.stats[kClusterStatSlots + 1] = dev::globaltimer_ns();  // the input is here
       // the group's partial sums meet: lane (g, t) keeps gate t. Two buffers, by layer parity: a k-share
       // warp may have its next layer's words (from other groups) while the cell warp still reads these.
       float pre;
@@ -369,7 +461,21 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
                   ag = __shfl_sync(0xffffffffu, act, base + 2), ao = __shfl_sync(0xffffffffu, act, base + 3);
       const float c = af * cprev + ai * ag;
       const float h = ao * dev::tanh_ftz(c);
-      if (l + 1 < L) {
+      if (ASYNC && l + 1 < L) {
+        // the group's 8 words (lanes 4g) as two 16-byte stores per block: lane i -> block i / 2, half i % 2
+        const uint32_t word = dev::hi_lo<BF16>(h);
+        const int half = lane & 1, r = lane >> 1;
+        uint4 v;
+        v.x = __shfl_sync(0xffffffffu, word, 16 * half);
+        v.y = __shfl_sync(0xffffffffu, word, 16 * half + 4);
+        v.z = __shfl_sync(0xffffffffu, word, 16 * half + 8);
+        v.w = __shfl_sync(0xffffffffu, word, 16 * half + 12);
+        if (r < nc && !f->quit) {
+          const uint32_t at = hx_local + 4u * unsigned(size_t(l) * cl.h_words + u0 + q * kUnitsPerGroup) + 16u * unsigned(half);
+          st_async_v4(dev::peer_smem(at, unsigned(r)), v,
+                      dev::peer_smem(bar_local + 8u * unsigned((l + 1) * 2 + int(s & 1)), unsigned(r)));
+        }
+      } else if (l + 1 < L) {
         // unit (b, q, g)'s h into every block's buffer of layer l+1: lane t stores to blocks t, t+4, ...
         const ull word = dev::tagged(seq, dev::hi_lo<BF16>(h));
         const uint32_t at = th_local + 8u * unsigned(size_t(l) * cl.h_words + u0 + ul);
@@ -384,8 +490,15 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
           v += __shfl_xor_sync(0xffffffffu, v, 4);
           v += __shfl_xor_sync(0xffffffffu, v, 8);
           v += __shfl_xor_sync(0xffffffffu, v, 16);
-          if (o < O && g == 0)
-            dev::st_word(dev::peer_smem(head_local + 8u * unsigned(col * O + o), 0u), dev::tagged(seq, __float_as_uint(v)));
+          if (o < O && g == 0) {
+            if (ASYNC) {
+              if (!f->quit)
+                st_async_b32(dev::peer_smem(headf_local + 4u * unsigned(col * O + o), 0u), __float_as_uint(v),
+                             dev::peer_smem(bar_local + 8u * unsigned(L * 2 + int(s & 1)), 0u));
+            } else {
+              dev::st_word(dev::peer_smem(head_local + 8u * unsigned(col * O + o), 0u), dev::tagged(seq, __float_as_uint(v)));
+            }
+          }
           if (4 * (i + 1) >= O) break;
         }
       }
@@ -394,7 +507,6 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
       if (warp == 0 && lane == 0) {
         const long long now = clock64();
         if (l == 0) {
-          m.stats[kClusterStatSlots + 1] = dev::globaltimer_ns();
           t_l0 = now;
         } else {
           m.stats[2 + 2 * l] += (unsigned long long)(t_data - t_wait);
@@ -408,7 +520,13 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
     if (b == 0 && warp == 0) {
       const int n = nc * gpb;
       float z = 0.f;
-      if (O == 1) {
+      if (ASYNC) {
+        mbar_wait(m.bar + L * 2 + int(s & 1), s, f);
+        if (lane < O)
+          for (int j = 0; j < n; ++j) z += m.headf[j * O + lane];
+        if (O == 1) z = __shfl_sync(0xffffffffu, z, 0);
+        z += hb;
+      } else if (O == 1) {
         // one output: the lanes share the n partials (lane j: j, j + 32, ...), then a warp sum
         for (;;) {
           bool ok = true;
@@ -479,29 +597,31 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
   dev::cluster_wait_acquire();
 }
 
-template <bool BF16, int RS>
+template <bool BF16, int RS, bool ASYNC>
 __global__ void __launch_bounds__(ClusterPolicy::warps * 32, 1) lstm_cluster(const __grid_constant__ LstmParams p) {
   extern __shared__ __align__(16) char smem[];
   const int b = int(blockIdx.x);
   if (b < p.nc) {
-    cluster_critical<BF16, RS>(p, smem, b);
+    cluster_critical<BF16, RS, ASYNC>(p, smem, b);
   } else {
     dev::precompute_block(p, smem, b - p.nc);
   }
 }
 
-template <bool BF16, size_t N = 0>
+template <bool BF16, bool ASYNC, size_t N = 0>
 const void* cluster_kernel_for(int regs) {
   if constexpr (N < std::size(ClusterPolicy::reg_slots)) {
     constexpr int rs = ClusterPolicy::reg_slots[N];
-    if (regs == rs) return (const void*)&lstm_cluster<BF16, rs>;
-    return cluster_kernel_for<BF16, N + 1>(regs);
+    if (regs == rs) return (const void*)&lstm_cluster<BF16, rs, ASYNC>;
+    return cluster_kernel_for<BF16, ASYNC, N + 1>(regs);
   }
   return nullptr;
 }
 
 const void* cluster_kernel(const LstmParams& p) {
-  return p.bf16 ? cluster_kernel_for<true>(p.cl.regs) : cluster_kernel_for<false>(p.cl.regs);
+  if (p.cl.async_exchange)
+    return p.bf16 ? cluster_kernel_for<true, true>(p.cl.regs) : cluster_kernel_for<false, true>(p.cl.regs);
+  return p.bf16 ? cluster_kernel_for<true, false>(p.cl.regs) : cluster_kernel_for<false, false>(p.cl.regs);
 }
 
 // The launch configuration of p (attrs must outlive cfg's use) and the blocks that can be co-resident
@@ -536,7 +656,7 @@ cudaError_t cluster_config(const LstmParams& p, cudaStream_t stream, const void*
 }  // namespace
 
 int max_lstm_cluster_size() {
-  const void* fn = cluster_kernel_for<false>(ClusterPolicy::reg_slots[0]);
+  const void* fn = cluster_kernel_for<false, false>(ClusterPolicy::reg_slots[0]);
   if (cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
     (void)cudaGetLastError();
     return 8;  // the portable size every cluster-capable device supports

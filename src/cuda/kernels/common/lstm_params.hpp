@@ -65,6 +65,11 @@ struct ClusterLayout {
   // shared memory (bytes): tagged input words [kt[0] * 16], hidden input words [L-1][h_words], head
   // partials [nc * gpb][O] (block 0), per-block timing sums [kClusterStatSlots]
   int s_tx = 0, s_th = 0, s_thead = 0, s_stats = 0;
+  // The other exchange (async_exchange = 1): untagged 4-byte words (hi | lo halves) stored by st.async,
+  // each layer's bytes counted on an mbarrier per (layer, tick parity): input words [kt[0] * 16], hidden
+  // words [L-1][h_words], head partials [nc * gpb][O] (fp32), mbarriers [L + 1][2]
+  int async_exchange = 0;
+  int s_xw = 0, s_hx = 0, s_headf = 0, s_bar = 0;
 };
 // The per-block timing sums of a cluster launch (SharedWords::cl_sum[block]): [0] the input's arrival in
 // this block after block 0 saw the whole of it (globaltimer ns), [1] ticks timed; per layer l: [2 + 2l]
