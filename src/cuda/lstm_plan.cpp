@@ -197,6 +197,18 @@ int cluster_critical_layout(LstmParams& p, int nc, int gpb, bool assign) {
   return s;
 }
 
+// The multi-block families' fragments: nc blocks of block_frag uint4, every layer's tiles where
+// frag_index puts them (padding zero).
+void pack_blocks(LstmPlan& plan, const Model& model) {
+  const LstmParams& p = plan.params;
+  plan.frags.assign(size_t(p.nc) * p.block_frag * 4, 0);
+  for (int l = 0; l < p.L; ++l)
+    for (int q = 0; q < p.groups; ++q)
+      for (int m = 0; m < 2; ++m)
+        for (int k = 0; k < p.kt[l]; ++k)
+          pack_group_tile(plan.frags, frag_index(p, l, q, m, k), model, l, q, m, k, p.bf16);
+}
+
 void fill_head(LstmPlan& plan, const Model& model) {
   const LstmParams& p = plan.params;
   plan.head_w.assign(size_t(p.O) * p.H, 0.0f);
@@ -389,12 +401,7 @@ LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int windo
   p.compute_warps = gpb * p.ksplit;
   const int critical_bytes = multi_critical_layout(p, gpb, p.ksplit, true);
 
-  plan.frags.assign(size_t(nc) * p.block_frag * 4, 0);
-  for (int l = 0; l < p.L; ++l)
-    for (int q = 0; q < p.groups; ++q)
-      for (int m = 0; m < 2; ++m)
-        for (int k = 0; k < p.kt[l]; ++k)
-          pack_group_tile(plan.frags, frag_index(p, l, q, m, k), model, l, q, m, k, p.bf16);
+  pack_blocks(plan, model);
   plan.critical_weight_bytes = plan.frags.size() * 4;
   fill_head(plan, model);
 
@@ -458,12 +465,7 @@ LstmPlan plan_cluster(const Model& model, Precision precision, Mode mode, int wi
                            limits.name + ")");
   }
   const int critical_bytes = cluster_critical_layout(p, nc, gpb, true);
-  plan.frags.assign(size_t(nc) * p.block_frag * 4, 0);
-  for (int l = 0; l < p.L; ++l)
-    for (int q = 0; q < p.groups; ++q)
-      for (int m = 0; m < 2; ++m)
-        for (int k = 0; k < p.kt[l]; ++k)
-          pack_group_tile(plan.frags, frag_index(p, l, q, m, k), model, l, q, m, k, p.bf16);
+  pack_blocks(plan, model);
   plan.critical_weight_bytes = critical_weight_bytes(cfg, true);
   fill_head(plan, model);
 

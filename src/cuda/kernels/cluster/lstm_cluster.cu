@@ -40,20 +40,6 @@ using dev::CtaFlags;
 using dev::smem_at;
 using ull = unsigned long long;
 
-// mma.sync without `volatile`: pure register arithmetic the compiler may schedule.
-template <bool BF16>
-__device__ __forceinline__ void mma_f32(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
-  if constexpr (BF16) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
-  }
-}
-
 __device__ __forceinline__ void group_barrier(int q, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(2 + q), "r"(threads) : "memory");
 }
@@ -194,8 +180,8 @@ __device__ __forceinline__ void layer_gates(const uint4 (&w)[RS > 0 ? RS : 1][2]
         t_data = clock64();
         first_tile = false;
       }
-      mma_f32<BF16>(a0[j & 1], w[j][0], b0, b1);
-      mma_f32<BF16>(a1[j & 1], w[j][1], b0, b1);
+      dev::mma16816_nv<BF16>(a0[j & 1], w[j][0], b0, b1);
+      dev::mma16816_nv<BF16>(a1[j & 1], w[j][1], b0, b1);
     }
   }
   // tiles held in shared memory: [slot - RS][2][32] of this warp's region
@@ -208,8 +194,8 @@ __device__ __forceinline__ void layer_gates(const uint4 (&w)[RS > 0 ? RS : 1][2]
       first_tile = false;
     }
     const uint4* s = spill + size_t(j - RS) * 2 * 32 + lane;
-    mma_f32<BF16>(a0[j & 1], s[0], b0, b1);
-    mma_f32<BF16>(a1[j & 1], s[32], b0, b1);
+    dev::mma16816_nv<BF16>(a0[j & 1], s[0], b0, b1);
+    dev::mma16816_nv<BF16>(a1[j & 1], s[32], b0, b1);
   }
   if (first_tile) t_data = clock64();
   // columns 2t (hi) and 2t+1 (lo) of rows g (gates i / g) and g+8 (f / o)
@@ -330,14 +316,7 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
     }
     dev::named_barrier(nct);
     if (f->decision) break;
-    for (int i = tid; i < L * 4 * Ub; i += nct) {
-      const int l = i / (4 * Ub), r = i % (4 * Ub), gate = r / Ub, j = r % Ub;
-      m.sP[i] = u0 + j < H ? __ldcg(p.pub_P + l * 4 * H + gate * H + u0 + j) : 0.f;
-    }
-    for (int i = tid; i < L * Ub; i += nct) {
-      const int l = i / Ub, j = i % Ub;
-      m.sc[i] = u0 + j < H ? __ldcg(p.pub_c + l * H + u0 + j) : 0.f;
-    }
+    dev::load_pc_slice(p, u0, Ub, m.sP, m.sc, nct);
     dev::named_barrier(nct);
     if (tid == 0) {
       // the last tick's timing sums, off the critical path (the host reads them while the kernel runs):

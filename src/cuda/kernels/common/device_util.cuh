@@ -60,6 +60,20 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint4& a, uint32_t
   }
 }
 
+// mma.sync without `volatile`: pure register arithmetic the compiler may schedule freely.
+template <bool BF16>
+__device__ __forceinline__ void mma16816_nv(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
+  if constexpr (BF16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+  }
+}
+
 // __expf (ex2.approx, ~2 ulp): within ~1e-7 absolute of the float64 reference,
 // far under the half-precision weight rounding (SPEC §4). tanh.approx (2^-11 relative) would not be.
 // __fdividef (rcp.approx, 2 ulp; 1/inf = 0 gives the right limit) instead of the IEEE division routine.

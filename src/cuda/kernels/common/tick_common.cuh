@@ -131,4 +131,18 @@ __device__ __forceinline__ bool wait_precompute_round(const LstmParams& p, unsig
   return f->decision != 0;
 }
 
+// The multi-block families, every compute thread (nct of them): this block's slice of the published
+// round, P_l [L][4 gates][Ub] and c_l [L][Ub] of units [u0, u0 + Ub) (zero past H).
+__device__ __forceinline__ void load_pc_slice(const LstmParams& p, int u0, int Ub, float* sP, float* sc, int nct) {
+  const int H = p.H, L = p.L;
+  for (int i = int(threadIdx.x); i < L * 4 * Ub; i += nct) {
+    const int l = i / (4 * Ub), r = i % (4 * Ub), gate = r / Ub, j = r % Ub;
+    sP[i] = u0 + j < H ? __ldcg(p.pub_P + l * 4 * H + gate * H + u0 + j) : 0.f;
+  }
+  for (int i = int(threadIdx.x); i < L * Ub; i += nct) {
+    const int l = i / Ub, j = i % Ub;
+    sc[i] = u0 + j < H ? __ldcg(p.pub_c + l * H + u0 + j) : 0.f;
+  }
+}
+
 }  // namespace hotpath::cuda::dev

@@ -287,20 +287,6 @@ __device__ __forceinline__ int bpos(int k) {
   return ((((kk >> 1) * 4 + (w & 3)) * 4 + slot) << 1) + (r & 1);
 }
 
-// mma.sync without `volatile`: pure register arithmetic the compiler may schedule freely.
-template <bool BF16>
-__device__ __forceinline__ void mma16816_nv(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
-  if constexpr (BF16) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
-  }
-}
-
 // Gate pre-activations of this warp's unit group from register-resident fragments w (two m16 tiles),
 // CH accumulator chains per tile (k16 tiles alternate between them: CH = 2 halves the dependent HMMA
 // chain of a deep layer). Every B column carries the layer input, hi in the even columns and lo in the
@@ -317,10 +303,10 @@ __device__ __forceinline__ void gates_regs(const uint4 (&w)[2][KT], const uint16
   for (int j = 0; j < KT / 2; ++j) v[j] = b[j * 4];
 #pragma unroll
   for (int j = 0; j < KT / 2; ++j) {
-    mma16816_nv<BF16>(a0[0], w[0][2 * j], v[j].x, v[j].y);
-    mma16816_nv<BF16>(a1[0], w[1][2 * j], v[j].x, v[j].y);
-    mma16816_nv<BF16>(a0[CH - 1], w[0][2 * j + 1], v[j].z, v[j].w);
-    mma16816_nv<BF16>(a1[CH - 1], w[1][2 * j + 1], v[j].z, v[j].w);
+    dev::mma16816_nv<BF16>(a0[0], w[0][2 * j], v[j].x, v[j].y);
+    dev::mma16816_nv<BF16>(a1[0], w[1][2 * j], v[j].x, v[j].y);
+    dev::mma16816_nv<BF16>(a0[CH - 1], w[0][2 * j + 1], v[j].z, v[j].w);
+    dev::mma16816_nv<BF16>(a1[CH - 1], w[1][2 * j + 1], v[j].z, v[j].w);
   }
   // columns 2t (hi) and 2t+1 (lo) of rows g (gate i / g) and g+8 (gate f / o)
   y[0] = a0[0][0] + a0[0][1];

@@ -138,14 +138,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     // (1) the precompute round that prepares tick s
     if (dev::wait_precompute_round(p, s, nct, f)) break;
     // (2) this block's slice of P_l and c_l of the completing window
-    for (int i = tid; i < L * 4 * Ub; i += nct) {
-      const int l = i / (4 * Ub), r = i % (4 * Ub), gate = r / Ub, j = r % Ub;
-      m.sP[i] = u0 + j < H ? __ldcg(p.pub_P + l * 4 * H + gate * H + u0 + j) : 0.f;
-    }
-    for (int i = tid; i < L * Ub; i += nct) {
-      const int l = i / Ub, j = i % Ub;
-      m.sc[i] = u0 + j < H ? __ldcg(p.pub_c + l * H + u0 + j) : 0.f;
-    }
+    dev::load_pc_slice(p, u0, Ub, m.sP, m.sc, nct);
     dev::named_barrier(nct);
     if (tid == 0) {
       __threadfence();
