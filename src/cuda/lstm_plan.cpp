@@ -441,9 +441,9 @@ LstmPlan plan_cluster(const Model& model, Precision precision, Mode mode, int wi
   std::string sizes;
   for (int g = ClusterPolicy::warps; g >= 1; g /= 2) {
     const int n = std::max(ClusterPolicy::min_blocks, (p.groups + g - 1) / g);
-    if (n > max_blocks || cluster_critical_layout(p, n, g, false) > optin) continue;
+    if (n > max_blocks) continue;
     LstmParams trial = p;
-    cluster_critical_layout(trial, n, g, true);
+    if (cluster_critical_layout(trial, n, g, true) > optin) continue;
     sizes += (sizes.empty() ? "" : ", ") + std::to_string(n);
     if (cluster_blocks != 0) {
       if (n == cluster_blocks && !nc) nc = n, gpb = g;

@@ -198,6 +198,20 @@ __device__ __forceinline__ unsigned exchange(Shared& s, int mech, int bytes, lon
   return got;
 }
 
+// Every block of the cluster: tags cleared, both mbarriers made, and every block initialised before any
+// peer stores into it.
+__device__ void init_shared(Shared& s) {
+  for (int i = int(threadIdx.x); i < int(sizeof s.tags / 8); i += blockDim.x) (&s.tags[0][0])[i] = 0;
+  if (threadIdx.x == 0) {
+    mbar_init(&s.bar[0], 1);
+    mbar_init(&s.bar[1], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  cluster_arrive();
+  cluster_wait();
+}
+
 __device__ void disturb_pcie(const Args& a) {
   unsigned x = 0;
   const int lane = threadIdx.x & 31;
@@ -237,15 +251,7 @@ __global__ void __launch_bounds__(32 * (kWarps + 1), 1) rounds_kernel(const __gr
     if (a.disturb == kL2 && warp < kWarps) disturb_l2(a);
     return;
   }
-  for (int i = tid; i < int(sizeof s.tags / 8); i += blockDim.x) (&s.tags[0][0])[i] = 0;
-  if (tid == 0) {
-    mbar_init(&s.bar[0], 1);
-    mbar_init(&s.bar[1], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  cluster_arrive();
-  cluster_wait();
+  init_shared(s);
   if (warp == kWarps) {  // the extra warp, launched only for the pcie disturbance
     disturb_pcie(a);
     return;
@@ -281,15 +287,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) trips_kernel(const __grid_cons
   __shared__ Shared s;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const unsigned n = cluster_blocks(), me = cluster_rank();
-  for (int i = tid; i < int(sizeof s.tags / 8); i += blockDim.x) (&s.tags[0][0])[i] = 0;
-  if (tid == 0) {
-    mbar_init(&s.bar[0], 1);
-    mbar_init(&s.bar[1], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  cluster_arrive();
-  cluster_wait();
+  init_shared(s);
   const bool tagged = a.mech == kTagged;
   for (long long t = 0; t < a.trips; ++t) {
     const unsigned seq = unsigned(t + 1);

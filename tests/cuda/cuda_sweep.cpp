@@ -256,14 +256,6 @@ int main(int argc, char** argv) {
       CudaOptions copt;
       const long long n = std::min<long long>(ticks, 200'000);
       const size_t check = 300;
-      auto sizes = [&](const std::string& label, const std::string& zoo, Mode mode, std::initializer_list<int> blocks) {
-        for (int nb : blocks) {
-          CudaOptions c = copt;
-          c.cluster_blocks = nb;
-          model_run(label + " cluster " + (nb ? std::to_string(nb) : std::string("auto")), zoo, mode, Precision::fp16, n, c,
-                    cpu, check, "cluster");
-        }
-      };
       // the two exchanges side by side: tagged words, st.async + mbarrier
       auto both = [&](const std::string& label, const std::string& zoo, Mode mode, std::initializer_list<int> blocks) {
         for (int nb : blocks)
@@ -275,7 +267,6 @@ int main(int argc, char** argv) {
                       zoo, mode, Precision::fp16, n, c, cpu, check, "cluster");
           }
       };
-      (void)sizes;
       pingpong("32f default", 32, pp, def, cpu);
       model_run("lstm_s window fp16 cta", "lstm_s", Mode::window, Precision::fp16, n, copt, cpu, check, "cta");
       both("lstm_m window fp16", "lstm_m", Mode::window, {0, 8});

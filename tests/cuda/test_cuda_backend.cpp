@@ -135,12 +135,25 @@ TEST(CudaVariants, UnknownNameListsTheValidOnes) {
   EXPECT_THROW(make_cuda_backend(m, opts(Mode::window, 50), c), Error);
 }
 
-TEST(CudaOptionsCheck, StallHookIsFp16OnlyAndFallbackIsChecked) {
+TEST(CudaOptionsCheck, StallHookClusterSizeAndFallbackAreChecked) {
   // Both refused before any device is touched: they run (and pass) without a GPU too.
   const Model m = *zoo_model("lstm_s");
   CudaOptions c;
   c.stall_tick = 3;
   EXPECT_THROW(make_cuda_backend(m, opts(Mode::window, 50, Precision::bf16), c), UnsupportedError);
+  // a cluster size with another kernel family asked for
+  CudaOptions sized;
+  sized.cluster_blocks = 8;
+  BackendOptions grid = opts(Mode::window, 50);
+  grid.kernel = "grid";
+  try {
+    (void)make_cuda_backend(m, grid, sized);
+    FAIL() << "cluster_blocks with --kernel grid";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("cluster_blocks sets the cluster kernel's size; the grid kernel has none"),
+              std::string::npos)
+        << e.what();
+  }
   EngineOptions o;
   o.backend = "cuda";
   o.fallback = "gpu";

@@ -1,7 +1,8 @@
 // The cluster family: the critical step of one tick over the nc blocks of one thread-block cluster, for
 // models whose critical-step weights do not fit one SM. Blocks [0, nc) are critical, the rest run the
-// shared precompute (precompute.cuh). Layout and roles: ClusterLayout (lstm_params.hpp); the one
-// exchange primitive: tagged words (tagged_words.cuh).
+// shared precompute (precompute.cuh). Layout and roles: ClusterLayout (lstm_params.hpp); the exchange:
+// tagged words (tagged_words.cuh), or (ClusterLayout::async_exchange) untagged words by st.async counted on
+// an mbarrier per (layer, tick parity).
 //
 // A tick, in every critical block b (16 compute warps, no other warps):
 //   start    thread 0 waits for the precompute round; every warp copies this block's slice of (P_l, c_l)
@@ -16,7 +17,8 @@
 //            stores each unit's new h as a tagged word into every block's buffer of layer l+1.
 //   head     after the last layer the group's first warp stores its O partial head sums (fp32 h x the
 //            rounded head weights) into block 0; block 0's warp 0 spins on them, adds them, answers.
-// Nothing waits for more than the words it reads: no cluster barrier, flag or mbarrier per tick.
+// With tagged words nothing waits for more than the words it reads: no cluster barrier, flag or
+// mbarrier per tick; with the mbarrier exchange a warp waits for its layer's phase.
 //
 // Leaving: only block 0 decides (stop request or lapsed lease, seen while it waits between ticks); it
 // stores the reason into every block's quit word. Every wait also ends on quit (the tick then finishes
@@ -161,7 +163,7 @@ __device__ __forceinline__ void tile_b_plain(const uint32_t* in, int valid, int 
 // Gate pre-activations of this warp's k-share of one layer: tiles [first, first + n) of its list, the
 // first `RS` of the list in registers (w), the rest in shared memory; k16 tile index k0 + (slot - first).
 // Two accumulator chains per m16 tile. Returns, in every lane (g, t), the four gates of unit g (hi + lo
-// columns summed). `wait` is measured: cycles until the first tile's words were all there.
+// columns summed), and in t_data the clock when the first tile's words were all there.
 template <bool BF16, int RS, bool ASYNC>
 __device__ __forceinline__ void layer_gates(const uint4 (&w)[RS > 0 ? RS : 1][2], const uint4* spill, int first, int n,
                                             int k0, const ull* in, const uint32_t* in_plain, int valid, unsigned seq,
@@ -170,16 +172,20 @@ __device__ __forceinline__ void layer_gates(const uint4 (&w)[RS > 0 ? RS : 1][2]
   const uint32_t sel = ((lane >> 2) & 1) ? 0x7632u : 0x5410u;  // odd columns: lo halves
   float a0[2][4] = {}, a1[2][4] = {};
   bool first_tile = true;
+  // slot j's B registers, once its words are there (the first tile's arrival is timed)
+  auto tile = [&](int j, uint32_t& b0, uint32_t& b1) {
+    if constexpr (ASYNC) tile_b_plain(in_plain, valid, k0 + (j - first), sel, b0, b1);
+    else tile_b(in, valid, k0 + (j - first), seq, sel, b0, b1, f);
+    if (first_tile) {
+      t_data = clock64();
+      first_tile = false;
+    }
+  };
 #pragma unroll
   for (int j = 0; j < RS; ++j) {
     if (j >= first && j < first + n) {
       uint32_t b0, b1;
-      if constexpr (ASYNC) tile_b_plain(in_plain, valid, k0 + (j - first), sel, b0, b1);
-      else tile_b(in, valid, k0 + (j - first), seq, sel, b0, b1, f);
-      if (first_tile) {
-        t_data = clock64();
-        first_tile = false;
-      }
+      tile(j, b0, b1);
       dev::mma16816_nv<BF16>(a0[j & 1], w[j][0], b0, b1);
       dev::mma16816_nv<BF16>(a1[j & 1], w[j][1], b0, b1);
     }
@@ -187,12 +193,7 @@ __device__ __forceinline__ void layer_gates(const uint4 (&w)[RS > 0 ? RS : 1][2]
   // tiles held in shared memory: [slot - RS][2][32] of this warp's region
   for (int j = max(first, RS); j < first + n; ++j) {
     uint32_t b0, b1;
-    if constexpr (ASYNC) tile_b_plain(in_plain, valid, k0 + (j - first), sel, b0, b1);
-    else tile_b(in, valid, k0 + (j - first), seq, sel, b0, b1, f);
-    if (first_tile) {
-      t_data = clock64();
-      first_tile = false;
-    }
+    tile(j, b0, b1);
     const uint4* s = spill + size_t(j - RS) * 2 * 32 + lane;
     dev::mma16816_nv<BF16>(a0[j & 1], s[0], b0, b1);
     dev::mma16816_nv<BF16>(a1[j & 1], s[32], b0, b1);
@@ -539,14 +540,7 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
       const float za = __shfl_sync(0xffffffffu, z, O == 1 ? 0 : (2 * lane) & 31),
                   zb = __shfl_sync(0xffffffffu, z, O == 1 ? 0 : (2 * lane + 1) & 31);
       t_head = clock64();
-      if (lane < p.mb.n_out && !f->quit) {
-        uint4 v;
-        v.x = seq;
-        v.y = __float_as_uint(2 * lane < O ? za : 0.f);
-        v.z = __float_as_uint(2 * lane + 1 < O ? zb : 0.f);
-        v.w = seq;
-        dev::st_volatile_v4(p.mb.out + lane, v);
-      }
+      if (!f->quit) dev::store_output_chunk(p.mb, seq, O, za, zb);
       if (lane == 0) {
         dev::record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()}, ns_in);
         m.stats[1] += 1;

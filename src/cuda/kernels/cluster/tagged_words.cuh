@@ -1,10 +1,10 @@
-// The cluster kernel's one exchange primitive: a tagged word. Every value a block hands to another (an
+// The cluster kernel's default exchange primitive: a tagged word. Every value a block hands to another (an
 // input element, a hidden unit's h, a head partial sum) travels as one 8-byte word, the value in the low
 // 32 bits and the tick's wire seq in the high 32, written straight into the consumer's shared memory
 // with one 64-bit store (single-copy atomic). The consumer spins on exactly the words it reads until
 // their tags have reached its tick: the "ready" signal is folded into the data, so no flag, fence,
-// barrier or mbarrier sits on the critical path (docs/cuda.md, "The cluster kernel", has the
-// measurements that chose this over st.async + mbarrier and the hardware cluster barrier).
+// barrier or mbarrier sits on the critical path. The kernel's other exchange (st.async + mbarrier) and
+// what each costs: docs/cuda.md, "The cluster kernel".
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

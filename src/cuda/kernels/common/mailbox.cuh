@@ -109,6 +109,16 @@ __device__ __forceinline__ bool wait_tick(const unsigned* seqw, int n_in, unsign
   return true;
 }
 
+// One warp answers a tick: lane i < n_out stores output chunk i, {seq, z[2i], z[2i+1], seq} (the host
+// needs both seq words: a 16-byte store can reach it torn in 8-byte halves); za / zb are this lane's two
+// outputs, zero past O.
+__device__ __forceinline__ void store_output_chunk(const MailboxView& mb, unsigned seq, int O, float za, float zb) {
+  const int lane = int(threadIdx.x & 31);
+  if (lane >= mb.n_out) return;
+  st_volatile_v4(mb.out + lane,
+                 make_uint4(seq, __float_as_uint(2 * lane < O ? za : 0.f), __float_as_uint(2 * lane + 1 < O ? zb : 0.f), seq));
+}
+
 // The service warp's control check, run by lane 0 every ~20 us: stop request, or heartbeat lease lapsed.
 // Returns 0 to keep serving, else the DeviceState to leave with.
 struct LeaseWatch {

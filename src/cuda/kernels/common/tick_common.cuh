@@ -51,8 +51,9 @@ __device__ __forceinline__ void record_tick_timing(SharedWords* w, const long lo
   }
 }
 
-// Test hook of the STALL instantiations only: the critical block stalls stall_ns before answering tick
-// stall_tick (tests of the host's deadline and fallback).
+// Test hook (the cta family's STALL instantiations; the cluster kernel's block 0, one compare a tick):
+// the critical step stalls stall_ns before answering tick stall_tick (tests of the host's deadline and
+// fallback).
 __device__ __forceinline__ void stall_if(const LstmParams& p, unsigned long long s) {
   if ((long long)s != p.stall_tick) return;
   const unsigned long long until = dev::globaltimer_ns() + p.stall_ns;

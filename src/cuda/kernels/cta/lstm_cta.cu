@@ -515,14 +515,7 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
       v += sz[lane & (kRegsMaxOutputs - 1)];  // lanes 0..3: output lane
       const float za = __shfl_sync(0xffffffffu, v, 2 * (lane & 1)), zb = __shfl_sync(0xffffffffu, v, 2 * (lane & 1) + 1);
       const long long t_head = clock64();
-      if (lane < p.mb.n_out) {  // n_out <= 2 (O <= kRegsMaxOutputs)
-        uint4 o;
-        o.x = seq;
-        o.y = __float_as_uint(2 * lane < O ? za : 0.f);
-        o.z = __float_as_uint(2 * lane + 1 < O ? zb : 0.f);
-        o.w = seq;
-        dev::st_volatile_v4(p.mb.out + lane, o);
-      }
+      dev::store_output_chunk(p.mb, seq, O, za, zb);  // n_out <= 2 (O <= kRegsMaxOutputs)
       if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()}, ns_in);
     }
     // (6) x_t to the precompute (its round s-1 has published, so it no longer reads xbuf); x32 is

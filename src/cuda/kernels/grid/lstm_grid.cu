@@ -253,14 +253,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       }
       const float za = __shfl_sync(0xffffffffu, z, (2 * lane) & 31), zb = __shfl_sync(0xffffffffu, z, (2 * lane + 1) & 31);
       const long long t_head = clock64();
-      if (lane < p.mb.n_out) {
-        uint4 v;
-        v.x = seq;
-        v.y = __float_as_uint(2 * lane < O ? za : 0.f);
-        v.z = __float_as_uint(2 * lane + 1 < O ? zb : 0.f);
-        v.w = seq;
-        dev::st_volatile_v4(p.mb.out + lane, v);
-      }
+      dev::store_output_chunk(p.mb, seq, O, za, zb);
       if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()}, ns_in);
       __syncwarp();
       if (lane == 0) f->answered = s + 1;
