@@ -526,7 +526,12 @@ class CudaBackend final : public Backend {
     mailbox_->clear();
     words_.zero(stream_.get());
     h_state_.zero(stream_.get());
+    // The grid's exchange buffers too: nobody writes the padding columns between the blocks' h slices and
+    // the k16 tiles' width, which the matvec reads (times zero weights: a NaN left there by an earlier
+    // allocation would still poison every answer).
     if (xch_flag_.get()) xch_flag_.zero(stream_.get());
+    if (xch_h_.get()) xch_h_.zero(stream_.get());
+    if (xch_head_.get()) xch_head_.zero(stream_.get());
     HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     long long max_blocks = 0;
     const cudaError_t e = cuda::launch_lstm(p, stream_.get(), &max_blocks);

@@ -3,6 +3,7 @@
 // reference. The error is judged twice: against SPEC §4's bound, and against the error that rounding the
 // weights to the half type alone makes (float64 arithmetic on the rounded weights): the kernels add fp32
 // accumulation and hi+lo inputs on top of that, which must stay small beside it.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +14,10 @@
 #include "backend/backend.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device.hpp"
+#include "common/random_model.hpp"
 #include "cuda/lstm_plan.hpp"
+#include "cuda/memory.hpp"
+#include "engine/engine.hpp"
 #include "model/zoo.hpp"
 #include "parallel_reference.hpp"
 #include "reference/reference.hpp"
@@ -78,6 +82,39 @@ struct FamilyCase {
 
 class CudaFamily : public ::testing::TestWithParam<FamilyCase> {};
 
+// One engine of `kernel` over the ticks xs, its outputs at `checked` against the float64 reference z:
+// the error and its bound (SPEC §4's, or twice what the weights' rounding alone makes plus the floor).
+struct Judged {
+  double err, rounding, bound;
+};
+Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, Precision p, const std::vector<float>& xs,
+                  const std::vector<size_t>& checked, const std::vector<double>& z) {
+  const int I = m.config.input_size, O = m.config.output_size;
+  const size_t ticks = xs.size() / size_t(I);
+  BackendOptions o;
+  o.mode = mode;
+  o.window = W;
+  o.precision = p;
+  o.kernel = kernel;
+  o.timeout_us = 5'000'000;
+  auto b = make_cuda_backend(m, o);
+  EXPECT_EQ(b->facts().at("kernel_family"), kernel);
+  std::vector<float> out(O), got;
+  for (size_t t = 0, k = 0; t < ticks; ++t) {
+    b->process(std::span<const float>(&xs[t * I], I), out);
+    if (k < checked.size() && checked[k] == t) {
+      got.insert(got.end(), out.begin(), out.end());
+      ++k;
+    }
+  }
+  const bool streaming = mode == Mode::streaming;
+  Judged j;
+  j.err = reference::normalized_error(std::vector<double>(got.begin(), got.end()), z);
+  j.rounding = reference::normalized_error(reference_at(rounded(m, p == Precision::bf16), streaming, W, xs, checked), z);
+  j.bound = std::min(error_bound(p), kRoundingFactor * j.rounding + kArithmeticFloor);
+  return j;
+}
+
 TEST_P(CudaFamily, MatchesTheReferenceWithinTheWeightRounding) {
   std::string why;
   if (!cuda::device_available(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
@@ -85,7 +122,7 @@ TEST_P(CudaFamily, MatchesTheReferenceWithinTheWeightRounding) {
   const auto zm = zoo_model(name);
   ASSERT_TRUE(zm) << "no zoo model " << name;
   const Model& m = *zm;
-  const int I = m.config.input_size, O = m.config.output_size;
+  const int I = m.config.input_size;
   const bool big = m.config.hidden_size >= 480;
   for (Mode mode : {Mode::window, Mode::streaming}) {
     const bool streaming = mode == Mode::streaming;
@@ -101,26 +138,7 @@ TEST_P(CudaFamily, MatchesTheReferenceWithinTheWeightRounding) {
       if (!big || streaming || t < 2 || t + 1 == size_t(W) || t + 3 >= ticks) checked.push_back(t);
     const auto z = reference_at(m, streaming, W, xs, checked);
     for (Precision p : {Precision::fp16, Precision::bf16}) {
-      BackendOptions o;
-      o.mode = mode;
-      o.window = W;
-      o.precision = p;
-      o.kernel = kernel;
-      o.timeout_us = 5'000'000;
-      auto b = make_cuda_backend(m, o);
-      EXPECT_EQ(b->facts().at("kernel_family"), kernel);
-      std::vector<float> out(O), got;
-      for (size_t t = 0, k = 0; t < ticks; ++t) {
-        b->process(std::span<const float>(&xs[t * I], I), out);
-        if (k < checked.size() && checked[k] == t) {
-          got.insert(got.end(), out.begin(), out.end());
-          ++k;
-        }
-      }
-      const double err = reference::normalized_error(std::vector<double>(got.begin(), got.end()), z);
-      const double rounding =
-          reference::normalized_error(reference_at(rounded(m, p == Precision::bf16), streaming, W, xs, checked), z);
-      const double bound = std::min(error_bound(p), kRoundingFactor * rounding + kArithmeticFloor);
+      const auto [err, rounding, bound] = run_family(m, kernel, mode, W, p, xs, checked, z);
       std::printf("[family] %s %s %s %s: error %.3g, weight rounding alone %.3g (ratio %.2f), bound %.3g\n",
                   name.c_str(), kernel.c_str(), mode_name(mode), precision_name(p), err, rounding,
                   rounding > 0 ? err / rounding : 0.0, bound);
@@ -142,6 +160,104 @@ std::vector<FamilyCase> family_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaFamily, ::testing::ValuesIn(family_cases()),
                          [](const auto& info) { return info.param.model + "_" + info.param.kernel; });
+
+// Device memory a previous engine left behind must not leak into the next one's answers: every family
+// twice in one process, window then streaming and streaming then window, with two different models, each
+// engine created right after blocks of its allocator's pool (cuda/memory.hpp: stream-ordered, freed blocks
+// reused by the next allocation) were filled with 0xff bytes (NaN as fp16, bf16 and fp32) and freed, so a
+// buffer the kernel reads before writing (padding included) turns the answer into NaN or inf. The shapes
+// are the awkward ones: L = 1..4, H not a multiple of 8, I = 1, O > 1, a layer input wider than H.
+void poison_freed_device_memory() {
+  std::vector<void*> blocks;
+  for (size_t bytes = 64; bytes <= (size_t(1) << 26); bytes *= 2)
+    for (int k = 0; k < 3; ++k) blocks.push_back(cuda::device_alloc(bytes + size_t(k) * 48));
+  size_t i = 0;
+  for (size_t bytes = 64; bytes <= (size_t(1) << 26); bytes *= 2)
+    for (int k = 0; k < 3; ++k) ASSERT_EQ(cudaMemset(blocks[i++], 0xff, bytes + size_t(k) * 48), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) cuda::device_free(*it);  // no sync: reused at once
+}
+
+TEST(CudaFamilyReuse, EveryFamilyTwiceInOneProcessInBothOrders) {
+  std::string why;
+  if (!cuda::device_available(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
+  struct Shape {
+    int I, H, L, O;
+  };
+  const int W = 5;
+  const size_t ticks = 40;
+  for (const Shape s : {Shape{7, 65, 3, 3}, Shape{1, 13, 1, 2}, Shape{40, 20, 2, 5}, Shape{5, 300, 4, 1}}) {
+    const Model a = test_support::random_model(s.I, s.H, s.L, s.O, true, true, 31 + uint64_t(s.H));
+    const Model b = test_support::random_model(s.I, s.H, s.L, s.O, true, false, 77 + uint64_t(s.H));
+    const auto xs = random_inputs(ticks * size_t(s.I), 9);
+    std::vector<size_t> checked(ticks);
+    for (size_t t = 0; t < ticks; ++t) checked[t] = t;
+    for (const char* kernel : {"cta", "cluster", "grid"}) {
+      for (const bool window_first : {true, false}) {
+        for (int k = 0; k < 2; ++k) {
+          const Model& m = k == 0 ? a : b;
+          const Mode mode = (k == 0) == window_first ? Mode::window : Mode::streaming;
+          const int w = mode == Mode::window ? W : 0;
+          poison_freed_device_memory();
+          Judged j{};
+          try {
+            j = run_family(m, kernel, mode, w, Precision::fp16, xs, checked,
+                           reference_at(m, mode == Mode::streaming, w, xs, checked));
+          } catch (const UnsupportedError& e) {
+            // the cta kernel holds a model only where it fits one SM; the refusal names why
+            std::printf("[reuse] %dx%dx%dx%d %s: refused (%s)\n", s.I, s.H, s.L, s.O, kernel, e.what());
+            EXPECT_STREQ(kernel, "cta") << e.what();
+            break;
+          }
+          std::printf("[reuse] %dx%dx%dx%d %s %s (%s first, model %c): error %.3g, bound %.3g\n", s.I, s.H, s.L, s.O,
+                      kernel, mode_name(mode), window_first ? "window" : "streaming", k == 0 ? 'a' : 'b', j.err, j.bound);
+          EXPECT_LE(j.err, j.bound) << s.I << "x" << s.H << "x" << s.L << "x" << s.O << " " << kernel << " "
+                                    << mode_name(mode) << (window_first ? " after window" : " after streaming");
+        }
+      }
+    }
+  }
+}
+
+// The same through the engine, as `hotpath verify --mode both` runs it: one model, a window engine (warmed,
+// then reset: a relaunch) over the series, then a streaming engine over it, every family, warmed or not.
+class CudaEngineReuse : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaEngineReuse, WindowThenStreamingEnginesOfOneModel) {
+  std::string why;
+  if (!cuda::device_available(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
+  const std::string kernel = GetParam();
+  const Model m = test_support::random_model(7, 65, 3, 3, true, true, 5);
+  const int W = 17;
+  const size_t ticks = 64;
+  const auto xs = random_inputs(ticks * 7, 3);
+  std::vector<size_t> checked(ticks);
+  for (size_t t = 0; t < ticks; ++t) checked[t] = t;
+  const auto z_window = reference_at(m, false, W, xs, checked), z_stream = reference_at(m, true, 0, xs, checked);
+  {
+    for (const bool warm : {true, false}) {
+      for (const Mode mode : {Mode::window, Mode::streaming}) {
+        EngineOptions o;
+        o.backend = "cuda";
+        o.kernel = kernel;
+        o.precision = Precision::fp16;
+        o.mode = mode;
+        o.window = mode == Mode::window ? W : 0;
+        o.warm = warm;
+        poison_freed_device_memory();
+        Engine e(m, o);
+        std::vector<double> out(ticks * 3);
+        e.run(xs, ticks, std::span<double>(out));
+        const double err = reference::normalized_error(out, mode == Mode::window ? z_window : z_stream);
+        std::printf("[reuse] engine %s %s %s: error %.3g\n", kernel.c_str(), warm ? "warm" : "cold", mode_name(mode), err);
+        EXPECT_LE(err, error_bound(Precision::fp16)) << kernel << (warm ? " warm " : " cold ") << mode_name(mode);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CudaEngineReuse, ::testing::Values("cta", "cluster", "grid"),
+                         [](const auto& info) { return info.param; });
 
 // The cluster kernel split over 8 and over 16 blocks (other k-shares, other reduction orders), and with
 // its other exchange (st.async + mbarrier: the head's partials added in another order): the same answers
