@@ -499,7 +499,6 @@ class CudaBackend final : public Backend {
     p.forward_after_output = copt_.forward_after_output;
     p.cl.async_exchange = copt_.cluster_async_exchange ? 1 : 0;
     p.gate_sleep_ns = copt_.gate_sleep_ns;
-    p.spin_sleep_ns = copt_.cluster_spin_sleep_ns;
     p.keep_warm = copt_.keep_warm;
     if (copt_.shared) {
       mailbox_->clear();

@@ -24,9 +24,6 @@ struct CudaOptions {
   // Cluster family: how values cross blocks. false: tagged 8-byte words the consumer spins on (no flag or
   // barrier); true: 4-byte words by st.async, each layer's bytes counted on an mbarrier (docs/cuda.md).
   bool cluster_async_exchange = false;
-  // Cluster family: a warp waiting for its tiles' words naps this long between looks (0: it spins), so
-  // that waiting warps leave issue slots to the warps computing on the same SM (docs/cuda.md).
-  int cluster_spin_sleep_ns = 0;
   // Many instances on one GPU (issue 10): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.

@@ -1,5 +1,5 @@
 // Measures mailbox and kernel variants side by side in one process (one device call), for docs/cuda.md.
-// Not a test. Usage: cuda_sweep [--ticks N] [--pp N] [--json FILE] [--cpu C] [--quick | --families | --spin]
+// Not a test. Usage: cuda_sweep [--ticks N] [--pp N] [--json FILE] [--cpu C] [--quick | --families]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
   long long ticks = 1'000'000, pp = 200'000;
   int cpu = 2;
   std::string json;
-  bool quick = false, families = false, spin = false;
+  bool quick = false, families = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -238,7 +238,6 @@ int main(int argc, char** argv) {
     else if (a == "--cpu") cpu = std::stoi(next());
     else if (a == "--quick") quick = true;
     else if (a == "--families") families = true;
-    else if (a == "--spin") spin = true;
   }
   try {
     const auto facts = cuda::device_facts();
@@ -251,32 +250,7 @@ int main(int argc, char** argv) {
     json_rows.push_back(fj.str());
 
     cuda::MailboxOptions def;
-    if (spin) {
-      // The cluster kernel with its waiting warps napping between looks at their words (0: spinning),
-      // both exchanges: do spinning warps take issue slots from the warps computing beside them?
-      const long long n = std::min<long long>(ticks, 200'000);
-      const size_t check = 300;
-      auto naps = [&](const std::string& label, const std::string& zoo, Mode mode, bool async,
-                      std::initializer_list<int> ns) {
-        for (int nap : ns) {
-          CudaOptions c;
-          c.cluster_async_exchange = async;
-          c.cluster_spin_sleep_ns = nap;
-          model_run(label + (async ? " mbarrier" : " tagged") + " nap " + std::to_string(nap), zoo, mode, Precision::fp16,
-                    n, c, cpu, check, "cluster");
-        }
-      };
-      pingpong("32f default", 32, pp, def, cpu);
-      naps("lstm_m window", "lstm_m", Mode::window, false, {0, 20, 50, 100, 200, 400});
-      naps("lstm_m window", "lstm_m", Mode::window, true, {0, 50, 200});
-      pingpong("192f default", 192, pp, def, cpu);
-      naps("nv_medium window", "nv_medium", Mode::window, false, {0, 100});
-      pingpong("250f default", 250, pp, def, cpu);
-      naps("stac_b window", "stac_b", Mode::window, false, {0, 100});
-      pingpong("256f default", 256, pp, def, cpu);
-      naps("vollo_small streaming", "vollo_small", Mode::streaming, false, {0, 100});
-      pingpong("32f default, again", 32, pp, def, cpu);
-    } else if (families) {
+    if (families) {
       // The medium models on the cluster kernel at each size it can take, beside the cta kernel and
       // the ping-pong of each input width: where the time goes (segments), what the cluster size does.
       CudaOptions copt;

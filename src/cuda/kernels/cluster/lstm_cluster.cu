@@ -99,12 +99,10 @@ __device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, unsigned parity) {
   return ok != 0;
 }
 // Waits for tick s's phase of `bar`, or the block quits (false).
-__device__ __forceinline__ bool mbar_wait(uint64_t* bar, unsigned long long s, volatile CtaFlags* f, int nap_ns) {
+__device__ __forceinline__ bool mbar_wait(uint64_t* bar, unsigned long long s, volatile CtaFlags* f) {
   const unsigned parity = unsigned(s >> 1) & 1u;
-  while (!mbar_try_wait(bar, parity)) {
+  while (!mbar_try_wait(bar, parity))
     if (f->quit) return false;
-    if (nap_ns) __nanosleep(nap_ns);
-  }
   return true;
 }
 __device__ __forceinline__ void st_async_v4(uint32_t addr, uint4 v, uint32_t bar) {
@@ -124,7 +122,7 @@ __device__ __forceinline__ int input_words_async(int I) { return (I + 3) & ~3; }
 // 2t+1 (b0) and 2t+8, 2t+9 (b1); every B column carries the input, hi halves in the even columns and lo
 // in the odd ones (N = 8 is paid for anyway), so every lane ends with all four gates of its unit.
 __device__ __forceinline__ bool tile_b(const ull* in, int valid, int kk, unsigned seq, uint32_t sel, uint32_t& b0,
-                                       uint32_t& b1, volatile CtaFlags* f, int nap_ns) {
+                                       uint32_t& b1, volatile CtaFlags* f) {
   const int t = threadIdx.x & 3;
   const int k0 = kk * 16 + 2 * t, k1 = k0 + 8;
   for (;;) {
@@ -147,7 +145,6 @@ __device__ __forceinline__ bool tile_b(const ull* in, int valid, int kk, unsigne
       b0 = b1 = 0;
       return false;
     }
-    if (nap_ns) __nanosleep(nap_ns);
   }
 }
 
@@ -170,7 +167,7 @@ __device__ __forceinline__ void tile_b_plain(const uint32_t* in, int valid, int 
 template <bool BF16, int RS, bool ASYNC>
 __device__ __forceinline__ void layer_gates(const uint4 (&w)[RS > 0 ? RS : 1][2], const uint4* spill, int first, int n,
                                             int k0, const ull* in, const uint32_t* in_plain, int valid, unsigned seq,
-                                            volatile CtaFlags* f, int nap_ns, float (&y)[4], long long& t_data) {
+                                            volatile CtaFlags* f, float (&y)[4], long long& t_data) {
   const int lane = threadIdx.x & 31;
   const uint32_t sel = ((lane >> 2) & 1) ? 0x7632u : 0x5410u;  // odd columns: lo halves
   float a0[2][4] = {}, a1[2][4] = {};
@@ -178,7 +175,7 @@ __device__ __forceinline__ void layer_gates(const uint4 (&w)[RS > 0 ? RS : 1][2]
   // slot j's B registers, once its words are there (the first tile's arrival is timed)
   auto tile = [&](int j, uint32_t& b0, uint32_t& b1) {
     if constexpr (ASYNC) tile_b_plain(in_plain, valid, k0 + (j - first), sel, b0, b1);
-    else tile_b(in, valid, k0 + (j - first), seq, sel, b0, b1, f, nap_ns);
+    else tile_b(in, valid, k0 + (j - first), seq, sel, b0, b1, f);
     if (first_tile) {
       t_data = clock64();
       first_tile = false;
@@ -414,9 +411,9 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
       const uint32_t* in_plain = l == 0 ? m.xw : m.hx + size_t(l - 1) * cl.h_words;
       float y[4];
       long long t_data = 0;
-      if (ASYNC && n > 0) mbar_wait(m.bar + l * 2 + int(s & 1), s, f, p.spin_sleep_ns);
+      if (ASYNC && n > 0) mbar_wait(m.bar + l * 2 + int(s & 1), s, f);
       layer_gates<BF16, RS, ASYNC>(w, m.spill + size_t(warp) * (cl.slots > RS ? cl.slots - RS : 0) * 64, cl.first[l], n,
-                                   k0, in, in_plain, ASYNC ? valid_plain : valid, seq, f, p.spin_sleep_ns, y, t_data);
+                                   k0, in, in_plain, ASYNC ? valid_plain : valid, seq, f, y, t_data);
       if (l == 0 && warp == 0 && lane == 0) m.stats[kClusterStatSlots + 1] = dev::globaltimer_ns();  // the input is here
       // the group's partial sums meet: lane (g, t) keeps gate t. Two buffers, by layer parity: a k-share
       // warp may have its next layer's words (from other groups) while the cell warp still reads these.
@@ -504,7 +501,7 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
       const int n = nc * gpb;
       float z = 0.f;
       if (ASYNC) {
-        mbar_wait(m.bar + L * 2 + int(s & 1), s, f, 0);
+        mbar_wait(m.bar + L * 2 + int(s & 1), s, f);
         if (lane < O)
           for (int j = 0; j < n; ++j) z += m.headf[j * O + lane];
         if (O == 1) z = __shfl_sync(0xffffffffu, z, 0);

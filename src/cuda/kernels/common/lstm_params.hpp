@@ -107,7 +107,6 @@ struct LstmParams {
   int forward_after_output = 0;  // tuning: pass the input to the precompute only once the answer is out
   int gate_sleep_ns = 0;         // tuning: pollers nap this long while waiting for the consumer
   int keep_warm = 0;             // tuning: every compute warp waits for the input issuing dummy mma
-  int spin_sleep_ns = 0;         // tuning (cluster): a warp waiting for its words naps this long between looks
   CriticalVariant variant = kVariantSmem;  // critical-step variant of the cta family
   KernelFamily family = KernelFamily::cta;
 
