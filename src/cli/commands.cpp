@@ -23,6 +23,7 @@
 #include "reference/reference.hpp"
 #include "util/cli_range.hpp"
 #include "util/atomic_file.hpp"
+#include "util/output_paths.hpp"
 #include "util/error.hpp"
 #include "util/progress_bar.hpp"
 
@@ -257,6 +258,8 @@ void add_run_command(CLI::App& app) {
     if (f->out_dtype != "f32" && f->out_dtype != "f64") throw Error("--out-dtype must be f32 or f64");
     file_format(f->inputs, "--inputs");  // both extensions checked before any file is read
     const FileFormat out_format = file_format(f->out, "--out");
+    const util::FileArg ins[] = {{"--inputs", f->inputs}, {"--model", f->model.model}}, outs[] = {{"--out", f->out}};
+    util::check_output_files(ins, outs);
     const Model m = f->model.resolve();
     const int window = backend_options(m, f->backend.options(mode, f->window)).window;  // the engine's rule
     Series in = read_series(f->inputs, f->inputs_key, m.config.input_size);
@@ -426,6 +429,8 @@ void add_export_command(CLI::App& app) {
     else if (f->dtype == "bf16") d = DType::BF16;
     else if (f->dtype == "f64") d = DType::F64;
     else throw Error("--dtype must be f32, f16, bf16 or f64");
+    const util::FileArg outs[] = {{"--out", f->out}};
+    util::check_output_files({}, outs);
     save_model_file(*m, f->out, d);
     std::cerr << "hotpath export: " << f->model << " -> " << f->out << "\n";
   });
@@ -532,6 +537,10 @@ void add_bench_command(CLI::App& app) {
                 "--instances: measure again while a backtest runs on the SMs the instances leave, at low priority");
   cmd->callback([f, cmd] {
     auto& o = f->o;
+    {
+      const util::FileArg ins[] = {{"--model", o.model}}, outs[] = {{"--json", o.json_path}};
+      util::check_output_files(ins, outs);  // before the run, not after it
+    }
     if (const auto workload = bench::parse_workload(f->mode)) {
       // The throughput modes share the model, backend and input flags; the latency-only ones are refused.
       for (const char* latency_only : {"--warmup", "--gap-us", "--rate", "--check-every", "--check-threads", "--report-every",

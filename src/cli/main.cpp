@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "engine/gpu.hpp"
 #include "llm/llm_cli.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 
 int main(int argc, char** argv) {
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
                                         "); GPU kernels: " + hotpath::gpu::served());
   app.require_subcommand(1);
   hotpath::cli::set_command_line(argc, argv);
+  hotpath::util::remove_temporary_files_on_signals();  // an interrupted run leaves no OUT.tmp-PID-N behind
   hotpath::cli::add_models_command(app);
   hotpath::cli::add_info_command(app);
   hotpath::cli::add_run_command(app);

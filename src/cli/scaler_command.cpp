@@ -12,6 +12,7 @@
 #include "model/safetensors.hpp"
 #include "scaling/input_scaler.hpp"
 #include "util/error.hpp"
+#include "util/output_paths.hpp"
 
 namespace hotpath::cli {
 namespace {
@@ -69,6 +70,8 @@ void add_scaler_command(CLI::App& app) {
   cmd->add_option("--until", f->until, "Fit on ticks [0, T) only; rows at or after T are never read")->required();
   cmd->add_option("--out", f->out, "Output model file (.safetensors)")->required();
   cmd->callback([f] {
+    const util::FileArg ins[] = {{"--model", f->model}, {"--inputs", f->inputs}}, outs[] = {{"--out", f->out}};
+    util::check_output_files(ins, outs);
     // The model: a file is copied tensor for tensor (bytes unchanged), a zoo model written as `export` does.
     std::error_code ec;
     const bool is_file = std::filesystem::exists(f->model, ec);

@@ -29,6 +29,7 @@
 #include "llm/slo.hpp"
 #include "llm/sweep.hpp"
 #include "util/error.hpp"
+#include "util/output_paths.hpp"
 #ifdef HOTPATH_HAVE_CURL
 #include "llm/bench_sweep.hpp"
 #include "llm/client.hpp"
@@ -215,6 +216,17 @@ void run_bench_command(const BenchOpts& o) {
   const bool has_sweep = o.sw.axis() == "rate";
   const bool has_trace = !o.trace.empty();
   if (has_trace == !o.dataset.empty()) throw Error("give exactly one of --dataset FILE and --trace FILE");
+  {
+    // Every output checked before the first request: a run's results are never lost at its end.
+    const std::string sweep = o.sw.sweep_out;
+    const util::FileArg ins[] = {{"--dataset", o.dataset}, {"--trace", o.trace}};
+    const util::FileArg outs[] = {{"--json", o.json_path},
+                                  {"--csv", o.csv_path},
+                                  {"--report", o.report_path},
+                                  {"--sweep-out (.csv)", sweep.empty() ? sweep : sweep + ".csv"},
+                                  {"--sweep-out (.svg)", sweep.empty() ? sweep : sweep + ".svg"}};
+    util::check_output_files(ins, outs);
+  }
   if (has_trace && multi) throw Error("--trace replays its own load: it cannot be combined with a sweep or --find-max");
   std::string mode = o.mode;
   if (mode.empty()) mode = has_trace ? "trace" : (o.rate > 0 || has_sweep) ? "interactive" : "batch";
@@ -309,6 +321,8 @@ void run_bench_command(const BenchOpts& o) {
 #endif
 
 void run_synth_command(const SynthOpts& o) {
+  const util::FileArg outs[] = {{"--out", o.out}};
+  util::check_output_files({}, outs);
   const auto items = synth_dataset(o.p);
   write_jsonl(items, o.out);
   std::cout << "wrote " << items.size() << " requests to " << o.out << '\n';

@@ -32,7 +32,13 @@ class AtomicFile {
   void discard() noexcept;
   std::string path_, temp_;
   int fd_ = -1;
+  int slot_ = -1;  // its entry in the table a signal handler reads (remove_temporary_files_on_signals)
 };
+
+// A program (the CLI, not the library) calls this once: a SIGINT, SIGTERM or SIGHUP that would end the
+// process (no handler of its own) first removes the temporary files of the AtomicFiles still open, then
+// ends it as before. SIGKILL cannot be caught: it can leave `TARGET.tmp-PID-N` behind.
+void remove_temporary_files_on_signals();
 
 // Writes `bytes` to `path` through an AtomicFile.
 void write_file_atomically(const std::string& path, std::span<const std::byte> bytes);

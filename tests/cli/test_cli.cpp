@@ -1,5 +1,6 @@
 // The `hotpath` executable end to end: golden reproduction, exit codes, one-line errors on bad input.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -598,9 +599,13 @@ TEST_F(Cli, AThreadLimitIsACleanError) {
     std::vector<int> cores;
     for (int c = 0; c < CPU_SETSIZE && cores.size() < 2; ++c)
       if (CPU_ISSET(c, &set)) cores.push_back(c);
+    // the output in the system's temporary folder: the limited child may run as another user, and its
+    // output's folder is checked (a file made and removed) before the engine starts
+    const std::string out = (fs::temp_directory_path() / ("hotpath_limited_" + std::to_string(::getpid()) + ".safetensors")).string();
     const Result r = limited(1, bin + " run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") +
-                                    " --mode streaming --backend cpu --out " + path("limited.safetensors") +
-                                    " --cpuset " + std::to_string(cores[0]) + "," + std::to_string(cores[1]));
+                                    " --mode streaming --backend cpu --out " + out + " --cpuset " +
+                                    std::to_string(cores[0]) + "," + std::to_string(cores[1]));
+    fs::remove(out);
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find("cannot start cpu backend precompute worker"), std::string::npos) << r.err;
   }
@@ -926,7 +931,54 @@ TEST_F(Cli, RunErrorsLeaveNoFileBehind) {
   EXPECT_EQ(slurp(path("keep.npy")), "old");
   expect_refused("run --model " + golden_model("tiny") + " --window 5 --inputs " + golden_file("tiny") + " --out " +
                      path("missing/o.npy"),
-                 path("missing/o.npy") + ": cannot create a file there");
+                 "--out '" + path("missing/o.npy") + "': cannot create a file there");
+}
+
+// An output that is the run's own input (any spelling, a hard link), or a link, a FIFO or a device, is
+// refused before the run with one line naming both flags; the files stay as they were.
+TEST_F(Cli, OutputsNeverOverwriteInputsNorWriteThroughLinks) {
+  Series3 s = tiny_series();
+  npy::write_file(path("x.npy"), s.shape(), std::span<const float>(s.x));
+  const std::string before = slurp(path("x.npy"));
+  const std::string run = "run --model " + golden_model("tiny") + " --window 5 --inputs " + path("x.npy") + " --out ";
+  expect_refused(run + path("x.npy"), "--out '" + path("x.npy") + "' is the same file as --inputs");
+  fs::create_hard_link(path("x.npy"), path("same.npy"));
+  expect_refused(run + path("same.npy"), "is the same file as --inputs");
+  EXPECT_EQ(slurp(path("x.npy")), before);
+  write_bytes(path("target.npy"), "keep");
+  fs::create_symlink(path("target.npy"), path("link.npy"));
+  expect_refused(run + path("link.npy"), "is a symbolic link; hotpath writes only regular files");
+  expect_refused("export --model lstm_s --out " + path("link.npy"), "is a symbolic link");
+  ASSERT_EQ(::mkfifo(path("fifo.npy").c_str(), 0600), 0);
+  expect_refused(run + path("fifo.npy"), "is a FIFO");
+  expect_refused("export --model lstm_s --out /dev/null", "--out '/dev/null': is a device");
+  expect_refused("scaler fit --model " + golden_model("tiny") + " --inputs " + path("x.npy") + " --until 10 --out " +
+                     path("x.npy"),
+                 "is the same file as --inputs");
+  expect_refused("scaler fit --model " + golden_model("tiny") + " --inputs " + path("x.npy") + " --until 10 --out " +
+                     golden_model("tiny"),
+                 "is the same file as --model");
+  EXPECT_TRUE(fs::is_symlink(path("link.npy")));
+  EXPECT_EQ(slurp(path("target.npy")), "keep");
+  EXPECT_EQ(slurp(path("x.npy")), before);
+}
+
+// A signal during `run` removes its temporary output file (SIGKILL excepted: docs say so).
+TEST_F(Cli, AnInterruptedRunLeavesNoTemporaryFile) {
+  // a series long enough that the float64 reference is still running lstm_m when the signal comes (~1 ms a tick)
+  const int64_t T = 20000, I = 32;
+  std::vector<float> x(size_t(T * I), 0.25f);
+  npy::write_file(path("long.npy"), std::vector<int64_t>{T, I}, std::span<const float>(x));
+  for (const char* sig : {"TERM", "INT", "HUP"}) {
+    const std::string cmd = "timeout -s " + std::string(sig) + " 1 " + std::string(HOTPATH_BINARY) +
+                            " run --model lstm_m --mode streaming --backend ref --no-progress --inputs " +
+                            path("long.npy") + " --out " + path("o.npy") + " >/dev/null 2>&1";
+    const int status = std::system(cmd.c_str());
+    EXPECT_EQ(WEXITSTATUS(status), 124) << sig << ": the run ended before the signal (make the series longer)";
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+    EXPECT_EQ(names, std::vector<std::string>{"long.npy"}) << sig;
+  }
 }
 
 // Bad series: exit 2 with one line naming the problem, and no output file.

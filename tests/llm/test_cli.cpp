@@ -54,6 +54,37 @@ TEST(LlmCli, BadFlagsAreUserErrors) {
                  Error);
   }
 }
+// Every output is checked before the first request (a run's results are never lost at its end): a folder
+// that cannot take the file, an output that is the data set or another output. The endpoint (port 1)
+// would refuse any request: the error is the output's, so nothing was sent.
+TEST(LlmCli, OutputsAreCheckedBeforeAnyRequest) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("hotpath_llm_out_" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  const std::string data = dir + "/d.jsonl";
+  {
+    auto app = make_app();
+    app->parse("llm dataset synth --requests 3 --input-mean 5 --output-mean 4 --out " + data, false);
+  }
+  const std::string bench = "llm bench --endpoint http://127.0.0.1:1/v1 --model m --dataset " + data + " ";
+  auto refusal = [&](const std::string& flags) {
+    auto app = make_app();
+    try {
+      app->parse(bench + flags, false);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(refusal("--json " + dir + "/nope/x.json").find("--json '" + dir + "/nope/x.json': cannot create a file there"),
+            std::string::npos);
+  EXPECT_NE(refusal("--csv " + data).find("is the same file as --dataset"), std::string::npos);
+  EXPECT_NE(refusal("--json " + dir + "/r.json --csv " + dir + "/r.json").find("is the same file as --json"),
+            std::string::npos);
+  EXPECT_NE(refusal("--report /dev/null").find("is a device"), std::string::npos);
+  const auto before = load_dataset(data);
+  EXPECT_EQ(before.size(), 3u);
+  std::filesystem::remove_all(dir);
+}
 #else
 TEST(LlmCli, WithoutCurlEveryLlmCommandSaysSo) {
   for (const char* cmd : {"llm bench --endpoint http://127.0.0.1:1/v1 --model m --dataset x", "llm serve-sim",
