@@ -21,10 +21,10 @@
 #include "model/safetensors.hpp"
 #include "model/zoo.hpp"
 #include "reference/reference.hpp"
-#include "util/cli_range.hpp"
 #include "util/atomic_file.hpp"
-#include "util/output_paths.hpp"
+#include "util/cli_number.hpp"
 #include "util/error.hpp"
+#include "util/output_paths.hpp"
 #include "util/progress_bar.hpp"
 
 namespace hotpath::cli {
@@ -86,16 +86,19 @@ struct BackendFlags {
   std::string variant;
   std::string kernel;
   std::string scaler;
+  CLI::Option* cpuset_option = nullptr;  // given (even empty) or not: "--cpuset ''" is an error, not absent
+  CLI::Option* scaler_option = nullptr;
   void add(CLI::App* cmd, const std::string& default_backend) {
     backend = default_backend;
     std::string names = "auto (cuda if usable, else cpu)";
     for (const auto& n : backend_names()) names += ", " + n;
     cmd->add_option("--backend", backend, "Backend: " + names)->capture_default_str();
     cmd->add_option("--precision", precision, "Weight precision: fp32|bf16|int8 (cpu), fp16|bf16 (cuda); default per backend");
-    cmd->add_option("--cpuset", cpuset, "Cores, e.g. 2-5: the first runs the critical step, the rest precompute");
+    cpuset_option =
+        cmd->add_option("--cpuset", cpuset, "Cores, e.g. 2-5: the first runs the critical step, the rest precompute");
     cmd->add_option("--variant", variant, "Backend kernel variant (cuda: auto, smem, regs); default: the backend's");
     add_kernel_option(cmd, kernel);
-    cmd->add_option("--scaler", scaler, kScalerHelp);
+    scaler_option = cmd->add_option("--scaler", scaler, kScalerHelp);
   }
   EngineOptions options(Mode mode, int window) const {
     EngineOptions o;
@@ -103,10 +106,10 @@ struct BackendFlags {
     o.mode = mode;
     o.window = window;
     if (!precision.empty()) o.precision = parse_precision(precision);
-    if (!cpuset.empty()) o.cpuset = parse_cpuset(cpuset);
+    if (cpuset_option->count()) o.cpuset = parse_cpuset(cpuset);
     o.variant = variant;
     o.kernel = kernel;
-    if (!scaler.empty()) o.scaler = parse_scaler(scaler);
+    if (scaler_option->count()) o.scaler = parse_scaler(scaler);
     return o;
   }
 };
@@ -171,8 +174,8 @@ void add_info_command(CLI::App& app) {
   add_kernel_option(cmd, f->kernel);
   cmd->add_option("--precision", f->precision, "With --backend cuda: fp16 (default) or bf16");
   cmd->add_option("--mode", f->mode, "With --backend cuda: window or streaming")->capture_default_str();
-  cmd->add_option("--window", f->window, "With --backend cuda: window length (default: the model's)")
-      ->check(util::int_range(1, kMaxWindow));
+  util::add_int_option(cmd, "--window", f->window, "With --backend cuda: window length (default: the model's)", 1,
+                       kMaxWindow);
   cmd->callback([f] {
     const bool cuda = f->backend == "cuda";
     if (!f->backend.empty() && !cuda)
@@ -242,8 +245,9 @@ void add_run_command(CLI::App& app) {
       ->required();
   cmd->add_option("--inputs-key", f->inputs_key, "Tensor name of the inputs in a .safetensors file")->capture_default_str();
   cmd->add_option("--mode", f->mode, "window or streaming")->capture_default_str();
-  cmd->add_option("--window", f->window, "Window length (default: the model's metadata; at most the series length); ignored in streaming mode")
-      ->check(util::int_range(1, kMaxWindow));
+  util::add_int_option(cmd, "--window", f->window,
+                       "Window length (default: the model's metadata; at most the series length); ignored in streaming mode",
+                       1, kMaxWindow);
   f->backend.add(cmd, "ref");
   cmd->add_option("--out", f->out,
                   "Output file, .npy or .safetensors (tensor `outputs`): [T, O], or [S, T, O] for [S, T, I] inputs; "
@@ -419,7 +423,7 @@ void add_export_command(CLI::App& app) {
   cmd->add_option("--model", f->model, "Zoo name (hotpath models)")->required();
   cmd->add_option("--out", f->out, "Output file")->required();
   cmd->add_option("--dtype", f->dtype, "f32, f16, bf16 or f64")->capture_default_str();
-  cmd->add_option("--seed", f->seed, "Seed of the random weights")->capture_default_str();
+  util::add_int_option(cmd, "--seed", f->seed, "Seed of the random weights", 0, UINT64_MAX)->capture_default_str();
   cmd->callback([f] {
     const auto m = zoo_model(f->model, f->seed);
     if (!m) throw Error("unknown zoo model '" + f->model + "' (hotpath models lists the zoo)");
@@ -449,8 +453,8 @@ void add_bench_command(CLI::App& app) {
     int repeats = 3;
   };
   auto f = std::make_shared<Flags>();
-  using util::finite_range;
-  using util::int_range;
+  using util::add_float_option;
+  using util::add_int_option;
   cmd->add_option("--model", f->o.model, "Model file or zoo name");
   cmd->add_option("--lstm-prefix", f->o.load.lstm_prefix, "Key prefix of the nn.LSTM tensors (default: detected)");
   cmd->add_option("--head-prefix", f->o.load.head_prefix, "Key prefix of the nn.Linear head (default: detected)");
@@ -461,73 +465,73 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--mode", f->mode,
                   "window or streaming (tick latency); backtest, backtest-streaming or fresh (throughput: windows/s)")
       ->capture_default_str();
-  cmd->add_option("--window", f->window, "Window length (default: the model's)")->check(int_range(1, kMaxWindow));
+  add_int_option(cmd, "--window", f->window, "Window length (default: the model's)", 1, kMaxWindow);
   cmd->add_option("--precision", f->precision, "fp32|bf16 (cpu), fp16|bf16 (cuda)");
-  auto* ticks = cmd->add_option("--ticks", f->o.ticks,
-                                "Measured ticks (each sample is kept: 16 bytes a tick); in the throughput modes, "
-                                "windows (outputs) per run, default: sized to about --seconds (3) from a probe")
-                    ->capture_default_str()
-                    ->check(int_range(1LL, bench::kMaxTicks));
-  cmd->add_option("--batch", f->batch,
-                  "Throughput modes: backtest series S (default 1), or fresh windows per call B (default 1024)")
-      ->check(int_range(1LL, bench::kMaxBatch));
-  cmd->add_option("--repeat", f->repeats, "Backtest modes: measured runs (the rate is their median)")
-      ->capture_default_str()
-      ->check(int_range(1, bench::kMaxRepeats));
-  cmd->add_option("--seconds,--duration", f->seconds, "Measure for this long (seconds) instead of --ticks")
-      ->excludes(ticks)
-      ->check(finite_range(1e-6, bench::kMaxSeconds));
-  cmd->add_option("--warmup", f->o.warmup, "Unmeasured ticks first")->capture_default_str()->check(int_range(0LL, bench::kMaxWarmup));
-  auto* gap = cmd->add_option("--gap-us", f->o.gap_us, "Pause after precompute before the next tick")
-                  ->capture_default_str()
-                  ->check(finite_range(0, bench::kMaxGapUs));
-  cmd->add_option("--rate", f->rate, "Fixed tick rate in Hz; latency counts from each tick's scheduled time")
-      ->excludes(gap)
-      ->check(finite_range(1e-6, bench::kMaxRateHz));
+  auto* ticks = add_int_option(cmd, "--ticks", f->o.ticks,
+                               "Measured ticks (each sample is kept: 16 bytes a tick); in the throughput modes, "
+                               "windows (outputs) per run, default: sized to about --seconds (3) from a probe",
+                               1, bench::kMaxTicks)
+                    ->capture_default_str();
+  add_int_option(cmd, "--batch", f->batch,
+                 "Throughput modes: backtest series S (default 1), or fresh windows per call B (default 1024)", 1,
+                 bench::kMaxBatch);
+  add_int_option(cmd, "--repeat", f->repeats, "Backtest modes: measured runs (the rate is their median)", 1,
+                 bench::kMaxRepeats)
+      ->capture_default_str();
+  add_float_option(cmd, "--seconds,--duration", f->seconds, "Measure for this long (seconds) instead of --ticks", 1e-6,
+                   bench::kMaxSeconds)
+      ->excludes(ticks);
+  add_int_option(cmd, "--warmup", f->o.warmup, "Unmeasured ticks first", 0, bench::kMaxWarmup)->capture_default_str();
+  auto* gap = add_float_option(cmd, "--gap-us", f->o.gap_us, "Pause after precompute before the next tick", 0,
+                               bench::kMaxGapUs)
+                  ->capture_default_str();
+  add_float_option(cmd, "--rate", f->rate, "Fixed tick rate in Hz; latency counts from each tick's scheduled time", 1e-6,
+                   bench::kMaxRateHz)
+      ->excludes(gap);
   cmd->add_option("--cpuset", f->cpuset, "Cores, e.g. 2-5: the first runs the critical step");
-  cmd->add_option("--seed", f->seed, "Seed of the random inputs")->capture_default_str()->check(
-      int_range<int64_t>(0, std::numeric_limits<int64_t>::max()));
-  cmd->add_option("--check-every", f->o.check_every, "Check every K-th tick against float64 (1: all)")
-      ->capture_default_str()
-      ->check(int_range(1, std::numeric_limits<int>::max()));
-  cmd->add_option("--check-threads", f->check_threads, "Float64 checker threads (default: one per spare core, up to 8)")
-      ->check(int_range(1, bench::kMaxCheckThreads));
-  cmd->add_option("--report-every", f->report_every,
-                  "Report every this many seconds (count, percentiles, errors, RSS; JSON `intervals`); "
-                  "percentiles then come from histograms, so memory stays flat over long runs")
-      ->check(finite_range(bench::kMinIntervalSeconds, bench::kMaxSeconds));
-  auto* idle_every = cmd->add_option("--idle-every-s", f->o.idle_every_s, "Every this many seconds of measuring, an idle gap")
-                         ->check(finite_range(bench::kMinIntervalSeconds, bench::kMaxSeconds));
-  auto* idle = cmd->add_option("--idle-s", f->o.idle_s, "Length of each idle gap in seconds: no tick is sent")
-                   ->check(finite_range(1e-6, bench::kMaxIdleSeconds));
+  add_int_option(cmd, "--seed", f->seed, "Seed of the random inputs", 0, std::numeric_limits<int64_t>::max())
+      ->capture_default_str();
+  add_int_option(cmd, "--check-every", f->o.check_every, "Check every K-th tick against float64 (1: all)", 1,
+                 std::numeric_limits<int>::max())
+      ->capture_default_str();
+  add_int_option(cmd, "--check-threads", f->check_threads, "Float64 checker threads (default: one per spare core, up to 8)",
+                 1, bench::kMaxCheckThreads);
+  add_float_option(cmd, "--report-every", f->report_every,
+                   "Report every this many seconds (count, percentiles, errors, RSS; JSON `intervals`); "
+                   "percentiles then come from histograms, so memory stays flat over long runs",
+                   bench::kMinIntervalSeconds, bench::kMaxSeconds);
+  auto* idle_every = add_float_option(cmd, "--idle-every-s", f->o.idle_every_s,
+                                      "Every this many seconds of measuring, an idle gap", bench::kMinIntervalSeconds,
+                                      bench::kMaxSeconds);
+  auto* idle = add_float_option(cmd, "--idle-s", f->o.idle_s, "Length of each idle gap in seconds: no tick is sent", 1e-6,
+                                bench::kMaxIdleSeconds);
   idle_every->needs(idle);
   idle->needs(idle_every);
   cmd->add_option("--json", f->o.json_path, "Write the report as JSON (schema: bench/SCHEMA.md)");
   cmd->add_option("--samples", f->o.samples_path, "Write every raw latency sample (CSV)");
-  cmd->add_option("--timeout-us", f->o.timeout_us, "cuda: give up on an output after this long")
-      ->capture_default_str()
-      ->check(finite_range(1, bench::kMaxTimeoutUs));
+  add_float_option(cmd, "--timeout-us", f->o.timeout_us, "cuda: give up on an output after this long", 1,
+                   bench::kMaxTimeoutUs)
+      ->capture_default_str();
   cmd->add_option("--fallback", f->o.fallback, "cuda: 'cpu' answers from the CPU backend when the GPU is late");
   cmd->add_option("--variant", f->o.variant, "Backend kernel variant (cuda: auto, smem, regs); default: the backend's");
   add_kernel_option(cmd, f->o.kernel);
   cmd->add_flag("--pingpong", f->o.pingpong, "Measure only the host->GPU->host floor over the mailbox, no model");
-  cmd->add_option("--floats", f->floats, "Ping-pong payload in floats (default: the model's I, else 32)")
-      ->check(int_range(1, bench::kMaxFloats));
+  add_int_option(cmd, "--floats", f->floats, "Ping-pong payload in floats (default: the model's I, else 32)", 1,
+                 bench::kMaxFloats);
   cmd->add_flag("--no-pingpong", f->o.skip_pingpong, "cuda: skip the same-process ping-pong");
   cmd->add_option("--scaler", f->scaler, kScalerHelp);
   cmd->add_flag("--no-warm", f->no_warm,
                 "Do not warm the engine on creation (its first 10 ticks, reported apart, then meet it cold)");
-  cmd->add_option("--instances", f->instances,
-                  "cuda: N independent instances on one GPU, each on SMs of its own; latency per instance and "
-                  "over all (docs/cuda.md, \"Many instances\")")
-      ->check(int_range(1, bench::kMaxInstances));
+  add_int_option(cmd, "--instances", f->instances,
+                 "cuda: N independent instances on one GPU, each on SMs of its own; latency per instance and "
+                 "over all (docs/cuda.md, \"Many instances\")",
+                 1, bench::kMaxInstances);
   cmd->add_flag("--lockstep", f->o.lockstep, "--instances: every instance's tick r is sent together");
   cmd->add_option("--isolation", f->o.isolation, "--instances: how instances share the GPU (green: an SM partition and a kernel each; shared: one "
                   "persistent launch serving all, a critical and precompute blocks each)")
       ->capture_default_str();
-  cmd->add_option("--sms-per-instance", f->o.sms_per_instance,
-                  "--instances: SMs in each instance's partition (default: the largest equal share)")
-      ->check(int_range(1, 1 << 16));
+  add_int_option(cmd, "--sms-per-instance", f->o.sms_per_instance,
+                 "--instances: SMs in each instance's partition (default: the largest equal share)", 1, 1 << 16);
   cmd->add_option("--placement", f->o.placement,
                   "--isolation shared: where an instance's blocks go (sm: neighbouring SMs, as a partition; "
                   "block: by block index, spread over the GPU)")
@@ -562,12 +566,12 @@ void add_bench_command(CLI::App& app) {
       if (cmd->count("--repeat") && *workload == bench::Workload::fresh)
         throw Error("--repeat is for the backtest modes (fresh times every call)");
       t.repeats = f->repeats;
-      if (!f->cpuset.empty()) t.cpuset = parse_cpuset(f->cpuset);
+      if (cmd->count("--cpuset")) t.cpuset = parse_cpuset(f->cpuset);  // "--cpuset ''" too: refused
       t.seed = uint64_t(f->seed);
       t.json_path = o.json_path;
       t.variant = o.variant;
       t.kernel = o.kernel;
-      if (!f->scaler.empty()) t.scaler = parse_scaler(f->scaler);
+      if (cmd->count("--scaler")) t.scaler = parse_scaler(f->scaler);
       t.command_line = command_line();
       const auto report = bench::run_throughput(t, std::cout);
       if (!report["pass"].get<bool>()) {
@@ -580,8 +584,8 @@ void add_bench_command(CLI::App& app) {
       throw Error("--batch and --repeat are for the throughput modes (backtest, backtest-streaming, fresh)");
     o.mode = parse_mode(f->mode);
     if (!f->precision.empty()) o.precision = parse_precision(f->precision);
-    if (!f->cpuset.empty()) o.cpuset = parse_cpuset(f->cpuset);
-    if (!f->scaler.empty()) o.scaler = parse_scaler(f->scaler);
+    if (cmd->count("--cpuset")) o.cpuset = parse_cpuset(f->cpuset);
+    if (cmd->count("--scaler")) o.scaler = parse_scaler(f->scaler);
     // Flags given are range-checked by their validators; unset ones keep the library's defaults.
     if (cmd->count("--window")) o.window = f->window;
     if (cmd->count("--floats")) o.floats = f->floats;

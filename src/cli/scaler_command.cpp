@@ -1,6 +1,7 @@
 // `hotpath scaler fit`: an input scaler fitted on the first T ticks of a recorded series only, written
 // into a copy of the model file (tensors input_scaler.mean / input_scaler.scale, F32 [I]).
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "model/npy.hpp"
 #include "model/safetensors.hpp"
 #include "scaling/input_scaler.hpp"
+#include "util/cli_number.hpp"
 #include "util/error.hpp"
 #include "util/output_paths.hpp"
 
@@ -67,7 +69,9 @@ void add_scaler_command(CLI::App& app) {
   cmd->add_option("--head-prefix", f->load.head_prefix, "Key prefix of the nn.Linear head (default: detected)");
   cmd->add_option("--inputs", f->inputs, "Series [T, I]: .npy (float32/float64, C order) or .safetensors")->required();
   cmd->add_option("--key", f->key, "Tensor of a .safetensors --inputs")->capture_default_str();
-  cmd->add_option("--until", f->until, "Fit on ticks [0, T) only; rows at or after T are never read")->required();
+  util::add_int_option(cmd, "--until", f->until, "Fit on ticks [0, T) only; rows at or after T are never read", 0,
+                       INT64_MAX)
+      ->required();
   cmd->add_option("--out", f->out, "Output model file (.safetensors)")->required();
   cmd->callback([f] {
     const util::FileArg ins[] = {{"--model", f->model}, {"--inputs", f->inputs}}, outs[] = {{"--out", f->out}};

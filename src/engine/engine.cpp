@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "cpu/cpu_backend.hpp"
@@ -11,6 +12,7 @@
 #include "model/safetensors.hpp"
 #include "reference/reference_backend.hpp"
 #include "util/error.hpp"
+#include "util/number.hpp"
 #include "util/threads.hpp"
 #ifdef HOTPATH_HAVE_CUDA
 #include "cuda/cuda_backend.hpp"
@@ -66,8 +68,10 @@ std::vector<int> parse_cpuset(const std::string& text) {
     return Error("bad --cpuset '" + text + "': '" + part + "' is not a core number or range like 2-5");
   };
   auto number = [&](const std::string& s, const std::string& part) {
-    if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) throw bad(part);
-    return std::stoi(s);
+    // The bound keeps a typo from walking a huge range of cores.
+    const auto n = util::parse_int<int>(s);
+    if (!n || *n < 0 || *n > 999999) throw bad(part);
+    return *n;
   };
   while (pos <= text.size()) {
     const size_t comma = std::min(text.find(',', pos), text.size());

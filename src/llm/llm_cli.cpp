@@ -1,6 +1,5 @@
 #include "llm/llm_cli.hpp"
 
-#include <charconv>
 #include <cmath>
 #include <csignal>
 #include <cstdint>
@@ -28,6 +27,7 @@
 #include "llm/trace.hpp"
 #include "llm/slo.hpp"
 #include "llm/sweep.hpp"
+#include "util/cli_number.hpp"
 #include "util/error.hpp"
 #include "util/output_paths.hpp"
 #ifdef HOTPATH_HAVE_CURL
@@ -64,47 +64,6 @@ struct SimOpts {
   double duration = 0;
   std::uint64_t max_requests = 0;
 };
-
-std::string num_text(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.15g", v);
-  return buf;
-}
-
-// Range checks for numeric flags. CLI::Range lets NaN through and CLI11 reads "-1" into an
-// unsigned flag as 2^64-1 (and "010" as octal), so integers must be plain decimal digits here; the
-// value is rewritten to its canonical form before CLI11 converts it.
-CLI::Validator int_in(std::uint64_t lo, std::uint64_t hi) {
-  const std::string limit = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-  return CLI::Validator(
-      [lo, hi, limit](std::string& in) -> std::string {
-        std::uint64_t v = 0;
-        const char* b = in.data();
-        const char* e = b + in.size();
-        if (b != e && *b == '+') ++b;
-        const auto [ptr, ec] = std::from_chars(b, e, v);
-        if (b == e || ptr != e || ec != std::errc() || v < lo || v > hi)
-          return "must be " + limit + " (got '" + in + "')";
-        in = std::to_string(v);
-        return {};
-      },
-      limit);
-}
-
-// A finite number in [lo, hi], or in (lo, hi] when `open_lo`.
-CLI::Validator num_in(double lo, double hi, bool open_lo = false) {
-  const std::string limit = "a number in " + std::string(open_lo ? "(" : "[") + num_text(lo) + ", " + num_text(hi) + "]";
-  return CLI::Validator(
-      [lo, hi, open_lo, limit](std::string& in) -> std::string {
-        char* end = nullptr;
-        const double v = in.empty() ? std::nan("") : std::strtod(in.c_str(), &end);
-        const bool good = !in.empty() && end == in.c_str() + in.size() && std::isfinite(v) &&
-                          (open_lo ? v > lo : v >= lo) && v <= hi;
-        if (!good) return "must be " + limit + " (got '" + in + "')";
-        return {};
-      },
-      limit);
-}
 
 #ifdef HOTPATH_HAVE_CURL
 void print_summary(const nlohmann::json& r, std::ostream& os) {
@@ -367,6 +326,8 @@ void run_sim_command(const SimOpts& o) {
 }  // namespace
 
 void add_llm_commands(CLI::App& root) {
+  using util::add_float_option;
+  using util::add_int_option;
   CLI::App* llm = root.add_subcommand("llm", "Benchmark OpenAI-compatible LLM servers (docs/llm.md)");
 #ifdef HOTPATH_HAVE_CURL
   llm->require_subcommand(1);
@@ -381,23 +342,23 @@ void add_llm_commands(CLI::App& root) {
   bench->add_option("--model", b->model, "Model name sent in each request")->required();
   bench->add_option("--dataset", b->dataset, "JSONL data set (prompt|messages, output_tokens, [reference])");
   bench->add_option("--trace", b->trace, "Replay a timestamped JSONL trace (Mooncake or hotpath form) instead of --dataset");
-  bench->add_option("--trace-speed", b->trace_speed, "Trace: replay X times faster (default 1)")->check(num_in(0.001, 1e6));
-  bench->add_option("--trace-block-words", b->trace_block_words, "Trace: words per hash_ids block (default 512)")
-      ->check(int_in(1, 1'000'000));
+  add_float_option(bench, "--trace-speed", b->trace_speed, "Trace: replay X times faster (default 1)", 0.001, 1e6);
+  add_int_option(bench, "--trace-block-words", b->trace_block_words, "Trace: words per hash_ids block (default 512)", 1,
+                 1'000'000);
   bench->add_option("--mode", b->mode, "batch | interactive | trace (default: from --trace, --rate/--sweep, else batch)");
   bench->add_option("--api", b->api, "chat | completions (default chat)");
-  bench->add_option("--rate", b->rate, "Interactive: mean arrival rate, requests/s")->check(num_in(kMinRate, kMaxRate));
-  bench->add_option("--burstiness", b->burstiness, "Interactive: gamma shape K of the gaps (1 = Poisson)")
-      ->check(num_in(kMinBurstiness, kMaxBurstiness));
-  bench->add_option("--max-concurrency", b->max_concurrency, "Client slots (default: no cap but the limit, 100000)")
-      ->check(int_in(1, kMaxConcurrency));
-  bench->add_option("--requests", b->requests, "Requests to send, cycling the data set (default: all of it)")
-      ->check(int_in(1, kMaxRequests));
-  bench->add_option("--duration", b->duration, "Send no request after S seconds")->check(num_in(0, kMaxDurationS, true));
-  bench->add_option("--warmup", b->warmup, "Unmeasured requests sent first")->check(int_in(0, kMaxRequests));
-  bench->add_option("--timeout", b->timeout, "Per-request timeout in seconds (default 600)")
-      ->check(num_in(kMinTimeoutS, kMaxTimeoutS));
-  bench->add_option("--seed", b->seed, "Seed of the arrival schedule")->check(int_in(0, UINT64_MAX));
+  add_float_option(bench, "--rate", b->rate, "Interactive: mean arrival rate, requests/s", kMinRate, kMaxRate);
+  add_float_option(bench, "--burstiness", b->burstiness, "Interactive: gamma shape K of the gaps (1 = Poisson)",
+                   kMinBurstiness, kMaxBurstiness);
+  add_int_option(bench, "--max-concurrency", b->max_concurrency, "Client slots (default: no cap but the limit, 100000)",
+                 1, kMaxConcurrency);
+  add_int_option(bench, "--requests", b->requests, "Requests to send, cycling the data set (default: all of it)", 1,
+                 kMaxRequests);
+  add_float_option(bench, "--duration", b->duration, "Send no request after S seconds", 0, kMaxDurationS, true);
+  add_int_option(bench, "--warmup", b->warmup, "Unmeasured requests sent first", 0, kMaxRequests);
+  add_float_option(bench, "--timeout", b->timeout, "Per-request timeout in seconds (default 600)", kMinTimeoutS,
+                   kMaxTimeoutS);
+  add_int_option(bench, "--seed", b->seed, "Seed of the arrival schedule", 0, UINT64_MAX);
   bench->add_option("--api-key", b->api_key, "Bearer token (default: $OPENAI_API_KEY)");
   bench->add_flag("--ignore-eos", b->ignore_eos, "Send ignore_eos: true so outputs run to max_tokens");
   bench->add_option("--json", b->json_path, "Write the report as JSON");
@@ -407,41 +368,47 @@ void add_llm_commands(CLI::App& root) {
   bench->add_option("--slo", b->slo, "SLOs, e.g. rt:200ms,iwl@p90:50ms,wps:20 (goodput counts requests meeting them)");
   bench->add_option("--sweep-concurrency", b->sw.sweep_concurrency, "Batch runs at max concurrency C1,C2,...");
   bench->add_option("--find-max", b->sw.find_max, "rate | concurrency: search the highest load meeting --slo");
-  bench->add_option("--find-start", b->sw.find_start, "--find-max: first probe (default 1)")->check(num_in(kMinRate, kMaxRate));
-  bench->add_option("--find-precision", b->sw.find_precision, "--find-max: relative width where bisection ends (default 0.1)")
-      ->check(num_in(0.001, 1));
-  bench->add_option("--find-max-runs", b->sw.find_max_runs, "--find-max: probes at most (default 12)")->check(int_in(1, 1000));
-  bench->add_option("--find-saturation", b->sw.find_saturation,
-                    "--find-max: a doubling that adds less than this fraction of req/s is saturation (default 0.05)")
-      ->check(num_in(0, 10));
-  bench->add_option("--repeat", b->sw.repeat, "Run each sweep point N times: mean and 95% CI (default 1)")->check(int_in(1, 100));
-  bench->add_option("--threads", b->threads, "Client threads (default 1)")->check(int_in(1, kMaxThreads));
+  add_float_option(bench, "--find-start", b->sw.find_start, "--find-max: first probe (default 1)", kMinRate, kMaxRate);
+  add_float_option(bench, "--find-precision", b->sw.find_precision,
+                   "--find-max: relative width where bisection ends (default 0.1)", 0.001, 1);
+  add_int_option(bench, "--find-max-runs", b->sw.find_max_runs, "--find-max: probes at most (default 12)", 1, 1000);
+  add_float_option(bench, "--find-saturation", b->sw.find_saturation,
+                   "--find-max: a doubling that adds less than this fraction of req/s is saturation (default 0.05)", 0,
+                   10);
+  add_int_option(bench, "--repeat", b->sw.repeat, "Run each sweep point N times: mean and 95% CI (default 1)", 1, 100);
+  add_int_option(bench, "--threads", b->threads, "Client threads (default 1)", 1, kMaxThreads);
   bench->add_option("--header", b->headers, "Extra HTTP header 'Name: value' (repeatable)");
-  bench->add_option("--grace", b->grace, "After Ctrl-C, seconds to let requests in flight finish (default 10)")
-      ->check(num_in(0, kMaxTimeoutS));
-  bench->add_option("--ramp-up", b->ramp_up, "Ramp the rate (interactive) or the cap (batch) up linearly over S seconds")
-      ->check(num_in(0, kMaxDurationS));
-  bench->add_option("--ramp-from", b->ramp_from, "Interactive ramp: the rate at t = 0 (default 0)")->check(num_in(0, kMaxRate));
-  bench->add_option("--turns", b->turns, "Multi-turn: requests per conversation, each carrying the history (default 1)")
-      ->check(int_in(1, kMaxTurns));
-  bench->add_option("--think-time", b->think_time, "Multi-turn: seconds between a reply and the next turn (default 0)")
-      ->check(num_in(0, kMaxDurationS));
+  add_float_option(bench, "--grace", b->grace, "After Ctrl-C, seconds to let requests in flight finish (default 10)", 0,
+                   kMaxTimeoutS);
+  add_float_option(bench, "--ramp-up", b->ramp_up,
+                   "Ramp the rate (interactive) or the cap (batch) up linearly over S seconds", 0, kMaxDurationS);
+  add_float_option(bench, "--ramp-from", b->ramp_from, "Interactive ramp: the rate at t = 0 (default 0)", 0, kMaxRate);
+  add_int_option(bench, "--turns", b->turns,
+                 "Multi-turn: requests per conversation, each carrying the history (default 1)", 1, kMaxTurns);
+  add_float_option(bench, "--think-time", b->think_time,
+                   "Multi-turn: seconds between a reply and the next turn (default 0)", 0, kMaxDurationS);
   bench->add_flag("--insecure", b->insecure, "https without certificate verification");
   bench->add_flag("--quiet", b->quiet, "No summary on stdout, no progress line");
   bench->add_option("--report", b->report_path, "Write a self-contained HTML report (tables, SVG charts)");
   bench->add_flag("--progress", b->progress, "Live progress line on stderr even when it is not a terminal")
       ->excludes(bench->add_flag("--no-progress", b->no_progress, "No live progress line"));
   bench->add_flag("--busy-poll", b->busy_poll, "Spin instead of sleeping (needs a free core per --threads)");
-  bench->add_option("--spin-us", b->spin_us, "Wake this many us before each scheduled send and spin to it (default 0)")
-      ->check(num_in(0, kMaxSpinUs));
+  add_float_option(bench, "--spin-us", b->spin_us,
+                   "Wake this many us before each scheduled send and spin to it (default 0)", 0, kMaxSpinUs);
   bench->add_option("--metrics-url", b->server.metrics_url,
                     "Scrape the server's Prometheus /metrics in the measured phase: a URL, or auto (--endpoint's /v1 -> /metrics)");
-  bench->add_option("--metrics-interval", b->server.interval_s, "Seconds between scrapes and GPU readings (default 1)")
-      ->check(num_in(kMinMetricsIntervalS, kMaxMetricsIntervalS));
+  add_float_option(bench, "--metrics-interval", b->server.interval_s,
+                   "Seconds between scrapes and GPU readings (default 1)", kMinMetricsIntervalS, kMaxMetricsIntervalS);
   bench->add_flag("--nvml", b->server.nvml, "GPU telemetry through NVML even when --endpoint is not loopback");
   bench->add_flag("--no-nvml", b->server.no_nvml, "No GPU telemetry (default: on when --endpoint is loopback)");
 #ifdef HOTPATH_HAVE_CURL
-  bench->callback([b] { run_bench_command(*b); });
+  bench->callback([b, bench] {
+    // A spec given empty ("--slo ''") goes to its parser, which refuses it, instead of reading as absent.
+    if (bench->count("--slo")) parse_slos(b->slo);
+    if (bench->count("--sweep")) parse_sweep_values("--sweep", b->sw.sweep, false);
+    if (bench->count("--sweep-concurrency")) parse_sweep_values("--sweep-concurrency", b->sw.sweep_concurrency, true);
+    run_bench_command(*b);
+  });
 #else
   bench->callback([] { no_curl(); });
 #endif
@@ -451,18 +418,16 @@ void add_llm_commands(CLI::App& root) {
   dataset->require_subcommand(1);
   auto s = std::make_shared<SynthOpts>();
   CLI::App* synth = dataset->add_subcommand("synth", "Write reproducible synthetic prompts (normal length distributions)");
-  synth->add_option("--requests", s->p.requests, "Number of requests")->required()->check(int_in(1, kMaxRequests));
-  synth->add_option("--input-mean", s->p.input_mean, "Mean prompt length, words")
-      ->required()
-      ->check(num_in(0, kMaxInputWords, true));
-  synth->add_option("--input-stdev", s->p.input_stdev, "Prompt length standard deviation, words")
-      ->check(num_in(0, kMaxInputWords));
-  synth->add_option("--output-mean", s->p.output_mean, "Mean requested output, tokens")
-      ->required()
-      ->check(num_in(0, kMaxOutputTokens, true));
-  synth->add_option("--output-stdev", s->p.output_stdev, "Requested output standard deviation, tokens")
-      ->check(num_in(0, kMaxOutputTokens));
-  synth->add_option("--seed", s->p.seed, "Seed")->check(int_in(0, UINT64_MAX));
+  add_int_option(synth, "--requests", s->p.requests, "Number of requests", 1, kMaxRequests)->required();
+  add_float_option(synth, "--input-mean", s->p.input_mean, "Mean prompt length, words", 0, kMaxInputWords, true)
+      ->required();
+  add_float_option(synth, "--input-stdev", s->p.input_stdev, "Prompt length standard deviation, words", 0,
+                   kMaxInputWords);
+  add_float_option(synth, "--output-mean", s->p.output_mean, "Mean requested output, tokens", 0, kMaxOutputTokens, true)
+      ->required();
+  add_float_option(synth, "--output-stdev", s->p.output_stdev, "Requested output standard deviation, tokens", 0,
+                   kMaxOutputTokens);
+  add_int_option(synth, "--seed", s->p.seed, "Seed", 0, UINT64_MAX);
   synth->add_option("--out", s->out, "Output JSONL file")->required();
 #ifdef HOTPATH_HAVE_CURL
   synth->callback([s] { run_synth_command(*s); });
@@ -474,34 +439,33 @@ void add_llm_commands(CLI::App& root) {
   auto m = std::make_shared<SimOpts>();
   CLI::App* sim = llm->add_subcommand("serve-sim", "Simulated OpenAI-compatible streaming server on loopback");
   sim->add_option("--host", m->cfg.host, "Loopback address (default 127.0.0.1)");
-  sim->add_option("--port", m->cfg.port, "Port (default 0: any free one, printed)")->check(int_in(0, 65535));
-  sim->add_option("--ttft-ms", m->cfg.ttft_ms, "Request received -> first token, ms (default 20)")
-      ->check(num_in(0, kMaxSimDelayMs));
-  sim->add_option("--tpot-ms", m->cfg.tpot_ms, "Between tokens, ms (default 5)")->check(num_in(0, kMaxSimDelayMs));
-  sim->add_option("--output-tokens", m->cfg.output_tokens, "Always this many tokens (default: max_tokens)")
-      ->check(int_in(1, kMaxOutputTokens));
-  sim->add_option("--default-tokens", m->cfg.default_tokens, "Tokens when a request has no max_tokens (default 16)")
-      ->check(int_in(1, kMaxOutputTokens));
-  sim->add_option("--eos-tokens", m->cfg.eos_tokens, "Stop after this many tokens unless ignore_eos (default: never)")
-      ->check(int_in(1, kMaxOutputTokens));
-  sim->add_option("--tokens-per-word", m->cfg.tokens_per_word, "Split each word over this many tokens (default 1)")
-      ->check(int_in(1, kMaxTokensPerWord));
-  sim->add_option("--error-rate", m->cfg.error_rate, "Fraction of requests answered with an HTTP error")->check(num_in(0, 1));
-  sim->add_option("--error-status", m->cfg.error_status, "Status of injected errors (default 500)")->check(int_in(400, 599));
-  sim->add_option("--cut-rate", m->cfg.cut_rate, "Fraction of streams cut half way")->check(num_in(0, 1));
-  sim->add_option("--malformed-rate", m->cfg.malformed_rate, "Fraction of streams given a malformed event")->check(num_in(0, 1));
-  sim->add_option("--reset-rate", m->cfg.reset_rate, "Fraction of requests whose connection is reset on receipt")
-      ->check(num_in(0, 1));
-  sim->add_option("--seed", m->cfg.seed, "Seed of the fault decisions")->check(int_in(0, UINT64_MAX));
-  sim->add_option("--kv-capacity-tokens", m->cfg.kv_capacity_tokens,
-                  "GET /metrics: tokens that fill the synthetic KV cache (default 100000)")
-      ->check(int_in(1, kMaxOutputTokens));
+  add_int_option(sim, "--port", m->cfg.port, "Port (default 0: any free one, printed)", 0, 65535);
+  add_float_option(sim, "--ttft-ms", m->cfg.ttft_ms, "Request received -> first token, ms (default 20)", 0,
+                   kMaxSimDelayMs);
+  add_float_option(sim, "--tpot-ms", m->cfg.tpot_ms, "Between tokens, ms (default 5)", 0, kMaxSimDelayMs);
+  add_int_option(sim, "--output-tokens", m->cfg.output_tokens, "Always this many tokens (default: max_tokens)", 1,
+                 kMaxOutputTokens);
+  add_int_option(sim, "--default-tokens", m->cfg.default_tokens, "Tokens when a request has no max_tokens (default 16)",
+                 1, kMaxOutputTokens);
+  add_int_option(sim, "--eos-tokens", m->cfg.eos_tokens,
+                 "Stop after this many tokens unless ignore_eos (default: never)", 1, kMaxOutputTokens);
+  add_int_option(sim, "--tokens-per-word", m->cfg.tokens_per_word, "Split each word over this many tokens (default 1)",
+                 1, kMaxTokensPerWord);
+  add_float_option(sim, "--error-rate", m->cfg.error_rate, "Fraction of requests answered with an HTTP error", 0, 1);
+  add_int_option(sim, "--error-status", m->cfg.error_status, "Status of injected errors (default 500)", 400, 599);
+  add_float_option(sim, "--cut-rate", m->cfg.cut_rate, "Fraction of streams cut half way", 0, 1);
+  add_float_option(sim, "--malformed-rate", m->cfg.malformed_rate, "Fraction of streams given a malformed event", 0, 1);
+  add_float_option(sim, "--reset-rate", m->cfg.reset_rate, "Fraction of requests whose connection is reset on receipt",
+                   0, 1);
+  add_int_option(sim, "--seed", m->cfg.seed, "Seed of the fault decisions", 0, UINT64_MAX);
+  add_int_option(sim, "--kv-capacity-tokens", m->cfg.kv_capacity_tokens,
+                 "GET /metrics: tokens that fill the synthetic KV cache (default 100000)", 1, kMaxOutputTokens);
   sim->add_flag("!--no-role-chunk", m->cfg.role_chunk, "Chat: no empty role chunk on receipt");
   sim->add_flag("!--no-stamps", m->cfg.stamps, "No hotpath_sim timing stamps in the first content chunk");
   sim->add_flag("--busy-poll", m->cfg.busy_poll, "Spin instead of sleeping (needs a free core)");
-  sim->add_option("--duration", m->duration, "Exit after S seconds (default: at SIGINT/SIGTERM)")
-      ->check(num_in(0, kMaxDurationS, true));
-  sim->add_option("--max-requests", m->max_requests, "Exit after answering N requests")->check(int_in(1, UINT64_MAX));
+  add_float_option(sim, "--duration", m->duration, "Exit after S seconds (default: at SIGINT/SIGTERM)", 0,
+                   kMaxDurationS, true);
+  add_int_option(sim, "--max-requests", m->max_requests, "Exit after answering N requests", 1, UINT64_MAX);
 #ifdef HOTPATH_HAVE_CURL
   sim->callback([m] { run_sim_command(*m); });
 #else

@@ -1,14 +1,16 @@
 #include "llm/slo.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <sstream>
+#include <optional>
+#include <string_view>
 
 #include "llm/stats.hpp"
 #include "llm/text.hpp"
 #include "util/error.hpp"
+#include "util/number.hpp"
 
 namespace hotpath::llm {
 
@@ -32,24 +34,17 @@ constexpr const char* kChoices = "rt, ttft, rt_send, e2e, iwl, tpot (times) or w
 // A limit past this (ms, or words/s) is a typo, not an objective.
 constexpr double kMaxLimit = 1e9;
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
-}
-
 [[noreturn]] void bad(const std::string& item, const std::string& why) {
   throw Error("--slo: '" + item + "' " + why + " (form METRIC[@pQ]:LIMIT, e.g. rt:200ms,iwl@p90:50ms,wps:20)");
 }
 
-// A whole number string (no trailing bytes), finite.
-bool read_number(const std::string& s, double& v, std::string& rest) {
-  if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.')) return false;
-  char* end = nullptr;
-  v = std::strtod(s.c_str(), &end);
-  if (end == s.c_str() || !std::isfinite(v)) return false;
-  rest = end;
-  return true;
+// `text` split into a number and the unit after it (the trailing letters and '/': "200ms" ->
+// "200", "ms"); the number read with the flags' grammar.
+std::optional<double> read_limit(const std::string& text, std::string& unit) {
+  std::size_t n = text.size();
+  while (n > 0 && (std::isalpha(static_cast<unsigned char>(text[n - 1])) || text[n - 1] == '/')) --n;
+  unit = text.substr(n);
+  return util::parse_float(std::string_view(text).substr(0, n));
 }
 
 Slo parse_one(const std::string& item) {
@@ -62,11 +57,10 @@ Slo parse_one(const std::string& item) {
   if (const auto at = name.find('@'); at != std::string::npos) {
     const std::string p = name.substr(at + 1);
     name = name.substr(0, at);
-    double q = 0;
-    std::string rest;
-    if (p.size() < 2 || p[0] != 'p' || !read_number(p.substr(1), q, rest) || !rest.empty() || !(q > 0 && q <= 100))
-      bad(item, "has a percentile that is not p followed by a number in (0, 100], e.g. @p90");
-    slo.percentile = q;
+    const auto q = p.size() < 2 || p[0] != 'p' ? std::nullopt : util::parse_float(std::string_view(p).substr(1));
+    if (!q || !(*q > 0 && *q <= 100))
+      bad(item, "has a percentile that is not p followed by a decimal number in (0, 100], e.g. @p90");
+    slo.percentile = *q;
   }
   const MetricName* m = nullptr;
   for (const auto& k : kMetrics)
@@ -74,9 +68,12 @@ Slo parse_one(const std::string& item) {
   if (!m) bad(item, std::string("names no metric; choose ") + kChoices);
   slo.metric = m->metric;
   slo.lower_bound = !m->time;
-  double v = 0;
   std::string unit;
-  if (!read_number(limit, v, unit)) bad(item, "has no limit (a number)");
+  const std::optional<double> number = read_limit(limit, unit);
+  if (limit.size() == unit.size()) bad(item, "has no limit (a number)");
+  const std::string digits = limit.substr(0, limit.size() - unit.size());
+  if (!number) bad(item, "has a limit that is not a finite decimal number ('" + digits + "')");
+  const double v = *number;
   if (m->time) {
     if (unit == "ms") slo.limit = v;
     else if (unit == "s") slo.limit = v * 1e3;
@@ -95,16 +92,16 @@ bool meets(const Slo& s, double v) { return std::isfinite(v) && (s.lower_bound ?
 }  // namespace
 
 std::vector<Slo> parse_slos(const std::string& spec) {
+  const std::vector<std::string> items = util::split_list(spec);
+  if (items.size() == 1 && items[0].empty())
+    throw Error("--slo: '" + spec + "' holds no objective (e.g. --slo rt:200ms,iwl@p90:50ms)");
+  if (items.size() > kMaxSlos) throw Error("--slo: at most " + std::to_string(kMaxSlos) + " objectives");
   std::vector<Slo> out;
-  std::stringstream ss(spec);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    item = trim(item);
-    if (item.empty()) continue;
-    if (out.size() == kMaxSlos) throw Error("--slo: at most " + std::to_string(kMaxSlos) + " objectives");
+  for (const std::string& item : items) {
+    // An empty item is a typo ("rt:5ms,,iwl:3ms", a trailing comma), not an objective to skip.
+    if (item.empty()) throw Error("--slo: an empty objective in '" + spec + "' (e.g. rt:200ms,iwl@p90:50ms)");
     out.push_back(parse_one(item));
   }
-  if (out.empty()) throw Error("--slo needs at least one objective, e.g. --slo rt:200ms,iwl@p90:50ms");
   return out;
 }
 

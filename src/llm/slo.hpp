@@ -23,8 +23,9 @@ struct Slo {
 
 inline constexpr std::size_t kMaxSlos = 32;
 
-// "rt:200ms,iwl@p90:50ms,wps:20": METRIC[@pQ]:LIMIT, comma separated. Times take a unit, ms or s;
-// wps a plain number of words/s. Throws hotpath::Error with one line naming --slo and the problem.
+// "rt:200ms,iwl@p90:50ms,wps:20": METRIC[@pQ]:LIMIT, comma separated, no empty item. Times take a
+// unit, ms or s; wps a plain number of words/s; Q and LIMIT are decimal numbers (util/number.hpp).
+// Throws hotpath::Error with one line naming --slo and the problem.
 std::vector<Slo> parse_slos(const std::string& spec);
 
 // The one number an SLO checks on a request; NaN when the request has none (no content, < 2

@@ -1,16 +1,17 @@
 #include "llm/sweep.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "llm/limits.hpp"
 #include "llm/stats.hpp"
 #include "util/error.hpp"
+#include "util/number.hpp"
 
 namespace hotpath::llm {
 
@@ -234,30 +235,27 @@ void check_sweep_flags(const SweepFlags& f, bool has_slo, bool has_rate, bool ha
 }
 
 std::vector<double> parse_sweep_values(const std::string& flag, const std::string& list, bool integers) {
+  const std::string example = flag + (integers ? " 1,4,16" : " 1,2,4,8");
+  const std::vector<std::string> items = util::split_list(list);
+  if (items.size() == 1 && items[0].empty())
+    throw Error(flag + ": '" + list + "' holds no value (e.g. " + example + ")");
+  if (items.size() > kMaxSweepValues) throw Error(flag + ": at most " + std::to_string(kMaxSweepValues) + " values");
+  const std::string range = integers ? "a decimal integer in [1, " + std::to_string(kMaxConcurrency) + "]"
+                                     : "a decimal rate in [" + num_text(kMinRate) + ", " + num_text(kMaxRate) + "]";
   std::vector<double> out;
-  std::stringstream ss(list);
-  std::string tok;
-  const std::string range = integers ? "an integer in [1, " + std::to_string(kMaxConcurrency) + "]"
-                                     : "a rate in [" + num_text(kMinRate) + ", " + num_text(kMaxRate) + "]";
-  while (std::getline(ss, tok, ',')) {
-    if (tok.empty()) continue;
-    double v = 0;
-    bool good = false;
+  for (const std::string& item : items) {
+    // An empty item is a typo ("1,,2", a trailing comma), not a value to skip.
+    if (item.empty()) throw Error(flag + ": an empty value in '" + list + "' (e.g. " + example + ")");
+    std::optional<double> v;
     if (integers) {
-      std::uint64_t n = 0;
-      const auto [ptr, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), n);
-      good = ec == std::errc() && ptr == tok.data() + tok.size() && n >= 1 && n <= kMaxConcurrency;
-      v = static_cast<double>(n);
-    } else {
-      char* end = nullptr;
-      v = std::strtod(tok.c_str(), &end);
-      good = end != tok.c_str() && *end == '\0' && v >= kMinRate && v <= kMaxRate;
+      if (const auto n = util::parse_int<std::uint64_t>(item); n && *n >= 1 && *n <= kMaxConcurrency)
+        v = static_cast<double>(*n);
+    } else if (const auto x = util::parse_float(item); x && *x >= kMinRate && *x <= kMaxRate) {
+      v = *x;
     }
-    if (!good) throw Error(flag + ": '" + tok + "' is not " + range);
-    if (out.size() == kMaxSweepValues) throw Error(flag + ": at most " + std::to_string(kMaxSweepValues) + " values");
-    out.push_back(v);
+    if (!v) throw Error(flag + ": '" + item + "' is not " + range);
+    out.push_back(*v);
   }
-  if (out.empty()) throw Error(flag + " needs at least one value, e.g. " + flag + (integers ? " 1,4,16" : " 1,2,4,8"));
   return out;
 }
 

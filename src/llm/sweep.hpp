@@ -75,8 +75,9 @@ struct SweepFlags {
 void check_sweep_flags(const SweepFlags& f, bool has_slo, bool has_rate, bool has_max_concurrency,
                        const std::string& mode);
 
-// A comma list of sweep values for `flag`: rates in [kMinRate, kMaxRate] or, when `integers`,
-// concurrencies in [1, kMaxConcurrency]. Throws hotpath::Error naming `flag`.
+// A comma list of sweep values for `flag`, each a number of the flags' grammar (util/number.hpp):
+// rates in [kMinRate, kMaxRate] or, when `integers`, concurrencies in [1, kMaxConcurrency]. An
+// empty list or item is an error. Throws hotpath::Error naming `flag`.
 std::vector<double> parse_sweep_values(const std::string& flag, const std::string& list, bool integers);
 
 }  // namespace hotpath::llm

@@ -1,11 +1,11 @@
 #include "scaling/input_scaler.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 
 #include "util/error.hpp"
+#include "util/number.hpp"
 
 namespace hotpath {
 namespace {
@@ -25,13 +25,9 @@ ScalerChoice parse_scaler(const std::string& text) {
   if (text == "model") return {ScalerKind::model, 0};
   const std::string prefix = "rolling:";
   if (text.compare(0, prefix.size(), prefix) != 0) throw bad();
-  const char* b = text.data() + prefix.size();
-  const char* e = text.data() + text.size();
-  int n = 0;
-  const auto r = std::from_chars(b, e, n);
-  if (b == e || *b < '0' || *b > '9' || r.ec != std::errc() || r.ptr != e || n < 2 || n > kMaxRollingWindow)
-    throw bad();
-  return {ScalerKind::rolling, n};
+  const auto n = util::parse_int<int>(std::string_view(text).substr(prefix.size()));
+  if (!n || *n < 2 || *n > kMaxRollingWindow) throw bad();
+  return {ScalerKind::rolling, *n};
 }
 
 std::string scaler_name(const ScalerChoice& c) {

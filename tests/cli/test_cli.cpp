@@ -15,8 +15,11 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -542,7 +545,7 @@ TEST_F(Cli, BenchAndRunNumbersAreRangeChecked) {
       {"--check-threads 0", "64"},
       {"--check-every -1", "--check-every"},
       {"--seconds nan", "--seconds"},
-      {"--duration -1", "1e+06"},
+      {"--duration -1", "1000000"},
       {"--rate nan", "--rate"},
       {"--rate inf", "--rate"},
       {"--gap-us -1", "--gap-us"},
@@ -561,6 +564,99 @@ TEST_F(Cli, BenchAndRunNumbersAreRangeChecked) {
   expect_refused(run + " --window 10000000", "--window");  // allocated 1.9 GB, then "out of memory"
   expect_refused(run + " --window 0", "--window");
   expect_refused(run + " --window 41", "longer than the series (40 ticks");
+  EXPECT_FALSE(fs::exists(path("o.safetensors")));
+}
+
+// The numeric flags of a command as its --help lists them: {flag, integer?}. Each must show its range
+// ("INT in [1, 10000]"): a bare INT or FLOAT is a flag that CLI11 converts itself (octal, hex, clamped).
+namespace {
+std::vector<std::pair<std::string, bool>> numeric_flags(const std::string& help, const std::string& command) {
+  static const std::regex line(R"(^\s+(?:-\w,)?(--[\w-]+)(?:,--[\w-]+)*\s+(U?INT|FLOAT)\b(.*)$)");
+  std::vector<std::pair<std::string, bool>> out;
+  std::istringstream in(help);
+  for (std::string l; std::getline(in, l);) {
+    std::smatch m;
+    if (!std::regex_match(l, m, line)) continue;
+    const std::string rest = m[3];
+    EXPECT_TRUE(rest.rfind(" in [", 0) == 0 || rest.rfind(" in (", 0) == 0)
+        << command << " " << m[1] << ": a numeric flag without the number grammar: " << l;
+    out.emplace_back(m[1], m[2] != "FLOAT");
+  }
+  return out;
+}
+}  // namespace
+
+// One number grammar for every numeric flag of every command, found from --help so that a new flag is
+// covered too: decimal integers, decimal finite floats; exit 2 with one line naming the flag and value.
+TEST_F(Cli, EveryNumericFlagRefusesWhatIsNotADecimalNumber) {
+  const std::vector<std::string> ints = {"0x10", "0X10", "0b1", "", "1e1", "1.0", "+-1", "-1", "18446744073709551616",
+                                         "99999999999999999999999", " 1"};
+  const std::vector<std::string> floats = {"0x10", "0x1p4", "inf", "-inf", "nan", "", "1,5", "1e999", "1e", " 1"};
+  std::size_t seen = 0;
+  for (const std::string command : {"info", "run", "verify", "export", "bench", "scaler fit"}) {
+    const Result help = hotpath(command + " --help");
+    ASSERT_EQ(help.code, 0) << command;
+    for (const auto& [flag, integer] : numeric_flags(help.out, command)) {
+      ++seen;
+      for (const std::string& v : integer ? ints : floats)
+        expect_refused(command + " " + flag + " '" + v + "'",
+                       flag + ": must be a decimal " + (integer ? "integer" : "number") + " in ");
+    }
+  }
+  EXPECT_GE(seen, 22u);  // info/run --window, export --seed, scaler fit --until and bench's 18
+  const Result r = hotpath("export --model lstm_s --out " + path("x.safetensors") + " --seed ''");
+  EXPECT_NE(r.err.find("(got '')"), std::string::npos) << r.err;  // the bad value named, even empty
+  EXPECT_FALSE(fs::exists(path("x.safetensors")));
+}
+
+// Integers are decimal everywhere: "010" is ten, never octal 8.
+TEST_F(Cli, IntegersAreDecimalEverywhere) {
+  for (const std::string seed : {"010", "10", "8"})
+    ASSERT_EQ(hotpath("export --model lstm_s --seed " + seed + " --out " + path("s" + seed + ".safetensors")).code, 0);
+  EXPECT_EQ(slurp(path("s010.safetensors")), slurp(path("s10.safetensors")));
+  EXPECT_NE(slurp(path("s010.safetensors")), slurp(path("s8.safetensors")));
+  // The largest seed is a seed, not an overflow clamped to it.
+  EXPECT_EQ(hotpath("export --model lstm_s --seed 18446744073709551615 --out " + path("max.safetensors")).code, 0);
+
+  const std::string json = path("b.json");
+  const Result b = hotpath("bench --model " + golden_model("multi_out") +
+                           " --backend ref --window 07 --ticks 010 --warmup 010 --check-every 01 --json " + json);
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j["count"], 10);
+  EXPECT_EQ(j["model"]["window"], 7);
+
+  const Result r = hotpath("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") +
+                           " --window 010 --out " + path("o.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(st::File::open(path("o.safetensors")).metadata().at("window"), "10");
+
+  std::vector<float> x(20 * 4);
+  for (size_t k = 0; k < x.size(); ++k) x[k] = float(k % 7);
+  const std::vector<int64_t> shape = {20, 4};
+  hotpath::npy::write_file(path("x.npy"), shape, std::span<const float>(x));
+  ASSERT_EQ(hotpath("scaler fit --model " + golden_model("tiny") + " --inputs " + path("x.npy") + " --until 010 --out " +
+                    path("f.safetensors"))
+                .code,
+            0);
+  EXPECT_NE(st::File::open(path("f.safetensors")).metadata().at("input_scaler_fit").find("ticks [0, 10) of 20"),
+            std::string::npos);
+}
+
+// A spec flag given empty is refused, not read as absent; its numbers follow the same grammar.
+TEST_F(Cli, EmptyAndMalformedSpecsAreRefused) {
+  const std::string run = "run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --window 5 --out " +
+                          path("o.safetensors");
+  const std::string verify = "verify --model " + golden_model("tiny") + " --golden " + golden_file("tiny");
+  const std::string bench = "bench --model lstm_s --backend ref --ticks 5";
+  for (const std::string& cmd : {run, verify, bench, bench + " --mode backtest"}) {
+    expect_refused(cmd + " --cpuset ''", "--cpuset ''");
+    expect_refused(cmd + " --cpuset 0,,1", "--cpuset '0,,1'");
+    expect_refused(cmd + " --cpuset 0x1", "--cpuset '0x1'");
+    expect_refused(cmd + " --scaler ''", "scaler ''");
+    expect_refused(cmd + " --scaler rolling:0x10", "rolling:0x10");
+    expect_refused(cmd + " --scaler rolling:1e3", "rolling:1e3");
+  }
   EXPECT_FALSE(fs::exists(path("o.safetensors")));
 }
 

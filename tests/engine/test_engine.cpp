@@ -233,7 +233,10 @@ TEST(Engine, CpusetParsing) {
   EXPECT_EQ(parse_cpuset("3"), (std::vector<int>{3}));
   EXPECT_EQ(parse_cpuset("2-5"), (std::vector<int>{2, 3, 4, 5}));
   EXPECT_EQ(parse_cpuset("7,0-1,7"), (std::vector<int>{7, 0, 1}));  // first listed stays first
-  for (const char* bad : {"", "a", "3-1", "1,,2", "-1", "1-", "99999999"}) EXPECT_THROW(parse_cpuset(bad), Error) << bad;
+  EXPECT_EQ(parse_cpuset("010-011"), (std::vector<int>{10, 11}));  // decimal, as every number of a flag
+  for (const char* bad :
+       {"", "a", "3-1", "1,,2", "1,", ",1", "-1", "1-", "99999999", "0x1", "0b1", "1e1", "1.0", " 1", "1-2-3"})
+    EXPECT_THROW(parse_cpuset(bad), Error) << bad;
 }
 
 // The one scoped pin (ping-pong, bench): the thread gets its old cores back, and a refused pin either

@@ -239,21 +239,47 @@ class LlmHostileCli : public ::testing::Test {
 };
 
 TEST_F(LlmHostileCli, BenchNumbersOutOfRangeAreExit2NamingTheFlagAndLimit) {
-  expect_refused(bench("--requests -5"), "--requests: must be an integer in [1, 10000000]");
-  expect_refused(bench("--requests 18446744073709551615"), "--requests: must be an integer in [1, 10000000]");
-  expect_refused(bench("--warmup 18446744073709551615"), "--warmup: must be an integer in [0, 10000000]");
-  expect_refused(bench("--max-concurrency -1"), "--max-concurrency: must be an integer in [1, 100000]");
-  expect_refused(bench("--max-concurrency 1000000000000"), "--max-concurrency: must be an integer in [1, 100000]");
+  expect_refused(bench("--requests -5"), "--requests: must be a decimal integer in [1, 10000000]");
+  expect_refused(bench("--requests 18446744073709551615"), "--requests: must be a decimal integer in [1, 10000000]");
+  expect_refused(bench("--warmup 18446744073709551615"), "--warmup: must be a decimal integer in [0, 10000000]");
+  expect_refused(bench("--max-concurrency -1"), "--max-concurrency: must be a decimal integer in [1, 100000]");
+  expect_refused(bench("--max-concurrency 1000000000000"), "--max-concurrency: must be a decimal integer in [1, 100000]");
   expect_refused(bench("--max-concurrency 0x10"), "--max-concurrency");  // decimal only (CLI11 takes hex, octal)
-  expect_refused(bench("--timeout 0.0004"), "--timeout: must be a number in [0.001, 1000000]");
+  expect_refused(bench("--timeout 0.0004"), "--timeout: must be a decimal number in [0.001, 1000000]");
   expect_refused(bench("--timeout nan"), "--timeout");
-  expect_refused(bench("--duration nan"), "--duration: must be a number in (0, 10000000]");
+  expect_refused(bench("--duration nan"), "--duration: must be a decimal number in (0, 10000000]");
   expect_refused(bench("--duration -1"), "--duration");
-  expect_refused(bench("--threads 0"), "--threads: must be an integer in [1, 256]");
+  expect_refused(bench("--threads 0"), "--threads: must be a decimal integer in [1, 256]");
   expect_refused(bench("--rate nan"), "--rate");
   expect_refused(bench("--burstiness inf --rate 5"), "--burstiness");
   expect_refused(bench("--seed -1"), "--seed");
   expect_refused(bench("--sweep 1,nan"), "--sweep");
+}
+
+// One number grammar for flags and the numbers inside specs; an empty spec or list item is an error,
+// not "not given" or "skip it".
+TEST_F(LlmHostileCli, EmptyAndMalformedSpecsAreExit2NamingTheFlagAndValue) {
+  expect_refused(bench("--requests 010 --max-concurrency 0x10"),
+                 "--max-concurrency: must be a decimal integer in [1, 100000] (got '0x10')");
+  expect_refused(bench("--seed ''"), "--seed: must be a decimal integer in [0, 18446744073709551615] (got '')");
+  expect_refused(bench("--seed 18446744073709551616"), "(got '18446744073709551616')");
+  expect_refused(bench("--rate 0x10"), "--rate: must be a decimal number in [0.001, 1000000] (got '0x10')");
+  expect_refused(bench("--duration 0x1p4"), "--duration: must be a decimal number in (0, 10000000] (got '0x1p4')");
+  expect_refused(bench("--sweep ''"), "--sweep: '' holds no value");
+  expect_refused(bench("--sweep 1,,2"), "--sweep: an empty value in '1,,2'");
+  expect_refused(bench("--sweep 1,2,"), "--sweep: an empty value in '1,2,'");
+  expect_refused(bench("--sweep 0x10"), "--sweep: '0x10' is not a decimal rate");
+  expect_refused(bench("--sweep-concurrency ''"), "--sweep-concurrency: '' holds no value");
+  expect_refused(bench("--sweep-concurrency 1,,4"), "--sweep-concurrency: an empty value in '1,,4'");
+  expect_refused(bench("--sweep-concurrency 010,0x10"), "--sweep-concurrency: '0x10' is not a decimal integer");
+  expect_refused(bench("--slo ''"), "--slo: '' holds no objective");
+  expect_refused(bench("--slo 'rt:5ms,,iwl:3ms'"), "--slo: an empty objective in 'rt:5ms,,iwl:3ms'");
+  expect_refused(bench("--slo rt:0x10ms"),
+                 "--slo: 'rt:0x10ms' has a limit that is not a finite decimal number ('0x10')");
+  expect_refused("llm serve-sim --port 0x10", "--port: must be a decimal integer in [0, 65535] (got '0x10')");
+  expect_refused("llm serve-sim --port ''", "--port: must be a decimal integer in [0, 65535] (got '')");
+  expect_refused("llm dataset synth --requests 1 --input-mean 0x10 --output-mean 1 --out " + (dir_ / "d.jsonl").string(),
+                 "--input-mean: must be a decimal number in (0, 1000000] (got '0x10')");
 }
 
 TEST_F(LlmHostileCli, MalformedEndpointsAreExit2BeforeAnyRequest) {

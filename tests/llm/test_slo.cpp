@@ -74,7 +74,11 @@ TEST(LlmSlo, BadSpecsAreOneLineErrorsNamingTheFlag) {
   for (int i = 0; i <= 32; ++i) many += "rt:1ms,";
   for (const std::string& bad : std::vector<std::string>{"", " , ", "rt", "rt:", "rt:200", "rt:200us", "rt:ms", "rt:-5ms", "rt:0ms",
                                 "rt:nanms", "rt:1e999ms", "rt:2e9ms", "foo:1ms", "rt@p0:1ms", "rt@p101:1ms",
-                                "rt@90:1ms", "rt@p:1ms", "rt@pnan:1ms", "wps:20ms", "wps:x", "RT:1ms", many}) {
+                                "rt@90:1ms", "rt@p:1ms", "rt@pnan:1ms", "wps:20ms", "wps:x", "RT:1ms", many,
+                                // empty items are typos, numbers are decimal and finite
+                                "rt:5ms,,iwl:3ms", "rt:5ms,", ",rt:5ms", "rt:5ms, ,iwl:3ms", "rt:0x10ms",
+                                "rt:0x1p4ms", "rt:infms", "rt:1_0ms", "rt:+-5ms", "rt@p0x10:1ms", "rt@p1e999:1ms",
+                                "wps:0x10", "wps:nan", "wps:inf/s"}) {
     try {
       parse_slos(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
@@ -84,6 +88,30 @@ TEST(LlmSlo, BadSpecsAreOneLineErrorsNamingTheFlag) {
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     }
   }
+}
+
+TEST(LlmSlo, LimitsFollowTheNumberGrammar) {
+  const auto s = parse_slos("rt:1e3ms,e2e:.5s,iwl@p99.9:010ms,wps:20/s,tpot:+2ms");
+  ASSERT_EQ(s.size(), 5u);
+  EXPECT_DOUBLE_EQ(s[0].limit, 1000);
+  EXPECT_DOUBLE_EQ(s[1].limit, 500);
+  EXPECT_DOUBLE_EQ(*s[2].percentile, 99.9);
+  EXPECT_DOUBLE_EQ(s[2].limit, 10);
+  EXPECT_DOUBLE_EQ(s[3].limit, 20);
+  EXPECT_DOUBLE_EQ(s[4].limit, 2);
+  const auto error = [](const std::string& spec) {
+    try {
+      parse_slos(spec);
+      return std::string("accepted");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(error(""), "--slo: '' holds no objective (e.g. --slo rt:200ms,iwl@p90:50ms)");
+  EXPECT_EQ(error("rt:5ms,,iwl:3ms"), "--slo: an empty objective in 'rt:5ms,,iwl:3ms' (e.g. rt:200ms,iwl@p90:50ms)");
+  EXPECT_NE(error("rt:0x10ms").find("--slo: 'rt:0x10ms' has a limit that is not a finite decimal number ('0x10')"),
+            std::string::npos);
+  EXPECT_NE(error("rt:200us").find("needs a time unit, ms or s"), std::string::npos);
 }
 
 TEST(LlmSlo, PerRequestObjectivesGiveGoodput) {

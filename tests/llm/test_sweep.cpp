@@ -259,7 +259,7 @@ TEST(LlmSweep, FlagCombinationsAreChecked) {
   EXPECT_NE(bad(f, false, false, true, "").find("--max-concurrency"), std::string::npos);
   EXPECT_NE(bad(f, false, false, false, "interactive").find("batch"), std::string::npos);
   f.sweep_concurrency = "1,2.5";
-  EXPECT_NE(bad(f, false, false, false, "").find("--sweep-concurrency: '2.5' is not an integer"), std::string::npos);
+  EXPECT_NE(bad(f, false, false, false, "").find("--sweep-concurrency: '2.5' is not a decimal integer"), std::string::npos);
   f.sweep_concurrency = "0";
   EXPECT_NE(bad(f, false, false, false, "").find("[1, 100000]"), std::string::npos);
   f = {};
@@ -268,7 +268,37 @@ TEST(LlmSweep, FlagCombinationsAreChecked) {
   EXPECT_NE(bad(f, true, false, false, "").find("--find-start"), std::string::npos);
   EXPECT_THROW(parse_sweep_values("--sweep", "1,x", false), Error);
   EXPECT_THROW(parse_sweep_values("--sweep", ",", false), Error);
-  EXPECT_EQ(parse_sweep_values("--sweep", "0.5,,8", false), (std::vector<double>{0.5, 8}));
+}
+
+// Sweep values are read as every number of a flag is: decimal, no hex, no inf or nan, and an empty
+// item (a doubled or trailing comma) is an error, not a value to skip.
+TEST(LlmSweep, ValuesFollowTheNumberGrammar) {
+  const auto error = [](const std::string& flag, const std::string& list, bool integers) {
+    try {
+      parse_sweep_values(flag, list, integers);
+      return std::string("accepted");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(parse_sweep_values("--sweep", "0.5, 1e1 ,.25,010", false), (std::vector<double>{0.5, 10, 0.25, 10}));
+  EXPECT_EQ(parse_sweep_values("--sweep-concurrency", "010,2", true), (std::vector<double>{10, 2}));
+  for (const std::string list : {"", " "}) {
+    EXPECT_EQ(error("--sweep", list, false), "--sweep: '" + list + "' holds no value (e.g. --sweep 1,2,4,8)") << list;
+    EXPECT_NE(error("--sweep-concurrency", list, true).find("--sweep-concurrency: '" + list + "'"), std::string::npos);
+  }
+  for (const std::string list : {",", "1,,2", "1,2,", ",1", "1, ,2"}) {
+    EXPECT_EQ(error("--sweep", list, false), "--sweep: an empty value in '" + list + "' (e.g. --sweep 1,2,4,8)");
+    EXPECT_NE(error("--sweep-concurrency", list, true).find("an empty value in '" + list + "'"), std::string::npos);
+  }
+  for (const std::string v : {"0x10", "0x1p4", "inf", "nan", "1e999", "1_0", "+-1", "2 4"})
+    EXPECT_EQ(error("--sweep", "1," + v, false), "--sweep: '" + v + "' is not a decimal rate in [0.001, 1000000]");
+  for (const std::string v : {"0x10", "0b1", "1e1", "1.0", "-1", "18446744073709551616"})
+    EXPECT_EQ(error("--sweep-concurrency", v, true),
+              "--sweep-concurrency: '" + v + "' is not a decimal integer in [1, 100000]");
+  std::string many = "1";
+  for (int i = 0; i < 1000; ++i) many += ",1";
+  EXPECT_NE(error("--sweep", many, false).find("at most 1000 values"), std::string::npos);
 }
 
 #ifdef HOTPATH_HAVE_CURL
@@ -371,7 +401,11 @@ TEST(LlmSweepBench, BadSloAndSweepFlagsStopBeforeAnyRequest) {
       {"--sweep-concurrency 2 --max-concurrency 4", "--max-concurrency cannot"},
       {"--find-max concurrency --slo rt:1s --rate 3", "batch mode"},
       {"--find-max rate --slo rt:1s --mode batch", "need --mode interactive"},
-      {"--sweep-concurrency 0", "--sweep-concurrency: '0'"}};
+      {"--sweep-concurrency 0", "--sweep-concurrency: '0'"},
+      {"--sweep 1,,2", "--sweep: an empty value in '1,,2'"},
+      {"--sweep 0x10", "--sweep: '0x10' is not a decimal rate"},
+      {"--slo rt:5ms,,iwl:3ms", "--slo: an empty objective"},
+      {"--slo rt:0x10ms", "--slo: 'rt:0x10ms' has a limit that is not a finite decimal number ('0x10')"}};
   for (const auto& [extra, msg] : cases) {
     auto app = make_app();
     try {

@@ -35,8 +35,11 @@ TEST(ScalerChoice, ParsesTheThreeFormsAndNamesBadOnes) {
   EXPECT_EQ(parse_scaler("model").kind, ScalerKind::model);
   EXPECT_EQ(parse_scaler("rolling:2"), (ScalerChoice{ScalerKind::rolling, 2}));
   EXPECT_EQ(scaler_name(parse_scaler("rolling:250")), "rolling:250");
-  for (const char* bad : {"", "rolling", "rolling:", "rolling:1", "rolling:0", "rolling:-5", "rolling:+5", "rolling:5x",
-                          "rolling: 5", "rolling:99999999999", "Model", "zscore"}) {
+  // N is read as every integer of a flag is: decimal, an optional sign.
+  EXPECT_EQ(parse_scaler("rolling:010"), (ScalerChoice{ScalerKind::rolling, 10}));
+  EXPECT_EQ(parse_scaler("rolling:+5"), (ScalerChoice{ScalerKind::rolling, 5}));
+  for (const char* bad : {"", "rolling", "rolling:", "rolling:1", "rolling:0", "rolling:-5", "rolling:5x", "rolling:0x10",
+                          "rolling:1e3", "rolling:5.0", "rolling: 5", "rolling:99999999999", "Model", "zscore"}) {
     const std::string e = error_of([&] { parse_scaler(bad); });
     EXPECT_NE(e.find("expected none, model or rolling:N"), std::string::npos) << bad << ": " << e;
   }
