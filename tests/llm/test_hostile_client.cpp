@@ -1,6 +1,7 @@
 // The measuring client against hostile servers and hostile flags (needs libcurl). Servers here are
-// canned byte strings on loopback; the CLI cases run the built `hotpath` under a `timeout` guard,
-// since several of them used to hang. Each test failed on the code before issue 13.
+// canned byte strings on loopback (or serve-sim with its faults); the CLI cases run the built
+// `hotpath` under a `timeout` guard, since several of them used to hang. Each test failed on the
+// code before its fix.
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -153,6 +154,16 @@ TEST(LlmHostileClient, ErrorBodyWithNulAndInvalidUtf8GivesAValidCsv) {
   EXPECT_EQ(res.records[0].reason, reason::http_error);
   const std::string csv = clean_csv_of(res.records);
   EXPECT_NE(csv.find(R"(oops\x00\xff\x0a,""x"")"), std::string::npos) << csv;
+}
+
+TEST(LlmHostileClient, BareCrLineEndsAreEventsNotMalformed) {
+  const auto res = run_against(kSseHead +
+                               "data: {\"choices\":[{\"delta\":{\"content\":\"hi you\"}}]}\r\r"
+                               ": comment\r\r"
+                               "data: [DONE]\r\r");
+  ASSERT_EQ(res.records.size(), 1u);
+  EXPECT_EQ(res.records[0].outcome, Outcome::completed) << res.records[0].reason << ": " << res.records[0].detail;
+  EXPECT_EQ(res.records[0].words, 2u);
 }
 
 TEST(LlmHostileClient, TimeoutBelowAMillisecondIsRefusedNotNone) {
