@@ -797,8 +797,9 @@ double execute(std::vector<std::unique_ptr<Worker>>& all, Phase& phase, std::siz
 // an IPv4 address or a bracketed IPv6 one), an optional port in 1-65535, then printable ASCII.
 std::string url_problem(const std::string& url) {
   std::string_view u = url;
-  if (u.rfind("http://", 0) == 0) u.remove_prefix(7);
-  else if (u.rfind("https://", 0) == 0) u.remove_prefix(8);
+  const std::string scheme = ascii_lower(url.substr(0, 8));  // schemes are case-insensitive (RFC 3986)
+  if (scheme.rfind("http://", 0) == 0) u.remove_prefix(7);
+  else if (scheme.rfind("https://", 0) == 0) u.remove_prefix(8);
   else return "must start with http:// or https://";
   for (char ch : u)
     if (ch <= ' ' || ch >= 0x7f) return "must be printable ASCII without spaces (percent-encode the rest)";

@@ -64,7 +64,7 @@ struct BenchConfig {
 };
 
 // Base URL + "/chat/completions" or "/completions"; throws hotpath::Error for a URL that is not
-// http(s).
+// http(s) (the scheme in any case).
 std::string endpoint_url(const std::string& base, Api api);
 
 struct BenchResult {

@@ -166,6 +166,21 @@ TEST(LlmHostileClient, BareCrLineEndsAreEventsNotMalformed) {
   EXPECT_EQ(res.records[0].words, 2u);
 }
 
+TEST(LlmHostileClient, SchemeInAnyCaseIsAccepted) {
+  SimServer sim(SimConfig{});
+  sim.start();
+  const std::string base = sim.base_url();  // http://127.0.0.1:PORT/v1
+  for (const std::string scheme : {"HTTP://", "Http://"}) {
+    BenchConfig c = config_for(scheme + base.substr(7));
+    c.requests = 2;
+    const auto res = run_bench(c, one_item());
+    EXPECT_EQ(res.report["completed"], 2) << scheme << ' ' << res.report["failures"].dump();
+  }
+  EXPECT_NO_THROW(endpoint_url("HTTPS://example.com/v1", Api::chat));
+  EXPECT_THROW(endpoint_url("HTTPX://example.com/v1", Api::chat), Error);
+  sim.stop();
+}
+
 TEST(LlmHostileClient, TimeoutBelowAMillisecondIsRefusedNotNone) {
   BenchConfig c = config_for("http://127.0.0.1:1/v1");
   c.timeout_s = 0.0004;  // rounded to 0 ms it meant "no timeout" in libcurl
