@@ -899,7 +899,24 @@ void check_config(const BenchConfig& c) {
   if (c.turns > 1 && c.mode == Mode::trace) throw Error("--turns cannot be combined with --trace");
   if (c.ramp_s > 0 && c.mode == Mode::batch && !c.max_concurrency)
     throw Error("--ramp-up in batch mode ramps the cap: it needs --max-concurrency");
-  for (const auto& h : c.headers) {
+  check_headers(c.headers);
+}
+}  // namespace
+
+void check_headers(const std::vector<std::string>& headers) {
+  // What the client sets itself, by lower-case name, and why a user's value would break it: libcurl
+  // sends a user's header in place of its own, so a wrong length or encoding breaks every request.
+  static const std::pair<const char*, const char*> kRefused[] = {
+      {"content-length", "frames the request body, which the client sets"},
+      {"transfer-encoding", "frames the request body, which the client sets"},
+      {"host", "comes from --endpoint"},
+      {"te", "would change how the response is framed"},
+      {"upgrade", "would switch the connection away from HTTP/1.1"},
+      {"connection", "is hop-by-hop: the client manages its connections (their reuse is part of what it measures)"},
+      {"keep-alive", "is hop-by-hop: the client manages its connections (their reuse is part of what it measures)"},
+      {"proxy-connection", "is hop-by-hop: the client manages its connections (their reuse is part of what it measures)"},
+  };
+  for (const auto& h : headers) {
     const std::size_t colon = h.find(':');
     bool ok = colon != std::string::npos && colon > 0;
     for (std::size_t i = 0; ok && i < colon; ++i) {
@@ -908,9 +925,11 @@ void check_config(const BenchConfig& c) {
     }
     for (unsigned char ch : h) ok = ok && ch != '\r' && ch != '\n' && ch != '\0';
     if (!ok) throw Error("--header must be 'Name: value' with a token name and no line breaks (got '" + escape_bytes(h) + "')");
+    const std::string name = h.substr(0, colon);
+    for (const auto& [refused, why] : kRefused)
+      if (ascii_lower(name) == refused) throw Error("--header: " + name + " cannot be set: it " + why);
   }
 }
-}  // namespace
 
 std::optional<std::size_t> planned_sessions(const BenchConfig& c, std::size_t dataset_size) {
   if (c.mode == Mode::trace) return c.requests ? std::min(c.requests, c.trace_times.size()) : c.trace_times.size();

@@ -290,6 +290,18 @@ TEST_F(LlmHostileCli, MalformedEndpointsAreExit2BeforeAnyRequest) {
   }
 }
 
+TEST_F(LlmHostileCli, HeadersTheClientSetsItselfAreExit2NamingThem) {
+  // libcurl sent these in place of its own: every request then failed (http_error) or misbehaved.
+  for (const char* h : {"Content-Length: 5", "content-length: 5", "Content-Length:", "Transfer-Encoding: chunked",
+                        "Host: example.com", "Connection: close", "Upgrade: h2c", "TE: gzip", "Keep-Alive: 5",
+                        "Proxy-Connection: keep-alive"}) {
+    const std::string name = std::string(h).substr(0, std::string(h).find(':'));
+    expect_refused(bench(std::string("--header '") + h + "'"), "--header: " + name + " cannot be set");
+  }
+  EXPECT_THROW(check_headers({"X-Tenant: a", "HOST: b"}), Error);
+  EXPECT_NO_THROW(check_headers({"X-Tenant: a", "Content-Type: application/json", "Hosts: b"}));
+}
+
 TEST_F(LlmHostileCli, DatasetFieldsOutOfRangeAreExit2) {
   for (const char* v : {"1e400", "2147483648", "4294967297", "-1"}) {
     std::ofstream(dataset_) << R"({"prompt":"a b","output_tokens":)" << v << "}\n";
