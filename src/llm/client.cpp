@@ -117,6 +117,7 @@ struct Transfer {
   bool keep_text = false, done_seen = false, status_checked = false, error_body = false;
   bool active = false;  // added to the multi handle
   std::size_t bytes = 0;
+  double done_s = kInf;  // when `[DONE]` arrived; the transfer is ended if the stream stays open
 
   void reset(RequestRecord* r, const DatasetItem* it, bool conversation) {
     rec = r;
@@ -131,6 +132,7 @@ struct Transfer {
     keep_text = it->reference.has_value() || conversation;
     done_seen = status_checked = error_body = false;
     bytes = 0;
+    done_s = kInf;
   }
 };
 
@@ -183,6 +185,7 @@ class Worker {
     followups_ = {};
     stop_s_ = -1;
     next_watchdog_s_ = 0;
+    linger_until_s_ = kInf;
     // Keep one idle connection per possible stream so keep-alive reuse never has to reconnect;
     // the cache only grows, so the connections of an earlier phase survive a smaller one.
     const long keep = static_cast<long>(std::min(cap_ ? cap_ : kMaxConcurrency, std::max<std::size_t>(mine_.size(), 16)));
@@ -224,6 +227,9 @@ class Worker {
  private:
   static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
   static constexpr int kBackstopMs = 1000;
+  // How long a body may stay open after `[DONE]`: well-behaved servers end it at once, often in
+  // the same packet, and the connection is then reused.
+  static constexpr double kDoneLingerS = 0.1;
 
   void run_loop() {
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // wake-ups at the scheduled nanosecond, not +50 us
@@ -235,6 +241,7 @@ class Worker {
       // A transfer can end inside curl_multi_socket_action without any socket event (a refused
       // connect, a URL curl rejects): reap before sleeping, or nothing would wake the loop.
       reap();
+      end_lingering();
       expire_overdue();
       if (in_flight_ == 0 && nothing_left()) break;
       const std::int64_t send = next_send_ns(), other = next_other_ns();
@@ -352,11 +359,30 @@ class Worker {
     if (phase_->duration_s > 0) s = std::min(s, phase_->duration_s);
     return at_ns(s);
   }
-  // The next thing other than a send that needs the loop: curl's deadline, the end of the grace period.
+  // The next thing other than a send that needs the loop: curl's deadline, the end of the grace
+  // period, a stream still open after its `[DONE]`.
   std::int64_t next_other_ns() const {
-    std::int64_t w = curl_deadline_ns_;
+    std::int64_t w = std::min(curl_deadline_ns_, at_ns(linger_until_s_));
     if (stopped()) w = std::min(w, at_ns(stop_s_ + plan_.grace_s));
     return w;
+  }
+
+  // A request is complete at `[DONE]`, but its transfer runs until the server ends the body. One
+  // still open kDoneLingerS after `[DONE]` is ended here and counted as completed (its connection
+  // is closed, not reused) rather than holding its slot until --timeout.
+  void end_lingering() {
+    const double now = now_s();
+    if (now < linger_until_s_) return;
+    linger_until_s_ = kInf;
+    for (auto& t : pool_) {
+      if (!t->active || !t->done_seen) continue;
+      if (now >= t->done_s + kDoneLingerS) {
+        curl_multi_remove_handle(multi_, t->easy);
+        end_transfer(*t, CURLE_OK);
+      } else {
+        linger_until_s_ = std::min(linger_until_s_, t->done_s + kDoneLingerS);
+      }
+    }
   }
 
   void arm(std::int64_t t) {
@@ -600,6 +626,8 @@ class Worker {
       case StreamEvent::Kind::done:
         t.done_seen = true;
         r.end_s = now;
+        t.done_s = now;
+        linger_until_s_ = std::min(linger_until_s_, now + kDoneLingerS);
         return true;
       case StreamEvent::Kind::malformed:
         t.fail_reason = reason::malformed_event;
@@ -697,6 +725,7 @@ class Worker {
   std::int64_t curl_deadline_ns_ = kNever;
   std::int64_t armed_ = -1;
   double next_watchdog_s_ = 0;
+  double linger_until_s_ = kInf;  // the earliest end of a linger after `[DONE]` (end_lingering)
   double stop_s_ = -1;
   double cpu_s_ = 0;
 };

@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -30,10 +32,12 @@ namespace fs = std::filesystem;
 namespace hotpath::llm {
 namespace {
 
-// Answers every connection on 127.0.0.1 with the same bytes after reading one request, then closes.
+// Answers every connection on 127.0.0.1 with the same bytes after reading one request, then closes;
+// with `hold_open`, it keeps the connection open until the client closes it.
 class CannedServer {
  public:
-  explicit CannedServer(std::string response) : response_(std::move(response)) {
+  explicit CannedServer(std::string response, bool hold_open = false)
+      : response_(std::move(response)), hold_open_(hold_open) {
     fd_ = test::listen_loopback(port_, "canned server");
     thread_ = std::thread([this] { serve(); });
   }
@@ -58,8 +62,17 @@ class CannedServer {
         if (w <= 0) break;  // the client gave up (as it must for an oversized line)
         off += static_cast<std::size_t>(w);
       }
-      shutdown(c, SHUT_WR);
       char buf[4096];
+      if (hold_open_) {
+        while (!stop_) {
+          pollfd q{c, POLLIN, 0};
+          const int n = poll(&q, 1, 50);
+          if (n > 0 && recv(c, buf, sizeof buf, 0) <= 0) break;  // the client closed it
+        }
+        close(c);
+        continue;
+      }
+      shutdown(c, SHUT_WR);
       for (pollfd q{c, POLLIN, 0}; poll(&q, 1, 2000) > 0 && recv(c, buf, sizeof buf, 0) > 0;) {
       }
       close(c);
@@ -86,6 +99,7 @@ class CannedServer {
   }
 
   std::string response_;
+  bool hold_open_ = false;
   int fd_ = -1;
   std::uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
@@ -154,6 +168,35 @@ TEST(LlmHostileClient, ErrorBodyWithNulAndInvalidUtf8GivesAValidCsv) {
   EXPECT_EQ(res.records[0].reason, reason::http_error);
   const std::string csv = clean_csv_of(res.records);
   EXPECT_NE(csv.find(R"(oops\x00\xff\x0a,""x"")"), std::string::npos) << csv;
+}
+
+// One chunk of a chunked body.
+std::string chunk(const std::string& data) {
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "%zx\r\n", data.size());
+  return hex + data + "\r\n";
+}
+
+TEST(LlmHostileClient, StreamHeldOpenAfterDoneEndsAtDoneNotAtTheTimeout) {
+  const std::string events = "data: {\"choices\":[{\"delta\":{\"content\":\"hi you\"}}]}\n\ndata: [DONE]\n\n";
+  // A keep-alive response whose chunked body never gets its last chunk, and one without framing.
+  const std::string chunked = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                              chunk("data: {\"choices\":[{\"delta\":{\"content\":\"hi you\"}}]}\n\n") +
+                              chunk("data: [DONE]\n\n");
+  for (const std::string& response : {chunked, kSseHead + events}) {
+    CannedServer srv(response, /*hold_open=*/true);
+    BenchConfig c = config_for(srv.url());
+    c.timeout_s = 20;
+    c.requests = 2;
+    c.max_concurrency = 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto res = run_bench(c, one_item());
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(res.report["completed"], 2) << res.report["failures"].dump();
+    for (const auto& r : res.records) EXPECT_EQ(r.words, 2u);
+    // Each request ends at its [DONE] (and a short linger), not at --timeout: 40 s before.
+    EXPECT_LT(took, 5.0);
+  }
 }
 
 TEST(LlmHostileClient, BareCrLineEndsAreEventsNotMalformed) {
