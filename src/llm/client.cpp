@@ -117,6 +117,7 @@ struct Transfer {
   bool keep_text = false, done_seen = false, status_checked = false, error_body = false;
   bool active = false;  // added to the multi handle
   std::size_t bytes = 0;
+  int sends = 0;        // times libcurl was about to send the request (CURLOPT_PREREQFUNCTION)
   double done_s = kInf;  // when `[DONE]` arrived; the transfer is ended if the stream stays open
 
   void reset(RequestRecord* r, const DatasetItem* it, bool conversation) {
@@ -132,6 +133,7 @@ struct Transfer {
     keep_text = it->reference.has_value() || conversation;
     done_seen = status_checked = error_body = false;
     bytes = 0;
+    sends = 0;
     done_s = kInf;
   }
 };
@@ -449,6 +451,8 @@ class Worker {
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Worker::write_cb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
     curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
+    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, &Worker::prereq_cb);
+    curl_easy_setopt(e, CURLOPT_PREREQDATA, t.get());
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
@@ -684,6 +688,19 @@ class Worker {
       t->rec->end_s = now;
     }
     return go ? len : 0;  // 0 aborts the transfer: a malformed, error or oversized event ends it
+  }
+
+  // Called each time libcurl is about to send the request. When a reused connection dies before
+  // any response byte, libcurl sends the request again on a fresh one by itself, and it has no
+  // option to stop that; but the server may have received the first send (and worked on it), so
+  // the resend would be a request the report never counted. A second send is refused here: the
+  // request fails as request_error and sends equal the server's arrivals.
+  static int prereq_cb(void* clientp, char*, char*, int, int) {
+    auto* t = static_cast<Transfer*>(clientp);
+    if (++t->sends == 1) return CURL_PREREQFUNC_OK;
+    t->fail_reason = reason::request_error;
+    t->fail_detail = "the reused connection was lost before any response byte (libcurl's resend refused)";
+    return CURL_PREREQFUNC_ABORT;
   }
 
   static int socket_cb(CURL*, curl_socket_t s, int what, void* userp, void*) {

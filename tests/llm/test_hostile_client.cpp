@@ -209,6 +209,29 @@ TEST(LlmHostileClient, BareCrLineEndsAreEventsNotMalformed) {
   EXPECT_EQ(res.records[0].words, 2u);
 }
 
+TEST(LlmHostileClient, ResetReusedConnectionsAreNotResentUncounted) {
+  // libcurl resends a request by itself when a reused connection dies before any response byte:
+  // 200 requests gave the server ~230 arrivals, the resends counted nowhere. Every send is counted.
+  SimConfig sc;
+  sc.ttft_ms = 1;
+  sc.tpot_ms = 0.2;
+  sc.reset_rate = 0.3;
+  sc.seed = 11;
+  SimServer sim(sc);
+  sim.start();
+  BenchConfig c = config_for(sim.base_url());
+  c.requests = 200;
+  c.max_concurrency = 4;
+  const auto res = run_bench(c, one_item());
+  const SimStats st = sim.stats();
+  sim.stop();
+  EXPECT_EQ(res.report["sent"], 200);
+  EXPECT_EQ(st.requests, res.report["sent"].get<std::uint64_t>()) << "arrivals at the server vs sends in the report";
+  EXPECT_EQ(st.resets, res.report["failures"]["request_error"].get<std::uint64_t>()) << res.report["failures"].dump();
+  EXPECT_EQ(res.report["completed"].get<std::uint64_t>() + st.resets, 200u);
+  EXPECT_GT(st.resets, 20u);  // the fault did happen, often on a reused connection
+}
+
 TEST(LlmHostileClient, SchemeInAnyCaseIsAccepted) {
   SimServer sim(SimConfig{});
   sim.start();
