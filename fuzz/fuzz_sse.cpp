@@ -6,9 +6,12 @@
 // stops the parser (0 = never), then the stream. Checked on every input:
 //   - the events, the return values and the overflow state are the same whatever the chunking
 //     (compared with the stream fed in one piece);
+//   - a stream without CR parses the same with its line ends written as CRLF or as a bare CR
+//     (chunked, so a CRLF is also split between chunks);
 //   - no event holds more than the cap;
 //   - interpret_event gives usage counts in [0, 2^31-1] and non-negative stamps, and its error
 //     text made safe by escape_bytes is valid UTF-8 without control bytes (what the CSV gets).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -79,6 +82,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const Outcome whole = run(stream, cap, seed, stop_after, false);
   const Outcome pieces = run(stream, cap, seed, stop_after, true);
   if (!(whole == pieces)) std::abort();
+  if (stream.find('\r') == std::string_view::npos) {
+    std::string cr(stream), crlf;
+    std::replace(cr.begin(), cr.end(), '\n', '\r');
+    for (char c : stream) {
+      if (c == '\n') crlf += '\r';
+      crlf += c;
+    }
+    if (!(run(cr, cap, seed, stop_after, true) == whole)) std::abort();
+    if (!(run(crlf, cap, seed, stop_after, true) == whole)) std::abort();
+  }
   for (const auto& e : whole.events) check_event(e);
   return 0;
 }

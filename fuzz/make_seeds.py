@@ -182,7 +182,26 @@ def npy_seeds():
     write(t, "text_after", npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), } x", f4, pad=False))
 
 
+def sse_seed(stream, cap=4000, chunk_seed=7, stop_after=0):
+    """fuzz_sse's input: the line/event cap (2 bytes), the seed of the chunk sizes, the event after
+    which the callback stops the parser (0 = never), then the stream."""
+    return cap.to_bytes(2, "big") + bytes([chunk_seed, stop_after]) + stream
+
+
+def sse_seeds():
+    # The line-end seeds; the other fuzz_sse seeds are hand-made files in the corpus.
+    t = "fuzz_sse"
+    chunk = b'data: {"choices":[{"index":0,"delta":{"content":"hi you"},"finish_reason":null}]}'
+    write(t, "cr_only", sse_seed(chunk + b"\r\r: comment\r\rdata: {\"a\":\rdata: 1}\r\rdata: [DONE]\r\r"))
+    write(t, "cr_lf_crlf_mixed", sse_seed(chunk + b"\r\n\r" + chunk + b"\n\r\n" + chunk + b"\r\r\ndata: [DONE]\n\r"))
+    # Every line end a CRLF, in 1..16-byte pieces: many a CR ends one chunk and its LF starts the next.
+    write(t, "crlf_split", sse_seed((chunk + b"\r\n\r\n") * 8 + b"data: [DONE]\r\n\r\n", chunk_seed=200))
+    write(t, "cr_at_eof", sse_seed(chunk + b"\r\rdata: [DONE]\r"))
+    write(t, "cr_small_cap", sse_seed(b"data: " + b"x" * 40 + b"\rdata: y\r\r", cap=16))
+
+
 if __name__ == "__main__":
     safetensors_seeds()
     loader_seeds()
     npy_seeds()
+    sse_seeds()

@@ -117,6 +117,8 @@ struct Transfer {
   bool keep_text = false, done_seen = false, status_checked = false, error_body = false;
   bool active = false;  // added to the multi handle
   std::size_t bytes = 0;
+  int sends = 0;        // times libcurl was about to send the request (CURLOPT_PREREQFUNCTION)
+  double done_s = kInf;  // when `[DONE]` arrived; the transfer is ended if the stream stays open
 
   void reset(RequestRecord* r, const DatasetItem* it, bool conversation) {
     rec = r;
@@ -131,6 +133,8 @@ struct Transfer {
     keep_text = it->reference.has_value() || conversation;
     done_seen = status_checked = error_body = false;
     bytes = 0;
+    sends = 0;
+    done_s = kInf;
   }
 };
 
@@ -183,6 +187,7 @@ class Worker {
     followups_ = {};
     stop_s_ = -1;
     next_watchdog_s_ = 0;
+    linger_until_s_ = kInf;
     // Keep one idle connection per possible stream so keep-alive reuse never has to reconnect;
     // the cache only grows, so the connections of an earlier phase survive a smaller one.
     const long keep = static_cast<long>(std::min(cap_ ? cap_ : kMaxConcurrency, std::max<std::size_t>(mine_.size(), 16)));
@@ -224,6 +229,9 @@ class Worker {
  private:
   static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
   static constexpr int kBackstopMs = 1000;
+  // How long a body may stay open after `[DONE]`: well-behaved servers end it at once, often in
+  // the same packet, and the connection is then reused.
+  static constexpr double kDoneLingerS = 0.1;
 
   void run_loop() {
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // wake-ups at the scheduled nanosecond, not +50 us
@@ -235,6 +243,7 @@ class Worker {
       // A transfer can end inside curl_multi_socket_action without any socket event (a refused
       // connect, a URL curl rejects): reap before sleeping, or nothing would wake the loop.
       reap();
+      end_lingering();
       expire_overdue();
       if (in_flight_ == 0 && nothing_left()) break;
       const std::int64_t send = next_send_ns(), other = next_other_ns();
@@ -352,11 +361,30 @@ class Worker {
     if (phase_->duration_s > 0) s = std::min(s, phase_->duration_s);
     return at_ns(s);
   }
-  // The next thing other than a send that needs the loop: curl's deadline, the end of the grace period.
+  // The next thing other than a send that needs the loop: curl's deadline, the end of the grace
+  // period, a stream still open after its `[DONE]`.
   std::int64_t next_other_ns() const {
-    std::int64_t w = curl_deadline_ns_;
+    std::int64_t w = std::min(curl_deadline_ns_, at_ns(linger_until_s_));
     if (stopped()) w = std::min(w, at_ns(stop_s_ + plan_.grace_s));
     return w;
+  }
+
+  // A request is complete at `[DONE]`, but its transfer runs until the server ends the body. One
+  // still open kDoneLingerS after `[DONE]` is ended here and counted as completed (its connection
+  // is closed, not reused) rather than holding its slot until --timeout.
+  void end_lingering() {
+    const double now = now_s();
+    if (now < linger_until_s_) return;
+    linger_until_s_ = kInf;
+    for (auto& t : pool_) {
+      if (!t->active || !t->done_seen) continue;
+      if (now >= t->done_s + kDoneLingerS) {
+        curl_multi_remove_handle(multi_, t->easy);
+        end_transfer(*t, CURLE_OK);
+      } else {
+        linger_until_s_ = std::min(linger_until_s_, t->done_s + kDoneLingerS);
+      }
+    }
   }
 
   void arm(std::int64_t t) {
@@ -423,6 +451,8 @@ class Worker {
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Worker::write_cb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
     curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
+    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, &Worker::prereq_cb);
+    curl_easy_setopt(e, CURLOPT_PREREQDATA, t.get());
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
@@ -600,6 +630,8 @@ class Worker {
       case StreamEvent::Kind::done:
         t.done_seen = true;
         r.end_s = now;
+        t.done_s = now;
+        linger_until_s_ = std::min(linger_until_s_, now + kDoneLingerS);
         return true;
       case StreamEvent::Kind::malformed:
         t.fail_reason = reason::malformed_event;
@@ -658,6 +690,19 @@ class Worker {
     return go ? len : 0;  // 0 aborts the transfer: a malformed, error or oversized event ends it
   }
 
+  // Called each time libcurl is about to send the request. When a reused connection dies before
+  // any response byte, libcurl sends the request again on a fresh one by itself, and it has no
+  // option to stop that; but the server may have received the first send (and worked on it), so
+  // the resend would be a request the report never counted. A second send is refused here: the
+  // request fails as request_error and sends equal the server's arrivals.
+  static int prereq_cb(void* clientp, char*, char*, int, int) {
+    auto* t = static_cast<Transfer*>(clientp);
+    if (++t->sends == 1) return CURL_PREREQFUNC_OK;
+    t->fail_reason = reason::request_error;
+    t->fail_detail = "the reused connection was lost before any response byte (libcurl's resend refused)";
+    return CURL_PREREQFUNC_ABORT;
+  }
+
   static int socket_cb(CURL*, curl_socket_t s, int what, void* userp, void*) {
     auto* w = static_cast<Worker*>(userp);
     if (what == CURL_POLL_REMOVE) {
@@ -697,6 +742,7 @@ class Worker {
   std::int64_t curl_deadline_ns_ = kNever;
   std::int64_t armed_ = -1;
   double next_watchdog_s_ = 0;
+  double linger_until_s_ = kInf;  // the earliest end of a linger after `[DONE]` (end_lingering)
   double stop_s_ = -1;
   double cpu_s_ = 0;
 };
@@ -797,8 +843,9 @@ double execute(std::vector<std::unique_ptr<Worker>>& all, Phase& phase, std::siz
 // an IPv4 address or a bracketed IPv6 one), an optional port in 1-65535, then printable ASCII.
 std::string url_problem(const std::string& url) {
   std::string_view u = url;
-  if (u.rfind("http://", 0) == 0) u.remove_prefix(7);
-  else if (u.rfind("https://", 0) == 0) u.remove_prefix(8);
+  const std::string scheme = ascii_lower(url.substr(0, 8));  // schemes are case-insensitive (RFC 3986)
+  if (scheme.rfind("http://", 0) == 0) u.remove_prefix(7);
+  else if (scheme.rfind("https://", 0) == 0) u.remove_prefix(8);
   else return "must start with http:// or https://";
   for (char ch : u)
     if (ch <= ' ' || ch >= 0x7f) return "must be printable ASCII without spaces (percent-encode the rest)";
@@ -898,7 +945,24 @@ void check_config(const BenchConfig& c) {
   if (c.turns > 1 && c.mode == Mode::trace) throw Error("--turns cannot be combined with --trace");
   if (c.ramp_s > 0 && c.mode == Mode::batch && !c.max_concurrency)
     throw Error("--ramp-up in batch mode ramps the cap: it needs --max-concurrency");
-  for (const auto& h : c.headers) {
+  check_headers(c.headers);
+}
+}  // namespace
+
+void check_headers(const std::vector<std::string>& headers) {
+  // What the client sets itself, by lower-case name, and why a user's value would break it: libcurl
+  // sends a user's header in place of its own, so a wrong length or encoding breaks every request.
+  static const std::pair<const char*, const char*> kRefused[] = {
+      {"content-length", "frames the request body, which the client sets"},
+      {"transfer-encoding", "frames the request body, which the client sets"},
+      {"host", "comes from --endpoint"},
+      {"te", "would change how the response is framed"},
+      {"upgrade", "would switch the connection away from HTTP/1.1"},
+      {"connection", "is hop-by-hop: the client manages its connections (their reuse is part of what it measures)"},
+      {"keep-alive", "is hop-by-hop: the client manages its connections (their reuse is part of what it measures)"},
+      {"proxy-connection", "is hop-by-hop: the client manages its connections (their reuse is part of what it measures)"},
+  };
+  for (const auto& h : headers) {
     const std::size_t colon = h.find(':');
     bool ok = colon != std::string::npos && colon > 0;
     for (std::size_t i = 0; ok && i < colon; ++i) {
@@ -907,9 +971,11 @@ void check_config(const BenchConfig& c) {
     }
     for (unsigned char ch : h) ok = ok && ch != '\r' && ch != '\n' && ch != '\0';
     if (!ok) throw Error("--header must be 'Name: value' with a token name and no line breaks (got '" + escape_bytes(h) + "')");
+    const std::string name = h.substr(0, colon);
+    for (const auto& [refused, why] : kRefused)
+      if (ascii_lower(name) == refused) throw Error("--header: " + name + " cannot be set: it " + why);
   }
 }
-}  // namespace
 
 std::optional<std::size_t> planned_sessions(const BenchConfig& c, std::size_t dataset_size) {
   if (c.mode == Mode::trace) return c.requests ? std::min(c.requests, c.trace_times.size()) : c.trace_times.size();

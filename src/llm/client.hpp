@@ -64,8 +64,13 @@ struct BenchConfig {
 };
 
 // Base URL + "/chat/completions" or "/completions"; throws hotpath::Error for a URL that is not
-// http(s).
+// http(s) (the scheme in any case).
 std::string endpoint_url(const std::string& base, Api api);
+
+// Throws hotpath::Error for a --header that is not 'Name: value' or that names a header the client
+// sets itself: the body's framing (Content-Length, Transfer-Encoding), Host, and the hop-by-hop
+// headers (Connection, Keep-Alive, Proxy-Connection, TE, Upgrade).
+void check_headers(const std::vector<std::string>& headers);
 
 struct BenchResult {
   RunInfo info;

@@ -219,6 +219,7 @@ void run_bench_command(const BenchOpts& o) {
   c.turns = o.turns;
   c.think_time_s = o.think_time;
   endpoint_url(c.endpoint, c.api);  // validate before loading anything
+  check_headers(c.headers);
   std::vector<DatasetItem> dataset;
   if (has_trace) {
     Trace t = load_trace(o.trace, TraceParams{o.trace_speed, o.trace_block_words});

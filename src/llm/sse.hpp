@@ -10,10 +10,10 @@
 
 namespace hotpath::llm {
 
-// Follows the WHATWG event-stream rules that matter here: lines end in \n or \r\n, `data:` lines of
-// one event are joined with \n, a blank line dispatches the event, comment (`:`) and other fields are
-// ignored. An event still open when the stream ends is dropped (as the spec says) unless it is
-// exactly `[DONE]`.
+// Follows the WHATWG event-stream rules that matter here: lines end in \n, \r\n or a bare \r (a \r\n
+// split between two chunks is still one line end), `data:` lines of one event are joined with \n, a
+// blank line dispatches the event, comment (`:`) and other fields are ignored. An event still open
+// when the stream ends is dropped (as the spec says) unless it is exactly `[DONE]`.
 //
 // A server decides how long a line or an event is, so both are capped at `max_event_bytes` (a line
 // without a newline is otherwise buffered for ever): past it the parser stops for good, feed()
@@ -44,7 +44,6 @@ class SseParser {
  private:
   // Returns true when the line completes an event (data in data_).
   bool take_line(std::string_view line) {
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty()) return has_data_;
     if (line.front() == ':') return false;
     if (line.substr(0, 5) == "data:") {
@@ -64,6 +63,7 @@ class SseParser {
   std::string line_;
   std::string data_;
   bool has_data_ = false, overflow_ = false;
+  bool after_cr_ = false;  // the last line ended in \r: a \n next (even in the next chunk) belongs to it
   std::size_t events_ = 0;
 };
 
@@ -71,7 +71,14 @@ template <class F>
 bool SseParser::feed(std::string_view bytes, F&& on_event) {
   if (overflow_) return false;
   while (!bytes.empty()) {
-    const std::size_t nl = bytes.find('\n');
+    if (after_cr_) {
+      after_cr_ = false;
+      if (bytes.front() == '\n') {
+        bytes.remove_prefix(1);
+        continue;
+      }
+    }
+    const std::size_t nl = bytes.find_first_of("\r\n");
     const std::size_t part = nl == std::string_view::npos ? bytes.size() : nl;
     if (line_.size() + part > max_) {
       overflow_ = true;
@@ -91,6 +98,7 @@ bool SseParser::feed(std::string_view bytes, F&& on_event) {
       dispatch = take_line(line_);
       line_.clear();
     }
+    after_cr_ = bytes[nl] == '\r';
     bytes.remove_prefix(nl + 1);
     if (overflow_) {
       data_.clear();

@@ -17,6 +17,7 @@
 #include "model/safetensors.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/regular_file.hpp"
 
 namespace hotpath::npy {
 namespace {
@@ -186,10 +187,7 @@ struct FileCloser {
 
 template <class T>
 Values<T> read_values(const std::string& path) {
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st)) throw Error(path + ": no such file");
-  if (std::filesystem::is_directory(st)) throw Error(path + ": is a directory, not a .npy file");
+  util::require_regular_file(path, "a .npy file");
   const std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
   if (!f) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
   struct stat info {};

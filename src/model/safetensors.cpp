@@ -27,6 +27,7 @@
 #include "model/narrowing.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/regular_file.hpp"
 #include "util/half.hpp"
 
 namespace hotpath::safetensors {
@@ -388,10 +389,7 @@ class HeaderReader final : public nlohmann::json_sax<json> {
 }  // namespace
 
 File File::open(const std::string& path) {
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st)) throw Error(path + ": no such file");
-  if (std::filesystem::is_directory(st)) throw Error(path + ": is a directory, not a safetensors file");
+  util::require_regular_file(path, "a safetensors file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open for reading (" + std::strerror(errno) + ")");
   in.seekg(0, std::ios::end);

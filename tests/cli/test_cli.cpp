@@ -1,7 +1,8 @@
 // The `hotpath` executable end to end: golden reproduction, exit codes, one-line errors on bad input.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -352,6 +353,20 @@ TEST_F(Cli, BadInputExitsTwoWithOneLine) {
   expect_refused("bench --model lstm_s --backend ref --check-every 0", "check-every");
   expect_refused("bench --model lstm_s --backend ref --ticks 5 --cpuset 999", "cpu 999");
   expect_refused("bench --model lstm_s --mode batch", "window or streaming");
+}
+
+TEST_F(Cli, FifoInputsAreNotARegularFile) {
+  // A FIFO held open for writing here, so that opening it does not block: it read as an empty file,
+  // "not a .npy file (no magic)" (and a safetensors FIFO as "cannot determine the file size").
+  for (const char* name : {"in.npy", "in.safetensors"}) {
+    const std::string fifo = path(name);
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+    const int writer = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    ASSERT_GE(writer, 0) << std::strerror(errno);
+    expect_refused("run --model " + golden_model("tiny") + " --inputs " + fifo + " --window 5 --out " + path("o.npy"),
+                   fifo + ": is a FIFO (named pipe), not a regular file");
+    ::close(writer);
+  }
 }
 
 TEST_F(Cli, CorruptModelFilesAreRefused) {

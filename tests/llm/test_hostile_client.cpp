@@ -1,6 +1,7 @@
 // The measuring client against hostile servers and hostile flags (needs libcurl). Servers here are
-// canned byte strings on loopback; the CLI cases run the built `hotpath` under a `timeout` guard,
-// since several of them used to hang. Each test failed on the code before issue 13.
+// canned byte strings on loopback (or serve-sim with its faults); the CLI cases run the built
+// `hotpath` under a `timeout` guard, since several of them used to hang. Each test failed on the
+// code before its fix.
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -11,6 +12,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -29,10 +32,12 @@ namespace fs = std::filesystem;
 namespace hotpath::llm {
 namespace {
 
-// Answers every connection on 127.0.0.1 with the same bytes after reading one request, then closes.
+// Answers every connection on 127.0.0.1 with the same bytes after reading one request, then closes;
+// with `hold_open`, it keeps the connection open until the client closes it.
 class CannedServer {
  public:
-  explicit CannedServer(std::string response) : response_(std::move(response)) {
+  explicit CannedServer(std::string response, bool hold_open = false)
+      : response_(std::move(response)), hold_open_(hold_open) {
     fd_ = test::listen_loopback(port_, "canned server");
     thread_ = std::thread([this] { serve(); });
   }
@@ -57,8 +62,17 @@ class CannedServer {
         if (w <= 0) break;  // the client gave up (as it must for an oversized line)
         off += static_cast<std::size_t>(w);
       }
-      shutdown(c, SHUT_WR);
       char buf[4096];
+      if (hold_open_) {
+        while (!stop_) {
+          pollfd q{c, POLLIN, 0};
+          const int n = poll(&q, 1, 50);
+          if (n > 0 && recv(c, buf, sizeof buf, 0) <= 0) break;  // the client closed it
+        }
+        close(c);
+        continue;
+      }
+      shutdown(c, SHUT_WR);
       for (pollfd q{c, POLLIN, 0}; poll(&q, 1, 2000) > 0 && recv(c, buf, sizeof buf, 0) > 0;) {
       }
       close(c);
@@ -85,6 +99,7 @@ class CannedServer {
   }
 
   std::string response_;
+  bool hold_open_ = false;
   int fd_ = -1;
   std::uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
@@ -153,6 +168,83 @@ TEST(LlmHostileClient, ErrorBodyWithNulAndInvalidUtf8GivesAValidCsv) {
   EXPECT_EQ(res.records[0].reason, reason::http_error);
   const std::string csv = clean_csv_of(res.records);
   EXPECT_NE(csv.find(R"(oops\x00\xff\x0a,""x"")"), std::string::npos) << csv;
+}
+
+// One chunk of a chunked body.
+std::string chunk(const std::string& data) {
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "%zx\r\n", data.size());
+  return hex + data + "\r\n";
+}
+
+TEST(LlmHostileClient, StreamHeldOpenAfterDoneEndsAtDoneNotAtTheTimeout) {
+  const std::string events = "data: {\"choices\":[{\"delta\":{\"content\":\"hi you\"}}]}\n\ndata: [DONE]\n\n";
+  // A keep-alive response whose chunked body never gets its last chunk, and one without framing.
+  const std::string chunked = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                              chunk("data: {\"choices\":[{\"delta\":{\"content\":\"hi you\"}}]}\n\n") +
+                              chunk("data: [DONE]\n\n");
+  for (const std::string& response : {chunked, kSseHead + events}) {
+    CannedServer srv(response, /*hold_open=*/true);
+    BenchConfig c = config_for(srv.url());
+    c.timeout_s = 20;
+    c.requests = 2;
+    c.max_concurrency = 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto res = run_bench(c, one_item());
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(res.report["completed"], 2) << res.report["failures"].dump();
+    for (const auto& r : res.records) EXPECT_EQ(r.words, 2u);
+    // Each request ends at its [DONE] (and a short linger), not at --timeout: 40 s before.
+    EXPECT_LT(took, 5.0);
+  }
+}
+
+TEST(LlmHostileClient, BareCrLineEndsAreEventsNotMalformed) {
+  const auto res = run_against(kSseHead +
+                               "data: {\"choices\":[{\"delta\":{\"content\":\"hi you\"}}]}\r\r"
+                               ": comment\r\r"
+                               "data: [DONE]\r\r");
+  ASSERT_EQ(res.records.size(), 1u);
+  EXPECT_EQ(res.records[0].outcome, Outcome::completed) << res.records[0].reason << ": " << res.records[0].detail;
+  EXPECT_EQ(res.records[0].words, 2u);
+}
+
+TEST(LlmHostileClient, ResetReusedConnectionsAreNotResentUncounted) {
+  // libcurl resends a request by itself when a reused connection dies before any response byte:
+  // 200 requests gave the server ~230 arrivals, the resends counted nowhere. Every send is counted.
+  SimConfig sc;
+  sc.ttft_ms = 1;
+  sc.tpot_ms = 0.2;
+  sc.reset_rate = 0.3;
+  sc.seed = 11;
+  SimServer sim(sc);
+  sim.start();
+  BenchConfig c = config_for(sim.base_url());
+  c.requests = 200;
+  c.max_concurrency = 4;
+  const auto res = run_bench(c, one_item());
+  const SimStats st = sim.stats();
+  sim.stop();
+  EXPECT_EQ(res.report["sent"], 200);
+  EXPECT_EQ(st.requests, res.report["sent"].get<std::uint64_t>()) << "arrivals at the server vs sends in the report";
+  EXPECT_EQ(st.resets, res.report["failures"]["request_error"].get<std::uint64_t>()) << res.report["failures"].dump();
+  EXPECT_EQ(res.report["completed"].get<std::uint64_t>() + st.resets, 200u);
+  EXPECT_GT(st.resets, 20u);  // the fault did happen, often on a reused connection
+}
+
+TEST(LlmHostileClient, SchemeInAnyCaseIsAccepted) {
+  SimServer sim(SimConfig{});
+  sim.start();
+  const std::string base = sim.base_url();  // http://127.0.0.1:PORT/v1
+  for (const std::string scheme : {"HTTP://", "Http://"}) {
+    BenchConfig c = config_for(scheme + base.substr(7));
+    c.requests = 2;
+    const auto res = run_bench(c, one_item());
+    EXPECT_EQ(res.report["completed"], 2) << scheme << ' ' << res.report["failures"].dump();
+  }
+  EXPECT_NO_THROW(endpoint_url("HTTPS://example.com/v1", Api::chat));
+  EXPECT_THROW(endpoint_url("HTTPX://example.com/v1", Api::chat), Error);
+  sim.stop();
 }
 
 TEST(LlmHostileClient, TimeoutBelowAMillisecondIsRefusedNotNone) {
@@ -288,6 +380,18 @@ TEST_F(LlmHostileCli, MalformedEndpointsAreExit2BeforeAnyRequest) {
                           "http:///v1", "'http://[::zz]:80/v1'"}) {
     expect_refused("llm bench --model m --timeout 2 --dataset " + dataset_ + " --endpoint " + url, "--endpoint: ");
   }
+}
+
+TEST_F(LlmHostileCli, HeadersTheClientSetsItselfAreExit2NamingThem) {
+  // libcurl sent these in place of its own: every request then failed (http_error) or misbehaved.
+  for (const char* h : {"Content-Length: 5", "content-length: 5", "Content-Length:", "Transfer-Encoding: chunked",
+                        "Host: example.com", "Connection: close", "Upgrade: h2c", "TE: gzip", "Keep-Alive: 5",
+                        "Proxy-Connection: keep-alive"}) {
+    const std::string name = std::string(h).substr(0, std::string(h).find(':'));
+    expect_refused(bench(std::string("--header '") + h + "'"), "--header: " + name + " cannot be set");
+  }
+  EXPECT_THROW(check_headers({"X-Tenant: a", "HOST: b"}), Error);
+  EXPECT_NO_THROW(check_headers({"X-Tenant: a", "Content-Type: application/json", "Hosts: b"}));
 }
 
 TEST_F(LlmHostileCli, DatasetFieldsOutOfRangeAreExit2) {

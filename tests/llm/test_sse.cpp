@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,34 @@ TEST(LlmSse, SameEventsWhateverTheByteSplits) {
       "data: [DONE]\n\n";
   const std::vector<std::string> want = {"{\"a\":1}", "{\"b\":\n2}", "{\"c\":3}", "[DONE]"};
   for (std::size_t piece : {1, 2, 3, 7, 64, 4096}) EXPECT_EQ(parse_in_pieces(stream, piece), want) << piece;
+}
+
+TEST(LlmSse, BareCrAndCrLfEndLinesLikeLf) {
+  // The spec allows CR, LF and CRLF; a server may use any, and a CRLF may be split between chunks.
+  const std::string lf = "data: {\"a\":1}\n\ndata: {\"b\":\ndata: 2}\n\n: c\n\ndata: [DONE]\n\n";
+  std::string cr = lf, crlf;
+  std::replace(cr.begin(), cr.end(), '\n', '\r');
+  for (char ch : lf) crlf += ch == '\n' ? std::string("\r\n") : std::string(1, ch);
+  const std::vector<std::string> want = {"{\"a\":1}", "{\"b\":\n2}", "[DONE]"};
+  for (std::size_t piece : {1, 2, 3, 5, 7, 64}) {
+    EXPECT_EQ(parse_in_pieces(cr, piece), want) << "CR, pieces of " << piece;
+    EXPECT_EQ(parse_in_pieces(crlf, piece), want) << "CRLF, pieces of " << piece;
+  }
+  // A CR at the end of one chunk and the LF at the start of the next are one line end, not a line
+  // end and a blank line (which would dispatch "a" on its own).
+  SseParser p;
+  std::vector<std::string> out;
+  const auto cb = [&](std::string_view d) { return out.emplace_back(d), true; };
+  p.feed("data: a\r", cb);
+  p.feed("\ndata: b\r", cb);
+  p.feed("\n\r", cb);
+  p.feed("\n", cb);
+  EXPECT_EQ(out, std::vector<std::string>{"a\nb"});
+  // A CR then a CR is a line end then a blank line.
+  out.clear();
+  p.feed("data: c\r", cb);
+  p.feed("\r", cb);
+  EXPECT_EQ(out, std::vector<std::string>{"c"});
 }
 
 TEST(LlmSse, OpenEventAtEndIsDroppedUnlessDone) {

@@ -2,6 +2,8 @@
 // file is refused with a named error, never read out of bounds.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -300,6 +302,29 @@ TEST_F(NpyFile, WrittenFilesReadBackExactly) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no_such_dir/x.npy: cannot create a file there"), std::string::npos) << e.what();
   }
+}
+
+TEST(Npy, FifoIsNotARegularFile) {
+  const std::string p =
+      (std::filesystem::temp_directory_path() / ("hotpath_npy_fifo_" + std::to_string(::getpid()) + ".npy")).string();
+  std::filesystem::remove(p);
+  ASSERT_EQ(::mkfifo(p.c_str(), 0600), 0) << std::strerror(errno);
+  // Held open for writing, so that a reader's open does not block: it then read as an empty file,
+  // "not a .npy file (no magic)".
+  const int writer = ::open(p.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(writer, 0) << std::strerror(errno);
+  for (int f32 = 0; f32 < 2; ++f32) {
+    try {
+      if (f32) npy::read_file_f32(p);
+      else npy::read_file(p);
+      ADD_FAILURE() << "a FIFO was read";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(p + ": is a FIFO (named pipe), not a regular file"), std::string::npos)
+          << e.what();
+    }
+  }
+  ::close(writer);
+  std::filesystem::remove(p);
 }
 
 TEST(Npy, MissingFileNamed) {

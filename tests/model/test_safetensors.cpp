@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/within_seconds.hpp"
@@ -228,6 +229,20 @@ TEST(SafetensorsWriter, WriteFileOpenAndErrors) {
   } catch (const Error& e) {
     EXPECT_HAS(e.what(), "directory");
   }
+  // A FIFO (held open for writing, so the open does not block) was "cannot determine the file size".
+  const std::string fifo = (dir / "fifo.safetensors").string();
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int writer = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(writer, 0);
+  try {
+    st::File::open(fifo);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_HAS(e.what(), fifo + ": is a FIFO (named pipe), not a regular file");
+  }
+  ::close(writer);
+  std::filesystem::remove(fifo);
   try {
     st::File::open((dir / "missing.safetensors").string());
     ADD_FAILURE();
