@@ -322,8 +322,9 @@ class Checker {
     long long interval = -1;
     InputScaler& scaler = scalers_[size_t(id)];
     long long next = 0;  // the next tick `scaler` takes
-    // Tick s's input, scaled, into xd; the scaler first takes the raw ticks a rolling window needs.
-    auto input = [&](long long s) {
+    // Tick s's input, scaled, into xd (`raw`: its values, already made); the scaler first takes the raw
+    // ticks a rolling window needs.
+    auto input = [&](long long s, const float* raw = nullptr) {
       if (rolling_ > 0 && next != s) {
         // A scaler cannot go back, and a long way forward is cheaper from N ticks before s.
         const long long from = std::max(0LL, s - rolling_);
@@ -337,7 +338,8 @@ class Checker {
           scaler.prepare();
         }
       }
-      tick_input(seed_, s, x);
+      if (raw) std::copy(raw, raw + x.size(), x.begin());
+      else tick_input(seed_, s, x);
       scaler.scale(x, xd.data());
       scaler.prepare();
       next = s + 1;
@@ -369,13 +371,21 @@ class Checker {
       if (also_count_) also_count_->fetch_add(1, std::memory_order_relaxed);
     };
     if (split) {
+      const int I = cfg.input_size;
+      std::vector<float> raw(size_t(kInputBatch) * I);
       for (size_t k = 0;; ++k) {
         if (!wait_for(k)) return;
         busy_from = Clock::now();
         const long long last = (long long)(k) * every_;
-        for (long long t = (k == 0 ? 0 : last - every_ + 1); t <= last; ++t) {
-          input(t);
-          step();
+        for (long long t0 = (k == 0 ? 0 : last - every_ + 1); t0 <= last; t0 += kInputBatch) {
+          // The raw inputs of a batch of ticks on the team first (on several threads, Box-Muller costs
+          // about as much as a step's share), then the steps in order.
+          InputBatch batch{seed_, t0, int(std::min<long long>(kInputBatch, last - t0 + 1)), I, raw.data(), team_->size()};
+          team_->run(&Checker::input_job, &batch);
+          for (int i = 0; i < batch.count; ++i) {
+            input(t0 + i, raw.data() + size_t(i) * I);
+            step();
+          }
         }
         head();
         file(k, last, z, zq, r, interval);
@@ -400,6 +410,21 @@ class Checker {
       outs_.consumed(id, k + n);
       filed();
     }
+  }
+
+  // Streaming: the raw inputs of up to kInputBatch ticks are made at once, shared out over the team.
+  static constexpr int kInputBatch = 64;
+  struct InputBatch {
+    uint64_t seed;
+    long long first;
+    int count, width;
+    float* out;  // [count][width]
+    int workers;
+  };
+  static void input_job(void* ctx, int worker) {
+    const auto& b = *static_cast<const InputBatch*>(ctx);
+    for (int i = worker; i < b.count; i += b.workers)
+      tick_input(b.seed, b.first + i, std::span<float>(b.out + size_t(i) * b.width, size_t(b.width)));
   }
 
   const Model& model_;

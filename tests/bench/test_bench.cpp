@@ -267,6 +267,24 @@ TEST(Bench, StreamingCheckSplitOverThreadsGivesTheSameVerdict) {
   }
 }
 
+// The split check is fed the inputs the backend was fed, scaled the same way: a rolling scaler (whose
+// statistics follow every tick) through ticks made in batches by the checker's threads.
+TEST(Bench, TheSplitStreamingCheckScalesItsInputsAsTheBackendDoes) {
+  bench::BenchOptions o = on_tiny(Mode::streaming);
+  o.model = "lstm_s";
+  o.ticks = 200;  // more than one batch of inputs between the first checks
+  o.warmup = 0;
+  o.check_every = 70;
+  o.check_threads = 3;
+  o.scaler = ScalerChoice{ScalerKind::rolling, 8};
+  std::ostringstream out;
+  const auto r = bench::run_bench(o, out);
+  EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"];
+  EXPECT_EQ(r["checker"]["threads"], 3);
+  EXPECT_EQ(r["error"]["checked_ticks"], 3);  // ticks 0, 70 and 140 of 0 .. 209
+  EXPECT_LE(r["error"]["max_abs"].get<double>(), 1e-12);
+}
+
 // The report says how the check was computed and how long it took: in all, and after the run ended.
 TEST(Bench, TheReportSaysHowLongCheckingTook) {
   for (const Mode mode : {Mode::streaming, Mode::window}) {
