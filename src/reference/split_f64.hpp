@@ -26,8 +26,8 @@ namespace hotpath::reference {
 
 // n workers: the thread that calls run() (worker 0) and n - 1 helper threads. run(job, ctx) runs
 // job(ctx, k) on every worker k and returns once all are done; inside a job, sync() waits until every
-// worker has reached it. Waiting threads spin (with a pause) for a few tens of microseconds, then sleep
-// on a futex, so a team with no work costs no core. One caller at a time.
+// worker has reached it. Waiting threads spin (with a pause), then yield, for a few tens of microseconds
+// in all, then sleep on a futex, so a team with no work costs no core. One caller at a time.
 class F64Team {
  public:
   using Job = void (*)(void* ctx, int worker);
