@@ -91,9 +91,13 @@ typedef double d8 __attribute__((vector_size(64), aligned(8), may_alias));
 // whose weights start at w0 and w1; each row has its own lane of an accumulator, so the order of every
 // row's sum is the plain one. Two blocks at once keep four independent add chains in flight.
 // One clone per vector width, chosen at load time.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void dot_blocks(const double* w0, const double* w1,
-                                                                              const double* v, size_t n, int blocks,
-                                                                              double* acc0, double* acc1) {
+#if defined(__x86_64__)
+#define HOTPATH_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HOTPATH_VECTOR_CLONES
+#endif
+HOTPATH_VECTOR_CLONES void dot_blocks(const double* w0, const double* w1, const double* v, size_t n, int blocks,
+                                      double* acc0, double* acc1) {
   d8 a0 = LOAD8(acc0), a1 = LOAD8(acc0 + 8);
   if (blocks == 2) {
     d8 b0 = LOAD8(acc1), b1 = LOAD8(acc1 + 8);
@@ -118,6 +122,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void dot_blocks(con
 }
 #undef LOAD8
 #undef STORE8
+#undef HOTPATH_VECTOR_CLONES
 
 }  // namespace
 
