@@ -22,6 +22,7 @@
 #include "scaling/input_scaler.hpp"
 #include "model/model.hpp"
 #include "reference/reference.hpp"
+#include "reference/split_f64.hpp"
 #include "util/threads.hpp"
 
 namespace hotpath::bench {
@@ -165,23 +166,36 @@ struct CheckResult {
   double rounding_normalized() const { return max_rounding_abs / std::max(1.0, max_ref); }
 };
 
+// How the check was computed and how long it took.
+struct CheckTiming {
+  int threads = 0;          // threads computing the reference (streaming: the threads each step is split over)
+  long long steps = 0;      // float64 LSTM steps computed (with a rounded model, each counted once)
+  double busy_s = 0;        // the longest any checker thread spent computing, not waiting for outputs
+  double after_run_s = 0;   // from finish() (the end of the timed loop) until every output was checked
+};
+
 struct CheckTotals {
   CheckResult all;
   std::vector<CheckResult> intervals;
+  CheckTiming timing;
 };
 
 // Float64 check of every `every`-th tick (tick t is checked when t % every == 0). Window mode recomputes
-// each checked window from zero state (W steps); streaming advances one float64 state through every
-// tick. Threads split the checked ticks (window) or there is one (streaming). Inputs are scaled as the
-// backend scales them: each thread has an InputScaler of its own, in float64, fed the raw ticks.
+// each checked window from zero state (W steps, FastF64); the checker's threads take turns over the
+// checked ticks. Streaming advances one float64 state through every tick: one thread reads the outputs,
+// and each of its steps is split over the checker's threads by hidden units (reference::SplitF64), so
+// that the check keeps up with a fast backend. Inputs are scaled as the backend scales them: each
+// reading thread has an InputScaler of its own, in float64, fed the raw ticks.
 class Checker {
  public:
+  using Clock = std::chrono::steady_clock;
   // rounded: for a per-model bound (int8), the model with the backend's rounded weights; each checked
-  // tick is then also run on it, and the bound follows from its error (finish() recounts).
+  // tick is then also run on it, and the bound follows from its error (finish() recounts). `model` must
+  // outlive the checker.
   Checker(const Model& model, Mode mode, int window, uint64_t seed, int every, CheckedOutputs& outs,
           const IntervalStarts& intervals, const ScalerChoice& scaler, std::optional<Model> rounded = std::nullopt)
-      : f64_(model),
-        rounded_(rounded ? std::make_optional<reference::FastF64>(*rounded) : std::nullopt),
+      : model_(model),
+        rounded_model_(std::move(rounded)),
         scaler_proto_(model, scaler),
         rolling_(scaler.kind == ScalerKind::rolling ? scaler.window : 0),
         mode_(mode),
@@ -194,39 +208,67 @@ class Checker {
           abort_.store(true, std::memory_order_release);
           done_.store(true, std::memory_order_release);
         }) {}
-  // Starts `threads` checker threads (on `cores`, a preference). They need the bound from the first
-  // record on: set_bound() before any record is published.
+  // Starts the check on `threads` threads (on `cores`, a preference): window mode, that many reading
+  // threads (CheckedOutputs made for threads_for(mode, threads) readers); streaming, one reading thread
+  // whose steps are split over up to `threads` (as many as the model's size makes worth a barrier per
+  // layer). The weights are packed here, on the calling thread and the new ones. The threads need the
+  // bound from the first record on: set_bound() before any record is published.
   void start(int threads, const std::vector<int>& cores) {
-    const int n = threads;
-    results_.resize(n);
-    scalers_.assign(size_t(n), scaler_proto_);
-    for (int k = 0; k < n; ++k)
-      threads_.start("bench checker thread " + std::to_string(k + 1) + " of " + std::to_string(n) + " (--check-threads)",
-                     [this, k, n, cores] {
-                       // Only a preference: a failure is reported (pin_failures), the check still runs.
-                       if (!cores.empty())
-                         util::try_pin_thread(pthread_self(), cores,
-                                              "bench checker thread " + std::to_string(k + 1) + " of " + std::to_string(n));
-                       run(k, n);
+    const int readers = threads_for(mode_, threads);
+    threads_used_ = mode_ == Mode::streaming ? reference::SplitF64::useful_threads(model_.config, threads) : readers;
+    auto name = [n = threads_used_](int k) {
+      return "bench checker thread " + std::to_string(k + 1) + " of " + std::to_string(n);
+    };
+    auto pin = [cores, name](int k) {
+      // Only a preference: a failure is reported (pin_failures), the check still runs.
+      if (!cores.empty()) util::try_pin_thread(pthread_self(), cores, name(k));
+    };
+    if (mode_ == Mode::streaming) {
+      team_.emplace(threads_used_, pin);  // the reading thread below is its worker 0
+      split_.emplace(model_, *team_);
+      if (rounded_model_) rounded_split_.emplace(*rounded_model_, *team_);
+    } else {
+      f64_.emplace(model_);
+      if (rounded_model_) rounded_f64_.emplace(*rounded_model_);
+    }
+    results_.resize(size_t(readers));
+    scalers_.assign(size_t(readers), scaler_proto_);
+    for (int k = 0; k < readers; ++k)
+      threads_.start(name(k) + " (--check-threads)",
+                     [this, k, readers, pin] {
+                       pin(k);
+                       run(k, readers);
                      });
   }
+  // Records checked so far, lost ones included (each reading thread adds its own as it goes): what a
+  // progress display watches, out of CheckedOutputs::published().
+  const std::atomic<size_t>& filed() const { return filed_; }
+  // Counts every record filed into `counter` too (one progress display over several checkers). Before
+  // start().
+  void also_count_into(std::atomic<size_t>* counter) { also_count_ = counter; }
   // The error bound of the backend's precision, published to the threads by the first record's release
   // store: so the checker can be made, and started, before the backend.
   void set_bound(double bound) { bound_ = bound; }
-  // Threads needed for `mode`: streaming advances one state, so one thread.
+  // Reading threads for `mode` (the readers CheckedOutputs is made for): streaming advances one state,
+  // so one.
   static int threads_for(Mode mode, int asked) { return mode == Mode::streaming ? 1 : std::max(1, asked); }
   // Call once the timed loop is done: checks what was published, then joins. With a rounded model,
   // *bound becomes bound_of(its error) and the ticks over it are counted.
   CheckTotals finish(double* bound = nullptr, double (*bound_of)(double) = nullptr) {
+    const auto called = Clock::now();
     done_.store(true, std::memory_order_release);
     threads_.join();
     CheckTotals r;
+    r.timing.after_run_s = std::chrono::duration<double>(Clock::now() - called).count();
+    r.timing.threads = threads_used_;
     for (const auto& p : results_) {
       r.all.merge(p.all);
       if (p.intervals.size() > r.intervals.size()) r.intervals.resize(p.intervals.size());
       for (size_t k = 0; k < p.intervals.size(); ++k) r.intervals[k].merge(p.intervals[k]);
+      r.timing.steps += p.timing.steps;
+      r.timing.busy_s = std::max(r.timing.busy_s, p.timing.busy_s);
     }
-    if (rounded_ && bound && bound_of) {
+    if (rounded_model_ && bound && bound_of) {
       *bound = bound_of(r.all.rounding_normalized());
       r.all.recount(*bound);
       for (auto& iv : r.intervals) iv.recount(*bound);
@@ -266,21 +308,23 @@ class Checker {
       tick_ref = std::max(tick_ref, std::abs(ref[o]));
       if (!rounded.empty()) rounding_abs = std::max(rounding_abs, std::abs(rounded[o] - ref[o]));
     }
-    const bool keep = rounded_.has_value();
+    const bool keep = rounded_model_.has_value();
     r.all.add(t, tick_abs, tick_ref, bound_, rounding_abs, keep);
     if (in) in->add(t, tick_abs, tick_ref, bound_, rounding_abs, keep);
   }
   void run(int id, int n) {
-    const auto& cfg = f64_.config();
+    const auto& cfg = model_.config;
+    const bool rounded = rounded_model_.has_value();
     reference::LstmState state(cfg), qstate(cfg);
     std::vector<float> x(cfg.input_size);
-    std::vector<double> xd(cfg.input_size), z(cfg.output_size), zq(rounded_ ? cfg.output_size : 0);
+    std::vector<double> xd(cfg.input_size), z(cfg.output_size), zq(rounded ? cfg.output_size : 0);
     CheckTotals& r = results_[id];
     long long interval = -1;
     InputScaler& scaler = scalers_[size_t(id)];
     long long next = 0;  // the next tick `scaler` takes
-    // Tick s's input, scaled, into xd; the scaler first takes the raw ticks a rolling window needs.
-    auto input = [&](long long s) {
+    // Tick s's input, scaled, into xd (`raw`: its values, already made); the scaler first takes the raw
+    // ticks a rolling window needs.
+    auto input = [&](long long s, const float* raw = nullptr) {
       if (rolling_ > 0 && next != s) {
         // A scaler cannot go back, and a long way forward is cheaper from N ticks before s.
         const long long from = std::max(0LL, s - rolling_);
@@ -294,35 +338,64 @@ class Checker {
           scaler.prepare();
         }
       }
-      tick_input(seed_, s, x);
+      if (raw) std::copy(raw, raw + x.size(), x.begin());
+      else tick_input(seed_, s, x);
       scaler.scale(x, xd.data());
       scaler.prepare();
       next = s + 1;
     };
     // One step of the truth (and of the rounded-weights model, for a per-model bound) on xd.
+    const bool split = mode_ == Mode::streaming;
     auto step = [&] {
-      f64_.step(std::span<const double>(xd), state);
-      if (rounded_) rounded_->step(std::span<const double>(xd), qstate);
+      if (split) split_->step(std::span<const double>(xd));
+      else f64_->step(std::span<const double>(xd), state);
+      if (rounded) {
+        if (split) rounded_split_->step(std::span<const double>(xd));
+        else rounded_f64_->step(std::span<const double>(xd), qstate);
+      }
+      ++r.timing.steps;
     };
     auto head = [&] {
-      f64_.head(state, z);
-      if (rounded_) rounded_->head(qstate, zq);
+      if (split) split_->head(z);
+      else f64_->head(state, z);
+      if (rounded) {
+        if (split) rounded_split_->head(zq);
+        else rounded_f64_->head(qstate, zq);
+      }
     };
-    if (mode_ == Mode::streaming) {
+    // Time spent computing, from the moment a record is there to its filing: waits are left out.
+    Clock::time_point busy_from;
+    auto filed = [&] {
+      r.timing.busy_s += std::chrono::duration<double>(Clock::now() - busy_from).count();
+      filed_.fetch_add(1, std::memory_order_relaxed);
+      if (also_count_) also_count_->fetch_add(1, std::memory_order_relaxed);
+    };
+    if (split) {
+      const int I = cfg.input_size;
+      std::vector<float> raw(size_t(kInputBatch) * I);
       for (size_t k = 0;; ++k) {
         if (!wait_for(k)) return;
+        busy_from = Clock::now();
         const long long last = (long long)(k) * every_;
-        for (long long t = (k == 0 ? 0 : last - every_ + 1); t <= last; ++t) {
-          input(t);
-          step();
+        for (long long t0 = (k == 0 ? 0 : last - every_ + 1); t0 <= last; t0 += kInputBatch) {
+          // The raw inputs of a batch of ticks on the team first (on several threads, Box-Muller costs
+          // about as much as a step's share), then the steps in order.
+          InputBatch batch{seed_, t0, int(std::min<long long>(kInputBatch, last - t0 + 1)), I, raw.data(), team_->size()};
+          team_->run(&Checker::input_job, &batch);
+          for (int i = 0; i < batch.count; ++i) {
+            input(t0 + i, raw.data() + size_t(i) * I);
+            step();
+          }
         }
         head();
         file(k, last, z, zq, r, interval);
         outs_.consumed(id, k + 1);
+        filed();
       }
     }
     for (size_t k = id;; k += n) {
       if (!wait_for(k)) return;
+      busy_from = Clock::now();
       const long long t = (long long)(k) * every_;
       if (!outs_.lost(k)) {
         state.clear();
@@ -335,11 +408,35 @@ class Checker {
       }
       file(k, t, z, zq, r, interval);
       outs_.consumed(id, k + n);
+      filed();
     }
   }
 
-  reference::FastF64 f64_;
-  std::optional<reference::FastF64> rounded_;
+  // Streaming: the raw inputs of up to kInputBatch ticks are made at once, shared out over the team.
+  static constexpr int kInputBatch = 64;
+  struct InputBatch {
+    uint64_t seed;
+    long long first;
+    int count, width;
+    float* out;  // [count][width]
+    int workers;
+  };
+  static void input_job(void* ctx, int worker) {
+    const auto& b = *static_cast<const InputBatch*>(ctx);
+    for (int i = worker; i < b.count; i += b.workers)
+      tick_input(b.seed, b.first + i, std::span<float>(b.out + size_t(i) * b.width, size_t(b.width)));
+  }
+
+  const Model& model_;
+  std::optional<Model> rounded_model_;
+  // Window mode: FastF64, shared by the reading threads. Streaming: the split reference on a team of
+  // threads whose worker 0 is the one reading thread.
+  std::optional<reference::FastF64> f64_, rounded_f64_;
+  std::optional<reference::F64Team> team_;
+  std::optional<reference::SplitF64> split_, rounded_split_;
+  int threads_used_ = 0;
+  std::atomic<size_t> filed_{0};
+  std::atomic<size_t>* also_count_ = nullptr;
   InputScaler scaler_proto_;          // fresh, copied for each thread
   std::vector<InputScaler> scalers_;  // one per thread
   long long rolling_;                 // N of a rolling scaler, else 0

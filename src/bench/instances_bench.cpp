@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 #include <iomanip>
+#include <optional>
 #include <thread>
 
 #include "bench/checker.hpp"
@@ -17,6 +18,7 @@
 #include "bench/stats.hpp"
 #include "engine/instances.hpp"
 #include "util/error.hpp"
+#include "util/progress_bar.hpp"
 #include "util/threads.hpp"
 
 namespace hotpath::bench {
@@ -165,9 +167,9 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
   }
 
   // Float64 checker threads per instance (they run after the timed part, on every core); the outputs'
-  // readers are laid out for them.
-  const int check_threads =
-      Checker::threads_for(o.mode, o.check_threads > 0 ? o.check_threads : std::max(1, int(all_cores.size()) / n));
+  // readers are laid out for them (streaming: one reader, its steps split over the threads).
+  const int check_threads = o.check_threads > 0 ? o.check_threads : std::max(1, int(all_cores.size()) / n);
+  const int check_readers = Checker::threads_for(o.mode, check_threads);
 
   // One phase: warm-up then `ticks` measured ticks per instance (or `seconds`), every instance checked.
   auto phase = [&](const std::string& name, const std::function<void()>& beside_start,
@@ -180,7 +182,7 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
       r.pre.clear();
       r.lost = r.failures = 0;
       r.last_failure.clear();
-      r.outs = std::make_unique<CheckedOutputs>(cfg.output_size, check_threads, o.mode == Mode::window);
+      r.outs = std::make_unique<CheckedOutputs>(cfg.output_size, check_readers, o.mode == Mode::window);
       r.no_intervals = std::make_unique<IntervalStarts>(0);
       r.checker = std::make_unique<Checker>(model, o.mode, window, r.seed, o.check_every, *r.outs, *r.no_intervals, scaler);
       r.checker->set_bound(bound);
@@ -285,8 +287,25 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
     const nlohmann::json beside = beside_stop ? beside_stop() : nlohmann::json(nullptr);
     const double elapsed_s = start == Clock::time_point{} ? 0 : us_between(start, end) * 1e-6;
 
-    // The float64 check, after the timed threads are done (off the clock), on every core.
-    for (auto& r : runs) r.checker->start(check_threads, all_cores);
+    // The float64 check, after the timed threads are done (off the clock), on every core; its progress
+    // over every instance on a terminal.
+    std::atomic<size_t> filed{0};
+    size_t published = 0;
+    for (auto& r : runs) {
+      r.checker->also_count_into(&filed);
+      published += r.outs->published();
+    }
+    const auto check_start = Clock::now();
+    std::vector<CheckTotals> totals;
+    {
+      std::optional<util::ProgressBar> bar;
+      if (util::progress_wanted(o.progress))
+        bar.emplace(filed, published, stderr,
+                    util::ProgressBar::Options{o.progress == util::ProgressMode::on ? 0.0 : 2.0, 0.25, "checks"});
+      for (auto& r : runs) r.checker->start(check_threads, all_cores);
+      for (auto& r : runs) totals.push_back(r.checker->finish());
+    }
+    const double check_s = us_between(check_start, Clock::now()) * 1e-6;
     PhaseResult res;
     nlohmann::json per_instance = nlohmann::json::array();
     std::vector<double> all_lat, all_pre;
@@ -294,8 +313,7 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
     int worst_k = -1;
     for (int k = 0; k < n; ++k) {
       InstanceRun& r = runs[size_t(k)];
-      const CheckTotals tot = r.checker->finish();
-      const CheckResult& c = tot.all;
+      const CheckResult& c = totals[size_t(k)].all;
       const long long due = (r.next_tick + o.check_every - 1) / o.check_every;
       const long long unchecked = due - c.checked - c.lost;
       const Summary ls = summarize(r.lat), ps = summarize(r.pre);
@@ -344,6 +362,9 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
                 {"best_instance_p99_us", std::isfinite(best_p99) ? best_p99 : 0.0},
                 {"tick_rate_hz_all", elapsed_s > 0 ? double(all.count) / elapsed_s : 0.0},
                 {"error_normalized_max", worst_err},
+                {"checker", {{"reference", o.mode == Mode::streaming ? "split" : "per_window"},
+                             {"threads_per_instance", totals.empty() ? 0 : totals[0].timing.threads},
+                             {"seconds", check_s}}},
                 {"per_instance", per_instance},
                 {"pass", res.failure.empty()},
                 {"failure", res.failure}};
@@ -353,6 +374,9 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
     out << "  worst instance p99 " << fmt(worst_p99) << " us (instance " << worst_k << "), best " << fmt(res.json["best_instance_p99_us"].get<double>())
         << "; precompute p50 " << fmt(allp.p50) << " us; worst error " << std::scientific << std::setprecision(3)
         << worst_err << std::defaultfloat << " (bound " << bound << ")\n";
+    out << "  float64 check after the timed part: " << fmt(check_s) << " s, "
+        << (totals.empty() ? 0 : totals[0].timing.threads) << " threads per instance"
+        << (o.mode == Mode::streaming ? " (each step split by hidden units)" : "") << "\n";
     return res;
   };
 

@@ -12,6 +12,7 @@
 #include <limits>
 #include <iomanip>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -24,6 +25,7 @@
 #include "model/quantize.hpp"
 #include "reference/reference.hpp"
 #include "util/error.hpp"
+#include "util/progress_bar.hpp"
 #include "util/threads.hpp"
 
 namespace hotpath::bench {
@@ -169,9 +171,14 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     // the backend, and the checker, with the process's cores, and pin the timed thread afterwards.
     const std::vector<int> all_cores = util::allowed_cores();
     const std::vector<int> first_core = o.cpuset.empty() ? std::vector<int>{} : std::vector<int>{o.cpuset.front()};
-    std::vector<int> spare_cores;  // cores outside the cpuset, for the checker
+    // Cores outside the cpuset, for the checker; a cpuset of every core leaves it every core but the
+    // timed thread's (its threads spin while they work).
+    std::vector<int> spare_cores;
     for (int c : all_cores)
       if (std::find(o.cpuset.begin(), o.cpuset.end(), c) == o.cpuset.end()) spare_cores.push_back(c);
+    if (spare_cores.empty())
+      for (int c : all_cores)
+        if (first_core.empty() || c != first_core.front()) spare_cores.push_back(c);
     if (spare_cores.empty()) spare_cores = all_cores;
 
     Summary pp;
@@ -196,9 +203,9 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     const ScalerChoice scaler = resolve_scaler(model, bo.scaler);
     const bool per_model_bound = eo.precision && bound_is_per_model(*eo.precision);
     const int spare = std::max(1, int(spare_cores.size()) - 1);
-    const int check_threads = Checker::threads_for(o.mode, o.check_threads > 0 ? o.check_threads : std::min(spare, 8));
+    const int check_threads = o.check_threads > 0 ? o.check_threads : std::min(spare, 8);
     const bool intervals_on = o.report_every_s.has_value();
-    CheckedOutputs outs(cfg.output_size, check_threads, o.mode == Mode::window);
+    CheckedOutputs outs(cfg.output_size, Checker::threads_for(o.mode, check_threads), o.mode == Mode::window);
     IntervalStarts interval_starts(intervals_on ? kMaxIntervals : 0);
     Checker checker(model, o.mode, window, o.seed, o.check_every, outs, interval_starts, scaler,
                     per_model_bound ? std::make_optional(int8_rounded(model)) : std::nullopt);
@@ -418,8 +425,18 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     // failures count there too), so the intervals' counts add up to the run's.
     if (intervals_on && (t > iv.first_tick || iv.idle_s > 0 || intervals.empty())) close_interval(end, t, true);
     double bound = error_bound(backend->precision());
-    const CheckTotals totals = checker.finish(&bound, &int8_error_bound);
+    CheckTotals totals;
+    {
+      // What is left to check after the run, with its progress on a terminal (a long streaming run can
+      // leave the checker minutes behind); the bar ends its line before the summary.
+      std::optional<util::ProgressBar> bar;
+      if (util::progress_wanted(o.progress))
+        bar.emplace(checker.filed(), outs.published(), stderr,
+                    util::ProgressBar::Options{o.progress == util::ProgressMode::on ? 0.0 : 2.0, 0.25, "checks"});
+      totals = checker.finish(&bound, &int8_error_bound);
+    }
     const CheckResult& check = totals.all;
+    const CheckTiming& timing = totals.timing;
 
     const Summary ls = keep_samples ? summarize(lat) : lat_all.summary();
     const Summary ps = keep_samples ? summarize(pre) : pre_all.summary();
@@ -490,6 +507,14 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
                        {"checks_due", checks_due},  {"lost_checks", check.lost},
                        {"unchecked_ticks", unchecked},
                        {"ticks_over_bound", check.over_bound}, {"worst_tick", check.worst_tick}};
+    const double busy_s = timing.busy_s;
+    report["checker"] = {{"reference", o.mode == Mode::streaming ? "split" : "per_window"},
+                         {"threads", timing.threads},
+                         {"steps", timing.steps},
+                         {"busy_s", busy_s},
+                         {"after_run_s", timing.after_run_s},
+                         {"checked_ticks_per_s", busy_s > 0 ? double(check.checked) / busy_s : 0.0},
+                         {"steps_per_s", busy_s > 0 ? double(timing.steps) / busy_s : 0.0}};
     if (per_model_bound) {
       report["error"]["bound_rule"] = "int8: 1.5 x the weight rounding's own error (floor 1e-5, cap 2e-3)";
       report["error"]["weight_rounding_error"] = check.rounding_normalized();
@@ -536,6 +561,14 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     out << ") over " << check.checked << " checked ticks " << (error_pass ? "PASS" : "FAIL") << std::defaultfloat << "\n";
     if (check.over_bound > 0)
       out << check.over_bound << " checked ticks over the bound; the worst is tick " << check.worst_tick << "\n";
+    out << "float64 checker: " << timing.threads << (timing.threads == 1 ? " thread" : " threads")
+        << (timing.threads == 1             ? ""
+            : o.mode == Mode::streaming ? " (each step split by hidden units)"
+                                        : " (taking turns over the windows)")
+        << ", " << timing.steps << " steps in " << fmt(busy_s) << " s of work ("
+        << util::si(report["checker"]["steps_per_s"].get<double>()) << " steps/s, "
+        << util::si(report["checker"]["checked_ticks_per_s"].get<double>()) << " checked ticks/s); done "
+        << fmt(timing.after_run_s) << " s after the run\n";
     for (auto& [k, v] : backend->counters()) out << k << ": " << v << "\n";
 
     if (!o.samples_path.empty()) {

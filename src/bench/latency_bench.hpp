@@ -19,6 +19,7 @@
 #include "engine/engine.hpp"
 #include "engine/gpu.hpp"
 #include "model/loader.hpp"
+#include "util/progress_bar.hpp"
 
 namespace hotpath::bench {
 
@@ -61,7 +62,13 @@ struct BenchOptions {
   std::vector<int> cpuset;
   uint64_t seed = 1;
   int check_every = 16;
-  int check_threads = 0;         // float64 checker threads (window mode); 0: one per spare core, up to 8
+  // Float64 checker threads: window mode, threads taking turns over the checked ticks; streaming, the
+  // threads each reference step is split over (as many as the model's size makes worthwhile). 0: one per
+  // spare core, up to 8.
+  int check_threads = 0;
+  // The checker's progress on stderr while it finishes after the timed loop (automatic: when stdout and
+  // stderr are terminals, and only if it takes a couple of seconds).
+  util::ProgressMode progress = util::ProgressMode::automatic;
   std::string json_path;
   std::string samples_path;
   double timeout_us = 1'000'000;

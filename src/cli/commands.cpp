@@ -448,7 +448,7 @@ void add_bench_command(CLI::App& app) {
     int window = 0, floats = 0, check_threads = 0, instances = 0;
     double rate = 0, seconds = 0, report_every = 0;
     int64_t seed = 1;
-    bool no_warm = false;
+    bool no_warm = false, progress = false, no_progress = false;
     long long batch = 0;
     int repeats = 3;
   };
@@ -494,8 +494,13 @@ void add_bench_command(CLI::App& app) {
   add_int_option(cmd, "--check-every", f->o.check_every, "Check every K-th tick against float64 (1: all)", 1,
                  std::numeric_limits<int>::max())
       ->capture_default_str();
-  add_int_option(cmd, "--check-threads", f->check_threads, "Float64 checker threads (default: one per spare core, up to 8)",
+  add_int_option(cmd, "--check-threads", f->check_threads,
+                 "Float64 checker threads: window mode, they take turns over the checked windows; streaming, "
+                 "each reference step is split over them (default: one per spare core, up to 8)",
                  1, bench::kMaxCheckThreads);
+  cmd->add_flag("--progress", f->progress,
+                "The checker's progress on stderr once the timed loop ends, from the start, even when not on a terminal")
+      ->excludes(cmd->add_flag("--no-progress", f->no_progress, "No progress bar for the checker"));
   add_float_option(cmd, "--report-every", f->report_every,
                    "Report every this many seconds (count, percentiles, errors, RSS; JSON `intervals`); "
                    "percentiles then come from histograms, so memory stays flat over long runs",
@@ -547,7 +552,8 @@ void add_bench_command(CLI::App& app) {
     }
     if (const auto workload = bench::parse_workload(f->mode)) {
       // The throughput modes share the model, backend and input flags; the latency-only ones are refused.
-      for (const char* latency_only : {"--warmup", "--gap-us", "--rate", "--check-every", "--check-threads", "--report-every",
+      for (const char* latency_only : {"--warmup", "--gap-us", "--rate", "--check-every", "--check-threads",
+                                       "--progress", "--no-progress", "--report-every",
                                        "--idle-every-s", "--idle-s", "--samples", "--timeout-us", "--fallback",
                                        "--pingpong", "--floats", "--no-pingpong", "--no-warm", "--instances",
                                        "--lockstep", "--isolation", "--sms-per-instance", "--placement", "--beside-backtest"})
@@ -596,6 +602,7 @@ void add_bench_command(CLI::App& app) {
     if (cmd->count("--instances")) o.instances = f->instances;
     o.seed = uint64_t(f->seed);
     o.warm = !f->no_warm;
+    o.progress = f->progress ? util::ProgressMode::on : f->no_progress ? util::ProgressMode::off : util::ProgressMode::automatic;
     if (!o.fallback.empty() && o.fallback != "cpu") throw Error("--fallback must be cpu");
     if (o.pingpong && !o.model.empty()) throw Error("--pingpong measures the floor without a model: drop --model");
     o.command_line = command_line();

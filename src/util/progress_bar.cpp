@@ -32,18 +32,20 @@ std::string clock_time(double seconds) {
   return buf;
 }
 
-std::string format_progress(size_t done, size_t total, double elapsed_s, const std::string& unit) {
+std::string format_progress(size_t done, size_t total, double elapsed_s, const std::string& unit,
+                            size_t done_at_start) {
   constexpr int kWidth = 20;
   done = std::min(done, total);
+  done_at_start = std::min(done_at_start, done);
   const double fraction = total == 0 ? 1.0 : double(done) / double(total);
   const int filled = int(fraction * kWidth);  // a cell fills only when its share is done
-  const double rate = elapsed_s > 0 ? double(done) / elapsed_s : 0.0;
+  const double rate = elapsed_s > 0 ? double(done - done_at_start) / elapsed_s : 0.0;
   char pct[16];
   std::snprintf(pct, sizeof pct, "%3d%%", int(fraction * 100));  // 100% only when all is done
   std::string line = "[" + std::string(size_t(filled), '#') + std::string(size_t(kWidth - filled), '.') + "] " +
                      pct + "  " + std::to_string(done) + "/" + std::to_string(total) + " " + unit + "  " +
                      si(rate) + " " + unit + "/s  ETA ";
-  line += done == 0 || rate <= 0 ? "--:--" : clock_time(double(total - done) / rate);
+  line += done == done_at_start || rate <= 0 ? "--:--" : clock_time(double(total - done) / rate);
   return line;
 }
 
@@ -53,7 +55,8 @@ bool progress_wanted(ProgressMode mode) {
 }
 
 ProgressBar::ProgressBar(const std::atomic<size_t>& done, size_t total, std::FILE* out, Options options)
-    : done_(done), total_(total), out_(out), options_(std::move(options)) {
+    : done_(done), total_(total), done_at_start_(done.load(std::memory_order_relaxed)), out_(out),
+      options_(std::move(options)) {
   try {
     thread_ = std::thread([this] { loop(); });
   } catch (const std::system_error&) {
@@ -80,7 +83,7 @@ void ProgressBar::loop() {
 }
 
 void ProgressBar::draw(double elapsed_s) {
-  std::string line = format_progress(done_.load(std::memory_order_relaxed), total_, elapsed_s, options_.unit);
+  std::string line = format_progress(done_.load(std::memory_order_relaxed), total_, elapsed_s, options_.unit, done_at_start_);
   // Blank what is left of a longer previous line (no terminal escapes).
   const size_t len = line.size();
   if (len < last_len_) line.append(last_len_ - len, ' ');

@@ -19,8 +19,10 @@ std::string clock_time(double seconds);
 
 // "[#######.............]  35%  3500/10000 rows  1.23k rows/s  ETA 0:05": the bar, the percentage (of
 // `total`; 100% when total is 0), done/total, the mean rate since the start and the time left at that
-// rate ("ETA --:--" before anything is done). `unit` names what is counted.
-std::string format_progress(size_t done, size_t total, double elapsed_s, const std::string& unit = "rows");
+// rate ("ETA --:--" before anything is done). `unit` names what is counted. `done_at_start`: what was
+// already done when the clock started (a bar shown for the rest of a job), left out of the rate.
+std::string format_progress(size_t done, size_t total, double elapsed_s, const std::string& unit = "rows",
+                            size_t done_at_start = 0);
 
 // Whether a run shows the bar: --progress / --no-progress force it; otherwise only when stdout and stderr
 // are both terminals (nothing extra in a log or a pipe).
@@ -35,7 +37,8 @@ class ProgressBar {
     std::string unit = "rows";
   };
   // Watches `done` (advanced by another thread) out of `total`, drawing on `out` from a thread of its
-  // own. If the system refuses the thread, there is simply no bar.
+  // own; the rate counts from what `done` holds now. If the system refuses the thread, there is simply
+  // no bar.
   ProgressBar(const std::atomic<size_t>& done, size_t total, std::FILE* out, Options options);
   ProgressBar(const std::atomic<size_t>& done, size_t total, std::FILE* out)
       : ProgressBar(done, total, out, Options{}) {}
@@ -53,6 +56,7 @@ class ProgressBar {
 
   const std::atomic<size_t>& done_;
   const size_t total_;
+  const size_t done_at_start_;
   std::FILE* out_;
   const Options options_;
   std::mutex mu_;

@@ -240,6 +240,85 @@ bench::BenchOptions flaky_options(std::function<bool(long long)> fails, double s
 
 }  // namespace
 
+// Streaming: the checker's steps split over several threads give the very verdict and errors of one
+// thread (every row sums in the same order on any thread): a passing run, and one with a lost tick and
+// every answer wrong. lstm_s is large enough for three threads (a tiny model stays on one).
+TEST(Bench, StreamingCheckSplitOverThreadsGivesTheSameVerdict) {
+  for (const double skew : {0.0, 1e-3}) {
+    nlohmann::json by_threads[2];
+    for (int k = 0; k < 2; ++k) {
+      bench::BenchOptions o = flaky_options([skew](long long t) { return skew > 0 && t == 37; }, skew);
+      o.model = "lstm_s";
+      o.ticks = 150;
+      o.check_every = 3;
+      o.check_threads = k == 0 ? 1 : 3;
+      std::ostringstream out;
+      by_threads[k] = bench::run_bench(o, out);
+      EXPECT_EQ(by_threads[k]["checker"]["threads"], o.check_threads) << out.str();
+      EXPECT_EQ(by_threads[k]["checker"]["reference"], "split");
+    }
+    const auto &one = by_threads[0], &three = by_threads[1];
+    EXPECT_EQ(one["error"], three["error"]) << "skew " << skew;
+    EXPECT_EQ(one["pass"], three["pass"]);
+    EXPECT_EQ(one["failure"], three["failure"]);
+    EXPECT_EQ(one["pass"].get<bool>(), skew == 0) << one["failure"];
+    EXPECT_GT(one["error"]["checked_ticks"].get<long long>(), 0);
+    if (skew > 0) EXPECT_EQ(one["error"]["lost_checks"], 0);  // tick 37 is not due (37 % 3 != 0)
+  }
+}
+
+// The split check is fed the inputs the backend was fed, scaled the same way: a rolling scaler (whose
+// statistics follow every tick) through ticks made in batches by the checker's threads.
+TEST(Bench, TheSplitStreamingCheckScalesItsInputsAsTheBackendDoes) {
+  bench::BenchOptions o = on_tiny(Mode::streaming);
+  o.model = "lstm_s";
+  o.ticks = 200;  // more than one batch of inputs between the first checks
+  o.warmup = 0;
+  o.check_every = 70;
+  o.check_threads = 3;
+  o.scaler = ScalerChoice{ScalerKind::rolling, 8};
+  std::ostringstream out;
+  const auto r = bench::run_bench(o, out);
+  EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"];
+  EXPECT_EQ(r["checker"]["threads"], 3);
+  EXPECT_EQ(r["error"]["checked_ticks"], 3);  // ticks 0, 70 and 140 of 0 .. 209
+  EXPECT_LE(r["error"]["max_abs"].get<double>(), 1e-12);
+}
+
+// The report says how the check was computed and how long it took: in all, and after the run ended.
+TEST(Bench, TheReportSaysHowLongCheckingTook) {
+  for (const Mode mode : {Mode::streaming, Mode::window}) {
+    bench::BenchOptions o = on_tiny(mode);
+    o.window = 4;
+    o.ticks = 100;
+    o.warmup = 0;
+    o.check_threads = 2;
+    const std::string path = ::testing::TempDir() + "check-timing.json";
+    std::remove(path.c_str());
+    o.json_path = path;
+    std::ostringstream out;
+    const auto r = bench::run_bench(o, out);
+    ASSERT_TRUE(r["pass"].get<bool>()) << r["failure"];
+    std::ifstream f(path);
+    ASSERT_TRUE(f.good()) << path;
+    const auto c = nlohmann::json::parse(f)["checker"];
+    ASSERT_TRUE(c.is_object()) << mode_name(mode);
+    EXPECT_EQ(c["reference"], mode == Mode::streaming ? "split" : "per_window");
+    // The tiny model is not worth splitting; window mode uses the threads asked.
+    EXPECT_EQ(c["threads"], mode == Mode::streaming ? 1 : 2);
+    // Streaming steps through every tick once; a window of 4 costs up to 4 steps a checked tick.
+    const long long ticks = bench::kFirstTicks + 100;
+    if (mode == Mode::streaming) EXPECT_EQ(c["steps"], ticks);
+    else EXPECT_EQ(c["steps"], 4 * ticks - (1 + 2 + 3));
+    EXPECT_GE(c["after_run_s"].get<double>(), 0.0);
+    EXPECT_GT(c["busy_s"].get<double>(), 0.0);
+    EXPECT_GT(c["checked_ticks_per_s"].get<double>(), 0.0);
+    EXPECT_GT(c["steps_per_s"].get<double>(), 0.0);
+    EXPECT_NE(out.str().find("float64 checker: "), std::string::npos) << out.str();
+    EXPECT_NE(out.str().find(" s after the run"), std::string::npos) << out.str();
+  }
+}
+
 TEST(Bench, LostTicksAreCountedAndNeverPass) {
   std::ostringstream out;
   const auto r = bench::run_bench(flaky_options([](long long t) { return t == 37 || t == 120; }), out);
@@ -668,6 +747,8 @@ TEST(InstancesBench, EveryInstanceIsMeasuredAndCheckedApart) {
       }
       EXPECT_EQ(seeds.size(), 3u);  // each instance its own input stream
       EXPECT_EQ(ph["worst_instance_p99_us"].get<double>(), worst);
+      EXPECT_GE(ph["checker"]["seconds"].get<double>(), 0.0);
+      EXPECT_EQ(ph["checker"]["reference"], mode == Mode::streaming ? "split" : "per_window");
       EXPECT_EQ(r["driving"]["lockstep"].get<bool>(), lockstep);
     }
   }

@@ -176,6 +176,22 @@ TEST_F(Cli, BenchInt8MeasuresItsBound) {
   }
 }
 
+// The checks left after bench's timed loop: a bar on stderr with --progress (from the start, not a
+// terminal here), nothing without it; the summary says how long checking took.
+TEST_F(Cli, BenchShowsTheChecksLeftWhenAsked) {
+  const std::string b = "bench --model lstm_s --backend ref --mode streaming --ticks 200 --warmup 0 --check-every 1 ";
+  const Result shown = hotpath(b + "--progress");
+  ASSERT_EQ(shown.code, 0) << shown.out << shown.err;
+  EXPECT_NE(shown.err.find("210/210 checks"), std::string::npos) << shown.err;
+  EXPECT_NE(shown.out.find("float64 checker: "), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find(" s after the run"), std::string::npos) << shown.out;
+  const Result quiet = hotpath(b);
+  ASSERT_EQ(quiet.code, 0) << quiet.out << quiet.err;
+  EXPECT_EQ(quiet.err.find("checks"), std::string::npos) << quiet.err;
+  expect_refused(b + "--progress --no-progress", "excludes");
+  expect_refused("bench --model lstm_s --backend ref --mode backtest --progress", "--progress is for the latency modes");
+}
+
 TEST_F(Cli, VerifyFailsWithExitOneOnAWrongModel) {
   // The golden outputs of one model checked against another model of the same shape must fail.
   const std::string other = path("other.safetensors");

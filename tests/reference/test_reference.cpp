@@ -1,7 +1,9 @@
-// The float64 reference against PyTorch's own float64 nn.LSTM (the golden files), and the incremental
-// and transposed float64 variants against the plain one.
+// The float64 reference against PyTorch's own float64 nn.LSTM (the golden files), and the incremental,
+// transposed and split float64 variants against the plain one.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -14,6 +16,7 @@
 #include "model/zoo.hpp"
 #include "reference/reference.hpp"
 #include "reference/reference_backend.hpp"
+#include "reference/split_f64.hpp"
 #include "util/error.hpp"
 
 using namespace hotpath;
@@ -230,6 +233,114 @@ TEST(Reference, TransposedFloat64IsSafeToShareBetweenThreads) {
     });
   for (auto& t : threads) t.join();
   for (double w : worst) EXPECT_LE(w, 1e-12);
+}
+
+namespace {
+
+// |a - b| within 1e-12 of max(1, |b|): float64 rounding of a different summation, with room.
+::testing::AssertionResult close_f64(double a, double b) {
+  if (std::abs(a - b) <= 1e-12 * std::max(1.0, std::abs(b))) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << a << " vs " << b << " (diff " << std::abs(a - b) << ")";
+}
+
+// SplitF64 on `threads` workers against the plain streaming reference and FastF64, outputs and states,
+// over T ticks; then reset() starts from zero state again. Returns every output, for comparing thread
+// counts.
+std::vector<double> split_against_plain(const Model& m, int threads, size_t T, uint64_t seed) {
+  const int I = m.config.input_size, O = m.config.output_size;
+  const auto x = random_inputs(T * I, seed);
+  const auto plain = reference::streaming(m, x, T);
+  const reference::FastF64 fast(m);
+  reference::LstmState fs(m.config);
+  reference::F64Team team(threads);
+  reference::SplitF64 split(m, team);
+  EXPECT_EQ(split.threads(), threads);
+  std::vector<double> z(O), all;
+  for (size_t t = 0; t < T; ++t) {
+    const auto xt = std::span(x).subspan(t * I, I);
+    split.step(xt);
+    fast.step(xt, fs);
+    split.head(z);
+    for (int o = 0; o < O; ++o) EXPECT_TRUE(close_f64(z[o], plain[t * O + o])) << "tick " << t << " output " << o;
+    all.insert(all.end(), z.begin(), z.end());
+    const reference::LstmState ss = split.state();
+    for (int l = 0; l < m.config.num_layers; ++l)
+      for (int j = 0; j < m.config.hidden_size; ++j) {
+        EXPECT_TRUE(close_f64(ss.h[l][j], fs.h[l][j])) << "tick " << t << " h[" << l << "][" << j << "]";
+        EXPECT_TRUE(close_f64(ss.c[l][j], fs.c[l][j])) << "tick " << t << " c[" << l << "][" << j << "]";
+      }
+  }
+  split.reset();
+  split.step(std::span(x).subspan(0, I));
+  split.head(z);
+  for (int o = 0; o < O; ++o) EXPECT_TRUE(close_f64(z[o], plain[o])) << "after reset, output " << o;
+  return all;
+}
+
+}  // namespace
+
+// Awkward shapes: I = 1, H not a multiple of the 4-unit blocks (or of 8), one to four layers, more
+// outputs than one 16-row head block, no biases; more threads than blocks (idle workers still sync).
+TEST(Reference, SplitFloat64AgreesWithPlainOnAwkwardShapes) {
+  struct Shape { int I, H, L, O; bool bias, head_bias; };
+  for (const Shape s : {Shape{1, 1, 1, 1, true, true}, Shape{1, 13, 4, 3, true, false}, Shape{7, 65, 3, 2, false, true},
+                        Shape{5, 30, 2, 17, true, true}, Shape{33, 9, 1, 1, false, false}}) {
+    const Model m = random_model(s.I, s.H, s.L, s.O, s.bias, s.head_bias, 1000 + s.H);
+    std::vector<double> one;
+    for (int threads : {1, 2, 3, 5}) {
+      SCOPED_TRACE("I=" + std::to_string(s.I) + " H=" + std::to_string(s.H) + " L=" + std::to_string(s.L) +
+                   " O=" + std::to_string(s.O) + " threads=" + std::to_string(threads));
+      const auto all = split_against_plain(m, threads, 30, 31);
+      // A row's sum is the same whichever thread and lane computes it: the same bits for every count.
+      if (threads == 1) one = all;
+      else EXPECT_EQ(all, one);
+    }
+  }
+}
+
+// A zoo model as the checker meets it: vollo_tiny (I = H = 128, O = 32) on 3 threads.
+TEST(Reference, SplitFloat64AgreesWithPlainOnAZooModel) {
+  const Model m = *zoo_model("vollo_tiny", 5);
+  split_against_plain(m, 3, 12, 41);
+}
+
+TEST(Reference, SplitFloat64UsesOnlyThreadsWorthABarrier) {
+  ModelConfig tiny{3, 4, 1, 1, true, true, std::nullopt};
+  EXPECT_EQ(reference::SplitF64::useful_threads(tiny, 8), 1);
+  const ModelConfig vollo_small = zoo_model("vollo_small")->config;
+  EXPECT_EQ(reference::SplitF64::useful_threads(vollo_small, 8), 8);
+  EXPECT_EQ(reference::SplitF64::useful_threads(vollo_small, 1), 1);
+  // Never more threads than blocks of 4 hidden units.
+  ModelConfig wide{20000, 9, 1, 1, true, true, std::nullopt};
+  EXPECT_EQ(reference::SplitF64::useful_threads(wide, 64), 3);
+}
+
+// The team: every worker runs each job, sync() holds every worker until all arrive, helpers start with
+// on_start, and a team can be made and destroyed without running anything.
+TEST(Reference, TeamRunsEveryWorkerAndSyncs) {
+  { reference::F64Team idle(4); }
+  std::atomic<int> started{0};
+  reference::F64Team team(4, [&](int k) { started.fetch_add(k); });
+  struct Ctx {
+    reference::F64Team* team;
+    std::atomic<int> before{0}, wrong{0}, runs{0};
+  } ctx{&team};
+  for (int r = 0; r < 200; ++r) {
+    ctx.before = 0;
+    team.run(
+        [](void* p, int) {
+          auto& c = *static_cast<Ctx*>(p);
+          c.before.fetch_add(1);
+          c.team->sync();
+          if (c.before.load() != 4) c.wrong.fetch_add(1);  // someone passed sync() early
+          c.runs.fetch_add(1);
+        },
+        &ctx);
+    if (r % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the helpers fall asleep
+  }
+  EXPECT_EQ(ctx.runs.load(), 800);
+  EXPECT_EQ(ctx.wrong.load(), 0);
+  EXPECT_EQ(started.load(), 1 + 2 + 3);
 }
 
 // The reference backend keeps W float64 window states: a window whose state would take gigabytes is

@@ -28,6 +28,12 @@ TEST(ProgressFormat, LineForGivenCountsAndTimes) {
   EXPECT_EQ(format_progress(0, 0, 0.0), "[####################] 100%  0/0 rows  0 rows/s  ETA --:--");
   // A counter past the total (never, but a display must not print 101%).
   EXPECT_EQ(format_progress(12, 10, 1.0).substr(0, 27), "[####################] 100%");
+  // A bar shown for the rest of a job (the checks left after a benchmark): the rate and the time left
+  // count only what was done since it started.
+  EXPECT_EQ(format_progress(600, 1000, 2.0, "checks", 400),
+            "[############........]  60%  600/1000 checks  100 checks/s  ETA 0:04");
+  EXPECT_EQ(format_progress(400, 1000, 2.0, "checks", 400),
+            "[########............]  40%  400/1000 checks  0 checks/s  ETA --:--");
 }
 
 TEST(ProgressFormat, SiAndClock) {

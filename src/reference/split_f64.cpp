@@ -1,0 +1,335 @@
+// Built with -ffp-contract=off (src/reference/CMakeLists.txt): every a += w * x here is a multiply and an
+// add, each rounded, as in FastF64 and lstm_step, whatever the vector width of the clone that runs.
+#include "reference/split_f64.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+
+namespace hotpath::reference {
+namespace {
+
+// A waiting thread spins with a pause for kPause (a barrier inside a step on idle cores: load
+// imbalance, a few microseconds), then yields until kSpin (on busy cores the thread it waits for may be
+// queued behind it: spinning on would keep it off; measured on the 2-core VM at load 5, vollo_small on 2
+// threads: 0.71-0.76 ms a step spinning, 0.52-0.56 ms yielding), then sleeps on a futex: long enough to
+// bridge the checker's work between two steps, short enough to cost little while it waits for the
+// benchmark's next output.
+constexpr auto kPause = std::chrono::microseconds(5);
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+inline void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Waits until `word` differs from `seen`: spins, yields, then sleeps on the futex behind atomic::wait.
+// `sleepers` counts the threads that may be asleep, so that wake() makes a system call only when one
+// might be.
+void await(const std::atomic<uint32_t>& word, uint32_t seen, std::atomic<int>& sleepers) {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point t0{};
+  bool yielding = false;
+  for (unsigned i = 1;; ++i) {
+    if (word.load(std::memory_order_acquire) != seen) return;
+    if (yielding) sched_yield();
+    else relax();
+    if (yielding || i % 16 == 0) {  // the clock costs more than a pause: read it now and then
+      const auto now = Clock::now();
+      if (t0 == Clock::time_point{}) t0 = now;
+      else if (now - t0 > kSpin) break;
+      else yielding = now - t0 > kPause;
+    }
+  }
+  // Dekker with wake(): either wake() sees this count, or this thread sees the new word.
+  sleepers.fetch_add(1, std::memory_order_seq_cst);
+  while (word.load(std::memory_order_seq_cst) == seen) word.wait(seen, std::memory_order_seq_cst);
+  sleepers.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void wake(std::atomic<uint32_t>& word, uint32_t value, const std::atomic<int>& sleepers) {
+  word.store(value, std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_seq_cst) > 0) word.notify_all();
+}
+
+using Buf = std::unique_ptr<double[], void (*)(void*)>;
+
+// n doubles, zeroed, on a 64-byte boundary (whole vector loads, no line split).
+Buf zeros(size_t n) {
+  const size_t bytes = std::max<size_t>(64, (n * sizeof(double) + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, bytes);
+  return Buf(static_cast<double*>(p), std::free);
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// Rows per block: 4 hidden units x their 4 gates, unit-major (row 4u + g: unit u's gate g, PyTorch's
+// order i, f, g, o). A block's weights are [n][16], so the k loop reads one contiguous stream.
+constexpr int kRows = 16;
+constexpr int kUnits = 4;
+
+// Eight doubles, loaded and stored through any double pointer (8-byte alignment is enough). Generic
+// vectors: each clone below maps them onto its own registers. Macros, not functions: a function taking
+// or returning one would have a different ABI in each clone.
+typedef double d8 __attribute__((vector_size(64), aligned(8), may_alias));
+#define LOAD8(p) (*reinterpret_cast<const d8*>(p))
+#define STORE8(p, v) (*reinterpret_cast<d8*>(p) = (v))
+
+// acc[r] += w[k][r] * v[k] for k = 0 .. n-1 in order, for the 16 rows of `blocks` (1 or 2) blocks
+// whose weights start at w0 and w1; each row has its own lane of an accumulator, so the order of every
+// row's sum is the plain one. Two blocks at once keep four independent add chains in flight.
+// One clone per vector width, chosen at load time.
+#if defined(__x86_64__)
+#define HOTPATH_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HOTPATH_VECTOR_CLONES
+#endif
+HOTPATH_VECTOR_CLONES void dot_blocks(const double* w0, const double* w1, const double* v, size_t n, int blocks,
+                                      double* acc0, double* acc1) {
+  d8 a0 = LOAD8(acc0), a1 = LOAD8(acc0 + 8);
+  if (blocks == 2) {
+    d8 b0 = LOAD8(acc1), b1 = LOAD8(acc1 + 8);
+    for (size_t k = 0; k < n; ++k) {
+      const double x = v[k];
+      a0 += LOAD8(w0 + k * kRows) * x;
+      a1 += LOAD8(w0 + k * kRows + 8) * x;
+      b0 += LOAD8(w1 + k * kRows) * x;
+      b1 += LOAD8(w1 + k * kRows + 8) * x;
+    }
+    STORE8(acc1, b0);
+    STORE8(acc1 + 8, b1);
+  } else {
+    for (size_t k = 0; k < n; ++k) {
+      const double x = v[k];
+      a0 += LOAD8(w0 + k * kRows) * x;
+      a1 += LOAD8(w0 + k * kRows + 8) * x;
+    }
+  }
+  STORE8(acc0, a0);
+  STORE8(acc0 + 8, a1);
+}
+#undef LOAD8
+#undef STORE8
+#undef HOTPATH_VECTOR_CLONES
+
+}  // namespace
+
+F64Team::F64Team(int threads, std::function<void(int)> on_start)
+    : n_(std::max(1, threads)), threads_([this] {
+        stop_ = true;
+        wake(go_, go_.load(std::memory_order_relaxed) + 1, go_sleepers_);
+      }) {
+  for (int k = 1; k < n_; ++k)
+    threads_.start("float64 reference thread " + std::to_string(k + 1) + " of " + std::to_string(n_),
+                   [this, k, on_start] {
+                     if (on_start) on_start(k);
+                     helper(k);
+                   });
+}
+
+F64Team::~F64Team() { threads_.stop_and_join(); }
+
+void F64Team::helper(int k) {
+  // run() N + 1 starts only after every worker finished run() N, so no generation is ever skipped.
+  for (uint32_t seen = 0;; ++seen) {
+    await(go_, seen, go_sleepers_);
+    if (stop_) return;
+    job_(ctx_, k);
+    sync();
+  }
+}
+
+void F64Team::run(Job job, void* ctx) {
+  if (n_ > 1) {
+    job_ = job;
+    ctx_ = ctx;
+    wake(go_, go_.load(std::memory_order_relaxed) + 1, go_sleepers_);  // publishes job_ and ctx_
+  }
+  job(ctx, 0);
+  sync();
+}
+
+void F64Team::sync() {
+  if (n_ == 1) return;
+  const uint32_t gen = passed_.load(std::memory_order_acquire);
+  if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == uint32_t(n_)) {
+    arrived_.store(0, std::memory_order_relaxed);
+    wake(passed_, gen + 1, passed_sleepers_);
+    return;
+  }
+  await(passed_, gen, passed_sleepers_);
+}
+
+// Worker k's part: blocks [b0, b1) of ceil(H / 4), i.e. units [4 b0, min(H, 4 b1)); only the last block
+// of the model can be partial (its missing units have zero rows and are never written).
+struct SplitF64::Slice {
+  int b0 = 0, b1 = 0;
+  std::vector<Buf> w;     // per layer: [blocks][in + H][16], the w_ih columns then the w_hh columns
+  std::vector<Buf> bias;  // per layer: [blocks][16], b_ih + b_hh
+  std::vector<double> c;  // [L][blocks * 4]: the cell state of its own units, read by no other thread
+  std::exception_ptr error;
+};
+
+SplitF64::SplitF64(const Model& m, F64Team& team)
+    : cfg_(m.config), team_(team), head_w_(nullptr, std::free) {
+  const int H = cfg_.hidden_size, L = cfg_.num_layers, O = cfg_.output_size, n = team.size();
+  const int blocks = (H + kUnits - 1) / kUnits;
+  for (int k = 0; k < n; ++k) {
+    auto s = std::make_unique<Slice>();
+    s->b0 = int(long(blocks) * k / n);
+    s->b1 = int(long(blocks) * (k + 1) / n);
+    slices_.push_back(std::move(s));
+  }
+  Packing packing{this, &m};
+  team_.run(&SplitF64::pack_job, &packing);
+  for (const auto& s : slices_)
+    if (s->error) std::rethrow_exception(s->error);
+
+  h_[0].assign(size_t(L) * H, 0.0);
+  h_[1].assign(size_t(L) * H, 0.0);
+  x_.assign(size_t(cfg_.input_size), 0.0);
+  const size_t ob = (size_t(O) + kRows - 1) / kRows;
+  head_w_ = zeros(ob * H * kRows);
+  head_b_.assign(ob * kRows, 0.0);
+  for (int o = 0; o < O; ++o) {
+    if (!m.head_b.empty()) head_b_[size_t(o)] = m.head_b[size_t(o)];
+    for (int k = 0; k < H; ++k) head_w_[(size_t(o) / kRows * H + k) * kRows + o % kRows] = m.head_w[size_t(o) * H + k];
+  }
+}
+
+SplitF64::~SplitF64() = default;
+
+void SplitF64::pack_job(void* ctx, int worker) {
+  const auto& p = *static_cast<Packing*>(ctx);
+  SplitF64& self = *p.self;
+  Slice& s = *self.slices_[size_t(worker)];
+  try {
+    const Model& m = *p.model;
+    const int H = self.cfg_.hidden_size, nb = s.b1 - s.b0;
+    for (int l = 0; l < self.cfg_.num_layers; ++l) {
+      const LstmLayer& layer = m.layers[size_t(l)];
+      const size_t in = size_t(self.cfg_.layer_input_size(l)), K = in + size_t(H);
+      Buf w = zeros(size_t(nb) * K * kRows), bias = zeros(size_t(nb) * kRows);
+      const std::vector<double> bsum = layer.bias_sum(H);
+      for (int b = 0; b < nb; ++b)
+        for (int j = 0; j < kRows; ++j) {
+          const int unit = (s.b0 + b) * kUnits + j / 4, gate = j % 4;
+          if (unit >= H) continue;
+          const size_t r = size_t(gate) * H + unit;
+          bias[size_t(b) * kRows + j] = bsum[r];
+          double* dst = &w[size_t(b) * K * kRows + j];
+          for (size_t k = 0; k < in; ++k) dst[k * kRows] = layer.w_ih[r * in + k];
+          for (size_t k = 0; k < size_t(H); ++k) dst[(in + k) * kRows] = layer.w_hh[r * H + k];
+        }
+      s.w.push_back(std::move(w));
+      s.bias.push_back(std::move(bias));
+    }
+    s.c.assign(size_t(self.cfg_.num_layers) * nb * kUnits, 0.0);
+  } catch (...) {
+    s.error = std::current_exception();  // a job must not throw: the constructor rethrows it
+  }
+}
+
+void SplitF64::step_job(void* ctx, int worker) {
+  auto& self = *static_cast<SplitF64*>(ctx);
+  Slice& s = *self.slices_[size_t(worker)];
+  const int H = self.cfg_.hidden_size, L = self.cfg_.num_layers, nb = s.b1 - s.b0;
+  const double* old_h = self.h_[self.cur_].data();
+  double* new_h = self.h_[self.cur_ ^ 1].data();
+  for (int l = 0; l < L; ++l) {
+    const double* in = l == 0 ? self.x_.data() : new_h + size_t(l - 1) * H;
+    const size_t n_in = size_t(self.cfg_.layer_input_size(l)), K = n_in + size_t(H);
+    const double* w = s.w[size_t(l)].get();
+    const double* bias = s.bias[size_t(l)].get();
+    double* c = s.c.data() + size_t(l) * nb * kUnits;
+    double* h = new_h + size_t(l) * H;
+    for (int b = 0; b < nb; b += 2) {
+      const int pair = std::min(2, nb - b);
+      alignas(64) double acc[2 * kRows];
+      std::memcpy(acc, bias + size_t(b) * kRows, sizeof(double) * kRows * size_t(pair));
+      const double* w0 = w + size_t(b) * K * kRows;
+      const double* w1 = w0 + K * kRows;
+      // Bias, then the input's terms, then the recurrent ones: FastF64's order.
+      dot_blocks(w0, w1, in, n_in, pair, acc, acc + kRows);
+      dot_blocks(w0 + n_in * kRows, w1 + n_in * kRows, old_h + size_t(l) * H, size_t(H), pair, acc, acc + kRows);
+      for (int u = 0; u < pair * kUnits; ++u) {
+        const int unit = (s.b0 + b) * kUnits + u;
+        if (unit >= H) break;
+        const double* g = acc + (u / kUnits) * kRows + (u % kUnits) * 4;
+        const double i = sigmoid(g[0]), f = sigmoid(g[1]), gg = std::tanh(g[2]), o = sigmoid(g[3]);
+        double& cu = c[size_t(b) * kUnits + u];
+        cu = f * cu + i * gg;
+        h[unit] = o * std::tanh(cu);
+      }
+    }
+    // The next layer reads every unit's new h; the last layer's barrier is run()'s own.
+    if (l + 1 < L) self.team_.sync();
+  }
+}
+
+void SplitF64::step(std::span<const double> x) {
+  std::copy(x.begin(), x.end(), x_.begin());
+  team_.run(&SplitF64::step_job, this);
+  cur_ ^= 1;
+}
+
+void SplitF64::step(std::span<const float> x) {
+  std::copy(x.begin(), x.end(), x_.begin());  // exact: every float is a double
+  team_.run(&SplitF64::step_job, this);
+  cur_ ^= 1;
+}
+
+void SplitF64::head(std::span<double> z) const {
+  const size_t H = size_t(cfg_.hidden_size), O = size_t(cfg_.output_size);
+  const double* h = h_[cur_].data() + (size_t(cfg_.num_layers) - 1) * H;
+  alignas(64) double acc[kRows];
+  for (size_t ob = 0; ob * kRows < O; ++ob) {
+    std::memcpy(acc, &head_b_[ob * kRows], sizeof acc);
+    dot_blocks(head_w_.get() + ob * H * kRows, nullptr, h, H, 1, acc, nullptr);
+    for (size_t o = ob * kRows; o < std::min(O, (ob + 1) * kRows); ++o) z[o] = acc[o - ob * kRows];
+  }
+}
+
+void SplitF64::reset() {
+  // No job is running: the next run() publishes these stores to the workers.
+  for (auto& h : h_) std::fill(h.begin(), h.end(), 0.0);
+  for (auto& s : slices_) std::fill(s->c.begin(), s->c.end(), 0.0);
+}
+
+LstmState SplitF64::state() const {
+  LstmState st(cfg_);
+  const int H = cfg_.hidden_size;
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    std::copy_n(h_[cur_].begin() + ptrdiff_t(l) * H, H, st.h[size_t(l)].begin());
+    for (const auto& s : slices_) {
+      const int nb = s->b1 - s->b0;
+      for (int u = 0; u < nb * kUnits; ++u) {
+        const int unit = s->b0 * kUnits + u;
+        if (unit < H) st.c[size_t(l)][size_t(unit)] = s->c[size_t(l) * nb * kUnits + u];
+      }
+    }
+  }
+  return st;
+}
+
+int SplitF64::useful_threads(const ModelConfig& cfg, int asked) {
+  const long long H = cfg.hidden_size;
+  long long mac = 0;
+  for (int l = 0; l < cfg.num_layers; ++l) mac += 4 * H * (cfg.layer_input_size(l) + H);
+  const long long by_work = std::max(1LL, mac / kMinMultiplyAdds), by_units = std::max(1LL, (H + kUnits - 1) / kUnits);
+  return int(std::max(1LL, std::min({(long long)asked, by_work, by_units})));
+}
+
+}  // namespace hotpath::reference

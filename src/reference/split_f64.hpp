@@ -1,0 +1,108 @@
+// A float64 streaming LSTM whose every step is split over several threads by hidden units, for checking
+// long streaming runs about as fast as a backend answers them. One float64 step of a model like
+// vollo_small reads 12.6 MB of weights: on one core that comes from L3 or memory (~0.45 ms a step); split
+// n ways, each thread keeps its own packed rows in its own L2 and the step is n times shorter, plus one
+// barrier per layer.
+//
+// The arithmetic is FastF64's (float64, libm sigmoid/tanh) and so is the summation order: each gate row
+// starts from b_ih + b_hh, adds w_ih[r][k] * x[k] for k = 0, 1, ..., then w_hh[r][k] * h[k] for k = 0, 1,
+// ..., in one accumulator; the head starts from its bias and adds w[o][k] * h[k] in order. Which thread
+// computes a row, and which vector lane, never changes its value, so any thread count gives the same
+// bits; and since split_f64.cpp is compiled without FMA contraction (a fused multiply-add rounds once),
+// on x86-64 those bits are FastF64's.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/model.hpp"
+#include "reference/reference.hpp"
+#include "util/threads.hpp"
+
+namespace hotpath::reference {
+
+// n workers: the thread that calls run() (worker 0) and n - 1 helper threads. run(job, ctx) runs
+// job(ctx, k) on every worker k and returns once all are done; inside a job, sync() waits until every
+// worker has reached it. Waiting threads spin (with a pause), then yield, for a few tens of microseconds
+// in all, then sleep on a futex, so a team with no work costs no core. One caller at a time.
+class F64Team {
+ public:
+  using Job = void (*)(void* ctx, int worker);
+  // on_start(k) runs first on helper k (1 .. n - 1), e.g. to pin it. Throws hotpath::Error when a
+  // thread cannot be started.
+  explicit F64Team(int threads, std::function<void(int)> on_start = {});
+  ~F64Team();
+  F64Team(const F64Team&) = delete;
+  F64Team& operator=(const F64Team&) = delete;
+
+  int size() const { return n_; }
+  void run(Job job, void* ctx);
+  void sync();
+
+ private:
+  void helper(int k);
+
+  const int n_;
+  // The job's generation, bumped by run(): its own cache line, read by every helper.
+  alignas(64) std::atomic<uint32_t> go_{0};
+  Job job_ = nullptr;
+  void* ctx_ = nullptr;
+  bool stop_ = false;  // read by helpers after a go_ they acquired
+  alignas(64) std::atomic<uint32_t> arrived_{0};
+  alignas(64) std::atomic<uint32_t> passed_{0};  // the barrier's generation
+  // Threads asleep (or about to be) on go_ and on passed_.
+  alignas(64) std::atomic<int> go_sleepers_{0}, passed_sleepers_{0};
+  util::ThreadGroup threads_;                    // last: stopped and joined first
+};
+
+class SplitF64 {
+ public:
+  // Packs the model for `team`'s workers (each packs and first touches its own slice). The team must
+  // outlive this object; several SplitF64 may share one team (stepped one after the other).
+  SplitF64(const Model& m, F64Team& team);
+  ~SplitF64();
+  SplitF64(const SplitF64&) = delete;
+  SplitF64& operator=(const SplitF64&) = delete;
+
+  // One time step of every layer on x (I values), from the calling thread (worker 0).
+  void step(std::span<const double> x);
+  void step(std::span<const float> x);
+  // The head on the last layer's h: O values into z.
+  void head(std::span<double> z) const;
+  // Back to zero state.
+  void reset();
+  // h and c of every layer (for tests).
+  LstmState state() const;
+  const ModelConfig& config() const { return cfg_; }
+  int threads() const { return team_.size(); }
+
+  // How many of `asked` threads are worth a barrier per layer for a model of this shape: each thread
+  // gets at least a block of 4 hidden units and at least kMinMultiplyAdds of a step's multiply-adds.
+  static int useful_threads(const ModelConfig& cfg, int asked);
+  static constexpr long long kMinMultiplyAdds = 1 << 16;
+
+ private:
+  struct Slice;
+  struct Packing {
+    SplitF64* self;
+    const Model* model;
+  };
+  static void pack_job(void* ctx, int worker);  // ctx: a Packing
+  static void step_job(void* ctx, int worker);
+
+  ModelConfig cfg_;
+  F64Team& team_;
+  std::vector<std::unique_ptr<Slice>> slices_;  // one per worker
+  // h of every layer twice: a step reads the previous tick's h[l] from one buffer while it writes the
+  // new one into the other, so one barrier per layer suffices. cur_ is the buffer holding the latest.
+  std::vector<double> h_[2];  // [L][H]
+  int cur_ = 0;
+  std::vector<double> x_;                  // the step's input (I), written by worker 0 before run()
+  std::unique_ptr<double[], void (*)(void*)> head_w_;  // [ceil(O / 16)][H][16]
+  std::vector<double> head_b_;             // [ceil(O / 16) * 16], zeros without a bias
+};
+
+}  // namespace hotpath::reference
