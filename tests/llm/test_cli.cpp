@@ -99,12 +99,23 @@ void all_subcommands(CLI::App* app, std::vector<CLI::App*>& out) {
   }
 }
 
-// The app with every command's action replaced by nothing: parsing then only fills the options.
+// Thrown by every command of a quiet app once its options are parsed and stored.
+struct QuietStop {};
+
+// The app with every command stopped right after its options are parsed (a parse-complete callback that
+// throws, which parse() lets through), so no action runs. The actions are not replaced: each owns the
+// storage its options write into, which replacing it would free while CLI11 still writes there.
 std::unique_ptr<CLI::App> make_quiet_app(std::vector<CLI::App*>& commands) {
   auto app = make_app();
   all_subcommands(app.get(), commands);
-  for (CLI::App* c : commands) c->callback([] {});
+  for (CLI::App* c : commands) c->parse_complete_callback([] { throw QuietStop{}; });
   return app;
+}
+void quiet_parse(CLI::App& app, const std::string& args) {
+  try {
+    app.parse(args, false);
+  } catch (const QuietStop&) {
+  }
 }
 
 // One number grammar for every numeric flag of every llm command, found by walking the commands so
@@ -161,7 +172,7 @@ TEST(LlmCli, IntegersAreDecimalEverywhere) {
   std::vector<CLI::App*> commands;
   {
     auto app = make_quiet_app(commands);
-    app->parse("llm serve-sim --port 010 --seed 010 --error-status 0499 --ttft-ms 010 --max-requests 010", false);
+    quiet_parse(*app, "llm serve-sim --port 010 --seed 010 --error-status 0499 --ttft-ms 010 --max-requests 010");
     CLI::App* sim = app->get_subcommand("llm")->get_subcommand("serve-sim");
     EXPECT_EQ(sim->get_option("--port")->as<int>(), 10);  // was port 8
     EXPECT_EQ(sim->get_option("--seed")->as<std::uint64_t>(), 10u);
@@ -172,9 +183,8 @@ TEST(LlmCli, IntegersAreDecimalEverywhere) {
   {
     commands.clear();
     auto app = make_quiet_app(commands);
-    app->parse("llm bench --endpoint http://127.0.0.1:1/v1 --model m --dataset x --requests 010 --warmup 010 "
-               "--max-concurrency 010 --seed 010 --threads 02 --rate 010",
-               false);
+    quiet_parse(*app, "llm bench --endpoint http://127.0.0.1:1/v1 --model m --dataset x --requests 010 --warmup 010 "
+               "--max-concurrency 010 --seed 010 --threads 02 --rate 010");
     CLI::App* bench = app->get_subcommand("llm")->get_subcommand("bench");
     for (const char* flag : {"--requests", "--warmup", "--max-concurrency", "--seed"})
       EXPECT_EQ(bench->get_option(flag)->as<std::uint64_t>(), 10u) << flag;
