@@ -971,9 +971,9 @@ void check_headers(const std::vector<std::string>& headers) {
     }
     for (unsigned char ch : h) ok = ok && ch != '\r' && ch != '\n' && ch != '\0';
     if (!ok) throw Error("--header must be 'Name: value' with a token name and no line breaks (got '" + escape_bytes(h) + "')");
-    const std::string name = h.substr(0, colon);
+    const std::string name = h.substr(0, colon), lower = ascii_lower(name);
     for (const auto& [refused, why] : kRefused)
-      if (ascii_lower(name) == refused) throw Error("--header: " + name + " cannot be set: it " + why);
+      if (lower == refused) throw Error("--header: " + name + " cannot be set: it " + why);
   }
 }
 

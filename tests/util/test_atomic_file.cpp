@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/temp_dir.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 
@@ -18,28 +19,15 @@ namespace fs = std::filesystem;
 namespace hotpath::util {
 namespace {
 
-class AtomicFileTest : public ::testing::Test {
+class AtomicFileTest : public test_support::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("hotpath_atomic_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& n) const { return (dir_ / n).string(); }
-  std::vector<std::string> files() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
+  AtomicFileTest() : TempDirTest("hotpath_atomic_") {}
   static std::string slurp(const std::string& p) {
     std::ifstream f(p, std::ios::binary);
     std::stringstream s;
     s << f.rdbuf();
     return s.str();
   }
-  fs::path dir_;
 };
 
 TEST_F(AtomicFileTest, AppearsOnlyWhenCommitted) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/temp_dir.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/output_paths.hpp"
@@ -21,22 +22,10 @@ namespace fs = std::filesystem;
 namespace hotpath::util {
 namespace {
 
-class OutputPaths : public ::testing::Test {
+class OutputPaths : public test_support::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("hotpath_outputs_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& n) const { return (dir_ / n).string(); }
+  OutputPaths() : TempDirTest("hotpath_outputs_") {}
   void touch(const std::string& n, const std::string& text = "data") const { std::ofstream(path(n)) << text; }
-  std::vector<std::string> files() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
   // The message of the refusal, "" when none.
   static std::string refusal(std::vector<FileArg> ins, std::vector<FileArg> outs) {
     try {
@@ -46,7 +35,6 @@ class OutputPaths : public ::testing::Test {
     }
     return "";
   }
-  fs::path dir_;
 };
 
 TEST_F(OutputPaths, DistinctRegularFilesPassAndLeaveNothingBehind) {
