@@ -272,13 +272,14 @@ class CudaBackend final : public Backend {
   // mean and the largest over the blocks (the slowest block sets every exchange's pace).
   void add_cluster_counters(const cuda::SharedWords& w, std::map<std::string, double>& c) const {
     const cuda::LstmParams& p = plan_.params;
-    auto part = [&](const std::string& name, int slot) {
+    auto part = [&](const std::string& name, std::initializer_list<int> slots) {
       double sum = 0, most = 0;
       int blocks = 0;
       for (int b = 0; b < p.nc && b < cuda::kMaxClusterBlocks; ++b) {
         const double ticks = double(w.cl_sum[b][1]);
         if (ticks <= 0) continue;
-        const double v = double(w.cl_sum[b][slot]) / ticks;
+        double v = 0;
+        for (int slot : slots) v += double(w.cl_sum[b][slot]) / ticks;
         sum += v;
         most = std::max(most, v);
         ++blocks;
@@ -287,10 +288,18 @@ class CudaBackend final : public Backend {
       c["cluster_" + name + "_mean"] = sum / blocks;
       c["cluster_" + name + "_max_block"] = most;
     };
-    part("input_arrival_ns", 0);
+    part("input_arrival_ns", {0});
+    // per layer: the chain's parts (ClusterLayerStat), and the old pair (wait; compute = the rest of warp 0's)
     for (int l = 0; l < p.L; ++l) {
-      if (l > 0) part("layer" + std::to_string(l) + "_wait_cycles", 2 + 2 * l);
-      part("layer" + std::to_string(l) + "_compute_cycles", 3 + 2 * l);
+      const std::string L = "layer" + std::to_string(l) + "_";
+      const int at = 2 + cuda::kClusterLayerStats * l;
+      const char* names[cuda::kClusterLayerStats] = {"wait", "tiles", "meet", "cell", "send", "kshare_wait", "kshare_tiles"};
+      for (int i = 0; i < cuda::kClusterLayerStats; ++i) {
+        if (l == 0 && (i == cuda::kClWait || i == cuda::kClShareWait)) continue;
+        if (p.ksplit < 2 && (i == cuda::kClShareWait || i == cuda::kClShareTiles)) continue;
+        part(L + names[i] + "_cycles", {at + i});
+      }
+      part(L + "compute_cycles", {at + cuda::kClTiles, at + cuda::kClMeet, at + cuda::kClCell, at + cuda::kClSend});
     }
   }
 

@@ -150,16 +150,17 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
                 c.at("kernel_cycles_store_mean"), c.at("kernel_cycles_store_max"));
   if (c.count("cluster_input_arrival_ns_mean")) {
     // the cluster kernel's parts, per block: mean over the blocks / the slowest block
-    std::printf("%-44s   %s: input arrival %.0f/%.0f ns", "", f.count("critical_blocks") ? (f.at("critical_blocks") + " blocks").c_str() : "",
+    std::printf("%-44s   %s: input arrival %.0f/%.0f ns\n", "",
+                f.count("critical_blocks") ? (f.at("critical_blocks") + " blocks").c_str() : "",
                 c.at("cluster_input_arrival_ns_mean"), c.at("cluster_input_arrival_ns_max_block"));
     for (int l = 0; l < m.config.num_layers; ++l) {
-      const std::string L = "cluster_layer" + std::to_string(l);
-      if (l > 0 && c.count(L + "_wait_cycles_mean"))
-        std::printf("  L%d wait %.0f/%.0f", l, c.at(L + "_wait_cycles_mean"), c.at(L + "_wait_cycles_max_block"));
-      if (c.count(L + "_compute_cycles_mean"))
-        std::printf("  L%d compute %.0f/%.0f", l, c.at(L + "_compute_cycles_mean"), c.at(L + "_compute_cycles_max_block"));
+      const std::string L = "cluster_layer" + std::to_string(l) + "_";
+      std::printf("%-44s   L%d cycles:", "", l);
+      for (const char* part : {"wait", "tiles", "meet", "cell", "send", "kshare_wait", "kshare_tiles", "compute"})
+        if (c.count(L + part + "_cycles_mean"))
+          std::printf("  %s %.0f/%.0f", part, c.at(L + part + "_cycles_mean"), c.at(L + part + "_cycles_max_block"));
+      std::printf("\n");
     }
-    std::printf(" (cycles)\n");
   }
   std::ostringstream js;
   js << "{\"kind\":\"model\",\"name\":\"" << name << "\",\"model\":\"" << zoo << "\",\"mode\":\"" << mode_name(mode)

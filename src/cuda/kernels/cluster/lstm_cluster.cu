@@ -329,7 +329,7 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
         const ull here = m.stats[kClusterStatSlots + 1];
         if (here >= seen) m.stats[0] += here - seen;
         ull* dst = p.words->cl_sum[b];
-        for (int i = 0; i < 2 + 2 * L; ++i) dst[i] = m.stats[i];
+        for (int i = 0; i < 2 + kClusterLayerStats * L; ++i) dst[i] = m.stats[i];
       }
       if (ASYNC) {
         // this tick's exchanges: the input, every hidden layer's words, (block 0) the head's partials
@@ -400,8 +400,9 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
       }
       t_in = clock64();
     }
-    // (3) layers: every warp spins only on the words of its own tiles
-    long long t_wait = clock64();
+    // (3) layers: every warp spins only on the words of its own tiles. The block's timing: warp 0 times
+    // its whole chain, group 0's last k-share warp its wait and its tiles (ClusterLayerStat).
+    long long t_prev = clock64();
     for (int l = 0; l < L; ++l) {
       const ull* in = l == 0 ? m.tx : m.th + size_t(l - 1) * cl.h_words;
       const int valid = l == 0 ? p.I : n_units;
@@ -414,6 +415,7 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
       if (ASYNC && n > 0) mbar_wait(m.bar + l * 2 + int(s & 1), s, f);
       layer_gates<BF16, RS, ASYNC>(w, m.spill + size_t(warp) * (cl.slots > RS ? cl.slots - RS : 0) * 64, cl.first[l], n,
                                    k0, in, in_plain, ASYNC ? valid_plain : valid, seq, f, y, t_data);
+      const long long t_gates = clock64();
       if (l == 0 && warp == 0 && lane == 0) m.stats[kClusterStatSlots + 1] = dev::globaltimer_ns();  // the input is here
       // the group's partial sums meet: lane (g, t) keeps gate t. Two buffers, by layer parity: a k-share
       // warp may have its next layer's words (from other groups) while the cell warp still reads these.
@@ -425,7 +427,16 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
       const float Pt = cell_warp ? m.sP[(l * 4 + t) * Ub + ul] : 0.f;
       const float cprev = cell_warp ? m.sc[l * Ub + ul] : 0.f;
       if (ksplit > 1) group_barrier(q, ksplit * 32);
-      if (!cell_warp) continue;
+      const long long t_met = clock64();
+      ull* st = m.stats + 2 + kClusterLayerStats * l;
+      if (!cell_warp) {
+        if (lane == 0 && q == 0 && ks == ksplit - 1) {
+          if (l > 0) st[kClShareWait] += (unsigned long long)(t_data - t_prev);
+          st[kClShareTiles] += (unsigned long long)(t_gates - t_data);
+          t_prev = t_met;
+        }
+        continue;
+      }
       if (ksplit > 1) {
         pre = 0.f;
         for (int k = 0; k < ksplit; ++k) pre += red[(k * gpb + q) * 32 + lane];
@@ -441,6 +452,7 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
                   ag = __shfl_sync(0xffffffffu, act, base + 2), ao = __shfl_sync(0xffffffffu, act, base + 3);
       const float c = af * cprev + ai * ag;
       const float h = ao * dev::tanh_ftz(c);
+      const long long t_cell = clock64();
       if (ASYNC && l + 1 < L) {
         // the group's 8 words (lanes 4g) as two 16-byte stores per block: lane i -> block i / 2, half i % 2
         const uint32_t word = dev::hi_lo<BF16>(h);
@@ -482,17 +494,16 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
           if (4 * (i + 1) >= O) break;
         }
       }
-      // this block's timing, warp 0 (the cell warp of group 0); layer 0's wait is the input's arrival,
-      // timed across SMs on the globaltimer instead (the tick start adds it up)
+      // the block's timing, warp 0 (off the chain's data path: after its sends)
       if (warp == 0 && lane == 0) {
         const long long now = clock64();
-        if (l == 0) {
-          t_l0 = now;
-        } else {
-          m.stats[2 + 2 * l] += (unsigned long long)(t_data - t_wait);
-        }
-        m.stats[3 + 2 * l] += (unsigned long long)(now - t_data);
-        t_wait = now;
+        if (l == 0) t_l0 = now;
+        if (l > 0) st[kClWait] += (unsigned long long)(t_data - t_prev);
+        st[kClTiles] += (unsigned long long)(t_gates - t_data);
+        st[kClMeet] += (unsigned long long)(t_met - t_gates);
+        st[kClCell] += (unsigned long long)(t_cell - t_met);
+        st[kClSend] += (unsigned long long)(now - t_cell);
+        t_prev = now;
       }
     }
     t_layers = clock64();

@@ -71,10 +71,16 @@ struct ClusterLayout {
   int async_exchange = 0;
   int s_xw = 0, s_hx = 0, s_headf = 0, s_bar = 0;
 };
+
 // The per-block timing sums of a cluster launch (SharedWords::cl_sum[block]): [0] the input's arrival in
-// this block after block 0 saw the whole of it (globaltimer ns), [1] ticks timed; per layer l: [2 + 2l]
-// cycles waiting for the layer's input words, [3 + 2l] cycles from having them to this block's words sent.
-inline constexpr int kClusterStatSlots = 2 + 2 * kMaxLayers;
+// this block after block 0 saw the whole of it (globaltimer ns), [1] ticks timed; per layer l, at
+// 2 + kClusterLayerStats * l + part, SM cycles of the layer's chain as warp 0 (the cell warp of group 0)
+// lives it: waiting for its first tile's words (from the previous layer's end; layer 0: not counted,
+// the input's arrival is [0]), its tiles (from those words to its gate sums, later tiles' words
+// included), the group meeting (the barrier: the other k-share warps' tiles), the cell, the sends; and the
+// group's last k-share warp: its wait and its tiles (up to its arrival at the barrier).
+enum ClusterLayerStat : int { kClWait, kClTiles, kClMeet, kClCell, kClSend, kClShareWait, kClShareTiles, kClusterLayerStats };
+inline constexpr int kClusterStatSlots = 2 + kClusterLayerStats * kMaxLayers;
 inline constexpr int kMaxClusterBlocks = 16;
 
 // Device words the blocks share (global memory, zeroed before launch).
