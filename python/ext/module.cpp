@@ -184,10 +184,12 @@ hotpath::Model with_window(hotpath::Model m, std::optional<int> window) {
 }
 
 hotpath::LoadOptions load_options(const std::optional<std::string>& lstm_prefix,
-                                  const std::optional<std::string>& head_prefix) {
+                                  const std::optional<std::string>& head_prefix,
+                                  std::optional<std::vector<std::string>> ignore) {
   hotpath::LoadOptions o;
   o.lstm_prefix = lstm_prefix.value_or("");
   o.head_prefix = head_prefix.value_or("");
+  o.ignore = std::move(ignore).value_or(std::vector<std::string>{});
   return o;
 }
 
@@ -454,25 +456,27 @@ NB_MODULE(_hotpath, m) {
   m.def(
       "_open_model",
       [](const std::string& path, std::optional<std::string> lstm_prefix, std::optional<std::string> head_prefix,
-         std::optional<int> window) {
+         std::optional<int> window, std::optional<std::vector<std::string>> ignore) {
         check_window(window);
-        const auto options = load_options(lstm_prefix, head_prefix);
+        const auto options = load_options(lstm_prefix, head_prefix, std::move(ignore));
         nb::gil_scoped_release unlocked;
         return with_window(hotpath::open_model(path, options), window);
       },
-      "path_or_zoo_name"_a, "lstm_prefix"_a = nb::none(), "head_prefix"_a = nb::none(), "window"_a = nb::none());
+      "path_or_zoo_name"_a, "lstm_prefix"_a = nb::none(), "head_prefix"_a = nb::none(), "window"_a = nb::none(),
+      "ignore"_a = nb::none());
   m.def(
       "_open_model_bytes",
       [](nb::bytes data, const std::string& name, std::optional<std::string> lstm_prefix,
-         std::optional<std::string> head_prefix, std::optional<int> window) {
+         std::optional<std::string> head_prefix, std::optional<int> window,
+         std::optional<std::vector<std::string>> ignore) {
         check_window(window);
-        const auto options = load_options(lstm_prefix, head_prefix);
+        const auto options = load_options(lstm_prefix, head_prefix, std::move(ignore));
         const std::span<const std::byte> bytes(static_cast<const std::byte*>(data.data()), data.size());
         nb::gil_scoped_release unlocked;  // `data` stays referenced by the caller's frame
         return with_window(hotpath::open_model_bytes(bytes, name, options), window);
       },
       "data"_a, "name"_a = "<bytes>", "lstm_prefix"_a = nb::none(), "head_prefix"_a = nb::none(),
-      "window"_a = nb::none());
+      "window"_a = nb::none(), "ignore"_a = nb::none());
 
   m.def("backends", &hotpath::backend_names,
         "The backends built into this hotpath ('ref', 'cpu', and 'cuda' when built with CUDA); Engine also "
