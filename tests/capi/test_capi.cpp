@@ -549,7 +549,9 @@ TEST(CapiEngine, Scaler) {
   for (const char* bad : {"bogus", "rolling:1", "rolling:", "rolling:x", "Model", "rolling:1000001"}) {
     SCOPED_TRACE(bad);
     o.scaler = bad;
-    expect_open_fails(without.get(), &o, HOTPATH_ERROR_INVALID_ARGUMENT, std::string("unknown scaler '") + bad + "'");
+    const bool bad_n = std::string(bad) == "rolling:1" || std::string(bad) == "rolling:1000001";
+    expect_open_fails(without.get(), &o, HOTPATH_ERROR_INVALID_ARGUMENT,
+                      (bad_n ? "scaler '" : "unknown scaler '") + std::string(bad) + (bad_n ? "': N must be" : "'"));
     EXPECT_EQ("hotpath: error: " + last_error() + "\n",
               cli_stderr(dir, "bench --model " + tiny + " --backend cpu --mode streaming --ticks 10 --scaler " + bad));
   }

@@ -915,7 +915,7 @@ TEST_F(Cli, ScalerFitErrorsAreOneLine) {
 TEST_F(Cli, ScalerFlagOnRunBenchAndVerify) {
   expect_refused("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.safetensors") +
                      " --scaler rolling:1",
-                 "expected none, model or rolling:N");
+                 "scaler 'rolling:1': N must be >= 2");
   expect_refused("bench --model lstm_s --backend ref --ticks 10 --scaler zscore", "expected none, model or rolling:N");
   expect_refused("verify --model " + golden_model("tiny") + " --golden " + golden_file("tiny") + " --scaler model",
                  "carries no input scaler");

@@ -115,7 +115,7 @@ def test_not_numbers(engine):
     ({"backend": "ref", "kernel": "grid"}, "kernel"),
     ({"fallback": "gpu"}, "fallback"),
     ({"backend": "cpu", "precision": "fp16"}, "fp16"),
-    ({"scaler": "rolling:1"}, r"^unknown scaler 'rolling:1' \(expected none, model or rolling:N with N in 2..1000000\)$"),
+    ({"scaler": "rolling:1"}, r"^scaler 'rolling:1': N must be >= 2 \(fewer ticks have no spread\) \(rolling:N with N in 2..1000000\)$"),
     ({"scaler": "model"}, "carries no input scaler"),
     ({"backend": "ref", "precision": "int8"}, "int8"),
 ])
