@@ -80,7 +80,10 @@ typedef struct hotpath_model hotpath_model;
 
 /* A safetensors model file (a PyTorch nn.LSTM + nn.Linear state_dict), else a zoo name ("lstm_s", see
  * `hotpath models`). lstm_prefix/head_prefix (NULL or "": detect) name the key prefixes when a file's
- * are ambiguous, e.g. "lstm." and "fc.". On success *out owns the model (hotpath_model_close). */
+ * are ambiguous, e.g. "lstm." and "fc."; with a zoo name they must be NULL or "". Every tensor of the
+ * file must be used by the model: one that is not (a second Linear layer, ...) is refused naming it
+ * (hotpath_model_open_ex lets a caller name the ones the module deliberately leaves unused). On success
+ * *out owns the model (hotpath_model_close). */
 HOTPATH_API hotpath_status hotpath_model_open(const char* path_or_zoo_name, const char* lstm_prefix,
                                               const char* head_prefix, hotpath_model** out);
 
@@ -89,6 +92,16 @@ HOTPATH_API hotpath_status hotpath_model_open(const char* path_or_zoo_name, cons
 HOTPATH_API hotpath_status hotpath_model_open_bytes(const void* data, size_t size, const char* name,
                                                     const char* lstm_prefix, const char* head_prefix,
                                                     hotpath_model** out);
+
+/* As the two above, with ignore_tensors (NULL or "": none): the file's tensors that the module does not
+ * use, comma-separated, each a tensor name or a prefix ending in '.' (e.g. "aux.,probe.weight"); an
+ * entry that matches no tensor, or a tensor the model uses, is refused. The CLI's --ignore-tensors. */
+HOTPATH_API hotpath_status hotpath_model_open_ex(const char* path_or_zoo_name, const char* lstm_prefix,
+                                                 const char* head_prefix, const char* ignore_tensors,
+                                                 hotpath_model** out);
+HOTPATH_API hotpath_status hotpath_model_open_bytes_ex(const void* data, size_t size, const char* name,
+                                                       const char* lstm_prefix, const char* head_prefix,
+                                                       const char* ignore_tensors, hotpath_model** out);
 
 /* Shape and name of a model. Set struct_size = sizeof(hotpath_model_info) before the call (fields added
  * by later versions go at the end, and only the first struct_size bytes are written). */

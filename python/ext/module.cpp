@@ -15,8 +15,10 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -28,6 +30,7 @@
 #include "engine/engine.hpp"
 #include "engine/instances.hpp"
 #include "model/loader.hpp"
+#include "model/narrowing.hpp"
 #include "model/safetensors.hpp"
 #include "model/zoo.hpp"
 #include "util/error.hpp"
@@ -48,7 +51,7 @@ PyObject* g_backend_error = nullptr;
 
 // A tick or series input: float32, C-contiguous, aligned, native byte order, read in place. Anything
 // else (another dtype, a strided view, a list, a CPU torch tensor) is converted once into `holder` by
-// numpy (PyArray_FromAny with a forced cast to float32, i.e. np.ascontiguousarray(x, dtype=np.float32)).
+// numpy, through float64 (as_input).
 struct Input {
   nb::object holder;  // a converted copy, when one was needed
   PyArrayObject* array = nullptr;
@@ -69,18 +72,72 @@ bool is_float32_carray(PyObject* o, bool writable) {
          (writable ? PyArray_ISCARRAY(a) : PyArray_ISCARRAY_RO(a));
 }
 
-Input as_input(nb::handle x) {
+// `x` as the float32 C array the engine reads; `what` names it in messages. A float32 C array is used in
+// place; anything else is converted once. A finite value past float32's range would arrive as an Inf
+// that the engine then calls "Inf": it is refused naming its element instead (the rule of the CLI's
+// readers, model/narrowing.hpp), before numpy's cast could overflow (and warn).
+Input as_input(nb::handle x, const char* what) {
+  if (x.is_none()) throw nb::type_error((std::string(what) + " is None, expected an array of numbers").c_str());
   Input in;
   if (is_float32_carray(x.ptr(), false)) {
     in.array = reinterpret_cast<PyArrayObject*>(x.ptr());
     return in;
   }
-  PyObject* converted = PyArray_FromAny(x.ptr(), PyArray_DescrFromType(NPY_FLOAT32), 0, 0,
+  nb::object source = nb::borrow(x);
+  const int type = PyArray_Check(x.ptr()) ? PyArray_TYPE(reinterpret_cast<PyArrayObject*>(x.ptr())) : -1;
+  // Float32, float16, integers and bools cannot overflow float32; anything else (float64, lists of Python
+  // floats, ...) is checked in float64, a C-order float64 array in place.
+  if (type != NPY_FLOAT32 && type != NPY_FLOAT16 && !PyTypeNum_ISINTEGER(type) && !PyTypeNum_ISBOOL(type)) {
+    PyObject* wide = PyArray_FromAny(x.ptr(), PyArray_DescrFromType(NPY_FLOAT64), 0, 0,
+                                     NPY_ARRAY_IN_ARRAY | NPY_ARRAY_FORCECAST, nullptr);
+    if (!wide) throw nb::python_error();
+    source = nb::steal(wide);
+    auto* w = reinterpret_cast<PyArrayObject*>(wide);
+    const auto* v = static_cast<const double*>(PyArray_DATA(w));
+    for (npy_intp k = 0, n = PyArray_SIZE(w); k < n; ++k)
+      if (std::isfinite(v[k]) && std::isinf(static_cast<float>(v[k]))) {
+        const std::vector<int64_t> shape(PyArray_DIMS(w), PyArray_DIMS(w) + PyArray_NDIM(w));
+        float unused = 0;
+        hotpath::narrow_f64_to_f32(reinterpret_cast<const uint8_t*>(v + k), 1, &unused, uint64_t(k), shape, what);
+      }
+  }
+  PyObject* converted = PyArray_FromAny(source.ptr(), PyArray_DescrFromType(NPY_FLOAT32), 0, 0,
                                         NPY_ARRAY_IN_ARRAY | NPY_ARRAY_FORCECAST, nullptr);
   if (!converted) throw nb::python_error();
   in.holder = nb::steal(converted);
   in.array = reinterpret_cast<PyArrayObject*>(converted);
   return in;
+}
+
+// Levenshtein distance, for the misspelt keyword's closest parameter.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// A keyword argument no parameter of `fn` takes is named (with the parameter it is closest to, when one
+// is near), instead of nanobind's dump of every signature.
+void refuse_unknown_keywords(const char* fn, const nb::kwargs& extra, std::initializer_list<const char*> params) {
+  for (auto [key, value] : extra) {
+    const std::string k = nb::cast<std::string>(nb::str(key));
+    std::string msg = std::string(fn) + "() got an unknown keyword argument '" + k + "'";
+    const char* best = nullptr;
+    size_t best_d = 3;  // at most two edits away
+    for (const char* p : params)
+      if (const size_t d = edit_distance(k, p); d < best_d) best = p, best_d = d;
+    if (best) msg += " (did you mean '" + std::string(best) + "'?)";
+    throw nb::type_error(msg.c_str());
+  }
 }
 
 // A new float32 array of `shape` and its data.
@@ -184,10 +241,12 @@ hotpath::Model with_window(hotpath::Model m, std::optional<int> window) {
 }
 
 hotpath::LoadOptions load_options(const std::optional<std::string>& lstm_prefix,
-                                  const std::optional<std::string>& head_prefix) {
+                                  const std::optional<std::string>& head_prefix,
+                                  std::optional<std::vector<std::string>> ignore) {
   hotpath::LoadOptions o;
   o.lstm_prefix = lstm_prefix.value_or("");
   o.head_prefix = head_prefix.value_or("");
+  o.ignore = std::move(ignore).value_or(std::vector<std::string>{});
   return o;
 }
 
@@ -212,7 +271,16 @@ void step_into(Use& use, const Input& x, float* out, size_t O) {
 }
 
 nb::object step(PyEngine& self, nb::handle x_in, nb::handle out) {
-  const Input x = as_input(x_in);
+  if (x_in.is_none())
+    throw nb::type_error(("step: x is None; pass one tick, an array of " + std::to_string(self.I) + " numbers").c_str());
+  Input x;
+  try {
+    x = as_input(x_in, "x");
+  } catch (const hotpath::TickError&) {
+    throw;
+  } catch (const hotpath::Error& e) {
+    throw hotpath::TickError(std::string("step: ") + e.what());  // a bad tick, as NaN is
+  }
   Use use(self);
   if (out.is_none()) {
     auto [z, data] = new_array({npy_intp(self.O)});
@@ -265,7 +333,7 @@ SeriesCall series_call(const Input& series, size_t I, size_t O, int type, const 
 }
 
 nb::object run(PyEngine& self, nb::handle series_in, nb::handle dtype) {
-  const Input series = as_input(series_in);
+  const Input series = as_input(series_in, "run: series");
   const int type = output_type(dtype, "run");
   Use use(self);
   hotpath::Engine& e = use.engine();
@@ -294,7 +362,7 @@ nb::object run(PyEngine& self, nb::handle series_in, nb::handle dtype) {
 // Backtest: [T, I] -> [T, O] or [S, T, I] -> [S, T, O] on the engine's throughput path, each series from
 // zero state, every input checked before anything runs; the engine is left reset.
 nb::object backtest(PyEngine& self, nb::handle series_in, nb::handle dtype) {
-  const Input series = as_input(series_in);
+  const Input series = as_input(series_in, "backtest: series");
   const int type = output_type(dtype, "backtest");
   Use use(self);
   const size_t I = self.I, O = self.O;
@@ -310,7 +378,7 @@ nb::object backtest(PyEngine& self, nb::handle series_in, nb::handle dtype) {
 }
 
 nb::object run_batch(PyEngine& self, nb::handle x_in) {
-  const Input x = as_input(x_in);
+  const Input x = as_input(x_in, "run_batch: x");
   Use use(self);
   const size_t I = self.I, O = self.O;
   if (x.ndim() != 3 || x.shape(2) != I)
@@ -329,7 +397,7 @@ nb::object run_batch(PyEngine& self, nb::handle x_in) {
 // The C++ side of bench/python_overhead.py: Engine::step timed per call with a steady clock, on the
 // same engine and input that Python times, into a caller-owned output. Nanoseconds, one per call.
 nb::object time_step_cpp(PyEngine& self, nb::handle x_in, size_t n) {
-  const Input x = as_input(x_in);
+  const Input x = as_input(x_in, "x");
   Use use(self);
   if (x.ndim() != 1) throw hotpath::TickError("x must have shape (" + std::to_string(self.I) + ",)");
   npy_intp count = npy_intp(n);
@@ -454,25 +522,27 @@ NB_MODULE(_hotpath, m) {
   m.def(
       "_open_model",
       [](const std::string& path, std::optional<std::string> lstm_prefix, std::optional<std::string> head_prefix,
-         std::optional<int> window) {
+         std::optional<int> window, std::optional<std::vector<std::string>> ignore) {
         check_window(window);
-        const auto options = load_options(lstm_prefix, head_prefix);
+        const auto options = load_options(lstm_prefix, head_prefix, std::move(ignore));
         nb::gil_scoped_release unlocked;
         return with_window(hotpath::open_model(path, options), window);
       },
-      "path_or_zoo_name"_a, "lstm_prefix"_a = nb::none(), "head_prefix"_a = nb::none(), "window"_a = nb::none());
+      "path_or_zoo_name"_a, "lstm_prefix"_a = nb::none(), "head_prefix"_a = nb::none(), "window"_a = nb::none(),
+      "ignore"_a = nb::none());
   m.def(
       "_open_model_bytes",
       [](nb::bytes data, const std::string& name, std::optional<std::string> lstm_prefix,
-         std::optional<std::string> head_prefix, std::optional<int> window) {
+         std::optional<std::string> head_prefix, std::optional<int> window,
+         std::optional<std::vector<std::string>> ignore) {
         check_window(window);
-        const auto options = load_options(lstm_prefix, head_prefix);
+        const auto options = load_options(lstm_prefix, head_prefix, std::move(ignore));
         const std::span<const std::byte> bytes(static_cast<const std::byte*>(data.data()), data.size());
         nb::gil_scoped_release unlocked;  // `data` stays referenced by the caller's frame
         return with_window(hotpath::open_model_bytes(bytes, name, options), window);
       },
       "data"_a, "name"_a = "<bytes>", "lstm_prefix"_a = nb::none(), "head_prefix"_a = nb::none(),
-      "window"_a = nb::none());
+      "window"_a = nb::none(), "ignore"_a = nb::none());
 
   m.def("backends", &hotpath::backend_names,
         "The backends built into this hotpath ('ref', 'cpu', and 'cuda' when built with CUDA); Engine also "
@@ -502,7 +572,10 @@ NB_MODULE(_hotpath, m) {
           [](PyEngine* self, nb::object model, const std::string& backend, std::optional<std::string> precision,
              const std::string& mode, std::optional<int> window, int device, nb::handle cpuset, double timeout_us,
              std::optional<std::string> fallback, std::optional<std::string> variant,
-             std::optional<std::string> scaler, bool warm, std::optional<std::string> kernel) {
+             std::optional<std::string> scaler, bool warm, std::optional<std::string> kernel, nb::kwargs extra) {
+            refuse_unknown_keywords("Engine", extra,
+                                    {"model", "backend", "precision", "mode", "window", "device", "cpuset",
+                                     "timeout_us", "fallback", "variant", "scaler", "warm", "kernel"});
             // Anything hotpath.load takes (a path, bytes, a zoo name, a torch module) stands for its model.
             if (!nb::isinstance<hotpath::Model>(model)) model = nb::module_::import_("hotpath").attr("load")(model);
             const hotpath::Model& source = nb::cast<const hotpath::Model&>(model);
@@ -521,18 +594,18 @@ NB_MODULE(_hotpath, m) {
           },
           "model"_a, "backend"_a = "auto", "precision"_a = nb::none(), "mode"_a = "window", "window"_a = nb::none(),
           "device"_a = 0, "cpuset"_a = nb::none(), "timeout_us"_a = 1'000'000.0, "fallback"_a = nb::none(),
-          "variant"_a = nb::none(), "scaler"_a = nb::none(), "warm"_a = true, "kernel"_a = nb::none())
-      .def("step", &step, "x"_a, "out"_a = nb::none(),
+          "variant"_a = nb::none(), "scaler"_a = nb::none(), "warm"_a = true, "kernel"_a = nb::none(), "kwargs"_a)
+      .def("step", &step, "x"_a.none(), "out"_a = nb::none(),
            nb::sig("def step(self, x: numpy.typing.ArrayLike, out: numpy.typing.NDArray[numpy.float32] | None = None) "
                    "-> numpy.typing.NDArray[numpy.float32]"),
            "One tick: x [I] -> z [O] (float32), continuing from the current state. With out=, writes z\n"
            "into that float32 array and returns it. A NaN/Inf or misshapen x raises TickError, state unchanged.")
-      .def("run", &run, "series"_a, nb::kw_only(), "dtype"_a = nb::none(),
+      .def("run", &run, "series"_a.none(), nb::kw_only(), "dtype"_a = nb::none(),
            nb::sig("def run(self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None) "
                    "-> numpy.typing.NDArray[numpy.floating]"),
            "A series [T, I] -> [T, O], or many [S, T, I] -> [S, T, O]: each series from a fresh state (reset\n"
            "first); the engine then holds the state after the last tick. dtype: float32 (default) or float64.")
-      .def("backtest", &backtest, "series"_a, nb::kw_only(), "dtype"_a = nb::none(),
+      .def("backtest", &backtest, "series"_a.none(), nb::kw_only(), "dtype"_a = nb::none(),
            nb::sig("def backtest(self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None) "
                    "-> numpy.typing.NDArray[numpy.floating]"),
            "Backtest: a series [T, I] -> every output [T, O], or S series [S, T, I] -> [S, T, O], each from\n"

@@ -220,6 +220,7 @@ def _open_model(
     lstm_prefix: Optional[str] = None,
     head_prefix: Optional[str] = None,
     window: Optional[int] = None,
+    ignore: Optional[Sequence[str]] = None,
 ) -> Model: ...
 def _open_model_bytes(
     data: bytes,
@@ -227,5 +228,6 @@ def _open_model_bytes(
     lstm_prefix: Optional[str] = None,
     head_prefix: Optional[str] = None,
     window: Optional[int] = None,
+    ignore: Optional[Sequence[str]] = None,
 ) -> Model: ...
 def _time_step_cpp(engine: Engine, x: numpy.typing.ArrayLike, n: int) -> numpy.typing.NDArray[numpy.int64]: ...

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -20,6 +20,7 @@ def load(
     window: Optional[int] = None,
     lstm_prefix: Optional[str] = None,
     head_prefix: Optional[str] = None,
+    ignore: Optional[Sequence[str]] = None,
 ) -> Model:
     """The model in `source`, validated (raises hotpath.Error naming the problem).
 
@@ -30,25 +31,32 @@ def load(
     window: the model's default sliding-window length (else the file's metadata, if any).
     lstm_prefix / head_prefix: the key prefixes (e.g. "encoder.rnn.", "head."), when detection is
     ambiguous; for a module, they pick the nn.LSTM / nn.Linear when it owns more than one.
+    ignore: tensors of the source that the module does not use (names, or prefixes ending in "."). Every
+    other tensor must be used by the model: one that is not (the first Linear of an MLP head, ...) is an
+    error naming it, never dropped in silence.
     """
+    if isinstance(ignore, (str, bytes)):  # a lone string would be taken letter by letter
+        raise TypeError("load(): ignore must be a list of tensor names or prefixes, not a string")
+    ignore = None if ignore is None else [str(x) for x in ignore]
     if isinstance(source, Model):
-        if window is None and lstm_prefix is None and head_prefix is None:
+        if window is None and lstm_prefix is None and head_prefix is None and ignore is None:
             return source
-        raise _hotpath.Error("load(): a Model is already loaded; pass its source to change window or prefixes")
+        raise _hotpath.Error("load(): a Model is already loaded; pass its source to change window, prefixes or ignore")
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = source if isinstance(source, bytes) else bytes(source)
-        return _hotpath._open_model_bytes(data, "<bytes>", lstm_prefix, head_prefix, window)
+        return _hotpath._open_model_bytes(data, "<bytes>", lstm_prefix, head_prefix, window, ignore)
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if isinstance(path, bytes):
             path = os.fsdecode(path)
-        return _hotpath._open_model(path, lstm_prefix, head_prefix, window)
+        return _hotpath._open_model(path, lstm_prefix, head_prefix, window, ignore)
     if _is_torch_module(source):
         data, lstm_prefix, head_prefix = _module_bytes(source, lstm_prefix, head_prefix)
-        return _hotpath._open_model_bytes(data, f"<{type(source).__name__} module>", lstm_prefix, head_prefix, window)
+        name = f"<{type(source).__name__} module>"
+        return _hotpath._open_model_bytes(data, name, lstm_prefix, head_prefix, window, ignore)
     if isinstance(source, Mapping):
         tensors = {str(k): _as_array(v) for k, v in source.items()}
-        return _hotpath._open_model_bytes(serialize(tensors), "<state_dict>", lstm_prefix, head_prefix, window)
+        return _hotpath._open_model_bytes(serialize(tensors), "<state_dict>", lstm_prefix, head_prefix, window, ignore)
     raise TypeError(
         "hotpath.load() takes a path, a zoo name, bytes, a torch.nn.Module or a state_dict, not "
         + type(source).__name__
@@ -77,6 +85,12 @@ def _single(module: Any, kind: type, what: str, given: Optional[str], option: st
     found: List[Tuple[str, Any]] = [(n, m) for n, m in module.named_modules() if isinstance(m, kind)]
     if len(found) != 1:
         names = ", ".join(n or "<root>" for n, _ in found) or "none"
+        if len(found) > 1 and what == "nn.Linear":  # an MLP head: naming one Linear would drop the rest
+            raise _hotpath.Error(
+                f"expected one nn.Linear head, found {len(found)}: {names}; hotpath computes nn.LSTM -> one "
+                "nn.Linear, not a deeper head (if the module's forward uses only one of them, name it with "
+                "head_prefix= and the unused ones with ignore=)"
+            )
         raise _hotpath.Error(
             f"expected exactly one {what} in the module, found: {names} (name the one to use with {option}=)"
         )
@@ -85,14 +99,12 @@ def _single(module: Any, kind: type, what: str, given: Optional[str], option: st
 
 
 def _module_bytes(module: Any, lstm_prefix: Optional[str], head_prefix: Optional[str]) -> Tuple[bytes, str, str]:
-    """The module's nn.LSTM and nn.Linear tensors from its state_dict() as safetensors bytes, with their
-    prefixes; the engine's loader then checks them (bidirectional and proj_size LSTMs are refused there)."""
+    """The module's whole state_dict() as safetensors bytes, with the prefixes of its nn.LSTM and
+    nn.Linear; the engine's loader then checks them (bidirectional and proj_size LSTMs are refused
+    there) and refuses any tensor the model would not use, so no layer is dropped in silence."""
     import torch.nn as nn
 
     lstm_prefix = _single(module, nn.LSTM, "nn.LSTM", lstm_prefix, "lstm_prefix")
     head_prefix = _single(module, nn.Linear, "nn.Linear", head_prefix, "head_prefix")
-    state = module.state_dict()
-    tensors: Dict[str, np.ndarray] = {
-        k: _as_array(v) for k, v in state.items() if k.startswith(lstm_prefix) or k.startswith(head_prefix)
-    }
+    tensors: Dict[str, np.ndarray] = {k: _as_array(v) for k, v in module.state_dict().items()}
     return serialize(tensors), lstm_prefix, head_prefix

@@ -206,11 +206,22 @@ const char* hotpath_version(void) { return HOTPATH_VERSION; }
 
 hotpath_status hotpath_model_open(const char* path_or_zoo_name, const char* lstm_prefix, const char* head_prefix,
                                   hotpath_model** out) {
+  return hotpath_model_open_ex(path_or_zoo_name, lstm_prefix, head_prefix, nullptr, out);
+}
+
+hotpath_status hotpath_model_open_bytes(const void* data, size_t size, const char* name, const char* lstm_prefix,
+                                        const char* head_prefix, hotpath_model** out) {
+  return hotpath_model_open_bytes_ex(data, size, name, lstm_prefix, head_prefix, nullptr, out);
+}
+
+hotpath_status hotpath_model_open_ex(const char* path_or_zoo_name, const char* lstm_prefix, const char* head_prefix,
+                                     const char* ignore_tensors, hotpath_model** out) {
   HOTPATH_CHECK_NOT_NULL("hotpath_model_open", out);
   *out = nullptr;
   HOTPATH_CHECK_NOT_NULL("hotpath_model_open", path_or_zoo_name);
   try {
-    const hotpath::LoadOptions load{opt(lstm_prefix), opt(head_prefix)};
+    hotpath::LoadOptions load{opt(lstm_prefix), opt(head_prefix)};
+    if (ignore_tensors && *ignore_tensors) load.ignore = hotpath::split_ignore_list(ignore_tensors, "ignore_tensors");
     *out = new hotpath_model{hotpath::open_model(path_or_zoo_name, load)};
     return HOTPATH_OK;
   } catch (...) {
@@ -218,13 +229,14 @@ hotpath_status hotpath_model_open(const char* path_or_zoo_name, const char* lstm
   }
 }
 
-hotpath_status hotpath_model_open_bytes(const void* data, size_t size, const char* name, const char* lstm_prefix,
-                                        const char* head_prefix, hotpath_model** out) {
+hotpath_status hotpath_model_open_bytes_ex(const void* data, size_t size, const char* name, const char* lstm_prefix,
+                                           const char* head_prefix, const char* ignore_tensors, hotpath_model** out) {
   HOTPATH_CHECK_NOT_NULL("hotpath_model_open_bytes", out);
   *out = nullptr;
   HOTPATH_CHECK_NOT_NULL("hotpath_model_open_bytes", data);
   try {
-    const hotpath::LoadOptions load{opt(lstm_prefix), opt(head_prefix)};
+    hotpath::LoadOptions load{opt(lstm_prefix), opt(head_prefix)};
+    if (ignore_tensors && *ignore_tensors) load.ignore = hotpath::split_ignore_list(ignore_tensors, "ignore_tensors");
     const std::span<const std::byte> bytes(static_cast<const std::byte*>(data), size);
     *out = new hotpath_model{hotpath::open_model_bytes(bytes, opt(name, "<bytes>"), load)};
     return HOTPATH_OK;

@@ -38,6 +38,15 @@ void set_command_line(int argc, char** argv) {
 }
 const std::string& command_line() { return g_command_line; }
 
+void add_load_options(CLI::App* cmd, LoadOptions& load) {
+  cmd->add_option("--lstm-prefix", load.lstm_prefix, "Key prefix of the nn.LSTM tensors (default: detected)");
+  cmd->add_option("--head-prefix", load.head_prefix, "Key prefix of the nn.Linear head (default: detected)");
+  cmd->add_option_function<std::string>(
+      "--ignore-tensors", [&load](const std::string& v) { load.ignore = split_ignore_list(v, "--ignore-tensors"); },
+      "Tensors of the model file that the module does not use, comma-separated (a name, or a prefix ending in "
+      "'.'); any other tensor the model does not use is an error");
+}
+
 namespace {
 
 namespace st = hotpath::safetensors;
@@ -48,8 +57,7 @@ struct ModelFlags {
   LoadOptions load;
   void add(CLI::App* cmd) {
     cmd->add_option("--model", model, "Model file (safetensors state_dict) or zoo name")->required();
-    cmd->add_option("--lstm-prefix", load.lstm_prefix, "Key prefix of the nn.LSTM tensors (default: detected)");
-    cmd->add_option("--head-prefix", load.head_prefix, "Key prefix of the nn.Linear head (default: detected)");
+    add_load_options(cmd, load);
   }
   Model resolve() const { return open_model(model, load); }
 };
@@ -456,8 +464,7 @@ void add_bench_command(CLI::App& app) {
   using util::add_float_option;
   using util::add_int_option;
   cmd->add_option("--model", f->o.model, "Model file or zoo name");
-  cmd->add_option("--lstm-prefix", f->o.load.lstm_prefix, "Key prefix of the nn.LSTM tensors (default: detected)");
-  cmd->add_option("--head-prefix", f->o.load.head_prefix, "Key prefix of the nn.Linear head (default: detected)");
+  add_load_options(cmd, f->o.load);
   std::string names;
   for (const auto& n : backend_names()) names += (names.empty() ? "" : ", ") + n;
   f->o.backend = "auto";

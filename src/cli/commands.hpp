@@ -4,7 +4,12 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "model/loader.hpp"
+
 namespace hotpath::cli {
+
+// --lstm-prefix, --head-prefix and --ignore-tensors, into `load` (every command that takes --model).
+void add_load_options(CLI::App* cmd, LoadOptions& load);
 
 // The command line as typed, recorded in benchmark reports.
 void set_command_line(int argc, char** argv);

@@ -65,8 +65,7 @@ void add_scaler_command(CLI::App& app) {
   };
   auto f = std::make_shared<Flags>();
   cmd->add_option("--model", f->model, "Model file (safetensors state_dict) or zoo name")->required();
-  cmd->add_option("--lstm-prefix", f->load.lstm_prefix, "Key prefix of the nn.LSTM tensors (default: detected)");
-  cmd->add_option("--head-prefix", f->load.head_prefix, "Key prefix of the nn.Linear head (default: detected)");
+  add_load_options(cmd, f->load);
   cmd->add_option("--inputs", f->inputs, "Series [T, I]: .npy (float32/float64, C order) or .safetensors")->required();
   cmd->add_option("--key", f->key, "Tensor of a .safetensors --inputs")->capture_default_str();
   util::add_int_option(cmd, "--until", f->until, "Fit on ticks [0, T) only; rows at or after T are never read", 0,

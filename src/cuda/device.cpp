@@ -16,6 +16,7 @@
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_raii.hpp"
+#include "cuda/device_error.hpp"
 #include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/mailbox_host.hpp"
 #include "util/error.hpp"
@@ -26,6 +27,7 @@
 #endif
 
 namespace hotpath::cuda {
+static_assert(int(cudaErrorNoDevice) == kCudaErrorNoDevice && int(cudaErrorInsufficientDriver) == kCudaErrorInsufficientDriver);
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -208,7 +210,13 @@ bool device_available(std::string* why, int device) {
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    if (why) *why = std::string(cudaGetErrorString(e)) + " (" + cudaGetErrorName(e) + ")";
+    if (why) {
+      DeviceCountFailure f{int(e), cudaGetErrorName(e), cudaGetErrorString(e)};
+      if (cudaDriverGetVersion(&f.driver_version) != cudaSuccess) f.driver_version = 0;
+      if (cudaRuntimeGetVersion(&f.runtime_version) != cudaSuccess) f.runtime_version = 0;
+      (void)cudaGetLastError();
+      *why = device_count_failure(f);
+    }
     return false;
   }
   if (device < 0 || device >= count) {

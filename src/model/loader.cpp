@@ -9,6 +9,7 @@
 #include "model/loader.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <climits>
 #include <filesystem>
@@ -100,6 +101,18 @@ class Loader {
   Loader(const st::File& file, const LoadOptions& options) : f_(file), opt_(options) {
     for (const auto& t : f_.tensors()) names_.push_back(t.name);
     std::sort(names_.begin(), names_.end());
+    for (const auto& entry : opt_.ignore) {
+      if (entry.empty()) throw fail("an empty name among the tensors to ignore");
+      bool matched = false;
+      for (const auto& n : names_)
+        if (n == entry || (ends_with(entry, ".") && starts_with(n, entry))) {
+          ignored_.insert(n);
+          matched = true;
+        }
+      if (!matched)
+        throw fail("the tensors to ignore name " + quote_key(entry) + ", which matches no tensor of the file" +
+                   (ends_with(entry, ".") ? "" : " (a prefix ends in '.')"));
+    }
   }
 
   Model load() {
@@ -111,6 +124,7 @@ class Loader {
     m.head_prefix = choose_head_prefix(m.config.hidden_size);
     read_head(m);
     read_scaler(m);
+    check_all_used(m);
     check_metadata(m.config);
     m.dtype = lowest_;
     m.validate();
@@ -140,7 +154,7 @@ class Loader {
   std::string choose_lstm_prefix() const {
     std::vector<std::string> candidates;
     for (const auto& n : names_)
-      if (ends_with(n, "weight_ih_l0")) candidates.push_back(n.substr(0, n.size() - 12));
+      if (ends_with(n, "weight_ih_l0") && !ignored_.count(n)) candidates.push_back(n.substr(0, n.size() - 12));
     auto explicit_prefix = [&](const std::string& p, const std::string& from) {
       const std::string q = fit_prefix(p, "weight_ih_l0");
       if (!find(q + "weight_ih_l0"))
@@ -189,6 +203,13 @@ class Loader {
     ModelConfig& c = m.config;
 
     const st::TensorInfo& hh0 = tensor(p + "weight_hh_l0");
+    // Other recurrent layers use the same key names; their gate count gives them away.
+    if (hh0.shape.size() == 2 && hh0.shape[1] >= 1 && hh0.shape[0] == 3 * hh0.shape[1])
+      throw fail("tensor " + quote_key(hh0.name) + " has shape " + shape_str(hh0.shape) +
+                 ", [3H, H]: this is an nn.GRU's state_dict; GRU is not supported, only nn.LSTM ([4H, H])");
+    if (hh0.shape.size() == 2 && hh0.shape[1] >= 1 && hh0.shape[0] == hh0.shape[1])
+      throw fail("tensor " + quote_key(hh0.name) + " has shape " + shape_str(hh0.shape) +
+                 ", [H, H]: this is an nn.RNN's state_dict; a plain RNN is not supported, only nn.LSTM ([4H, H])");
     if (hh0.shape.size() != 2 || hh0.shape[1] < 1 || hh0.shape[1] > INT_MAX / 4 || hh0.shape[0] != 4 * hh0.shape[1])
       throw fail("tensor " + quote_key(hh0.name) + " has shape " + shape_str(hh0.shape) +
                  ", expected [4H, H] (rows four times the columns, H >= 1)");
@@ -254,7 +275,7 @@ class Loader {
   std::string choose_head_prefix(int hidden) const {
     std::vector<std::string> heads, others;
     for (const auto& t : f_.tensors()) {
-      if (consumed_.count(t.name) || t.shape.size() != 2 || t.shape[1] != hidden || !st::is_float(t.dtype)) continue;
+      if (consumed_.count(t.name) || ignored_.count(t.name) || t.shape.size() != 2 || t.shape[1] != hidden || !st::is_float(t.dtype)) continue;
       (ends_with(t.name, "weight") ? heads : others).push_back(t.name);
     }
     std::sort(heads.begin(), heads.end());
@@ -327,6 +348,26 @@ class Loader {
     m.input_scaler = std::move(n);
   }
 
+  // Every tensor of the file is used or explicitly ignored: a tensor dropped in silence (the first
+  // Linear of an MLP head, say) would make the model answer wrongly without a word.
+  void check_all_used(const Model& m) const {
+    std::vector<std::string> used_but_ignored, unused;
+    for (const auto& n : names_) {
+      if (consumed_.count(n) && ignored_.count(n)) used_but_ignored.push_back(n);
+      if (!consumed_.count(n) && !ignored_.count(n)) unused.push_back(n);
+    }
+    if (!used_but_ignored.empty())
+      throw fail("the tensors to ignore include " + quote_keys(used_but_ignored) + ", which the model uses");
+    if (unused.empty()) return;
+    const bool layer = std::any_of(unused.begin(), unused.end(), [](const std::string& n) { return ends_with(n, "weight"); });
+    throw fail("tensor" + std::string(unused.size() > 1 ? "s " : " ") + quote_keys(unused) + (unused.size() > 1 ? " are" : " is") +
+               " not used by the model (nn.LSTM " + quote_key(m.lstm_prefix) + " -> nn.Linear " + quote_key(m.head_prefix) +
+               ")" +
+               (layer ? "; hotpath computes one nn.LSTM and one nn.Linear, not a deeper head (Linear -> ReLU -> Linear ...)"
+                      : "") +
+               "; only if the module never uses them, name them in --ignore-tensors (Python: ignore=)");
+  }
+
   void check_metadata(ModelConfig& c) const {
     const auto& meta = f_.metadata();
     if (const auto w = metadata_int(f_, "window", 1, kMaxWindow)) c.window = *w;
@@ -353,6 +394,7 @@ class Loader {
   const LoadOptions& opt_;
   std::vector<std::string> names_;
   std::set<std::string> consumed_;
+  std::set<std::string> ignored_;  // the tensors LoadOptions::ignore matches
   DType lowest_ = DType::F64;
 };
 
@@ -375,7 +417,23 @@ Model model_from_safetensors(const safetensors::File& file, const LoadOptions& o
   return Loader(file, options).load();
 }
 
+std::vector<std::string> split_ignore_list(const std::string& list, const std::string& what) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = list.find(',', start);
+    out.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (out.back().empty()) throw Error(what + " " + quote_key(list) + " holds an empty name");
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
 Model load_model_file(const std::string& path, const LoadOptions& options) {
+  // Named before the file is read: its bytes would only be refused as a corrupt safetensors header.
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  if (ext == ".onnx") throw Error(path + ": " + std::string(safetensors::kOnnxNotSafetensors));
   return model_from_safetensors(safetensors::File::open(path), options);
 }
 
@@ -388,6 +446,14 @@ Model resolve_model(const std::string& path_or_zoo_name, const LoadOptions& opti
     return load_model_file(arg, options);
   }
   if (find_zoo(arg)) {
+    // A zoo model has no tensor keys: prefixes or tensors to ignore can only be meant for a file.
+    const auto refuse = [&](const std::string& what, const std::string& value) {
+      return Error(quote_key(arg) + " is a zoo model, but " + what + " " + quote_key(value) +
+                   " was given: key prefixes and tensors to ignore apply to a model file only");
+    };
+    if (!options.lstm_prefix.empty()) throw refuse("an LSTM prefix", options.lstm_prefix);
+    if (!options.head_prefix.empty()) throw refuse("a head prefix", options.head_prefix);
+    if (!options.ignore.empty()) throw refuse("a tensor to ignore", options.ignore[0]);
     if (auto m = zoo_model(arg)) return std::move(*m);
   }
   throw Error("no model file or zoo model named " + quote_key(arg) + " (hotpath models lists the zoo)");

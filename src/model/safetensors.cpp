@@ -181,12 +181,31 @@ uint64_t TensorInfo::element_count() const {
   return n;
 }
 
+std::string foreign_format(std::span<const uint8_t> b) {
+  const auto at = [&](size_t i) { return i < b.size() ? int(b[i]) : -1; };
+  if (at(0) == 'P' && at(1) == 'K' && at(2) == 3 && at(3) == 4)
+    return "is a PyTorch pickle (a torch.save zip archive), not safetensors: save the state_dict with "
+           "safetensors.torch.save_file";
+  if (at(0) == 0x80 && at(1) >= 2 && at(1) <= 5)  // PROTO opcode: torch.save's legacy format, or pickle.dump
+    return "is a PyTorch pickle (torch.save's legacy format), not safetensors: save the state_dict with "
+           "safetensors.torch.save_file";
+  // ONNX's ModelProto opens with field 1 (ir_version, a small varint), then another of its fields.
+  static constexpr int kModelProtoTags[] = {0x12, 0x1a, 0x22, 0x28, 0x32, 0x3a, 0x42, 0x72};
+  if (at(0) == 0x08 && at(1) >= 1 && at(1) < 0x80 &&
+      std::find(std::begin(kModelProtoTags), std::end(kModelProtoTags), at(2)) != std::end(kModelProtoTags))
+    return kOnnxNotSafetensors;
+  if (b.size() >= 6 && std::memcmp(b.data(), "\x93NUMPY", 6) == 0)
+    return "is a NumPy .npy file, not safetensors";
+  return {};
+}
+
 namespace {
 
 // The checks on the 8-byte header length, from the file's size alone: File::open makes them before it
 // reads more than those 8 bytes. `first` holds min(8, file_size) bytes.
 uint64_t checked_header_length(const uint8_t* first, uint64_t file_size, const std::string& src) {
-  auto fail = [&](const std::string& what) -> Error { return Error(src + ": " + what); };
+  const std::string foreign = foreign_format({first, size_t(std::min<uint64_t>(file_size, 8))});
+  auto fail = [&](const std::string& what) -> Error { return Error(src + ": " + (foreign.empty() ? what : foreign)); };
   if (file_size == 0) throw fail("file is empty (not a safetensors file)");
   if (file_size < 8)
     throw fail("file is " + std::to_string(file_size) +
@@ -429,6 +448,8 @@ File File::parse(std::vector<uint8_t> bytes, const std::string& source_name) {
   // its lexer takes a NUL byte for the end of input, so both are refused here.
   if (header.substr(0, 3) == "\xef\xbb\xbf")
     throw fail("header starts with a UTF-8 byte order mark; the format wants '{' as its first byte");
+  if (const std::string foreign = foreign_format({bytes.data(), 8}); header[0] != '{' && !foreign.empty())
+    throw fail(foreign);
   if (header[0] != '{')
     throw fail("header is not a JSON object: its first byte is " + byte_str(header[0]) + ", the format wants '{'");
   if (const size_t nul = header.find('\0'); nul != std::string_view::npos)

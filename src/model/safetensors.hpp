@@ -33,6 +33,14 @@ inline constexpr size_t kMaxTensors = 100000;       // entries of the header obj
 inline constexpr size_t kMaxArrayElements = 64;     // elements of any array (shape, data_offsets)
 inline constexpr size_t kMaxObjectMembers = 1024;   // keys of __metadata__ or of one tensor entry
 
+// What a file that is not safetensors is instead, from its first bytes (at most 8 are looked at):
+// a PyTorch pickle (torch.save: a zip archive, or a bare pickle), an ONNX model, a NumPy .npy. The text
+// follows "<path>: " in an error; empty when the bytes are none of these. Only consulted once the
+// bytes have failed as safetensors, so a valid file is never misnamed.
+std::string foreign_format(std::span<const uint8_t> first);
+inline constexpr const char* kOnnxNotSafetensors =
+    "is an ONNX model, not safetensors: ONNX models are imported with hotpath.load(\"model.onnx\") in Python";
+
 // A tensor name or string from a file, quoted for an error message: control characters are escaped
 // and long names cut, so that a hostile file cannot break the one-line error rule.
 std::string quote_key(std::string_view key);

@@ -26,7 +26,12 @@ ScalerChoice parse_scaler(const std::string& text) {
   const std::string prefix = "rolling:";
   if (text.compare(0, prefix.size(), prefix) != 0) throw bad();
   const auto n = util::parse_int<int>(std::string_view(text).substr(prefix.size()));
-  if (!n || *n < 2 || *n > kMaxRollingWindow) throw bad();
+  if (!n) throw bad();
+  // A rolling scaler with N out of range is a known scaler with a bad N: say which bound.
+  if (*n < 2 || *n > kMaxRollingWindow)
+    throw Error("scaler '" + text + "': N must be " +
+                (*n < 2 ? std::string(">= 2 (fewer ticks have no spread)") : "<= " + std::to_string(kMaxRollingWindow)) +
+                " (rolling:N with N in 2.." + std::to_string(kMaxRollingWindow) + ")");
   return {ScalerKind::rolling, *n};
 }
 

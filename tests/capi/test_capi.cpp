@@ -26,6 +26,7 @@
 #include "common/golden.hpp"
 #include "engine/engine.hpp"
 #include "model/quantize.hpp"
+#include "model/safetensors.hpp"
 #include "hotpath/hotpath.h"
 #include "reference/reference.hpp"
 #include "util/error.hpp"
@@ -191,6 +192,57 @@ TEST(CapiModel, OpenErrors) {
   // The right ones, given explicitly.
   ASSERT_EQ(hotpath_model_open(golden_model("tiny").c_str(), "lstm.", "fc.", &m), HOTPATH_OK) << last_error();
   hotpath_model_close(m);
+}
+
+// A zoo model has no keys: a prefix given with its name was once dropped without a word.
+TEST(CapiModel, ZooNameWithAPrefixIsRefusedNamingBoth) {
+  hotpath_model* m = reinterpret_cast<hotpath_model*>(0x1);
+  EXPECT_EQ(hotpath_model_open("lstm_s", "lstm.", nullptr, &m), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_EQ(last_error(), "'lstm_s' is a zoo model, but an LSTM prefix 'lstm.' was given: key prefixes and tensors to "
+                          "ignore apply to a model file only");
+  EXPECT_EQ(hotpath_model_open("lstm_s", nullptr, "fc.", &m), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "'lstm_s' is a zoo model, but a head prefix 'fc.' was given")) << last_error();
+  EXPECT_EQ(hotpath_model_open_ex("lstm_s", "", "", "aux.", &m), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "but a tensor to ignore 'aux.' was given")) << last_error();
+  ASSERT_EQ(hotpath_model_open("lstm_s", "", nullptr, &m), HOTPATH_OK) << last_error();  // "" is "detect"
+  hotpath_model_close(m);
+}
+
+// Every tensor of the file is used or named in ignore_tensors: an extra Linear is never dropped silently.
+TEST(CapiModel, UnusedTensorsRefusedUnlessIgnored) {
+  namespace st = hotpath::safetensors;
+  const st::File tiny = st::File::open(golden_model("tiny"));
+  std::vector<st::OutTensor> tensors;
+  for (const auto& t : tiny.tensors()) tensors.push_back(st::make_tensor(t.name, st::DType::F32, t.shape, tiny.read_f64(t)));
+  const int64_t O = tiny.at("fc.weight").shape[0];
+  tensors.push_back(st::make_tensor("fc2.weight", st::DType::F32, {1, O}, std::vector<double>(size_t(O), 0.5)));
+  tensors.push_back(st::make_tensor("fc2.bias", st::DType::F32, {1}, std::vector<double>{0.25}));
+  const std::vector<uint8_t> bytes = st::serialize(tensors, {});
+  TempDir dir;
+  const std::string path = dir.file("mlp.safetensors");
+  st::write_file(path, tensors, {});
+
+  hotpath_model* m = reinterpret_cast<hotpath_model*>(0x1);
+  EXPECT_EQ(hotpath_model_open(path.c_str(), nullptr, nullptr, &m), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_TRUE(contains(last_error(), path + ": tensors 'fc2.bias', 'fc2.weight' are not used by the model")) << last_error();
+  EXPECT_EQ(hotpath_model_open_bytes(bytes.data(), bytes.size(), "mlp", nullptr, nullptr, &m),
+            HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "mlp: tensors 'fc2.bias', 'fc2.weight' are not used")) << last_error();
+
+  ASSERT_EQ(hotpath_model_open_ex(path.c_str(), nullptr, nullptr, "fc2.", &m), HOTPATH_OK) << last_error();
+  hotpath_model_close(m);
+  ASSERT_EQ(hotpath_model_open_bytes_ex(bytes.data(), bytes.size(), "mlp", nullptr, nullptr, "fc2.weight,fc2.bias", &m),
+            HOTPATH_OK)
+      << last_error();
+  hotpath_model_close(m);
+  EXPECT_EQ(hotpath_model_open_ex(path.c_str(), nullptr, nullptr, "fc2.,", &m), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(last_error(), "ignore_tensors 'fc2.,' holds an empty name");
+  EXPECT_EQ(hotpath_model_open_ex(path.c_str(), nullptr, nullptr, "fc3.", &m), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "the tensors to ignore name 'fc3.', which matches no tensor")) << last_error();
+  EXPECT_EQ(hotpath_model_open_ex(nullptr, nullptr, nullptr, nullptr, &m), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(last_error(), "hotpath_model_open: path_or_zoo_name is NULL");
 }
 
 TEST(CapiModel, OpenBytesEqualsOpenFile) {
@@ -497,7 +549,9 @@ TEST(CapiEngine, Scaler) {
   for (const char* bad : {"bogus", "rolling:1", "rolling:", "rolling:x", "Model", "rolling:1000001"}) {
     SCOPED_TRACE(bad);
     o.scaler = bad;
-    expect_open_fails(without.get(), &o, HOTPATH_ERROR_INVALID_ARGUMENT, std::string("unknown scaler '") + bad + "'");
+    const bool bad_n = std::string(bad) == "rolling:1" || std::string(bad) == "rolling:1000001";
+    expect_open_fails(without.get(), &o, HOTPATH_ERROR_INVALID_ARGUMENT,
+                      (bad_n ? "scaler '" : "unknown scaler '") + std::string(bad) + (bad_n ? "': N must be" : "'"));
     EXPECT_EQ("hotpath: error: " + last_error() + "\n",
               cli_stderr(dir, "bench --model " + tiny + " --backend cpu --mode streaming --ticks 10 --scaler " + bad));
   }

@@ -121,6 +121,45 @@ TEST_F(Cli, InfoShowsDetectedShape) {
   EXPECT_NE(r.out.find("head_prefix:  fc."), std::string::npos);
 }
 
+// A tensor the model does not use is named, on every command that takes --model; --ignore-tensors is
+// the deliberate way round. Files that are not safetensors are named as what they are.
+TEST_F(Cli, UnusedTensorsAndForeignFilesNamed) {
+  const st::File tiny = st::File::open(golden_model("tiny"));
+  std::vector<st::OutTensor> tensors;
+  for (const auto& t : tiny.tensors()) tensors.push_back(st::make_tensor(t.name, st::DType::F32, t.shape, tiny.read_f64(t)));
+  const int64_t O = tiny.at("fc.weight").shape[0];
+  tensors.push_back(st::make_tensor("fc2.weight", st::DType::F32, {1, O}, std::vector<double>(size_t(O), 0.5)));
+  tensors.push_back(st::make_tensor("fc2.bias", st::DType::F32, {1}, std::vector<double>{0.25}));
+  const std::string mlp = path("mlp.safetensors");
+  st::write_file(mlp, tensors, {});
+  const std::string unused = mlp + ": tensors 'fc2.bias', 'fc2.weight' are not used by the model (nn.LSTM 'lstm.' -> "
+                                   "nn.Linear 'fc.'); hotpath computes one nn.LSTM and one nn.Linear";
+  expect_refused("info --model " + mlp, unused);
+  expect_refused("verify --model " + mlp + " --golden " + golden_file("tiny"), unused);
+  expect_refused("bench --model " + mlp + " --backend ref --ticks 10", unused);
+  expect_refused("scaler fit --model " + mlp + " --inputs " + golden_file("tiny") + " --until 5 --out " +
+                     path("scaled.safetensors"),
+                 unused);
+  const Result ok = hotpath("info --model " + mlp + " --ignore-tensors fc2.");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("head_prefix:  fc."), std::string::npos) << ok.out;
+  EXPECT_EQ(hotpath("info --model " + mlp + " --ignore-tensors fc2.weight,fc2.bias").code, 0);
+  expect_refused("info --model " + mlp + " --ignore-tensors fc2.,", "--ignore-tensors 'fc2.,' holds an empty name");
+  expect_refused("info --model " + mlp + " --ignore-tensors fc2.,fc.bias",
+                 "the tensors to ignore include 'fc.bias', which the model uses");
+  expect_refused("info --model lstm_s --head-prefix fc.", "'lstm_s' is a zoo model, but a head prefix 'fc.' was given");
+  expect_refused("info --model lstm_s --ignore-tensors fc2.", "'lstm_s' is a zoo model, but a tensor to ignore");
+
+  write_bytes(path("model.pt"), std::string("PK\x03\x04\x14\x00\x08\x00", 8) + std::string(600, 'x'));
+  expect_refused("info --model " + path("model.pt"),
+                 path("model.pt") + ": is a PyTorch pickle (a torch.save zip archive), not safetensors: save the "
+                                    "state_dict with safetensors.torch.save_file");
+  write_bytes(path("model.onnx"), std::string("\x08\x07\x12\x07pytorch", 11) + std::string(600, 'x'));
+  expect_refused("info --model " + path("model.onnx"),
+                 path("model.onnx") + ": is an ONNX model, not safetensors: ONNX models are imported with "
+                                      "hotpath.load(\"model.onnx\") in Python");
+}
+
 TEST_F(Cli, VerifyRefPassesEveryGoldenCase) {
   for (const char* n : {"tiny", "small2x128", "multi_out"}) {
     const Result r = hotpath("verify --model " + golden_model(n) + " --golden " + golden_file(n));
@@ -876,7 +915,7 @@ TEST_F(Cli, ScalerFitErrorsAreOneLine) {
 TEST_F(Cli, ScalerFlagOnRunBenchAndVerify) {
   expect_refused("run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.safetensors") +
                      " --scaler rolling:1",
-                 "expected none, model or rolling:N");
+                 "scaler 'rolling:1': N must be >= 2");
   expect_refused("bench --model lstm_s --backend ref --ticks 10 --scaler zscore", "expected none, model or rolling:N");
   expect_refused("verify --model " + golden_model("tiny") + " --golden " + golden_file("tiny") + " --scaler model",
                  "carries no input scaler");

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "common/golden.hpp"
+#include "cuda/device_error.hpp"
 #include "cuda/kernel_choice.hpp"
 #include "cuda/kernels/cluster/cluster_policy.hpp"
 #include "cuda/lstm_plan.hpp"
@@ -368,6 +369,27 @@ TEST(CudaPlan, RegsVariantServesLstmSShapesAndRefusesOthersNamingWhy) {
       EXPECT_NE(std::string(e.what()).find("variant 'regs'"), std::string::npos) << e.what();
     }
   }
+}
+
+// No GPU and no driver: the runtime says "driver version is insufficient", but the advice is not an update.
+TEST(DeviceCountFailure, NoGpuIsToldApartFromAnOldDriver) {
+  using cuda::DeviceCountFailure;
+  const DeviceCountFailure no_device{cuda::kCudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected",
+                                     12040, 12080};
+  EXPECT_EQ(cuda::device_count_failure(no_device), "no CUDA GPU found: the NVIDIA driver sees no device (cudaErrorNoDevice)");
+  const std::string insufficient = "CUDA driver version is insufficient for CUDA runtime version";
+  const DeviceCountFailure no_driver{cuda::kCudaErrorInsufficientDriver, "cudaErrorInsufficientDriver", insufficient, 0,
+                                     12080};
+  EXPECT_EQ(cuda::device_count_failure(no_driver),
+            "no CUDA GPU found: no NVIDIA driver is installed (cudaErrorInsufficientDriver)");
+  const DeviceCountFailure old_driver{cuda::kCudaErrorInsufficientDriver, "cudaErrorInsufficientDriver", insufficient,
+                                      11040, 12080};
+  EXPECT_EQ(cuda::device_count_failure(old_driver),
+            "the NVIDIA driver is too old: it supports CUDA 11.4, this hotpath was built with CUDA 12.8; update the "
+            "driver (cudaErrorInsufficientDriver)");
+  // Anything else keeps the runtime's own words.
+  const DeviceCountFailure other{999, "cudaErrorUnknown", "unknown error", 12080, 12080};
+  EXPECT_EQ(cuda::device_count_failure(other), "unknown error (cudaErrorUnknown)");
 }
 
 }  // namespace

@@ -240,12 +240,15 @@ TEST(LoaderPrefixes, AmbiguousLstmListsCandidatesAndExplicitPrefixResolves) {
   EXPECT_HAS(e, "'dec.'");
   EXPECT_HAS(e, "'enc.'");
   EXPECT_HAS(e, "--lstm-prefix");
-  EXPECT_EQ(load(t, {}, {"dec.", ""}).config.input_size, 5);
-  EXPECT_EQ(load(t, {}, {"enc.", ""}).config.input_size, 3);
-  EXPECT_EQ(load(t, {}, {"dec", ""}).lstm_prefix, "dec.");  // the trailing dot may be left out
+  // The other LSTM's tensors must then be ignored explicitly: every tensor is used or named.
+  EXPECT_EQ(load(t, {}, {"dec.", "", {"enc."}}).config.input_size, 5);
+  EXPECT_EQ(load(t, {}, {"enc.", "", {"dec."}}).config.input_size, 3);
+  EXPECT_EQ(load(t, {}, {"dec", "", {"enc."}}).lstm_prefix, "dec.");  // the trailing dot may be left out
+  EXPECT_EQ(load(t, {}, {"", "", {"enc."}}).lstm_prefix, "dec.");  // an ignored LSTM is no candidate
+  EXPECT_HAS(load_error(t, {}, {"dec.", ""}), "tensors 'enc.bias_hh_l0', ");
   // __metadata__ lstm_prefix is the default when no option is given, and an option beats it.
-  EXPECT_EQ(load(t, {{"lstm_prefix", "dec."}}).lstm_prefix, "dec.");
-  EXPECT_EQ(load(t, {{"lstm_prefix", "dec."}}, {"enc.", ""}).lstm_prefix, "enc.");
+  EXPECT_EQ(load(t, {{"lstm_prefix", "dec."}}, {"", "", {"enc."}}).lstm_prefix, "dec.");
+  EXPECT_EQ(load(t, {{"lstm_prefix", "dec."}}, {"enc.", "", {"dec."}}).lstm_prefix, "enc.");
   // Still validated.
   const std::string bad = load_error(t, {{"lstm_prefix", "rnn."}});
   EXPECT_HAS(bad, "'rnn.weight_ih_l0'");
@@ -267,12 +270,15 @@ TEST(LoaderPrefixes, AmbiguousHeadListsCandidatesAndExplicitPrefixResolves) {
   EXPECT_HAS(e, "'aux.weight'");
   EXPECT_HAS(e, "'fc.weight'");
   EXPECT_HAS(e, "--head-prefix");
-  const Model aux = load(t, {}, {"", "aux."});
+  const Model aux = load(t, {}, {"", "aux.", {"fc."}});
   EXPECT_EQ(aux.config.output_size, 3);
   EXPECT_FALSE(aux.config.head_bias);
   EXPECT_EQ(aux.head_prefix, "aux.");
-  EXPECT_EQ(load(t, {}, {"", "fc"}).config.output_size, 2);
-  EXPECT_EQ(load(t, {{"head_prefix", "aux."}}).config.output_size, 3);
+  EXPECT_EQ(load(t, {}, {"", "fc", {"aux.weight"}}).config.output_size, 2);
+  EXPECT_EQ(load(t, {}, {"", "", {"aux.weight"}}).config.output_size, 2);  // an ignored tensor is no candidate
+  EXPECT_EQ(load(t, {{"head_prefix", "aux."}}, {"", "", {"fc."}}).config.output_size, 3);
+  // Choosing one head does not drop the other in silence.
+  EXPECT_HAS(load_error(t, {}, {"", "aux."}), "tensors 'fc.bias', 'fc.weight' are not used by the model");
   EXPECT_HAS(load_error(t, {}, {"", "nope."}), "--head-prefix 'nope.' names no tensor 'nope.weight'");
   EXPECT_HAS(load_error(t, {{"head_prefix", "x."}}), "__metadata__ head_prefix 'x.'");
   // An explicit head of the wrong shape.
@@ -280,22 +286,158 @@ TEST(LoaderPrefixes, AmbiguousHeadListsCandidatesAndExplicitPrefixResolves) {
   EXPECT_HAS(load_error(t, {}, {"", "bad."}), "'bad.weight' has shape [3, 5], expected [O, 4]");
 }
 
-TEST(LoaderPrefixes, UnrelatedTensorsIgnoredUnlessTheyLookLikeAHead) {
+TEST(LoaderPrefixes, UnrelatedTensorsRefusedUnlessIgnoredAndNeverAHead) {
   auto t = state_dict({});
   t.push_back(f32("norm.running_mean", {4}));
   t.push_back(st::make_tensor("norm.num_batches_tracked", st::DType::I64, {}, std::vector<double>{3}));
   t.push_back(f32("embed.table", {10, 4}));   // [*, H] but not a `weight`
   t.push_back(f32("proj.weight", {4, 7}));    // a weight, but not [*, H]
   t.push_back(st::make_tensor("mask.weight", st::DType::U8, {2, 4}, std::vector<double>(8, 1)));  // not float
-  const Model m = load(t);
+  // Every tensor the model does not use is named: loading without them would compute another network.
+  EXPECT_EQ(load_error(t),
+            "model.safetensors: tensors 'embed.table', 'mask.weight', 'norm.num_batches_tracked', 'norm.running_mean', "
+            "'proj.weight' are not used by the model (nn.LSTM 'lstm.' -> nn.Linear 'fc.'); hotpath computes one "
+            "nn.LSTM and one nn.Linear, not a deeper head (Linear -> ReLU -> Linear ...); only if the module never "
+            "uses them, name them in --ignore-tensors (Python: ignore=)");
+  const Model m = load(t, {}, {"", "", {"norm.", "embed.table", "proj.weight", "mask.weight"}});
   EXPECT_EQ(m.head_prefix, "fc.");
   EXPECT_EQ(m.config.output_size, 2);
+  t.erase(t.begin() + ptrdiff_t(t.size()) - 4, t.end());
+  EXPECT_EQ(load_error(t), "model.safetensors: tensor 'norm.running_mean' is not used by the model (nn.LSTM 'lstm.' -> "
+                           "nn.Linear 'fc.'); only if the module never uses them, name them in --ignore-tensors "
+                           "(Python: ignore=)");
+  t.push_back(st::make_tensor("norm.num_batches_tracked", st::DType::I64, {}, std::vector<double>{3}));
+  t.push_back(f32("embed.table", {10, 4}));
   // With the head gone, the [*, H] non-weight is listed to help the user.
   drop(t, "fc.weight");
   drop(t, "fc.bias");
   const std::string e = load_error(t);
   EXPECT_HAS(e, "no head found");
   EXPECT_HAS(e, "'embed.table'");
+}
+
+// --- every tensor used ----------------------------------------------------------------------------
+
+// nn.LSTM -> fc1 -> ReLU -> fc2: naming fc2 the head used to drop fc1 without a word (wrong answers).
+TEST(LoaderStrict, MlpHeadIsRefusedNamingTheUnusedLayer) {
+  Spec s;
+  s.head = "fc1.";
+  s.O = 4;  // fc1: [F, H] with F = H, so fc2 [O, F] is a head candidate too
+  auto t = state_dict(s);
+  t.push_back(f32("fc2.weight", {1, 4}));
+  t.push_back(f32("fc2.bias", {1}));
+  EXPECT_HAS(load_error(t), "several head candidates");
+  const std::string e = load_error(t, {}, {"", "fc2."});
+  EXPECT_HAS(e, "tensors 'fc1.bias', 'fc1.weight' are not used by the model (nn.LSTM 'lstm.' -> nn.Linear 'fc2.')");
+  EXPECT_HAS(e, "not a deeper head");
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+  // F != H: fc1 alone looks like the head, and fc2 is named instead.
+  Spec w = s;
+  w.O = 6;
+  auto t2 = state_dict(w);
+  t2.push_back(f32("fc2.weight", {1, 6}));
+  t2.push_back(f32("fc2.bias", {1}));
+  EXPECT_HAS(load_error(t2), "tensors 'fc2.bias', 'fc2.weight' are not used by the model (nn.LSTM 'lstm.' -> nn.Linear 'fc1.')");
+  // The deliberate case: the module's forward never uses fc1.
+  EXPECT_EQ(load(t, {}, {"", "fc2.", {"fc1."}}).config.output_size, 1);
+}
+
+TEST(LoaderStrict, IgnoreEntriesAreChecked) {
+  auto t = state_dict({});
+  t.push_back(f32("aux.scale", {3}));
+  EXPECT_EQ(load(t, {}, {"", "", {"aux.scale"}}).config.output_size, 2);
+  EXPECT_EQ(load(t, {}, {"", "", {"aux."}}).config.output_size, 2);
+  EXPECT_EQ(load_error(t, {}, {"", "", {"aux.scale", "aux.shift"}}),
+            "model.safetensors: the tensors to ignore name 'aux.shift', which matches no tensor of the file "
+            "(a prefix ends in '.')");
+  EXPECT_EQ(load_error(t, {}, {"", "", {"aux"}}),
+            "model.safetensors: the tensors to ignore name 'aux', which matches no tensor of the file (a prefix ends in '.')");
+  EXPECT_EQ(load_error(t, {}, {"", "", {"aux.", "fc.bias"}}),
+            "model.safetensors: the tensors to ignore include 'fc.bias', which the model uses");
+  EXPECT_HAS(load_error(t, {}, {"", "", {"aux.", ""}}), "an empty name among the tensors to ignore");
+  EXPECT_EQ(hotpath::split_ignore_list("a.,b.weight", "--ignore-tensors"), (std::vector<std::string>{"a.", "b.weight"}));
+  for (const char* bad : {"", "a,,b", "a,", ",a"})
+    EXPECT_THROW(hotpath::split_ignore_list(bad, "--ignore-tensors"), Error) << bad;
+}
+
+// Other recurrent layers share the LSTM's key names; their gate count gives them away.
+TEST(LoaderStrict, GruAndRnnNamedNotShapeErrors) {
+  const int64_t H = 4, I = 3;
+  const std::vector<st::OutTensor> gru = {f32("gru.weight_ih_l0", {3 * H, I}), f32("gru.weight_hh_l0", {3 * H, H}),
+                                          f32("gru.bias_ih_l0", {3 * H}), f32("gru.bias_hh_l0", {3 * H}),
+                                          f32("fc.weight", {1, H}), f32("fc.bias", {1})};
+  EXPECT_EQ(load_error(gru), "model.safetensors: tensor 'gru.weight_hh_l0' has shape [12, 4], [3H, H]: this is an "
+                             "nn.GRU's state_dict; GRU is not supported, only nn.LSTM ([4H, H])");
+  const std::vector<st::OutTensor> rnn = {f32("rnn.weight_ih_l0", {H, I}), f32("rnn.weight_hh_l0", {H, H}),
+                                          f32("fc.weight", {1, H})};
+  EXPECT_HAS(load_error(rnn), "this is an nn.RNN's state_dict; a plain RNN is not supported");
+}
+
+// Files that are something else than safetensors are named as what they are.
+TEST(LoaderStrict, PicklesAndOnnxNamed) {
+  TempDir tmp;
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    const std::string p = tmp.file(name);
+    std::FILE* fp = std::fopen(p.c_str(), "wb");
+    std::fwrite(bytes.data(), 1, bytes.size(), fp);
+    std::fclose(fp);
+    return p;
+  };
+  auto error_of = [](const std::string& path) {
+    try {
+      hotpath::resolve_model(path);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(loaded)");
+  };
+  const std::string pad(600, 'x');
+  // torch.save: a zip archive (since PyTorch 1.6), or the legacy pickle (protocol 2, then a magic number).
+  const std::string zip = write("model.pt", std::string("PK\x03\x04\x14\x00\x08\x00", 8) + pad);
+  EXPECT_EQ(error_of(zip), zip + ": is a PyTorch pickle (a torch.save zip archive), not safetensors: save the "
+                                 "state_dict with safetensors.torch.save_file");
+  const std::string legacy = write("legacy.pth", std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20", 10) + pad);
+  EXPECT_EQ(error_of(legacy), legacy + ": is a PyTorch pickle (torch.save's legacy format), not safetensors: save "
+                                       "the state_dict with safetensors.torch.save_file");
+  // A pickle whose first 8 bytes read as a plausible header length still fails at '{': named there too.
+  const std::string framed = write("framed.pkl", std::string("\x80\x04\x95\x05\x00\x00\x00\x00", 8) + pad);
+  EXPECT_HAS(error_of(framed), "is a PyTorch pickle");
+  // ONNX: by its protobuf start whatever the name, and by the suffix whatever the bytes.
+  const std::string onnx_msg = "is an ONNX model, not safetensors: ONNX models are imported with "
+                               "hotpath.load(\"model.onnx\") in Python";
+  const std::string proto = write("exported.bin", std::string("\x08\x07\x12\x07pytorch\x1a\x03" "2.1", 14) + pad);
+  EXPECT_EQ(error_of(proto), proto + ": " + onnx_msg);
+  const std::string suffix = write("model.ONNX", "{}");
+  EXPECT_EQ(error_of(suffix), suffix + ": " + onnx_msg);
+  // The same from bytes in memory (Python's load(bytes), the C ABI's open_bytes).
+  std::vector<uint8_t> bytes = {'P', 'K', 3, 4, 0x14, 0, 8, 0, 'x', 'x'};
+  try {
+    st::File::parse(bytes, "<bytes>");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_HAS(e.what(), "<bytes>: is a PyTorch pickle (a torch.save zip archive)");
+  }
+  // A valid safetensors file is never misnamed, even when its first bytes happen to match.
+  EXPECT_EQ(st::foreign_format(std::vector<uint8_t>{0x08, 0x07, 0x12, 0, 0, 0, 0, 0}), onnx_msg);
+  const auto good = st::serialize(state_dict({}), {});
+  EXPECT_NO_THROW(st::File::parse(good, "good"));
+}
+
+TEST(LoaderResolve, ZooNameRefusesPrefixesAndIgnore) {
+  if (!hotpath::find_zoo("lstm_s")) GTEST_SKIP() << "no zoo model lstm_s";
+  auto error_of = [](const LoadOptions& o) {
+    try {
+      hotpath::resolve_model("lstm_s", o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(loaded)");
+  };
+  EXPECT_EQ(error_of({"lstm.", ""}), "'lstm_s' is a zoo model, but an LSTM prefix 'lstm.' was given: key prefixes and "
+                                     "tensors to ignore apply to a model file only");
+  EXPECT_HAS(error_of({"", "fc."}), "'lstm_s' is a zoo model, but a head prefix 'fc.' was given");
+  EXPECT_HAS(error_of({"", "", {"aux."}}), "'lstm_s' is a zoo model, but a tensor to ignore 'aux.' was given");
+  EXPECT_EQ(error_of({}), "(loaded)");
 }
 
 // --- biases ---------------------------------------------------------------------------------------

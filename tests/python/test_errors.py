@@ -115,7 +115,7 @@ def test_not_numbers(engine):
     ({"backend": "ref", "kernel": "grid"}, "kernel"),
     ({"fallback": "gpu"}, "fallback"),
     ({"backend": "cpu", "precision": "fp16"}, "fp16"),
-    ({"scaler": "rolling:1"}, r"^unknown scaler 'rolling:1' \(expected none, model or rolling:N with N in 2..1000000\)$"),
+    ({"scaler": "rolling:1"}, r"^scaler 'rolling:1': N must be >= 2 \(fewer ticks have no spread\) \(rolling:N with N in 2..1000000\)$"),
     ({"scaler": "model"}, "carries no input scaler"),
     ({"backend": "ref", "precision": "int8"}, "int8"),
 ])
@@ -227,3 +227,48 @@ def test_backtest_wrong_dtype(engine):
     with pytest.raises(hotpath.Error, match=r"^backtest: dtype must be float32 or float64") as e:
         engine.backtest(np.zeros((2, 32)), dtype=np.int32)
     one_line(e)
+
+
+# --- messages that name the argument -------------------------------------------------------------
+
+
+def test_misspelt_engine_keyword_is_named():
+    with pytest.raises(TypeError) as e:
+        hotpath.Engine("lstm_s", backend="cpu", precison="bf16")
+    assert str(e.value) == "Engine() got an unknown keyword argument 'precison' (did you mean 'precision'?)"
+    with pytest.raises(TypeError) as e:
+        hotpath.Engine("lstm_s", backend="cpu", colour="red")
+    assert str(e.value) == "Engine() got an unknown keyword argument 'colour'"
+
+
+def test_none_names_the_argument():
+    e = hotpath.Engine("lstm_s", backend="cpu")
+    with pytest.raises(TypeError) as err:
+        e.step(None)
+    assert str(err.value) == f"step: x is None; pass one tick, an array of {e.model.input_size} numbers"
+    for method in (e.run, e.backtest):
+        with pytest.raises(TypeError) as err:
+            method(None)
+        assert str(err.value) == f"{method.__name__}: series is None, expected an array of numbers"
+
+
+def test_beyond_float32_is_not_called_inf():
+    e = hotpath.Engine("lstm_s", backend="cpu")
+    I = e.model.input_size
+    x = np.zeros(I)
+    x[2] = 1e300
+    for tick in (x, list(x)):
+        with pytest.raises(hotpath.TickError) as err:
+            e.step(tick)
+        assert str(err.value) == f"step: x [2] is {1e300:.17g}, beyond float32's range (the engine computes in float32)"
+    series = np.zeros((5, I))
+    series[3, 1] = -1e39
+    with pytest.raises(hotpath.Error) as err:
+        e.run(series)
+    assert str(err.value).startswith(f"run: series [3, 1] is {-1e39:.17g}, beyond float32's range")
+    # A real infinity is still called one; float64 within range still runs.
+    x[2] = np.inf
+    with pytest.raises(hotpath.TickError, match="is Inf"):
+        e.step(x)
+    x[2] = 3e38
+    assert np.isfinite(e.step(x)).all()

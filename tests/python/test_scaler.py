@@ -115,13 +115,21 @@ def test_rolling_needs_a_tick_stream(sd):
     assert fixed.run_batch(np.zeros((2, 4, I), np.float32)).shape == (2, 2)
 
 
-@pytest.mark.parametrize("text", ["bogus", "", "rolling", "rolling:", "rolling:1", "rolling:x5", "rolling:1000001",
-                                  "Model", " none"])
+@pytest.mark.parametrize("text", ["bogus", "", "rolling", "rolling:", "rolling:x5", "Model", " none"])
 def test_bad_scaler_is_the_clis_line(text):
     """The message `hotpath run --scaler TEXT` prints after "hotpath: error: " (src/scaling's one rule)."""
     with pytest.raises(hotpath.Error) as e:
         hotpath.Engine("lstm_s", backend="cpu", scaler=text)
     assert str(e.value) == f"unknown scaler '{text}' (expected none, model or rolling:N with N in 2..1000000)"
+
+
+@pytest.mark.parametrize("text,bound", [("rolling:1", ">= 2 (fewer ticks have no spread)"), ("rolling:0", ">= 2 (fewer ticks have no spread)"),
+                                        ("rolling:1000001", "<= 1000000")])
+def test_rolling_n_out_of_range_names_the_bound(text, bound):
+    """A rolling scaler with a bad N is not an "unknown scaler": the message says which bound N breaks."""
+    with pytest.raises(hotpath.Error) as e:
+        hotpath.Engine("lstm_s", backend="cpu", scaler=text)
+    assert str(e.value) == f"scaler '{text}': N must be {bound} (rolling:N with N in 2..1000000)"
 
 
 def test_model_scaler_on_a_model_without_one():

@@ -103,8 +103,35 @@ def test_ambiguous_module_names_the_candidates():
 
     with pytest.raises(hotpath.Error, match="found: a, b"):
         hotpath.load(Two())
-    m = hotpath.load(Two(), lstm_prefix="b.")
+    # The whole state_dict reaches the loader: the LSTM left out must be named as unused.
+    with pytest.raises(hotpath.Error, match=r"tensors 'a.bias_hh_l0', .* are not used by the model"):
+        hotpath.load(Two(), lstm_prefix="b.")
+    m = hotpath.load(Two(), lstm_prefix="b.", ignore=["a."])
     assert m.lstm_prefix == "b." and m.head_prefix == "fc."
+
+
+class MlpHead(nn.Module):
+    """nn.LSTM -> fc1 -> ReLU -> fc2: a deeper head than hotpath computes."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(3, 8, batch_first=True)
+        self.fc1 = nn.Linear(8, 8)  # fc2's weight is then [1, H]: shaped like a head
+        self.fc2 = nn.Linear(8, 1)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        return self.fc2(torch.relu(self.fc1(y)))
+
+
+def test_mlp_head_is_refused_not_answered_wrongly():
+    """Naming fc2 the head once dropped fc1 without a word and answered something else than PyTorch."""
+    torch.manual_seed(3)
+    net = MlpHead()
+    with pytest.raises(hotpath.Error, match=r"expected one nn.Linear head, found 2: fc1, fc2; hotpath computes"):
+        hotpath.load(net)
+    with pytest.raises(hotpath.Error, match=r"tensors 'fc1.bias', 'fc1.weight' are not used by the model"):
+        hotpath.load(net, head_prefix="fc2.")
 
 
 def test_unsupported_lstms_are_refused():

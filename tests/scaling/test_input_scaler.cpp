@@ -38,13 +38,18 @@ TEST(ScalerChoice, ParsesTheThreeFormsAndNamesBadOnes) {
   // N is read as every integer of a flag is: decimal, an optional sign.
   EXPECT_EQ(parse_scaler("rolling:010"), (ScalerChoice{ScalerKind::rolling, 10}));
   EXPECT_EQ(parse_scaler("rolling:+5"), (ScalerChoice{ScalerKind::rolling, 5}));
-  for (const char* bad : {"", "rolling", "rolling:", "rolling:1", "rolling:0", "rolling:-5", "rolling:5x", "rolling:0x10",
-                          "rolling:1e3", "rolling:5.0", "rolling: 5", "rolling:99999999999", "Model", "zscore"}) {
+  for (const char* bad : {"", "rolling", "rolling:", "rolling:5x", "rolling:0x10", "rolling:1e3", "rolling:5.0",
+                          "rolling: 5", "rolling:99999999999", "Model", "zscore"}) {
     const std::string e = error_of([&] { parse_scaler(bad); });
     EXPECT_NE(e.find("expected none, model or rolling:N"), std::string::npos) << bad << ": " << e;
   }
+  // A rolling scaler whose N is a number out of range: the bound it breaks, not "unknown scaler".
+  for (const char* small : {"rolling:1", "rolling:0", "rolling:-5"})
+    EXPECT_EQ(error_of([&] { parse_scaler(small); }),
+              std::string("scaler '") + small + "': N must be >= 2 (fewer ticks have no spread) (rolling:N with N in 2..1000000)");
   EXPECT_NO_THROW(parse_scaler("rolling:" + std::to_string(kMaxRollingWindow)));
-  EXPECT_THROW(parse_scaler("rolling:" + std::to_string(kMaxRollingWindow + 1)), Error);
+  EXPECT_EQ(error_of([&] { parse_scaler("rolling:" + std::to_string(kMaxRollingWindow + 1)); }),
+            "scaler 'rolling:1000001': N must be <= 1000000 (rolling:N with N in 2..1000000)");
 }
 
 TEST(ScalerChoice, DefaultIsTheModelsScalerAndModelNeedsOne) {
