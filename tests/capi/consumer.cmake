@@ -30,7 +30,10 @@ foreach(f include/hotpath/hotpath.h include/hotpath/hotpath.hpp ${LIBDIR}/libhot
   endif()
 endforeach()
 # The Python package (module and bundled CLI) goes into wheels only, never into the C/C++ prefix.
-file(GLOB_RECURSE stray LIST_DIRECTORIES true "${prefix}/*_hotpath*" "${prefix}/hotpath")
+file(GLOB_RECURSE stray "${prefix}/*_hotpath*")
+if(EXISTS "${prefix}/hotpath")
+  list(APPEND stray "${prefix}/hotpath")
+endif()
 if(stray)
   message(FATAL_ERROR "cmake --install put the Python package into the C/C++ prefix: ${stray}")
 endif()
