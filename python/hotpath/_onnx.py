@@ -262,6 +262,9 @@ def _interpret(state: _State, node, values: Dict[str, _Value]) -> None:
     if len(data) != 1 if op == "Add" else node.input[0] != data[0]:
         raise Error(f"{state.source}: {_node_name(node)} combines values computed from the model input in a way "
                     "hotpath does not support")
+    if data[0] not in values:
+        raise Error(f"{state.source}: {_node_name(node)} comes before the node that computes '{data[0]}' "
+                    "(ONNX graphs are in topological order)")
     v = values[data[0]]
     if v is None:
         raise Error(f"{state.source}: {_node_name(node)} uses '{data[0]}', an LSTM's cell state Y_c; hotpath "
@@ -582,7 +585,13 @@ def to_safetensors(source: Any, name: str, window: Optional[int] = None) -> Tupl
     """The bytes of a hotpath model file for an ONNX model (a path or an onnx.ModelProto)."""
     from ._safetensors import serialize
 
-    converted = convert(read(source, name), name)
+    model = read(source, name)
+    try:
+        converted = convert(model, name)
+    except Error:
+        raise
+    except Exception as e:  # a malformed graph the checks above did not foresee: still one line
+        raise Error(f"{name}: cannot convert the ONNX graph ({type(e).__name__}: {_first_line(e)})") from None
     if window is not None:
         converted.metadata["window"] = str(int(window))
     return serialize(converted.tensors, converted.metadata), converted

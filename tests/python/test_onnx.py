@@ -437,3 +437,32 @@ def test_torch_onnx_export_answers_as_onnx_runtime(rng, tmp_path):
     torch.onnx.export(net, (torch.zeros(1, 8, 3),), str(path), input_names=["x"], output_names=["z"],
                       dynamic_axes={"x": {0: "batch"}}, dynamo=False)
     check_windows(onnx.load(path), path, 1, rng, window=8)
+
+
+def test_malformed_graphs_are_refused_in_one_line(rng):
+    g, last = one_lstm(rng)
+    model = with_head(g, rng, last)
+    nodes = list(model.graph.node)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes[::-1])  # out of topological order
+    refusal(model, r"comes before the node that computes")
+    g, last = one_lstm(rng)
+    model = with_head(g, rng, last)
+    model.graph.node[0].attribute.append(helper.make_attribute("layout", 2))
+    refusal(model, r"layout=2")
+    g = Graph()  # W of the wrong shape for hidden_size
+    w, r, b = lstm_weights(rng, 3, 4)
+    _, y_h, _ = g.node("LSTM", ["x", g.const(w[:, :8]), g.const(r), g.const(b)], n_out=3, hidden_size=4)
+    model = helper.make_model(helper.make_graph(
+        g.nodes + [helper.make_node("Squeeze", [y_h, g.const(np.array([0], np.int64))], ["s"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1, 3])],
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, None)], g.inits))
+    refusal(model, r"W has shape \[1, 8, 3\], expected \[1, 16, input_size\]")
+
+
+def test_a_corrupt_initializer_is_refused_in_one_line(rng):
+    g, last = one_lstm(rng)
+    model = with_head(g, rng, last)
+    w = next(t for t in model.graph.initializer if t.name.startswith("W"))
+    w.raw_data = w.raw_data[:-4]  # one float short of its shape
+    refusal(model, r"cannot convert the ONNX graph \(ValueError: ")
