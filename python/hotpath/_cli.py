@@ -77,5 +77,6 @@ def import_command(argv: List[str]) -> int:
         parser.exit(2, f"hotpath import: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}\n")
     window = model.window if model.window is not None else "none (streaming; give --window for window mode)"
     print(f"{args.onnx} -> {args.out}: I={model.input_size} H={model.hidden_size} L={model.num_layers} "
-          f"O={model.output_size}, bias {model.bias}, {model.dtype}, input {converted.input_layout}, window {window}")
+          f"O={model.output_size}, bias {model.bias}, {model.dtype}, input {converted.input_layout}, window {window}, "
+          f"output at {'every step' if converted.every_step else 'the last step'}")
     return 0

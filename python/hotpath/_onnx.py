@@ -87,6 +87,7 @@ class Converted:
     metadata: Dict[str, str]
     window: Optional[int]
     input_layout: str  # e.g. "[batch, time, features]"
+    every_step: bool  # the graph outputs the head after every step, not only the last
 
 
 @dataclass
@@ -357,8 +358,8 @@ def _slice(state: _State, node, v: _Value, where: str) -> _Value:
         e = max(0, min(n, e + n if e < 0 else e))
         if step == 1 and (s, e) == (0, n):
             continue  # the whole axis
-        if step == 1 and label == _T and (s, e) == (n - 1, n) and holds == "seq":
-            axes[a], holds = _LAST, "last"
+        if step == 1 and label == _T and (s, e) == (n - 1, n) and holds in ("seq", "head"):
+            axes[a], holds = _LAST, ("last" if holds == "seq" else holds)
             continue
         raise Error(f"{where} takes [{s}:{e}:{step}] of axis {a} ({_describe(label)}); hotpath takes the whole "
                     "axis, or the last time step")
@@ -379,8 +380,8 @@ def _gather(state: _State, node, v: _Value, where: str) -> _Value:
     i = int(index.reshape(-1)[0])
     i = i + n if i < 0 else i
     axes, holds = list(v.axes), v.holds
-    if label == _T and i == n - 1 and holds == "seq":
-        holds = "last"
+    if label == _T and i == n - 1 and holds in ("seq", "head"):
+        holds = "last" if holds == "seq" else holds
     elif not (label in _UNIT and i == 0):
         raise Error(f"{where} takes index {i} of axis {a} ({_describe(label)}); hotpath takes the last time step")
     if index.ndim == 0:
@@ -490,8 +491,8 @@ def _head(state: _State, node, v: _Value, data_name: str) -> _Value:
         bias = _bias(state, _const(state, other, "the bias", node), v.size, len(v.axes), where)
         state.head_b = bias if state.head_b is None else state.head_b + bias
         return _Value(list(v.axes), "head", v.layer, v.size)
-    if v.holds != "last" or v.layer != last or _T in [state.role(a) for a in v.axes]:
-        raise Error(f"{where} takes {_holds(v)}; hotpath's head takes the last LSTM layer's last hidden state")
+    if v.holds not in ("last", "seq") or v.layer != last:
+        raise Error(f"{where} takes {_holds(v)}; hotpath's head takes the last LSTM layer's hidden state")
     if state.head_w is not None:
         raise Error(f"{where} is a second head; hotpath has one")
     if state.role(v.axes[-1]) != _F:
@@ -544,10 +545,9 @@ def _finish(state: _State, out: Optional[_Value], out_name: str) -> Converted:
         what = "the cell state Y_c" if out is None else _holds(out)
         raise Error(f"{source}: the graph's output '{out_name}' is {what}; hotpath needs an LSTM followed by "
                     "a Gemm or MatMul(+Add) head")
-    roles = [state.role(a) for a in out.axes]
-    if _T in roles:
-        raise Error(f"{source}: the graph's output '{out_name}' keeps the time axis; hotpath answers for the "
-                    "last step only")
+    # The head after every step (the output keeps the time axis) is the same model: hotpath's streaming
+    # mode gives every step's output, window mode the last step's of each window.
+    every_step = _T in [state.role(a) for a in out.axes]
     dtype = np.float64 if state.float64 else np.float32
     tensors: Dict[str, np.ndarray] = {}
     with_bias = any("bias_ih" in layer for layer in state.layers)
@@ -578,7 +578,7 @@ def _finish(state: _State, out: Optional[_Value], out_name: str) -> Converted:
     }
     if window is not None:
         metadata["window"] = str(window)
-    return Converted(tensors, metadata, window, layout)
+    return Converted(tensors, metadata, window, layout, every_step)
 
 
 def to_safetensors(source: Any, name: str, window: Optional[int] = None) -> Tuple[bytes, Converted]:

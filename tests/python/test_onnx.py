@@ -311,11 +311,45 @@ def test_initial_state_from_the_input_is_refused(rng):
     refusal(with_head(g, rng, g.squeeze(y_h, [0]), shape=(1, 1, 4)), r"initial_h of LSTM node 'rnn' is computed from the input")
 
 
+def every_step_graph(rng, window):
+    """x [B, T, I] -> Transpose -> 2 LSTMs -> Transpose -> MatMul + Add: [B, T, O], the head after every
+    step (as a torch module returning self.fc(y) exports)."""
+    g = Graph()
+    y, _, _ = g.lstm(g.node("Transpose", ["x"], perm=[1, 0, 2]), lstm_weights(rng, 3, 4))
+    y, _, _ = g.lstm(g.squeeze(y, [1]), lstm_weights(rng, 4, 4))
+    seq = g.node("Transpose", [g.squeeze(y, [1])], perm=[1, 0, 2])
+    z = g.node("MatMul", [seq, g.const(rng.standard_normal((4, 2)).astype(np.float32))])
+    z = g.node("Add", [z, g.const(rng.standard_normal(2).astype(np.float32))])
+    graph = helper.make_graph(g.nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", window, 3])],
+                              [helper.make_tensor_value_info(z, TensorProto.FLOAT, ["batch", window, 2])], g.inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_head_after_every_step_streams(rng):
+    """Every step's output of the graph is hotpath's streaming output for that tick."""
+    model = every_step_graph(np.random.default_rng(3), "time")
+    loaded = hotpath.load(model)
+    assert loaded.window is None and loaded.num_layers == 2
+    x = rng.standard_normal((15, 3)).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x[None]})[0][0]
+    for backend, precision, bound in (("ref", "fp64", ONNX_VS_REF), ("cpu", "fp32", ONNX_VS_CPU)):
+        with hotpath.Engine(loaded, backend=backend, precision=precision, mode="streaming") as engine:
+            assert normalized_error(engine.run(x, dtype=np.float64), expected) <= bound
+
+
+def test_a_head_after_every_step_then_the_last_step(rng):
+    """The same graph cut to its last step after the head (Gather -1): window mode, every window."""
+    model = every_step_graph(np.random.default_rng(3), 5)
+    out = model.graph.output[0].name
+    model.graph.initializer.append(numpy_helper.from_array(np.array(-1, np.int64), "minus_one"))
+    model.graph.node.append(helper.make_node("Gather", [out, "minus_one"], ["z"], axis=1))
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 2]))
+    check_windows(model, model, 1, rng, window=5)
+
+
 def test_outputs_hotpath_cannot_give_are_refused(rng):
-    g = Graph()  # the head after every step: the output keeps the time axis
-    y, _, _ = g.lstm("x", lstm_weights(rng, 3, 4))
-    out = g.node("MatMul", [g.squeeze(y, [1]), g.const(rng.standard_normal((4, 2)).astype(np.float32))], name="dense")
-    refusal(g.model([3, "batch", 3], out), r"MatMul node 'dense' takes every step of LSTM layer 0")
     g = Graph()  # the cell state
     _, _, y_c = g.lstm("x", lstm_weights(rng, 3, 4))
     out = g.node("Gemm", [g.squeeze(y_c, [0]), g.const(rng.standard_normal((4, 2)).astype(np.float32))])
@@ -370,7 +404,7 @@ def test_import_writes_a_model_that_loads_as_the_onnx_does(rng, tmp_path):
     onnx.save(model, tmp_path / "m.onnx")
     r = hotpath_cmd("import", "--onnx", tmp_path / "m.onnx", "--out", tmp_path / "m.safetensors")
     assert r.returncode == 0, r.stderr
-    assert "I=3 H=5 L=2 O=2" in r.stdout and "window 6" in r.stdout
+    assert "I=3 H=5 L=2 O=2" in r.stdout and "window 6" in r.stdout and "output at the last step" in r.stdout
     loaded = check_windows(model, tmp_path / "m.safetensors", time_axis, rng, window=6)
     assert loaded.num_layers == 2
     r = hotpath_cmd("import", "--onnx", tmp_path / "m.onnx", "--out", tmp_path / "w.safetensors", "--window", "4")
