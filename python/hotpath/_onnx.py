@@ -30,6 +30,8 @@ _CONST, _SHAPE, _DATA = 0, 1, 2
 # they are. "1" is an axis of size 1 (num_directions, an Unsqueeze); "t" is the time axis cut to its
 # last step.
 _T, _B, _F, _ONE, _LAST = "T", "B", "F", "1", "t"
+# The layer axis of the LSTMs' last hidden states concatenated (torch.onnx's h_n).
+_LAYERS = "L"
 _UNIT = (_ONE, _LAST)
 
 
@@ -79,6 +81,7 @@ class _Value:
     holds: str
     layer: int = -1
     size: int = 0  # the feature axis' length
+    stack: List[int] = field(default_factory=list)  # "layers": the layers along the _LAYERS axis
 
 
 @dataclass
@@ -118,6 +121,8 @@ class _State:
             return 1
         if label == _F:
             return value.size
+        if label == _LAYERS:
+            return len(value.stack)
         if label.startswith("x"):
             return self.x_dummy[int(label[1:])]
         for k, v in self.binding.items():
@@ -257,9 +262,14 @@ def _evaluate(state: _State, name: str, what: str, node) -> np.ndarray:
 def _interpret(state: _State, node, values: Dict[str, _Value]) -> None:
     op = node.op_type
     data = [i for i in node.input if i and _kind(state, i) == _DATA]
-    if node.domain not in ("", "ai.onnx") or (op not in _PLUMBING and op not in ("LSTM", "MatMul", "Gemm", "Add")):
+    if node.domain not in ("", "ai.onnx") or (
+        op not in _PLUMBING and op not in ("LSTM", "MatMul", "Gemm", "Add", "Concat")
+    ):
         raise Error(f"{state.source}: {_node_name(node)} is not supported (hotpath takes forward LSTM nodes, a "
                     "Gemm or MatMul+Add head, and Transpose/Squeeze/Unsqueeze/Slice/Gather/Identity around them)")
+    if op == "Concat":
+        values[node.output[0]] = _concat(state, node, [values.get(i) for i in node.input])
+        return
     if len(data) != 1 if op == "Add" else node.input[0] != data[0]:
         raise Error(f"{state.source}: {_node_name(node)} combines values computed from the model input in a way "
                     "hotpath does not support")
@@ -304,23 +314,27 @@ def _plumbing(state: _State, node, v: _Value) -> _Value:
     op, axes, rank = node.op_type, list(v.axes), len(v.axes)
     where = f"{state.source}: {_node_name(node)}"
     if op == "Identity":
-        return _Value(axes, v.holds, v.layer, v.size)
+        return _Value(axes, v.holds, v.layer, v.size, v.stack)
     if op == "Transpose":
         perm = _attrs(node).get("perm")
         perm = list(range(rank))[::-1] if perm is None else [int(p) for p in perm]
         if sorted(perm) != list(range(rank)):
             raise Error(f"{where}: perm {perm} is not a permutation of {rank} axes")
-        return _Value([axes[p] for p in perm], v.holds, v.layer, v.size)
+        return _Value([axes[p] for p in perm], v.holds, v.layer, v.size, v.stack)
     if op == "Squeeze":
         which = _ints(state, node, 1, "axes", "axes")
         if not which:
             raise Error(f"{where} names no axes (hotpath needs to know which axes go)")
         which = sorted({a + rank if a < 0 else a for a in which})
+        holds, layer = v.holds, v.layer
         for a in which:
-            if not 0 <= a < rank or axes[a] not in _UNIT:
+            if 0 <= a < rank and axes[a] == _LAYERS and len(v.stack) == 1:
+                holds, layer = "last", v.stack[0]  # h_n of a single layer
+            elif not 0 <= a < rank or axes[a] not in _UNIT:
                 label = "out of range" if not 0 <= a < rank else _describe(state.role(axes[a]))
                 raise Error(f"{where} removes axis {a} ({label}), which is not of length 1")
-        return _Value([l for i, l in enumerate(axes) if i not in which], v.holds, v.layer, v.size)
+        return _Value([l for i, l in enumerate(axes) if i not in which], holds, layer, v.size,
+                      v.stack if holds == "layers" else [])
     if op == "Unsqueeze":
         which = _ints(state, node, 1, "axes", "axes") or []
         out_rank = rank + len(which)
@@ -329,14 +343,31 @@ def _plumbing(state: _State, node, v: _Value) -> _Value:
             raise Error(f"{where}: axes {which} do not fit a rank-{out_rank} result")
         for a in which:
             axes.insert(a, _ONE)
-        return _Value(axes, v.holds, v.layer, v.size)
+        return _Value(axes, v.holds, v.layer, v.size, v.stack)
     if op == "Slice":
         return _slice(state, node, v, where)
     return _gather(state, node, v, where)
 
 
 def _describe(role: str) -> str:
-    return {_T: "time", _B: "batch", _F: "features", _ONE: "length 1", _LAST: "the last step"}.get(role, "an input axis")
+    return {_T: "time", _B: "batch", _F: "features", _ONE: "length 1", _LAST: "the last step", _LAYERS: "layers"}.get(
+        role, "an input axis")
+
+
+def _concat(state: _State, node, inputs: List[Optional[_Value]]) -> _Value:
+    """The last hidden states of several LSTM layers side by side (torch.onnx's h_n = Concat of each
+    layer's Y_h), from which a Gather or Slice then picks one."""
+    where = f"{state.source}: {_node_name(node)}"
+    if any(v is None or v.holds != "last" for v in inputs) or len({tuple(v.axes) for v in inputs}) != 1:
+        raise Error(f"{where} concatenates values hotpath does not (it takes only LSTM layers' last hidden states, "
+                    "as h_n)")
+    axis = int(_attrs(node).get("axis", 0))
+    axes = list(inputs[0].axes)
+    axis = axis + len(axes) if axis < 0 else axis
+    if not 0 <= axis < len(axes) or axes[axis] != _ONE:
+        raise Error(f"{where} concatenates along axis {axis}; hotpath takes h_n's layer axis (num_directions)")
+    axes[axis] = _LAYERS
+    return _Value(axes, "layers", -1, inputs[0].size, [v.layer for v in inputs])
 
 
 def _slice(state: _State, node, v: _Value, where: str) -> _Value:
@@ -347,7 +378,7 @@ def _slice(state: _State, node, v: _Value, where: str) -> _Value:
     steps = _ints(state, node, 4, "steps", "steps") or [1] * len(which)
     if starts is None or ends is None or not (len(starts) == len(ends) == len(which) == len(steps)):
         raise Error(f"{where}: starts, ends, axes and steps do not match")
-    axes, holds = list(v.axes), v.holds
+    axes, holds, layer = list(v.axes), v.holds, v.layer
     for s, e, a, step in zip(starts, ends, which, steps):
         a = a + rank if a < 0 else a
         if not 0 <= a < rank:
@@ -361,9 +392,12 @@ def _slice(state: _State, node, v: _Value, where: str) -> _Value:
         if step == 1 and label == _T and (s, e) == (n - 1, n) and holds in ("seq", "head"):
             axes[a], holds = _LAST, ("last" if holds == "seq" else holds)
             continue
+        if step == 1 and label == _LAYERS and e == s + 1:
+            axes[a], holds, layer = _ONE, "last", v.stack[s]
+            continue
         raise Error(f"{where} takes [{s}:{e}:{step}] of axis {a} ({_describe(label)}); hotpath takes the whole "
                     "axis, or the last time step")
-    return _Value(axes, holds, v.layer, v.size)
+    return _Value(axes, holds, layer, v.size, v.stack if holds == "layers" else [])
 
 
 def _gather(state: _State, node, v: _Value, where: str) -> _Value:
@@ -380,15 +414,18 @@ def _gather(state: _State, node, v: _Value, where: str) -> _Value:
     i = int(index.reshape(-1)[0])
     i = i + n if i < 0 else i
     axes, holds = list(v.axes), v.holds
+    layer = v.layer
     if label == _T and i == n - 1 and holds in ("seq", "head"):
         holds = "last" if holds == "seq" else holds
+    elif label == _LAYERS and 0 <= i < n:
+        holds, layer = "last", v.stack[i]
     elif not (label in _UNIT and i == 0):
         raise Error(f"{where} takes index {i} of axis {a} ({_describe(label)}); hotpath takes the last time step")
     if index.ndim == 0:
         del axes[a]
     else:
         axes[a] = _LAST if label in (_T, _LAST) else _ONE
-    return _Value(axes, holds, v.layer, v.size)
+    return _Value(axes, holds, layer, v.size)
 
 
 def _lstm(state: _State, node, x: _Value) -> List[Optional[_Value]]:
@@ -525,6 +562,7 @@ def _holds(v: _Value) -> str:
         "seq": f"every step of LSTM layer {v.layer}",
         "last": f"the last hidden state of LSTM layer {v.layer}",
         "head": "the head's output",
+        "layers": "the last hidden states of several LSTM layers",
     }[v.holds]
 
 

@@ -500,3 +500,21 @@ def test_a_corrupt_initializer_is_refused_in_one_line(rng):
     w = next(t for t in model.graph.initializer if t.name.startswith("W"))
     w.raw_data = w.raw_data[:-4]  # one float short of its shape
     refusal(model, r"cannot convert the ONNX graph \(ValueError: ")
+
+
+def h_n_graph(rng, pick):
+    """torch.onnx's h_n: Concat of the layers' Y_h ([L, B, H]), then Gather(pick) -> Gemm."""
+    g = Graph()
+    y, h0, _ = g.lstm("x", lstm_weights(rng, 3, 4))
+    _, h1, _ = g.lstm(g.squeeze(y, [1]), lstm_weights(rng, 4, 4))
+    h_n = g.node("Concat", [h0, h1], axis=0)
+    last = g.node("Gather", [h_n, g.const(np.array(pick, np.int64))], axis=0, name="pick")
+    out = g.node("Gemm", [last, g.const(rng.standard_normal((2, 4)).astype(np.float32))], transB=1)
+    return g.model([6, "batch", 3], out)
+
+
+def test_h_n_of_the_last_layer_is_its_last_hidden_state(rng):
+    model = h_n_graph(np.random.default_rng(5), -1)
+    check_windows(model, model, 0, rng, window=6)
+    refusal(h_n_graph(np.random.default_rng(5), 0),
+            r"Gemm node 'gemm\d+' takes the last hidden state of LSTM layer 0; hotpath's head takes the last LSTM layer's")
