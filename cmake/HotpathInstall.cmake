@@ -6,7 +6,9 @@ include(CMakePackageConfigHelpers)
 
 set(HOTPATH_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/hotpath")
 
-install(TARGETS hotpath RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(HOTPATH_CLI)
+  install(TARGETS hotpath RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 install(FILES include/hotpath/hotpath.h include/hotpath/hotpath.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/hotpath)
 install(TARGETS hotpath_shared EXPORT hotpathTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -34,6 +34,16 @@ build/pip-check/venv/bin/python -m pip install -q --disable-pip-version-check bu
 e = hotpath.Engine("lstm_s", backend="cpu")
 print("pip install: hotpath", hotpath.__version__, "from", hotpath.__file__.rsplit("/", 2)[0], "backends", hotpath.backends(),
       "run", e.run(np.zeros((60, 32), np.float32)).shape)')
+# The wheel's `hotpath` command: the bundled C++ CLI behind the console script, and `import` in Python
+# (onnx is an extra, not installed here: it must say so in one line, exit 2).
+build/pip-check/venv/bin/hotpath --help | grep -q "import  Convert an ONNX model"
+build/pip-check/venv/bin/hotpath info --model lstm_s | sed "s/^/pip install: hotpath info: /"
+set +e
+import_err=$(build/pip-check/venv/bin/hotpath import --onnx none.onnx --out none.safetensors 2>&1); import_rc=$?
+set -e
+if [ "$import_rc" != 2 ] || [ "$(printf '%s\n' "$import_err" | wc -l)" != 1 ] || [[ "$import_err" != *"needs the onnx package"* ]]; then
+  echo "pip install: hotpath import without onnx: expected one line and exit 2, got $import_rc: $import_err"; exit 1
+fi
 # hotpath.ray's tests need ray (a local cluster on 127.0.0.1); where it cannot be installed they skip,
 # saying so.
 .venv/bin/python3 -m pip install -q --disable-pip-version-check -r python/requirements-ray.txt \

@@ -6,7 +6,10 @@
         z = engine.step(np.zeros(model.input_size, np.float32))      # one tick -> [O]
         zs = engine.run(np.zeros((100, model.input_size), np.float32))  # a series [T, I] -> [T, O]
 
-docs/python.md has the full API.
+    model = hotpath.load("model.onnx")                     # an ONNX LSTM graph (needs onnx)
+    model.save("model.safetensors")                        # as a hotpath model file
+
+docs/python.md has the full API; hotpath.export saves a torch module as a model file.
 """
 try:
     from ._hotpath import (
@@ -28,7 +31,10 @@ except ImportError as e:  # the sources (python/hotpath) without the compiled mo
         "hotpath's compiled module is missing here (" + __path__[0] + "): install the package with "
         "`pip install .`, or build it with scripts/build.sh and use PYTHONPATH=build/python"
     ) from e
-from ._load import load
+from . import export
+from ._load import load, _save
+
+Model.save = _save
 
 __all__ = [
     "Engine",

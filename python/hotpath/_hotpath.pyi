@@ -1,4 +1,5 @@
 """Types of hotpath's compiled module (python/ext/module.cpp); the package re-exports them."""
+import os
 from types import TracebackType
 from typing import Any, Dict, List, Optional, Sequence, Type, TypedDict, Union
 
@@ -50,6 +51,8 @@ class Model:
     def head_prefix(self) -> str: ...
     def to_safetensors(self) -> bytes:
         """The model as the bytes of a safetensors file (float64 weights, exact): hotpath.load(bytes) reads it back."""
+    def save(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Write to_safetensors() to path (a .safetensors model file), whole or not at all (set by the hotpath package)."""
 
 class _ZooEntry(TypedDict):
     name: str

@@ -24,7 +24,9 @@ def load(
 ) -> Model:
     """The model in `source`, validated (raises hotpath.Error naming the problem).
 
-    source: a path (str or os.PathLike) to a safetensors state_dict, else a zoo name (hotpath.zoo());
+    source: a path (str or os.PathLike) to a safetensors state_dict, or to an ONNX model (`.onnx`: LSTM
+    nodes and a Gemm/MatMul head, docs/python.md "ONNX models"; needs the onnx package), else a zoo name
+    (hotpath.zoo()); an onnx.ModelProto;
     the bytes of such a file (bytes, bytearray or memoryview); a torch.nn.Module that owns one nn.LSTM
     and one nn.Linear head (read from its state_dict(), no file); or a state_dict itself (a mapping of
     names to tensors or numpy arrays).
@@ -49,7 +51,11 @@ def load(
         path = os.fspath(source)
         if isinstance(path, bytes):
             path = os.fsdecode(path)
+        if path.lower().endswith(".onnx"):
+            return _load_onnx(path, path, window, lstm_prefix, head_prefix, ignore)
         return _hotpath._open_model(path, lstm_prefix, head_prefix, window, ignore)
+    if _is_onnx_model(source):
+        return _load_onnx(source, "<onnx model>", window, lstm_prefix, head_prefix, ignore)
     if _is_torch_module(source):
         data, lstm_prefix, head_prefix = _module_bytes(source, lstm_prefix, head_prefix)
         name = f"<{type(source).__name__} module>"
@@ -58,9 +64,41 @@ def load(
         tensors = {str(k): _as_array(v) for k, v in source.items()}
         return _hotpath._open_model_bytes(serialize(tensors), "<state_dict>", lstm_prefix, head_prefix, window, ignore)
     raise TypeError(
-        "hotpath.load() takes a path, a zoo name, bytes, a torch.nn.Module or a state_dict, not "
+        "hotpath.load() takes a path, a zoo name, bytes, an onnx.ModelProto, a torch.nn.Module or a state_dict, not "
         + type(source).__name__
     )
+
+
+def _save(self: Model, path: "os.PathLike[str] | str") -> None:
+    """Write the model to `path` as a hotpath .safetensors file (model.to_safetensors(): float64 weights,
+    exact; window, prefixes and scaler in its metadata), whole or not at all."""
+    from ._files import write_atomically
+
+    try:
+        write_atomically(os.fspath(path), self.to_safetensors(), "save()")
+    except (ValueError, OSError) as e:
+        raise _hotpath.Error(f"save(): {e}" if isinstance(e, OSError) else str(e)) from None
+
+
+def _load_onnx(
+    source: Any,
+    name: str,
+    window: Optional[int],
+    lstm_prefix: Optional[str],
+    head_prefix: Optional[str],
+    ignore: Optional[List[str]],
+) -> Model:
+    if lstm_prefix is not None or head_prefix is not None or ignore is not None:
+        raise _hotpath.Error(f"{name}: lstm_prefix, head_prefix and ignore name safetensors keys; an ONNX model has none")
+    from . import _onnx
+
+    data, _ = _onnx.to_safetensors(source, name, window)
+    return _hotpath._open_model_bytes(data, name, None, None, window)
+
+
+def _is_onnx_model(x: Any) -> bool:
+    onnx = sys.modules.get("onnx")  # an onnx.ModelProto exists only once onnx is imported
+    return onnx is not None and isinstance(x, onnx.ModelProto)
 
 
 def _is_torch_module(x: Any) -> bool:

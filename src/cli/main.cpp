@@ -26,6 +26,13 @@ int main(int argc, char** argv) {
   hotpath::cli::add_bench_command(app);
   hotpath::cli::add_scaler_command(app);
   hotpath::llm::add_llm_commands(app);
+  // ONNX import reads the graph with the onnx Python package: the Python package's `hotpath` command
+  // answers it, and runs this binary for everything else.
+  if (argc > 1 && std::string(argv[1]) == "import") {
+    std::cerr << "hotpath: error: 'hotpath import' is in the Python package: pip install '.[onnx]' and use the "
+                 "hotpath command it installs, or python3 -m hotpath import --onnx MODEL.onnx --out MODEL.safetensors\n";
+    return 2;
+  }
   // CLI11 would only say that a subcommand is required; name the word it did not know.
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;

@@ -29,6 +29,14 @@ foreach(f include/hotpath/hotpath.h include/hotpath/hotpath.hpp ${LIBDIR}/libhot
     message(FATAL_ERROR "cmake --install did not install ${f}")
   endif()
 endforeach()
+# The Python package (module and bundled CLI) goes into wheels only, never into the C/C++ prefix.
+file(GLOB_RECURSE stray "${prefix}/*_hotpath*")
+if(EXISTS "${prefix}/hotpath")
+  list(APPEND stray "${prefix}/hotpath")
+endif()
+if(stray)
+  message(FATAL_ERROR "cmake --install put the Python package into the C/C++ prefix: ${stray}")
+endif()
 
 foreach(example c cpp)
   run(COMMAND ${CMAKE_COMMAND} -S "${SOURCE_DIR}/examples/${example}" -B "${WORK_DIR}/${example}" -G "${GENERATOR}"

@@ -100,6 +100,10 @@ TEST_F(Cli, VersionAndHelp) {
   }
 }
 
+TEST_F(Cli, ImportPointsToThePythonPackage) {
+  expect_refused("import --onnx m.onnx --out m.safetensors", "'hotpath import' is in the Python package");
+}
+
 TEST_F(Cli, ModelsListsTheZoo) {
   const Result r = hotpath("models");
   ASSERT_EQ(r.code, 0);
