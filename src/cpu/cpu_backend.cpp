@@ -186,7 +186,8 @@ class CpuBackend final : public Backend {
     std::atomic<size_t>* done = nullptr; // rows finished (progress)
     std::vector<TileScratch> scratch;    // one per thread, allocated before any starts (workers must not throw)
   };
-  void run_tile(const Tile& tile, TileScratch& s, BacktestOutput out) const;
+  // Returns early (the tile unfinished) when out.stop is set; advances `done` (may be null) as it emits.
+  void run_tile(const Tile& tile, TileScratch& s, BacktestOutput out, std::atomic<size_t>* done) const;
   // Runs every tile of `job` on the pool's workers and the caller (or, without a cpuset, on a thread
   // per allowed core), each taking the next tile as it finishes one.
   void run_tiles(TileJob& job);
@@ -616,7 +617,7 @@ CpuBackend::TileScratch::TileScratch(const PackedModel& pm)
       z(pm.Op),
       pairs(pair_scratch_words(std::max(pm.I, pm.H))) {}
 
-void CpuBackend::run_tile(const Tile& tile, TileScratch& s, BacktestOutput out) const {
+void CpuBackend::run_tile(const Tile& tile, TileScratch& s, BacktestOutput out, std::atomic<size_t>* done) const {
   const int nb = pm_.nb, Hp = pm_.Hp, L = pm_.num_layers, n = tile.n;
   const size_t G = pm_.gate_floats(), O = size_t(pm_.O);
   const float* in[kMaxTileCols];
@@ -629,7 +630,9 @@ void CpuBackend::run_tile(const Tile& tile, TileScratch& s, BacktestOutput out) 
       std::memcpy(s.P.data() + (size_t(j) * L + l) * G, pm_.layers[l].bias.data(), G * sizeof(float));
       std::memset(s.c.data() + (size_t(j) * L + l) * Hp, 0, size_t(Hp) * sizeof(float));
     }
-  for (size_t t = 0; t < tile.steps; ++t) {
+  // Progress within the tile too: a streaming series is one tile of T steps.
+  size_t unreported = 0;
+  for (size_t t = 0; t < tile.steps && !out.stopped(); ++t) {
     float* hin = s.ha.data();
     float* hout = s.hb.data();
     for (int l = 0; l < L; ++l) {
@@ -659,15 +662,17 @@ void CpuBackend::run_tile(const Tile& tile, TileScratch& s, BacktestOutput out) 
       else
         for (size_t o = 0; o < O; ++o) out.f64[row * O + o] = s.z[o];
     }
+    unreported += size_t(n);
+    if (done && (unreported >= 1024 || t + 1 == tile.steps)) {
+      done->fetch_add(unreported, std::memory_order_relaxed);
+      unreported = 0;
+    }
   }
 }
 
 void CpuBackend::tiles_part(TileJob& job, TileScratch& scratch) const {
-  for (size_t k; (k = job.next.fetch_add(1, std::memory_order_relaxed)) < job.count;) {
-    const Tile tile = job.tile(k);
-    run_tile(tile, scratch, job.out);
-    if (job.done) job.done->fetch_add(size_t(tile.n) * (tile.steps - tile.emit_from), std::memory_order_relaxed);
-  }
+  for (size_t k; !job.out.stopped() && (k = job.next.fetch_add(1, std::memory_order_relaxed)) < job.count;)
+    run_tile(job.tile(k), scratch, job.out, job.done);
 }
 
 void CpuBackend::run_tiles(TileJob& job) {
