@@ -34,6 +34,7 @@
 #include "model/safetensors.hpp"
 #include "model/zoo.hpp"
 #include "util/error.hpp"
+#include "util/warn.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -517,6 +518,7 @@ NB_MODULE(_hotpath, m) {
   m.attr("__version__") = HOTPATH_VERSION;
   m.attr("git_commit") = HOTPATH_GIT_COMMIT;
   if (_import_array() < 0) throw nb::python_error();  // numpy's C API
+  hotpath::util::set_stderr_warnings(false);  // warned through Python's warnings module instead
 
   g_error = new_exception(m, "Error", PyExc_ValueError,
                           "Bad input of any kind (a file, an option, a model, a tick); the message names the problem.");
@@ -628,6 +630,10 @@ NB_MODULE(_hotpath, m) {
               nb::gil_scoped_release unlocked;  // a cuda engine launches its kernel here
               engine = std::make_shared<hotpath::Engine>(source, options);
             }
+            // int8 on the portable kernels (no AVX512_VNNI here): a Python warning, not the library's stderr line.
+            const auto facts = engine->facts();
+            if (const auto it = facts.find("cpu_int8"); it != facts.end() && it->second.rfind("slow: ", 0) == 0)
+              if (PyErr_WarnEx(PyExc_RuntimeWarning, it->second.substr(6).c_str(), 1) != 0) throw nb::python_error();
             auto* e = new (self) PyEngine();
             e->I = size_t(engine->input_size());
             e->O = size_t(engine->output_size());

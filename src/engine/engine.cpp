@@ -30,6 +30,8 @@ Model open_model_bytes(std::span<const std::byte> bytes, const std::string& name
   return model_from_safetensors(safetensors::File::parse(std::move(copy), name), options);
 }
 
+std::string cpu_int8_note() { return cpu::int8_slow_note(cpu::cpu_features()); }
+
 std::vector<std::string> backend_names() {
 #ifdef HOTPATH_HAVE_CUDA
   return {"ref", "cpu", "cuda"};

@@ -30,6 +30,11 @@ Model open_model_bytes(std::span<const std::byte> bytes, const std::string& name
 // --- backends ---------------------------------------------------------------------------------------
 // Backends built into this library ("ref", "cpu", and "cuda" when built with CUDA); "auto" is not one.
 std::vector<std::string> backend_names();
+// Why `--precision int8` on the cpu backend would run on the portable kernels here, many times slower
+// than fp32 (this CPU lacks AVX512_VNNI, or HOTPATH_CPU_ISA=generic); empty when the VNNI kernels serve
+// it. Such a backend also warns once on stderr and says so in facts()["cpu_int8"]. Throws as the
+// backend would for an ISA this CPU cannot run. No precision is ever chosen as int8 unless asked.
+std::string cpu_int8_note();
 // One backend by name (not "auto", no fallback wrapper). Throws hotpath::Error for an unknown name or bad
 // options, UnsupportedError when the platform or the model cannot be served (e.g. no CUDA device).
 std::unique_ptr<Backend> make_backend(const std::string& name, const Model& model, const BackendOptions& options);
