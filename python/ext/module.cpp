@@ -277,16 +277,19 @@ constexpr auto kPollEvery = std::chrono::milliseconds(50);
 class Watch {
  public:
   // progress: None (a bar once the call has run a while, on a terminal), True (from the start), False.
-  Watch(nb::handle progress, size_t total, const char* unit, const char* desc) {
+  Watch(nb::handle progress, size_t total, const char* unit, const char* desc)
+      : total_(total), unit_(unit), desc_(desc), start_(std::chrono::steady_clock::now()) {
     if (!progress.is_none() && !nb::isinstance<nb::bool_>(progress))
       throw hotpath::Error(std::string(desc) + ": progress must be True, False or None, got " +
                            std::string(nb::str(nb::repr(progress)).c_str()));
-    if (progress.is_none() || nb::cast<bool>(progress))
-      reporter_ = nb::module_::import_("hotpath._progress").attr("Reporter")(total, unit, desc, !progress.is_none());
+    off_ = !progress.is_none() && !nb::cast<bool>(progress);
+    if (!progress.is_none() && !off_) open(true);
   }
   // With the GIL held. Throws nb::python_error when a signal handler raised (KeyboardInterrupt).
   void poll(size_t done) {
     if (PyErr_CheckSignals() != 0) throw nb::python_error();
+    // progress=None: no Python object at all for a call shorter than a poll (most of them).
+    if (!reporter_.is_valid() && !off_ && std::chrono::steady_clock::now() - start_ >= kPollEvery) open(false);
     if (reporter_.is_valid()) reporter_.attr("update")(done);
   }
   void finish(size_t done) {
@@ -294,7 +297,16 @@ class Watch {
   }
 
  private:
-  nb::object reporter_;  // none: no display
+  void open(bool force) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    reporter_ = nb::module_::import_("hotpath._progress").attr("Reporter")(total_, unit_, desc_, force, elapsed);
+  }
+  size_t total_;
+  const char* unit_;
+  const char* desc_;
+  std::chrono::steady_clock::time_point start_;
+  bool off_ = false;
+  nb::object reporter_;  // none: no display (yet)
 };
 
 // Runs work() on a thread of its own while this thread (GIL held on entry) polls `watch` every 50 ms;

@@ -1,7 +1,7 @@
 """The progress display of a long engine call (Engine.run, Engine.backtest).
 
-The compiled module makes a Reporter per call and, about every 50 ms while the engine works, calls
-update(done) with the GIL held (right after it has let Python handle signals, so Ctrl-C stops the
+The compiled module makes a Reporter for a call that outlasts its first poll (at once for
+progress=True) and, about every 50 ms while the engine works, calls update(done) with the GIL held (right after it has let Python handle signals, so Ctrl-C stops the
 call); close(done) at the end. The bar is tqdm's when tqdm is installed, else a one-line bar redrawn on
 sys.stderr. progress=None shows it only when sys.stderr is a terminal and the call has run for
 SHOW_AFTER_S seconds with work left; True shows it from the start wherever sys.stderr goes; False never
@@ -32,9 +32,9 @@ class _SimpleBar:
 
     REDRAW_S = 0.25
 
-    def __init__(self, total, unit, desc):
+    def __init__(self, total, unit, desc, start):
         self.total, self.unit, self.desc = total, unit, desc
-        self.start = time.monotonic()
+        self.start = start  # the call's: its rate counts from there
         self.drawn_at = None
         self.stream = sys.stderr  # the stream of the call's start, also if sys.stderr is replaced meanwhile
 
@@ -72,18 +72,23 @@ class _TqdmBar:
 
 
 class Reporter:
-    """One call's display: `total` units (`unit`: "ticks", "rows"), named `desc`; `force`: progress=True."""
+    """One call's display: `total` units (`unit`: "ticks", "rows"), named `desc`; `force`: progress=True;
+    `elapsed`: seconds the call had run when this was made (the module makes it at the first poll)."""
 
-    def __init__(self, total, unit, desc, force):
+    def __init__(self, total, unit, desc, force, elapsed=0.0):
         self.total, self.unit, self.desc, self.force = total, unit, desc, force
-        self.start = time.monotonic()
+        self.start = time.monotonic() - elapsed
         self.bar = None
         if force:
             self._open()
 
     def _open(self):
         tqdm = _tqdm()
-        self.bar = _TqdmBar(tqdm, self.total, self.unit, self.desc) if tqdm else _SimpleBar(self.total, self.unit, self.desc)
+        self.bar = (
+            _TqdmBar(tqdm, self.total, self.unit, self.desc)
+            if tqdm
+            else _SimpleBar(self.total, self.unit, self.desc, self.start)
+        )
 
     def _wanted(self, done):
         if done >= self.total or time.monotonic() - self.start < SHOW_AFTER_S:
