@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -437,9 +438,13 @@ nb::object backtest(PyEngine& self, nb::handle series_in, nb::handle dtype, nb::
   return c.out;
 }
 
-nb::object run_batch(PyEngine& self, nb::handle x_in) {
+// Fresh windows in chunks of 20-80 ms, between which Python gets control (Ctrl-C, the progress bar);
+// each window is computed alone, so the chunks give what one call gives. The state of step/run is
+// untouched either way.
+nb::object run_batch(PyEngine& self, nb::handle x_in, nb::handle progress) {
   const Input x = as_input(x_in);
   Use use(self);
+  hotpath::Engine& e = use.engine();
   const size_t I = self.I, O = self.O;
   if (x.ndim() != 3 || x.shape(2) != I)
     throw hotpath::Error("run_batch takes windows of shape (B, W, " + std::to_string(I) + "), got an array of shape " +
@@ -447,10 +452,29 @@ nb::object run_batch(PyEngine& self, nb::handle x_in) {
   const size_t B = x.shape(0), W = x.shape(1);
   if (W == 0) throw hotpath::Error("run_batch: windows of length 0 have no output");
   auto [out, data] = new_array({npy_intp(B), npy_intp(O)});
-  if (B > 0) {
+  Watch watch(progress, B, "windows", "run_batch");
+  bool finite = true;
+  {
     nb::gil_scoped_release unlocked;
-    use.engine().run_batch({x.data(), B * W * I}, B, W, {data, B * O});
+    for (size_t k = 0; k < B * W * I && finite; ++k) finite = std::isfinite(x.data()[k]);
+    // A NaN/Inf: one call, which the backend refuses before computing, naming the window in the whole batch.
+    if (!finite) e.run_batch({x.data(), B * W * I}, B, W, {data, B * O});
   }
+  size_t chunk = 256;
+  for (size_t b = 0; finite && b < B;) {
+    const size_t n = std::min(chunk, B - b);
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      nb::gil_scoped_release unlocked;
+      e.run_batch({x.data() + b * W * I, n * W * I}, n, W, {data + b * O, n * O});
+    }
+    b += n;
+    const auto took = std::chrono::steady_clock::now() - t0;
+    if (took < std::chrono::milliseconds(20)) chunk *= 2;
+    else if (took > std::chrono::milliseconds(80) && chunk > 1) chunk /= 2;
+    watch.poll(b);
+  }
+  watch.finish(B);
   return std::move(out);
 }
 
@@ -675,9 +699,11 @@ NB_MODULE(_hotpath, m) {
            "NaN/Inf raises TickError naming series, tick and input; nothing is computed); the engine is left\n"
            "reset. dtype: float32 (default) or float64. Ctrl-C raises KeyboardInterrupt within ~0.1 s (ref, cpu;\n"
            "cuda at the end). progress: as for run.")
-      .def("run_batch", &run_batch, "x"_a,
-           nb::sig("def run_batch(self, x: numpy.typing.ArrayLike) -> numpy.typing.NDArray[numpy.float32]"),
-           "Fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched.")
+      .def("run_batch", &run_batch, "x"_a, nb::kw_only(), "progress"_a = nb::none(),
+           nb::sig("def run_batch(self, x: numpy.typing.ArrayLike, *, progress: bool | None = None) "
+                   "-> numpy.typing.NDArray[numpy.float32]"),
+           "Fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched.\n"
+           "Ctrl-C raises KeyboardInterrupt within ~0.1 s. progress: as for run.")
       .def(
           "reset",
           [](PyEngine& self) {

@@ -122,8 +122,11 @@ class Engine:
         is t = 0). dtype: float32 (default) or float64 (exact for the "ref" backend). Ctrl-C raises
         KeyboardInterrupt within ~0.1 s (ref, cpu; cuda when its backtest ends), the engine left reset.
         progress: as for run."""
-    def run_batch(self, x: numpy.typing.ArrayLike) -> numpy.typing.NDArray[numpy.float32]:
-        """B fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched."""
+    def run_batch(
+        self, x: numpy.typing.ArrayLike, *, progress: Optional[bool] = None
+    ) -> numpy.typing.NDArray[numpy.float32]:
+        """B fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched.
+        Ctrl-C raises KeyboardInterrupt within ~0.1 s. progress: as for run."""
     def reset(self) -> None:
         """Forget all state: the next tick is t = 0."""
     def counters(self) -> Dict[str, float]: ...

@@ -1,4 +1,4 @@
-"""Long calls (Engine.run, Engine.backtest) can be stopped with Ctrl-C and show a progress bar.
+"""Long calls (Engine.run, backtest, run_batch) can be stopped with Ctrl-C and show a progress bar.
 
 SIGINT is sent to this process from a timer thread while the call runs; KeyboardInterrupt must reach
 the caller within 0.5 s of it, and the engine must then give what a fresh engine gives."""
@@ -78,15 +78,39 @@ def test_run_in_chunks_is_the_step_loop(rng):
     np.testing.assert_array_equal(z, stepped)
 
 
+def test_ctrl_c_stops_run_batch_and_keeps_the_state():
+    # 6,000 fresh windows of lstm_m (50 steps of 2.7 MFLOP each): seconds on a small machine.
+    x = np.random.default_rng(5).standard_normal((6000, 50, 32), dtype=np.float32)
+    with hotpath.Engine("lstm_m", backend="cpu", mode="streaming") as engine:
+        z = engine.run(x[0, :7])
+        assert interrupted_after(lambda: engine.run_batch(x, progress=False)) < 0.5
+        assert engine.ticks == 7  # run_batch never touches the tick state
+        np.testing.assert_array_equal(engine.run_batch(x[:3]), np.concatenate([engine.run_batch(x[k : k + 1]) for k in range(3)]))
+        assert z.shape == (7, 1)
+
+
+def test_run_batch_in_chunks_is_every_window_alone(rng):
+    # 1,500 windows go in chunks of 256, 512, ...: each window's output is what it gives alone, and a
+    # NaN is still named by its place in the whole batch.
+    x = rng.standard_normal((1500, 6, 32), dtype=np.float32)
+    with hotpath.Engine("lstm_s", backend="cpu") as engine:
+        z = engine.run_batch(x)
+        for k in (0, 255, 256, 767, 768, 1499):
+            np.testing.assert_array_equal(z[k], engine.run_batch(x[k : k + 1])[0])
+        x[1234, 2, 5] = np.nan
+        with pytest.raises(hotpath.TickError, match=r"window 1234, step 2 holds NaN"):
+            engine.run_batch(x)
+
+
 @pytest.fixture
 def builtin_bar(monkeypatch):
     """The built-in bar, whether or not tqdm is installed."""
     monkeypatch.setattr(_progress, "_tqdm", lambda: None)
 
 
-@pytest.mark.parametrize("method,unit", [("backtest", "rows"), ("run", "ticks")])
+@pytest.mark.parametrize("method,unit", [("backtest", "rows"), ("run", "ticks"), ("run_batch", "windows")])
 def test_progress_true_draws_the_bar_on_stderr(rng, capsys, builtin_bar, method, unit):
-    x = rng.standard_normal((2, 700, 32), dtype=np.float32)
+    x = rng.standard_normal((1400, 2, 32) if method == "run_batch" else (2, 700, 32), dtype=np.float32)
     with hotpath.Engine("lstm_s", backend="cpu") as engine:
         getattr(engine, method)(x, progress=True)
     err = capsys.readouterr().err
