@@ -42,6 +42,13 @@ def long_series():
     return np.random.default_rng(4).standard_normal((400_000, 32), dtype=np.float32)
 
 
+def two_cores():
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two cores this process may use")
+    return cores[:2]
+
+
 @pytest.mark.parametrize("mode", ["window", "streaming"])
 def test_ctrl_c_stops_a_backtest_and_the_engine_still_works(long_series, mode):
     with hotpath.Engine("lstm_s", backend="cpu", mode=mode) as engine:
@@ -51,6 +58,15 @@ def test_ctrl_c_stops_a_backtest_and_the_engine_still_works(long_series, mode):
         with hotpath.Engine("lstm_s", backend="cpu", mode=mode) as fresh:
             np.testing.assert_array_equal(engine.backtest(short), fresh.backtest(short))
             np.testing.assert_array_equal(engine.run(short), fresh.run(short))
+
+
+def test_ctrl_c_stops_a_backtest_on_a_cpuset(long_series):
+    # The backtest's own thread and the cpuset's worker both stop; the engine then runs ticks again.
+    with hotpath.Engine("lstm_s", backend="cpu", mode="window", cpuset=two_cores()) as engine:
+        assert interrupted_after(lambda: engine.backtest(long_series, progress=False)) < 0.5
+        with hotpath.Engine("lstm_s", backend="cpu", mode="window") as fresh:
+            np.testing.assert_array_equal(engine.backtest(long_series[:200]), fresh.backtest(long_series[:200]))
+            np.testing.assert_array_equal(engine.run(long_series[:200]), fresh.run(long_series[:200]))
 
 
 def test_ctrl_c_stops_run_and_leaves_the_engine_reset(long_series):
