@@ -100,7 +100,7 @@ IsaChoice choose_isa(Precision precision, const CpuFeatures& cpu) {
   if (int8 && isa == "generic")
     c.int8_slow = std::string("int8 runs on the portable kernels here (") +
                   (chose ? "HOTPATH_CPU_ISA=generic" : "this CPU lacks AVX512_VNNI, which the int8 kernels need") +
-                  "), many times slower than fp32 (lstm_s: ~14x): use fp32 or bf16 on this machine";
+                  "), many times slower than fp32 (lstm_s: ~15x): use fp32 or bf16 on this machine";
   return c;
 }
 
