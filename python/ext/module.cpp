@@ -286,15 +286,29 @@ class Watch {
     off_ = !progress.is_none() && !nb::cast<bool>(progress);
     if (!progress.is_none() && !off_) open(true);
   }
+  // A call that ends in an error (Ctrl-C) still closes its bar, so that the traceback starts on a line
+  // of its own. Destroyed with the GIL held, as everything here.
+  ~Watch() {
+    if (!reporter_.is_valid()) return;
+    try {
+      reporter_.attr("close")(done_);
+    } catch (...) {  // the call's own error is the one to see
+    }
+  }
+  Watch(const Watch&) = delete;
+  Watch& operator=(const Watch&) = delete;
   // With the GIL held. Throws nb::python_error when a signal handler raised (KeyboardInterrupt).
   void poll(size_t done) {
+    done_ = done;
     if (PyErr_CheckSignals() != 0) throw nb::python_error();
     // progress=None: no Python object at all for a call shorter than a poll (most of them).
     if (!reporter_.is_valid() && !off_ && std::chrono::steady_clock::now() - start_ >= kPollEvery) open(false);
     if (reporter_.is_valid()) reporter_.attr("update")(done);
   }
   void finish(size_t done) {
-    if (reporter_.is_valid()) reporter_.attr("close")(done);
+    if (!reporter_.is_valid()) return;
+    nb::object reporter = std::move(reporter_);
+    reporter.attr("close")(done);
   }
 
  private:
@@ -307,7 +321,8 @@ class Watch {
   const char* desc_;
   std::chrono::steady_clock::time_point start_;
   bool off_ = false;
-  nb::object reporter_;  // none: no display (yet)
+  size_t done_ = 0;
+  nb::object reporter_;  // none: no display (yet), or closed
 };
 
 // Runs work() on a thread of its own while this thread (GIL held on entry) polls `watch` every 50 ms;

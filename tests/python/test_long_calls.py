@@ -134,6 +134,13 @@ def test_progress_true_draws_the_bar_on_stderr(rng, capsys, builtin_bar, method,
     assert err.endswith("\n")
 
 
+def test_an_interrupted_call_ends_its_bar_with_a_newline(long_series, capsys, builtin_bar):
+    with hotpath.Engine("lstm_s", backend="cpu", mode="window") as engine:
+        interrupted_after(lambda: engine.backtest(long_series, progress=True))
+    err = capsys.readouterr().err
+    assert err.startswith("\rbacktest: ") and err.endswith(" s\n"), err
+
+
 def test_progress_true_uses_tqdm_when_installed(rng, capsys):
     pytest.importorskip("tqdm")
     with hotpath.Engine("lstm_s", backend="cpu") as engine:
