@@ -19,12 +19,15 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/engine.hpp"
@@ -34,6 +37,7 @@
 #include "model/safetensors.hpp"
 #include "model/zoo.hpp"
 #include "util/error.hpp"
+#include "util/warn.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -332,7 +336,110 @@ SeriesCall series_call(const Input& series, size_t I, size_t O, int type, const 
   return c;
 }
 
-nb::object run(PyEngine& self, nb::handle series_in, nb::handle dtype) {
+// --- long calls: Ctrl-C and a progress display ---------------------------------------------------------
+// A long call hands control back to Python about every 50 ms: with the GIL taken it runs the pending
+// signal handlers (PyErr_CheckSignals, so Ctrl-C raises KeyboardInterrupt there; the engine is stopped
+// and reset before it propagates) and updates the progress display, a hotpath._progress.Reporter.
+constexpr auto kPollEvery = std::chrono::milliseconds(50);
+
+class Watch {
+ public:
+  // progress: None (a bar once the call has run a while, on a terminal), True (from the start), False.
+  Watch(nb::handle progress, size_t total, const char* unit, const char* desc)
+      : total_(total), unit_(unit), desc_(desc), start_(std::chrono::steady_clock::now()) {
+    if (!progress.is_none() && !nb::isinstance<nb::bool_>(progress))
+      throw hotpath::Error(std::string(desc) + ": progress must be True, False or None, got " +
+                           std::string(nb::str(nb::repr(progress)).c_str()));
+    off_ = !progress.is_none() && !nb::cast<bool>(progress);
+    if (!progress.is_none() && !off_) open(true);
+  }
+  // A call that ends in an error (Ctrl-C) still closes its bar, so that the traceback starts on a line
+  // of its own. Destroyed with the GIL held, as everything here.
+  ~Watch() {
+    if (!reporter_.is_valid()) return;
+    try {
+      reporter_.attr("close")(done_);
+    } catch (...) {  // the call's own error is the one to see
+    }
+  }
+  Watch(const Watch&) = delete;
+  Watch& operator=(const Watch&) = delete;
+  // With the GIL held. Throws nb::python_error when a signal handler raised (KeyboardInterrupt).
+  void poll(size_t done) {
+    done_ = done;
+    if (PyErr_CheckSignals() != 0) throw nb::python_error();
+    // progress=None: no Python object at all for a call shorter than a poll (most of them).
+    if (!reporter_.is_valid() && !off_ && std::chrono::steady_clock::now() - start_ >= kPollEvery) open(false);
+    if (reporter_.is_valid()) reporter_.attr("update")(done);
+  }
+  void finish(size_t done) {
+    if (!reporter_.is_valid()) return;
+    nb::object reporter = std::move(reporter_);
+    reporter.attr("close")(done);
+  }
+
+ private:
+  void open(bool force) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    reporter_ = nb::module_::import_("hotpath._progress").attr("Reporter")(total_, unit_, desc_, force, elapsed);
+  }
+  size_t total_;
+  const char* unit_;
+  const char* desc_;
+  std::chrono::steady_clock::time_point start_;
+  bool off_ = false;
+  size_t done_ = 0;
+  nb::object reporter_;  // none: no display (yet), or closed
+};
+
+// Runs work() on a thread of its own while this thread (GIL held on entry) polls `watch` every 50 ms;
+// work() must return soon after `stop` is set. However this ends (an error in work, KeyboardInterrupt
+// here), the thread has been joined before this returns or throws.
+template <class Work>
+void run_watched(Work&& work, std::atomic<bool>& stop, const std::atomic<size_t>& done, Watch& watch) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool finished = false;
+  std::exception_ptr error;
+  std::thread worker([&] {
+    try {
+      work();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard lock(mutex);
+    finished = true;
+    cv.notify_one();
+  });
+  struct Joiner {
+    std::thread& thread;
+    std::atomic<bool>& stop;
+    ~Joiner() {
+      if (!thread.joinable()) return;
+      stop.store(true, std::memory_order_relaxed);
+      nb::gil_scoped_release unlocked;
+      thread.join();
+    }
+  } joiner{worker, stop};
+  for (;;) {
+    bool over;
+    {
+      nb::gil_scoped_release unlocked;
+      std::unique_lock lock(mutex);
+      over = cv.wait_for(lock, kPollEvery, [&] { return finished; });
+    }
+    if (over) break;
+    watch.poll(done.load(std::memory_order_relaxed));
+  }
+  {
+    nb::gil_scoped_release unlocked;
+    worker.join();
+  }
+  if (error) std::rethrow_exception(error);
+  watch.finish(done.load(std::memory_order_relaxed));
+}
+
+nb::object run(PyEngine& self, nb::handle series_in, nb::handle dtype, nb::handle progress) {
   const Input series = as_input(series_in, "run: series");
   const int type = output_type(dtype, "run");
   Use use(self);
@@ -340,46 +447,86 @@ nb::object run(PyEngine& self, nb::handle series_in, nb::handle dtype) {
   const size_t I = self.I, O = self.O;
   const SeriesCall c = series_call(series, I, O, type, "run");
   const size_t S = c.S, T = c.T;
-  {
-    nb::gil_scoped_release unlocked;
+  Watch watch(progress, S * T, "ticks", "run");
+  // Ticks go in chunks sized to take 20-80 ms each, between which Python gets control (Engine::run
+  // continues from the state, so the outputs are those of one call).
+  size_t chunk = 256, done = 0;
+  try {
     for (size_t s = 0; s < S; ++s) {
-      // Each series from a fresh state; the engine keeps the state after the last tick run.
-      e.reset();
-      if (T == 0) continue;
-      const std::span<const float> in(series.data() + s * T * I, T * I);
-      try {
-        if (type == NPY_FLOAT64) e.run(in, T, std::span<double>(static_cast<double*>(c.data) + s * T * O, T * O));
-        else e.run(in, T, std::span<float>(static_cast<float*>(c.data) + s * T * O, T * O));
-      } catch (const hotpath::TickError& err) {
-        if (!c.many) throw;
-        throw hotpath::TickError("series " + std::to_string(s) + ": " + err.what());
+      {
+        nb::gil_scoped_release unlocked;
+        e.reset();  // each series from a fresh state; the engine keeps the state after the last tick run
+      }
+      for (size_t t = 0; t < T;) {
+        const size_t n = std::min(chunk, T - t);
+        const auto t0 = std::chrono::steady_clock::now();
+        {
+          nb::gil_scoped_release unlocked;
+          const std::span<const float> in(series.data() + (s * T + t) * I, n * I);
+          try {
+            if (type == NPY_FLOAT64) e.run(in, n, std::span<double>(static_cast<double*>(c.data) + (s * T + t) * O, n * O));
+            else e.run(in, n, std::span<float>(static_cast<float*>(c.data) + (s * T + t) * O, n * O));
+          } catch (const hotpath::TickError& err) {
+            if (!c.many) throw;
+            throw hotpath::TickError("series " + std::to_string(s) + ": " + err.what());
+          }
+        }
+        t += n;
+        done += n;
+        const auto took = std::chrono::steady_clock::now() - t0;
+        if (took < std::chrono::milliseconds(20)) chunk *= 2;
+        else if (took > std::chrono::milliseconds(80) && chunk > 1) chunk /= 2;
+        watch.poll(done);
       }
     }
+  } catch (const nb::python_error&) {
+    nb::gil_scoped_release unlocked;  // interrupted: the engine starts over
+    e.reset();
+    throw;
   }
+  watch.finish(done);
   return c.out;
 }
 
 // Backtest: [T, I] -> [T, O] or [S, T, I] -> [S, T, O] on the engine's throughput path, each series from
-// zero state, every input checked before anything runs; the engine is left reset.
-nb::object backtest(PyEngine& self, nb::handle series_in, nb::handle dtype) {
+// zero state, every input checked before anything runs; the engine is left reset. On the ref and cpu
+// backends it runs on a thread of its own while this one watches for signals (the backend stops within
+// a step when asked); cuda keeps to the calling thread (its device is current there) and runs to the end.
+nb::object backtest(PyEngine& self, nb::handle series_in, nb::handle dtype, nb::handle progress) {
   const Input series = as_input(series_in, "backtest: series");
   const int type = output_type(dtype, "backtest");
   Use use(self);
+  hotpath::Engine& e = use.engine();
   const size_t I = self.I, O = self.O;
   const SeriesCall c = series_call(series, I, O, type, "backtest");
   const size_t n = c.S * c.T;
   const std::span<const float> in(series.data(), n * I);
-  {
-    nb::gil_scoped_release unlocked;
-    if (type == NPY_FLOAT64) use.engine().backtest(in, c.S, c.T, std::span<double>(static_cast<double*>(c.data), n * O));
-    else use.engine().backtest(in, c.S, c.T, std::span<float>(static_cast<float*>(c.data), n * O));
+  Watch watch(progress, n, "rows", "backtest");
+  std::atomic<size_t> done{0};
+  std::atomic<bool> stop{false};
+  auto work = [&] {
+    if (type == NPY_FLOAT64) e.backtest(in, c.S, c.T, std::span<double>(static_cast<double*>(c.data), n * O), &done, &stop);
+    else e.backtest(in, c.S, c.T, std::span<float>(static_cast<float*>(c.data), n * O), &done, &stop);
+  };
+  if (e.backend_name() == "cuda") {
+    {
+      nb::gil_scoped_release unlocked;
+      work();
+    }
+    watch.finish(done.load());
+  } else {
+    run_watched(work, stop, done, watch);
   }
   return c.out;
 }
 
-nb::object run_batch(PyEngine& self, nb::handle x_in) {
+// Fresh windows in chunks of 20-80 ms, between which Python gets control (Ctrl-C, the progress bar);
+// each window is computed alone, so the chunks give what one call gives. The state of step/run is
+// untouched either way.
+nb::object run_batch(PyEngine& self, nb::handle x_in, nb::handle progress) {
   const Input x = as_input(x_in, "run_batch: x");
   Use use(self);
+  hotpath::Engine& e = use.engine();
   const size_t I = self.I, O = self.O;
   if (x.ndim() != 3 || x.shape(2) != I)
     throw hotpath::Error("run_batch takes windows of shape (B, W, " + std::to_string(I) + "), got an array of shape " +
@@ -387,10 +534,29 @@ nb::object run_batch(PyEngine& self, nb::handle x_in) {
   const size_t B = x.shape(0), W = x.shape(1);
   if (W == 0) throw hotpath::Error("run_batch: windows of length 0 have no output");
   auto [out, data] = new_array({npy_intp(B), npy_intp(O)});
-  if (B > 0) {
+  Watch watch(progress, B, "windows", "run_batch");
+  bool finite = true;
+  {
     nb::gil_scoped_release unlocked;
-    use.engine().run_batch({x.data(), B * W * I}, B, W, {data, B * O});
+    for (size_t k = 0; k < B * W * I && finite; ++k) finite = std::isfinite(x.data()[k]);
+    // A NaN/Inf: one call, which the backend refuses before computing, naming the window in the whole batch.
+    if (!finite) e.run_batch({x.data(), B * W * I}, B, W, {data, B * O});
   }
+  size_t chunk = 256;
+  for (size_t b = 0; finite && b < B;) {
+    const size_t n = std::min(chunk, B - b);
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      nb::gil_scoped_release unlocked;
+      e.run_batch({x.data() + b * W * I, n * W * I}, n, W, {data + b * O, n * O});
+    }
+    b += n;
+    const auto took = std::chrono::steady_clock::now() - t0;
+    if (took < std::chrono::milliseconds(20)) chunk *= 2;
+    else if (took > std::chrono::milliseconds(80) && chunk > 1) chunk /= 2;
+    watch.poll(b);
+  }
+  watch.finish(B);
   return std::move(out);
 }
 
@@ -470,6 +636,7 @@ NB_MODULE(_hotpath, m) {
   m.attr("__version__") = HOTPATH_VERSION;
   m.attr("git_commit") = HOTPATH_GIT_COMMIT;
   if (_import_array() < 0) throw nb::python_error();  // numpy's C API
+  hotpath::util::set_stderr_warnings(false);  // warned through Python's warnings module instead
 
   g_error = new_exception(m, "Error", PyExc_ValueError,
                           "Bad input of any kind (a file, an option, a model, a tick); the message names the problem.");
@@ -586,6 +753,10 @@ NB_MODULE(_hotpath, m) {
               nb::gil_scoped_release unlocked;  // a cuda engine launches its kernel here
               engine = std::make_shared<hotpath::Engine>(source, options);
             }
+            // int8 on the portable kernels (no AVX512_VNNI here): a Python warning, not the library's stderr line.
+            const auto facts = engine->facts();
+            if (const auto it = facts.find("cpu_int8"); it != facts.end() && it->second.rfind("slow: ", 0) == 0)
+              if (PyErr_WarnEx(PyExc_RuntimeWarning, it->second.substr(6).c_str(), 1) != 0) throw nb::python_error();
             auto* e = new (self) PyEngine();
             e->I = size_t(engine->input_size());
             e->O = size_t(engine->output_size());
@@ -600,21 +771,26 @@ NB_MODULE(_hotpath, m) {
                    "-> numpy.typing.NDArray[numpy.float32]"),
            "One tick: x [I] -> z [O] (float32), continuing from the current state. With out=, writes z\n"
            "into that float32 array and returns it. A NaN/Inf or misshapen x raises TickError, state unchanged.")
-      .def("run", &run, "series"_a.none(), nb::kw_only(), "dtype"_a = nb::none(),
-           nb::sig("def run(self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None) "
-                   "-> numpy.typing.NDArray[numpy.floating]"),
+      .def("run", &run, "series"_a.none(), nb::kw_only(), "dtype"_a = nb::none(), "progress"_a = nb::none(),
+           nb::sig("def run(self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None, "
+                   "progress: bool | None = None) -> numpy.typing.NDArray[numpy.floating]"),
            "A series [T, I] -> [T, O], or many [S, T, I] -> [S, T, O]: each series from a fresh state (reset\n"
-           "first); the engine then holds the state after the last tick. dtype: float32 (default) or float64.")
-      .def("backtest", &backtest, "series"_a.none(), nb::kw_only(), "dtype"_a = nb::none(),
-           nb::sig("def backtest(self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None) "
-                   "-> numpy.typing.NDArray[numpy.floating]"),
+           "first); the engine then holds the state after the last tick. dtype: float32 (default) or float64.\n"
+           "Ctrl-C raises KeyboardInterrupt within ~0.1 s and leaves the engine reset. progress: None (a bar on\n"
+           "stderr once the call has run 1 s, when stderr is a terminal), True (from the start), False (never).")
+      .def("backtest", &backtest, "series"_a.none(), nb::kw_only(), "dtype"_a = nb::none(), "progress"_a = nb::none(),
+           nb::sig("def backtest(self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None, "
+                   "progress: bool | None = None) -> numpy.typing.NDArray[numpy.floating]"),
            "Backtest: a series [T, I] -> every output [T, O], or S series [S, T, I] -> [S, T, O], each from\n"
            "zero state by the engine's mode, on the backend's throughput path. Every input is checked first (a\n"
            "NaN/Inf raises TickError naming series, tick and input; nothing is computed); the engine is left\n"
-           "reset. dtype: float32 (default) or float64.")
-      .def("run_batch", &run_batch, "x"_a,
-           nb::sig("def run_batch(self, x: numpy.typing.ArrayLike) -> numpy.typing.NDArray[numpy.float32]"),
-           "Fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched.")
+           "reset. dtype: float32 (default) or float64. Ctrl-C raises KeyboardInterrupt within ~0.1 s (ref, cpu;\n"
+           "cuda at the end). progress: as for run.")
+      .def("run_batch", &run_batch, "x"_a.none(), nb::kw_only(), "progress"_a = nb::none(),
+           nb::sig("def run_batch(self, x: numpy.typing.ArrayLike, *, progress: bool | None = None) "
+                   "-> numpy.typing.NDArray[numpy.float32]"),
+           "Fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched.\n"
+           "Ctrl-C raises KeyboardInterrupt within ~0.1 s. progress: as for run.")
       .def(
           "reset",
           [](PyEngine& self) {

@@ -105,24 +105,31 @@ class Engine:
         array [O]) z is written there and out returned. Raises TickError (state unchanged) for NaN/Inf
         or a wrong shape."""
     def run(
-        self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None
+        self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None, progress: Optional[bool] = None
     ) -> numpy.typing.NDArray[numpy.floating]:
         """A series [T, I] -> [T, O], or S series [S, T, I] -> [S, T, O] (2-D/3-D even when O = 1). Each
         series starts from a fresh state (the engine is reset first); afterwards the engine holds the
         state after the last tick run, so step() continues from there. In window mode row t is the
         output of the window ending at t (partial while t < W-1). dtype: float32 (default) or float64
-        (exact for the "ref" backend). A bad tick raises TickError naming it (and the series)."""
+        (exact for the "ref" backend). A bad tick raises TickError naming it (and the series). Ctrl-C
+        raises KeyboardInterrupt within ~0.1 s and leaves the engine reset. progress: None (a bar on
+        stderr once the call has run 1 s, when stderr is a terminal), True (from the start), False."""
     def backtest(
-        self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None
+        self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None, progress: Optional[bool] = None
     ) -> numpy.typing.NDArray[numpy.floating]:
         """Backtest: a series [T, I] -> every output [T, O], or S series [S, T, I] -> [S, T, O] (2-D/3-D
         even when O = 1), each series from zero state by the engine's mode (window: row t is the window
         ending at t, partial while t < W-1; streaming: the stream from tick 0), on the backend's
         throughput path, with the GIL released. Every input is checked before anything runs: a NaN/Inf
         raises TickError naming series, tick and input. Afterwards the engine is reset (the next step()
-        is t = 0). dtype: float32 (default) or float64 (exact for the "ref" backend)."""
-    def run_batch(self, x: numpy.typing.ArrayLike) -> numpy.typing.NDArray[numpy.float32]:
-        """B fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched."""
+        is t = 0). dtype: float32 (default) or float64 (exact for the "ref" backend). Ctrl-C raises
+        KeyboardInterrupt within ~0.1 s (ref, cpu; cuda when its backtest ends), the engine left reset.
+        progress: as for run."""
+    def run_batch(
+        self, x: numpy.typing.ArrayLike, *, progress: Optional[bool] = None
+    ) -> numpy.typing.NDArray[numpy.float32]:
+        """B fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched.
+        Ctrl-C raises KeyboardInterrupt within ~0.1 s. progress: as for run."""
     def reset(self) -> None:
         """Forget all state: the next tick is t = 0."""
     def counters(self) -> Dict[str, float]: ...

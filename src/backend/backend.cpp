@@ -98,9 +98,9 @@ void Backend::backtest(std::span<const float> x, size_t series, size_t ticks, Ba
                        std::atomic<size_t>* done) {
   const size_t I = size_t(config_.input_size), O = size_t(config_.output_size);
   std::vector<float> z(O);
-  for (size_t s = 0; s < series; ++s) {
+  for (size_t s = 0; s < series && !out.stopped(); ++s) {
     reset();
-    for (size_t t = 0; t < ticks; ++t) {
+    for (size_t t = 0; t < ticks && !out.stopped(); ++t) {
       const size_t row = s * ticks + t;
       step(x.subspan(row * I, I), z);
       finish_precompute();

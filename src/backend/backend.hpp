@@ -118,10 +118,14 @@ class Backend {
   // the sizes and that every input is finite; the backend scales as step() would, a rolling scaler
   // starting over with each series. `done` (may be null) is advanced by the outputs rows ([O] each)
   // finished, for a progress display on another thread. Leaves the tick state reset.
+  // `stop` (may be null), set by another thread, ends the backtest early: the ref and cpu backends look
+  // at it before every step and return with the outputs incomplete (still reset); cuda runs to the end.
   // Default: step() over each series in turn (exact float64 outputs where last_output_f64 has them).
   struct BacktestOutput {
     float* f32 = nullptr;
     double* f64 = nullptr;
+    const std::atomic<bool>* stop = nullptr;
+    bool stopped() const { return stop && stop->load(std::memory_order_relaxed); }
   };
   virtual void backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
                         std::atomic<size_t>* done);

@@ -20,6 +20,7 @@
 #include "bench/instances_bench.hpp"
 #include "bench/machine.hpp"
 #include "bench/stats.hpp"
+#include "cpu/cpu_backend.hpp"
 #include "engine/engine.hpp"
 #include "engine/gpu.hpp"
 #include "model/quantize.hpp"
@@ -81,6 +82,41 @@ void write_text(const std::string& path, const std::string& text) {
 }
 
 }  // namespace
+
+TickRateEstimate estimate_tick_rate(const ModelConfig& c, Mode mode, int window, int precompute_cores) {
+  // fp32 GFLOP/s a core keeps up in the precompute's matrix-vector products (L2-resident weights):
+  // lstm_s window fp32, W = 50, took 28.6 us a tick on 12 workers of the lent Xeon (55 a core, their
+  // sync included) and 126 us on 1 worker of a 2-core AVX-512 VM (150); AVX2 has half the lanes, the
+  // portable kernels no vectors of their own.
+  const cpu::CpuFeatures f = cpu::cpu_features();
+  TickRateEstimate e;
+  e.isa = f.avx2_fma && f.avx512 ? "avx512" : f.avx2_fma ? "avx2" : "generic";
+  e.gflops_per_core = e.isa == "avx512" ? 60.0 : e.isa == "avx2" ? 30.0 : 5.0;
+  e.precompute_cores = std::max(1, precompute_cores);
+  const double I = c.input_size, H = c.hidden_size, L = c.num_layers, O = c.output_size, G = 4 * H;
+  e.answer_flops = 2 * G * (I + H * (L - 1)) + 2 * O * H;
+  e.precompute_flops = mode == Mode::window ? 2 * G * I + double(std::max(window - 1, 0)) * 2 * G * H * (2 * L - 1)
+                                            : 2 * G * H * L;
+  e.answer_us = e.answer_flops / (e.gflops_per_core * 1e3);
+  e.precompute_us = e.precompute_flops / (e.gflops_per_core * 1e3 * e.precompute_cores);
+  e.hz = 1e6 / (e.answer_us + e.precompute_us);
+  return e;
+}
+
+TickRateEstimate estimate_tick_rate_for_cpuset(const ModelConfig& c, Mode mode, int window, size_t cpuset_cores) {
+  return estimate_tick_rate(c, mode, window, cpuset_cores > 1 ? int(cpuset_cores - 1) : 1);
+}
+
+nlohmann::json to_json(const TickRateEstimate& e) {
+  return {{"hz", e.hz},
+          {"answer_us", e.answer_us},
+          {"precompute_us", e.precompute_us},
+          {"answer_flops", e.answer_flops},
+          {"precompute_flops", e.precompute_flops},
+          {"precompute_cores", e.precompute_cores},
+          {"gflops_per_core", e.gflops_per_core},
+          {"isa", e.isa}};
+}
 
 nlohmann::json pingpong_json(int floats, long long count, long long warmup, const std::vector<int>& cpuset,
                              Summary* summary) {
@@ -487,6 +523,17 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     report["latency_us"] = to_json(ls);
     report["precompute_us"] = to_json(ps);
     report["tick_rate_hz"] = active_s > 0 ? double(ls.count) / active_s : 0.0;
+    // The rate a tick stream can keep without queueing: every tick needs its answer and then the
+    // precompute before the next one (window mode: the open windows, on the precompute's cores). Means,
+    // not medians: a queue keeps up with the mean service time, tails included.
+    const bool cpu_backend = backend->name() == "cpu";
+    const int pre_cores = o.cpuset.size() > 1 ? int(o.cpuset.size() - 1) : 1;
+    nlohmann::json sustainable = {{"hz", ls.mean + ps.mean > 0 ? 1e6 / (ls.mean + ps.mean) : 0.0},
+                                  {"rule", "1e6 / (latency_us.mean + precompute_us.mean)"},
+                                  {"precompute_cores", pre_cores},
+                                  {"precompute_inline", o.cpuset.size() <= 1}};
+    if (cpu_backend) sustainable["estimate"] = to_json(estimate_tick_rate(cfg, o.mode, window, pre_cores));
+    report["sustainable_tick_rate"] = sustainable;
     report["elapsed_s"] = elapsed_s;
     report["pacing"] = {{"gap_us", o.gap_us},
                         {"rate_hz", o.rate_hz ? nlohmann::json(*o.rate_hz) : nlohmann::json(nullptr)},
@@ -541,6 +588,19 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     print_header(out);
     print_row(out, "tick latency", ls);
     print_row(out, "precompute", ps);
+    const nlohmann::json& sustainable_json = report["sustainable_tick_rate"];
+    const int pre_cores_shown = sustainable_json["precompute_cores"].get<int>();
+    out << "sustainable tick rate: " << util::si(sustainable_json["hz"].get<double>()) << " ticks/s = 1 / (mean answer "
+        << fmt(ls.mean) << " + mean precompute " << fmt(ps.mean) << " us)";
+    if (sustainable_json.contains("estimate")) {
+      out << (o.mode == Mode::window ? "; the precompute advances the " + std::to_string(window - 1) + " open windows"
+                                     : std::string("; the precompute prepares W_hh·h"))
+          << " on " << (o.cpuset.size() <= 1 ? std::string("the critical core (inline: no --cpuset workers)")
+                                             : std::to_string(pre_cores_shown) + (pre_cores_shown == 1 ? " core" : " cores"))
+          << "; estimated from the model's size: " << util::si(sustainable_json["estimate"]["hz"].get<double>())
+          << " ticks/s";
+    }
+    out << "\n";
     if (have_pp) print_row(out, "ping-pong " + std::to_string(o.floats.value_or(cfg.input_size)) + " floats", pp);
     out << "first " << kFirstTicks << " ticks: max " << (std::isnan(first_max) ? std::string("-") : fmt(first_max))
         << " us, each:";

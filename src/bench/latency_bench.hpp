@@ -104,6 +104,28 @@ nlohmann::json pingpong_json(int floats, long long count, long long warmup, cons
 // The model's shape for a report.
 nlohmann::json model_json(const Model& model, Mode mode, int window);
 
+// The tick rate the cpu backend can sustain, estimated from the model's size alone. Each tick is the
+// answer (the critical step: W_ih·in for every layer, the head) and then the precompute, which must end
+// before the next tick can be answered: in window mode the W-1 open windows each advance one step
+// (W_hh,0·h, then W_ih,l·h and W_hh,l·h for every later layer: (2L-1) products of 4H x H) plus the
+// shared W_ih,0·x; in streaming mode W_hh,l·h for every layer. The precompute is split over
+// `precompute_cores` (the cpuset's cores after the first; 1 when it runs inline on the critical core)
+// and every core is taken to do `gflops_per_core` (kAssumedGflopsPerCore for the ISA the fp32 kernels
+// use here). rate = 1 / (answer + precompute). An estimate: within a factor of ~2 of the measured rate
+// on the machines of BENCHMARKS.md; `bench` reports the measured rate beside it.
+struct TickRateEstimate {
+  double hz = 0;
+  double answer_us = 0, precompute_us = 0;
+  double answer_flops = 0, precompute_flops = 0;
+  int precompute_cores = 1;
+  double gflops_per_core = 0;
+  std::string isa;  // whose gflops_per_core
+};
+TickRateEstimate estimate_tick_rate(const ModelConfig& config, Mode mode, int window, int precompute_cores);
+// The same with the cores a cpuset gives the precompute (none or one core: inline).
+TickRateEstimate estimate_tick_rate_for_cpuset(const ModelConfig& config, Mode mode, int window, size_t cpuset_cores);
+nlohmann::json to_json(const TickRateEstimate& e);
+
 // Runs the benchmark, prints the table to `out`, writes JSON/samples when asked, returns the report.
 // Throws hotpath::Error for bad options. The report's `pass` is false, and `failure` says why in one
 // line, when a tick got no answer, a check was skipped, the error exceeds the bound, or nothing was

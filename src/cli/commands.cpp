@@ -26,6 +26,7 @@
 #include "util/error.hpp"
 #include "util/output_paths.hpp"
 #include "util/progress_bar.hpp"
+#include "util/threads.hpp"
 
 namespace hotpath::cli {
 
@@ -173,16 +174,18 @@ void add_info_command(CLI::App& app) {
                                          "with --backend cuda, the kernel family that would serve it");
   struct Flags {
     ModelFlags model;
-    std::string backend, kernel, precision, mode = "window";
+    std::string backend, kernel, precision, mode = "window", cpuset;
     int window = 0;
   };
   auto f = std::make_shared<Flags>();
   f->model.add(cmd);
   cmd->add_option("--backend", f->backend, "cuda: also say which kernel family would serve the model, and why");
+  cmd->add_option("--cpuset", f->cpuset,
+                  "Cores for the cpu tick-rate estimate, as bench --cpuset (default: every core this process may use)");
   add_kernel_option(cmd, f->kernel);
   cmd->add_option("--precision", f->precision, "With --backend cuda: fp16 (default) or bf16");
   cmd->add_option("--mode", f->mode, "With --backend cuda: window or streaming")->capture_default_str();
-  util::add_int_option(cmd, "--window", f->window, "With --backend cuda: window length (default: the model's)", 1,
+  util::add_int_option(cmd, "--window", f->window, "Window length for the tick-rate estimate and --backend cuda (default: the model's)", 1,
                        kMaxWindow);
   cmd->callback([f] {
     const bool cuda = f->backend == "cuda";
@@ -194,6 +197,7 @@ void add_info_command(CLI::App& app) {
       throw Error("info --backend cuda takes --precision fp16 or bf16, not " + f->precision);
     const Mode mode = parse_mode(f->mode);
     if (mode == Mode::batch) throw Error("info --mode must be window or streaming");
+    const std::vector<int> cores = f->cpuset.empty() ? util::allowed_cores() : parse_cpuset(f->cpuset);
     const Model m = f->model.resolve();
     int window = 1;
     if (cuda) {  // the engine's rule, checked before anything is printed
@@ -220,6 +224,29 @@ void add_info_command(CLI::App& app) {
                                   : std::string("yes (input_scaler.mean, input_scaler.scale)") +
                                         (m.input_scaler->fitted_on.empty() ? "" : "; fitted on " + m.input_scaler->fitted_on))
               << "\n";
+    // Window mode's tick rate is the precompute's, not the answer's: say what these cores would sustain.
+    if (const int w = f->window > 0 ? f->window : m.config.window.value_or(0); w > 0) {
+      const auto given = bench::estimate_tick_rate_for_cpuset(c, Mode::window, w, cores.size());
+      const auto inline_pre = bench::estimate_tick_rate_for_cpuset(c, Mode::window, w, 1);
+      std::string listed;
+      for (int core : cores) listed += (listed.empty() ? "" : ",") + std::to_string(core);
+      std::cout << "tick rate:    window W=" << w << " on cpu, estimated: ~" << util::si(given.hz) << " ticks/s with --cpuset "
+                << listed << " (the precompute on " << given.precompute_cores
+                << (given.precompute_cores == 1 ? " core" : " cores") << "), ~" << util::si(inline_pre.hz)
+                << " ticks/s without one (inline); from " << util::si(given.precompute_flops)
+                << " FLOP of precompute a tick (" << (w - 1) << " open windows) and " << util::si(given.answer_flops)
+                << " in the answer, at " << given.gflops_per_core << " GFLOP/s a core (" << given.isa
+                << " fp32, an assumption: bench measures it)\n";
+    } else {
+      std::cout << "tick rate:    window length unknown (give --window for an estimate)\n";
+    }
+    // Where int8 would be many times slower than fp32, say so before anyone benchmarks it.
+    try {
+      const std::string slow = cpu_int8_note();
+      std::cout << "cpu int8:     " << (slow.empty() ? std::string("AVX512_VNNI kernels") : "slow here: " + slow) << "\n";
+    } catch (const Error& e) {
+      std::cout << "cpu int8:     none here: " << e.what() << "\n";
+    }
     if (!cuda) return;
     // Informational: no device, or a model no family can serve, is one line and exit 0.
     std::string why;
@@ -415,7 +442,12 @@ void add_verify_command(CLI::App& app) {
                 << "\n";
     }
     if (!all_pass) {
-      std::cerr << "hotpath verify: error against the golden outputs exceeds the bound (" << failed << " mode)\n";
+      std::cerr << "hotpath verify: error against the golden outputs exceeds the bound (" << failed << " mode)"
+                << (f->backend.precision == "int8"
+                        ? "; int8 expects inputs scaled to about unit size (raw features of ~100 go over its "
+                          "bound): give it --scaler rolling:N, or a model with a fitted scaler (hotpath scaler fit)"
+                        : "")
+                << "\n";
       exit_with(1);
     }
   });

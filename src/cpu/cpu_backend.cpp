@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -33,6 +34,7 @@
 #include "scaling/input_scaler.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
+#include "util/warn.hpp"
 
 namespace hotpath {
 namespace cpu {
@@ -51,19 +53,23 @@ std::string env_string(const char* name) {
 struct IsaChoice {
   const KernelTable* table = nullptr;
   std::string variant;
+  std::string int8_slow;  // int8 on the portable table: why, else empty
 };
+
+std::optional<CpuFeatures>& features_override() {
+  static std::optional<CpuFeatures> f;
+  return f;
+}
 
 // HOTPATH_CPU_ISA = auto (default) | avx512 | avx2 | generic; HOTPATH_CPU_BF16 = dot (default where
 // the ISA has a bf16 pair dot product) | cvt. int8 needs AVX512_VNNI; without it (or with
 // HOTPATH_CPU_ISA=generic) it runs on the portable table, which emulates vpdpbusd (correct, slow).
-IsaChoice choose_isa(Precision precision) {
+IsaChoice choose_isa(Precision precision, const CpuFeatures& cpu) {
   const bool bf16 = precision == Precision::bf16, int8 = precision == Precision::int8;
-  __builtin_cpu_init();
-  const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const bool has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  const bool has_bf16dot = has_avx512 && __builtin_cpu_supports("avx512bf16");
-  const bool has_vnni = has_avx512 && __builtin_cpu_supports("avx512vnni");
+  const bool has_avx2 = cpu.avx2_fma;
+  const bool has_avx512 = has_avx2 && cpu.avx512;
+  const bool has_bf16dot = has_avx512 && cpu.avx512_bf16;
+  const bool has_vnni = has_avx512 && cpu.avx512_vnni;
   std::string isa = env_string("HOTPATH_CPU_ISA");
   const std::string method = env_string("HOTPATH_CPU_BF16");
   if (!method.empty() && method != "dot" && method != "cvt")
@@ -91,6 +97,10 @@ IsaChoice choose_isa(Precision precision) {
   }
   c.variant = std::string(c.table->isa) +
               (int8 ? "-int8" : bf16 ? (c.table->bf16_dot || isa == "avx2" ? "-bf16" : "-bf16cvt") : "-fp32");
+  if (int8 && isa == "generic")
+    c.int8_slow = std::string("int8 runs on the portable kernels here (") +
+                  (chose ? "HOTPATH_CPU_ISA=generic" : "this CPU lacks AVX512_VNNI, which the int8 kernels need") +
+                  "), many times slower than fp32 (lstm_s: ~15x): use fp32 or bf16 on this machine";
   return c;
 }
 
@@ -186,7 +196,8 @@ class CpuBackend final : public Backend {
     std::atomic<size_t>* done = nullptr; // rows finished (progress)
     std::vector<TileScratch> scratch;    // one per thread, allocated before any starts (workers must not throw)
   };
-  void run_tile(const Tile& tile, TileScratch& s, BacktestOutput out) const;
+  // Returns early (the tile unfinished) when out.stop is set; advances `done` (may be null) as it emits.
+  void run_tile(const Tile& tile, TileScratch& s, BacktestOutput out, std::atomic<size_t>* done) const;
   // Runs every tile of `job` on the pool's workers and the caller (or, without a cpuset, on a thread
   // per allowed core), each taking the next tile as it finishes one.
   void run_tiles(TileJob& job);
@@ -200,6 +211,7 @@ class CpuBackend final : public Backend {
   const Precision precision_;
   const KernelTable* k_;
   std::string variant_;
+  std::string int8_slow_;  // IsaChoice::int8_slow
   PackedModel pm_;
   const bool streaming_;
   const int W_;       // window length (1 slot in streaming)
@@ -283,6 +295,7 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
       precision_(precision),
       k_(isa.table),
       variant_(std::move(isa.variant)),
+      int8_slow_(std::move(isa.int8_slow)),
       pm_(pack_model(model, isa.table->lanes,
                      precision == Precision::bf16   ? WeightFormat::bf16
                      : precision == Precision::int8 ? WeightFormat::int8
@@ -616,7 +629,7 @@ CpuBackend::TileScratch::TileScratch(const PackedModel& pm)
       z(pm.Op),
       pairs(pair_scratch_words(std::max(pm.I, pm.H))) {}
 
-void CpuBackend::run_tile(const Tile& tile, TileScratch& s, BacktestOutput out) const {
+void CpuBackend::run_tile(const Tile& tile, TileScratch& s, BacktestOutput out, std::atomic<size_t>* done) const {
   const int nb = pm_.nb, Hp = pm_.Hp, L = pm_.num_layers, n = tile.n;
   const size_t G = pm_.gate_floats(), O = size_t(pm_.O);
   const float* in[kMaxTileCols];
@@ -629,7 +642,9 @@ void CpuBackend::run_tile(const Tile& tile, TileScratch& s, BacktestOutput out) 
       std::memcpy(s.P.data() + (size_t(j) * L + l) * G, pm_.layers[l].bias.data(), G * sizeof(float));
       std::memset(s.c.data() + (size_t(j) * L + l) * Hp, 0, size_t(Hp) * sizeof(float));
     }
-  for (size_t t = 0; t < tile.steps; ++t) {
+  // Progress within the tile too: a streaming series is one tile of T steps.
+  size_t unreported = 0;
+  for (size_t t = 0; t < tile.steps && !out.stopped(); ++t) {
     float* hin = s.ha.data();
     float* hout = s.hb.data();
     for (int l = 0; l < L; ++l) {
@@ -659,15 +674,17 @@ void CpuBackend::run_tile(const Tile& tile, TileScratch& s, BacktestOutput out) 
       else
         for (size_t o = 0; o < O; ++o) out.f64[row * O + o] = s.z[o];
     }
+    unreported += size_t(n);
+    if (done && (unreported >= 1024 || t + 1 == tile.steps)) {
+      done->fetch_add(unreported, std::memory_order_relaxed);
+      unreported = 0;
+    }
   }
 }
 
 void CpuBackend::tiles_part(TileJob& job, TileScratch& scratch) const {
-  for (size_t k; (k = job.next.fetch_add(1, std::memory_order_relaxed)) < job.count;) {
-    const Tile tile = job.tile(k);
-    run_tile(tile, scratch, job.out);
-    if (job.done) job.done->fetch_add(size_t(tile.n) * (tile.steps - tile.emit_from), std::memory_order_relaxed);
-  }
+  for (size_t k; !job.out.stopped() && (k = job.next.fetch_add(1, std::memory_order_relaxed)) < job.count;)
+    run_tile(job.tile(k), scratch, job.out, job.done);
 }
 
 void CpuBackend::run_tiles(TileJob& job) {
@@ -811,6 +828,7 @@ std::map<std::string, std::string> CpuBackend::facts() const {
   f["cpu_activations"] = pm_.int8 ? (int8_act_ ? "16-bit per tick (hi/lo bytes, 2x vpdpbusd)" : "int8 per tick (vpdpbusd)")
                          : pm_.bf16 && k_->bf16_dot ? "bf16 (vdpbf16ps operands)"
                                                     : "fp32";
+  if (pm_.int8) f["cpu_int8"] = int8_slow_.empty() ? "AVX512_VNNI (vpdpbusd)" : "slow: " + int8_slow_;
   f["cpu_critical_core"] = critical_core_ >= 0 ? std::to_string(critical_core_) : "unpinned";
   std::string pre;
   for (size_t i = 1; i < options().cpuset.size(); ++i) pre += (pre.empty() ? "" : ",") + std::to_string(options().cpuset[i]);
@@ -823,6 +841,23 @@ std::map<std::string, std::string> CpuBackend::facts() const {
 }
 
 }  // namespace
+
+CpuFeatures cpu_features() {
+  if (features_override()) return *features_override();
+  __builtin_cpu_init();
+  CpuFeatures f;
+  f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  f.avx512_bf16 = __builtin_cpu_supports("avx512bf16");
+  f.avx512_vnni = __builtin_cpu_supports("avx512vnni");
+  return f;
+}
+
+void override_cpu_features(std::optional<CpuFeatures> features) { features_override() = features; }
+
+std::string int8_slow_note(const CpuFeatures& features) { return choose_isa(Precision::int8, features).int8_slow; }
+
 }  // namespace cpu
 
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& options) {
@@ -831,7 +866,9 @@ std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptio
     throw UnsupportedError(std::string("the cpu backend does not support precision ") + precision_name(p) +
                            " (use fp32, bf16 or int8)");
   model.validate();
-  return std::make_unique<cpu::CpuBackend>(model, options, p, cpu::choose_isa(p));
+  cpu::IsaChoice isa = cpu::choose_isa(p, cpu::cpu_features());
+  if (!isa.int8_slow.empty()) util::warn_once(isa.int8_slow);
+  return std::make_unique<cpu::CpuBackend>(model, options, p, std::move(isa));
 }
 
 }  // namespace hotpath

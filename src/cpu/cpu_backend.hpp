@@ -1,8 +1,30 @@
 #pragma once
 #include <memory>
+#include <optional>
+#include <string>
+
 #include "backend/backend.hpp"
 
 namespace hotpath {
-// The vectorised CPU backend (AVX-512 with an AVX2 fallback chosen at run time).
+// The vectorised CPU backend (AVX-512 with an AVX2 fallback chosen at run time). int8 on the portable
+// kernels (no AVX512_VNNI, or HOTPATH_CPU_ISA=generic) warns once on stderr (util/warn.hpp) and says
+// so in facts()["cpu_int8"].
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& options);
+
+namespace cpu {
+// What the backend's kernel choice looks at. Detected on this CPU, unless override_cpu_features()
+// gave other answers (tests, so that both sides of a choice are tested on any machine; a table this
+// CPU cannot run must not be made to run).
+struct CpuFeatures {
+  bool avx2_fma = false;
+  bool avx512 = false;  // F, BW, DQ and VL
+  bool avx512_bf16 = false;
+  bool avx512_vnni = false;
+};
+CpuFeatures cpu_features();
+void override_cpu_features(std::optional<CpuFeatures> features);  // nullopt: detect again
+// Why int8 would run on the portable kernels with `features` (and HOTPATH_CPU_ISA), many times slower
+// than fp32; empty when it runs on AVX512_VNNI. Throws as the backend would for an impossible ISA.
+std::string int8_slow_note(const CpuFeatures& features);
+}  // namespace cpu
 }  // namespace hotpath

@@ -30,6 +30,8 @@ Model open_model_bytes(std::span<const std::byte> bytes, const std::string& name
   return model_from_safetensors(safetensors::File::parse(std::move(copy), name), options);
 }
 
+std::string cpu_int8_note() { return cpu::int8_slow_note(cpu::cpu_features()); }
+
 std::vector<std::string> backend_names() {
 #ifdef HOTPATH_HAVE_CUDA
   return {"ref", "cpu", "cuda"};
@@ -338,17 +340,17 @@ void check_backtest(const Engine& e, std::span<const float> x, size_t series, si
 }  // namespace
 
 void Engine::backtest(std::span<const float> x, size_t series, size_t ticks, std::span<float> out,
-                      std::atomic<size_t>* done) {
+                      std::atomic<size_t>* done, const std::atomic<bool>* stop) {
   check_backtest(*this, x, series, ticks, out.size());
   if (out.empty()) return backend_->reset();  // nothing to run, and still the promised reset
-  backend_->backtest(x, series, ticks, Backend::BacktestOutput{out.data(), nullptr}, done);
+  backend_->backtest(x, series, ticks, Backend::BacktestOutput{out.data(), nullptr, stop}, done);
 }
 
 void Engine::backtest(std::span<const float> x, size_t series, size_t ticks, std::span<double> out,
-                      std::atomic<size_t>* done) {
+                      std::atomic<size_t>* done, const std::atomic<bool>* stop) {
   check_backtest(*this, x, series, ticks, out.size());
   if (out.empty()) return backend_->reset();  // nothing to run, and still the promised reset
-  backend_->backtest(x, series, ticks, Backend::BacktestOutput{nullptr, out.data()}, done);
+  backend_->backtest(x, series, ticks, Backend::BacktestOutput{nullptr, out.data(), stop}, done);
 }
 
 void Engine::reset() { backend_->reset(); }

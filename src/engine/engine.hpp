@@ -30,6 +30,11 @@ Model open_model_bytes(std::span<const std::byte> bytes, const std::string& name
 // --- backends ---------------------------------------------------------------------------------------
 // Backends built into this library ("ref", "cpu", and "cuda" when built with CUDA); "auto" is not one.
 std::vector<std::string> backend_names();
+// Why `--precision int8` on the cpu backend would run on the portable kernels here, many times slower
+// than fp32 (this CPU lacks AVX512_VNNI, or HOTPATH_CPU_ISA=generic); empty when the VNNI kernels serve
+// it. Such a backend also warns once on stderr and says so in facts()["cpu_int8"]. Throws as the
+// backend would for an ISA this CPU cannot run. No precision is ever chosen as int8 unless asked.
+std::string cpu_int8_note();
 // One backend by name (not "auto", no fallback wrapper). Throws hotpath::Error for an unknown name or bad
 // options, UnsupportedError when the platform or the model cannot be served (e.g. no CUDA device).
 std::unique_ptr<Backend> make_backend(const std::string& name, const Model& model, const BackendOptions& options);
@@ -112,13 +117,15 @@ class Engine {
   // Backtest: S recorded series x [S, T, I] -> every tick's output [S, T, O], each series from zero
   // state by the engine's mode (SPEC §3.3), on the backend's throughput path. Every input is checked
   // first: a NaN/Inf throws TickError naming series, tick and input, before anything is computed. `done`
-  // (may be null) counts the output rows finished, for a progress display on another thread. Leaves
-  // the engine reset (the next step() is t = 0).
+  // (may be null) counts the output rows finished, for a progress display on another thread. `stop`
+  // (may be null), set by another thread, ends it early with the outputs incomplete (ref and cpu stop
+  // within a step; cuda runs to the end; Backend::backtest). Leaves the engine reset (the next step()
+  // is t = 0), stopped or not.
   void backtest(std::span<const float> x, size_t series, size_t ticks, std::span<float> out,
-                std::atomic<size_t>* done = nullptr);
+                std::atomic<size_t>* done = nullptr, const std::atomic<bool>* stop = nullptr);
   // The same with float64 outputs: exact for the float64 reference backend, widened from float otherwise.
   void backtest(std::span<const float> x, size_t series, size_t ticks, std::span<double> out,
-                std::atomic<size_t>* done = nullptr);
+                std::atomic<size_t>* done = nullptr, const std::atomic<bool>* stop = nullptr);
   // Forget all state: the next tick is t = 0.
   void reset();
   long long ticks() const;

@@ -19,6 +19,7 @@
 #include "engine/warm.hpp"
 #include "bench/machine.hpp"
 #include "bench/stats.hpp"
+#include "cpu/cpu_backend.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
 
@@ -317,6 +318,43 @@ TEST(Bench, TheReportSaysHowLongCheckingTook) {
     EXPECT_NE(out.str().find("float64 checker: "), std::string::npos) << out.str();
     EXPECT_NE(out.str().find(" s after the run"), std::string::npos) << out.str();
   }
+}
+
+// The tick-rate estimate counts lstm_s's FLOPs (I 32, H 128, L 2, O 1; W 50) as its comment says, splits
+// only the precompute over the cores, and takes the per-core rate of the ISA the CPU is said to have.
+TEST(TickRateEstimate, FromTheModelsSizeAndTheCores) {
+  ModelConfig c;
+  c.input_size = 32;
+  c.hidden_size = 128;
+  c.num_layers = 2;
+  c.output_size = 1;
+  cpu::CpuFeatures avx512;
+  avx512.avx2_fma = avx512.avx512 = true;
+  cpu::override_cpu_features(avx512);
+  const auto one = bench::estimate_tick_rate(c, Mode::window, 50, 1);
+  const auto four = bench::estimate_tick_rate(c, Mode::window, 50, 4);
+  const auto streaming = bench::estimate_tick_rate(c, Mode::streaming, 1, 1);
+  cpu::CpuFeatures avx2;
+  avx2.avx2_fma = true;
+  cpu::override_cpu_features(avx2);
+  const auto slower = bench::estimate_tick_rate(c, Mode::window, 50, 1);
+  cpu::override_cpu_features(std::nullopt);
+  EXPECT_EQ(one.isa, "avx512");
+  EXPECT_EQ(one.gflops_per_core, 60.0);
+  EXPECT_EQ(one.answer_flops, 2.0 * 512 * (32 + 128) + 2.0 * 128);
+  EXPECT_EQ(one.precompute_flops, 2.0 * 512 * 32 + 49 * 2.0 * 512 * 128 * 3);
+  EXPECT_DOUBLE_EQ(one.precompute_us, one.precompute_flops / 60e3);
+  EXPECT_DOUBLE_EQ(one.hz, 1e6 / (one.answer_us + one.precompute_us));
+  EXPECT_DOUBLE_EQ(four.precompute_us, one.precompute_us / 4);
+  EXPECT_DOUBLE_EQ(four.answer_us, one.answer_us);
+  EXPECT_EQ(streaming.precompute_flops, 2.0 * 512 * 128 * 2);
+  EXPECT_GT(streaming.hz, 10 * one.hz);
+  EXPECT_EQ(slower.isa, "avx2");
+  EXPECT_DOUBLE_EQ(slower.hz, one.hz / 2);
+  // A cpuset's first core answers; the rest precompute; none or one core: inline, on that core.
+  EXPECT_EQ(bench::estimate_tick_rate_for_cpuset(c, Mode::window, 50, 0).precompute_cores, 1);
+  EXPECT_EQ(bench::estimate_tick_rate_for_cpuset(c, Mode::window, 50, 1).precompute_cores, 1);
+  EXPECT_EQ(bench::estimate_tick_rate_for_cpuset(c, Mode::window, 50, 5).precompute_cores, 4);
 }
 
 TEST(Bench, LostTicksAreCountedAndNeverPass) {

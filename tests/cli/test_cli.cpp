@@ -29,6 +29,8 @@
 #include "model/npy.hpp"
 #include "model/safetensors.hpp"
 #include "reference/reference.hpp"
+#include "util/progress_bar.hpp"
+#include "util/threads.hpp"
 
 namespace fs = std::filesystem;
 namespace st = hotpath::safetensors;
@@ -198,6 +200,29 @@ TEST_F(Cli, VerifyInt8MeasuresItsBound) {
                            " --backend cpu --precision int8 --mode streaming");
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
+  // The likeliest cause of an int8 failure is inputs that were never scaled: the one line says what to do.
+  EXPECT_NE(r.err.find("int8 expects inputs scaled to about unit size"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--scaler rolling:N"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  const Result fp32 = hotpath("verify --model " + golden_model("tiny") + " --golden " + moved +
+                              " --backend cpu --precision fp32 --mode streaming");
+  EXPECT_EQ(fp32.code, 1) << fp32.out << fp32.err;
+  EXPECT_EQ(fp32.err.find("--scaler"), std::string::npos) << fp32.err;
+}
+
+// info says whether int8 would run on the slow portable kernels here; HOTPATH_CPU_ISA=generic forces
+// them on any CPU (the detection itself is tested with injected features in test_cpu_int8).
+TEST_F(Cli, InfoSaysWhetherInt8IsSlowHere) {
+  const Result here = hotpath("info --model lstm_s");
+  ASSERT_EQ(here.code, 0) << here.err;
+  EXPECT_NE(here.out.find("cpu int8:     "), std::string::npos) << here.out;
+  ::setenv("HOTPATH_CPU_ISA", "generic", 1);
+  const Result slow = hotpath("info --model lstm_s");
+  ::unsetenv("HOTPATH_CPU_ISA");
+  ASSERT_EQ(slow.code, 0) << slow.err;
+  EXPECT_NE(slow.out.find("cpu int8:     slow here: int8 runs on the portable kernels here (HOTPATH_CPU_ISA=generic)"),
+            std::string::npos)
+      << slow.out;
 }
 
 // bench --precision int8: the checker also runs the int8-rounded float64 model and the bound follows
@@ -217,6 +242,39 @@ TEST_F(Cli, BenchInt8MeasuresItsBound) {
     EXPECT_EQ(e["ticks_over_bound"], 0) << mode;
     EXPECT_TRUE(e.contains("bound_rule"));
   }
+}
+
+// Window mode's sustainable tick rate: bench measures it (1 / (mean answer + mean precompute)) and puts
+// the estimate beside it; info prints the same estimate for the same cores. The plumbing only: how close
+// an estimate comes to a measurement depends on the machine.
+TEST_F(Cli, BenchAndInfoSayTheSustainableTickRate) {
+  const std::vector<int> cores = hotpath::util::allowed_cores();
+  const std::string cpuset = std::to_string(cores.front()) + (cores.size() > 1 ? "," + std::to_string(cores[1]) : "");
+  const std::string json = path("rate.json");
+  const Result r = hotpath("bench --model lstm_s --backend cpu --mode window --ticks 200 --warmup 10 --check-every 20 "
+                           "--cpuset " + cpuset + " --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto report = nlohmann::json::parse(slurp(json));
+  const auto s = report["sustainable_tick_rate"];
+  const double answer = report["latency_us"]["mean"].get<double>(), pre = report["precompute_us"]["mean"].get<double>();
+  EXPECT_DOUBLE_EQ(s["hz"].get<double>(), 1e6 / (answer + pre));
+  EXPECT_EQ(s["precompute_cores"], 1);
+  EXPECT_EQ(s["precompute_inline"], cores.size() == 1);
+  const double estimate = s["estimate"]["hz"].get<double>();
+  EXPECT_GT(estimate, 0);
+  EXPECT_EQ(s["estimate"]["precompute_cores"], 1);
+  EXPECT_NE(r.out.find("sustainable tick rate: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the precompute advances the 49 open windows on "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("estimated from the model's size: " + hotpath::util::si(estimate) + " ticks/s"), std::string::npos)
+      << r.out;
+  const Result info = hotpath("info --model lstm_s --cpuset " + cpuset);
+  ASSERT_EQ(info.code, 0) << info.err;
+  EXPECT_NE(info.out.find("tick rate:    window W=50 on cpu, estimated: ~" + hotpath::util::si(estimate) +
+                          " ticks/s with --cpuset " + cpuset),
+            std::string::npos)
+      << info.out;
+  EXPECT_NE(info.out.find("GFLOP/s a core"), std::string::npos) << info.out;
+  expect_refused("info --model lstm_s --cpuset 3-1", "3-1");
 }
 
 // The checks left after bench's timed loop: a bar on stderr with --progress (from the start, not a

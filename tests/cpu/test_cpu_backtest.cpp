@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -217,6 +218,47 @@ TEST(CpuBacktest, EngineRefusesBadSeriesBeforeRunning) {
   std::vector<float> none;
   e.backtest(std::span<const float>(), 0, T, std::span<float>(none));
   e.backtest(std::span<const float>(), S, 0, std::span<float>(none));
+}
+
+// `stop`, set by another thread, ends a backtest early (what Python's Ctrl-C does): already set, nothing
+// is computed; set once rows are coming, the call returns long before the end. Either way the engine is
+// left reset, and its next backtest gives what a fresh engine's does, bit for bit. `done` moves within
+// a tile too: one streaming series is one tile of T steps.
+TEST(CpuBacktest, StopEndsItEarlyAndLeavesTheEngineUsable) {
+  const Model m = random_model(8, 32, 2, 1, true, true, 31);
+  const size_t T = 400000;
+  const auto x = random_inputs(T, 8, 32);
+  const std::span<const float> head(x.data(), 300 * 8);
+  for (const char* backend : {"cpu", "ref"}) {
+    for (Mode mode : {Mode::streaming, Mode::window}) {
+      SCOPED_TRACE(std::string(backend) + " " + mode_name(mode));
+      EngineOptions eo;
+      eo.backend = backend;
+      eo.mode = mode;
+      eo.window = 20;
+      Engine e(m, eo), fresh(m, eo);
+      std::vector<float> out(T, -7.0f);
+      std::atomic<size_t> done{0};
+      std::atomic<bool> stop{true};
+      e.backtest(x, 1, T, std::span<float>(out), &done, &stop);
+      EXPECT_EQ(done.load(), 0u);
+      for (float v : std::span<float>(out).first(1000)) ASSERT_EQ(v, -7.0f);
+      stop = false;
+      std::thread stopper([&] {
+        while (done.load() == 0) std::this_thread::yield();
+        stop = true;
+      });
+      e.backtest(x, 1, T, std::span<float>(out), &done, &stop);
+      stopper.join();
+      EXPECT_GT(done.load(), 0u);
+      EXPECT_LT(done.load(), T / 2);
+      EXPECT_EQ(e.ticks(), 0);
+      std::vector<float> again(300), expected(300);
+      e.backtest(head, 1, 300, std::span<float>(again));
+      fresh.backtest(head, 1, 300, std::span<float>(expected));
+      EXPECT_EQ(again, expected);
+    }
+  }
 }
 
 // A long series (many tiles per thread), against the reference in float64.

@@ -20,6 +20,7 @@
 #include "reference/reference.hpp"
 #include "test_cpu_util.hpp"
 #include "util/error.hpp"
+#include "util/warn.hpp"
 
 using namespace hotpath;
 using namespace hotpath::cputest;
@@ -212,6 +213,51 @@ TEST(CpuInt8, RefusedWhereItCannotRun) {
     IsaScope isa({"avx2", "", "avx2"});
     EXPECT_THROW(make_cpu_backend(m, opt), UnsupportedError);
   }
+}
+
+// int8 without AVX512_VNNI runs the portable kernels, many times slower than fp32: the choice says why,
+// from the CPU's features as given (so both sides are tested on any machine), and says nothing when
+// the VNNI kernels serve it.
+TEST(CpuInt8, SlowWithoutVnniAndSaysSo) {
+  IsaScope isa({"", "", "auto"});
+  cpu::CpuFeatures vnni;
+  vnni.avx2_fma = vnni.avx512 = vnni.avx512_vnni = true;
+  EXPECT_EQ(cpu::int8_slow_note(vnni), "");
+  cpu::CpuFeatures avx512_only = vnni, avx2_only;
+  avx512_only.avx512_vnni = false;
+  avx2_only.avx2_fma = true;
+  for (const auto& f : {avx512_only, avx2_only, cpu::CpuFeatures{}}) {
+    const std::string note = cpu::int8_slow_note(f);
+    EXPECT_NE(note.find("this CPU lacks AVX512_VNNI"), std::string::npos) << note;
+    EXPECT_NE(note.find("slower than fp32"), std::string::npos) << note;
+  }
+  IsaScope generic({"generic", "", "generic"});
+  EXPECT_NE(cpu::int8_slow_note(vnni).find("(HOTPATH_CPU_ISA=generic)"), std::string::npos);
+}
+
+// A backend made as if the CPU had no VNNI (the portable table runs anywhere) warns once per process on
+// stderr and says so in its facts; fp32 and bf16 there say nothing.
+TEST(CpuInt8, WarnsOnceAndSaysSoInFacts) {
+  const Model m = random_model(4, 8, 1, 1, true, true, 1);
+  BackendOptions opt;
+  opt.window = 4;
+  cpu::CpuFeatures none;
+  cpu::override_cpu_features(none);
+  util::forget_warnings();
+  ::testing::internal::CaptureStderr();
+  opt.precision = Precision::fp32;
+  const auto fp32 = make_cpu_backend(m, opt);
+  opt.precision = Precision::int8;
+  const auto a = make_cpu_backend(m, opt);
+  const auto b = make_cpu_backend(m, opt);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  cpu::override_cpu_features(std::nullopt);
+  const std::string line = "hotpath: warning: int8 runs on the portable kernels here (this CPU lacks AVX512_VNNI";
+  EXPECT_NE(err.find(line), std::string::npos) << err;
+  EXPECT_EQ(err.find(line), err.rfind(line)) << "more than once: " << err;
+  EXPECT_EQ(a->variant().rfind("generic-int8", 0), 0u) << a->variant();
+  EXPECT_EQ(a->facts().at("cpu_int8").rfind("slow: int8 runs on the portable kernels", 0), 0u) << a->facts().at("cpu_int8");
+  EXPECT_EQ(fp32->facts().count("cpu_int8"), 0u);
 }
 
 // The critical arena on huge pages (the default) or 4 KB pages: the same outputs; a bad setting refused.
