@@ -12,6 +12,18 @@ uint64_t splitmix64(uint64_t x) {
 
 }  // namespace
 
+std::vector<int> checker_cores(const std::vector<int>& allowed, const std::vector<int>& cpuset, bool engine_uses_cpuset) {
+  const std::vector<int> taken = engine_uses_cpuset || cpuset.empty() ? cpuset : std::vector<int>{cpuset.front()};
+  std::vector<int> cores;
+  for (int c : allowed)
+    if (std::find(taken.begin(), taken.end(), c) == taken.end()) cores.push_back(c);
+  if (cores.empty())
+    for (int c : allowed)
+      if (cpuset.empty() || c != cpuset.front()) cores.push_back(c);
+  if (cores.empty()) cores = allowed;
+  return cores;
+}
+
 void tick_input(uint64_t seed, long long t, std::span<float> x) {
   // Box-Muller on a counter-based generator: any tick's input can be regenerated on any thread.
   const uint64_t base = splitmix64(seed ^ 0xA5A5A5A5ull) + uint64_t(t) * 0x100000001B3ull;

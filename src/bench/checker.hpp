@@ -30,6 +30,14 @@ namespace hotpath::bench {
 // Tick t's input: I standard-normal values from (seed, t) alone, so the checker can regenerate them.
 void tick_input(uint64_t seed, long long t, std::span<float> x);
 
+// The cores the float64 checker's threads may run on (allowed: the process's cores; cpuset: the bench's,
+// its first for the timed thread): the cores outside the cpuset, where the engine's threads do not run;
+// with none, every core but the timed thread's. An engine that runs nothing on the cpuset's other cores
+// (the cuda backend without a CPU fallback: its work is on the GPU) leaves them to the checker too, so
+// a cpuset of most cores does not starve the check (vollo_small streaming on a 16-core host with
+// --cpuset 2-15: 1 thread, 113 s of checking after a 6 s run).
+std::vector<int> checker_cores(const std::vector<int>& allowed, const std::vector<int>& cpuset, bool engine_uses_cpuset);
+
 // Outputs of the checked ticks, appended by the timed loop and read by the checker threads while the
 // loop runs. Record k (tick k * check_every) holds the outputs and a lost flag (the backend gave no
 // answer). Storage comes in blocks of ~1 MiB in a fixed ring of block pointers, so readers never see a

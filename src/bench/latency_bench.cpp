@@ -207,15 +207,8 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     // the backend, and the checker, with the process's cores, and pin the timed thread afterwards.
     const std::vector<int> all_cores = util::allowed_cores();
     const std::vector<int> first_core = o.cpuset.empty() ? std::vector<int>{} : std::vector<int>{o.cpuset.front()};
-    // Cores outside the cpuset, for the checker; a cpuset of every core leaves it every core but the
-    // timed thread's (its threads spin while they work).
-    std::vector<int> spare_cores;
-    for (int c : all_cores)
-      if (std::find(o.cpuset.begin(), o.cpuset.end(), c) == o.cpuset.end()) spare_cores.push_back(c);
-    if (spare_cores.empty())
-      for (int c : all_cores)
-        if (first_core.empty() || c != first_core.front()) spare_cores.push_back(c);
-    if (spare_cores.empty()) spare_cores = all_cores;
+    // The checker's cores (checker_cores): its threads spin while they work.
+    const std::vector<int> spare_cores = checker_cores(all_cores, o.cpuset, !(eo.backend == "cuda" && eo.fallback.empty()));
 
     Summary pp;
     bool have_pp = false;

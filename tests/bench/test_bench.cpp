@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/checker.hpp"
 #include "bench/latency_bench.hpp"
 #include "engine/engine.hpp"
 #include "engine/warm.hpp"
@@ -111,6 +112,18 @@ TEST(Bench, ReferenceRunChecksEveryTickAndPaces) {
 }
 
 // Several checker threads split the checked windows; each must see its own ticks and agree exactly.
+// The checker's threads keep off the engine's cores: those of the cpuset, except where the engine runs
+// only the timed thread there (cuda without a CPU fallback), whose other cpuset cores are then free.
+TEST(Bench, CheckerCoresLeaveTheEngineItsCores) {
+  const std::vector<int> all{0, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(bench::checker_cores(all, {2, 3, 4, 5, 6, 7}, true), (std::vector<int>{0, 1}));
+  EXPECT_EQ(bench::checker_cores(all, {2, 3, 4, 5, 6, 7}, false), (std::vector<int>{0, 1, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(bench::checker_cores(all, {}, true), all);  // no cpuset: nothing is pinned
+  // a cpuset of every core: every core but the timed thread's
+  EXPECT_EQ(bench::checker_cores(all, all, true), (std::vector<int>{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(bench::checker_cores({3}, {3}, true), (std::vector<int>{3}));  // one core: share it
+}
+
 TEST(Bench, ManyCheckerThreadsAgreeWithTheReference) {
   bench::BenchOptions o;
   o.model = std::string(HOTPATH_GOLDEN_DIR) + "/multi_out.model.safetensors";
