@@ -388,8 +388,10 @@ def test_bad_files_are_refused_naming_them(tmp_path):
 
 def test_prefixes_are_refused_for_onnx(rng, tmp_path):
     model, _ = build(rng, "plain")
-    with pytest.raises(hotpath.Error, match="lstm_prefix and head_prefix name safetensors keys"):
+    with pytest.raises(hotpath.Error, match="lstm_prefix, head_prefix and ignore name safetensors keys"):
         hotpath.load(model, lstm_prefix="rnn.")
+    with pytest.raises(hotpath.Error, match="lstm_prefix, head_prefix and ignore name safetensors keys"):
+        hotpath.load(model, ignore=["fc1."])
 
 
 # --- hotpath import --onnx -----------------------------------------------------------------------------
