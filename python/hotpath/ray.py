@@ -377,7 +377,7 @@ def backtest(
     _kill_a_worker_after: Optional[int] = None,
     _crash_a_worker_once: Optional[str] = None,
 ) -> BacktestResult:
-    """Every series' backtest (SPEC §3.3, as Engine.backtest) on Ray workers.
+    """Every series' backtest (docs/model.md, "Backtests"; as Engine.backtest) on Ray workers.
 
     model: anything hotpath.load() takes, or a hotpath.Model. series: a list of [T, I] arrays, a dict
     key -> array (T may differ between series), or a Ray Dataset whose rows hold a key (key_column) and a
