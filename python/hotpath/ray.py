@@ -26,6 +26,7 @@ from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _hotpath
+from ._keywords import named_keywords
 from ._load import load
 
 __all__ = ["BacktestResult", "backtest"]
@@ -355,6 +356,7 @@ def _summary(total: int, seconds: float, per_worker: Dict[str, Dict[str, float]]
     )
 
 
+@named_keywords
 def backtest(
     model: Any,
     series: Union[Sequence[Any], Mapping[Key, Any]],

@@ -270,6 +270,23 @@ def test_misspelt_engine_method_keyword_is_named(engine, call, message):
     assert str(e.value) == message
 
 
+def test_misspelt_load_keyword_is_named():
+    with pytest.raises(TypeError) as e:
+        hotpath.load("lstm_s", windw=10)
+    assert str(e.value) == "load() got an unknown keyword argument 'windw' (did you mean 'window'?)"
+    with pytest.raises(TypeError) as e:
+        hotpath.load("lstm_s", lstm_prefx="rnn.")
+    assert str(e.value) == "load() got an unknown keyword argument 'lstm_prefx' (did you mean 'lstm_prefix'?)"
+    assert hotpath.load("lstm_s", window=10).window == 10  # the right keywords still pass through
+
+
+def test_misspelt_ray_backtest_keyword_is_named():
+    import hotpath.ray  # needs no ray until a backtest starts; the keywords are checked first
+
+    with pytest.raises(TypeError) as e:
+        hotpath.ray.backtest("lstm_s", [np.zeros((3, 32), np.float32)], workrs=2)
+    assert str(e.value) == "backtest() got an unknown keyword argument 'workrs' (did you mean 'workers'?)"
+
 def test_none_names_the_argument():
     e = hotpath.Engine("lstm_s", backend="cpu")
     with pytest.raises(TypeError) as err:
