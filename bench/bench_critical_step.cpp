@@ -2,7 +2,7 @@
 // last LSTM step of the completing window layer by layer, the head, the output written), timed per
 // call with manual timing; finish_precompute() runs between calls, outside the timed region.
 // Percentiles of every sample are reported as counters (p50_us ... max_us), and the error of the
-// same backend against the float64 reference (SPEC §4) as `error`.
+// same backend against the float64 reference (docs/model.md) as `error`.
 //
 //   bench_critical_step [--cpuset=LIST] [google benchmark flags]
 // --cpuset: the first core runs the critical step, the rest the precompute (as `hotpath bench`); without

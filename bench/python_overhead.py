@@ -8,9 +8,9 @@ Each side is timed per call (C++: std::chrono::steady_clock around Engine::step 
 output; Python: time.perf_counter_ns around engine.step(x), which allocates its output array, and
 around engine.step(x, out=z)). Many short rounds alternate C++ and Python, so that the load of a busy
 machine falls on both alike; the overhead is the median over rounds of (Python's p50 - C++'s p50) in
-the same round (the difference of the pooled p50s is reported too). The target (issue 12): at most
-1 us at p50 on the CPU backend. Each Python sample also holds one perf_counter_ns call (clock_ns; not
-subtracted).
+the same round (the difference of the pooled p50s is reported too). The target (docs/python.md,
+"Overhead"): at most 1 us at p50 on the CPU backend. Each Python sample also holds one perf_counter_ns
+call (clock_ns; not subtracted).
 """
 from __future__ import annotations
 

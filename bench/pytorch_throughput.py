@@ -1,4 +1,4 @@
-"""PyTorch's throughput on the zoo's shapes, to sit beside `hotpath bench --mode backtest|fresh` (issue 11).
+"""PyTorch's throughput on the zoo's shapes, to sit beside `hotpath bench --mode backtest|fresh`.
 
     python3 bench/pytorch_throughput.py --hotpath build/hotpath [--device cuda] [--dtype fp16]
         [--models lstm_s,nv_small] [--batches 1024,8192,65536] [--seconds 2] [--threads N] [--json out.json]
@@ -13,7 +13,8 @@ latency); the rate is windows per second, and the best batch size is reported pe
 streams per call, [B, 1, I] with (h, c) carried, reported as steps per second.
 
 The error column is PyTorch's own: max |z - z64| / max(1, max |z64|) of its outputs on 64 windows against
-the same module in float64 on the CPU (SPEC §4's measure), so its precision is judged like ours.
+the same module in float64 on the CPU (docs/model.md's error measure), so its precision is judged like
+ours.
 
 The model shapes come from `hotpath models` (the zoo has one definition, in the C++ library). Weights
 are PyTorch's default initialisation with a fixed seed: the speed does not depend on their values.

@@ -1,5 +1,5 @@
-"""hotpath.ray's scaling figures (issue 16): one GPU worker against the local engine, and CPU workers
-from 1 to 4 on one machine's cores.
+"""hotpath.ray's scaling figures (docs/ray.md, "Scaling"): one GPU worker against the local engine, and
+CPU workers from 1 to 4 on one machine's cores.
 
     PYTHONPATH=build/python python3 bench/ray_scaling.py [--gpu] [--cpu] [--model lstm_s]
         [--gpu-series 512] [--gpu-ticks 10000] [--cpu-cores 1,4] [--cpu-workers 1,2,4]
@@ -17,7 +17,7 @@ What is measured (all in one process, on a local Ray started here with the machi
   total work for every N (C x --cpu-windows-per-core windows per worker-core of the 1-worker run, times
   the largest N), rate and speed-up over one worker. Best of --repeat calls.
 Every Ray output is compared bitwise with the local engine's; the local engine's error against the float64
-reference (SPEC §4: max |z - z64| / max(1, max |z64|)) is measured on two series.
+reference (docs/model.md: max |z - z64| / max(1, max |z64|)) is measured on two series.
 """
 from __future__ import annotations
 

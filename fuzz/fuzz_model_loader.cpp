@@ -1,4 +1,4 @@
-// libFuzzer target: the model loader (SPEC §2) on arbitrary bytes, through the same path a model file
+// libFuzzer target: the model loader on arbitrary bytes, through the same path a model file
 // takes (File::parse, then model_from_safetensors; load_model_file differs only in reading the file).
 // A refusal (hotpath::Error) is the expected answer to bad input. A model that loads must be valid,
 // within the limits, and survive a round trip through the writer unchanged; anything else traps.

@@ -1,7 +1,7 @@
 // libFuzzer target: the safetensors reader (File::parse, what File::open runs on a file's bytes) on
 // arbitrary bytes. A refusal (hotpath::Error) is the expected answer to bad input; a crash, a
 // sanitizer report, a leak, a huge allocation, another exception or a broken promise of a File that
-// parsed is a bug (the promises are those SPEC §2 makes: tensors inside the data, sizes matching
+// parsed is a bug (the promises a parsed File makes: tensors inside the data, sizes matching
 // shapes, no overlap, every name found).
 #include <cstddef>
 #include <cstdint>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU path's benchmarks (issue 15) on the GPU machine's Xeon: builds the CPU-only tree, runs the
+# The CPU path's benchmarks on the GPU machine's Xeon: builds the CPU-only tree, runs the
 # cpu tests, the critical-step micro-benchmark with its hardware counters under each tuning variant
 # side by side, and the standard `hotpath bench` runs (fp32 / bf16 / int8). Results under OUT_DIR
 # (one tarball, cpu-bench.tgz, plus the log).

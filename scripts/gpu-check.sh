@@ -14,11 +14,11 @@
 #   CAPI_BENCH=0   skip the C ABI's overhead benchmark (bench_capi_overhead, cpu backend, pinned)
 #   ENGINE_TESTS=0   skip the engine layer's tests (test_engine: auto on this GPU, the fallback, the shadow;
 #                    test_scaling: the input scalers' leak test on every backend, cuda included)
-#   CPU_BENCH=1    also run scripts/cpu-bench.sh (issue 15's CPU benchmarks: its own CPU-only build)
+#   CPU_BENCH=1    also run scripts/cpu-bench.sh (the CPU benchmarks: its own CPU-only build)
 #   FIRST_TICKS=1  also the cuda first-tick runs (lstm_s window, warm and --no-warm)
-#   RAY_BENCH=1    also run bench/ray_scaling.py (issue 16: one Ray GPU worker against the local engine,
+#   RAY_BENCH=1    also run bench/ray_scaling.py (docs/ray.md: one Ray GPU worker vs the local engine,
 #                  1/2/4 CPU workers); needs ray importable by python3 (wheels: docs/ray.md, "Scaling")
-#   INSTANCES_BENCH=1  also run scripts/instances-bench.sh (issue 10: many instances on one GPU, the
+#   INSTANCES_BENCH=1  also run scripts/instances-bench.sh (docs/cuda.md: many instances on one GPU, the
 #                  scaling table and the backtest beside 8 instances; its logs and JSON under $OUT/instances)
 #   GPU_LABELS=re   the CTest labels the ctest -j8 run takes (default: every executable that launches kernels)
 #   GPU_FILTER=pattern   the gtest filter of the GPU test run (default: all of test_cuda_backend)
@@ -80,7 +80,7 @@ if [ "${CAPI_TESTS:-1}" = 1 ]; then
   grep -E 'engine: |tick [0-4]:|Skipped|Passed|Failed|tests passed|libhotpath.so:' "$OUT/capi.log" | head -30 | tee -a "$LOG"
 fi
 
-# The Python package (issue 12): its pytest suite, whose GPU and PyTorch tests skip elsewhere (the
+# The Python package (docs/python.md): its pytest suite, whose GPU and PyTorch tests skip elsewhere (the
 # image's python3 has torch, numpy, pytest and nanobind, so configure built the module in), and what
 # Python adds to a CPU tick. Everything goes into the main log (the tool returns few files).
 if [ "${PY_TESTS:-1}" = 1 ]; then
@@ -118,7 +118,8 @@ if [ "${ENGINE_TESTS:-1}" = 1 ]; then
   grep -E 'FAILED|PASSED|Failure|SKIPPED' "$OUT/engine-tests.log" | tail -5 | tee -a "$LOG"
 fi
 
-# The C ABI's cost over Engine::step (issue 12: <= 50 ns), on a quiet pinned core of this Xeon.
+# The C ABI's cost over Engine::step (docs/capi.md, "Overhead": <= 50 ns), on a quiet pinned core of this
+# Xeon.
 if [ "${CAPI_BENCH:-1}" = 1 ]; then
   say "C ABI overhead (bench_capi_overhead)"
   cmake -S . -B "$BUILD" -DHOTPATH_BENCHMARKS=ON >>"$LOG" 2>&1
@@ -190,17 +191,17 @@ fi
 if [ "$HAVE_CLI" = 1 ] && [ "${BENCH_TICKS:-1000000}" != 0 ]; then
   scripts/gpu-bench.sh "$BUILD" "$OUT" "${BENCH_TICKS:-1000000}" 2>&1 | tee -a "$LOG"
 fi
-# The kill test (issue 13): a SIGKILLed host leaves no kernel behind; the next process starts normally.
+# The kill test: a SIGKILLed host leaves no kernel behind; the next process starts normally.
 if [ "$HAVE_CLI" = 1 ] && [ "${KILL_TEST:-1}" = 1 ]; then
   say "kill test"
   scripts/gpu-soak.sh "$BUILD" "$OUT" kill 2>&1 | tee -a "$LOG"
 fi
-# The soak (issue 13): SOAK=1 runs scripts/gpu-soak.sh soak (SOAK_SECONDS, 300 by default).
+# The soak: SOAK=1 runs scripts/gpu-soak.sh soak (SOAK_SECONDS, 300 by default).
 if [ "$HAVE_CLI" = 1 ] && [ "${SOAK:-0}" = 1 ]; then
   say "soak"
   scripts/gpu-soak.sh "$BUILD" "$OUT" soak 2>&1 | tee -a "$LOG"
 fi
-# First ticks on the GPU (issue 15): the engine warmed on creation, and not.
+# First ticks on the GPU: the engine warmed on creation, and not.
 if [ "$HAVE_CLI" = 1 ] && [ "${FIRST_TICKS:-0}" = 1 ]; then
   for warm in warm no-warm; do
     say "cuda first ticks, $warm"
@@ -209,13 +210,14 @@ if [ "$HAVE_CLI" = 1 ] && [ "${FIRST_TICKS:-0}" = 1 ]; then
       --json "$OUT/cuda-first-ticks-$warm.json" 2>&1 | grep -E 'tick latency|ping-pong|first 10|error vs' | tee -a "$LOG"
   done
 fi
-# Throughput (issue 11): THROUGHPUT=1 runs scripts/throughput-bench.sh (hotpath and PyTorch side by side).
+# Throughput (docs/cuda.md): THROUGHPUT=1 runs scripts/throughput-bench.sh (hotpath and PyTorch side by
+# side).
 if [ "$HAVE_CLI" = 1 ] && [ "${THROUGHPUT:-0}" = 1 ]; then
   say "throughput"
   scripts/throughput-bench.sh "$BUILD" "$OUT" "${THROUGHPUT_BACKENDS:-cpu cuda}" 2>&1 | tail -40 | tee -a "$LOG"
 fi
 # ---- end of hotpath bench section ------------------------------------------------------------------
-# The CPU path's benchmarks (issue 15), on this machine's Xeon.
+# The CPU path's benchmarks, on this machine's Xeon.
 if [ "${CPU_BENCH:-0}" = 1 ]; then
   scripts/cpu-bench.sh "$OUT" "${CPU_BENCH_TICKS:-200000}" 2>&1 | tail -3 | tee -a "$LOG"
 fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13's long runs on the GPU machine, after gpu-check.sh has built BUILD_DIR:
+# The long runs (kill test, soak) on the GPU machine, after gpu-check.sh has built BUILD_DIR:
 #   scripts/gpu-soak.sh BUILD_DIR OUT_DIR kill|soak
 #   kill: the host process is SIGKILLed mid-run; the GPU must be idle again within the lease, and the
 #         next process must start and answer correctly.

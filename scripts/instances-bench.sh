@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 10 on the GPU machine, one device call: builds (Release), runs the instance tests (SM partitions,
-# one engine each, driven at once, checked against float64; faults of one leave the others running),
-# then `hotpath bench --instances N` for the scaling table and the backtest beside 8 live instances.
-# Logs and JSON go under $OUT (default ./gpu-out).
+# Many instances on one GPU (docs/cuda.md), one device call: builds (Release), runs the instance tests (SM
+# partitions, one engine each, driven at once, checked against float64; faults of one leave the others
+# running), then `hotpath bench --instances N` for the scaling table and the backtest beside 8 live
+# instances. Logs and JSON go under $OUT (default ./gpu-out).
 #
 #   scripts/instances-bench.sh
 #   TESTS=0 / BENCH=0     skip the tests / the benchmarks

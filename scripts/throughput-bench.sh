@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The throughput benchmarks (issue 11) on the GPU machine, side by side in one run: hotpath's
-# `bench --mode backtest | backtest-streaming | fresh` per zoo model on each backend given, and
+# The throughput benchmarks (docs/cuda.md, "Throughput") on the GPU machine, side by side in one run:
+# hotpath's `bench --mode backtest | backtest-streaming | fresh` per zoo model on each backend given, and
 # bench/pytorch_throughput.py (nn.LSTM: cuDNN on the GPU, PyTorch's CPU kernels on the same cores).
 #   scripts/throughput-bench.sh BUILD_DIR OUT_DIR [BACKENDS]    BACKENDS: "cpu cuda" by default
 # Cores: 0-1 left to the OS; the CPU runs use 2-15 (14 cores) for hotpath and PyTorch alike.

@@ -439,7 +439,8 @@ void run_watched(Work&& work, std::atomic<bool>& stop, const std::atomic<size_t>
   watch.finish(done.load(std::memory_order_relaxed));
 }
 
-nb::object run(PyEngine& self, nb::handle series_in, nb::handle dtype, nb::handle progress) {
+nb::object run(PyEngine& self, nb::handle series_in, nb::handle dtype, nb::handle progress, const nb::kwargs& extra) {
+  refuse_unknown_keywords("run", extra, {"series", "dtype", "progress"});
   const Input series = as_input(series_in, "run: series");
   const int type = output_type(dtype, "run");
   Use use(self);
@@ -492,7 +493,9 @@ nb::object run(PyEngine& self, nb::handle series_in, nb::handle dtype, nb::handl
 // zero state, every input checked before anything runs; the engine is left reset. On the ref and cpu
 // backends it runs on a thread of its own while this one watches for signals (the backend stops within
 // a step when asked); cuda keeps to the calling thread (its device is current there) and runs to the end.
-nb::object backtest(PyEngine& self, nb::handle series_in, nb::handle dtype, nb::handle progress) {
+nb::object backtest(PyEngine& self, nb::handle series_in, nb::handle dtype, nb::handle progress,
+                    const nb::kwargs& extra) {
+  refuse_unknown_keywords("backtest", extra, {"series", "dtype", "progress"});
   const Input series = as_input(series_in, "backtest: series");
   const int type = output_type(dtype, "backtest");
   Use use(self);
@@ -523,7 +526,8 @@ nb::object backtest(PyEngine& self, nb::handle series_in, nb::handle dtype, nb::
 // Fresh windows in chunks of 20-80 ms, between which Python gets control (Ctrl-C, the progress bar);
 // each window is computed alone, so the chunks give what one call gives. The state of step/run is
 // untouched either way.
-nb::object run_batch(PyEngine& self, nb::handle x_in, nb::handle progress) {
+nb::object run_batch(PyEngine& self, nb::handle x_in, nb::handle progress, const nb::kwargs& extra) {
+  refuse_unknown_keywords("run_batch", extra, {"x", "progress"});
   const Input x = as_input(x_in, "run_batch: x");
   Use use(self);
   hotpath::Engine& e = use.engine();
@@ -772,6 +776,7 @@ NB_MODULE(_hotpath, m) {
            "One tick: x [I] -> z [O] (float32), continuing from the current state. With out=, writes z\n"
            "into that float32 array and returns it. A NaN/Inf or misshapen x raises TickError, state unchanged.")
       .def("run", &run, "series"_a.none(), nb::kw_only(), "dtype"_a = nb::none(), "progress"_a = nb::none(),
+           "kwargs"_a,
            nb::sig("def run(self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None, "
                    "progress: bool | None = None) -> numpy.typing.NDArray[numpy.floating]"),
            "A series [T, I] -> [T, O], or many [S, T, I] -> [S, T, O]: each series from a fresh state (reset\n"
@@ -779,6 +784,7 @@ NB_MODULE(_hotpath, m) {
            "Ctrl-C raises KeyboardInterrupt within ~0.1 s and leaves the engine reset. progress: None (a bar on\n"
            "stderr once the call has run 1 s, when stderr is a terminal), True (from the start), False (never).")
       .def("backtest", &backtest, "series"_a.none(), nb::kw_only(), "dtype"_a = nb::none(), "progress"_a = nb::none(),
+           "kwargs"_a,
            nb::sig("def backtest(self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None, "
                    "progress: bool | None = None) -> numpy.typing.NDArray[numpy.floating]"),
            "Backtest: a series [T, I] -> every output [T, O], or S series [S, T, I] -> [S, T, O], each from\n"
@@ -786,7 +792,7 @@ NB_MODULE(_hotpath, m) {
            "NaN/Inf raises TickError naming series, tick and input; nothing is computed); the engine is left\n"
            "reset. dtype: float32 (default) or float64. Ctrl-C raises KeyboardInterrupt within ~0.1 s (ref, cpu;\n"
            "cuda at the end). progress: as for run.")
-      .def("run_batch", &run_batch, "x"_a.none(), nb::kw_only(), "progress"_a = nb::none(),
+      .def("run_batch", &run_batch, "x"_a.none(), nb::kw_only(), "progress"_a = nb::none(), "kwargs"_a,
            nb::sig("def run_batch(self, x: numpy.typing.ArrayLike, *, progress: bool | None = None) "
                    "-> numpy.typing.NDArray[numpy.float32]"),
            "Fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched.\n"
@@ -854,7 +860,10 @@ NB_MODULE(_hotpath, m) {
           [](PyInstances* self, nb::object model, int count, const std::string& isolation, int sms_each,
              const std::string& placement, const std::string& backend, std::optional<std::string> precision,
              const std::string& mode, std::optional<int> window, int device, double timeout_us,
-             std::optional<std::string> variant, std::optional<std::string> scaler, bool warm) {
+             std::optional<std::string> variant, std::optional<std::string> scaler, bool warm, nb::kwargs extra) {
+            refuse_unknown_keywords("Instances", extra,
+                                    {"model", "count", "isolation", "sms_each", "placement", "backend", "precision",
+                                     "mode", "window", "device", "timeout_us", "variant", "scaler", "warm"});
             if (!nb::isinstance<hotpath::Model>(model)) model = nb::module_::import_("hotpath").attr("load")(model);
             const hotpath::Model& source = nb::cast<const hotpath::Model&>(model);
             const auto options = engine_options(backend, precision, mode, window, device, nb::none(), timeout_us,
@@ -875,7 +884,7 @@ NB_MODULE(_hotpath, m) {
           "model"_a, "count"_a, nb::kw_only(), "isolation"_a = "green", "sms_each"_a = 0, "placement"_a = "sm",
           "backend"_a = "cuda", "precision"_a = nb::none(), "mode"_a = "window", "window"_a = nb::none(),
           "device"_a = 0, "timeout_us"_a = 1'000'000.0, "variant"_a = nb::none(), "scaler"_a = nb::none(),
-          "warm"_a = true)
+          "warm"_a = true, "kwargs"_a)
       .def("__len__", [](const PyInstances& self) { return self.holder ? self.holder->set->size() : size_t(0); })
       .def(
           "__getitem__",

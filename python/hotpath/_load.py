@@ -9,11 +9,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _hotpath
+from ._keywords import named_keywords
 from ._safetensors import serialize
 
 Model = _hotpath.Model
 
 
+@named_keywords
 def load(
     source: Any,
     *,

@@ -26,6 +26,7 @@ from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _hotpath
+from ._keywords import named_keywords
 from ._load import load
 
 __all__ = ["BacktestResult", "backtest"]
@@ -355,6 +356,7 @@ def _summary(total: int, seconds: float, per_worker: Dict[str, Dict[str, float]]
     )
 
 
+@named_keywords
 def backtest(
     model: Any,
     series: Union[Sequence[Any], Mapping[Key, Any]],
@@ -377,7 +379,7 @@ def backtest(
     _kill_a_worker_after: Optional[int] = None,
     _crash_a_worker_once: Optional[str] = None,
 ) -> BacktestResult:
-    """Every series' backtest (SPEC §3.3, as Engine.backtest) on Ray workers.
+    """Every series' backtest (docs/model.md, "Backtests"; as Engine.backtest) on Ray workers.
 
     model: anything hotpath.load() takes, or a hotpath.Model. series: a list of [T, I] arrays, a dict
     key -> array (T may differ between series), or a Ray Dataset whose rows hold a key (key_column) and a

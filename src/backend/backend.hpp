@@ -1,6 +1,7 @@
 // One interface for every backend (ref, cpu, cuda). A backend is created for a model, a workload and
 // options, takes tick inputs and returns outputs. The critical step (step) is kept apart from the
-// precompute (finish_precompute) so the benchmark can keep precompute off the critical path (SPEC §3).
+// precompute (finish_precompute) so the benchmark can keep precompute off the critical path
+// (docs/model.md, "The critical step and the precompute").
 #pragma once
 #include <atomic>
 #include <map>
@@ -23,10 +24,11 @@ const char* precision_name(Precision p);
 Mode parse_mode(const std::string& s);            // throws hotpath::Error naming the value
 Precision parse_precision(const std::string& s);  // throws hotpath::Error naming the value
 
-// SPEC §4 bounds on max|z - z_ref| / max(1, max|z_ref|) with fp32 accumulation and state. int8's bound
-// is per model (int8_error_bound); here it is that bound's cap.
+// The bounds on max|z - z_ref| / max(1, max|z_ref|) with fp32 accumulation and state (docs/model.md,
+// "The error measure and its bounds"). int8's bound is per model (int8_error_bound); here it is that
+// bound's cap.
 double error_bound(Precision p);
-// int8 (issue 15): 1.5 x the error that float64 arithmetic with the int8-rounded weights alone
+// int8: 1.5 x the error that float64 arithmetic with the int8-rounded weights alone
 // (model/quantize.hpp) makes on the same inputs, and never above 2e-3. The 1.5 leaves room for the
 // per-tick activation rounding and fp32 state on top of the weight rounding, and no more. Where the
 // rounding moves nothing (weights int8 holds exactly: a 1-column row) the fp32 bound is the floor:
@@ -112,15 +114,16 @@ class Backend {
   // Batch workload: x [B, W, I] row-major -> out [B, O], every window from zero state.
   virtual void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out);
 
-  // Backtest workload (SPEC §3.3): x [S, T, I] row-major -> out [S, T, O], every series from zero state,
-  // by the backend's mode (window: rule 1 with its W, the first W-1 outputs from the partial windows that
-  // start at tick 0; streaming: rule 2). Exactly one of out.f32, out.f64 is set. The engine has checked
-  // the sizes and that every input is finite; the backend scales as step() would, a rolling scaler
-  // starting over with each series. `done` (may be null) is advanced by the outputs rows ([O] each)
-  // finished, for a progress display on another thread. Leaves the tick state reset.
-  // `stop` (may be null), set by another thread, ends the backtest early: the ref and cpu backends look
-  // at it before every step and return with the outputs incomplete (still reset); cuda runs to the end.
-  // Default: step() over each series in turn (exact float64 outputs where last_output_f64 has them).
+  // Backtest workload (docs/model.md, "Backtests"): x [S, T, I] row-major -> out [S, T, O], every series
+  // from zero state, by the backend's mode (window: the window rule with its W, the first W-1 outputs
+  // from the partial windows that start at tick 0; streaming: the streaming rule). Exactly one of
+  // out.f32, out.f64 is set. The engine has checked the sizes and that every input is finite; the backend
+  // scales as step() would, a rolling scaler starting over with each series. `done` (may be null) is
+  // advanced by the outputs rows ([O] each) finished, for a progress display on another thread. Leaves
+  // the tick state reset. `stop` (may be null), set by another thread, ends the backtest early: the ref
+  // and cpu backends look at it before every step and return with the outputs incomplete (still reset);
+  // cuda runs to the end. Default: step() over each series in turn (exact float64 outputs where
+  // last_output_f64 has them).
   struct BacktestOutput {
     float* f32 = nullptr;
     double* f64 = nullptr;

@@ -1,7 +1,7 @@
-// The latency benchmarks' float64 check (SPEC §4), off the timed path: the timed loop publishes every
-// `check_every`-th output into CheckedOutputs, checker threads recompute those ticks in float64 from
-// the same inputs (tick_input, regenerated from the seed) and file the error. Shared by `hotpath bench`
-// for one engine and for many instances (one Checker per instance).
+// The latency benchmarks' float64 check (docs/model.md, "The error measure and its bounds"), off the
+// timed path: the timed loop publishes every `check_every`-th output into CheckedOutputs, checker threads
+// recompute those ticks in float64 from the same inputs (tick_input, regenerated from the seed) and file
+// the error. Shared by `hotpath bench` for one engine and for many instances (one Checker per instance).
 #pragma once
 #include <pthread.h>
 

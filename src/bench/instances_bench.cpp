@@ -1,4 +1,4 @@
-// `hotpath bench --instances N`: many instances of one model on one GPU (issue 10). See
+// `hotpath bench --instances N`: many instances of one model on one GPU. See
 // instances_bench.hpp for what is measured and how.
 #include "bench/instances_bench.hpp"
 

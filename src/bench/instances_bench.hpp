@@ -1,4 +1,4 @@
-// `hotpath bench --instances N` (issue 10): N independent instances of one model on one GPU, each on SMs
+// `hotpath bench --instances N`: N independent instances of one model on one GPU, each on SMs
 // of its own (engine/instances.hpp), each with its own inputs (its own seed), windows, state and
 // outputs. Measured as the single-instance bench measures one: each tick from the moment its driver
 // thread sends it to the moment the answer is visible to that thread, then the wait for the next

@@ -486,8 +486,8 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
                 "behind: use a larger --check-every or more --check-threads)";
     else if (!error_pass) failure = "the error against the float64 reference exceeds the bound";
 
-    // The first ticks beside the steady state: tick 0 within the steady p99 is issue 15's aim. A lost
-    // tick (NaN) is null in the JSON and within nothing.
+    // The first ticks beside the steady state: tick 0 within the steady p99 is the aim of the
+    // warm-up (engine/warm.hpp). A lost tick (NaN) is null in the JSON and within nothing.
     auto number_or_null = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
     double first_max = NAN;
     long long first_lost = 0;

@@ -1,6 +1,6 @@
-// `hotpath bench`: the latency benchmark of SPEC §5. One tick at a time, timed from the instant it is
-// due to the instant its output is visible to the caller; precompute timed on its own; outputs checked
-// against a float64 reference off the timed path.
+// `hotpath bench`: the latency benchmark (docs/model.md, "Latency"). One tick at a time, timed from the
+// instant it is due to the instant its output is visible to the caller; precompute timed on its own;
+// outputs checked against a float64 reference off the timed path.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -84,7 +84,7 @@ struct BenchOptions {
   // memory does not grow with the run), and idle gaps: every idle_every_s seconds, no tick for idle_s.
   std::optional<double> report_every_s;
   double idle_every_s = 0, idle_s = 0;
-  // Many instances on one GPU (issue 10, instances_bench.hpp): set, the instances bench runs.
+  // Many instances on one GPU (instances_bench.hpp): set, the instances bench runs.
   std::optional<int> instances;
   bool lockstep = false;          // every instance's tick r is sent together
   std::string isolation = "green";  // engine::kIsolations

@@ -1,6 +1,7 @@
-// `hotpath bench --mode backtest | backtest-streaming | fresh`: the throughput workloads of SPEC §3.3.
-//   backtest            S recorded series [S, T, I] -> every tick's output by rule 1 (window W)
-//   backtest-streaming  the same by rule 2 (state carried through each series)
+// `hotpath bench --mode backtest | backtest-streaming | fresh`: the throughput workloads (docs/model.md,
+// "The three workloads").
+//   backtest            S recorded series [S, T, I] -> every tick's output by the window rule (window W)
+//   backtest-streaming  the same by the streaming rule (state carried through each series)
 //   fresh               calls of B independent windows [B, W, I] -> [B, O], each from zero state,
 //                       every call with new inputs; latency per call and windows per second
 // Inputs are the latency benchmark's (tick_input), different every tick and every series. A sample of

@@ -481,7 +481,8 @@ void add_export_command(CLI::App& app) {
 }
 
 void add_bench_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "Tick latency benchmark (SPEC §5), or --pingpong for the signalling floor");
+  auto* cmd = app.add_subcommand(
+      "bench", "Tick latency benchmark (docs/model.md, \"Latency\"), or --pingpong for the signalling floor");
   struct Flags {
     bench::BenchOptions o;
     std::string mode = "window", precision, cpuset, scaler;

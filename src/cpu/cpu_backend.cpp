@@ -1,7 +1,7 @@
-// The CPU backend (issue 3): the critical step of SPEC §3 on the calling thread, pinned to the first
-// core of the cpuset; the precompute (the W-1 open windows consume x_t, or W_hh·h + b for streaming)
-// on spinning workers pinned to the other cores, started by step() right after the output is
-// written and awaited in finish_precompute().
+// The CPU backend: the critical step (docs/model.md, "The critical step and the precompute") on the
+// calling thread, pinned to the first core of the cpuset; the precompute (the W-1 open windows consume
+// x_t, or W_hh·h + b for streaming) on spinning workers pinned to the other cores, started by step()
+// right after the output is written and awaited in finish_precompute().
 //
 // State, per open window ("slot", start % W) and layer: P = W_hh·h + b, the recurrent half of the
 // gates, already in the [nb][4][lanes] order the critical step adds, and c. h itself is not kept:

@@ -17,7 +17,7 @@
 //   Head: O <= kHeadRowMajorMax: row-major [O][Hp] (a dot product per output); otherwise
 //   [ceil(O/lanes)][Hp][lanes] (outputs in lanes). Head weights are fp32 (in bf16 mode holding
 //   bf16-rounded values): O*H is small next to the gate matrices.
-//   int8 (issue 15, model/quantize.hpp's per-row rounding): the critical step's W_ih as
+//   int8 (model/quantize.hpp's per-row rounding): the critical step's W_ih as
 //     [nb][KQ][4][lanes][4] int8, KQ = K rounded up to 8, in quads: the 4 bytes of lane j are columns
 //     4kq..4kq+3 of row (g, b*lanes+j), what one 32-bit lane of vpdpbusd multiplies by 4 broadcast
 //     activation bytes; per row a float scale and corr = 128 * sum(q) (the activations travel as

@@ -1,7 +1,8 @@
-// The CUDA backend's throughput path (issue 11): backtests (window and streaming) and fresh windows,
-// many sequences in lockstep through kernels/batch/lstm_batch.cu. Inputs stream through in chunks: pinned
-// host buffers allocated once, host-to-device copy, compute and device-to-host copy on three streams so
-// that chunk j's copies overlap chunk j-1's compute. The persistent tick kernel is not involved.
+// The CUDA backend's throughput path (docs/cuda.md, "Throughput"): backtests (window and streaming) and
+// fresh windows, many sequences in lockstep through kernels/batch/lstm_batch.cu. Inputs stream through in
+// chunks: pinned host buffers allocated once, host-to-device copy, compute and device-to-host copy on
+// three streams so that chunk j's copies overlap chunk j-1's compute. The persistent tick kernel is not
+// involved.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -56,7 +57,8 @@ class BatchRunner {
   BatchRunner(const BatchRunner&) = delete;
   BatchRunner& operator=(const BatchRunner&) = delete;
 
-  // x [S, T, I] (already scaled) -> out [S, T, O]; window > 0: rule 1 with that window, 0: streaming.
+  // x [S, T, I] (already scaled) -> out [S, T, O]; window > 0: the window rule with that window, 0:
+  // streaming.
   void backtest(const float* x, size_t series, size_t ticks, int window, Backend::BacktestOutput out,
                 std::atomic<size_t>* done);
   // x [B, W, I] -> out [B, O], every window from zero state.

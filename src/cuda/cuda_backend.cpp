@@ -694,7 +694,7 @@ class CudaBackend final : public Backend {
   long long launches_ = 0;
 };
 
-// The throughput kernels only, no tick kernel: the batch workload (fresh windows, SPEC §3.3), and
+// The throughput kernels only, no tick kernel: the batch workload (fresh windows, docs/model.md), and
 // backtests that run beside tick kernels (CudaOptions::throughput_only) in the SMs those leave.
 class CudaBatchBackend final : public Backend {
  public:

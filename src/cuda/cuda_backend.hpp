@@ -24,7 +24,7 @@ struct CudaOptions {
   // Cluster family: how values cross blocks. false: tagged 8-byte words the consumer spins on (no flag or
   // barrier); true: 4-byte words by st.async, each layer's bytes counted on an mbarrier (docs/cuda.md).
   bool cluster_async_exchange = false;
-  // Many instances on one GPU (issue 10): the engine's kernels run on this SM partition (a green
+  // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.
   std::shared_ptr<cuda::SmPartition> partition;
@@ -32,9 +32,10 @@ struct CudaOptions {
   // The throughput path only, no tick kernel (a backtest beside live instances, in the SMs they leave):
   // backtest() and run_batch() serve, step() is refused. Implied by Mode::batch.
   bool throughput_only = false;
-  // Mechanism (b) of issue 10: this engine is instance `slot` of a shared launch (one persistent launch
-  // serving many instances; cuda/shared_launch.hpp): its plan and SMs are the launch's, it starts and
-  // stops alone, and backtests are refused (the launch holds the SMs). partition must be unset.
+  // Mechanism (b) of many instances (docs/cuda.md): this engine is instance `slot` of a shared launch
+  // (one persistent launch serving many instances; cuda/shared_launch.hpp): its plan and SMs are the
+  // launch's, it starts and stops alone, and backtests are refused (the launch holds the SMs). partition
+  // must be unset.
   std::shared_ptr<cuda::SharedLaunch> shared;
   int slot = -1;
   // Critical-step kernel variant: "auto" (default: "regs" where it is compiled for the model, else

@@ -13,7 +13,7 @@ namespace hotpath::cuda {
 // One persistent kernel per SM set per process: a kernel's grid takes a block on every SM of its
 // context, so a second one on the same SMs would only wait for SMs that never free up (its start timed
 // out after 20 s). Refused at once instead: one engine on the whole GPU, or one per SM partition
-// (issue 10), never both.
+// (docs/cuda.md, "Many instances on one GPU"), never both.
 class DeviceClaim {
  public:
   DeviceClaim(int device, const SmPartition* part) : device_(device), part_(part) {

@@ -1,5 +1,5 @@
 // Allocation that never waits for running kernels. cudaFree waits until every kernel on the device has
-// finished (cudaFreeHost is treated alike); with many instances on one GPU (issue 10) the other
+// finished (cudaFreeHost is treated alike); with many instances on one GPU the other
 // instances' persistent tick kernels never finish, and closing one engine hung (docs/cuda.md). Device memory is therefore allocated and
 // freed in stream order (cudaMallocAsync / cudaFreeAsync on a stream of its own), and pinned host
 // memory is kept for reuse by the next allocation of its size instead of being handed back (the process

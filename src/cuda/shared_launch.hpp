@@ -1,5 +1,5 @@
-// Many instances of one model in ONE persistent launch (issue 10, mechanism b): a critical block and np
-// precompute blocks per instance, all in one cooperative grid on the SMs of a partition (or the whole
+// Many instances of one model in ONE persistent launch (mechanism b, docs/cuda.md): a critical block and
+// np precompute blocks per instance, all in one cooperative grid on the SMs of a partition (or the whole
 // device); for instance counts beyond what green contexts give, or to spend no SMs on partition
 // rounding. The kernel side is MultiLaunch (kernels/lstm_params.hpp). The launch owns the device memory
 // its kernel reads, made before the kernel starts: one copy of the weights for every instance (one copy

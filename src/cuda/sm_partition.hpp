@@ -1,7 +1,7 @@
-// SM partitions of one GPU (issue 10): green contexts, each holding a share of the device's SMs, so that
-// several persistent kernels (model instances, a backtest beside them) run side by side in one process
-// without waiting for each other's SMs. Host code; every function needs a device (UnsupportedError
-// without one, or when the driver has no green contexts).
+// SM partitions of one GPU (docs/cuda.md, "Many instances on one GPU"): green contexts, each holding a
+// share of the device's SMs, so that several persistent kernels (model instances, a backtest beside them)
+// run side by side in one process without waiting for each other's SMs. Host code; every function needs a
+// device (UnsupportedError without one, or when the driver has no green contexts).
 #pragma once
 #include <memory>
 #include <string>

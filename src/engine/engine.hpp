@@ -115,12 +115,12 @@ class Engine {
   // Fresh windows: x [B, W, I] -> out [B, O], each from zero state (state of step/run untouched).
   void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out);
   // Backtest: S recorded series x [S, T, I] -> every tick's output [S, T, O], each series from zero
-  // state by the engine's mode (SPEC §3.3), on the backend's throughput path. Every input is checked
-  // first: a NaN/Inf throws TickError naming series, tick and input, before anything is computed. `done`
-  // (may be null) counts the output rows finished, for a progress display on another thread. `stop`
-  // (may be null), set by another thread, ends it early with the outputs incomplete (ref and cpu stop
-  // within a step; cuda runs to the end; Backend::backtest). Leaves the engine reset (the next step()
-  // is t = 0), stopped or not.
+  // state by the engine's mode (docs/model.md, "Backtests"), on the backend's throughput path. Every
+  // input is checked first: a NaN/Inf throws TickError naming series, tick and input, before anything is
+  // computed. `done` (may be null) counts the output rows finished, for a progress display on another
+  // thread. `stop` (may be null), set by another thread, ends it early with the outputs incomplete (ref
+  // and cpu stop within a step; cuda runs to the end; Backend::backtest). Leaves the engine reset (the
+  // next step() is t = 0), stopped or not.
   void backtest(std::span<const float> x, size_t series, size_t ticks, std::span<float> out,
                 std::atomic<size_t>* done = nullptr, const std::atomic<bool>* stop = nullptr);
   // The same with float64 outputs: exact for the float64 reference backend, widened from float otherwise.

@@ -1,9 +1,10 @@
-// Many instances of one model on one GPU (issue 10): independent engines (own inputs, windows, states
-// and outputs), each on SMs of its own, and optionally a throughput engine (backtests) on the SMs they
-// leave. Isolation "green": one SM partition (a CUDA green context) per instance, each running its
-// own persistent tick kernel sized from the partition's SMs. Isolation "shared": one persistent launch
-// serving every instance, a critical block and its precompute blocks each (cuda/shared_launch.hpp), on
-// the whole GPU, or on one partition when a throughput engine runs beside it.
+// Many instances of one model on one GPU (docs/cuda.md, "Many instances on one GPU"): independent engines
+// (own inputs, windows, states and outputs), each on SMs of its own, and optionally a throughput engine
+// (backtests) on the SMs they leave. Isolation "green": one SM partition (a CUDA green context) per
+// instance, each running its own persistent tick kernel sized from the partition's SMs. Isolation
+// "shared": one persistent launch serving every instance, a critical block and its precompute blocks each
+// (cuda/shared_launch.hpp), on the whole GPU, or on one partition when a throughput engine runs beside
+// it.
 #pragma once
 #include <functional>
 #include <map>

@@ -1,4 +1,4 @@
-// The warm-up an engine gives its backend on creation (issue 15 item 4): synthetic ticks through the
+// The warm-up an engine gives its backend on creation: synthetic ticks through the
 // path a real tick takes (step, then finish_precompute, on the calling thread: the critical core when
 // pinned), then reset() and clear_counters(), so that the first real tick starts from a fresh backend's
 // state (t = 0, zero state, counters as new) with its memory touched, its code and data in the caches,

@@ -1,4 +1,4 @@
-// SPEC §2: a PyTorch state_dict of a module that owns an nn.LSTM and an nn.Linear, key prefixes
+// A PyTorch state_dict of a module that owns an nn.LSTM and an nn.Linear, key prefixes
 // detected. Order of checks: unsupported variants (by key, before anything else), prefixes, shapes and
 // dtypes, __metadata__ agreement, then the values themselves (Model::validate: NaN/Inf).
 //

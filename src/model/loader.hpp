@@ -1,4 +1,4 @@
-// From a safetensors state_dict (SPEC §2) to a Model, and back.
+// From a safetensors state_dict (README.md, "From PyTorch") to a Model, and back.
 #pragma once
 #include <map>
 #include <optional>

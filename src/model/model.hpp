@@ -1,6 +1,7 @@
-// The model of SPEC §1: a stacked unidirectional LSTM (PyTorch nn.LSTM semantics, gate order i, f, g, o)
-// followed by a linear head. Weights are held in float64, exactly as decoded from the file (every
-// accepted dtype converts to float64 without rounding); each backend converts to its own precision.
+// The model (docs/model.md, "The model"): a stacked unidirectional LSTM (PyTorch nn.LSTM semantics, gate
+// order i, f, g, o) followed by a linear head. Weights are held in float64, exactly as decoded from the
+// file (every accepted dtype converts to float64 without rounding); each backend converts to its own
+// precision.
 #pragma once
 #include <cstddef>
 #include <cstdint>

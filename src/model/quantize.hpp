@@ -1,4 +1,4 @@
-// The int8 weight rounding of `--precision int8` (issue 15), defined once: the cpu backend packs these
+// The int8 weight rounding of `--precision int8`, defined once: the cpu backend packs these
 // values, and the error bound is measured with a float64 model holding exactly them.
 //
 // Symmetric, per output row: scale = max|w_row| / 127 (a float), q = round(w / scale) in [-127, 127]

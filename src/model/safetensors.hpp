@@ -22,7 +22,7 @@ const char* dtype_name(DType d);
 size_t dtype_size(DType d);
 bool is_float(DType d);  // F64, F32, F16, BF16
 
-inline constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;  // SPEC §2: larger is refused
+inline constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;  // larger is refused
 // Limits on the header's JSON, checked while it is parsed (a SAX parse, no document tree of the whole
 // header), so that a hostile header is refused in time linear in its length and in memory a small
 // multiple of it. The format needs three levels (the header object, a tensor entry or __metadata__,

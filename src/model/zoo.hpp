@@ -1,5 +1,5 @@
-// The built-in model zoo of SPEC §6: fixed shapes, random weights drawn from a seed like PyTorch's
-// default initialisation (uniform in ±1/sqrt(H) for the LSTM and the head).
+// The built-in model zoo (docs/model.md, "The built-in model zoo"): fixed shapes, random weights drawn
+// from a seed like PyTorch's default initialisation (uniform in ±1/sqrt(H) for the LSTM and the head).
 #pragma once
 #include <cstdint>
 #include <optional>

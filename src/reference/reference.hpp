@@ -1,5 +1,6 @@
-// The float64 reference (SPEC §4): the truth every backend is checked against. Kept obviously correct
-// rather than fast: plain loops, libm sigmoid/tanh, every sliding window recomputed from zero state.
+// The float64 reference (docs/model.md, "The error measure and its bounds"): the truth every backend is
+// checked against. Kept obviously correct rather than fast: plain loops, libm sigmoid/tanh, every sliding
+// window recomputed from zero state.
 #pragma once
 #include <span>
 #include <vector>
@@ -46,7 +47,7 @@ class Incremental {
   std::vector<LstmState> open_;  // ring of W window states, slot = start % W
 };
 
-// SPEC §4: max |z - z_ref| / max(1, max |z_ref|). Sizes must match.
+// The error measure (docs/model.md): max |z - z_ref| / max(1, max |z_ref|). Sizes must match.
 double normalized_error(std::span<const double> z, std::span<const double> z_ref);
 
 }  // namespace hotpath::reference

@@ -630,7 +630,7 @@ TEST(Bench, LongRunsReuseTheCheckersBuffersWithoutLosingARecord) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The throughput modes (issue 11): backtest, backtest-streaming, fresh.
+// The throughput modes: backtest, backtest-streaming, fresh.
 
 #include "bench/throughput_bench.hpp"
 

@@ -934,8 +934,8 @@ TEST_P(CapiGolden, MatchesPyTorchAndTheEngine) {
     cpp_for_f64.run(g.inputs, T, std::span<double>(cpp_f64));
     EXPECT_EQ(f64_out, cpp_f64);
 
-    // PyTorch's answers, within the precision's bound (SPEC §4): the float64 outputs exactly; the float
-    // ones arrive rounded to float, which caps ref's precision at 2^-24 relative.
+    // PyTorch's answers, within the precision's bound (docs/model.md): the float64 outputs exactly; the
+    // float ones arrive rounded to float, which caps ref's precision at 2^-24 relative.
     const size_t first = window ? size_t(g.window - 1) : 0;
     const auto& expected = window ? g.window_expected : g.streaming_expected;
     auto error = [&](const std::vector<double>& got) {

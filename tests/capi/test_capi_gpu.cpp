@@ -86,7 +86,7 @@ TEST(CapiGpu, CudaThroughTheCAbi) {
   }
 }
 
-// Many instances through the C ABI (issue 10): a set of 4 (green contexts, and one shared launch), each
+// Many instances through the C ABI: a set of 4 (green contexts, and one shared launch), each
 // engine driven from its own thread with its own series, each checked against float64; one restarted
 // while the others serve; closing an instance's engine handle leaves it to the set. Without a GPU only
 // the refusal is checked.

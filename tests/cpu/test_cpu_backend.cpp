@@ -1,7 +1,7 @@
-// The cpu backend against the float64 reference (SPEC §4): golden PyTorch cases, awkward shapes, long
-// runs, reset, refused ticks, threads, every ISA path this CPU can run, and run_batch.
+// The cpu backend against the float64 reference (docs/model.md): golden PyTorch cases, awkward shapes,
+// long runs, reset, refused ticks, threads, every ISA path this CPU can run, and run_batch.
 //
-// Tolerances (normalized error, SPEC §4): fp32 1e-5 and bf16 2e-3 against the unrounded reference.
+// Tolerances (normalized error, docs/model.md): fp32 1e-5 and bf16 2e-3 against the unrounded reference.
 // bf16 is also held against its own rounding figure: the reference run on the bf16-rounded weights
 // gives the error weight rounding alone causes (`rounding`), and the backend must stay within
 // 2 x rounding + 1e-4 of the unrounded reference: fp32 state and accumulation add little on top,
@@ -421,7 +421,7 @@ TEST(CpuBackend, RunBatchMatchesReference) {
 }  // namespace
 
 // A window whose state would take gigabytes is refused, naming the window and the limit, before any of
-// it is allocated (issue 13: a golden window of 10^6..2^31 allocated >1 GiB or ran out of memory).
+// it is allocated (once, a golden window of 10^6..2^31 allocated >1 GiB or ran out of memory).
 TEST(CpuBackend, HugeWindowIsRefusedBeforeAllocating) {
   const Model m = *zoo_model("lstm_s", 3);
   BackendOptions opt;

@@ -1,9 +1,9 @@
-// The cpu backend's backtest path (issue 11): S series [S, T, I] -> [S, T, O] on tiles of windows (or
+// The cpu backend's backtest path: S series [S, T, I] -> [S, T, O] on tiles of windows (or
 // series) advanced in lockstep, checked against the float64 reference series by series, on the golden
 // PyTorch cases, on awkward shapes (T below, at and above W; W = 1), with the scalers, threaded and
 // inline, and through the engine's input checks.
 //
-// Tolerances: SPEC §4's bound for the precision (fp32 1e-5, bf16 2e-3); int8's per-model bound
+// Tolerances: the precision's bound in docs/model.md (fp32 1e-5, bf16 2e-3); int8's per-model bound
 // (1.5 x the error its weight rounding alone makes). The golden bf16 cases are also held to 2 x their
 // weight-rounding figure + 1e-4, as the step path's tests are.
 #include <gtest/gtest.h>

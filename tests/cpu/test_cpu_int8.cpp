@@ -1,4 +1,4 @@
-// `--precision int8` on the cpu backend (issue 15): the rounding rule, and the backend against its
+// `--precision int8` on the cpu backend: the rounding rule, and the backend against its
 // per-model bound on the golden cases and on awkward shapes (odd sizes, W = 1, no bias), with both
 // activation widths, on the AVX-512 VNNI kernels where the CPU has them and on the portable table
 // (which emulates vpdpbusd) everywhere.

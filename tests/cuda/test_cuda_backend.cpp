@@ -79,8 +79,8 @@ std::unique_ptr<Backend> make_variant(const Model& m, BackendOptions o, const st
 
 using testing::random_inputs;
 
-// Runs `ticks` ticks through the backend and the float64 reference; returns the SPEC §4 error
-// max|z - z_ref| / max(1, max|z_ref|) over all of them.
+// Runs `ticks` ticks through the backend and the float64 reference; returns the error
+// max|z - z_ref| / max(1, max|z_ref|) over all of them (docs/model.md).
 double run_against_reference(Backend& b, const Model& m, bool streaming, int window, const std::vector<float>& xs,
                              size_t ticks) {
   const int I = m.config.input_size, O = m.config.output_size;
@@ -174,8 +174,8 @@ using hotpath::test_support::load_golden;
 
 class CudaGolden : public ::testing::TestWithParam<std::tuple<std::string, Precision, std::string>> {};
 
-// Bounds are SPEC §4's (fp16 3e-4, bf16 2e-3). Rounding the weights alone moves these outputs by up to
-// 4e-5 (fp16) / 4.2e-4 (bf16); inputs travel as hi+lo halves and everything else is fp32, so the
+// Bounds are docs/model.md's (fp16 3e-4, bf16 2e-3). Rounding the weights alone moves these outputs by up
+// to 4e-5 (fp16) / 4.2e-4 (bf16); inputs travel as hi+lo halves and everything else is fp32, so the
 // measured error should be a small multiple of that, and it is printed.
 TEST_P(CudaGolden, WindowAndStreamingMatchPyTorch) {
   REQUIRE_GPU();

@@ -1,7 +1,7 @@
-// The cuda backend's throughput path (issue 11): backtests [S, T, I] -> [S, T, O] (window and streaming)
+// The cuda backend's throughput path: backtests [S, T, I] -> [S, T, O] (window and streaming)
 // and fresh windows [B, W, I] -> [B, O] on the batch kernels, against the float64 reference.
 //
-// Tolerance: SPEC §4's bound for the precision (fp16 3e-4, bf16 2e-3): h is rounded to the half type
+// Tolerance: the precision's bound in docs/model.md (fp16 3e-4, bf16 2e-3): h is rounded to the half type
 // between steps as the weights are; c, the gates and the accumulation stay fp32, and x enters exactly
 // (hi + lo halves). Chunks are forced small (128 rows) in most cases so that windows of one series
 // straddle chunks, a chunk holds several series, and a streaming series continues across chunks.
@@ -99,8 +99,9 @@ TEST(BatchWeights, RefusesPrecisionsTheKernelsDoNotHave) {
 }
 
 // The chunk plans, emulated: every output of the workload comes from exactly one row, and every row
-// reads, step by step, exactly the ticks its sequence consumes (rule 1: t-W+1 .. t with the steps before
-// tick 0 left at zero state; streaming: its series' ticks in order; fresh: its window's W ticks).
+// reads, step by step, exactly the ticks its sequence consumes (the window rule: t-W+1 .. t with the
+// steps before tick 0 left at zero state; streaming: its series' ticks in order; fresh: its window's W
+// ticks).
 struct Staged {
   std::vector<long long> tick;  // staged tick -> workload tick (series * T + t), -1 where nothing was copied
 };

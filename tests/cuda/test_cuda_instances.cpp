@@ -1,7 +1,8 @@
-// Many model instances on one GPU (issue 10): SM partitions (green contexts), one tick kernel in each,
-// driven at the same time from threads of their own, each checked against the float64 reference
-// (SPEC §4's bound for fp16); one instance's bad input, close and restart leave the others answering
-// correctly; a backtest runs in the SMs the instances leave. The split's granularity is printed.
+// Many model instances on one GPU (docs/cuda.md): SM partitions (green contexts), one tick kernel in
+// each, driven at the same time from threads of their own, each checked against the float64 reference
+// (docs/model.md's bound for fp16); one instance's bad input, close and restart leave the others
+// answering correctly; a backtest runs in the SMs the instances leave. The split's granularity is
+// printed.
 //
 // Passed on the lent H200 (2026-12-02, bench/results/2026-12-02-h200-instances/run5-green-beside):
 // 8 instances in 8-SM partitions and 8 in 2-SM ones (the fine split), worst error 2.3e-05; the fault

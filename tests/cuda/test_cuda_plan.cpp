@@ -145,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MultiBlockPacking,
                          });
 
 // The automatic choice on an H200-like device (132 SMs, 227 KiB a block, clusters of 16): the smallest
-// family that holds each zoo shape (SPEC §6), in both modes.
+// family that holds each zoo shape (docs/model.md), in both modes.
 TEST(KernelChoice, ZooShapesGoToTheSmallestFamilyThatHoldsThem) {
   struct Case {
     const char* name;

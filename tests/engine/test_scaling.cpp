@@ -1,4 +1,4 @@
-// Input scaling through the engine, on every backend: the leak test of issue 15 ("change every input
+// Input scaling through the engine, on every backend: the leak test ("change every input
 // after t, outputs up to t stay bit-identical"), the fixed scaler against pre-scaled inputs, the fast
 // paths against the float64 reference fed the same scaled inputs, batch, and refused ticks.
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// Issue 14's client behaviour against serve-sim: connections kept from the warm-up, a reset before
+// The client's behaviour against serve-sim: connections kept from the warm-up, a reset before
 // any response byte named as a request failure, Ctrl-C that still writes every output, both RTs in
 // batch mode, load shapes (rate and cap ramps, trace replay), multi-turn conversations and extra
-// headers. The first four failed on the code before issue 14.
+// headers. The first four failed on the code before they were fixed.
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -50,7 +50,7 @@ TEST(LlmClientPhases, WarmupConnectionsAreReused) {
     const auto res = run_bench(c, items(8, 4));
     EXPECT_EQ(res.report["completed"], 160u);
     EXPECT_EQ(res.report["warmup"]["sent"], 16u);
-    // Before issue 14 each phase had its own handles: 32 connections.
+    // Once each phase had its own handles: 32 connections.
     EXPECT_LE(s.stats().connections, 16u) << "threads " << threads;
     s.stop();
   }

@@ -1,5 +1,5 @@
 // Hostile numbers and bytes for the parts of `hotpath llm` that build without libcurl: the SSE
-// parser, the data set, serve-sim's settings, the CSV. Each test failed on the code before issue 13.
+// parser, the data set, serve-sim's settings, the CSV. Each test failed on the code before its fix.
 #include <gtest/gtest.h>
 
 #include <algorithm>

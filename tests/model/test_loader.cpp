@@ -1,5 +1,6 @@
-// SPEC §1/§2: from a PyTorch state_dict in safetensors to a Model, and back. Synthetic state dicts are
-// built in memory with the project's own writer; the golden files come from PyTorch itself.
+// From a PyTorch state_dict in safetensors to a Model (docs/model.md, "The model"), and back. Synthetic
+// state dicts are built in memory with the project's own writer; the golden files come from PyTorch
+// itself.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -754,7 +755,7 @@ TEST(LoaderResolve, FileZooOrError) {
   if (hotpath::find_zoo("lstm_s")) {
     const Model z = hotpath::resolve_model("lstm_s");
     EXPECT_EQ(z.config.hidden_size, 128);
-    EXPECT_EQ(z.config.parameter_count(), 215169u);  // SPEC §6: ~215 K
+    EXPECT_EQ(z.config.parameter_count(), 215169u);  // docs/model.md's zoo table: 215,169
   }
   // A corrupt file is refused naming it.
   const std::string junk = tmp.file("junk.safetensors");
@@ -803,7 +804,7 @@ TEST(ModelTest, ValidateSizes) {
   EXPECT_THROW(e.validate(), Error);
 }
 
-// --- issue 13: limits, checked up front -----------------------------------------------------------
+// --- limits, checked up front ---------------------------------------------------------------------
 
 TEST(LoaderHostile, ThousandsOfLayersRefusedInLinearTime) {
   // The issue's valid-looking H = 1 models: 10,000 layers took 4.3 s to inspect, 40,000 took 207 s

@@ -1,6 +1,6 @@
-// The safetensors reader/writer and the half-precision conversions it relies on. The hostile cases of
-// SPEC §2 each have a test; the fuzz-style tests only demand "a valid structure or hotpath::Error",
-// with ASan (the asan preset) catching any out-of-bounds read on the way.
+// The safetensors reader/writer and the half-precision conversions it relies on. The hostile cases the
+// reader refuses each have a test; the fuzz-style tests only demand "a valid structure or
+// hotpath::Error", with ASan (the asan preset) catching any out-of-bounds read on the way.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -385,7 +385,7 @@ TEST(HalfMakeTensor, RoundsFromDoubleOnce) {
   EXPECT_EQ(f, 0.1f);
 }
 
-// --- hostile files (SPEC §2) ---------------------------------------------------------------------
+// --- hostile files -------------------------------------------------------------------------------
 
 TEST(SafetensorsHostile, EmptyAndShortFiles) {
   EXPECT_HAS(parse_error({}), "empty");
@@ -618,7 +618,7 @@ TEST(SafetensorsHostile, RandomBytes) {
   }
 }
 
-// --- issue 13: hostile headers refused up front, in time linear in the header ----------------------
+// --- hostile headers refused up front, in time linear in the header ------------------------------
 
 namespace {
 

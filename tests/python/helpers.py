@@ -1,6 +1,6 @@
 """Test helpers: a tiny safetensors reader (numpy only), the golden cases of tests/data/golden, the
-SPEC §4 error measure and bounds, and an independent float64 LSTM in numpy (PyTorch nn.LSTM +
-nn.Linear semantics) to check the engine against without torch."""
+error measure and bounds (docs/model.md, "The error measure and its bounds"), and an independent float64
+LSTM in numpy (PyTorch nn.LSTM + nn.Linear semantics) to check the engine against without torch."""
 from __future__ import annotations
 
 import json
@@ -102,7 +102,7 @@ def window_outputs(sd, x, window, **prefixes) -> np.ndarray:
     return np.array([lstm_outputs(sd, x[max(0, t - window + 1) : t + 1], **prefixes)[-1] for t in range(len(x))])
 
 
-# --- int8 (issue 15) ---------------------------------------------------------------------------------
+# --- int8 --------------------------------------------------------------------------------------------
 # src/backend/backend.hpp: int8's bound is 1.5 x the error that float64 arithmetic with the int8-rounded
 # weights alone makes on the same inputs, floored at fp32's bound and never above 2e-3.
 INT8_BOUND_FACTOR, INT8_BOUND_CAP = 1.5, 2e-3
@@ -135,7 +135,7 @@ def int8_rounded_state_dict(sd) -> Dict[str, np.ndarray]:
     return {k: int8_rounded_rows(v) if is_weight(k) else np.asarray(v, np.float64) for k, v in sd.items()}
 
 
-# --- input scaling (issue 15) ------------------------------------------------------------------------
+# --- input scaling -----------------------------------------------------------------------------------
 
 
 def _negligible(std, mean):

@@ -241,6 +241,52 @@ def test_misspelt_engine_keyword_is_named():
     assert str(e.value) == "Engine() got an unknown keyword argument 'colour'"
 
 
+
+def test_misspelt_instances_keyword_is_named():
+    # Refused before the model is loaded or a device asked for: the same on a machine without a GPU.
+    with pytest.raises(TypeError) as e:
+        hotpath.Instances("lstm_s", 2, isolaton="shared")
+    assert str(e.value) == "Instances() got an unknown keyword argument 'isolaton' (did you mean 'isolation'?)"
+    with pytest.raises(TypeError) as e:
+        hotpath.Instances("lstm_s", 2, backend="cuda", smseach=4)
+    assert str(e.value) == "Instances() got an unknown keyword argument 'smseach' (did you mean 'sms_each'?)"
+    with pytest.raises(TypeError) as e:
+        hotpath.Instances("lstm_s", 2, colour="red")
+    assert str(e.value) == "Instances() got an unknown keyword argument 'colour'"
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda e, x: e.run(x, dtpye=np.float64), "run() got an unknown keyword argument 'dtpye' (did you mean 'dtype'?)"),
+        (lambda e, x: e.backtest(x, progres=False), "backtest() got an unknown keyword argument 'progres' (did you mean 'progress'?)"),
+        (lambda e, x: e.run_batch(x[None], progess=False), "run_batch() got an unknown keyword argument 'progess' (did you mean 'progress'?)"),
+        (lambda e, x: e.run(x, colour="red"), "run() got an unknown keyword argument 'colour'"),
+    ],
+)
+def test_misspelt_engine_method_keyword_is_named(engine, call, message):
+    with pytest.raises(TypeError) as e:
+        call(engine, np.zeros((3, 32), np.float32))
+    assert str(e.value) == message
+
+
+def test_misspelt_load_keyword_is_named():
+    with pytest.raises(TypeError) as e:
+        hotpath.load("lstm_s", windw=10)
+    assert str(e.value) == "load() got an unknown keyword argument 'windw' (did you mean 'window'?)"
+    with pytest.raises(TypeError) as e:
+        hotpath.load("lstm_s", lstm_prefx="rnn.")
+    assert str(e.value) == "load() got an unknown keyword argument 'lstm_prefx' (did you mean 'lstm_prefix'?)"
+    assert hotpath.load("lstm_s", window=10).window == 10  # the right keywords still pass through
+
+
+def test_misspelt_ray_backtest_keyword_is_named():
+    import hotpath.ray  # needs no ray until a backtest starts; the keywords are checked first
+
+    with pytest.raises(TypeError) as e:
+        hotpath.ray.backtest("lstm_s", [np.zeros((3, 32), np.float32)], workrs=2)
+    assert str(e.value) == "backtest() got an unknown keyword argument 'workrs' (did you mean 'workers'?)"
+
 def test_none_names_the_argument():
     e = hotpath.Engine("lstm_s", backend="cpu")
     with pytest.raises(TypeError) as err:

@@ -1,7 +1,7 @@
-"""hotpath.Instances (issue 10): many instances of one model on one GPU, each an Engine. Bad options
-are refused by name before any device is asked; on a GPU every instance, driven from its own thread,
-answers its own series within SPEC §4's fp16 bound, and a restart leaves the others serving and the old
-handle refusing. Without a GPU the GPU part skips, saying so."""
+"""hotpath.Instances (docs/python.md, "Many instances on one GPU"): many instances of one model on one
+GPU, each an Engine. Bad options are refused by name before any device is asked; on a GPU every instance,
+driven from its own thread, answers its own series within the fp16 bound (docs/model.md), and a restart
+leaves the others serving and the old handle refusing. Without a GPU the GPU part skips, saying so."""
 import threading
 
 import numpy as np

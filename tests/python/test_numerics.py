@@ -1,5 +1,6 @@
 """Outputs against the truth: PyTorch's golden cases (tests/data/golden), the engine's float64
-reference backend, and an independent float64 numpy LSTM, within the engine's bounds (SPEC §4)."""
+reference backend, and an independent float64 numpy LSTM, within the engine's bounds
+(docs/model.md, "The error measure and its bounds")."""
 import numpy as np
 import pytest
 
@@ -100,7 +101,7 @@ def test_cuda_against_reference_on_zoo(rng):
         assert isinstance(e.counters(), dict) and e.facts()
 
 
-# --- int8 (issue 15): cpu precision "int8" against its per-model bound -------------------------------
+# --- int8: cpu precision "int8" against its per-model bound ------------------------------------------
 
 
 def check_int8(sd, model, x, mode, window=None):

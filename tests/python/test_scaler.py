@@ -1,4 +1,4 @@
-"""Input scaling through Python (issue 15): Engine(scaler="none" | "model" | "rolling:N"), its default
+"""Input scaling through Python: Engine(scaler="none" | "model" | "rolling:N"), its default
 (the model's scaler when the file carries one), engine.scaler, outputs against a direct numpy computation
 of the scaled series fed to an independent float64 LSTM, and causality (no output depends on a later
 input)."""

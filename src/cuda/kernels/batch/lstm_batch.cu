@@ -234,8 +234,8 @@ cudaError_t prepare_batch_kernels() {
     if (e != cudaSuccess) return e;
   }
   // Every other kernel of the throughput path is loaded now too (a query loads a lazily loaded kernel):
-  // loading one while persistent tick kernels run waits for them forever (issue 10's backtest beside
-  // live instances hung in cuKernelGetFunction).
+  // loading one while persistent tick kernels run waits for them forever (a backtest beside live
+  // instances hung in cuKernelGetFunction).
   cudaFuncAttributes a{};
   for (const void* kernel : {(const void*)batch_split<false>, (const void*)batch_split<true>, (const void*)batch_head}) {
     const cudaError_t e = cudaFuncGetAttributes(&a, kernel);

@@ -75,8 +75,9 @@ __device__ __forceinline__ void mma16816_nv(float (&d)[4], const uint4& a, uint3
 }
 
 // __expf (ex2.approx, ~2 ulp): within ~1e-7 absolute of the float64 reference,
-// far under the half-precision weight rounding (SPEC §4). tanh.approx (2^-11 relative) would not be.
-// __fdividef (rcp.approx, 2 ulp; 1/inf = 0 gives the right limit) instead of the IEEE division routine.
+// far under the half-precision weight rounding (docs/model.md). tanh.approx (2^-11 relative) would not
+// be. __fdividef (rcp.approx, 2 ulp; 1/inf = 0 gives the right limit) instead of the IEEE division
+// routine.
 __device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
 __device__ __forceinline__ float tanh_(float x) { return 2.0f * sigmoid(2.0f * x) - 1.0f; }
 

@@ -187,7 +187,7 @@ struct LstmParams {
   }
 };
 
-// One persistent launch serving many instances of one model (issue 10, mechanism b), cta family only.
+// One persistent launch serving many instances of one model (mechanism b, docs/cuda.md), cta family only.
 // Instance i's blocks are [i * per_instance, (i + 1) * per_instance): its critical block, then its np
 // precompute blocks. Every instance has its own LstmParams (its mailbox, state and words; same plan):
 // a block copies its instance's into shared memory, after the plan's own layout, and runs the

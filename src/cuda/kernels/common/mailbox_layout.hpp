@@ -2,7 +2,7 @@
 //
 // Every message is a sequence of 16-byte chunks, each stored with ONE 16-byte store and read with one
 // 16-byte load; a chunk whose seq matches is complete by itself, so no flag-then-data round trip is
-// needed (SPEC §7: 3.1 us p50 vs 5.1 us for flag-then-read on the lent H200).
+// needed (3.1 us p50 vs 5.1 us for flag-then-read on the lent H200).
 //
 // A 16-byte store is not always seen whole across PCIe. Measured on the lent H200 (docs/cuda.md): the
 // device's 16-byte store to host memory reached the host's 16-byte load torn in 8-byte halves, and a

@@ -28,7 +28,7 @@ __device__ __forceinline__ float gemv8(const float* A, const float* B, const flo
   };
   int k = lane;
   if constexpr (IN_GLOBAL) {
-    // The input comes from L2: issue 8 loads before using any (one L2 latency per 8, not per element).
+    // The input comes from L2: 8 loads issued before using any (one L2 latency per 8, not per element).
     for (; k + 7 * 32 < K; k += 8 * 32) {
       float x[8];
 #pragma unroll
