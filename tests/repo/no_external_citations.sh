@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Code, tests and scripts cite the repository's own docs (docs/*.md, README.md), never a document that is
+# Code, tests, scripts and docs cite the repository's own docs (docs/*.md, README.md), never a document that is
 # not in the repository ("SPEC §4", "SPEC.md") nor an issue number ("issue 10", "(issue 12)"): a reader
 # of a clone has neither. Lists every hit (file:line:text) and exits 1 when there is one.
 #   tests/repo/no_external_citations.sh [SOURCE_DIR]   (default: this script's repository)
-# README.md, BENCHMARKS.md and docs/ are not covered yet.
 set -euo pipefail
 root="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 cd "$root"
 # Where citations are refused; bench/results (recorded runs) is left as it was recorded.
-paths=(src python tests scripts examples fuzz include cmake bench CMakeLists.txt CMakePresets.json pyproject.toml)
+paths=(src python tests scripts examples fuzz include cmake bench docs README.md BENCHMARKS.md CMakeLists.txt CMakePresets.json
+       pyproject.toml)
 self="tests/repo/no_external_citations.sh"
 pattern='SPEC( ?§|\.md|'\''s|\))|\(SPEC\b|\b[Ii]ssue [0-9]|\b[Ii]ssues? #[0-9]'
 
