@@ -16,6 +16,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("hotpath ") + HOTPATH_VERSION + " (commit " + HOTPATH_GIT_COMMIT +
                                         "); GPU kernels: " + hotpath::gpu::served());
   app.require_subcommand(1);
+  // The usage line names the command, not where this binary lies (the pip package runs it from inside
+  // site-packages).
+  app.name("hotpath");
   hotpath::cli::set_command_line(argc, argv);
   hotpath::util::remove_temporary_files_on_signals();  // an interrupted run leaves no OUT.tmp-PID-N behind
   hotpath::cli::add_models_command(app);

@@ -95,6 +95,10 @@ TEST_F(Cli, VersionAndHelp) {
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("hotpath"), std::string::npos);
   EXPECT_NE(r.out.find("GPU kernels: "), std::string::npos) << r.out;  // which GPUs this build serves
+  // the usage line names the command, not the binary's path
+  r = hotpath("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("Usage: hotpath [OPTIONS] SUBCOMMAND"), std::string::npos) << r.out;
   for (const char* sub : {"models", "info", "run", "verify", "export", "bench"}) {
     r = hotpath(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
