@@ -212,12 +212,7 @@ TEST(CapiModel, ZooNameWithAPrefixIsRefusedNamingBoth) {
 // Every tensor of the file is used or named in ignore_tensors: an extra Linear is never dropped silently.
 TEST(CapiModel, UnusedTensorsRefusedUnlessIgnored) {
   namespace st = hotpath::safetensors;
-  const st::File tiny = st::File::open(golden_model("tiny"));
-  std::vector<st::OutTensor> tensors;
-  for (const auto& t : tiny.tensors()) tensors.push_back(st::make_tensor(t.name, st::DType::F32, t.shape, tiny.read_f64(t)));
-  const int64_t O = tiny.at("fc.weight").shape[0];
-  tensors.push_back(st::make_tensor("fc2.weight", st::DType::F32, {1, O}, std::vector<double>(size_t(O), 0.5)));
-  tensors.push_back(st::make_tensor("fc2.bias", st::DType::F32, {1}, std::vector<double>{0.25}));
+  const std::vector<st::OutTensor> tensors = hotpath::test_support::golden_with_mlp_head("tiny");
   const std::vector<uint8_t> bytes = st::serialize(tensors, {});
   TempDir dir;
   const std::string path = dir.file("mlp.safetensors");

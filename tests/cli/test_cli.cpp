@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/golden.hpp"
 #include "common/within_seconds.hpp"
 #include "engine/warm.hpp"
 #include "model/npy.hpp"
@@ -134,12 +135,7 @@ TEST_F(Cli, InfoShowsDetectedShape) {
 // A tensor the model does not use is named, on every command that takes --model; --ignore-tensors is
 // the deliberate way round. Files that are not safetensors are named as what they are.
 TEST_F(Cli, UnusedTensorsAndForeignFilesNamed) {
-  const st::File tiny = st::File::open(golden_model("tiny"));
-  std::vector<st::OutTensor> tensors;
-  for (const auto& t : tiny.tensors()) tensors.push_back(st::make_tensor(t.name, st::DType::F32, t.shape, tiny.read_f64(t)));
-  const int64_t O = tiny.at("fc.weight").shape[0];
-  tensors.push_back(st::make_tensor("fc2.weight", st::DType::F32, {1, O}, std::vector<double>(size_t(O), 0.5)));
-  tensors.push_back(st::make_tensor("fc2.bias", st::DType::F32, {1}, std::vector<double>{0.25}));
+  const std::vector<st::OutTensor> tensors = hotpath::test_support::golden_with_mlp_head("tiny");
   const std::string mlp = path("mlp.safetensors");
   st::write_file(mlp, tensors, {});
   const std::string unused = mlp + ": tensors 'fc2.bias', 'fc2.weight' are not used by the model (nn.LSTM 'lstm.' -> "

@@ -31,4 +31,17 @@ inline Golden load_golden(const std::string& name) {
   return g;
 }
 
+// Golden case `name`'s model tensors (as float32) plus a second Linear "fc2." after its head "fc.": an MLP
+// head hotpath does not compute, which loading must refuse rather than drop in silence.
+inline std::vector<safetensors::OutTensor> golden_with_mlp_head(const std::string& name) {
+  namespace st = safetensors;
+  const st::File f = st::File::open(std::string(HOTPATH_GOLDEN_DIR) + "/" + name + ".model.safetensors");
+  std::vector<st::OutTensor> tensors;
+  for (const auto& t : f.tensors()) tensors.push_back(st::make_tensor(t.name, st::DType::F32, t.shape, f.read_f64(t)));
+  const int64_t O = f.at("fc.weight").shape[0];
+  tensors.push_back(st::make_tensor("fc2.weight", st::DType::F32, {1, O}, std::vector<double>(size_t(O), 0.5)));
+  tensors.push_back(st::make_tensor("fc2.bias", st::DType::F32, {1}, std::vector<double>{0.25}));
+  return tensors;
+}
+
 }  // namespace hotpath::test_support
