@@ -103,8 +103,10 @@ TickRateEstimate estimate_tick_rate(const ModelConfig& c, Mode mode, int window,
   return e;
 }
 
+int precompute_cores_for_cpuset(size_t cpuset_cores) { return cpuset_cores > 1 ? int(cpuset_cores - 1) : 1; }
+
 TickRateEstimate estimate_tick_rate_for_cpuset(const ModelConfig& c, Mode mode, int window, size_t cpuset_cores) {
-  return estimate_tick_rate(c, mode, window, cpuset_cores > 1 ? int(cpuset_cores - 1) : 1);
+  return estimate_tick_rate(c, mode, window, precompute_cores_for_cpuset(cpuset_cores));
 }
 
 nlohmann::json to_json(const TickRateEstimate& e) {
@@ -520,7 +522,7 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     // precompute before the next one (window mode: the open windows, on the precompute's cores). Means,
     // not medians: a queue keeps up with the mean service time, tails included.
     const bool cpu_backend = backend->name() == "cpu";
-    const int pre_cores = o.cpuset.size() > 1 ? int(o.cpuset.size() - 1) : 1;
+    const int pre_cores = precompute_cores_for_cpuset(o.cpuset.size());
     nlohmann::json sustainable = {{"hz", ls.mean + ps.mean > 0 ? 1e6 / (ls.mean + ps.mean) : 0.0},
                                   {"rule", "1e6 / (latency_us.mean + precompute_us.mean)"},
                                   {"precompute_cores", pre_cores},

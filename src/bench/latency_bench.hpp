@@ -110,8 +110,8 @@ nlohmann::json model_json(const Model& model, Mode mode, int window);
 // (W_hh,0·h, then W_ih,l·h and W_hh,l·h for every later layer: (2L-1) products of 4H x H) plus the
 // shared W_ih,0·x; in streaming mode W_hh,l·h for every layer. The precompute is split over
 // `precompute_cores` (the cpuset's cores after the first; 1 when it runs inline on the critical core)
-// and every core is taken to do `gflops_per_core` (kAssumedGflopsPerCore for the ISA the fp32 kernels
-// use here). rate = 1 / (answer + precompute). An estimate: within a factor of ~2 of the measured rate
+// and every core is taken to do `gflops_per_core` (set by the ISA the fp32 kernels use here, from the
+// measurements estimate_tick_rate cites). rate = 1 / (answer + precompute). An estimate: within a factor of ~2 of the measured rate
 // on the machines of BENCHMARKS.md; `bench` reports the measured rate beside it.
 struct TickRateEstimate {
   double hz = 0;
@@ -122,7 +122,9 @@ struct TickRateEstimate {
   std::string isa;  // whose gflops_per_core
 };
 TickRateEstimate estimate_tick_rate(const ModelConfig& config, Mode mode, int window, int precompute_cores);
-// The same with the cores a cpuset gives the precompute (none or one core: inline).
+// The cores a cpuset of `cpuset_cores` gives the precompute: those after the first (none or one: 1, inline).
+int precompute_cores_for_cpuset(size_t cpuset_cores);
+// estimate_tick_rate with those cores.
 TickRateEstimate estimate_tick_rate_for_cpuset(const ModelConfig& config, Mode mode, int window, size_t cpuset_cores);
 nlohmann::json to_json(const TickRateEstimate& e);
 
