@@ -113,34 +113,16 @@ Input as_input(nb::handle x, const char* what) {
   return in;
 }
 
-// Levenshtein distance, for the misspelt keyword's closest parameter.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // A keyword argument no parameter of `fn` takes is named (with the parameter it is closest to, when one
-// is near), instead of nanobind's dump of every signature.
+// is near), instead of nanobind's dump of every signature: the package's one message for it
+// (hotpath._keywords.unknown_keyword, which its Python functions raise too).
 void refuse_unknown_keywords(const char* fn, const nb::kwargs& extra, std::initializer_list<const char*> params) {
   for (auto [key, value] : extra) {
-    const std::string k = nb::cast<std::string>(nb::str(key));
-    std::string msg = std::string(fn) + "() got an unknown keyword argument '" + k + "'";
-    const char* best = nullptr;
-    size_t best_d = 3;  // at most two edits away
-    for (const char* p : params)
-      if (const size_t d = edit_distance(k, p); d < best_d) best = p, best_d = d;
-    if (best) msg += " (did you mean '" + std::string(best) + "'?)";
-    throw nb::type_error(msg.c_str());
+    nb::list names;
+    for (const char* p : params) names.append(p);
+    const nb::object error = nb::module_::import_("hotpath._keywords").attr("unknown_keyword")(fn, nb::str(key), names);
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+    throw nb::python_error();
   }
 }
 

@@ -1,6 +1,6 @@
-"""A misspelt keyword argument named, with the parameter it is closest to: the message hotpath.Engine
-and hotpath.Instances give (python/ext/module.cpp, refuse_unknown_keywords), for the package's Python
-functions too, e.g. `load() got an unknown keyword argument 'windw' (did you mean 'window'?)`."""
+"""A misspelt keyword argument named, with the parameter it is closest to: the one message for it, given
+by the package's Python functions and by the extension's Engine, Instances, run, backtest and run_batch
+(python/ext/module.cpp, refuse_unknown_keywords, calls unknown_keyword), e.g. `load() got an unknown keyword argument 'windw' (did you mean 'window'?)`."""
 from __future__ import annotations
 
 import functools
