@@ -261,7 +261,15 @@ class CudaBackend final : public Backend {
         c[std::string("kernel_cycles_") + seg[i] + "_max"] = double(w.seg_max[i]);
       }
       if (plan_.params.family == cuda::KernelFamily::cluster) add_cluster_counters(w, c);
-    } else {
+    }
+    if (read && w.pre_sum[cuda::kPreRounds] > 0) {
+      // the precompute's rounds as its block 0 lives them (PrecomputeStat), SM cycles a round
+      const double rounds = double(w.pre_sum[cuda::kPreRounds]);
+      const char* part[] = {"", "layer0", "barrier_wait", "layers", "publish", "round"};
+      for (int i = cuda::kPreLayer0; i < cuda::kPrecomputeStats; ++i)
+        c[std::string("precompute_") + part[i] + "_cycles_mean"] = double(w.pre_sum[i]) / rounds;
+    }
+    if (!read) {
       (void)cudaGetLastError();
     }
     c["launches"] = double(launches_);
@@ -328,6 +336,12 @@ class CudaBackend final : public Backend {
       f["k_split_warps"] = std::to_string(p.ksplit);
       f["precompute_weights"] = p.pre_global ? "global" : "shared";
       f["precompute_state"] = plan_.pre_state_floats > 0 ? "global" : "shared";
+      if (p.family == cuda::KernelFamily::grid) {
+        f["grid_exchange"] = copt_.grid_exchange == cuda::GridExchange::counters ? "counters" : "flags";
+        // where the critical weights live: layers [0, n) read from L2 every tick, the rest in shared memory
+        f["critical_layers_in_l2"] = std::to_string(p.grid_l2_layers);
+        f["critical_smem_weight_bytes_per_block"] = std::to_string(16LL * (p.block_frag - p.bfrag_off[p.grid_l2_layers]));
+      }
       if (p.family == cuda::KernelFamily::cluster) {
         f["cluster_exchange"] = copt_.cluster_async_exchange ? "st.async+mbarrier" : "tagged words";
         f["cluster_tiles_per_warp"] = std::to_string(p.cl.slots);
@@ -401,7 +415,7 @@ class CudaBackend final : public Backend {
     if (plan_.pre_state_floats > 0) pre_state_ = DeviceBuffer<float>(size_t(p.np) * plan_.pre_state_floats);
     if (p.family == cuda::KernelFamily::grid) {
       xch_h_ = DeviceBuffer<uint16_t>(size_t(2) * p.L * 2 * p.xin_stride);
-      xch_flag_ = DeviceBuffer<unsigned>(size_t(p.L) * p.nc);
+      xch_flag_ = DeviceBuffer<unsigned>(size_t(cuda::grid_flag_words(p.L, p.nc)));
       xch_head_ = DeviceBuffer<float>(size_t(2) * p.nc * cuda::kMaxOutputs);
     }
     frags_.upload(plan_.frags.data(), plan_.frags.size(), stream_.get());
@@ -507,6 +521,7 @@ class CudaBackend final : public Backend {
     p.stall_ns = (long long)(copt_.stall_us * 1e3);
     p.forward_after_output = copt_.forward_after_output;
     p.cl.async_exchange = copt_.cluster_async_exchange ? 1 : 0;
+    p.grid_exchange = copt_.grid_exchange;
     p.gate_sleep_ns = copt_.gate_sleep_ns;
     p.keep_warm = copt_.keep_warm;
     if (copt_.shared) {
@@ -531,6 +546,7 @@ class CudaBackend final : public Backend {
     p.pre_state = pre_state_.get();
     p.xch_h = xch_h_.get();
     p.xch_flag = xch_flag_.get();
+    p.xch_count = p.xch_flag ? p.xch_flag + cuda::grid_counter_offset(p.L, p.nc) : nullptr;
     p.xch_head = xch_head_.get();
     mailbox_->clear();
     words_.zero(stream_.get());

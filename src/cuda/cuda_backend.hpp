@@ -3,6 +3,7 @@
 
 #include "backend/backend.hpp"
 #include "cuda/device.hpp"
+#include "cuda/kernels/common/lstm_params.hpp"
 #include "cuda/shared_launch.hpp"
 #include "cuda/sm_partition.hpp"
 
@@ -24,6 +25,9 @@ struct CudaOptions {
   // Cluster family: how values cross blocks. false: tagged 8-byte words the consumer spins on (no flag or
   // barrier); true: 4-byte words by st.async, each layer's bytes counted on an mbarrier (docs/cuda.md).
   bool cluster_async_exchange = false;
+  // Grid family: how the input and each layer's slices reach the blocks (lstm_params.hpp, GridExchange).
+  // H200, same run (BENCHMARKS.md): counters 10-23 us p50 on every grid model, flags 24-670 us.
+  cuda::GridExchange grid_exchange = cuda::GridExchange::counters;
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.

@@ -48,10 +48,16 @@ KernelChoice choose_kernel(const Model& model, Precision precision, Mode mode, i
               "), exchanged as tagged words through distributed shared memory; " + std::to_string(p.np) +
               " precompute blocks" + (p.pre_global ? ", their weights in global memory" : "");
     } else {
+      const long long smem_weights = 16LL * (p.block_frag - p.bfrag_off[p.grid_l2_layers]);
+      const std::string l2 = p.grid_l2_layers == 0 ? std::string("all in shared memory")
+                             : p.grid_l2_layers == p.L
+                                 ? std::string("every layer's read from L2 each tick: slower")
+                                 : "layers 0-" + std::to_string(p.grid_l2_layers - 1) + " read from L2 each tick, the rest in shared memory";
       c.why = kib + " over " + std::to_string(p.nc) + " blocks of " + std::to_string(p.gpb * kUnitsPerGroup) +
-              " hidden units (" + std::to_string(p.smem_bytes / 1024) + " KiB shared memory each), exchanged through L2; " +
-              std::to_string(p.np) +
-              " precompute blocks" + (p.pre_global ? ", their weights in global memory" : "");
+              " hidden units (" + std::to_string(smem_weights / 1024) + " KiB of weights in " +
+              std::to_string(p.smem_bytes / 1024) + " KiB shared memory each; " + l2 +
+              "), exchanged through L2; " + std::to_string(p.np) + " precompute blocks" +
+              (p.pre_global ? ", their weights in global memory" : "");
     }
   };
   KernelChoice c;

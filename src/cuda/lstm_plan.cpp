@@ -128,11 +128,12 @@ int cta_critical_layout(LstmParams& p, int kreg, bool assign) {
   return s;
 }
 
-// A grid critical block's shared memory (grid/lstm_grid.cu: MultiSmem); assign: into p.
-int multi_critical_layout(LstmParams& p, int gpb, int ksplit, bool assign) {
+// A grid critical block's shared memory (grid/lstm_grid.cu: MultiSmem), its first l2_layers layers'
+// fragments left in global memory (LstmParams::grid_l2_layers); assign: into p.
+int multi_critical_layout(LstmParams& p, int gpb, int ksplit, int l2_layers, bool assign) {
   const int Ub = gpb * kUnitsPerGroup;
   int fr = 0;
-  for (int l = 0; l < p.L; ++l) fr += gpb * 2 * p.kt[l] * 32;
+  for (int l = l2_layers; l < p.L; ++l) fr += gpb * 2 * p.kt[l] * 32;
   int s = 0;
   auto take = [&](int bytes) { const int at = s; s = align16(s + bytes); return at; };
   const int frags = take(fr * 16), xin = take(p.L * 2 * p.xin_stride * 2),
@@ -140,12 +141,13 @@ int multi_critical_layout(LstmParams& p, int gpb, int ksplit, bool assign) {
             P = take(p.L * 4 * Ub * 4), c = take(p.L * Ub * 4), red = take(ksplit * Ub * 4 * 4),
             stage = take(2 * Ub * 2), h32 = take(Ub * 4), hw = take(p.O * Ub * 4), flags = take(32);
   if (assign) {
-    p.block_frag = fr;
     int off = 0;
     for (int l = 0; l < p.L; ++l) {
       p.bfrag_off[l] = off;
       off += gpb * 2 * p.kt[l] * 32;
     }
+    p.block_frag = off;  // every layer's, in global memory
+    p.grid_l2_layers = l2_layers;
     p.s_frags = frags; p.s_xin = xin; p.s_x32 = x32; p.s_seqw = seqw; p.s_claim = claim; p.s_P = P; p.s_c = c;
     p.s_red = red; p.s_stage = stage; p.s_h32 = h32; p.s_hw = hw; p.s_flags = flags;
   }
@@ -377,17 +379,23 @@ LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int windo
   const int optin = limits.smem_per_block_optin;
 
   // Blocks and unit groups per block. Each group needs a compute warp; the rest split the k16 tiles.
-  auto fits = [&](int gpb) {
-    if (gpb > max_compute) return false;
-    return multi_critical_layout(p, gpb, max_compute / gpb, false) <= optin;
+  // The fewest layers left in L2 that let gpb groups fit (-1: none does): every layer in shared memory
+  // where it fits; else the first layers' tiles are read from L2 each tick (a few hundred ns on layer 0).
+  auto l2_layers_for = [&](int gpb) {
+    if (gpb > max_compute) return -1;
+    for (int l2 = 0; l2 <= p.L; ++l2)
+      if (multi_critical_layout(p, gpb, max_compute / gpb, l2, false) <= optin) return l2;
+    return -1;
   };
-  int nc = 0, gpb = 0;
+  int nc = 0, gpb = 0, l2_layers = 0;
   const int max_blocks = limits.sm_count - MultiBlockPolicy::min_precompute_blocks;
   for (int g = 1; g <= max_compute && !nc; ++g) {
     const int n = (p.groups + g - 1) / g;
-    if (n <= max_blocks && fits(g)) {
+    const int l2 = n <= max_blocks ? l2_layers_for(g) : -1;
+    if (l2 >= 0) {
       nc = n;
       gpb = g;
+      l2_layers = l2;
     }
   }
   if (!nc)
@@ -399,7 +407,7 @@ LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int windo
   p.gpb = gpb;
   p.ksplit = max_compute / gpb;
   p.compute_warps = gpb * p.ksplit;
-  const int critical_bytes = multi_critical_layout(p, gpb, p.ksplit, true);
+  const int critical_bytes = multi_critical_layout(p, gpb, p.ksplit, l2_layers, true);
 
   pack_blocks(plan, model);
   plan.critical_weight_bytes = plan.frags.size() * 4;

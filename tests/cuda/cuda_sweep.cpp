@@ -148,6 +148,12 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
                 c.at("kernel_cycles_layer0_mean"), c.at("kernel_cycles_layer0_max"), c.at("kernel_cycles_layers_mean"),
                 c.at("kernel_cycles_layers_max"), c.at("kernel_cycles_head_mean"), c.at("kernel_cycles_head_max"),
                 c.at("kernel_cycles_store_mean"), c.at("kernel_cycles_store_max"));
+  if (c.count("precompute_round_cycles_mean"))
+    std::printf("%-44s   precompute block 0, cycles a round: layer0 %.0f  barrier waits %.0f  layers %.0f  publish %.0f  "
+                "round %.0f\n",
+                "", c.at("precompute_layer0_cycles_mean"), c.at("precompute_barrier_wait_cycles_mean"),
+                c.at("precompute_layers_cycles_mean"), c.at("precompute_publish_cycles_mean"),
+                c.at("precompute_round_cycles_mean"));
   if (c.count("cluster_input_arrival_ns_mean")) {
     // the cluster kernel's parts, per block: mean over the blocks / the slowest block
     std::printf("%-44s   %s: input arrival %.0f/%.0f ns\n", "",
@@ -229,7 +235,7 @@ int main(int argc, char** argv) {
   long long ticks = 1'000'000, pp = 200'000;
   int cpu = 2;
   std::string json;
-  bool quick = false, families = false;
+  bool quick = false, families = false, large = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -239,6 +245,7 @@ int main(int argc, char** argv) {
     else if (a == "--cpu") cpu = std::stoi(next());
     else if (a == "--quick") quick = true;
     else if (a == "--families") families = true;
+    else if (a == "--large") large = true;
   }
   try {
     const auto facts = cuda::device_facts();
@@ -251,7 +258,30 @@ int main(int argc, char** argv) {
     json_rows.push_back(fj.str());
 
     cuda::MailboxOptions def;
-    if (families) {
+    if (large) {
+      // The grid family's models, its two exchanges side by side (lstm_params.hpp, GridExchange), each
+      // beside the ping-pong of its input width. Few ticks where the precompute is slow (the rate says).
+      struct Case {
+        const char* zoo;
+        Mode mode;
+        int floats;
+        long long ticks;
+        size_t check;
+      };
+      const Case cases[] = {{"lstm_s", Mode::window, 32, 20000, 300},      {"lstm_l", Mode::streaming, 32, 1500, 40},
+                            {"lstm_l", Mode::window, 32, 1200, 4},         {"vollo_med", Mode::streaming, 480, 3000, 100},
+                            {"vollo_large", Mode::streaming, 960, 300, 40}, {"nv_large", Mode::window, 512, 40, 2}};
+      for (const Case& k : cases) {
+        pingpong(std::to_string(k.floats) + "f default", k.floats, pp, def, cpu);
+        for (auto ex : {cuda::GridExchange::flags, cuda::GridExchange::counters}) {
+          CudaOptions c;
+          c.grid_exchange = ex;
+          model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid " +
+                        (ex == cuda::GridExchange::counters ? "counters" : "flags"),
+                    k.zoo, k.mode, Precision::fp16, std::min(ticks, k.ticks), c, cpu, k.check, "grid");
+        }
+      }
+    } else if (families) {
       // The medium models on the cluster kernel at each size it can take, beside the cta kernel and
       // the ping-pong of each input width: where the time goes (segments), what the cluster size does.
       CudaOptions copt;

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -110,11 +111,16 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
   o.mode = mode;
   o.window = W;
   o.precision = p;
-  o.kernel = kernel;
+  // "grid-flags": the grid family with its other exchange (lstm_params.hpp, GridExchange)
+  const bool flags = kernel == "grid-flags";
+  o.kernel = flags ? "grid" : kernel;
   o.timeout_us = 5'000'000;
+  CudaOptions c;
+  if (flags) c.grid_exchange = cuda::GridExchange::flags;
   poison_freed_device_memory();  // every zoo model too: nothing it reads before writing may be left over
-  auto b = make_cuda_backend(m, o);
-  EXPECT_EQ(b->facts().at("kernel_family"), kernel);
+  auto b = make_cuda_backend(m, o, c);
+  EXPECT_EQ(b->facts().at("kernel_family"), o.kernel);
+  if (o.kernel == "grid") EXPECT_EQ(b->facts().at("grid_exchange"), flags ? "flags" : "counters");
   std::vector<float> out(O), got;
   for (size_t t = 0, k = 0; t < ticks; ++t) {
     b->process(std::span<const float>(&xs[t * I], I), out);
@@ -166,16 +172,20 @@ TEST_P(CudaFamily, MatchesTheReferenceWithinTheWeightRounding) {
 std::vector<FamilyCase> family_cases() {
   std::vector<FamilyCase> v;
   for (const char* m : {"lstm_s", "nv_small", "vollo_tiny", "stac_a"})
-    for (const char* k : {"cta", "cluster", "grid"}) v.push_back({m, k});
+    for (const char* k : {"cta", "cluster", "grid", "grid-flags"}) v.push_back({m, k});
   for (const char* m : {"lstm_m", "nv_medium", "vollo_small", "stac_b"})
-    for (const char* k : {"cluster", "grid"}) v.push_back({m, k});
-  // stac_c fits no family yet (KernelChoice.StacCIsRefusedNamingEachFamilysLimit)
-  for (const char* m : {"vollo_med", "lstm_l", "nv_large", "vollo_large"}) v.push_back({m, "grid"});
+    for (const char* k : {"cluster", "grid", "grid-flags"}) v.push_back({m, k});
+  for (const char* m : {"vollo_med", "lstm_l", "nv_large", "vollo_large", "stac_c"})
+    v.push_back({m, "grid"});  // the flags exchange's code is the same at every size: checked on the models above
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaFamily, ::testing::ValuesIn(family_cases()),
-                         [](const auto& info) { return info.param.model + "_" + info.param.kernel; });
+                         [](const auto& info) {
+                           std::string k = info.param.kernel;
+                           std::replace(k.begin(), k.end(), '-', '_');
+                           return info.param.model + "_" + k;
+                         });
 
 // Device memory a previous engine left behind must not leak into the next one's answers: every family
 // twice in one process, window then streaming and streaming then window, with two different models, over

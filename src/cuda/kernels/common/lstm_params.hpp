@@ -83,6 +83,23 @@ enum ClusterLayerStat : int { kClWait, kClTiles, kClMeet, kClCell, kClSend, kClS
 inline constexpr int kClusterStatSlots = 2 + kClusterLayerStats * kMaxLayers;
 inline constexpr int kMaxClusterBlocks = 16;
 
+// The precompute's parts of a round (SharedWords::pre_sum): rounds timed, then SM cycles from the
+// input's arrival: layer 0 (W_ih,0 x and the cells), waits at the precompute's barriers, the GEMVs of
+// layers 1..L (gates and the next round's recurrent terms), the publish, and the whole round.
+enum PrecomputeStat : int { kPreRounds, kPreLayer0, kPreBarrier, kPreLayers, kPrePublish, kPreTotal, kPrecomputeStats };
+
+// The grid family's exchange (LstmParams::grid_exchange, CudaOptions::grid_exchange):
+//   flags:    every critical block polls the input itself; a block publishes each layer's h slice with
+//             its own flag word, and a consumer polls all nc flags.
+//   counters: block 0 alone polls the input and passes it on through L2 with one flag word; a block
+//             publishes a slice by adding 1 to the layer's arrival counter (its own 128-byte line), and a
+//             consumer polls that one word.
+enum class GridExchange : int { flags, counters };
+// Words of the grid's flag buffer: the per-(layer, block) flags, then, from a 128-byte boundary, one line
+// per counter: layers 0..L-2's slices, the head's partial sums (L-1), the input's flag (L).
+inline constexpr int grid_counter_offset(int L, int nc) { return (L * nc + 31) & ~31; }
+inline constexpr int grid_flag_words(int L, int nc) { return grid_counter_offset(L, nc) + (L + 1) * 32; }
+
 // Device words the blocks share (global memory, zeroed before launch).
 struct SharedWords {
   unsigned long long x_seq;      // ticks forwarded to the precompute (xbuf holds the latest)
@@ -104,6 +121,8 @@ struct SharedWords {
   unsigned long long compute_ns_sum;
   // cluster family: per critical block (ClusterLayout, kClusterStatSlots)
   unsigned long long cl_sum[kMaxClusterBlocks][kClusterStatSlots];
+  // The precompute's rounds as its block 0 lives them (PrecomputeStat), SM cycles summed over rounds.
+  unsigned long long pre_sum[8];
 };
 
 struct LstmParams {
@@ -144,10 +163,17 @@ struct LstmParams {
   int ksplit = 1;
   ClusterLayout cl;                  // cluster family only
   int block_frag = 0;                // uint4 fragments per critical block, block b's at b * block_frag
+  // grid: layers [0, grid_l2_layers) keep their fragments in global memory, read from L2 every tick (a
+  // model whose W_ih slices overflow shared memory, e.g. 4 x 1000 units over 500 inputs); the rest are
+  // copied into shared memory at start, from bfrag_off[grid_l2_layers] on.
+  int grid_l2_layers = 0;
   int bfrag_off[kMaxLayers] = {};    // layer l's [gpb][2][kt][32] within a block
   uint16_t* xch_h = nullptr;         // grid: [2 parities][L][2 rows hi|lo][xin_stride] halves
   unsigned* xch_flag = nullptr;      // grid: [L][nc] wire seq of the last tick block b published for layer l
-                                     // (l < L-1: its h slice; l = L-1: its head partial sums)
+                                     // (l < L-1: its h slice; l = L-1: its head partial sums); then the
+                                     // counters (grid_counter_offset, grid_flag_words)
+  unsigned* xch_count = nullptr;     // grid: xch_flag + grid_counter_offset(L, nc), line l at xch_count + 32 l
+  GridExchange grid_exchange = GridExchange::flags;
   float* xch_head = nullptr;         // grid: [2 parities][nc][kMaxOutputs] head partial sums
 
   // precompute

@@ -145,6 +145,15 @@ __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) 
     }
     __syncthreads();
     if (*quit) return;
+    // the round's parts, as this block lives them (block 0 records them: SharedWords::pre_sum)
+    const long long t_start = clock64();
+    long long t_barrier = 0;
+    auto barrier = [&]() {
+      const long long t = clock64();
+      const bool ok = pre_barrier(p, epoch, quit);
+      t_barrier += clock64() - t;
+      return ok;
+    };
     for (int i = tid; i < I; i += nthreads) sx[i] = __ldcg(p.xbuf + i);
 
     // open windows after x_t: starts [lo, t] (window), or the single stream
@@ -177,7 +186,8 @@ __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) 
       C(0, slot)[u] = c;
       __stcg(hstate(0, slot) + u0 + u, h);
     }
-    if (!pre_barrier(p, epoch, quit)) return;
+    const long long t_layer0 = clock64();
+    if (!barrier()) return;
 
     // layers 1..L-1, plus Q_{l-1} = W_hh,l-1 h_{l-1} + b for the next tick from the same input vector
     for (int l = 1; l <= L; ++l) {
@@ -201,9 +211,10 @@ __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) 
           }
         }
       }
-      if (!last && !pre_barrier(p, epoch, quit)) return;
+      if (!last && !barrier()) return;
     }
     __syncthreads();
+    const long long t_layers = clock64();
 
     // the window completing at t+1
     if (!p.window_mode) {
@@ -213,6 +224,16 @@ __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) 
     } else {
       const long long start = t + 2 - p.W > 0 ? t + 2 - p.W : 0;
       publish(int(start % nslots), false);
+    }
+    if (b == 0 && tid == 0) {
+      const long long t_end = clock64();
+      unsigned long long* w = p.words->pre_sum;
+      w[kPreRounds] += 1;
+      w[kPreLayer0] += (unsigned long long)(t_layer0 - t_start);
+      w[kPreBarrier] += (unsigned long long)t_barrier;
+      w[kPreLayers] += (unsigned long long)(t_layers - t_layer0 - t_barrier);
+      w[kPrePublish] += (unsigned long long)(t_end - t_layers);
+      w[kPreTotal] += (unsigned long long)(t_end - t_start);
     }
   }
 }

@@ -9,7 +9,9 @@
 //                        memory (L2), followed by a per-(layer, block) flag; a block waits only for the
 //                        flags of the layer it is about to compute. After the last layer each block sends
 //                        block 0 the head's partial sums over its units; block 0 adds them and answers.
-//   [.., +poll_warps)    pollers: every critical block reads the input from the mailbox itself (no hop).
+//   [.., +poll_warps)    pollers: with the `flags` exchange every critical block reads the input from the
+//                        mailbox itself (no hop); with `counters` block 0 alone does, and its warp 0
+//                        passes the input on through L2 under one flag word (lstm_params.hpp, GridExchange).
 //   last                 service: block 0 forwards x_t to the precompute, reports `ready` and watches the
 //                        lease; the others watch for the quit word.
 //
@@ -39,6 +41,26 @@ __device__ __forceinline__ void st_release_gpu(unsigned* p, unsigned v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 __device__ __forceinline__ bool seq_reached(unsigned have, unsigned want) { return int(have - want) >= 0; }
+// One arrival on a counter; the release orders the calling thread's earlier writes (and, after a
+// __syncwarp or a barrier, its warp's or block's) before it.
+__device__ __forceinline__ void red_release_gpu_add(unsigned* p, unsigned v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// One warp waits until the word at w has reached `want` (a counter's arrivals or a flag's seq, compared
+// modulo 2^32) or the block quits (false): lane 0 polls one word, then one fence orders the warp's later
+// reads of the data.
+__device__ __forceinline__ bool wait_word(const unsigned* w, unsigned want, volatile CtaFlags* f) {
+  const int lane = threadIdx.x & 31;
+  for (;;) {
+    const unsigned have = lane == 0 ? dev::ld_volatile_u32(w) : 0u;
+    if (__shfl_sync(0xffffffffu, seq_reached(have, want) ? 1 : 0, 0)) break;
+    if (f->quit) return false;
+  }
+  __syncwarp();
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+  return true;
+}
 
 // One warp waits until flags[0..n) have all reached seq, or the block quits (false): the lanes share the
 // flags and poll them with relaxed loads, then one fence orders the warp's later reads of the data; the
@@ -130,6 +152,10 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
   const int q = warp % gpb, ks = warp / gpb;
   const int g = lane >> 2, t = lane & 3;
   const float hb = (b == 0 && lane < O) ? p.head_b[lane] : 0.f;
+  const bool counters = p.grid_exchange == GridExchange::counters;
+  unsigned* const count = p.xch_count;  // line l: count + 32 l
+  // The input's slot in L2 (counters): layer L-1's exchange slot, which no layer's h uses.
+  auto input_slot = [&](int par) { return p.xch_h + size_t(par * L + (L - 1)) * 2 * stride; };
 
   unsigned long long s = 0;
   for (;; ++s) {
@@ -144,11 +170,37 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       __threadfence();
       atomicAdd(&p.words->prefetched, 1ull);
     }
-    // (3) the input, polled into this block's shared memory by its own pollers
+    // (3) the input, polled into this block's shared memory by its own pollers (flags; counters: block 0's,
+    // which passes it on)
     long long t_seen = 0;
     if (warp == 0) {
-      const bool ok = dev::wait_tick(m.seqw, p.mb.n_in, seq, f);
-      t_seen = clock64();
+      bool ok;
+      const int n4 = p.kt[0] * 2;  // uint4 of one row (kt[0] x 16 halves)
+      if (!counters || b == 0) {
+        ok = dev::wait_tick(m.seqw, p.mb.n_in, seq, f);
+        t_seen = clock64();
+        if (ok && counters) {
+          uint4* dst = reinterpret_cast<uint4*>(input_slot(par));
+          const uint4* src = reinterpret_cast<const uint4*>(m.xin0);
+          for (int i = lane; i < 2 * n4; i += 32) {
+            const int row = i / n4, v = i % n4;
+            __stcg(dst + row * (stride / 8) + v, src[row * (stride / 8) + v]);
+          }
+          __syncwarp();
+          if (lane == 0) st_release_gpu(count + 32 * L, seq);
+        }
+      } else {
+        ok = wait_word(count + 32 * L, seq, f);
+        t_seen = clock64();
+        if (ok) {
+          const uint4* src = reinterpret_cast<const uint4*>(input_slot(par));
+          uint4* dst = reinterpret_cast<uint4*>(m.xin0);
+          for (int i = lane; i < 2 * n4; i += 32) {
+            const int row = i / n4, v = i % n4;
+            dst[row * (stride / 8) + v] = __ldcg(src + row * (stride / 8) + v);
+          }
+        }
+      }
       if (lane == 0) f->decision = ok ? 0u : 1u;
       __syncwarp();
     }
@@ -162,7 +214,12 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       const uint16_t* in = l == 0 ? m.xin0 : m.layer_in(p, l);
       if (l > 0) {
         // every slice of layer l-1's output has arrived (a quit ends the wait: garbage, never read)
-        if (warp == 0) wait_flags(p.xch_flag + (l - 1) * nc, nc, seq, f);
+        if (warp == 0) {
+          if (counters)
+            wait_word(count + 32 * (l - 1), unsigned(nc) * unsigned(s + 1), f);
+          else
+            wait_flags(p.xch_flag + (l - 1) * nc, nc, seq, f);
+        }
         dev::named_barrier(nct);
         const uint4* src = reinterpret_cast<const uint4*>(p.xch_h + size_t(par * L + (l - 1)) * 2 * stride);
         uint4* dst = reinterpret_cast<uint4*>(const_cast<uint16_t*>(in));
@@ -173,7 +230,10 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       const int per = ((kt + ksplit - 1) / ksplit + 1) & ~1;
       const int k0 = min(kt, ks * per), k1 = min(kt, k0 + per);
       float y[4];
-      gates_range<BF16>(m.frags + p.bfrag_off[l] + q * 2 * kt * 32, kt, k0, k1,
+      const uint4* lf = l < p.grid_l2_layers
+                            ? static_cast<const uint4*>(p.frags) + size_t(b) * p.block_frag + p.bfrag_off[l]
+                            : m.frags + (p.bfrag_off[l] - p.bfrag_off[p.grid_l2_layers]);
+      gates_range<BF16>(lf + q * 2 * kt * 32, kt, k0, k1,
                         reinterpret_cast<const uint32_t*>(in), stride / 2, y);
       if (t == 0) {
         float* r = m.red + ((ks * gpb + q) * kUnitsPerGroup + g) * 4;
@@ -220,7 +280,12 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
             __stcg(reinterpret_cast<uint4*>(dst + row * stride + u0 + v * 8), st4[k]);
           }
           __syncwarp();
-          if (lane == 0) st_release_gpu(p.xch_flag + l * nc + b, seq);  // release covers the warp's stores
+          if (lane == 0) {  // the release covers the warp's stores
+            if (counters)
+              red_release_gpu_add(count + 32 * l, 1u);
+            else
+              st_release_gpu(p.xch_flag + l * nc + b, seq);
+          }
         }
       }
     }
@@ -238,12 +303,19 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     }
     dev::named_barrier(nct);
     if (tid == 0) {
-      st_release_gpu(p.xch_flag + (L - 1) * nc + b, seq);  // release: after the named barrier, all partials
+      // release: after the named barrier, all partials
+      if (counters)
+        red_release_gpu_add(count + 32 * (L - 1), 1u);
+      else
+        st_release_gpu(p.xch_flag + (L - 1) * nc + b, seq);
       if (b != 0) f->answered = s + 1;  // this block's share of tick s is done: its pollers may look again
     }
     // (6) block 0: add the partial sums, answer
     if (b == 0 && warp == 0) {
-      wait_flags(p.xch_flag + (L - 1) * nc, nc, seq, f);
+      if (counters)
+        wait_word(count + 32 * (L - 1), unsigned(nc) * unsigned(s + 1), f);
+      else
+        wait_flags(p.xch_flag + (L - 1) * nc, nc, seq, f);
       float z = hb;
       if (lane < O) {
         for (int r = 0; r < nc; ++r) {
@@ -307,9 +379,11 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
   const MultiSmem m(p, smem);
   const int H = p.H, O = p.O, Ub = p.gpb * kUnitsPerGroup, u0 = b * Ub;
   {
-    const uint4* src = static_cast<const uint4*>(p.frags) + size_t(b) * p.block_frag;
+    // the fragments shared memory holds: layers [grid_l2_layers, L)
+    const int from = p.bfrag_off[p.grid_l2_layers];
+    const uint4* src = static_cast<const uint4*>(p.frags) + size_t(b) * p.block_frag + from;
     uint4* dst = smem_at<uint4>(smem, p.s_frags);
-    for (int i = tid; i < p.block_frag; i += blockDim.x) dst[i] = __ldg(src + i);
+    for (int i = tid; i < p.block_frag - from; i += blockDim.x) dst[i] = __ldg(src + i);
     uint32_t* xin = smem_at<uint32_t>(smem, p.s_xin);
     for (int i = tid; i < p.L * p.xin_stride; i += blockDim.x) xin[i] = 0;
     for (int i = tid; i < O * Ub; i += blockDim.x) {
@@ -324,8 +398,10 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
   if (warp < p.compute_warps) {
     multi_compute<BF16>(p, smem, f, b);
   } else if (warp < p.compute_warps + p.poll_warps) {
-    // every block polls the input itself; none while a tick is being computed (mailbox.cuh, gate_answered)
-    dev::poll_input<BF16>(p, warp - p.compute_warps, m.seqw, smem_at<unsigned>(smem, p.s_claim), m.x32, m.xin0, f, b == 0,
+    // every block polls the input itself (counters: block 0 only); none while a tick is being computed
+    // (mailbox.cuh, gate_answered)
+    if (b == 0 || p.grid_exchange == GridExchange::flags)
+      dev::poll_input<BF16>(p, warp - p.compute_warps, m.seqw, smem_at<unsigned>(smem, p.s_claim), m.x32, m.xin0, f, b == 0,
                           true);
   } else {
     multi_service(p, smem, f, b);
