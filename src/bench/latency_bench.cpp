@@ -234,7 +234,9 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     const ScalerChoice scaler = resolve_scaler(model, bo.scaler);
     const bool per_model_bound = eo.precision && bound_is_per_model(*eo.precision);
     const int spare = std::max(1, int(spare_cores.size()) - 1);
-    const int check_threads = o.check_threads > 0 ? o.check_threads : std::min(spare, 8);
+    // every spare core: on the H200 host, vollo_small streaming with --cpuset 2-15 (200 k ticks, 6.6 s) left
+    // 8.8 s of checking after the run with 8 threads, 1.2 s with 12, none with 13 (BENCHMARKS.md)
+    const int check_threads = o.check_threads > 0 ? o.check_threads : std::min(spare, kMaxCheckThreads);
     const bool intervals_on = o.report_every_s.has_value();
     CheckedOutputs outs(cfg.output_size, Checker::threads_for(o.mode, check_threads), o.mode == Mode::window);
     IntervalStarts interval_starts(intervals_on ? kMaxIntervals : 0);

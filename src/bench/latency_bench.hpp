@@ -64,7 +64,7 @@ struct BenchOptions {
   int check_every = 16;
   // Float64 checker threads: window mode, threads taking turns over the checked ticks; streaming, the
   // threads each reference step is split over (as many as the model's size makes worthwhile). 0: one per
-  // spare core, up to 8.
+  // spare core.
   int check_threads = 0;
   // The checker's progress on stderr while it finishes after the timed loop (automatic: when stdout and
   // stderr are terminals, and only if it takes a couple of seconds).

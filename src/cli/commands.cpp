@@ -536,7 +536,7 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   add_int_option(cmd, "--check-threads", f->check_threads,
                  "Float64 checker threads: window mode, they take turns over the checked windows; streaming, "
-                 "each reference step is split over them (default: one per spare core, up to 8)",
+                 "each reference step is split over them (default: one per spare core)",
                  1, bench::kMaxCheckThreads);
   cmd->add_flag("--progress", f->progress,
                 "The checker's progress on stderr once the timed loop ends, from the start, even when not on a terminal")

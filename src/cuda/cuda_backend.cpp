@@ -334,12 +334,15 @@ class CudaBackend final : public Backend {
     if (p.family != cuda::KernelFamily::cta) {
       f["units_per_critical_block"] = std::to_string(p.gpb * cuda::kUnitsPerGroup);
       f["k_split_warps"] = std::to_string(p.ksplit);
-      f["precompute_weights"] = p.pre_global ? "global" : "shared";
+      f["precompute_weights"] = p.grid_precompute == cuda::GridPrecompute::in_critical ? "L2 (W_hh), the critical blocks' (W_ih)"
+                                : p.pre_global                                         ? "global"
+                                                                                       : "shared";
       f["precompute_state"] = plan_.pre_state_floats > 0 ? "global" : "shared";
       if (p.family == cuda::KernelFamily::grid) {
         f["grid_exchange"] = copt_.grid_exchange == cuda::GridExchange::counters ? "counters" : "flags";
         // where the critical weights live: layers [0, n) read from L2 every tick, the rest in shared memory
         f["critical_layers_in_l2"] = std::to_string(p.grid_l2_layers);
+        f["grid_precompute"] = p.grid_precompute == cuda::GridPrecompute::in_critical ? "in_critical" : "separate";
         f["critical_smem_weight_bytes_per_block"] = std::to_string(16LL * (p.block_frag - p.bfrag_off[p.grid_l2_layers]));
       }
       if (p.family == cuda::KernelFamily::cluster) {
@@ -417,6 +420,14 @@ class CudaBackend final : public Backend {
       xch_h_ = DeviceBuffer<uint16_t>(size_t(2) * p.L * 2 * p.xin_stride);
       xch_flag_ = DeviceBuffer<unsigned>(size_t(cuda::grid_flag_words(p.L, p.nc)));
       xch_head_ = DeviceBuffer<float>(size_t(2) * p.nc * cuda::kMaxOutputs);
+      if (p.grid_precompute == cuda::GridPrecompute::in_critical) {
+        hh_frags_ = DeviceBuffer<uint32_t>(plan_.hh_frags.size());
+        own_bias_ = DeviceBuffer<float>(plan_.own_bias.size());
+        own_state_ = DeviceBuffer<float>(size_t(p.nc) * p.own_state_floats);
+        own_h_ = DeviceBuffer<uint16_t>(size_t(p.L) * 2 * p.nslots * p.kt[p.L] * 16);
+        hh_frags_.upload(plan_.hh_frags.data(), plan_.hh_frags.size(), stream_.get());
+        own_bias_.upload(plan_.own_bias.data(), plan_.own_bias.size(), stream_.get());
+      }
     }
     frags_.upload(plan_.frags.data(), plan_.frags.size(), stream_.get());
     head_b_.upload(plan_.head_b.data(), plan_.head_b.size(), stream_.get());
@@ -457,6 +468,10 @@ class CudaBackend final : public Backend {
       (void)b->release();
     (void)xch_h_.release();
     (void)xch_flag_.release();
+    (void)hh_frags_.release();
+    (void)own_bias_.release();
+    (void)own_state_.release();
+    (void)own_h_.release();
     (void)frags_.release();
     (void)words_.release();
     (void)own_mailbox_.release();
@@ -547,6 +562,10 @@ class CudaBackend final : public Backend {
     p.xch_h = xch_h_.get();
     p.xch_flag = xch_flag_.get();
     p.xch_count = p.xch_flag ? p.xch_flag + cuda::grid_counter_offset(p.L, p.nc) : nullptr;
+    p.hh_frags = hh_frags_.get();
+    p.own_bias = own_bias_.get();
+    p.own_state = own_state_.get();
+    p.own_h = own_h_.get();
     p.xch_head = xch_head_.get();
     mailbox_->clear();
     words_.zero(stream_.get());
@@ -557,6 +576,7 @@ class CudaBackend final : public Backend {
     if (xch_flag_.get()) xch_flag_.zero(stream_.get());
     if (xch_h_.get()) xch_h_.zero(stream_.get());
     if (xch_head_.get()) xch_head_.zero(stream_.get());
+    if (own_h_.get()) own_h_.zero(stream_.get());  // the padding units' columns are read (times zero weights)
     HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     long long max_blocks = 0;
     const cudaError_t e = cuda::launch_lstm(p, stream_.get(), &max_blocks);
@@ -643,7 +663,8 @@ class CudaBackend final : public Backend {
   // then redone with the precompute blocks that fit.
   void choose_and_plan(std::optional<cuda::KernelFamily> asked, int max_precompute_blocks) {
     cuda::KernelChoice c = cuda::choose_kernel(model_, precision_, options().mode, options().window, copt_.mailbox,
-                                               limits_, asked, max_precompute_blocks, copt_.cluster_blocks);
+                                               limits_, asked, max_precompute_blocks, copt_.cluster_blocks,
+                                               copt_.grid_precompute);
     if (c.family != cuda::KernelFamily::cta) {
       long long fits = 0;
       HOTPATH_CUDA_CHECK(cuda::multiblock_max_coresident(c.plan.params, stream_.get(), &fits));
@@ -652,7 +673,7 @@ class CudaBackend final : public Backend {
         int np = int(fits) - nc;
         if (max_precompute_blocks > 0) np = std::min(np, max_precompute_blocks);
         c = cuda::choose_kernel(model_, precision_, options().mode, options().window, copt_.mailbox, limits_, asked, np,
-                                copt_.cluster_blocks);
+                                copt_.cluster_blocks, copt_.grid_precompute);
       }
     }
     plan_ = std::move(c.plan);
@@ -695,6 +716,10 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> pre_state_, xch_head_;  // precompute state in global memory; grid: head partial sums
   DeviceBuffer<uint16_t> xch_h_;              // grid: the layers' h slices
   DeviceBuffer<unsigned> xch_flag_;           // grid: per-(layer, block) flags
+  // grid, own precompute (GridPrecompute::in_critical): W_hh fragments, biases, each block's state, the h columns
+  DeviceBuffer<uint32_t> hh_frags_;
+  DeviceBuffer<float> own_bias_, own_state_;
+  DeviceBuffer<uint16_t> own_h_;
   std::string family_why_;  // choose_kernel's reason for the plan's family
   std::unique_ptr<HostMailbox> own_mailbox_;  // an instance of a shared launch uses the launch's
   HostMailbox* mailbox_ = nullptr;

@@ -28,6 +28,8 @@ struct CudaOptions {
   // Grid family: how the input and each layer's slices reach the blocks (lstm_params.hpp, GridExchange).
   // H200, same run (BENCHMARKS.md): counters 10-23 us p50 on every grid model, flags 24-670 us.
   cuda::GridExchange grid_exchange = cuda::GridExchange::counters;
+  // Grid family: where the precompute runs (lstm_params.hpp, GridPrecompute).
+  cuda::GridPrecompute grid_precompute = cuda::GridPrecompute::automatic;
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.

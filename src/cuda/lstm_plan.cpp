@@ -139,7 +139,8 @@ int multi_critical_layout(LstmParams& p, int gpb, int ksplit, int l2_layers, boo
   const int frags = take(fr * 16), xin = take(p.L * 2 * p.xin_stride * 2),
             x32 = take(p.mb.n_in * 3 * 4), seqw = take(p.mb.n_in * 4), claim = take(p.mb.n_in * 4),
             P = take(p.L * 4 * Ub * 4), c = take(p.L * Ub * 4), red = take(ksplit * Ub * 4 * 4),
-            stage = take(2 * Ub * 2), h32 = take(Ub * 4), hw = take(p.O * Ub * 4), flags = take(32);
+            stage = take(2 * Ub * 2), h32 = take(Ub * 4), hw = take(p.O * Ub * 4), z0 = take(4 * Ub * 4),
+            flags = take(32);
   if (assign) {
     int off = 0;
     for (int l = 0; l < p.L; ++l) {
@@ -149,7 +150,7 @@ int multi_critical_layout(LstmParams& p, int gpb, int ksplit, int l2_layers, boo
     p.block_frag = off;  // every layer's, in global memory
     p.grid_l2_layers = l2_layers;
     p.s_frags = frags; p.s_xin = xin; p.s_x32 = x32; p.s_seqw = seqw; p.s_claim = claim; p.s_P = P; p.s_c = c;
-    p.s_red = red; p.s_stage = stage; p.s_h32 = h32; p.s_hw = hw; p.s_flags = flags;
+    p.s_red = red; p.s_stage = stage; p.s_h32 = h32; p.s_hw = hw; p.s_z0 = z0; p.s_flags = flags;
   }
   return s;
 }
@@ -223,7 +224,8 @@ void fill_head(LstmPlan& plan, const Model& model) {
 // The precompute split (U hidden units per block over max_np blocks at most), its weights, and where
 // they live: shared memory where weights and window state fit, else weights (then state too) in global
 // memory. Returns the precompute block's shared memory bytes.
-int plan_precompute(LstmPlan& plan, const Model& model, Mode mode, int window, int max_np, const DeviceLimits& limits) {
+int plan_precompute(LstmPlan& plan, const Model& model, Mode mode, int window, int max_np, const DeviceLimits& limits,
+                    bool fill = true) {
   LstmParams& p = plan.params;
   const ModelConfig& cfg = model.config;
   const int H = p.H, L = p.L;
@@ -238,25 +240,6 @@ int plan_precompute(LstmPlan& plan, const Model& model, Mode mode, int window, i
     p.pre_b[l] = f;  f += 4 * p.U;
   }
   p.pre_block_floats = (f + 3) & ~3;
-  plan.pre_w.assign(size_t(p.np) * p.pre_block_floats, 0.0f);
-  for (int b = 0; b < p.np; ++b) {
-    float* dst = &plan.pre_w[size_t(b) * p.pre_block_floats];
-    for (int l = 0; l < L; ++l) {
-      const LstmLayer& ly = model.layers[l];
-      const int K = cfg.layer_input_size(l);
-      const std::vector<double> bias = ly.bias_sum(H);
-      for (int u = 0; u < p.U; ++u) {
-        const int unit = b * p.U + u;
-        if (unit >= H) continue;
-        for (int gate = 0; gate < 4; ++gate) {
-          const int row = gate * H + unit, r = 4 * u + gate;
-          for (int k = 0; k < K; ++k) dst[p.pre_ih[l] + r * K + k] = round_weight(ly.w_ih[size_t(row) * K + k], p.bf16);
-          for (int k = 0; k < H; ++k) dst[p.pre_hh[l] + r * H + k] = round_weight(ly.w_hh[size_t(row) * H + k], p.bf16);
-          dst[p.pre_b[l] + r] = float(bias[row]);
-        }
-      }
-    }
-  }
   const long long state_bytes = 4LL * L * p.nslots * 5 * p.U;  // Q [4U] and c [U] per layer and window
   auto layout = [&](bool weights, bool state) {
     int s = 0;
@@ -286,6 +269,26 @@ int plan_precompute(LstmPlan& plan, const Model& model, Mode mode, int window, i
                            " KiB of shared memory even with its weights and state in global memory, but " +
                            limits.name + " allows " + std::to_string(limits.smem_per_block_optin / 1024) +
                            " KiB per block");
+  if (!fill) return bytes;  // sizes and placement only
+  plan.pre_w.assign(size_t(p.np) * p.pre_block_floats, 0.0f);
+  for (int b = 0; b < p.np; ++b) {
+    float* dst = &plan.pre_w[size_t(b) * p.pre_block_floats];
+    for (int l = 0; l < L; ++l) {
+      const LstmLayer& ly = model.layers[l];
+      const int K = cfg.layer_input_size(l);
+      const std::vector<double> bias = ly.bias_sum(H);
+      for (int u = 0; u < p.U; ++u) {
+        const int unit = b * p.U + u;
+        if (unit >= H) continue;
+        for (int gate = 0; gate < 4; ++gate) {
+          const int row = gate * H + unit, r = 4 * u + gate;
+          for (int k = 0; k < K; ++k) dst[p.pre_ih[l] + r * K + k] = round_weight(ly.w_ih[size_t(row) * K + k], p.bf16);
+          for (int k = 0; k < H; ++k) dst[p.pre_hh[l] + r * H + k] = round_weight(ly.w_hh[size_t(row) * H + k], p.bf16);
+          dst[p.pre_b[l] + r] = float(bias[row]);
+        }
+      }
+    }
+  }
   return bytes;
 }
 
@@ -365,8 +368,48 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
   return plan;
 }
 
-LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
-                   const DeviceLimits& limits, int max_precompute_blocks) {
+namespace {
+
+// The grid's own precompute (GridPrecompute::in_critical): each block's W_hh fragments, its state's size,
+// the biases; no precompute blocks.
+void plan_own_precompute(LstmPlan& plan, const Model& model, Mode mode, int window) {
+  LstmParams& p = plan.params;
+  const int H = p.H, L = p.L, kt = p.kt[L], gpb = p.gpb, Ub = gpb * kUnitsPerGroup;
+  p.grid_precompute = GridPrecompute::in_critical;
+  p.np = 0;
+  p.U = 0;
+  p.pre_global = 0;
+  p.pre_block_floats = 0;
+  p.nslots = mode == Mode::window ? std::max(1, window - 1) : 1;
+  p.own_state_floats = (L * p.nslots * 5 * Ub + 3) & ~3;  // Q [4 Ub] and c [Ub] per layer and window
+  p.hh_block_frag = L * gpb * 2 * kt * 32;
+  plan.pre_w.clear();
+  plan.hh_frags.assign(size_t(p.nc) * p.hh_block_frag * 4, 0);
+  for (int b = 0; b < p.nc; ++b)
+    for (int l = 0; l < L; ++l)
+      for (int ql = 0; ql < gpb; ++ql)
+        for (int m = 0; m < 2; ++m)
+          for (int k = 0; k < kt; ++k) {
+            const int q = b * gpb + ql;
+            const auto& w = model.layers[l].w_hh;
+            auto a = [&](int r, int c) -> uint16_t {
+              const int unit = q * kUnitsPerGroup + (r & 7), gate = 2 * m + (r >> 3), col = k * 16 + c;
+              if (unit >= H || col >= H) return 0;
+              return to_bits(w[size_t(gate * H + unit) * H + col], p.bf16);
+            };
+            const size_t at = size_t(b) * p.hh_block_frag + ((size_t(l) * gpb + ql) * 2 + m) * kt * 32 + size_t(k) * 32;
+            pack_tile(a, &plan.hh_frags[at * 4]);
+          }
+  plan.own_bias.assign(size_t(L) * 4 * H, 0.0f);
+  for (int l = 0; l < L; ++l) {
+    const std::vector<double> bias = model.layers[l].bias_sum(H);
+    for (int r = 0; r < 4 * H; ++r) plan.own_bias[size_t(l) * 4 * H + r] = float(bias[r]);
+  }
+}
+
+// dry: the sizes and placement only (no weights packed), for the automatic precompute's choice.
+LstmPlan plan_grid_as(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
+                      const DeviceLimits& limits, int max_precompute_blocks, GridPrecompute precompute, bool dry) {
   const ModelConfig& cfg = model.config;
   check_servable(cfg, precision, mode, window);
   LstmPlan plan;
@@ -388,7 +431,8 @@ LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int windo
     return -1;
   };
   int nc = 0, gpb = 0, l2_layers = 0;
-  const int max_blocks = limits.sm_count - MultiBlockPolicy::min_precompute_blocks;
+  const bool own = precompute == GridPrecompute::in_critical;
+  const int max_blocks = limits.sm_count - (own ? 0 : MultiBlockPolicy::min_precompute_blocks);
   for (int g = 1; g <= max_compute && !nc; ++g) {
     const int n = (p.groups + g - 1) / g;
     const int l2 = n <= max_blocks ? l2_layers_for(g) : -1;
@@ -401,24 +445,53 @@ LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int windo
   if (!nc)
     throw UnsupportedError("its critical-step weights (" + std::to_string(critical_weight_bytes(cfg, true) / 1024) +
                            " KiB) do not fit the shared memory of " + std::to_string(std::max(1, max_blocks)) +
-                           " blocks (" + std::to_string(optin / 1024) + " KiB each on " + limits.name + ", " +
-                           std::to_string(MultiBlockPolicy::min_precompute_blocks) + " SMs kept for the precompute)");
+                           " blocks (" + std::to_string(optin / 1024) + " KiB each on " + limits.name +
+                           (own ? std::string(")")
+                                : ", " + std::to_string(MultiBlockPolicy::min_precompute_blocks) + " SMs kept for the precompute)"));
   p.nc = nc;
   p.gpb = gpb;
   p.ksplit = max_compute / gpb;
   p.compute_warps = gpb * p.ksplit;
   const int critical_bytes = multi_critical_layout(p, gpb, p.ksplit, l2_layers, true);
 
-  pack_blocks(plan, model);
-  plan.critical_weight_bytes = plan.frags.size() * 4;
-  fill_head(plan, model);
+  if (!dry) {
+    pack_blocks(plan, model);
+    plan.critical_weight_bytes = plan.frags.size() * 4;
+    fill_head(plan, model);
+  }
 
+  if (own) {
+    if (!dry) plan_own_precompute(plan, model, mode, window);
+    p.smem_bytes = critical_bytes;
+    return plan;
+  }
   // Precompute on the SMs the critical blocks leave.
   int max_np = limits.sm_count - nc;
   if (max_precompute_blocks > 0) max_np = std::min(max_np, max_precompute_blocks);
-  const int precompute_bytes = plan_precompute(plan, model, mode, window, max_np, limits);
+  const int precompute_bytes = plan_precompute(plan, model, mode, window, max_np, limits, !dry);
   p.smem_bytes = std::max(critical_bytes, precompute_bytes);
   return plan;
+}
+
+}  // namespace
+
+LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
+                   const DeviceLimits& limits, int max_precompute_blocks, GridPrecompute precompute) {
+  if (precompute == GridPrecompute::automatic) {
+    // separate where its blocks read their weights quickly (shared memory, or few bytes a tick from global
+    // memory), else in the critical blocks
+    precompute = GridPrecompute::in_critical;
+    try {
+      const LstmPlan probe = plan_grid_as(model, precision, mode, window, mailbox, limits, max_precompute_blocks,
+                                          GridPrecompute::separate, true);
+      const LstmParams& q = probe.params;
+      const double bytes = 4.0 * q.pre_block_floats * (q.window_mode ? q.nslots : 1);  // each window rereads them
+      if (!q.pre_global || bytes / MultiBlockPolicy::separate_bytes_per_us <= MultiBlockPolicy::separate_max_us)
+        precompute = GridPrecompute::separate;
+    } catch (const UnsupportedError&) {
+    }
+  }
+  return plan_grid_as(model, precision, mode, window, mailbox, limits, max_precompute_blocks, precompute, false);
 }
 
 LstmPlan plan_cluster(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,

@@ -28,6 +28,12 @@ struct MultiBlockPolicy {
   static constexpr int max_compute_warps = 16;
   // SMs the grid family leaves to the precompute at least.
   static constexpr int min_precompute_blocks = 4;
+  // The automatic placement of the grid's precompute (GridPrecompute::automatic): separate blocks whose
+  // weights stream from global memory read them at ~40 GB/s each (H200: 44-50 GB/s measured on lstm_l and
+  // vollo_large streaming, fp32 weights, every window's rows reread); where that takes longer than
+  // 50 us a tick the critical blocks do it instead (their round: 42-110 us on the big models, 2026-12-03).
+  static constexpr double separate_bytes_per_us = 40e3;
+  static constexpr double separate_max_us = 50;
 };
 
 struct LstmPlan {
@@ -36,6 +42,8 @@ struct LstmPlan {
   std::vector<float> head_b;       // [O]
   std::vector<float> head_w;       // [O][H] head weights rounded to the precision, as fp32 (variant regs)
   std::vector<float> pre_w;        // np x pre_block_floats
+  std::vector<uint32_t> hh_frags;  // grid, own precompute: nc x hh_block_frag x 4 words (LstmParams::hh_frags)
+  std::vector<float> own_bias;     // grid, own precompute: [L][4H]
   size_t critical_weight_bytes = 0;
   int pre_state_floats = 0;        // > 0: each precompute block's window state lives in global memory
 };
@@ -51,8 +59,11 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
 LstmPlan plan_cluster(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
                       const DeviceLimits& limits, int max_precompute_blocks = 0, int cluster_blocks = 0);
 // The grid family: the same split over many blocks, exchanging through L2. Throws UnsupportedError.
+// precompute: on precompute blocks beside the critical ones, or in the critical blocks between ticks
+// (GridPrecompute; max_precompute_blocks then does not apply).
 LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
-                   const DeviceLimits& limits, int max_precompute_blocks = 0);
+                   const DeviceLimits& limits, int max_precompute_blocks = 0,
+                   GridPrecompute precompute = GridPrecompute::automatic);
 
 // Bytes of the critical-step weights (W_ih of every layer) at 16 bits (half) or 32.
 size_t critical_weight_bytes(const ModelConfig& cfg, bool half);

@@ -83,8 +83,9 @@ Pct pingpong(const std::string& name, int floats, long long count, cuda::Mailbox
   return p;
 }
 
+// budget_s > 0: stop measuring after that many seconds (ticks then says how many were measured).
 void model_run(const std::string& name, const std::string& zoo, Mode mode, Precision prec, long long ticks,
-               const CudaOptions& copt, int cpu, size_t check_ticks, const std::string& kernel = "") {
+               const CudaOptions& copt, int cpu, size_t check_ticks, const std::string& kernel = "", double budget_s = 0) {
   const Model m = *zoo_model(zoo);
   const int W = m.config.window.value_or(1);
   BackendOptions o;
@@ -112,11 +113,16 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
   std::vector<float> out(O), first(check_ticks * O);
   std::vector<double> lat;
   lat.reserve(size_t(ticks));
-  const long long warm = std::min<long long>(2000, ticks / 4);
+  // a budgeted run warms up for 300 ticks at most (the big windows fill, the slow precompute still ends)
+  const long long warm = std::min<long long>(budget_s > 0 ? 300 : 2000, ticks / 4);
   const auto start = Clock::now();
   auto t_measure = start;
-  for (long long t = 0; t < ticks + warm; ++t) {
+  long long t = 0;
+  for (; t < ticks + warm; ++t) {
     if (t == warm) t_measure = Clock::now();
+    if (budget_s > 0 && t > warm && size_t(t) >= check_ticks &&
+        std::chrono::duration<double>(Clock::now() - t_measure).count() > budget_s)
+      break;
     std::span<const float> x(&xs[(size_t(t) % pool) * I], I);
     const auto t0 = Clock::now();
     b->step(x, out);
@@ -125,6 +131,7 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
     if (t >= warm) lat.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     if (size_t(t) < check_ticks) std::copy(out.begin(), out.end(), first.begin() + t * O);
   }
+  ticks = t - warm;
   const double secs = std::chrono::duration<double>(Clock::now() - t_measure).count();
   const auto z = testing::reference_outputs(m, mode == Mode::streaming, W, xs, check_ticks);
   double md = 0, mr = 0;
@@ -259,26 +266,31 @@ int main(int argc, char** argv) {
 
     cuda::MailboxOptions def;
     if (large) {
-      // The grid family's models, its two exchanges side by side (lstm_params.hpp, GridExchange), each
-      // beside the ping-pong of its input width. Few ticks where the precompute is slow (the rate says).
+      // The grid family's models: its precompute in the critical blocks (the default) and on blocks of
+      // their own, side by side (lstm_params.hpp, GridPrecompute), each beside the ping-pong of its input
+      // width; each run stops after its tick count or its time budget (the rate says which).
       struct Case {
         const char* zoo;
         Mode mode;
         int floats;
-        long long ticks;
         size_t check;
       };
-      const Case cases[] = {{"lstm_s", Mode::window, 32, 20000, 300},      {"lstm_l", Mode::streaming, 32, 1500, 40},
-                            {"lstm_l", Mode::window, 32, 1200, 4},         {"vollo_med", Mode::streaming, 480, 3000, 100},
-                            {"vollo_large", Mode::streaming, 960, 300, 40}, {"nv_large", Mode::window, 512, 40, 2}};
+      const Case cases[] = {{"lstm_s", Mode::window, 32, 300},        {"stac_c", Mode::window, 500, 3},
+                            {"lstm_l", Mode::window, 32, 3},          {"nv_large", Mode::window, 512, 3},
+                            {"lstm_l", Mode::streaming, 32, 40},      {"vollo_med", Mode::streaming, 480, 100},
+                            {"vollo_large", Mode::streaming, 960, 40}};
       for (const Case& k : cases) {
         pingpong(std::to_string(k.floats) + "f default", k.floats, pp, def, cpu);
-        for (auto ex : {cuda::GridExchange::flags, cuda::GridExchange::counters}) {
+        for (auto pre : {cuda::GridPrecompute::in_critical, cuda::GridPrecompute::separate}) {
+          // the separate precompute of the widest windows: a few ticks a second, not worth its warm-up here
+          if (pre == cuda::GridPrecompute::separate && k.mode == Mode::window && std::string(k.zoo) != "lstm_s" &&
+              std::string(k.zoo) != "lstm_l")
+            continue;
           CudaOptions c;
-          c.grid_exchange = ex;
-          model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid " +
-                        (ex == cuda::GridExchange::counters ? "counters" : "flags"),
-                    k.zoo, k.mode, Precision::fp16, std::min(ticks, k.ticks), c, cpu, k.check, "grid");
+          c.grid_precompute = pre;
+          const bool own = pre == cuda::GridPrecompute::in_critical;
+          model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid " + (own ? "in_critical" : "separate"),
+                    k.zoo, k.mode, Precision::fp16, ticks, c, cpu, k.check, "grid", own ? 8.0 : 5.0);
         }
       }
     } else if (families) {

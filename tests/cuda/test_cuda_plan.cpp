@@ -11,6 +11,7 @@
 #include "cuda/kernels/cluster/cluster_policy.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "util/error.hpp"
+#include "util/half.hpp"
 
 namespace hotpath {
 namespace {
@@ -280,6 +281,77 @@ TEST(GridPlan, BiggerModelsLeaveMoreLayersInL2) {
   EXPECT_EQ(cuda::plan_grid(random_model(32, 1024, 4, 1, 2), Precision::fp16, Mode::window, 50, {}, h200_like())
                 .params.grid_l2_layers,
             0);
+}
+
+// Where the grid's precompute runs when not asked (GridPrecompute::automatic): on precompute blocks where
+// they read their weights quickly enough, else in the critical blocks between ticks.
+TEST(GridPlan, AutomaticPrecomputePlacement) {
+  struct Case {
+    const char* name;
+    Shape s;
+    Mode mode;
+    int W;
+    cuda::GridPrecompute want;
+  };
+  for (const Case& c : {Case{"vollo_med", {480, 480, 3, 32}, Mode::streaming, 1, cuda::GridPrecompute::separate},
+                        Case{"lstm_l", {32, 1024, 4, 1}, Mode::window, 50, cuda::GridPrecompute::in_critical},
+                        Case{"lstm_l", {32, 1024, 4, 1}, Mode::streaming, 1, cuda::GridPrecompute::in_critical},
+                        Case{"stac_c", {500, 1000, 4, 1}, Mode::window, 100, cuda::GridPrecompute::in_critical}}) {
+    const Model m = random_model(c.s.I, c.s.H, c.s.L, c.s.O, 4);
+    const auto plan = cuda::plan_grid(m, Precision::fp16, c.mode, c.W, {}, h200_like());
+    const auto& p = plan.params;
+    EXPECT_EQ(int(p.grid_precompute), int(c.want)) << c.name << " " << mode_name(c.mode);
+    if (p.grid_precompute == cuda::GridPrecompute::in_critical) {
+      EXPECT_EQ(p.np, 0) << c.name;
+      EXPECT_EQ(p.grid(), p.nc) << c.name;
+      EXPECT_TRUE(plan.pre_w.empty()) << c.name;
+      EXPECT_EQ(plan.hh_frags.size(), size_t(p.nc) * p.hh_block_frag * 4) << c.name;
+      EXPECT_EQ(p.nslots, c.mode == Mode::window ? c.W - 1 : 1) << c.name;
+    } else {
+      EXPECT_GT(p.np, 0) << c.name;  // vollo_med: 69 blocks, ~0.3 MB of fp32 weights each from L2 a tick
+    }
+  }
+}
+
+// The own precompute's W_hh fragments: every element of every block's tiles is the rounded W_hh entry the
+// documented m16n8k16 A layout puts there (rows: gates i, f / g, o of the block's unit groups), zero past H.
+TEST(GridPlan, OwnPrecomputeFragmentsHoldTheRoundedRecurrentWeights) {
+  for (const Shape s : {Shape{7, 20, 2, 1}, Shape{5, 300, 3, 2}}) {
+    for (bool bf16 : {false, true}) {
+      const Model m = random_model(s.I, s.H, s.L, s.O, 8);
+      const auto plan = cuda::plan_grid(m, bf16 ? Precision::bf16 : Precision::fp16, Mode::window, 5, {}, h200_like(), 0,
+                                        cuda::GridPrecompute::in_critical);
+      const auto& p = plan.params;
+      const int kt = p.kt[p.L];
+      ASSERT_EQ(plan.hh_frags.size(), size_t(p.nc) * p.hh_block_frag * 4);
+      for (int b = 0; b < p.nc; ++b)
+        for (int l = 0; l < p.L; ++l)
+          for (int ql = 0; ql < p.gpb; ++ql)
+            for (int mt = 0; mt < 2; ++mt)
+              for (int k = 0; k < kt; ++k)
+                for (int lane = 0; lane < 32; ++lane) {
+                  const size_t at = size_t(b) * p.hh_block_frag + ((size_t(l) * p.gpb + ql) * 2 + mt) * kt * 32 + size_t(k) * 32 + lane;
+                  const uint32_t* o = &plan.hh_frags[at * 4];
+                  const int g = lane >> 2, t = lane & 3;
+                  const int rr[8] = {g, g, g + 8, g + 8, g, g, g + 8, g + 8};
+                  const int cc[8] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9, 2 * t + 8, 2 * t + 9};
+                  for (int e = 0; e < 8; ++e) {
+                    const uint16_t bits = uint16_t(o[e / 2] >> (16 * (e & 1)));
+                    const float got = bf16 ? bf16_to_float(bits) : fp16_to_float(bits);
+                    const int unit = (b * p.gpb + ql) * 8 + (rr[e] & 7), gate = 2 * mt + (rr[e] >> 3), col = k * 16 + cc[e];
+                    const float want = unit < s.H && col < s.H
+                                           ? cuda::round_weight(m.layers[l].w_hh[size_t(gate * s.H + unit) * s.H + col], bf16)
+                                           : 0.f;
+                    ASSERT_EQ(got, want) << "block " << b << " layer " << l << " unit " << unit << " gate " << gate << " col " << col;
+                  }
+                }
+      ASSERT_EQ(plan.own_bias.size(), size_t(p.L) * 4 * s.H);
+      for (int l = 0; l < p.L; ++l) {
+        const auto bias = m.layers[l].bias_sum(s.H);
+        for (int r = 0; r < 4 * s.H; ++r) ASSERT_EQ(plan.own_bias[size_t(l) * 4 * s.H + r], float(bias[r]));
+      }
+    }
+  }
 }
 
 TEST(KernelChoice, AnImpossibleRequestNamesTheReason) {

@@ -95,10 +95,24 @@ enum PrecomputeStat : int { kPreRounds, kPreLayer0, kPreBarrier, kPreLayers, kPr
 //             publishes a slice by adding 1 to the layer's arrival counter (its own 128-byte line), and a
 //             consumer polls that one word.
 enum class GridExchange : int { flags, counters };
+// Where the grid family's precompute runs (LstmParams::grid_precompute, CudaOptions::grid_precompute):
+//   separate:    on precompute blocks beside the critical ones (precompute.cuh, fp32 SIMT), as the cta
+//                and cluster families do.
+//   in_critical: every critical block advances the open windows of its own units between ticks, on the
+//                tensor cores: W_ih,l from the fragments it already holds, W_hh,l from L2 (lstm_grid.cu,
+//                "the grid's own precompute"); no SM is set aside.
+//   automatic:   separate where the precompute blocks hold their weights in shared memory or read them
+//                from global memory quickly enough (MultiBlockPolicy::separate_max_us), else in_critical
+//                (H200, BENCHMARKS.md: vollo_med streaming 35.9 k vs 14.1 k ticks/s, 0.3 MB a precompute
+//                block a tick; lstm_l window 53 vs 5.6 k, vollo_large streaming 5.5 k vs 8.8 k).
+//                A plan holds separate or in_critical, never automatic.
+enum class GridPrecompute : int { separate, in_critical, automatic };
+
 // Words of the grid's flag buffer: the per-(layer, block) flags, then, from a 128-byte boundary, one line
-// per counter: layers 0..L-2's slices, the head's partial sums (L-1), the input's flag (L).
+// per counter: layers 0..L-2's slices, the head's partial sums (L-1), the input's flag (L), then the own
+// precompute's stages 0..L-1 (L+1+l).
 inline constexpr int grid_counter_offset(int L, int nc) { return (L * nc + 31) & ~31; }
-inline constexpr int grid_flag_words(int L, int nc) { return grid_counter_offset(L, nc) + (L + 1) * 32; }
+inline constexpr int grid_flag_words(int L, int nc) { return grid_counter_offset(L, nc) + (2 * L + 1) * 32; }
 
 // Device words the blocks share (global memory, zeroed before launch).
 struct SharedWords {
@@ -174,6 +188,17 @@ struct LstmParams {
                                      // counters (grid_counter_offset, grid_flag_words)
   unsigned* xch_count = nullptr;     // grid: xch_flag + grid_counter_offset(L, nc), line l at xch_count + 32 l
   GridExchange grid_exchange = GridExchange::flags;
+  // grid, in_critical precompute: W_hh fragments [nc][L][gpb][2][kt[L]][32] uint4 (the layout of
+  // pack_group_tile, rows of W_hh); each block's state [nc][own_state_floats]: Q [L][nslots][4][Ub] (W_hh h +
+  // b of each open window), then c [L][nslots][Ub]; the open windows' h of every unit as B columns
+  // [L][2 nslots (hi, lo)][kt[L] x 16] halves; the biases b_ih + b_hh [L][4H].
+  GridPrecompute grid_precompute = GridPrecompute::separate;
+  const void* hh_frags = nullptr;
+  int hh_block_frag = 0;   // uint4 per block
+  float* own_state = nullptr;
+  int own_state_floats = 0;
+  uint16_t* own_h = nullptr;
+  const float* own_bias = nullptr;
   float* xch_head = nullptr;         // grid: [2 parities][nc][kMaxOutputs] head partial sums
 
   // precompute
@@ -198,7 +223,7 @@ struct LstmParams {
   int s_frags = 0, s_xin = 0, s_x32 = 0, s_seqw = 0, s_claim = 0, s_P = 0, s_c = 0, s_z = 0, s_flags = 0;
   int xin_stride = 0;  // halves per [hi|lo] row of one layer's input buffer: max kt*16
   // multi-block critical
-  int s_red = 0, s_stage = 0, s_h32 = 0, s_hw = 0;
+  int s_red = 0, s_stage = 0, s_h32 = 0, s_hw = 0, s_z0 = 0;  // s_z0: W_ih,0 x of the block's units [4][Ub]
   // precompute
   int s_pw = 0, s_Q = 0, s_pc = 0, s_px = 0, s_g0 = 0, s_pflags = 0;
 

@@ -141,6 +141,179 @@ struct MultiSmem {
   __device__ uint16_t* layer_in(const LstmParams& p, int l) const { return xh + size_t(l - 1) * 2 * p.xin_stride; }
 };
 
+// ---------------------------------------------------------------------------------------------------
+// The grid's own precompute (GridPrecompute::in_critical). Between ticks every critical block advances the
+// open windows of its Ub units by the tick's input x_t: layer 0's gates are W_ih,0 x_t, which the critical
+// step has just computed for these units (sZ0), plus each window's Q_0; layer l's are W_ih,l h_{l-1} (the
+// fragments this block already holds) plus Q_l; and Q_{l-1} = W_hh,l-1 h_{l-1} + b for the next tick
+// (W_hh from L2). Each stage is one GEMM on the tensor cores: rows the block's gate rows, k the hidden units,
+// columns the open windows' h_{l-1} as hi and lo halves (h reaches the MMA at ~22 bits, as the critical
+// step's inputs do, so the weights' rounding stays the only half-precision error). Every block writes its
+// units' h of every window to L2 and adds 1 to the stage's arrival counter; the next stage waits for all.
+
+// k16 tiles whose loads a warp keeps in flight in the own precompute's GEMM: 2 keeps the kernel within
+// its 96 registers (8 bytes spilled; 3 spilled 76, 4 spilled 128).
+inline constexpr int kOwnTilesInFlight = 2;
+
+struct OwnState {
+  float* Q;  // [L][nslots][4][Ub]: W_hh,l h_l + b_l of each open window
+  float* C;  // [L][nslots][Ub]
+  int nslots, Ub;
+  __device__ float* q(int l, int slot) const { return Q + size_t(l * nslots + slot) * 4 * Ub; }
+  __device__ float* c(int l, int slot) const { return C + size_t(l * nslots + slot) * Ub; }
+};
+
+__device__ __forceinline__ OwnState own_state(const LstmParams& p, int b) {
+  const int Ub = p.gpb * kUnitsPerGroup;
+  float* base = p.own_state + size_t(b) * p.own_state_floats;
+  return {base, base + size_t(p.L) * p.nslots * 4 * Ub, p.nslots, Ub};
+}
+
+// A fresh window in `slot`: Q = the biases, c = 0 (every compute thread).
+__device__ __forceinline__ void own_fresh(const LstmParams& p, const OwnState& st, int slot, int u0, int nct) {
+  const int H = p.H, Ub = st.Ub;
+  for (int i = int(threadIdx.x); i < p.L * 4 * Ub; i += nct) {
+    const int l = i / (4 * Ub), r = i % (4 * Ub), gate = r / Ub, j = r % Ub;
+    st.q(l, slot)[r] = u0 + j < H ? p.own_bias[l * 4 * H + gate * H + u0 + j] : 0.f;
+  }
+  for (int i = int(threadIdx.x); i < p.L * Ub; i += nct) st.c(i / Ub, slot)[i % Ub] = 0.f;
+}
+
+// P_l and c_l of the window that completes at tick s, from the block's own state (every compute thread).
+__device__ __forceinline__ void own_load_pc(const LstmParams& p, const OwnState& st, unsigned long long s, float* sP,
+                                            float* sc, int nct) {
+  const long long start = p.window_mode ? (long long)s - p.W + 1 : 0;
+  const int slot = int((start > 0 ? start : 0) % p.nslots);
+  const int Ub = st.Ub;
+  for (int i = int(threadIdx.x); i < p.L * 4 * Ub; i += nct) sP[i] = __ldcg(st.q(i / (4 * Ub), slot) + i % (4 * Ub));
+  for (int i = int(threadIdx.x); i < p.L * Ub; i += nct) sc[i] = __ldcg(st.c(i / Ub, slot) + i % Ub);
+}
+
+// One round after tick s (x_s known): the open windows [lo, s] advance by one step. Compute warps only.
+template <bool BF16>
+__device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, unsigned long long s, int b,
+                          volatile CtaFlags* f) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int nct = p.compute_warps * 32;
+  const int H = p.H, L = p.L, gpb = p.gpb, Ub = st.Ub, u0 = b * Ub, nslots = p.nslots;
+  const int kt = p.kt[L], hk = kt * 16;  // k16 tiles of a hidden-size input (every W_hh; W_ih of layers >= 1)
+  const int g = lane >> 2, t = lane & 3;
+  const float* z0 = smem_at<const float>(smem, p.s_z0);
+  unsigned* const count = p.xch_count + 32 * (L + 1);  // stage l's arrivals: count + 32 l
+  const unsigned want = unsigned(p.nc) * unsigned(s + 1);
+  const long long t0 = clock64();
+  long long t_wait = 0;
+
+  long long lo = 0;
+  int nw = 1;  // streaming: the one window, slot 0, never fresh
+  if (p.window_mode) {
+    if (p.W == 1) {
+      nw = 0;
+    } else {
+      lo = (long long)s - p.W + 2 > 0 ? (long long)s - p.W + 2 : 0;
+      nw = int((long long)s - lo + 1);
+      own_fresh(p, st, int(s % nslots), u0, nct);  // the window starting at s replaces the one that completed at s
+      dev::named_barrier(nct);
+    }
+  }
+  auto slot_of = [&](int i) { return p.window_mode ? int((lo + i) % nslots) : 0; };
+  auto h_at = [&](int l, int slot, int hilo) { return p.own_h + (size_t(l) * 2 * nslots + 2 * slot + hilo) * hk; };
+
+  // stage 0: the cells of layer 0 (its input term is the critical step's W_ih,0 x_s)
+  for (int i = tid; i < nw * Ub; i += nct) {
+    const int wi = i / Ub, j = i % Ub, slot = slot_of(wi);
+    if (u0 + j >= H) continue;
+    const float* q = st.q(0, slot);
+    float c = st.c(0, slot)[j];
+    const float h = dev::lstm_cell(z0[j] + q[j], z0[Ub + j] + q[Ub + j], z0[2 * Ub + j] + q[2 * Ub + j],
+                                   z0[3 * Ub + j] + q[3 * Ub + j], c);
+    st.c(0, slot)[j] = c;
+    split_store<BF16>(h_at(0, slot, 0) + u0 + j, h_at(0, slot, 1) + u0 + j, h);
+  }
+  dev::named_barrier(nct);
+  if (tid == 0) red_release_gpu_add(count, 1u);
+  const long long t1 = clock64();
+
+  const int ntiles = (nw + 3) / 4;  // 4 windows (8 columns: hi, lo) an n8 tile
+  for (int l = 1; l <= L; ++l) {
+    const long long tw = clock64();
+    if (warp == 0) wait_word(count + 32 * (l - 1), want, f);  // a quit ends it: garbage, never read
+    dev::named_barrier(nct);
+    t_wait += clock64() - tw;
+    const bool gates = l < L;
+    const uint4* ih = nullptr;
+    if (gates)
+      ih = l < p.grid_l2_layers ? static_cast<const uint4*>(p.frags) + size_t(b) * p.block_frag + p.bfrag_off[l]
+                                : smem_at<const uint4>(smem, p.s_frags) + (p.bfrag_off[l] - p.bfrag_off[p.grid_l2_layers]);
+    for (int it = warp; it < gpb * ntiles; it += p.compute_warps) {
+      const int q = it % gpb, jt = it / gpb;
+      // this lane's B column: window 4 jt + g/2, hi (g even) or lo
+      const int wb = 4 * jt + (g >> 1);
+      const bool bval = wb < nw;
+      const uint32_t* bcol = reinterpret_cast<const uint32_t*>(h_at(l - 1, slot_of(bval ? wb : 0), g & 1));
+      const uint4* ihq = gates ? ih + size_t(q) * 2 * kt * 32 : nullptr;
+      const uint4* hhq = static_cast<const uint4*>(p.hh_frags) + size_t(b) * p.hh_block_frag +
+                         (size_t(l - 1) * gpb + q) * 2 * kt * 32;
+      float acc[4][4] = {};
+      for (int k = 0; k < kt; k += kOwnTilesInFlight) {
+        // a few k16 tiles' loads in flight before their MMAs (B and W_hh from L2)
+        uint32_t b0[kOwnTilesInFlight], b1[kOwnTilesInFlight];
+        uint4 w0[kOwnTilesInFlight], w1[kOwnTilesInFlight];
+#pragma unroll
+        for (int i = 0; i < kOwnTilesInFlight; ++i) {
+          const int kk = k + i;
+          const bool ok = kk < kt;
+          b0[i] = ok && bval ? __ldcg(bcol + kk * 8 + t) : 0u;
+          b1[i] = ok && bval ? __ldcg(bcol + kk * 8 + 4 + t) : 0u;
+          w0[i] = ok ? __ldg(hhq + kk * 32 + lane) : make_uint4(0, 0, 0, 0);
+          w1[i] = ok ? __ldg(hhq + (kt + kk) * 32 + lane) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int i = 0; i < kOwnTilesInFlight; ++i) {
+          const int kk = k + i;
+          if (kk >= kt) break;
+          if (gates) {
+            dev::mma16816_nv<BF16>(acc[0], ihq[kk * 32 + lane], b0[i], b1[i]);
+            dev::mma16816_nv<BF16>(acc[1], ihq[(kt + kk) * 32 + lane], b0[i], b1[i]);
+          }
+          dev::mma16816_nv<BF16>(acc[2], w0[i], b0[i], b1[i]);
+          dev::mma16816_nv<BF16>(acc[3], w1[i], b0[i], b1[i]);
+        }
+      }
+      // lane (g, t): unit 8q + g of window 4 jt + t; columns 2t (hi) and 2t + 1 (lo) summed
+      const int w = 4 * jt + t, jj = q * kUnitsPerGroup + g, u = u0 + jj;
+      if (w < nw && u < H) {
+        const int slot = slot_of(w);
+        const float* bias = p.own_bias + (l - 1) * 4 * H;
+        float* qn = st.q(l - 1, slot);  // layer l-1's recurrent term for the next tick
+        qn[jj] = acc[2][0] + acc[2][1] + bias[u];
+        qn[Ub + jj] = acc[2][2] + acc[2][3] + bias[H + u];
+        qn[2 * Ub + jj] = acc[3][0] + acc[3][1] + bias[2 * H + u];
+        qn[3 * Ub + jj] = acc[3][2] + acc[3][3] + bias[3 * H + u];
+        if (gates) {
+          const float* ql = st.q(l, slot);
+          float c = st.c(l, slot)[jj];
+          const float h = dev::lstm_cell(acc[0][0] + acc[0][1] + ql[jj], acc[0][2] + acc[0][3] + ql[Ub + jj],
+                                         acc[1][0] + acc[1][1] + ql[2 * Ub + jj], acc[1][2] + acc[1][3] + ql[3 * Ub + jj], c);
+          st.c(l, slot)[jj] = c;
+          split_store<BF16>(h_at(l, slot, 0) + u, h_at(l, slot, 1) + u, h);
+        }
+      }
+    }
+    dev::named_barrier(nct);
+    if (gates && tid == 0) red_release_gpu_add(count + 32 * l, 1u);
+  }
+  if (b == 0 && tid == 0) {
+    const long long t2 = clock64();
+    unsigned long long* w = p.words->pre_sum;
+    w[kPreRounds] += 1;
+    w[kPreLayer0] += (unsigned long long)(t1 - t0);
+    w[kPreBarrier] += (unsigned long long)t_wait;
+    w[kPreLayers] += (unsigned long long)(t2 - t1 - t_wait);
+    w[kPreTotal] += (unsigned long long)(t2 - t0);
+  }
+}
+
 template <bool BF16>
 __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags* f, int b) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -157,14 +330,29 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
   // The input's slot in L2 (counters): layer L-1's exchange slot, which no layer's h uses.
   auto input_slot = [&](int par) { return p.xch_h + size_t(par * L + (L - 1)) * 2 * stride; };
 
+  const bool own = p.grid_precompute == GridPrecompute::in_critical;
+  if (own) {  // every window starts fresh
+    for (int slot = 0; slot < p.nslots; ++slot) own_fresh(p, own_state(p, b), slot, u0, nct);
+    dev::named_barrier(nct);
+  }
+
   unsigned long long s = 0;
   for (;; ++s) {
     const unsigned seq = wire_seq(s);
     const int par = int(s & 1);
-    // (1) the precompute round that prepares tick s
-    if (dev::wait_precompute_round(p, s, nct, f)) break;
+    // (1) the precompute round that prepares tick s (own: this block ran it after tick s-1)
+    if (own) {
+      if (tid == 0) f->decision = f->quit ? 1u : 0u;
+      dev::named_barrier(nct);
+      if (f->decision) break;
+    } else if (dev::wait_precompute_round(p, s, nct, f)) {
+      break;
+    }
     // (2) this block's slice of P_l and c_l of the completing window
-    dev::load_pc_slice(p, u0, Ub, m.sP, m.sc, nct);
+    if (own)
+      own_load_pc(p, own_state(p, b), s, m.sP, m.sc, nct);
+    else
+      dev::load_pc_slice(p, u0, Ub, m.sP, m.sc, nct);
     dev::named_barrier(nct);
     if (tid == 0) {
       __threadfence();
@@ -257,6 +445,13 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
           z[2] += r[2];
           z[3] += r[3];
         }
+        if (l == 0 && own) {  // W_ih,0 x_s of this unit: the own precompute's layer-0 input term
+          float* const z0 = smem_at<float>(smem, p.s_z0);
+          z0[j] = z[0];
+          z0[Ub + j] = z[1];
+          z0[2 * Ub + j] = z[2];
+          z0[3 * Ub + j] = z[3];
+        }
         const float* P = m.sP + l * 4 * Ub;
         float c = m.sc[l * Ub + j];
         const float h = u0 + j < H ? dev::lstm_cell(z[0] + P[j], z[1] + P[Ub + j], z[2] + P[2 * Ub + j],
@@ -330,6 +525,8 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       __syncwarp();
       if (lane == 0) f->answered = s + 1;
     }
+    // (7) own precompute: the round that prepares tick s+1
+    if (own) own_round<BF16>(p, smem, own_state(p, b), s, b, f);
   }
 }
 
