@@ -160,7 +160,7 @@ nlohmann::json evaluate(const std::vector<Slo>& slos, const nlohmann::json& repo
       auto& v = samples[i];
       std::sort(v.begin(), v.end());
       const bool have = !v.empty();
-      const double q = have ? percentile_sorted(v, *s.percentile) : kNaN;
+      const double q = have ? util::percentile_sorted(v, *s.percentile / 100.0, util::Percentile::linear) : kNaN;
       j["value"] = have ? json(q) : json(nullptr);
       j["count"] = v.size();
       j["met"] = meets(s, q);
