@@ -30,7 +30,7 @@
 #include "llm/schedule.hpp"
 #include "llm/sse.hpp"
 #include "llm/text.hpp"
-#include "llm/thread.hpp"
+#include "util/threads.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {
@@ -814,7 +814,7 @@ double execute(std::vector<std::unique_ptr<Worker>>& all, Phase& phase, std::siz
   ts.reserve(threads);
   for (std::size_t k = 0; k < threads; ++k) {
     try {
-      ts.push_back(start_thread([&, k] {
+      ts.push_back(util::start_thread([&, k] {
         if (!gate.wait()) return;
         try {
           workers[k]->run();

@@ -7,7 +7,7 @@
 
 #include "llm/json_int.hpp"
 #include "llm/limits.hpp"
-#include "llm/rng.hpp"
+#include "util/rng.hpp"
 #include "llm/text.hpp"
 #include "util/error.hpp"
 
@@ -85,14 +85,14 @@ constexpr std::array<const char*, 48> kVocab = {
     "increase",  "decrease",  "guidance",   "market",    "customers", "products",  "services",
     "acquisition", "goodwill", "impairment", "tax",      "expense",   "billion"};
 
-long long draw_clamped(Rng& rng, double mean, double stdev, double max) {
+long long draw_clamped(util::Rng& rng, double mean, double stdev, double max) {
   const double v = std::round(mean + stdev * rng.normal());
   return v < 1.0 ? 1 : static_cast<long long>(std::min(v, max));
 }
 }  // namespace
 
 std::string synth_text(std::uint64_t seed, std::size_t n) {
-  Rng words(seed);
+  util::Rng words(seed);
   std::string text;
   text.reserve(n * 9);
   for (std::size_t w = 0; w < n; ++w) {
@@ -113,8 +113,8 @@ std::vector<DatasetItem> synth_dataset(const SynthParams& p) {
   if (p.requests < 1 || p.requests > kMaxRequests) throw Error("--requests must be in [1, 10000000]");
   if (static_cast<double>(p.requests) * p.input_mean > kMaxSynthWords)
     throw Error("--requests x --input-mean must be at most 100000000 words (about 1 GB of prompts)");
-  Rng lengths(p.seed);
-  Rng words(splitmix64(p.seed ^ 0x5eed5eedULL));
+  util::Rng lengths(p.seed);
+  util::Rng words(util::splitmix64(p.seed ^ 0x5eed5eedULL));
   // The check above bounds the mean; a wide stdev can still draw far longer prompts, so every length
   // is drawn first (the same sequence as drawing them one request at a time) and the words actually
   // drawn are held to the same limit before any prompt is built.

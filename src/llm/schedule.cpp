@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "llm/limits.hpp"
-#include "llm/rng.hpp"
+#include "util/rng.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {
@@ -30,7 +30,7 @@ std::vector<double> interactive_schedule(double rate, double burstiness, std::ui
   if (!(ramp.seconds >= 0 && ramp.seconds <= kMaxDurationS)) throw Error("--ramp-up must be in [0, 10000000] seconds");
   if (ramp.seconds > 0 && !(ramp.from >= 0 && ramp.from <= kMaxRate))
     throw Error("--ramp-from must be in [0, 1000000] requests/s");
-  Rng rng(seed);
+  util::Rng rng(seed);
   const double scale = 1.0 / (rate * burstiness);  // gamma(K, scale) has mean K * scale = 1/rate
   std::vector<double> t;
   double virt = 0.0;  // time on the axis of the constant rate; the ramp maps it to real time

@@ -22,7 +22,7 @@
 #include "llm/loopback.hpp"
 #include "llm/report.hpp"
 #include "llm/text.hpp"
-#include "llm/thread.hpp"
+#include "util/threads.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {
@@ -49,7 +49,7 @@ class Periodic {
   void start(double interval_s, std::function<void()> tick) {
     stop_ = false;
     const auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval_s));
-    thread_ = start_thread([this, period, tick = std::move(tick)] {
+    thread_ = util::start_thread([this, period, tick = std::move(tick)] {
       auto next = Clock::now() + period;
       std::unique_lock<std::mutex> lock(m_);
       for (;;) {

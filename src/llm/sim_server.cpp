@@ -28,11 +28,11 @@
 
 #include "llm/json_int.hpp"
 #include "llm/limits.hpp"
-#include "llm/rng.hpp"
 #include "llm/loopback.hpp"
 #include "llm/text.hpp"
-#include "llm/thread.hpp"
 #include "util/error.hpp"
+#include "util/rng.hpp"
+#include "util/threads.hpp"
 
 namespace hotpath::llm {
 
@@ -57,10 +57,10 @@ bool ends_with(std::string_view s, std::string_view suf) {
 }  // namespace
 
 SimFault sim_fault_for(const SimConfig& c, std::uint64_t k) {
-  if (c.error_rate > 0 && hash_uniform(c.seed, k, 1) < c.error_rate) return SimFault::http_error;
-  if (c.cut_rate > 0 && hash_uniform(c.seed, k, 2) < c.cut_rate) return SimFault::cut;
-  if (c.malformed_rate > 0 && hash_uniform(c.seed, k, 3) < c.malformed_rate) return SimFault::malformed;
-  if (c.reset_rate > 0 && hash_uniform(c.seed, k, 4) < c.reset_rate) return SimFault::reset;
+  if (c.error_rate > 0 && util::hash_uniform(c.seed, k, 1) < c.error_rate) return SimFault::http_error;
+  if (c.cut_rate > 0 && util::hash_uniform(c.seed, k, 2) < c.cut_rate) return SimFault::cut;
+  if (c.malformed_rate > 0 && util::hash_uniform(c.seed, k, 3) < c.malformed_rate) return SimFault::malformed;
+  if (c.reset_rate > 0 && util::hash_uniform(c.seed, k, 4) < c.reset_rate) return SimFault::reset;
   return SimFault::none;
 }
 
@@ -668,7 +668,7 @@ void SimServer::start() {
   }
   impl_->running.store(true, std::memory_order_release);
   try {
-    impl_->thread = start_thread([this] { impl_->loop(); });
+    impl_->thread = util::start_thread([this] { impl_->loop(); });
   } catch (const std::system_error& e) {
     impl_->running.store(false);
     impl_->close_all();

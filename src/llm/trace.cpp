@@ -9,7 +9,7 @@
 
 #include "llm/json_int.hpp"
 #include "llm/limits.hpp"
-#include "llm/rng.hpp"
+#include "util/rng.hpp"
 #include "llm/text.hpp"
 #include "util/error.hpp"
 
@@ -29,7 +29,7 @@ class Blocks {
   const std::string& get(long long id) {
     auto it = cache_.find(id);
     if (it != cache_.end()) return it->second;
-    return cache_.emplace(id, synth_text(splitmix64(static_cast<std::uint64_t>(id) ^ 0xb10cb10cULL), words_)).first->second;
+    return cache_.emplace(id, synth_text(util::splitmix64(static_cast<std::uint64_t>(id) ^ 0xb10cb10cULL), words_)).first->second;
   }
 
  private:
@@ -90,7 +90,7 @@ Raw parse_line(const std::string& line, std::size_t lineno, const TraceParams& p
     }
   }
   // Words the blocks do not cover are unique to this request.
-  if (have < want) append_words(prompt, synth_text(splitmix64(lineno * 0x9e37ULL + 17), want - have), want - have);
+  if (have < want) append_words(prompt, synth_text(util::splitmix64(lineno * 0x9e37ULL + 17), want - have), want - have);
   r.item.prompt = std::move(prompt);
   r.item.input_words = want;
   r.item.output_tokens = static_cast<int>(out_tokens);

@@ -13,7 +13,7 @@
 #include "llm/sim_server.hpp"
 #include "llm/sse.hpp"
 #include "llm/text.hpp"
-#include "llm/thread.hpp"
+#include "util/threads.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {
@@ -152,9 +152,9 @@ TEST(LlmHostile, SimRefusesNanSettings) {
 
 TEST(LlmHostile, SimThatCannotStartItsThreadSaysSoAndCleansUp) {
   SimServer s(SimConfig{});
-  fail_thread_start_for_test(0);
+  util::fail_thread_start_for_test(0);
   EXPECT_THROW(s.start(), Error);
-  fail_thread_start_for_test(-1);
+  util::fail_thread_start_for_test(-1);
   // Nothing was left half started: the same object starts normally afterwards.
   s.start();
   EXPECT_GT(s.port(), 0);

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-namespace hotpath::llm {
+namespace hotpath::util {
 
 // SplitMix64: a one-line mixer, also used to hash (seed, index) into an independent stream.
 constexpr std::uint64_t splitmix64(std::uint64_t x) {
@@ -78,4 +78,4 @@ class Rng {
   std::uint64_t s_[4]{};
 };
 
-}  // namespace hotpath::llm
+}  // namespace hotpath::util
