@@ -1,21 +1,19 @@
 #include "llm/nvml_monitor.hpp"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace hotpath::llm {
 
 namespace {
 
-// The few NVML declarations used, written out so no nvml.h is needed. They follow the NVML API
-// of nvml.h as shipped since CUDA 5 / driver r319 (the _v2 entry points of nvmlInit,
-// nvmlDeviceGetCount and nvmlDeviceGetHandleByIndex; the others never changed signature), which
-// every driver since still exports.
-using nvmlReturn_t = int;  // an enum in nvml.h; NVML_SUCCESS = 0
-constexpr nvmlReturn_t kNvmlSuccess = 0;
+// The few NVML declarations used beyond util::Nvml's, written out so no nvml.h is needed (the
+// _v2 entry points of nvmlDeviceGetCount and nvmlDeviceGetHandleByIndex; the others never changed
+// signature).
+using util::kNvmlSuccess;
+using nvmlReturn_t = util::NvmlReturn;
 struct nvmlDevice_st;
 using nvmlDevice_t = nvmlDevice_st*;
 struct nvmlUtilization_t {
@@ -28,9 +26,6 @@ struct nvmlMemory_t {  // nvmlMemory_t (v1): bytes
 constexpr int kNvmlClockSm = 1;  // nvmlClockType_t: NVML_CLOCK_GRAPHICS 0, NVML_CLOCK_SM 1, NVML_CLOCK_MEM 2
 constexpr unsigned kNvmlNameBuffer = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
 
-using InitFn = nvmlReturn_t (*)();
-using ShutdownFn = nvmlReturn_t (*)();
-using ErrorStringFn = const char* (*)(nvmlReturn_t);
 using GetCountFn = nvmlReturn_t (*)(unsigned int*);
 using GetHandleFn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
 using GetNameFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
@@ -62,22 +57,11 @@ struct Gpu {
   Reading util, mem_used, power, sm_clock;
 };
 
-template <class F>
-bool load(void* lib, const char* name, F& f, std::string& why) {
-  f = reinterpret_cast<F>(dlsym(lib, name));
-  if (!f) why = std::string("the library has no ") + name + " (not NVML, or too old a driver)";
-  return f != nullptr;
-}
-
 }  // namespace
 
 struct NvmlMonitor::Impl {
-  std::string library, reason;
-  void* lib = nullptr;
-  bool initialised = false;
-  InitFn init = nullptr;
-  ShutdownFn shutdown = nullptr;
-  ErrorStringFn error_string = nullptr;
+  explicit Impl(std::string library) : nvml(std::move(library)) {}
+  util::Nvml nvml;
   GetCountFn get_count = nullptr;
   GetHandleFn get_handle = nullptr;
   GetNameFn get_name = nullptr;
@@ -88,39 +72,20 @@ struct NvmlMonitor::Impl {
   std::vector<Gpu> gpus;
   std::size_t samples = 0;
 
-  std::string nvml_error(const char* call, nvmlReturn_t rc) const {
-    const char* s = error_string ? error_string(rc) : nullptr;
-    return std::string(call) + " failed: " + (s ? s : "error " + std::to_string(rc));
-  }
-
   void open() {
-    lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char* e = dlerror();
-      reason = "cannot load " + library + ": " + (e ? e : "dlopen failed") + " (no NVIDIA driver on this machine?)";
+    if (!(nvml.ok() && nvml.symbol("nvmlDeviceGetCount_v2", get_count) &&
+          nvml.symbol("nvmlDeviceGetHandleByIndex_v2", get_handle) && nvml.symbol("nvmlDeviceGetName", get_name) &&
+          nvml.symbol("nvmlDeviceGetUtilizationRates", get_util) && nvml.symbol("nvmlDeviceGetMemoryInfo", get_mem) &&
+          nvml.symbol("nvmlDeviceGetPowerUsage", get_power) && nvml.symbol("nvmlDeviceGetClockInfo", get_clock)))
       return;
-    }
-    if (!(load(lib, "nvmlInit_v2", init, reason) && load(lib, "nvmlShutdown", shutdown, reason) &&
-          load(lib, "nvmlErrorString", error_string, reason) && load(lib, "nvmlDeviceGetCount_v2", get_count, reason) &&
-          load(lib, "nvmlDeviceGetHandleByIndex_v2", get_handle, reason) &&
-          load(lib, "nvmlDeviceGetName", get_name, reason) &&
-          load(lib, "nvmlDeviceGetUtilizationRates", get_util, reason) &&
-          load(lib, "nvmlDeviceGetMemoryInfo", get_mem, reason) &&
-          load(lib, "nvmlDeviceGetPowerUsage", get_power, reason) &&
-          load(lib, "nvmlDeviceGetClockInfo", get_clock, reason)))
-      return;
-    if (const nvmlReturn_t rc = init(); rc != kNvmlSuccess) {
-      reason = nvml_error("nvmlInit_v2", rc);
-      return;
-    }
-    initialised = true;
+    if (!nvml.init()) return;
     unsigned int n = 0;
     if (const nvmlReturn_t rc = get_count(&n); rc != kNvmlSuccess) {
-      reason = nvml_error("nvmlDeviceGetCount_v2", rc);
+      nvml.fail(nvml.error("nvmlDeviceGetCount_v2", rc));
       return;
     }
     if (n == 0) {
-      reason = "NVML sees no GPU";
+      nvml.fail("NVML sees no GPU");
       return;
     }
     for (unsigned int i = 0; i < std::min(n, kMaxNvmlGpus); ++i) {
@@ -136,7 +101,7 @@ struct NvmlMonitor::Impl {
 
   // Each reading an unsupported query gives (NVML_ERROR_NOT_SUPPORTED on some boards) stays empty.
   void sample() {
-    if (!reason.empty()) return;
+    if (!nvml.ok()) return;
     ++samples;
     for (auto& g : gpus) {
       if (!g.handle) continue;
@@ -152,18 +117,12 @@ struct NvmlMonitor::Impl {
   }
 };
 
-NvmlMonitor::NvmlMonitor(std::string library) : impl_(std::make_unique<Impl>()) {
-  impl_->library = std::move(library);
-  impl_->open();
-}
+NvmlMonitor::NvmlMonitor(std::string library) : impl_(std::make_unique<Impl>(std::move(library))) { impl_->open(); }
 
-NvmlMonitor::~NvmlMonitor() {
-  if (impl_->initialised && impl_->shutdown) impl_->shutdown();
-  if (impl_->lib) dlclose(impl_->lib);
-}
+NvmlMonitor::~NvmlMonitor() = default;  // util::Nvml shuts NVML down and unloads it
 
-bool NvmlMonitor::available() const { return impl_->reason.empty(); }
-const std::string& NvmlMonitor::reason() const { return impl_->reason; }
+bool NvmlMonitor::available() const { return impl_->nvml.ok(); }
+const std::string& NvmlMonitor::reason() const { return impl_->nvml.reason(); }
 std::size_t NvmlMonitor::gpus() const { return impl_->gpus.size(); }
 
 void NvmlMonitor::reset() {
@@ -174,7 +133,7 @@ void NvmlMonitor::reset() {
 void NvmlMonitor::sample() { impl_->sample(); }
 
 nlohmann::json NvmlMonitor::to_json(double interval_s) const {
-  if (!available()) return {{"available", false}, {"reason", impl_->reason}};
+  if (!available()) return {{"available", false}, {"reason", reason()}};
   nlohmann::json gpus = nlohmann::json::array();
   for (std::size_t i = 0; i < impl_->gpus.size(); ++i) {
     const Gpu& g = impl_->gpus[i];
@@ -186,7 +145,7 @@ nlohmann::json NvmlMonitor::to_json(double interval_s) const {
                     {"power_w", g.power.to_json()},
                     {"sm_clock_mhz", g.sm_clock.to_json()}});
   }
-  return {{"available", true}, {"library", impl_->library}, {"interval_s", interval_s},
+  return {{"available", true}, {"library", impl_->nvml.library()}, {"interval_s", interval_s},
           {"samples", impl_->samples}, {"gpus", std::move(gpus)}};
 }
 

@@ -1,6 +1,5 @@
-// The server-side view, part 3: GPU telemetry of this machine through NVML, for a server on the
-// same host. NVML is loaded with dlopen at run time, so hotpath has no link dependency on the
-// NVIDIA driver and builds without its headers; on a machine without it the report says why.
+// The server-side view, part 3: GPU telemetry of this machine through NVML (util/nvml: loaded at run
+// time), for a server on the same host; on a machine without it the report says why.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -8,17 +7,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/nvml.hpp"
+
 namespace hotpath::llm {
 
-// The library the NVIDIA driver installs (the unversioned .so comes only with development files).
-inline constexpr const char* kNvmlLibrary = "libnvidia-ml.so.1";
 inline constexpr unsigned kMaxNvmlGpus = 64;  // GPUs sampled at most
 
 class NvmlMonitor {
  public:
   // Loads `library` and initialises NVML. Never throws: when the library, a symbol or nvmlInit
   // fails, available() is false and reason() says which.
-  explicit NvmlMonitor(std::string library = kNvmlLibrary);
+  explicit NvmlMonitor(std::string library = util::kNvmlLibrary);
   ~NvmlMonitor();  // nvmlShutdown and dlclose
   NvmlMonitor(const NvmlMonitor&) = delete;
   NvmlMonitor& operator=(const NvmlMonitor&) = delete;

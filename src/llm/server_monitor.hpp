@@ -22,7 +22,7 @@ struct ServerViewOptions {
   bool nvml = false;        // --nvml: sample this machine's GPUs even for a remote endpoint
   bool no_nvml = false;     // --no-nvml
   bool insecure = false;    // https without certificate checks (as --insecure)
-  std::string nvml_library = kNvmlLibrary;  // tests point it at a library that does not exist
+  std::string nvml_library = util::kNvmlLibrary;  // tests point it at a library that does not exist
 };
 
 // `--metrics-url auto`: the endpoint without trailing slashes, minus a trailing "/v1", plus
