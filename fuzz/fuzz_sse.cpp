@@ -21,8 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "llm/sse.hpp"
-#include "llm/text.hpp"
+#include "llm/client/sse.hpp"
+#include "llm/common/text.hpp"
 #include "util/rng.hpp"
 
 namespace {

@@ -6,15 +6,15 @@
 #include <cmath>
 #include <limits>
 
+#include "llm/client/sse.hpp"
+#include "llm/common/limits.hpp"
+#include "llm/common/text.hpp"
 #include "llm/csv_check.hpp"
-#include "llm/dataset.hpp"
-#include "llm/limits.hpp"
-#include "llm/report.hpp"
-#include "llm/sim_server.hpp"
-#include "llm/sse.hpp"
-#include "llm/text.hpp"
-#include "util/threads.hpp"
+#include "llm/report/report.hpp"
+#include "llm/sim/sim_server.hpp"
+#include "llm/workloads/dataset.hpp"
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 namespace hotpath::llm {
 namespace {

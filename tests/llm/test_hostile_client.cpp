@@ -19,13 +19,13 @@
 #include <sstream>
 #include <thread>
 
-#include "llm/client.hpp"
+#include "llm/client/client.hpp"
+#include "llm/common/limits.hpp"
 #include "llm/csv_check.hpp"
-#include "llm/limits.hpp"
 #include "llm/loopback_socket.hpp"
-#include "llm/sim_server.hpp"
-#include "util/threads.hpp"
+#include "llm/sim/sim_server.hpp"
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 namespace fs = std::filesystem;
 

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <string>
 
-#include "llm/report.hpp"
-#include "llm/slo.hpp"
-#include "llm/stats.hpp"
+#include "llm/report/report.hpp"
+#include "llm/report/slo.hpp"
+#include "llm/report/stats.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {

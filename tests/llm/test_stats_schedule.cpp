@@ -3,8 +3,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "llm/schedule.hpp"
-#include "llm/stats.hpp"
+#include "llm/report/stats.hpp"
+#include "llm/workloads/schedule.hpp"
 #include "util/error.hpp"
 #include "util/rng.hpp"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "llm/dataset.hpp"
+#include "llm/workloads/dataset.hpp"
 
 namespace hotpath::llm {
 

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "llm/report.hpp"
+#include "llm/report/report.hpp"
 
 namespace hotpath::llm {
 

@@ -1,4 +1,4 @@
-#include "llm/client.hpp"
+#include "llm/client/client.hpp"
 
 #include <curl/curl.h>
 #include <sys/epoll.h>
@@ -25,13 +25,13 @@
 #include <system_error>
 #include <thread>
 
-#include "llm/interrupt.hpp"
-#include "llm/limits.hpp"
-#include "llm/schedule.hpp"
-#include "llm/sse.hpp"
-#include "llm/text.hpp"
-#include "util/threads.hpp"
+#include "llm/client/interrupt.hpp"
+#include "llm/client/sse.hpp"
+#include "llm/common/limits.hpp"
+#include "llm/common/text.hpp"
+#include "llm/workloads/schedule.hpp"
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 namespace hotpath::llm {
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "llm/client.hpp"
-#include "llm/slo.hpp"
-#include "llm/sweep.hpp"
+#include "llm/client/client.hpp"
+#include "llm/report/slo.hpp"
+#include "llm/sweep/sweep.hpp"
 
 namespace hotpath::llm {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "llm/dataset.hpp"
-#include "llm/report.hpp"
+#include "llm/report/report.hpp"
+#include "llm/workloads/dataset.hpp"
 
 namespace hotpath::llm {
 

@@ -1,4 +1,4 @@
-#include "llm/nvml_monitor.hpp"
+#include "llm/server/nvml_monitor.hpp"
 
 #include <algorithm>
 #include <cstring>

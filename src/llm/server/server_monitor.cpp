@@ -1,4 +1,4 @@
-#include "llm/server_monitor.hpp"
+#include "llm/server/server_monitor.hpp"
 
 #include <arpa/inet.h>
 
@@ -18,12 +18,12 @@
 #include <curl/curl.h>
 #endif
 
-#include "llm/prometheus.hpp"
-#include "llm/loopback.hpp"
-#include "llm/report.hpp"
-#include "llm/text.hpp"
-#include "util/threads.hpp"
+#include "llm/common/loopback.hpp"
+#include "llm/common/text.hpp"
+#include "llm/report/report.hpp"
+#include "llm/server/prometheus.hpp"
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 namespace hotpath::llm {
 

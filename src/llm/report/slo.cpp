@@ -1,4 +1,4 @@
-#include "llm/slo.hpp"
+#include "llm/report/slo.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -7,8 +7,8 @@
 #include <optional>
 #include <string_view>
 
-#include "llm/stats.hpp"
-#include "llm/text.hpp"
+#include "llm/common/text.hpp"
+#include "llm/report/stats.hpp"
 #include "util/error.hpp"
 #include "util/number.hpp"
 

@@ -1,9 +1,9 @@
-#include "llm/progress.hpp"
+#include "llm/client/progress.hpp"
 
 #include <chrono>
 #include <unistd.h>
 
-#include "llm/text.hpp"
+#include "llm/common/text.hpp"
 
 namespace hotpath::llm {
 

@@ -1,10 +1,10 @@
-#include "llm/svg.hpp"
+#include "llm/report/svg.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "llm/text.hpp"
+#include "llm/common/text.hpp"
 
 namespace hotpath::llm::svg {
 

@@ -1,4 +1,4 @@
-#include "llm/sim_server.hpp"
+#include "llm/sim/sim_server.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -26,10 +26,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "llm/json_int.hpp"
-#include "llm/limits.hpp"
-#include "llm/loopback.hpp"
-#include "llm/text.hpp"
+#include "llm/common/json_int.hpp"
+#include "llm/common/limits.hpp"
+#include "llm/common/loopback.hpp"
+#include "llm/common/text.hpp"
 #include "util/error.hpp"
 #include "util/rng.hpp"
 #include "util/threads.hpp"

@@ -1,4 +1,4 @@
-#include "llm/interrupt.hpp"
+#include "llm/client/interrupt.hpp"
 
 #include <sys/eventfd.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "llm/stats.hpp"
+#include "llm/report/stats.hpp"
 
 #include <nlohmann/json.hpp>
 

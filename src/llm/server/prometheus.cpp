@@ -1,4 +1,4 @@
-#include "llm/prometheus.hpp"
+#include "llm/server/prometheus.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -7,7 +7,7 @@
 #include <limits>
 #include <unordered_set>
 
-#include "llm/text.hpp"
+#include "llm/common/text.hpp"
 
 namespace hotpath::llm {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "llm/limits.hpp"
+#include "llm/common/limits.hpp"
 
 namespace hotpath::llm {
 

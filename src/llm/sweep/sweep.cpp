@@ -1,4 +1,4 @@
-#include "llm/sweep.hpp"
+#include "llm/sweep/sweep.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +8,8 @@
 #include <optional>
 #include <sstream>
 
-#include "llm/limits.hpp"
-#include "llm/stats.hpp"
+#include "llm/common/limits.hpp"
+#include "llm/report/stats.hpp"
 #include "util/error.hpp"
 #include "util/number.hpp"
 

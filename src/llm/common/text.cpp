@@ -1,4 +1,4 @@
-#include "llm/text.hpp"
+#include "llm/common/text.hpp"
 
 #include <algorithm>
 #include <cctype>

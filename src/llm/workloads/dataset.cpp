@@ -1,15 +1,15 @@
-#include "llm/dataset.hpp"
+#include "llm/workloads/dataset.hpp"
 
 #include <array>
 #include <cstdint>
 #include <cmath>
 #include <fstream>
 
-#include "llm/json_int.hpp"
-#include "llm/limits.hpp"
-#include "util/rng.hpp"
-#include "llm/text.hpp"
+#include "llm/common/json_int.hpp"
+#include "llm/common/limits.hpp"
+#include "llm/common/text.hpp"
 #include "util/error.hpp"
+#include "util/rng.hpp"
 
 namespace hotpath::llm {
 

@@ -1,4 +1,4 @@
-#include "llm/report.hpp"
+#include "llm/report/report.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -9,9 +9,9 @@
 #include <map>
 #include <sstream>
 
-#include "llm/stats.hpp"
-#include "llm/svg.hpp"
-#include "llm/text.hpp"
+#include "llm/common/text.hpp"
+#include "llm/report/stats.hpp"
+#include "llm/report/svg.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {

@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "llm/report.hpp"
+#include "llm/report/report.hpp"
 #include "util/progress_bar.hpp"
 
 namespace hotpath::llm {

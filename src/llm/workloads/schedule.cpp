@@ -1,10 +1,10 @@
-#include "llm/schedule.hpp"
+#include "llm/workloads/schedule.hpp"
 
 #include <cmath>
 
-#include "llm/limits.hpp"
-#include "util/rng.hpp"
+#include "llm/common/limits.hpp"
 #include "util/error.hpp"
+#include "util/rng.hpp"
 
 namespace hotpath::llm {
 

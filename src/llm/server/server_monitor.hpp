@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "llm/nvml_monitor.hpp"
+#include "llm/server/nvml_monitor.hpp"
 
 namespace hotpath::llm {
 

@@ -1,4 +1,4 @@
-#include "llm/trace.hpp"
+#include "llm/workloads/trace.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,11 +7,11 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "llm/json_int.hpp"
-#include "llm/limits.hpp"
-#include "util/rng.hpp"
-#include "llm/text.hpp"
+#include "llm/common/json_int.hpp"
+#include "llm/common/limits.hpp"
+#include "llm/common/text.hpp"
 #include "util/error.hpp"
+#include "util/rng.hpp"
 
 namespace hotpath::llm {
 

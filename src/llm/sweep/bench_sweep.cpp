@@ -1,9 +1,9 @@
-#include "llm/bench_sweep.hpp"
+#include "llm/sweep/bench_sweep.hpp"
 
 #include <iostream>
 
-#include "llm/html_report.hpp"
-#include "llm/interrupt.hpp"
+#include "llm/client/interrupt.hpp"
+#include "llm/report/html_report.hpp"
 
 namespace hotpath::llm {
 

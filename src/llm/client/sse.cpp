@@ -1,9 +1,9 @@
-#include "llm/sse.hpp"
+#include "llm/client/sse.hpp"
 
 #include <nlohmann/json.hpp>
 
-#include "llm/json_int.hpp"
-#include "llm/limits.hpp"
+#include "llm/common/json_int.hpp"
+#include "llm/common/limits.hpp"
 
 namespace hotpath::llm {
 

@@ -1,12 +1,12 @@
-#include "llm/html_report.hpp"
+#include "llm/report/html_report.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
-#include "llm/svg.hpp"
-#include "llm/text.hpp"
+#include "llm/common/text.hpp"
+#include "llm/report/svg.hpp"
 
 namespace hotpath::llm {
 
