@@ -37,6 +37,7 @@
 #include "tsc.hpp"
 #include "hotpath/hotpath.h"
 #include "util/error.hpp"
+#include "util/stats.hpp"
 #include "util/threads.hpp"
 
 using namespace hotpath;
@@ -47,22 +48,13 @@ using bench::calibrate_tsc_per_ns;
 using bench::tsc_begin;
 using bench::tsc_end;
 
-double percentile(std::vector<double> v, double q) {  // nearest rank
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t rank = size_t(std::ceil(q * double(v.size())));
-  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
-
 struct Summary {
   double p50 = 0, p90 = 0, p99 = 0, mean = 0;
 };
 Summary summarize(const std::vector<double>& ns) {
-  Summary s;
-  s.p50 = percentile(ns, 0.50);
-  s.p90 = percentile(ns, 0.90);
-  s.p99 = percentile(ns, 0.99);
-  for (double x : ns) s.mean += x / double(ns.size());
+  const util::Summary u = util::summarize(ns, util::Percentile::nearest_rank);  // as `hotpath bench`
+  Summary s{u.p50, u.p90, u.p99, 0};
+  for (double x : ns) s.mean += x / double(ns.size());  // x / n summed, as before (util's mean divides the sum)
   return s;
 }
 nlohmann::json to_json(const Summary& s) { return {{"p50_ns", s.p50}, {"p90_ns", s.p90}, {"p99_ns", s.p99}, {"mean_ns", s.mean}}; }

@@ -35,6 +35,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "model/zoo.hpp"
 #include "reference/reference.hpp"
+#include "util/stats.hpp"
 
 using namespace hotpath;
 
@@ -63,10 +64,8 @@ std::vector<float> random_inputs(size_t T, int I, uint64_t seed) {
   return x;
 }
 
-double percentile(const std::vector<double>& sorted, double q) {  // nearest rank
-  if (sorted.empty()) return 0;
-  const size_t rank = size_t(std::ceil(q * double(sorted.size())));
-  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+double percentile(const std::vector<double>& sorted, double q) {
+  return util::percentile_sorted(sorted, q, util::Percentile::nearest_rank);  // as `hotpath bench`
 }
 
 void BM_critical_step(benchmark::State& state, Case c) {

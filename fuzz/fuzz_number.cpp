@@ -15,9 +15,9 @@
 #include <string_view>
 
 #include "engine/engine.hpp"
-#include "llm/limits.hpp"
-#include "llm/slo.hpp"
-#include "llm/sweep.hpp"
+#include "llm/common/limits.hpp"
+#include "llm/report/slo.hpp"
+#include "llm/sweep/sweep.hpp"
 #include "scaling/input_scaler.hpp"
 #include "util/error.hpp"
 #include "util/number.hpp"

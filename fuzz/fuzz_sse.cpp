@@ -21,9 +21,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "llm/rng.hpp"
-#include "llm/sse.hpp"
-#include "llm/text.hpp"
+#include "llm/client/sse.hpp"
+#include "llm/common/text.hpp"
+#include "util/rng.hpp"
 
 namespace {
 
@@ -58,7 +58,7 @@ Outcome run(std::string_view stream, std::size_t cap, std::uint64_t seed, std::s
     o.events.emplace_back(d);
     return stop_after == 0 || o.events.size() < stop_after;
   };
-  hotpath::llm::Rng rng(seed);
+  hotpath::util::Rng rng(seed);
   while (!stream.empty() && o.fed_ok) {
     // Mostly small pieces (1..16 bytes), sometimes large ones, as recv() gives them.
     std::size_t n = stream.size();

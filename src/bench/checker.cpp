@@ -1,16 +1,10 @@
 #include "bench/checker.hpp"
 
+#include "util/rng.hpp"
+
 namespace hotpath::bench {
-namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
+using util::splitmix64;
 
 std::vector<int> checker_cores(const std::vector<int>& allowed, const std::vector<int>& cpuset, bool engine_uses_cpuset) {
   const std::vector<int> taken = engine_uses_cpuset || cpuset.empty() ? cpuset : std::vector<int>{cpuset.front()};

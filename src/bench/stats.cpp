@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
-#include <numeric>
 
 namespace hotpath::bench {
 
@@ -25,26 +24,6 @@ void print_header(std::ostream& out, const std::string& label) {
   out << std::left << std::setw(22) << label << std::right;
   for (const char* h : {"p50", "p90", "p99", "p99.9", "max", "mean", "count"}) out << std::setw(10) << h;
   out << "\n";
-}
-
-Summary summarize(std::vector<double> v) {
-  Summary s;
-  s.count = static_cast<long long>(v.size());
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  // Nearest rank: the smallest sample with at least q of all samples at or below it.
-  auto rank = [&](double q) {
-    const size_t r = std::max<size_t>(1, size_t(std::ceil(q * double(v.size()))));  // 1-based rank
-    return v[std::min(r, v.size()) - 1];
-  };
-  s.p50 = rank(0.50);
-  s.p90 = rank(0.90);
-  s.p99 = rank(0.99);
-  s.p999 = rank(0.999);
-  s.min = v.front();
-  s.max = v.back();
-  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
-  return s;
 }
 
 nlohmann::json to_json(const Summary& s) {
@@ -96,7 +75,7 @@ void Histogram::clear() {
 
 Summary Histogram::summary() const {
   Summary s;
-  s.count = count_;
+  s.count = static_cast<std::size_t>(count_);
   if (count_ == 0) return s;
   auto rank = [&](double q) {
     const long long r = std::max<long long>(1, (long long)std::ceil(q * double(count_)));

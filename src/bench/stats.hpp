@@ -1,20 +1,21 @@
-// Latency distributions: every sample is kept; percentiles are nearest-rank over all of them. Long
-// runs that report per interval use Histogram instead, whose memory does not grow with the run.
+// Latency distributions: every sample is kept; percentiles are nearest-rank over all of them
+// (util/stats). Long runs that report per interval use Histogram instead, whose memory does not grow
+// with the run.
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "util/stats.hpp"
+
 namespace hotpath::bench {
 
-struct Summary {
-  long long count = 0;
-  double p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0, min = 0, mean = 0;
-};
+using Summary = util::Summary;  // p95 is not reported here
 
 using Clock = std::chrono::steady_clock;
 inline double us_between(Clock::time_point a, Clock::time_point b) {
@@ -27,8 +28,10 @@ std::string fmt(double v);
 void print_header(std::ostream& out, const std::string& label = "(microseconds)");
 void print_row(std::ostream& out, const std::string& what, const Summary& s);
 
-// Sorts a copy; an empty input gives a zero summary with count 0.
-Summary summarize(std::vector<double> samples);
+// Nearest rank; sorts a copy; an empty input gives a zero summary with count 0.
+inline Summary summarize(std::vector<double> samples) {
+  return util::summarize(std::move(samples), util::Percentile::nearest_rank);
+}
 nlohmann::json to_json(const Summary& s);
 
 // Samples in microseconds, binned by nanoseconds: exact below 1024 ns, then 1024 bins per power of two

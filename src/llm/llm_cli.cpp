@@ -16,23 +16,23 @@
 
 #include <unistd.h>
 
-#include "llm/dataset.hpp"
-#include "llm/interrupt.hpp"
-#include "llm/html_report.hpp"
-#include "llm/limits.hpp"
-#include "llm/progress.hpp"
-#include "llm/report.hpp"
-#include "llm/server_monitor.hpp"
-#include "llm/sim_server.hpp"
-#include "llm/trace.hpp"
-#include "llm/slo.hpp"
-#include "llm/sweep.hpp"
+#include "llm/client/interrupt.hpp"
+#include "llm/client/progress.hpp"
+#include "llm/common/limits.hpp"
+#include "llm/report/html_report.hpp"
+#include "llm/report/report.hpp"
+#include "llm/report/slo.hpp"
+#include "llm/server/server_monitor.hpp"
+#include "llm/sim/sim_server.hpp"
+#include "llm/sweep/sweep.hpp"
+#include "llm/workloads/dataset.hpp"
+#include "llm/workloads/trace.hpp"
 #include "util/cli_number.hpp"
 #include "util/error.hpp"
 #include "util/output_paths.hpp"
 #ifdef HOTPATH_HAVE_CURL
-#include "llm/bench_sweep.hpp"
-#include "llm/client.hpp"
+#include "llm/client/client.hpp"
+#include "llm/sweep/bench_sweep.hpp"
 #endif
 
 namespace hotpath::llm {

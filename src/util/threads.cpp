@@ -3,6 +3,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <system_error>
@@ -15,6 +17,7 @@ namespace {
 
 std::mutex g_pin_mutex;
 std::vector<PinFailure> g_pin_failures;
+std::atomic<int> g_fail_countdown{-1};  // >= 0: starts left before the one that fails
 
 }  // namespace
 
@@ -97,6 +100,15 @@ Error thread_start_error(const std::string& what, const std::system_error& e) {
   return Error("cannot start " + what + ": " + e.code().message() +
                "; the process may be at its thread limit (ulimit -u)");
 }
+
+std::thread start_thread(std::function<void()> body) {
+  if (g_fail_countdown.load(std::memory_order_relaxed) >= 0 &&
+      g_fail_countdown.fetch_sub(1, std::memory_order_relaxed) == 0)
+    throw std::system_error(EAGAIN, std::generic_category(), "thread creation refused (test hook)");
+  return std::thread(std::move(body));
+}
+
+void fail_thread_start_for_test(int n) { g_fail_countdown.store(n < 0 ? -1 : n, std::memory_order_relaxed); }
 
 void ThreadGroup::start(const std::string& what, std::function<void()> fn) {
   try {

@@ -65,6 +65,15 @@ void clear_pin_failures();
 // thread and the likely limit, so the CLI prints one line and exits 2 instead of "internal error".
 Error thread_start_error(const std::string& what, const std::system_error& e);
 
+// Starts `body` on a new std::thread; throws std::system_error when it cannot be created. Owners that
+// join their own threads (the LLM benchmark's) start them here, so that a test can make a start fail
+// the way it does under `ulimit -u` and check that the owner joins what it started and says why.
+std::thread start_thread(std::function<void()> body);
+
+// For tests: the (n+1)-th start_thread() from now throws std::system_error (EAGAIN) instead of
+// starting a thread; a negative n disarms it.
+void fail_thread_start_for_test(int n);
+
 // A std::jthread (joined by its destructor, so a throwing owner never terminates) whose refusal is a
 // thread_start_error.
 template <class F>

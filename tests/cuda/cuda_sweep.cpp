@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -17,44 +18,28 @@
 #include "model/zoo.hpp"
 #include "parallel_reference.hpp"
 #include "util/error.hpp"
+#include "util/stats.hpp"
 
 using namespace hotpath;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-struct Pct {
-  double p50, p90, p99, p999, max, mean;
-  size_t n;
-};
+using Pct = util::Summary;
 
-Pct percentiles(std::vector<double> v) {
-  Pct p{};
-  p.n = v.size();
-  if (v.empty()) return p;
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[std::min(v.size() - 1, size_t(q * double(v.size())))]; };
-  p.p50 = at(0.5);
-  p.p90 = at(0.9);
-  p.p99 = at(0.99);
-  p.p999 = at(0.999);
-  p.max = v.back();
-  double s = 0;
-  for (double x : v) s += x;
-  p.mean = s / double(v.size());
-  return p;
-}
+// Index floor(q * n), as the tables in docs/cuda.md were measured.
+Pct percentiles(std::vector<double> v) { return util::summarize(std::move(v), util::Percentile::index_floor); }
 
 std::string json_pct(const Pct& p) {
   char b[256];
   std::snprintf(b, sizeof b, "{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f,\"mean\":%.3f,\"count\":%zu}",
-                p.p50, p.p90, p.p99, p.p999, p.max, p.mean, p.n);
+                p.p50, p.p90, p.p99, p.p999, p.max, p.mean, p.count);
   return b;
 }
 
 void row(const std::string& name, const Pct& p, const std::string& extra = "") {
   std::printf("%-46s p50 %6.2f  p90 %6.2f  p99 %6.2f  p99.9 %6.2f  max %8.1f  (n=%zu) %s\n", name.c_str(), p.p50, p.p90,
-              p.p99, p.p999, p.max, p.n, extra.c_str());
+              p.p99, p.p999, p.max, p.count, extra.c_str());
   std::fflush(stdout);
 }
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "llm/report.hpp"
+#include "llm/report/report.hpp"
 
 namespace hotpath::llm {
 

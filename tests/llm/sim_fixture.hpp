@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "llm/client.hpp"
-#include "llm/sim_server.hpp"
+#include "llm/client/client.hpp"
+#include "llm/sim/sim_server.hpp"
 
 namespace hotpath::llm::test {
 

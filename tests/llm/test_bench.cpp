@@ -13,11 +13,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "llm/client.hpp"
+#include "llm/client/client.hpp"
 #include "llm/llm_cli.hpp"
-#include "llm/schedule.hpp"
-#include "llm/sim_server.hpp"
+#include "llm/sim/sim_server.hpp"
 #include "llm/sim_fixture.hpp"
+#include "llm/workloads/schedule.hpp"
 
 namespace hotpath::llm {
 namespace {

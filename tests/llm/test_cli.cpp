@@ -7,8 +7,8 @@
 #include <vector>
 #include <unistd.h>
 
-#include "llm/dataset.hpp"
 #include "llm/llm_cli.hpp"
+#include "llm/workloads/dataset.hpp"
 #include "util/cli_number.hpp"
 #include "util/error.hpp"
 

@@ -20,11 +20,11 @@
 #include <sstream>
 #include <thread>
 
-#include "llm/client.hpp"
+#include "llm/client/client.hpp"
 #include "llm/loopback_socket.hpp"
-#include "llm/sim_server.hpp"
+#include "llm/sim/sim_server.hpp"
 #include "llm/sim_fixture.hpp"
-#include "llm/trace.hpp"
+#include "llm/workloads/trace.hpp"
 #include "util/error.hpp"
 
 namespace fs = std::filesystem;

@@ -8,8 +8,8 @@
 
 #include <unistd.h>
 
-#include "llm/dataset.hpp"
-#include "llm/text.hpp"
+#include "llm/common/text.hpp"
+#include "llm/workloads/dataset.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {

@@ -6,15 +6,15 @@
 #include <cmath>
 #include <limits>
 
+#include "llm/client/sse.hpp"
+#include "llm/common/limits.hpp"
+#include "llm/common/text.hpp"
 #include "llm/csv_check.hpp"
-#include "llm/dataset.hpp"
-#include "llm/limits.hpp"
-#include "llm/report.hpp"
-#include "llm/sim_server.hpp"
-#include "llm/sse.hpp"
-#include "llm/text.hpp"
-#include "llm/thread.hpp"
+#include "llm/report/report.hpp"
+#include "llm/sim/sim_server.hpp"
+#include "llm/workloads/dataset.hpp"
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 namespace hotpath::llm {
 namespace {
@@ -152,9 +152,9 @@ TEST(LlmHostile, SimRefusesNanSettings) {
 
 TEST(LlmHostile, SimThatCannotStartItsThreadSaysSoAndCleansUp) {
   SimServer s(SimConfig{});
-  fail_thread_start_for_test(0);
+  util::fail_thread_start_for_test(0);
   EXPECT_THROW(s.start(), Error);
-  fail_thread_start_for_test(-1);
+  util::fail_thread_start_for_test(-1);
   // Nothing was left half started: the same object starts normally afterwards.
   s.start();
   EXPECT_GT(s.port(), 0);

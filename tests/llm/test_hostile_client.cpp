@@ -19,13 +19,13 @@
 #include <sstream>
 #include <thread>
 
-#include "llm/client.hpp"
+#include "llm/client/client.hpp"
+#include "llm/common/limits.hpp"
 #include "llm/csv_check.hpp"
-#include "llm/limits.hpp"
 #include "llm/loopback_socket.hpp"
-#include "llm/sim_server.hpp"
-#include "llm/thread.hpp"
+#include "llm/sim/sim_server.hpp"
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 namespace fs = std::filesystem;
 
@@ -273,7 +273,7 @@ TEST(LlmHostileClient, ThreadThatCannotStartEndsTheRunWithAnErrorNotAnAbort) {
   c.requests = 8;
   c.threads = 4;
   for (int fail_at : {0, 1, 3}) {
-    fail_thread_start_for_test(fail_at);
+    util::fail_thread_start_for_test(fail_at);
     try {
       run_bench(c, one_item());
       ADD_FAILURE() << "no error when thread " << fail_at + 1 << " could not start";
@@ -283,7 +283,7 @@ TEST(LlmHostileClient, ThreadThatCannotStartEndsTheRunWithAnErrorNotAnAbort) {
           << e.what();
     }
   }
-  fail_thread_start_for_test(-1);
+  util::fail_thread_start_for_test(-1);
   EXPECT_EQ(run_bench(c, one_item()).report["completed"], 8);  // and the client still works
 }
 

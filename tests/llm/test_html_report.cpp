@@ -15,8 +15,8 @@
 #include <sstream>
 
 #include "llm/html_check.hpp"
-#include "llm/html_report.hpp"
-#include "llm/svg.hpp"
+#include "llm/report/html_report.hpp"
+#include "llm/report/svg.hpp"
 
 namespace hotpath::llm {
 namespace {

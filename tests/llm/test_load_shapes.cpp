@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <string>
 
-#include "llm/schedule.hpp"
-#include "llm/trace.hpp"
+#include "llm/workloads/schedule.hpp"
+#include "llm/workloads/trace.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {

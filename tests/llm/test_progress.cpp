@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "llm/progress.hpp"
+#include "llm/client/progress.hpp"
 
 namespace hotpath::llm {
 namespace {

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "llm/loopback_socket.hpp"
-#include "llm/nvml_monitor.hpp"
-#include "llm/prometheus.hpp"
-#include "llm/server_monitor.hpp"
-#include "llm/sim_server.hpp"
+#include "llm/server/nvml_monitor.hpp"
+#include "llm/server/prometheus.hpp"
+#include "llm/server/server_monitor.hpp"
+#include "llm/sim/sim_server.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {

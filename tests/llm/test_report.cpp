@@ -5,7 +5,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "llm/report.hpp"
+#include "llm/report/report.hpp"
 
 namespace hotpath::llm {
 namespace {

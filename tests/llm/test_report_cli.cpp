@@ -16,7 +16,7 @@
 
 #include "llm/html_check.hpp"
 #include "llm/llm_cli.hpp"
-#include "llm/sim_server.hpp"
+#include "llm/sim/sim_server.hpp"
 
 namespace hotpath::llm {
 namespace {

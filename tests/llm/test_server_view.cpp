@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "llm/llm_cli.hpp"
-#include "llm/sim_server.hpp"
+#include "llm/sim/sim_server.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {

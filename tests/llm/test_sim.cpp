@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "llm/client/sse.hpp"
 #include "llm/loopback_socket.hpp"
-#include "llm/sim_server.hpp"
-#include "llm/sse.hpp"
+#include "llm/sim/sim_server.hpp"
 #include "util/error.hpp"
 
 namespace hotpath::llm {

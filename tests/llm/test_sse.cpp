@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "llm/sse.hpp"
+#include "llm/client/sse.hpp"
 
 namespace hotpath::llm {
 namespace {

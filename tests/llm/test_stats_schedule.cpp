@@ -3,10 +3,10 @@
 #include <cmath>
 #include <numeric>
 
-#include "llm/rng.hpp"
-#include "llm/schedule.hpp"
-#include "llm/stats.hpp"
+#include "llm/report/stats.hpp"
+#include "llm/workloads/schedule.hpp"
 #include "util/error.hpp"
+#include "util/rng.hpp"
 
 namespace hotpath::llm {
 namespace {
@@ -39,7 +39,7 @@ TEST(LlmRng, GammaMomentsForSeveralShapes) {
   // 200k draws: the standard error of the mean is sqrt(k/n) ~ 0.2% of k for k = 1, so 2% bounds are
   // ten standard errors wide (never flaky; the stream is fixed by the seed anyway).
   for (double k : {0.3, 1.0, 2.5, 9.0}) {
-    Rng rng(42);
+    util::Rng rng(42);
     std::vector<double> v(200000);
     for (double& x : v) x = rng.gamma(k);
     EXPECT_NEAR(mean(v) / k, 1.0, 0.02) << "shape " << k;

@@ -10,13 +10,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "llm/report.hpp"
-#include "llm/sweep.hpp"
+#include "llm/report/report.hpp"
+#include "llm/sweep/sweep.hpp"
 #include "util/error.hpp"
 #ifdef HOTPATH_HAVE_CURL
-#include "llm/dataset.hpp"
 #include "llm/llm_cli.hpp"
-#include "llm/sim_server.hpp"
+#include "llm/sim/sim_server.hpp"
+#include "llm/workloads/dataset.hpp"
 #endif
 
 namespace hotpath::llm {

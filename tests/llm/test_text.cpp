@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "llm/text.hpp"
+#include "llm/common/text.hpp"
 
 namespace hotpath::llm {
 namespace {
