@@ -3,7 +3,6 @@
 
 #include <cuda.h>  // driver API types only: its entry points are fetched through the runtime
 #include <cudaTypedefs.h>
-#include <dlfcn.h>
 #include <emmintrin.h>
 
 #include <chrono>
@@ -20,6 +19,7 @@
 #include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/mailbox_host.hpp"
 #include "util/error.hpp"
+#include "util/nvml.hpp"
 #include "util/threads.hpp"
 
 #ifndef HOTPATH_CUDA_ARCHS
@@ -93,34 +93,6 @@ void require_device(int device) {
   if (!device_available(&why, device)) throw UnsupportedError("no usable CUDA device: " + why);
   HOTPATH_CUDA_CHECK(cudaSetDevice(device));
 }
-
-// NVML through dlopen, so the library is optional at build and run time.
-struct Nvml {
-  void* lib = nullptr;
-  using Init = int (*)();
-  using ByBus = int (*)(const char*, void**);
-  using Clock = int (*)(void*, int, unsigned*);
-  using Driver = int (*)(char*, unsigned);
-  Init shutdown = nullptr;
-  ByBus by_bus = nullptr;
-  Clock clock = nullptr;
-  Driver driver = nullptr;
-  bool ok = false;
-  Nvml() {
-    lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) return;
-    auto init = reinterpret_cast<Init>(dlsym(lib, "nvmlInit_v2"));
-    shutdown = reinterpret_cast<Init>(dlsym(lib, "nvmlShutdown"));
-    by_bus = reinterpret_cast<ByBus>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
-    clock = reinterpret_cast<Clock>(dlsym(lib, "nvmlDeviceGetClockInfo"));
-    driver = reinterpret_cast<Driver>(dlsym(lib, "nvmlSystemGetDriverVersion"));
-    ok = init && shutdown && by_bus && clock && driver && init() == 0;
-  }
-  ~Nvml() {
-    if (ok) shutdown();
-    if (lib) dlclose(lib);
-  }
-};
 
 std::string run_command(const std::string& cmd) {
   std::string out;
@@ -266,13 +238,22 @@ std::map<std::string, std::string> device_facts(int device) {
   char bus[32] = {};
   HOTPATH_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device));
   f["pci_bus_id"] = bus;
-  Nvml nvml;
-  if (nvml.ok) {
+  // NVML (util/nvml.hpp: loaded at run time), else nvidia-smi
+  util::Nvml nvml;
+  using ByBus = util::NvmlReturn (*)(const char*, void**);
+  using Clock = util::NvmlReturn (*)(void*, int, unsigned*);
+  using Driver = util::NvmlReturn (*)(char*, unsigned);
+  ByBus by_bus = nullptr;
+  Clock clock = nullptr;
+  Driver driver = nullptr;
+  if (nvml.ok() && nvml.symbol("nvmlDeviceGetHandleByPciBusId_v2", by_bus) && nvml.symbol("nvmlDeviceGetClockInfo", clock) &&
+      nvml.symbol("nvmlSystemGetDriverVersion", driver) && nvml.init()) {
     char drv[96] = {};
-    if (nvml.driver(drv, sizeof drv) == 0) f["driver_version"] = drv;
+    if (driver(drv, sizeof drv) == util::kNvmlSuccess) f["driver_version"] = drv;
     void* h = nullptr;
     unsigned mhz = 0;
-    if (nvml.by_bus(bus, &h) == 0 && nvml.clock(h, /*NVML_CLOCK_SM*/ 1, &mhz) == 0) f["sm_clock_mhz"] = std::to_string(mhz);
+    if (by_bus(bus, &h) == util::kNvmlSuccess && clock(h, /*NVML_CLOCK_SM*/ 1, &mhz) == util::kNvmlSuccess)
+      f["sm_clock_mhz"] = std::to_string(mhz);
   } else {
     const std::string q = run_command(std::string("nvidia-smi --query-gpu=driver_version,clocks.sm --format=csv,noheader,nounits -i ") +
                                       bus + " 2>/dev/null");
