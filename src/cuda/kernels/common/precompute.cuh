@@ -61,6 +61,19 @@ __device__ __forceinline__ float gemv8(const float* A, const float* B, const flo
   return v[0];
 }
 
+// One precompute round's parts into SharedWords::pre_sum (PrecomputeStat), SM cycles; one thread of
+// block 0 (the separate precompute's, or the grid's own).
+__device__ __forceinline__ void record_precompute_round(SharedWords* words, long long layer0, long long barrier,
+                                                        long long layers, long long publish, long long total) {
+  unsigned long long* w = words->pre_sum;
+  w[kPreRounds] += 1;
+  w[kPreLayer0] += (unsigned long long)layer0;
+  w[kPreBarrier] += (unsigned long long)barrier;
+  w[kPreLayers] += (unsigned long long)layers;
+  w[kPrePublish] += (unsigned long long)publish;
+  w[kPreTotal] += (unsigned long long)total;
+}
+
 // Monotonic-counter grid barrier over the precompute blocks; false when the kernel is quitting.
 __device__ __forceinline__ bool pre_barrier(const LstmParams& p, unsigned long long& epoch, volatile unsigned* quit) {
   __syncthreads();
@@ -227,13 +240,8 @@ __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) 
     }
     if (b == 0 && tid == 0) {
       const long long t_end = clock64();
-      unsigned long long* w = p.words->pre_sum;
-      w[kPreRounds] += 1;
-      w[kPreLayer0] += (unsigned long long)(t_layer0 - t_start);
-      w[kPreBarrier] += (unsigned long long)t_barrier;
-      w[kPreLayers] += (unsigned long long)(t_layers - t_layer0 - t_barrier);
-      w[kPrePublish] += (unsigned long long)(t_end - t_layers);
-      w[kPreTotal] += (unsigned long long)(t_end - t_start);
+      record_precompute_round(p.words, t_layer0 - t_start, t_barrier, t_layers - t_layer0 - t_barrier, t_end - t_layers,
+                              t_end - t_start);
     }
   }
 }

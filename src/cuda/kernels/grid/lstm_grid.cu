@@ -305,12 +305,7 @@ __device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, u
   }
   if (b == 0 && tid == 0) {
     const long long t2 = clock64();
-    unsigned long long* w = p.words->pre_sum;
-    w[kPreRounds] += 1;
-    w[kPreLayer0] += (unsigned long long)(t1 - t0);
-    w[kPreBarrier] += (unsigned long long)t_wait;
-    w[kPreLayers] += (unsigned long long)(t2 - t1 - t_wait);
-    w[kPreTotal] += (unsigned long long)(t2 - t0);
+    dev::record_precompute_round(p.words, t1 - t0, t_wait, t2 - t1 - t_wait, 0, t2 - t0);
   }
 }
 
