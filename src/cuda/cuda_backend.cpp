@@ -343,7 +343,7 @@ class CudaBackend final : public Backend {
         // where the critical weights live: layers [0, n) read from L2 every tick, the rest in shared memory
         f["critical_layers_in_l2"] = std::to_string(p.grid_l2_layers);
         f["grid_precompute"] = p.grid_precompute == cuda::GridPrecompute::in_critical ? "in_critical" : "separate";
-        f["critical_smem_weight_bytes_per_block"] = std::to_string(16LL * (p.block_frag - p.bfrag_off[p.grid_l2_layers]));
+        f["critical_smem_weight_bytes_per_block"] = std::to_string(cuda::grid_smem_weight_bytes(p));
       }
       if (p.family == cuda::KernelFamily::cluster) {
         f["cluster_exchange"] = copt_.cluster_async_exchange ? "st.async+mbarrier" : "tagged words";

@@ -48,7 +48,7 @@ KernelChoice choose_kernel(const Model& model, Precision precision, Mode mode, i
               "), exchanged as tagged words through distributed shared memory; " + std::to_string(p.np) +
               " precompute blocks" + (p.pre_global ? ", their weights in global memory" : "");
     } else {
-      const long long smem_weights = 16LL * (p.block_frag - p.bfrag_off[p.grid_l2_layers]);
+      const long long smem_weights = grid_smem_weight_bytes(p);
       const std::string l2 = p.grid_l2_layers == 0 ? std::string("all in shared memory")
                              : p.grid_l2_layers == p.L
                                  ? std::string("every layer's read from L2 each tick: slower")

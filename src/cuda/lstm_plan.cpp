@@ -75,19 +75,23 @@ void plan_common(LstmParams& p, const ModelConfig& cfg, Precision precision, Mod
   for (int l = 0; l <= p.L; ++l) p.xin_stride = std::max(p.xin_stride, p.kt[l] * 16);
 }
 
-// Packs layer l's W_ih rows of unit group q (tile m, k16 tile k) at uint4 index `at`: tile m = 0 holds
-// gates i (rows 0-7) and f (rows 8-15) of units 8q..8q+7, m = 1 gates g and o, so the lane holding rows
-// g and g+8 of both tiles has all four gates of unit 8q+g.
-void pack_group_tile(std::vector<uint32_t>& frags, size_t at, const Model& model, int l, int q, int m, int k, bool bf16) {
-  const ModelConfig& cfg = model.config;
-  const int H = cfg.hidden_size, K = cfg.layer_input_size(l);
-  const auto& w = model.layers[l].w_ih;
+// Packs the rows of unit group q of one gate matrix w ([4H][K], PyTorch's gate order) at uint4 index
+// `at` (tile m, k16 tile k): tile m = 0 holds gates i (rows 0-7) and f (rows 8-15) of units 8q..8q+7,
+// m = 1 gates g and o, so the lane holding rows g and g+8 of both tiles has all four gates of unit 8q+g.
+// Layer l's W_ih for the critical step; W_hh for the grid's own precompute.
+void pack_gate_tile(std::vector<uint32_t>& frags, size_t at, const std::vector<double>& w, int H, int K, int q, int m,
+                    int k, bool bf16) {
   auto a = [&](int r, int c) -> uint16_t {
     const int unit = q * kUnitsPerGroup + (r & 7), gate = 2 * m + (r >> 3), col = k * 16 + c;
     if (unit >= H || col >= K) return 0;
     return to_bits(w[size_t(gate * H + unit) * K + col], bf16);
   };
   pack_tile(a, &frags[at * 4]);
+}
+
+void pack_group_tile(std::vector<uint32_t>& frags, size_t at, const Model& model, int l, int q, int m, int k, bool bf16) {
+  const ModelConfig& cfg = model.config;
+  pack_gate_tile(frags, at, model.layers[l].w_ih, cfg.hidden_size, cfg.layer_input_size(l), q, m, k, bf16);
 }
 
 // Where fragment (layer, group q, tile m, k16 tile k) lives in LstmPlan::frags (uint4 index): the one
@@ -390,15 +394,8 @@ void plan_own_precompute(LstmPlan& plan, const Model& model, Mode mode, int wind
       for (int ql = 0; ql < gpb; ++ql)
         for (int m = 0; m < 2; ++m)
           for (int k = 0; k < kt; ++k) {
-            const int q = b * gpb + ql;
-            const auto& w = model.layers[l].w_hh;
-            auto a = [&](int r, int c) -> uint16_t {
-              const int unit = q * kUnitsPerGroup + (r & 7), gate = 2 * m + (r >> 3), col = k * 16 + c;
-              if (unit >= H || col >= H) return 0;
-              return to_bits(w[size_t(gate * H + unit) * H + col], p.bf16);
-            };
             const size_t at = size_t(b) * p.hh_block_frag + ((size_t(l) * gpb + ql) * 2 + m) * kt * 32 + size_t(k) * 32;
-            pack_tile(a, &plan.hh_frags[at * 4]);
+            pack_gate_tile(plan.hh_frags, at, model.layers[l].w_hh, H, H, b * gpb + ql, m, k, p.bf16);
           }
   plan.own_bias.assign(size_t(L) * 4 * H, 0.0f);
   for (int l = 0; l < L; ++l) {
@@ -558,6 +555,8 @@ LstmPlan plan_cluster(const Model& model, Precision precision, Mode mode, int wi
   p.smem_bytes = std::max(critical_bytes, precompute_bytes);
   return plan;
 }
+
+long long grid_smem_weight_bytes(const LstmParams& p) { return 16LL * (p.block_frag - p.bfrag_off[p.grid_l2_layers]); }
 
 size_t critical_weight_bytes(const ModelConfig& cfg, bool half) {
   size_t n = 0;

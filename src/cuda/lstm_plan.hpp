@@ -65,6 +65,10 @@ LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int windo
                    const DeviceLimits& limits, int max_precompute_blocks = 0,
                    GridPrecompute precompute = GridPrecompute::automatic);
 
+// Grid family: bytes of W_ih fragments a critical block holds in shared memory (the layers not left in
+// L2, LstmParams::grid_l2_layers).
+long long grid_smem_weight_bytes(const LstmParams& p);
+
 // Bytes of the critical-step weights (W_ih of every layer) at 16 bits (half) or 32.
 size_t critical_weight_bytes(const ModelConfig& cfg, bool half);
 
