@@ -136,7 +136,7 @@ struct SharedWords {
   // cluster family: per critical block (ClusterLayout, kClusterStatSlots)
   unsigned long long cl_sum[kMaxClusterBlocks][kClusterStatSlots];
   // The precompute's rounds as its block 0 lives them (PrecomputeStat), SM cycles summed over rounds.
-  unsigned long long pre_sum[8];
+  unsigned long long pre_sum[kPrecomputeStats];
 };
 
 struct LstmParams {

@@ -47,24 +47,10 @@ __device__ __forceinline__ void red_release_gpu_add(unsigned* p, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-// One warp waits until the word at w has reached `want` (a counter's arrivals or a flag's seq, compared
-// modulo 2^32) or the block quits (false): lane 0 polls one word, then one fence orders the warp's later
-// reads of the data.
-__device__ __forceinline__ bool wait_word(const unsigned* w, unsigned want, volatile CtaFlags* f) {
-  const int lane = threadIdx.x & 31;
-  for (;;) {
-    const unsigned have = lane == 0 ? dev::ld_volatile_u32(w) : 0u;
-    if (__shfl_sync(0xffffffffu, seq_reached(have, want) ? 1 : 0, 0)) break;
-    if (f->quit) return false;
-  }
-  __syncwarp();
-  asm volatile("fence.acq_rel.gpu;" ::: "memory");
-  return true;
-}
-
 // One warp waits until flags[0..n) have all reached seq, or the block quits (false): the lanes share the
 // flags and poll them with relaxed loads, then one fence orders the warp's later reads of the data; the
 // other compute warps wait at a named barrier (fewer spinning warps than every warp acquiring every flag).
+// With n = 1 it waits on one word: a counter's arrivals or a flag's seq, compared modulo 2^32.
 __device__ __forceinline__ bool wait_flags(const unsigned* flags, int n, unsigned seq, volatile CtaFlags* f) {
   const int lane = threadIdx.x & 31;
   for (;;) {
@@ -237,7 +223,7 @@ __device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, u
   const int ntiles = (nw + 3) / 4;  // 4 windows (8 columns: hi, lo) an n8 tile
   for (int l = 1; l <= L; ++l) {
     const long long tw = clock64();
-    if (warp == 0) wait_word(count + 32 * (l - 1), want, f);  // a quit ends it: garbage, never read
+    if (warp == 0) wait_flags(count + 32 * (l - 1), 1, want, f);  // a quit ends it: garbage, never read
     dev::named_barrier(nct);
     t_wait += clock64() - tw;
     const bool gates = l < L;
@@ -373,7 +359,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
           if (lane == 0) st_release_gpu(count + 32 * L, seq);
         }
       } else {
-        ok = wait_word(count + 32 * L, seq, f);
+        ok = wait_flags(count + 32 * L, 1, seq, f);
         t_seen = clock64();
         if (ok) {
           const uint4* src = reinterpret_cast<const uint4*>(input_slot(par));
@@ -399,7 +385,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
         // every slice of layer l-1's output has arrived (a quit ends the wait: garbage, never read)
         if (warp == 0) {
           if (counters)
-            wait_word(count + 32 * (l - 1), unsigned(nc) * unsigned(s + 1), f);
+            wait_flags(count + 32 * (l - 1), 1, unsigned(nc) * unsigned(s + 1), f);
           else
             wait_flags(p.xch_flag + (l - 1) * nc, nc, seq, f);
         }
@@ -503,7 +489,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     // (6) block 0: add the partial sums, answer
     if (b == 0 && warp == 0) {
       if (counters)
-        wait_word(count + 32 * (L - 1), unsigned(nc) * unsigned(s + 1), f);
+        wait_flags(count + 32 * (L - 1), 1, unsigned(nc) * unsigned(s + 1), f);
       else
         wait_flags(p.xch_flag + (L - 1) * nc, nc, seq, f);
       float z = hb;
