@@ -339,7 +339,7 @@ class CudaBackend final : public Backend {
                                                                                        : "shared";
       f["precompute_state"] = plan_.pre_state_floats > 0 ? "global" : "shared";
       if (p.family == cuda::KernelFamily::grid) {
-        f["grid_exchange"] = copt_.grid_exchange == cuda::GridExchange::counters ? "counters" : "flags";
+        f["grid_exchange"] = cuda::grid_exchange_name(copt_.grid_exchange);
         // where the critical weights live: layers [0, n) read from L2 every tick, the rest in shared memory
         f["critical_layers_in_l2"] = std::to_string(p.grid_l2_layers);
         f["grid_precompute"] = p.grid_precompute == cuda::GridPrecompute::in_critical ? "in_critical" : "separate";
@@ -420,6 +420,8 @@ class CudaBackend final : public Backend {
       xch_h_ = DeviceBuffer<uint16_t>(size_t(2) * p.L * 2 * p.xin_stride);
       xch_flag_ = DeviceBuffer<unsigned>(size_t(cuda::grid_flag_words(p.L, p.nc)));
       xch_head_ = DeviceBuffer<float>(size_t(2) * p.nc * cuda::kMaxOutputs);
+      if (copt_.grid_exchange == cuda::GridExchange::tagged)  // the plan's params leave the exchange to launch()
+        xch_words_ = DeviceBuffer<unsigned long long>(size_t(cuda::grid_words(p).total()));
       if (p.grid_precompute == cuda::GridPrecompute::in_critical) {
         hh_frags_ = DeviceBuffer<uint32_t>(plan_.hh_frags.size());
         own_bias_ = DeviceBuffer<float>(plan_.own_bias.size());
@@ -468,6 +470,7 @@ class CudaBackend final : public Backend {
       (void)b->release();
     (void)xch_h_.release();
     (void)xch_flag_.release();
+    (void)xch_words_.release();
     (void)hh_frags_.release();
     (void)own_bias_.release();
     (void)own_state_.release();
@@ -567,6 +570,7 @@ class CudaBackend final : public Backend {
     p.own_state = own_state_.get();
     p.own_h = own_h_.get();
     p.xch_head = xch_head_.get();
+    p.xch_words = xch_words_.get();
     mailbox_->clear();
     words_.zero(stream_.get());
     h_state_.zero(stream_.get());
@@ -576,6 +580,7 @@ class CudaBackend final : public Backend {
     if (xch_flag_.get()) xch_flag_.zero(stream_.get());
     if (xch_h_.get()) xch_h_.zero(stream_.get());
     if (xch_head_.get()) xch_head_.zero(stream_.get());
+    if (xch_words_.get()) xch_words_.zero(stream_.get());  // tag 0: no tick (an earlier run's tags would pass)
     if (own_h_.get()) own_h_.zero(stream_.get());  // the padding units' columns are read (times zero weights)
     HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     long long max_blocks = 0;
@@ -715,7 +720,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer<cuda::SharedWords> words_;
   DeviceBuffer<float> pre_state_, xch_head_;  // precompute state in global memory; grid: head partial sums
   DeviceBuffer<uint16_t> xch_h_;              // grid: the layers' h slices
-  DeviceBuffer<unsigned> xch_flag_;           // grid: per-(layer, block) flags
+  DeviceBuffer<unsigned> xch_flag_;           // grid: per-(layer, block) flags, the counters
+  DeviceBuffer<unsigned long long> xch_words_;  // grid, tagged exchange: the words (GridWords)
   // grid, own precompute (GridPrecompute::in_critical): W_hh fragments, biases, each block's state, the h columns
   DeviceBuffer<uint32_t> hh_frags_;
   DeviceBuffer<float> own_bias_, own_state_;

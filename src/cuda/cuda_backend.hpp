@@ -27,7 +27,7 @@ struct CudaOptions {
   bool cluster_async_exchange = false;
   // Grid family: how the input and each layer's slices reach the blocks (lstm_params.hpp, GridExchange).
   // H200, same run (BENCHMARKS.md): counters 10-23 us p50 on every grid model, flags 24-670 us.
-  cuda::GridExchange grid_exchange = cuda::GridExchange::counters;
+  cuda::GridExchange grid_exchange = cuda::GridExchange::tagged;
   // Grid family: where the precompute runs (lstm_params.hpp, GridPrecompute).
   cuda::GridPrecompute grid_precompute = cuda::GridPrecompute::automatic;
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green

@@ -142,7 +142,7 @@ int multi_critical_layout(LstmParams& p, int gpb, int ksplit, int l2_layers, boo
   auto take = [&](int bytes) { const int at = s; s = align16(s + bytes); return at; };
   const int frags = take(fr * 16), xin = take(p.L * 2 * p.xin_stride * 2),
             x32 = take(p.mb.n_in * 3 * 4), seqw = take(p.mb.n_in * 4), claim = take(p.mb.n_in * 4),
-            P = take(p.L * 4 * Ub * 4), c = take(p.L * Ub * 4), red = take(ksplit * Ub * 4 * 4),
+            P = take(p.L * 4 * Ub * 4), c = take(p.L * Ub * 4), red = take(ksplit * Ub * 8 * 4) /* the critical step's 4 gates; the own precompute's 8 sums */,
             stage = take(2 * Ub * 2), h32 = take(Ub * 4), hw = take(p.O * Ub * 4), z0 = take(4 * Ub * 4),
             flags = take(32);
   if (assign) {

@@ -251,9 +251,11 @@ int main(int argc, char** argv) {
 
     cuda::MailboxOptions def;
     if (large) {
-      // The grid family's models: its precompute in the critical blocks (the default) and on blocks of
-      // their own, side by side (lstm_params.hpp, GridPrecompute), each beside the ping-pong of its input
-      // width; each run stops after its tick count or its time budget (the rate says which).
+      // The grid family's models: its exchanges side by side (tagged words, the default, and arrival
+      // counters; lstm_params.hpp, GridExchange) with the precompute in the critical blocks, and the
+      // precompute on blocks of its own where that is quick enough (GridPrecompute), each beside the
+      // ping-pong of its input width; each run stops after its tick count or its time budget (the rate
+      // says which).
       struct Case {
         const char* zoo;
         Mode mode;
@@ -266,16 +268,21 @@ int main(int argc, char** argv) {
                             {"vollo_large", Mode::streaming, 960, 40}};
       for (const Case& k : cases) {
         pingpong(std::to_string(k.floats) + "f default", k.floats, pp, def, cpu);
-        for (auto pre : {cuda::GridPrecompute::in_critical, cuda::GridPrecompute::separate}) {
-          // the separate precompute of the widest windows: a few ticks a second, not worth its warm-up here
-          if (pre == cuda::GridPrecompute::separate && k.mode == Mode::window && std::string(k.zoo) != "lstm_s" &&
-              std::string(k.zoo) != "lstm_l")
-            continue;
-          CudaOptions c;
-          c.grid_precompute = pre;
-          const bool own = pre == cuda::GridPrecompute::in_critical;
-          model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid " + (own ? "in_critical" : "separate"),
-                    k.zoo, k.mode, Precision::fp16, ticks, c, cpu, k.check, "grid", own ? 8.0 : 5.0);
+        for (auto xch : {cuda::GridExchange::tagged, cuda::GridExchange::counters}) {
+          for (auto pre : {cuda::GridPrecompute::in_critical, cuda::GridPrecompute::separate}) {
+            // the separate precompute of the widest windows: a few ticks a second, not worth its warm-up here
+            if (pre == cuda::GridPrecompute::separate &&
+                (xch != cuda::GridExchange::tagged ||
+                 (k.mode == Mode::window && std::string(k.zoo) != "lstm_s" && std::string(k.zoo) != "lstm_l")))
+              continue;
+            CudaOptions c;
+            c.grid_precompute = pre;
+            c.grid_exchange = xch;
+            const bool own = pre == cuda::GridPrecompute::in_critical;
+            model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid " + cuda::grid_exchange_name(xch) + " " +
+                          (own ? "in_critical" : "separate"),
+                      k.zoo, k.mode, Precision::fp16, ticks, c, cpu, k.check, "grid", own ? 8.0 : 5.0);
+          }
         }
       }
     } else if (families) {

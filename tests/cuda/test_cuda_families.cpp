@@ -111,21 +111,23 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
   o.mode = mode;
   o.window = W;
   o.precision = p;
-  // "grid-flags": the grid family with its other exchange (lstm_params.hpp, GridExchange); "grid-separate"
-  // and "grid-own": its precompute on blocks of their own, or in the critical blocks (GridPrecompute; "grid"
-  // places it automatically)
-  const bool flags = kernel == "grid-flags", separate = kernel == "grid-separate", own = kernel == "grid-own";
-  o.kernel = flags || separate || own ? "grid" : kernel;
+  // "grid-flags", "grid-counters": the grid family with its other exchanges (lstm_params.hpp, GridExchange;
+  // "grid" has the tagged words); "grid-separate" and "grid-own": its precompute on blocks of their own, or
+  // in the critical blocks (GridPrecompute; "grid" places it automatically)
+  const bool flags = kernel == "grid-flags", counters = kernel == "grid-counters", separate = kernel == "grid-separate",
+             own = kernel == "grid-own";
+  o.kernel = flags || counters || separate || own ? "grid" : kernel;
   o.timeout_us = 5'000'000;
   CudaOptions c;
   if (flags) c.grid_exchange = cuda::GridExchange::flags;
+  if (counters) c.grid_exchange = cuda::GridExchange::counters;
   if (separate) c.grid_precompute = cuda::GridPrecompute::separate;
   if (own) c.grid_precompute = cuda::GridPrecompute::in_critical;
   poison_freed_device_memory();  // every zoo model too: nothing it reads before writing may be left over
   auto b = make_cuda_backend(m, o, c);
   EXPECT_EQ(b->facts().at("kernel_family"), o.kernel);
   if (o.kernel == "grid") {
-    EXPECT_EQ(b->facts().at("grid_exchange"), flags ? "flags" : "counters");
+    EXPECT_EQ(b->facts().at("grid_exchange"), flags ? "flags" : counters ? "counters" : "tagged");
     if (separate || own) EXPECT_EQ(b->facts().at("grid_precompute"), separate ? "separate" : "in_critical");
   }
   std::vector<float> out(O), got;
@@ -179,13 +181,16 @@ TEST_P(CudaFamily, MatchesTheReferenceWithinTheWeightRounding) {
 std::vector<FamilyCase> family_cases() {
   std::vector<FamilyCase> v;
   for (const char* m : {"lstm_s", "nv_small", "vollo_tiny", "stac_a"})
-    for (const char* k : {"cta", "cluster", "grid", "grid-flags", "grid-separate", "grid-own"}) v.push_back({m, k});
+    for (const char* k : {"cta", "cluster", "grid", "grid-flags", "grid-counters", "grid-separate", "grid-own"})
+      v.push_back({m, k});
   for (const char* m : {"lstm_m", "nv_medium", "vollo_small", "stac_b"})
-    for (const char* k : {"cluster", "grid", "grid-flags", "grid-separate", "grid-own"}) v.push_back({m, k});
+    for (const char* k : {"cluster", "grid", "grid-flags", "grid-counters", "grid-separate", "grid-own"}) v.push_back({m, k});
   // the big ones with the automatic placement (in_critical, but vollo_med: separate) and vollo_med with the
-  // other; the flags exchange's code is the same at every size: checked on the models above
+  // other, lstm_l with the counters; the flags exchange's code is the same at every size: checked on the
+  // models above
   for (const char* m : {"vollo_med", "lstm_l", "nv_large", "vollo_large", "stac_c"}) v.push_back({m, "grid"});
   v.push_back({"vollo_med", "grid-own"});
+  v.push_back({"lstm_l", "grid-counters"});
   return v;
 }
 
@@ -214,7 +219,7 @@ TEST(CudaFamilyReuse, EveryFamilyTwiceInOneProcessInBothOrders) {
     const auto xs = random_inputs(ticks * size_t(s.I), 9);
     std::vector<size_t> checked(ticks);
     for (size_t t = 0; t < ticks; ++t) checked[t] = t;
-    for (const char* kernel : {"cta", "cluster", "grid", "grid-own"}) {
+    for (const char* kernel : {"cta", "cluster", "grid", "grid-counters", "grid-own"}) {
       for (const bool window_first : {true, false}) {
         for (int k = 0; k < 2; ++k) {
           const Model& m = k == 0 ? a : b;

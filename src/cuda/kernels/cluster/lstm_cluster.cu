@@ -30,7 +30,7 @@
 #include <iterator>
 
 #include "cuda/kernels/cluster/cluster_policy.hpp"
-#include "cuda/kernels/cluster/tagged_words.cuh"
+#include "cuda/kernels/common/tagged_words.cuh"
 #include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/kernels/common/mailbox.cuh"
 #include "cuda/kernels/common/precompute.cuh"

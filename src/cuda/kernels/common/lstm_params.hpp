@@ -45,7 +45,7 @@ inline constexpr int kRegsMaxOutputs = 4;
 //   cluster: blocks [0, nc) form one thread-block cluster (kernels/cluster/lstm_cluster.cu); block b owns
 //            hidden units [b*Ub, b*Ub+Ub) of every layer, their W_ih rows in its warps' registers. Block 0
 //            alone polls the input and hands it to every block; every value crosses blocks as a tagged
-//            word stored into the consumer's shared memory (kernels/cluster/tagged_words.cuh).
+//            word stored into the consumer's shared memory (kernels/common/tagged_words.cuh).
 //   grid:    the same split over many blocks (up to most SMs), the slices and flags in global memory (L2),
 //            every critical block polling the input itself (kernels/grid/lstm_grid.cu).
 enum class KernelFamily : int { cta, cluster, grid };
@@ -94,7 +94,13 @@ enum PrecomputeStat : int { kPreRounds, kPreLayer0, kPreBarrier, kPreLayers, kPr
 //   counters: block 0 alone polls the input and passes it on through L2 with one flag word; a block
 //             publishes a slice by adding 1 to the layer's arrival counter (its own 128-byte line), and a
 //             consumer polls that one word.
-enum class GridExchange : int { flags, counters };
+//   tagged:   block 0 alone polls the input; every value crossing blocks (the input, each unit's h, each
+//             block's head partial sums) is a tagged word in L2 (tagged_words.cuh, grid_words) that the
+//             consumers spin on: no fence, counter or copy after the wait.
+enum class GridExchange : int { flags, counters, tagged };
+inline const char* grid_exchange_name(GridExchange e) {
+  return e == GridExchange::tagged ? "tagged" : e == GridExchange::counters ? "counters" : "flags";
+}
 // Where the grid family's precompute runs (LstmParams::grid_precompute, CudaOptions::grid_precompute):
 //   separate:    on precompute blocks beside the critical ones (precompute.cuh, fp32 SIMT), as the cta
 //                and cluster families do.
@@ -113,6 +119,16 @@ enum class GridPrecompute : int { separate, in_critical, automatic };
 // precompute's stages 0..L-1 (L+1+l).
 inline constexpr int grid_counter_offset(int L, int nc) { return (L * nc + 31) & ~31; }
 inline constexpr int grid_flag_words(int L, int nc) { return grid_counter_offset(L, nc) + (2 * L + 1) * 32; }
+// The tagged exchange's words (LstmParams::xch_words): the input [kin = kt[0] x 16] (hi | lo halves), the
+// inputs of layers 1..L-1 [L-1][kh = kt[L] x 16] (hi | lo), the head's partial sums [kMaxOutputs][nc]
+// (float bits). One copy, not one per tick parity: no block can write a word of tick s+1 before every
+// block has read that word of tick s (its next tick needs the input block 0 sends only after the answer).
+struct GridWords {
+  int kin, kh, L, nc;
+  HOTPATH_HD long long layer_in(int l) const { return kin + (long long)(l - 1) * kh; }  // l >= 1
+  HOTPATH_HD long long head(int o) const { return kin + (long long)(L - 1) * kh + (long long)o * nc; }
+  HOTPATH_HD long long total() const { return head(kMaxOutputs); }
+};
 
 // Device words the blocks share (global memory, zeroed before launch).
 struct SharedWords {
@@ -188,6 +204,7 @@ struct LstmParams {
                                      // counters (grid_counter_offset, grid_flag_words)
   unsigned* xch_count = nullptr;     // grid: xch_flag + grid_counter_offset(L, nc), line l at xch_count + 32 l
   GridExchange grid_exchange = GridExchange::flags;
+  unsigned long long* xch_words = nullptr;  // grid, tagged: GridWords (zeroed before launch: tag 0 is no tick)
   // grid, in_critical precompute: W_hh fragments [nc][L][gpb][2][kt[L]][32] uint4 (the layout of
   // pack_group_tile, rows of W_hh); each block's state [nc][own_state_floats]: Q [L][nslots][4][Ub] (W_hh h +
   // b of each open window), then c [L][nslots][Ub]; the open windows' h of every unit as B columns
@@ -237,6 +254,8 @@ struct LstmParams {
     return family == KernelFamily::cluster ? (n + nc - 1) / nc * nc : n;
   }
 };
+
+HOTPATH_HD inline GridWords grid_words(const LstmParams& p) { return {p.kt[0] * 16, p.kt[p.L] * 16, p.L, p.nc}; }
 
 // One persistent launch serving many instances of one model (mechanism b, docs/cuda.md), cta family only.
 // Instance i's blocks are [i * per_instance, (i + 1) * per_instance): its critical block, then its np

@@ -6,12 +6,13 @@
 //   [0, compute_warps)   compute: warp w works on unit group w % gpb, on its share w / gpb of the k16
 //                        tiles (ksplit shares); the partial gate sums meet in shared memory, then one
 //                        thread per unit runs the cell update. Each layer's new h slice goes to global
-//                        memory (L2), followed by a per-(layer, block) flag; a block waits only for the
-//                        flags of the layer it is about to compute. After the last layer each block sends
-//                        block 0 the head's partial sums over its units; block 0 adds them and answers.
+//                        memory (L2): as tagged words (the default), or followed by an arrival counter or
+//                        a per-(layer, block) flag; a block waits only for the layer it is about to
+//                        compute. After the last layer each block sends block 0 the head's partial sums
+//                        over its units; block 0 adds them and answers.
 //   [.., +poll_warps)    pollers: with the `flags` exchange every critical block reads the input from the
-//                        mailbox itself (no hop); with `counters` block 0 alone does, and its warp 0
-//                        passes the input on through L2 under one flag word (lstm_params.hpp, GridExchange).
+//                        mailbox itself (no hop); otherwise block 0 alone does, and its warp 0 passes the
+//                        input on through L2 (lstm_params.hpp, GridExchange).
 //   last                 service: block 0 forwards x_t to the precompute, reports `ready` and watches the
 //                        lease; the others watch for the quit word.
 //
@@ -27,6 +28,7 @@
 #include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/kernels/common/mailbox.cuh"
 #include "cuda/kernels/common/precompute.cuh"
+#include "cuda/kernels/common/tagged_words.cuh"
 
 namespace hotpath::cuda {
 namespace {
@@ -64,6 +66,39 @@ __device__ __forceinline__ bool wait_flags(const unsigned* flags, int n, unsigne
   return true;
 }
 
+// The tagged exchange's consumer side: every compute thread spins on its pairs of words [0, n) (an input
+// or a layer's h, hi | lo) until their tags reach seq, then writes them into the two rows (hi, lo) of
+// `rows` that the MMAs read. False if the block quits first (the rows then hold garbage nobody reads).
+__device__ __forceinline__ bool take_words(const unsigned long long* words, int n, unsigned seq, uint16_t* rows, int stride,
+                                           int nct, volatile CtaFlags* f) {
+  uint32_t* const hi = reinterpret_cast<uint32_t*>(rows);
+  uint32_t* const lo = hi + stride / 2;
+  for (int i = int(threadIdx.x); 2 * i < n; i += nct) {
+    const bool two = 2 * i + 1 < n;
+    unsigned long long a, b;
+    for (;;) {
+      dev::ld_words2_gpu(words + 2 * i, a, b);
+      if (dev::reached(dev::tag_of(a), seq) && (!two || dev::reached(dev::tag_of(b), seq))) break;
+      if (f->quit) return false;
+    }
+    const uint32_t va = dev::value_of(a), vb = two ? dev::value_of(b) : 0u;
+    hi[i] = dev::b_pair(va, vb, 0x5410);
+    lo[i] = dev::b_pair(va, vb, 0x7632);
+  }
+  return true;
+}
+
+// The producer side for the input: block 0's warp 0 stores the first n elements of the two rows (hi, lo)
+// it polled as tagged words.
+__device__ __forceinline__ void give_words(unsigned long long* words, int n, unsigned seq, const uint16_t* rows, int stride) {
+  const uint32_t* const hi = reinterpret_cast<const uint32_t*>(rows);
+  const uint32_t* const lo = hi + stride / 2;
+  for (int i = int(threadIdx.x & 31); 2 * i < n; i += 32) {
+    const uint32_t h = hi[i], l = lo[i];
+    dev::st_words2_gpu(words + 2 * i, dev::tagged(seq, __byte_perm(h, l, 0x5410)), dev::tagged(seq, __byte_perm(h, l, 0x7632)));
+  }
+}
+
 // Gate pre-activations of one unit group (two m16 tiles, frag = [2][kt][32] uint4) over k16 tiles
 // [k0, k1), two accumulator chains per tile. Lane (g, t = 0) returns rows g and g+8 of both tiles, hi + lo
 // columns summed: gates i, f, g, o of unit g of the group.
@@ -98,6 +133,9 @@ __device__ __forceinline__ void gates_range(const uint4* frag, int kt, int k0, i
   y[3] = (acc[1][0][2] + acc[1][0][3]) + (acc[1][1][2] + acc[1][1][3]);
 }
 
+// Block 0's head sums meet in sP after the last layer (one float an output).
+static_assert(4 * kUnitsPerGroup >= kMaxOutputs, "sP holds at least kMaxOutputs floats");
+
 // Shared-memory views of a multi-block critical block.
 struct MultiSmem {
   const uint4* frags;
@@ -107,7 +145,7 @@ struct MultiSmem {
   unsigned* seqw;
   float* sP;        // [L][4][Ub]
   float* sc;        // [L][Ub]
-  float* red;       // [ksplit][gpb][8][4]
+  float* red;       // [ksplit][gpb][8][4] (the own precompute: [ksplit][Ub][8])
   uint16_t* stage;  // [2][Ub]
   float* h32;       // [Ub]
   float* hw;        // [O][Ub]
@@ -221,6 +259,10 @@ __device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, u
   const long long t1 = clock64();
 
   const int ntiles = (nw + 3) / 4;  // 4 windows (8 columns: hi, lo) an n8 tile
+  // One window (streaming, or a window's first ticks): one n8 tile a unit group, so the warps split its k16
+  // tiles as the critical step does (ksplit shares) and meet in shared memory (red: [ksplit][Ub][8]).
+  const bool kshare = nw == 1 && p.ksplit > 1;
+  float* const red = smem_at<float>(smem, p.s_red);
   for (int l = 1; l <= L; ++l) {
     const long long tw = clock64();
     if (warp == 0) wait_flags(count + 32 * (l - 1), 1, want, f);  // a quit ends it: garbage, never read
@@ -231,8 +273,33 @@ __device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, u
     if (gates)
       ih = l < p.grid_l2_layers ? static_cast<const uint4*>(p.frags) + size_t(b) * p.block_frag + p.bfrag_off[l]
                                 : smem_at<const uint4>(smem, p.s_frags) + (p.bfrag_off[l] - p.bfrag_off[p.grid_l2_layers]);
-    for (int it = warp; it < gpb * ntiles; it += p.compute_warps) {
-      const int q = it % gpb, jt = it / gpb;
+    const float* bias = p.own_bias + (l - 1) * 4 * H;
+    // Lane (g, t) of a tile's warp ends with unit 8q + g of window 4 jt + t: z[0..3] the gates' W_ih terms,
+    // z[4..7] the next tick's W_hh terms (no bias). Stores them, or runs the cell.
+    auto finish = [&](int w, int jj, const float (&z)[8]) {
+      const int u = u0 + jj, slot = slot_of(w);
+      float* qn = st.q(l - 1, slot);  // layer l-1's recurrent term for the next tick
+      qn[jj] = z[4] + bias[u];
+      qn[Ub + jj] = z[5] + bias[H + u];
+      qn[2 * Ub + jj] = z[6] + bias[2 * H + u];
+      qn[3 * Ub + jj] = z[7] + bias[3 * H + u];
+      if (gates) {
+        const float* ql = st.q(l, slot);
+        float c = st.c(l, slot)[jj];
+        const float h = dev::lstm_cell(z[0] + ql[jj], z[1] + ql[Ub + jj], z[2] + ql[2 * Ub + jj], z[3] + ql[3 * Ub + jj], c);
+        st.c(l, slot)[jj] = c;
+        split_store<BF16>(h_at(l, slot, 0) + u, h_at(l, slot, 1) + u, h);
+      }
+    };
+    const int items = kshare ? p.compute_warps : gpb * ntiles;
+    for (int it = warp; it < items; it += p.compute_warps) {
+      const int q = it % gpb, jt = kshare ? 0 : it / gpb, ks = kshare ? it / gpb : 0;
+      int k0 = 0, k1 = kt;
+      if (kshare) {
+        const int per = ((kt + p.ksplit - 1) / p.ksplit + 1) & ~1;
+        k0 = min(kt, ks * per);
+        k1 = min(kt, k0 + per);
+      }
       // this lane's B column: window 4 jt + g/2, hi (g even) or lo
       const int wb = 4 * jt + (g >> 1);
       const bool bval = wb < nw;
@@ -241,14 +308,14 @@ __device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, u
       const uint4* hhq = static_cast<const uint4*>(p.hh_frags) + size_t(b) * p.hh_block_frag +
                          (size_t(l - 1) * gpb + q) * 2 * kt * 32;
       float acc[4][4] = {};
-      for (int k = 0; k < kt; k += kOwnTilesInFlight) {
+      for (int k = k0; k < k1; k += kOwnTilesInFlight) {
         // a few k16 tiles' loads in flight before their MMAs (B and W_hh from L2)
         uint32_t b0[kOwnTilesInFlight], b1[kOwnTilesInFlight];
         uint4 w0[kOwnTilesInFlight], w1[kOwnTilesInFlight];
 #pragma unroll
         for (int i = 0; i < kOwnTilesInFlight; ++i) {
           const int kk = k + i;
-          const bool ok = kk < kt;
+          const bool ok = kk < k1;
           b0[i] = ok && bval ? __ldcg(bcol + kk * 8 + t) : 0u;
           b1[i] = ok && bval ? __ldcg(bcol + kk * 8 + 4 + t) : 0u;
           w0[i] = ok ? __ldg(hhq + kk * 32 + lane) : make_uint4(0, 0, 0, 0);
@@ -257,7 +324,7 @@ __device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, u
 #pragma unroll
         for (int i = 0; i < kOwnTilesInFlight; ++i) {
           const int kk = k + i;
-          if (kk >= kt) break;
+          if (kk >= k1) break;
           if (gates) {
             dev::mma16816_nv<BF16>(acc[0], ihq[kk * 32 + lane], b0[i], b1[i]);
             dev::mma16816_nv<BF16>(acc[1], ihq[(kt + kk) * 32 + lane], b0[i], b1[i]);
@@ -267,23 +334,28 @@ __device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, u
         }
       }
       // lane (g, t): unit 8q + g of window 4 jt + t; columns 2t (hi) and 2t + 1 (lo) summed
-      const int w = 4 * jt + t, jj = q * kUnitsPerGroup + g, u = u0 + jj;
-      if (w < nw && u < H) {
-        const int slot = slot_of(w);
-        const float* bias = p.own_bias + (l - 1) * 4 * H;
-        float* qn = st.q(l - 1, slot);  // layer l-1's recurrent term for the next tick
-        qn[jj] = acc[2][0] + acc[2][1] + bias[u];
-        qn[Ub + jj] = acc[2][2] + acc[2][3] + bias[H + u];
-        qn[2 * Ub + jj] = acc[3][0] + acc[3][1] + bias[2 * H + u];
-        qn[3 * Ub + jj] = acc[3][2] + acc[3][3] + bias[3 * H + u];
-        if (gates) {
-          const float* ql = st.q(l, slot);
-          float c = st.c(l, slot)[jj];
-          const float h = dev::lstm_cell(acc[0][0] + acc[0][1] + ql[jj], acc[0][2] + acc[0][3] + ql[Ub + jj],
-                                         acc[1][0] + acc[1][1] + ql[2 * Ub + jj], acc[1][2] + acc[1][3] + ql[3 * Ub + jj], c);
-          st.c(l, slot)[jj] = c;
-          split_store<BF16>(h_at(l, slot, 0) + u, h_at(l, slot, 1) + u, h);
+      const float z[8] = {acc[0][0] + acc[0][1], acc[0][2] + acc[0][3], acc[1][0] + acc[1][1], acc[1][2] + acc[1][3],
+                          acc[2][0] + acc[2][1], acc[2][2] + acc[2][3], acc[3][0] + acc[3][1], acc[3][2] + acc[3][3]};
+      const int w = 4 * jt + t, jj = q * kUnitsPerGroup + g;
+      if (kshare) {
+        if (t == 0) {
+          float* r = red + (size_t(ks) * Ub + jj) * 8;
+#pragma unroll
+          for (int v = 0; v < 8; ++v) r[v] = z[v];
         }
+      } else if (w < nw && u0 + jj < H) {
+        finish(w, jj, z);
+      }
+    }
+    if (kshare) {  // the shares meet: one thread a unit adds them in share order
+      dev::named_barrier(nct);
+      for (int jj = tid; jj < Ub; jj += nct) {
+        if (u0 + jj >= H) continue;
+        float z[8] = {};
+        for (int k = 0; k < p.ksplit; ++k)
+#pragma unroll
+          for (int v = 0; v < 8; ++v) z[v] += red[(size_t(k) * Ub + jj) * 8 + v];
+        finish(0, jj, z);
       }
     }
     dev::named_barrier(nct);
@@ -307,6 +379,8 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
   const int g = lane >> 2, t = lane & 3;
   const float hb = (b == 0 && lane < O) ? p.head_b[lane] : 0.f;
   const bool counters = p.grid_exchange == GridExchange::counters;
+  const bool tagged = p.grid_exchange == GridExchange::tagged;
+  const GridWords gw = grid_words(p);
   unsigned* const count = p.xch_count;  // line l: count + 32 l
   // The input's slot in L2 (counters): layer L-1's exchange slot, which no layer's h uses.
   auto input_slot = [&](int par) { return p.xch_h + size_t(par * L + (L - 1)) * 2 * stride; };
@@ -342,13 +416,17 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     // (3) the input, polled into this block's shared memory by its own pollers (flags; counters: block 0's,
     // which passes it on)
     long long t_seen = 0;
-    if (warp == 0) {
+    if (tagged && b != 0) {  // every compute thread takes its words of the input
+      if (!take_words(p.xch_words, p.I, seq, m.xin0, stride, nct, f)) f->decision = 1u;
+    } else if (warp == 0) {
       bool ok;
       const int n4 = p.kt[0] * 2;  // uint4 of one row (kt[0] x 16 halves)
       if (!counters || b == 0) {
         ok = dev::wait_tick(m.seqw, p.mb.n_in, seq, f);
         t_seen = clock64();
-        if (ok && counters) {
+        if (ok && tagged) {
+          give_words(p.xch_words, p.I, seq, m.xin0, stride);
+        } else if (ok && counters) {
           uint4* dst = reinterpret_cast<uint4*>(input_slot(par));
           const uint4* src = reinterpret_cast<const uint4*>(m.xin0);
           for (int i = lane; i < 2 * n4; i += 32) {
@@ -381,7 +459,11 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     // (4) layers
     for (int l = 0; l < L; ++l) {
       const uint16_t* in = l == 0 ? m.xin0 : m.layer_in(p, l);
-      if (l > 0) {
+      if (l > 0 && tagged) {
+        // this thread's words of layer l-1's output (a quit ends the wait: garbage, never read)
+        take_words(p.xch_words + gw.layer_in(l), H, seq, const_cast<uint16_t*>(in), stride, nct, f);
+        dev::named_barrier(nct);
+      } else if (l > 0) {
         // every slice of layer l-1's output has arrived (a quit ends the wait: garbage, never read)
         if (warp == 0) {
           if (counters)
@@ -438,14 +520,16 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
         const float h = u0 + j < H ? dev::lstm_cell(z[0] + P[j], z[1] + P[Ub + j], z[2] + P[2 * Ub + j],
                                                     z[3] + P[3 * Ub + j], c)
                                    : 0.f;
-        if (!last) {
-          split_store<BF16>(m.stage + j, m.stage + Ub + j, h);
-        } else {
+        if (last)
           m.h32[j] = h;
-        }
+        else if (tagged && u0 + j < H)
+          dev::st_word_gpu(p.xch_words + gw.layer_in(l + 1) + u0 + j, dev::tagged(seq, dev::hi_lo<BF16>(h)));
+        else
+          split_store<BF16>(m.stage + j, m.stage + Ub + j, h);
       }
-      dev::named_barrier(nct);
-      if (!last) {
+      // tagged: the next layer's wait ends in a barrier before anything this one read is rewritten
+      if (last || !tagged) dev::named_barrier(nct);
+      if (!last && !tagged) {
         // this block's slice of layer l's output -> every block's input buffer of layer l+1, then the flag
         if (warp == 0) {
           const int vec_per_row = Ub / 8;  // uint4 of 8 halves
@@ -473,12 +557,18 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
 #pragma unroll
       for (int d = 16; d > 0; d >>= 1) z += __shfl_xor_sync(0xffffffffu, z, d);
       if (lane == 0) {
-        const int at = (par * nc + b) * kMaxOutputs + o;
-        __stcg(p.xch_head + at, z);
+        if (tagged) {
+          dev::st_word_gpu(p.xch_words + gw.head(o) + b, dev::tagged(seq, __float_as_uint(z)));
+        } else {
+          const int at = (par * nc + b) * kMaxOutputs + o;
+          __stcg(p.xch_head + at, z);
+        }
       }
     }
     dev::named_barrier(nct);
-    if (tid == 0) {
+    if (tid == 0 && tagged) {
+      if (b != 0) f->answered = s + 1;
+    } else if (tid == 0) {
       // release: after the named barrier, all partials
       if (counters)
         red_release_gpu_add(count + 32 * (L - 1), 1u);
@@ -487,7 +577,42 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       if (b != 0) f->answered = s + 1;  // this block's share of tick s is done: its pollers may look again
     }
     // (6) block 0: add the partial sums, answer
-    if (b == 0 && warp == 0) {
+    if (b == 0 && tagged) {
+      // output o: warp o % compute_warps takes every block's word, four per lane in flight, and adds them
+      // in a tree; the sums meet in shared memory (sP: free after the last layer until the next tick's
+      // load; [L][4][Ub] >= 32 floats)
+      for (int o = warp; o < O; o += p.compute_warps) {
+        float z = 0.f;
+        for (int r0 = 0; r0 < nc; r0 += 128) {
+          unsigned long long w[4];
+          for (;;) {
+            bool ok = true;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const int r = r0 + lane + 32 * i;
+              w[i] = r < nc ? dev::ld_word_gpu(p.xch_words + gw.head(o) + r) : dev::tagged(seq, 0u);
+              ok &= dev::reached(dev::tag_of(w[i]), seq);
+            }
+            if (ok || f->quit) break;  // a quit: garbage, never read
+          }
+#pragma unroll
+          for (int i = 0; i < 4; ++i) z += __uint_as_float(dev::value_of(w[i]));
+        }
+#pragma unroll
+        for (int d = 16; d > 0; d >>= 1) z += __shfl_xor_sync(0xffffffffu, z, d);
+        if (lane == 0) m.sP[o] = z;
+      }
+      dev::named_barrier(nct);
+      if (warp == 0) {
+        const float z = hb + (lane < O ? m.sP[lane] : 0.f);
+        const float za = __shfl_sync(0xffffffffu, z, (2 * lane) & 31), zb = __shfl_sync(0xffffffffu, z, (2 * lane + 1) & 31);
+        const long long t_head = clock64();
+        dev::store_output_chunk(p.mb, seq, O, za, zb);
+        if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()}, ns_in);
+        __syncwarp();
+        if (lane == 0) f->answered = s + 1;
+      }
+    } else if (b == 0 && warp == 0) {
       if (counters)
         wait_flags(count + 32 * (L - 1), 1, unsigned(nc) * unsigned(s + 1), f);
       else

@@ -1,10 +1,10 @@
-// The cluster kernel's default exchange primitive: a tagged word. Every value a block hands to another (an
-// input element, a hidden unit's h, a head partial sum) travels as one 8-byte word, the value in the low
-// 32 bits and the tick's wire seq in the high 32, written straight into the consumer's shared memory
-// with one 64-bit store (single-copy atomic). The consumer spins on exactly the words it reads until
-// their tags have reached its tick: the "ready" signal is folded into the data, so no flag, fence,
-// barrier or mbarrier sits on the critical path. The kernel's other exchange (st.async + mbarrier) and
-// what each costs: docs/cuda.md, "The cluster kernel".
+// The tagged word, the exchange primitive of the cluster and grid kernels. Every value a block hands to
+// another (an input element, a hidden unit's h, a head partial sum) travels as one 8-byte word, the value
+// in the low 32 bits and the tick's wire seq in the high 32, written with one 64-bit store (single-copy
+// atomic): straight into the consumer's shared memory (cluster kernel) or into global memory, where the
+// consumers on other SMs read it from L2 (grid kernel). The consumer spins on exactly the words it reads
+// until their tags have reached its tick: the "ready" signal is folded into the data, so no flag, fence,
+// barrier or counter sits on the critical path. What each exchange costs: docs/cuda.md.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -58,6 +58,24 @@ __device__ __forceinline__ unsigned long long ld_word_remote(uint32_t cluster_ad
 }
 __device__ __forceinline__ void st_u32_remote(uint32_t cluster_addr, unsigned v) {
   asm volatile("st.relaxed.cluster.shared::cluster.u32 [%0], %1;" ::"r"(cluster_addr), "r"(v) : "memory");
+}
+
+// The same words in global memory, relaxed at gpu scope (coherent in L2: another SM's loads of a word see
+// it whole, and the loads bypass the L1 that would keep a stale copy).
+__device__ __forceinline__ void st_word_gpu(unsigned long long* p, unsigned long long w) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
+}
+__device__ __forceinline__ void st_words2_gpu(unsigned long long* p, unsigned long long a, unsigned long long b) {
+  asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+__device__ __forceinline__ unsigned long long ld_word_gpu(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+// Two adjacent words (16-byte aligned), each read whole.
+__device__ __forceinline__ void ld_words2_gpu(const unsigned long long* p, unsigned long long& a, unsigned long long& b) {
+  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
 }
 
 __device__ __forceinline__ void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
