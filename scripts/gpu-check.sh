@@ -22,7 +22,8 @@
 #                  scaling table and the backtest beside 8 instances; its logs and JSON under $OUT/instances)
 #   GPU_LABELS=re   the CTest labels the ctest -j8 run takes (default: every executable that launches kernels)
 #   GPU_FILTER=pattern   the gtest filter of the GPU test run (default: all of test_cuda_backend)
-#   PROBE=1        also run cluster_probe (what one exchange inside a thread-block cluster costs)
+#   PROBE=1        also run cluster_probe and grid_probe (what one exchange inside a thread-block cluster,
+#                  and across the whole GPU, costs)
 #
 # The golden cases are the repository's own (tests/data/golden), so nothing needs carrying.
 set -u -o pipefail
@@ -46,7 +47,7 @@ say "configure + build"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTPATH_BENCHMARKS=OFF -DHOTPATH_CUDA_PTXAS_VERBOSE=ON \
   >>"$LOG" 2>&1 || { say "configure FAILED"; tail -30 "$LOG"; exit 1; }
 t0=$(date +%s)
-ninja -C "$BUILD" -j"$JOBS" test_cuda_backend cuda_sweep cluster_probe test_cpu_backend >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error|FAILED' "$LOG" | head -30; exit 1; }
+ninja -C "$BUILD" -j"$JOBS" test_cuda_backend cuda_sweep cluster_probe grid_probe test_cpu_backend >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error|FAILED' "$LOG" | head -30; exit 1; }
 HAVE_CLI=0
 if [ "${SKIP_CLI:-0}" != 1 ]; then
   ninja -C "$BUILD" -j"$JOBS" hotpath >>"$LOG" 2>&1 && HAVE_CLI=1 || say "hotpath CLI did not build (others' code): CLI benchmarks skipped"
@@ -167,6 +168,8 @@ fi
 if [ "${PROBE:-0}" = 1 ]; then
   say "cluster probe (one exchange inside a cluster; host -> cluster -> host round trips)"
   timeout 200 "$BUILD/tests/cuda/cluster_probe" --rounds 20000 --trips 100000 --cpu 2 2>&1 | tee -a "$LOG"
+  say "grid probe (one exchange across the GPU's blocks, no model)"
+  timeout 100 "$BUILD/tests/cuda/grid_probe" --rounds 20000 2>&1 | tee -a "$LOG"
 fi
 
 others=$(gpu_others)

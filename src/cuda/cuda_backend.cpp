@@ -253,7 +253,11 @@ class CudaBackend final : public Backend {
     if (read && w.ticks_timed > 0) {
       c["kernel_compute_cycles_mean"] = double(w.compute_cycles_sum) / double(w.ticks_timed);
       c["kernel_compute_cycles_max"] = double(w.compute_cycles_max);
-      c["kernel_compute_ns_mean"] = double(w.compute_ns_sum) / double(w.ticks_timed);
+      if (w.clock_cycles_sum > 0) {  // the SM clock over the served ticks (SharedWords::clock_*)
+        const double ns_per_cycle = double(w.clock_ns_sum) / double(w.clock_cycles_sum);
+        c["kernel_compute_ns_mean"] = double(w.compute_cycles_sum) / double(w.ticks_timed) * ns_per_cycle;
+        c["kernel_sm_clock_mhz"] = 1e3 / ns_per_cycle;
+      }
       // wake: warp 0 has the whole input -> past the barrier every compute warp waited at
       const char* seg[5] = {"wake", "layer0", "layers", "head", "store"};
       for (int i = 0; i < 5; ++i) {

@@ -26,7 +26,8 @@ struct CudaOptions {
   // barrier); true: 4-byte words by st.async, each layer's bytes counted on an mbarrier (docs/cuda.md).
   bool cluster_async_exchange = false;
   // Grid family: how the input and each layer's slices reach the blocks (lstm_params.hpp, GridExchange).
-  // H200, same run (BENCHMARKS.md): counters 10-23 us p50 on every grid model, flags 24-670 us.
+  // H200, side by side (BENCHMARKS.md, "tagged words"): tagged 13-19 us p50 on the large models,
+  // counters 19-29 us; flags (an earlier run) 24-670 us.
   cuda::GridExchange grid_exchange = cuda::GridExchange::tagged;
   // Grid family: where the precompute runs (lstm_params.hpp, GridPrecompute).
   cuda::GridPrecompute grid_precompute = cuda::GridPrecompute::automatic;

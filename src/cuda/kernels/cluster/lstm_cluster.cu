@@ -303,7 +303,6 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
   if (b == 0 && lane == 0 && warp < (p.mb.n_in + 31) / 32) watch.start(p.mb);
   unsigned checks = 0;
   long long t_seen = 0, t_in = 0, t_l0 = 0, t_layers = 0, t_head = 0;
-  unsigned long long ns_in = 0;
 
   unsigned long long s = 0;
   for (;; ++s) {
@@ -363,8 +362,7 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
       if (warp == 0) {
         t_seen = clock64();
         if (lane == 0) {
-          ns_in = dev::globaltimer_ns();
-          m.stats[kClusterStatSlots] = ns_in;
+          m.stats[kClusterStatSlots] = dev::globaltimer_ns();  // the blocks' input arrivals compared on one clock
           f->decision = ok ? 0u : 1u;
           if (!ok) {
             // every block (and the precompute) leaves: each block's quit word, then the global one
@@ -553,7 +551,7 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
       t_head = clock64();
       if (!f->quit) dev::store_output_chunk(p.mb, seq, O, za, zb);
       if (lane == 0) {
-        dev::record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()}, ns_in);
+        dev::record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()});
         m.stats[1] += 1;
       }
       // x_t to the precompute (its previous round has published, so it no longer reads xbuf); after the

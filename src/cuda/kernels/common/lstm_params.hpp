@@ -147,8 +147,11 @@ struct SharedWords {
   // barrier), layer 0, layers 1..L-1, head, output store.
   unsigned long long seg_sum[5];
   unsigned long long seg_max[5];
-  // globaltimer ns over the same span as compute_cycles (with the cycles: the SM clock while serving).
-  unsigned long long compute_ns_sum;
+  // The SM clock while serving: globaltimer ns and SM cycles between consecutive ticks' records, both
+  // read after the answer is out (a globaltimer read on the critical path would cost its latency every
+  // tick); the previous record's pair.
+  unsigned long long clock_ns_sum, clock_cycles_sum;
+  unsigned long long clock_prev_ns, clock_prev_cycles;
   // cluster family: per critical block (ClusterLayout, kClusterStatSlots)
   unsigned long long cl_sum[kMaxClusterBlocks][kClusterStatSlots];
   // The precompute's rounds as its block 0 lives them (PrecomputeStat), SM cycles summed over rounds.

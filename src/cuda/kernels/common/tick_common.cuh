@@ -35,12 +35,18 @@ __device__ __forceinline__ void split_store(uint16_t* hi, uint16_t* lo, float x)
 
 // Instrumentation of one answered tick, written by one thread after the output is stored (off the
 // critical path). marks: clock64 at input seen (warp 0), past the barrier, after layer 0, after the
-// last layer, after the head, after the output store; ns_in: globaltimer past the barrier.
-__device__ __forceinline__ void record_tick_timing(SharedWords* w, const long long (&marks)[6], unsigned long long ns_in) {
-  const unsigned long long ns = dev::globaltimer_ns() - ns_in;
+// last layer, after the head, after the output store. Always the same thread, so its SM's clock64 and
+// the globaltimer read here give the SM clock over the ticks (SharedWords::clock_*).
+__device__ __forceinline__ void record_tick_timing(SharedWords* w, const long long (&marks)[6]) {
+  const unsigned long long ns = dev::globaltimer_ns(), cycles = (unsigned long long)marks[5];
+  if (w->clock_prev_ns != 0) {
+    w->clock_ns_sum += ns - w->clock_prev_ns;
+    w->clock_cycles_sum += cycles - w->clock_prev_cycles;
+  }
+  w->clock_prev_ns = ns;
+  w->clock_prev_cycles = cycles;
   const unsigned long long dt = (unsigned long long)(marks[5] - marks[1]);
   w->compute_cycles_sum += dt;
-  w->compute_ns_sum += ns;
   if (dt > w->compute_cycles_max) w->compute_cycles_max = dt;
   w->ticks_timed += 1;
 #pragma unroll

@@ -151,7 +151,6 @@ __device__ void critical_compute(const LstmParams& p, char* smem, volatile CtaFl
     dev::named_barrier(nct);
     if (f->decision) break;
     const long long t_in = clock64();
-    const unsigned long long ns_in = tid == 0 ? dev::globaltimer_ns() : 0ull;
     long long t_l0 = t_in;
     if constexpr (STALL) stall_if(p, s);
     // (4) layers
@@ -203,7 +202,7 @@ __device__ void critical_compute(const LstmParams& p, char* smem, volatile CtaFl
         v.w = seq;
         dev::st_volatile_v4(p.mb.out + lane, v);
       }
-      if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()}, ns_in);
+      if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()});
       __syncwarp();
       if (lane == 0) f->answered = s + 1;
     }
@@ -484,7 +483,6 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
     dev::named_barrier(nct);
     if (f->decision) break;
     const long long t_in = clock64();
-    const unsigned long long ns_in = tid == 0 ? dev::globaltimer_ns() : 0ull;
     if constexpr (STALL) stall_if(p, s);
     // (4) layers; the last one leaves the head's partial sums
     {
@@ -516,7 +514,7 @@ __device__ void critical_block_regs(const LstmParams& p, char* smem) {
       const float za = __shfl_sync(0xffffffffu, v, 2 * (lane & 1)), zb = __shfl_sync(0xffffffffu, v, 2 * (lane & 1) + 1);
       const long long t_head = clock64();
       dev::store_output_chunk(p.mb, seq, O, za, zb);  // n_out <= 2 (O <= kRegsMaxOutputs)
-      if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()}, ns_in);
+      if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()});
     }
     // (6) x_t to the precompute (its round s-1 has published, so it no longer reads xbuf); x32 is
     // next written in tick s+1's step (3), after two more barriers.

@@ -66,14 +66,15 @@ __device__ __forceinline__ bool wait_flags(const unsigned* flags, int n, unsigne
   return true;
 }
 
-// The tagged exchange's consumer side: every compute thread spins on its pairs of words [0, n) (an input
-// or a layer's h, hi | lo) until their tags reach seq, then writes them into the two rows (hi, lo) of
-// `rows` that the MMAs read. False if the block quits first (the rows then hold garbage nobody reads).
-__device__ __forceinline__ bool take_words(const unsigned long long* words, int n, unsigned seq, uint16_t* rows, int stride,
-                                           int nct, volatile CtaFlags* f) {
+// The tagged exchange's consumer side: threads first, first + step, ... spin on their pairs of words
+// [from, n) (an input or a layer's h, hi | lo; from even) until their tags reach seq, then write them
+// into the two rows (hi, lo) of `rows` that the MMAs read. False if the block quits first (the rows then
+// hold garbage nobody reads).
+__device__ __forceinline__ bool take_words(const unsigned long long* words, int from, int n, unsigned seq, uint16_t* rows,
+                                           int stride, int first, int step, volatile CtaFlags* f) {
   uint32_t* const hi = reinterpret_cast<uint32_t*>(rows);
   uint32_t* const lo = hi + stride / 2;
-  for (int i = int(threadIdx.x); 2 * i < n; i += nct) {
+  for (int i = from / 2 + first; 2 * i < n; i += step) {
     const bool two = 2 * i + 1 < n;
     unsigned long long a, b;
     for (;;) {
@@ -417,7 +418,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     // which passes it on)
     long long t_seen = 0;
     if (tagged && b != 0) {  // every compute thread takes its words of the input
-      if (!take_words(p.xch_words, p.I, seq, m.xin0, stride, nct, f)) f->decision = 1u;
+      if (!take_words(p.xch_words, 0, p.I, seq, m.xin0, stride, tid, nct, f)) f->decision = 1u;
     } else if (warp == 0) {
       bool ok;
       const int n4 = p.kt[0] * 2;  // uint4 of one row (kt[0] x 16 halves)
@@ -454,15 +455,19 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     dev::named_barrier(nct);
     if (f->decision) break;
     const long long t_in = clock64();
-    const unsigned long long ns_in = tid == 0 ? dev::globaltimer_ns() : 0ull;
     long long t_l0 = t_in;
     // (4) layers
     for (int l = 0; l < L; ++l) {
       const uint16_t* in = l == 0 ? m.xin0 : m.layer_in(p, l);
+      const int kt = p.kt[l];
+      const int per = ((kt + ksplit - 1) / ksplit + 1) & ~1;
+      const int k0 = min(kt, ks * per), k1 = min(kt, k0 + per);
       if (l > 0 && tagged) {
-        // this thread's words of layer l-1's output (a quit ends the wait: garbage, never read)
-        take_words(p.xch_words + gw.layer_in(l), H, seq, const_cast<uint16_t*>(in), stride, nct, f);
-        dev::named_barrier(nct);
+        // the words of this warp's k16 tiles of layer l-1's output: its MMAs start when their producers
+        // are done, not every block (a quit ends the wait: garbage, never read)
+        take_words(p.xch_words + gw.layer_in(l), 16 * k0, min(16 * k1, H), seq, const_cast<uint16_t*>(in), stride, lane,
+                   32, f);
+        __syncwarp();
       } else if (l > 0) {
         // every slice of layer l-1's output has arrived (a quit ends the wait: garbage, never read)
         if (warp == 0) {
@@ -477,9 +482,6 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
         for (int i = tid; i < stride / 4; i += nct) dst[i] = __ldcg(src + i);  // 2 rows x stride halves
         dev::named_barrier(nct);
       }
-      const int kt = p.kt[l];
-      const int per = ((kt + ksplit - 1) / ksplit + 1) & ~1;
-      const int k0 = min(kt, ks * per), k1 = min(kt, k0 + per);
       float y[4];
       const uint4* lf = l < p.grid_l2_layers
                             ? static_cast<const uint4*>(p.frags) + size_t(b) * p.block_frag + p.bfrag_off[l]
@@ -608,7 +610,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
         const float za = __shfl_sync(0xffffffffu, z, (2 * lane) & 31), zb = __shfl_sync(0xffffffffu, z, (2 * lane + 1) & 31);
         const long long t_head = clock64();
         dev::store_output_chunk(p.mb, seq, O, za, zb);
-        if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()}, ns_in);
+        if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()});
         __syncwarp();
         if (lane == 0) f->answered = s + 1;
       }
@@ -627,7 +629,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       const float za = __shfl_sync(0xffffffffu, z, (2 * lane) & 31), zb = __shfl_sync(0xffffffffu, z, (2 * lane + 1) & 31);
       const long long t_head = clock64();
       dev::store_output_chunk(p.mb, seq, O, za, zb);
-      if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()}, ns_in);
+      if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()});
       __syncwarp();
       if (lane == 0) f->answered = s + 1;
     }
