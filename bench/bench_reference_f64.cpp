@@ -1,7 +1,8 @@
 // Google Benchmark micro-benchmark of the float64 streaming references the bench checker runs: one
-// FastF64::step (one thread, transposed weights) against one SplitF64::step on 1, 2, 4 and 8 threads
-// (each owning a slice of the hidden units), for vollo_small and lstm_m; the head is not included. Wall
-// time per step (the split's helper threads work while the caller waits in the barrier).
+// FastF64::step (one thread, transposed weights) against one SplitF64::step on 1, 2, 4, 8 and 14 threads
+// (each owning a slice of the hidden units), and SplitF64::step_many over batches of 16 ticks (the
+// checker's batch at its default --check-every), for vollo_small, lstm_m and vollo_large; the head is not
+// included. Wall time per step (the split's helper threads work while the caller waits in the barrier).
 // Thread counts above the machine's cores are skipped (spinning threads that share a core measure the
 // scheduler, not the reference).
 //
@@ -56,18 +57,37 @@ void BM_split_f64(benchmark::State& st, const std::string& model, int threads) {
   st.SetItemsProcessed(st.iterations());  // items/s: steps a second
 }
 
+constexpr int kBatch = 16;
+
+void BM_split_f64_many(benchmark::State& st, const std::string& model, int threads) {
+  const Model m = *zoo_model(model);
+  reference::F64Team team(threads);
+  reference::SplitF64 f(m, team);
+  const int I = m.config.input_size;
+  const auto x = inputs(I, kTicks);
+  size_t t = 0;
+  for (auto _ : st) f.step_many(std::span<const double>(x).subspan((t++ % (kTicks / kBatch)) * kBatch * I, size_t(kBatch) * I));
+  st.SetItemsProcessed(st.iterations() * kBatch);  // items/s: steps a second
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int cores = int(std::thread::hardware_concurrency());
-  for (const std::string model : {"vollo_small", "lstm_m"}) {
+  for (const std::string model : {"vollo_small", "lstm_m", "vollo_large"}) {
     benchmark::RegisterBenchmark(("fast_f64/" + model).c_str(), BM_fast_f64, model)
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
-    for (int n : {1, 2, 4, 8})
+    for (int n : {1, 2, 4, 8, 14})
       if (n <= cores)
         benchmark::RegisterBenchmark(("split_f64/" + model + "/threads:" + std::to_string(n)).c_str(), BM_split_f64,
                                      model, n)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+    for (int n : {1, 2, 4, 8, 14})
+      if (n <= cores)
+        benchmark::RegisterBenchmark(("split_f64_many/" + model + "/threads:" + std::to_string(n)).c_str(),
+                                     BM_split_f64_many, model, n)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
   }

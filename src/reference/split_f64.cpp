@@ -12,6 +12,7 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <type_traits>
 
 namespace hotpath::reference {
 namespace {
@@ -63,15 +64,18 @@ void wake(std::atomic<uint32_t>& word, uint32_t value, const std::atomic<int>& s
 }
 
 using Buf = std::unique_ptr<double[], void (*)(void*)>;
+using FloatBuf = std::unique_ptr<float[], void (*)(void*)>;
 
-// n doubles, zeroed, on a 64-byte boundary (whole vector loads, no line split).
-Buf zeros(size_t n) {
-  const size_t bytes = std::max<size_t>(64, (n * sizeof(double) + 63) / 64 * 64);
+// n values, zeroed, on a 64-byte boundary (whole vector loads, no line split).
+template <class T>
+std::unique_ptr<T[], void (*)(void*)> zeroed(size_t n) {
+  const size_t bytes = std::max<size_t>(64, (n * sizeof(T) + 63) / 64 * 64);
   void* p = std::aligned_alloc(64, bytes);
   if (!p) throw std::bad_alloc();
   std::memset(p, 0, bytes);
-  return Buf(static_cast<double*>(p), std::free);
+  return {static_cast<T*>(p), std::free};
 }
+Buf zeros(size_t n) { return zeroed<double>(n); }
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
@@ -80,46 +84,82 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 constexpr int kRows = 16;
 constexpr int kUnits = 4;
 
-// Eight doubles, loaded and stored through any double pointer (8-byte alignment is enough). Generic
-// vectors: each clone below maps them onto its own registers. Macros, not functions: a function taking
-// or returning one would have a different ABI in each clone.
+// Eight doubles, loaded and stored through any double pointer (8-byte alignment is enough); eight floats
+// loaded and widened (exactly: every float is a double). Generic vectors: each clone below maps them onto
+// its own registers. Macros, not functions: a function taking or returning one would have a different ABI
+// in each clone.
 typedef double d8 __attribute__((vector_size(64), aligned(8), may_alias));
+typedef float f8 __attribute__((vector_size(32), aligned(4), may_alias));
 #define LOAD8(p) (*reinterpret_cast<const d8*>(p))
 #define STORE8(p, v) (*reinterpret_cast<d8*>(p) = (v))
+#define LOAD8_double(p) LOAD8(p)
+#define LOAD8_float(p) __builtin_convertvector(*reinterpret_cast<const f8*>(p), d8)
 
-// acc[r] += w[k][r] * v[k] for k = 0 .. n-1 in order, for the 16 rows of `blocks` (1 or 2) blocks
-// whose weights start at w0 and w1; each row has its own lane of an accumulator, so the order of every
-// row's sum is the plain one. Two blocks at once keep four independent add chains in flight.
 // One clone per vector width, chosen at load time.
 #if defined(__x86_64__)
 #define HOTPATH_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define HOTPATH_VECTOR_CLONES
 #endif
-HOTPATH_VECTOR_CLONES void dot_blocks(const double* w0, const double* w1, const double* v, size_t n, int blocks,
-                                      double* acc0, double* acc1) {
-  d8 a0 = LOAD8(acc0), a1 = LOAD8(acc0 + 8);
-  if (blocks == 2) {
-    d8 b0 = LOAD8(acc1), b1 = LOAD8(acc1 + 8);
-    for (size_t k = 0; k < n; ++k) {
-      const double x = v[k];
-      a0 += LOAD8(w0 + k * kRows) * x;
-      a1 += LOAD8(w0 + k * kRows + 8) * x;
-      b0 += LOAD8(w1 + k * kRows) * x;
-      b1 += LOAD8(w1 + k * kRows + 8) * x;
-    }
-    STORE8(acc1, b0);
-    STORE8(acc1 + 8, b1);
-  } else {
-    for (size_t k = 0; k < n; ++k) {
-      const double x = v[k];
-      a0 += LOAD8(w0 + k * kRows) * x;
-      a1 += LOAD8(w0 + k * kRows + 8) * x;
-    }
+
+// For weights stored as W (double, or float where every weight is one):
+//
+// dot_blocks: acc[r] += w[k][r] * v[k] for k = 0 .. n-1 in order, for the 16 rows of `blocks` (1 or 2)
+// blocks whose weights start at w0 and w1; each row has its own lane of an accumulator, so the order of
+// every row's sum is the plain one. Two blocks at once keep four independent add chains in flight.
+//
+// dot_four_ticks: the same for two blocks and four ticks at once (step_many's input terms): tick t's
+// input at xs + t * xstride, its 32 accumulators at acc + t * astride. Each weight vector loaded once
+// serves four ticks, so the loop runs on the arithmetic rather than on the weights' stream.
+#define HOTPATH_DEFINE_DOTS(W)                                                                                      \
+  HOTPATH_VECTOR_CLONES void dot_blocks(const W* w0, const W* w1, const double* v, size_t n, int blocks,            \
+                                        double* acc0, double* acc1) {                                               \
+    d8 a0 = LOAD8(acc0), a1 = LOAD8(acc0 + 8);                                                                      \
+    if (blocks == 2) {                                                                                              \
+      d8 b0 = LOAD8(acc1), b1 = LOAD8(acc1 + 8);                                                                    \
+      for (size_t k = 0; k < n; ++k) {                                                                              \
+        const double x = v[k];                                                                                      \
+        a0 += LOAD8_##W(w0 + k * kRows) * x;                                                                        \
+        a1 += LOAD8_##W(w0 + k * kRows + 8) * x;                                                                    \
+        b0 += LOAD8_##W(w1 + k * kRows) * x;                                                                        \
+        b1 += LOAD8_##W(w1 + k * kRows + 8) * x;                                                                    \
+      }                                                                                                             \
+      STORE8(acc1, b0);                                                                                             \
+      STORE8(acc1 + 8, b1);                                                                                         \
+    } else {                                                                                                        \
+      for (size_t k = 0; k < n; ++k) {                                                                              \
+        const double x = v[k];                                                                                      \
+        a0 += LOAD8_##W(w0 + k * kRows) * x;                                                                        \
+        a1 += LOAD8_##W(w0 + k * kRows + 8) * x;                                                                    \
+      }                                                                                                             \
+    }                                                                                                               \
+    STORE8(acc0, a0);                                                                                               \
+    STORE8(acc0 + 8, a1);                                                                                           \
+  }                                                                                                                 \
+  HOTPATH_VECTOR_CLONES void dot_four_ticks(const W* w0, const W* w1, const double* xs, size_t xstride, size_t n,   \
+                                            double* acc, size_t astride) {                                          \
+    d8 a[4][4];                                                                                                     \
+    for (int t = 0; t < 4; ++t)                                                                                     \
+      for (int j = 0; j < 4; ++j) a[t][j] = LOAD8(acc + t * astride + 8 * j);                                       \
+    for (size_t k = 0; k < n; ++k) {                                                                                \
+      const d8 p0 = LOAD8_##W(w0 + k * kRows), p1 = LOAD8_##W(w0 + k * kRows + 8);                                 \
+      const d8 q0 = LOAD8_##W(w1 + k * kRows), q1 = LOAD8_##W(w1 + k * kRows + 8);                                 \
+      for (int t = 0; t < 4; ++t) {                                                                                 \
+        const double x = xs[t * xstride + k];                                                                       \
+        a[t][0] += p0 * x;                                                                                          \
+        a[t][1] += p1 * x;                                                                                          \
+        a[t][2] += q0 * x;                                                                                          \
+        a[t][3] += q1 * x;                                                                                          \
+      }                                                                                                             \
+    }                                                                                                               \
+    for (int t = 0; t < 4; ++t)                                                                                     \
+      for (int j = 0; j < 4; ++j) STORE8(acc + t * astride + 8 * j, a[t][j]);                                       \
   }
-  STORE8(acc0, a0);
-  STORE8(acc0 + 8, a1);
-}
+HOTPATH_DEFINE_DOTS(double)
+HOTPATH_DEFINE_DOTS(float)
+#undef HOTPATH_DEFINE_DOTS
+#undef LOAD8_double
+#undef LOAD8_float
 #undef LOAD8
 #undef STORE8
 #undef HOTPATH_VECTOR_CLONES
@@ -176,14 +216,40 @@ void F64Team::sync() {
 // of the model can be partial (its missing units have zero rows and are never written).
 struct SplitF64::Slice {
   int b0 = 0, b1 = 0;
-  std::vector<Buf> w;     // per layer: [blocks][in + H][16], the w_ih columns then the w_hh columns
-  std::vector<Buf> bias;  // per layer: [blocks][16], b_ih + b_hh
-  std::vector<double> c;  // [L][blocks * 4]: the cell state of its own units, read by no other thread
+  // per layer: [blocks][in + H][16], the w_ih columns then the w_hh columns; as floats when every weight
+  // of the model is one (SplitF64::floats_: the same values in half the bytes a step streams)
+  std::vector<Buf> w;
+  std::vector<FloatBuf> wf;
+  std::vector<Buf> bias;    // per layer: [blocks][16], b_ih + b_hh
+  std::vector<double> c;    // [L][blocks * 4]: the cell state of its own units, read by no other thread
+  std::vector<double> acc;  // step_many: [T][blocks][16], the gate sums of every tick of the batch
   std::exception_ptr error;
+  template <class W>
+  const W* weights(int l) const {
+    if constexpr (std::is_same_v<W, float>) return wf[size_t(l)].get();
+    else return w[size_t(l)].get();
+  }
 };
 
+namespace {
+
+// Every weight of the LSTM layers is a float (a model saved in fp32 or rounded to half precision):
+// SplitF64 then keeps them as floats, widened exactly when read.
+bool lstm_weights_are_floats(const Model& m) {
+  auto is_float = [](double v) { return double(float(v)) == v || std::isnan(v); };
+  for (const LstmLayer& layer : m.layers) {
+    for (double v : layer.w_ih)
+      if (!is_float(v)) return false;
+    for (double v : layer.w_hh)
+      if (!is_float(v)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 SplitF64::SplitF64(const Model& m, F64Team& team)
-    : cfg_(m.config), team_(team), head_w_(nullptr, std::free) {
+    : cfg_(m.config), team_(team), floats_(lstm_weights_are_floats(m)), head_w_(nullptr, std::free) {
   const int H = cfg_.hidden_size, L = cfg_.num_layers, O = cfg_.output_size, n = team.size();
   const int blocks = (H + kUnits - 1) / kUnits;
   for (int k = 0; k < n; ++k) {
@@ -221,19 +287,25 @@ void SplitF64::pack_job(void* ctx, int worker) {
     for (int l = 0; l < self.cfg_.num_layers; ++l) {
       const LstmLayer& layer = m.layers[size_t(l)];
       const size_t in = size_t(self.cfg_.layer_input_size(l)), K = in + size_t(H);
-      Buf w = zeros(size_t(nb) * K * kRows), bias = zeros(size_t(nb) * kRows);
+      Buf w(nullptr, std::free), bias = zeros(size_t(nb) * kRows);
+      FloatBuf wf(nullptr, std::free);
+      if (self.floats_) wf = zeroed<float>(size_t(nb) * K * kRows);
+      else w = zeros(size_t(nb) * K * kRows);
       const std::vector<double> bsum = layer.bias_sum(H);
       for (int b = 0; b < nb; ++b)
         for (int j = 0; j < kRows; ++j) {
           const int unit = (s.b0 + b) * kUnits + j / 4, gate = j % 4;
           if (unit >= H) continue;
-          const size_t r = size_t(gate) * H + unit;
+          const size_t r = size_t(gate) * H + unit, at = size_t(b) * K * kRows + j;
           bias[size_t(b) * kRows + j] = bsum[r];
-          double* dst = &w[size_t(b) * K * kRows + j];
-          for (size_t k = 0; k < in; ++k) dst[k * kRows] = layer.w_ih[r * in + k];
-          for (size_t k = 0; k < size_t(H); ++k) dst[(in + k) * kRows] = layer.w_hh[r * H + k];
+          for (size_t k = 0; k < K; ++k) {
+            const double v = k < in ? layer.w_ih[r * in + k] : layer.w_hh[r * H + (k - in)];
+            if (self.floats_) wf[at + k * kRows] = float(v);
+            else w[at + k * kRows] = v;
+          }
         }
       s.w.push_back(std::move(w));
+      s.wf.push_back(std::move(wf));
       s.bias.push_back(std::move(bias));
     }
     s.c.assign(size_t(self.cfg_.num_layers) * nb * kUnits, 0.0);
@@ -242,41 +314,111 @@ void SplitF64::pack_job(void* ctx, int worker) {
   }
 }
 
-void SplitF64::step_job(void* ctx, int worker) {
-  auto& self = *static_cast<SplitF64*>(ctx);
-  Slice& s = *self.slices_[size_t(worker)];
+namespace {
+
+// The cells of the units of one or two blocks from their gate sums g ([blocks][16], unit-major rows):
+// c in place, h into h[unit].
+void cells(const double* acc, int first_unit, int units, int H, double* c, double* h) {
+  for (int u = 0; u < units; ++u) {
+    const int unit = first_unit + u;
+    if (unit >= H) break;
+    const double* g = acc + (u / kUnits) * kRows + (u % kUnits) * 4;
+    const double i = sigmoid(g[0]), f = sigmoid(g[1]), gg = std::tanh(g[2]), o = sigmoid(g[3]);
+    double& cu = c[u];
+    cu = f * cu + i * gg;
+    h[unit] = o * std::tanh(cu);
+  }
+}
+
+}  // namespace
+
+template <class W>
+void SplitF64::step_slice(SplitF64& self, Slice& s) {
   const int H = self.cfg_.hidden_size, L = self.cfg_.num_layers, nb = s.b1 - s.b0;
   const double* old_h = self.h_[self.cur_].data();
   double* new_h = self.h_[self.cur_ ^ 1].data();
   for (int l = 0; l < L; ++l) {
     const double* in = l == 0 ? self.x_.data() : new_h + size_t(l - 1) * H;
     const size_t n_in = size_t(self.cfg_.layer_input_size(l)), K = n_in + size_t(H);
-    const double* w = s.w[size_t(l)].get();
+    const W* w = s.template weights<W>(l);
     const double* bias = s.bias[size_t(l)].get();
     double* c = s.c.data() + size_t(l) * nb * kUnits;
-    double* h = new_h + size_t(l) * H;
     for (int b = 0; b < nb; b += 2) {
       const int pair = std::min(2, nb - b);
       alignas(64) double acc[2 * kRows];
       std::memcpy(acc, bias + size_t(b) * kRows, sizeof(double) * kRows * size_t(pair));
-      const double* w0 = w + size_t(b) * K * kRows;
-      const double* w1 = w0 + K * kRows;
+      const W* w0 = w + size_t(b) * K * kRows;
+      const W* w1 = w0 + K * kRows;
       // Bias, then the input's terms, then the recurrent ones: FastF64's order.
       dot_blocks(w0, w1, in, n_in, pair, acc, acc + kRows);
       dot_blocks(w0 + n_in * kRows, w1 + n_in * kRows, old_h + size_t(l) * H, size_t(H), pair, acc, acc + kRows);
-      for (int u = 0; u < pair * kUnits; ++u) {
-        const int unit = (s.b0 + b) * kUnits + u;
-        if (unit >= H) break;
-        const double* g = acc + (u / kUnits) * kRows + (u % kUnits) * 4;
-        const double i = sigmoid(g[0]), f = sigmoid(g[1]), gg = std::tanh(g[2]), o = sigmoid(g[3]);
-        double& cu = c[size_t(b) * kUnits + u];
-        cu = f * cu + i * gg;
-        h[unit] = o * std::tanh(cu);
-      }
+      cells(acc, (s.b0 + b) * kUnits, pair * kUnits, H, c + size_t(b) * kUnits, new_h + size_t(l) * H);
     }
     // The next layer reads every unit's new h; the last layer's barrier is run()'s own.
     if (l + 1 < L) self.team_.sync();
   }
+}
+
+void SplitF64::step_job(void* ctx, int worker) {
+  auto& self = *static_cast<SplitF64*>(ctx);
+  Slice& s = *self.slices_[size_t(worker)];
+  if (self.floats_) step_slice<float>(self, s);
+  else step_slice<double>(self, s);
+}
+
+// T ticks layer by layer: a layer's input terms for the whole batch first (each weight read once for
+// four ticks), then its recurrence tick by tick, a barrier after each (every unit's h of tick t before
+// tick t + 1). Every row's sum is step()'s: bias, the input's terms, the recurrent ones, in order.
+template <class W>
+void SplitF64::many_slice(SplitF64& self, Slice& s) {
+  const int H = self.cfg_.hidden_size, L = self.cfg_.num_layers, I = self.cfg_.input_size, nb = s.b1 - s.b0;
+  const int T = self.many_;
+  const size_t astride = size_t(nb) * kRows;
+  double* const acc = s.acc.data();
+  for (int l = 0; l < L; ++l) {
+    const size_t n_in = size_t(self.cfg_.layer_input_size(l)), K = n_in + size_t(H);
+    const W* w = s.template weights<W>(l);
+    const double* bias = s.bias[size_t(l)].get();
+    const double* in = l == 0 ? self.xs_.data() : self.seq_[(l - 1) & 1].data();
+    const size_t in_stride = l == 0 ? size_t(I) : size_t(H);
+    double* out = self.seq_[l & 1].data();  // [T][H]
+    double* c = s.c.data() + size_t(l) * nb * kUnits;
+    for (int t = 0; t < T; ++t) std::memcpy(acc + t * astride, bias, sizeof(double) * astride);
+    for (int b = 0; b < nb; b += 2) {
+      const int pair = std::min(2, nb - b);
+      const W* w0 = w + size_t(b) * K * kRows;
+      const W* w1 = w0 + K * kRows;
+      int t = 0;
+      if (pair == 2)
+        for (; t + 4 <= T; t += 4) dot_four_ticks(w0, w1, in + t * in_stride, in_stride, n_in, acc + t * astride + b * kRows, astride);
+      for (; t < T; ++t) {
+        double* a = acc + t * astride + b * kRows;
+        dot_blocks(w0, w1, in + t * in_stride, n_in, pair, a, a + kRows);
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const double* h_prev = t == 0 ? self.h_[self.cur_].data() + size_t(l) * H : out + size_t(t - 1) * H;
+      for (int b = 0; b < nb; b += 2) {
+        const int pair = std::min(2, nb - b);
+        const W* w0 = w + size_t(b) * K * kRows + n_in * kRows;
+        const W* w1 = w0 + K * kRows;
+        double* a = acc + t * astride + b * kRows;
+        dot_blocks(w0, w1, h_prev, size_t(H), pair, a, a + kRows);
+        cells(a, (s.b0 + b) * kUnits, pair * kUnits, H, c + size_t(b) * kUnits, out + size_t(t) * H);
+      }
+      self.team_.sync();
+    }
+    // The batch's last h of this layer, for the next call (every worker read the old one at tick 0)
+    for (int unit = s.b0 * kUnits; unit < std::min(H, s.b1 * kUnits); ++unit)
+      self.h_[self.cur_][size_t(l) * H + unit] = out[size_t(T - 1) * H + unit];
+  }
+}
+
+void SplitF64::many_job(void* ctx, int worker) {
+  auto& self = *static_cast<SplitF64*>(ctx);
+  Slice& s = *self.slices_[size_t(worker)];
+  if (self.floats_) many_slice<float>(self, s);
+  else many_slice<double>(self, s);
 }
 
 void SplitF64::step(std::span<const double> x) {
@@ -289,6 +431,19 @@ void SplitF64::step(std::span<const float> x) {
   std::copy(x.begin(), x.end(), x_.begin());  // exact: every float is a double
   team_.run(&SplitF64::step_job, this);
   cur_ ^= 1;
+}
+
+void SplitF64::step_many(std::span<const double> xs) {
+  const size_t I = size_t(cfg_.input_size), H = size_t(cfg_.hidden_size);
+  const size_t T = I ? xs.size() / I : 0;
+  if (T == 0) return;
+  xs_.assign(xs.begin(), xs.begin() + ptrdiff_t(T * I));
+  for (auto& q : seq_)
+    if (q.size() < T * H) q.resize(T * H);
+  for (auto& s : slices_)
+    if (s->acc.size() < T * size_t(s->b1 - s->b0) * kRows) s->acc.resize(T * size_t(s->b1 - s->b0) * kRows);
+  many_ = int(T);
+  team_.run(&SplitF64::many_job, this);
 }
 
 void SplitF64::head(std::span<double> z) const {

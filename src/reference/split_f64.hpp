@@ -2,7 +2,9 @@
 // long streaming runs about as fast as a backend answers them. One float64 step of a model like
 // vollo_small reads 12.6 MB of weights: on one core that comes from L3 or memory (~0.45 ms a step); split
 // n ways, each thread keeps its own packed rows in its own L2 and the step is n times shorter, plus one
-// barrier per layer.
+// barrier per layer. Weights that are all floats (fp32 files, rounded models) are kept as floats, the same
+// values in half the bytes; step_many takes a batch of ticks layer by layer, each input-side weight read
+// once for four ticks.
 //
 // The arithmetic is FastF64's (float64, libm sigmoid/tanh) and so is the summation order: each gate row
 // starts from b_ih + b_hh, adds w_ih[r][k] * x[k] for k = 0, 1, ..., then w_hh[r][k] * h[k] for k = 0, 1,
@@ -70,6 +72,9 @@ class SplitF64 {
   // One time step of every layer on x (I values), from the calling thread (worker 0).
   void step(std::span<const double> x);
   void step(std::span<const float> x);
+  // T = xs.size() / I time steps, xs [T][I]: the same bits as T calls of step(), faster by about the
+  // batch's reuse of the input-side weights (layer by layer, each weight read once for four ticks).
+  void step_many(std::span<const double> xs);
   // The head on the last layer's h: O values into z.
   void head(std::span<double> z) const;
   // Back to zero state.
@@ -92,15 +97,26 @@ class SplitF64 {
   };
   static void pack_job(void* ctx, int worker);  // ctx: a Packing
   static void step_job(void* ctx, int worker);
+  static void many_job(void* ctx, int worker);
+  template <class W>
+  static void step_slice(SplitF64& self, Slice& s);  // W: how the slice keeps its weights
+  template <class W>
+  static void many_slice(SplitF64& self, Slice& s);
 
   ModelConfig cfg_;
   F64Team& team_;
+  bool floats_;  // every LSTM weight is a float: the slices keep them as floats (the same values)
   std::vector<std::unique_ptr<Slice>> slices_;  // one per worker
   // h of every layer twice: a step reads the previous tick's h[l] from one buffer while it writes the
   // new one into the other, so one barrier per layer suffices. cur_ is the buffer holding the latest.
   std::vector<double> h_[2];  // [L][H]
   int cur_ = 0;
   std::vector<double> x_;                  // the step's input (I), written by worker 0 before run()
+  // step_many: its inputs [T][I], the layers' h of every tick of the batch [T][H] (layer l writes
+  // seq_[l % 2], layer l + 1 reads it), T
+  std::vector<double> xs_;
+  std::vector<double> seq_[2];
+  int many_ = 0;
   std::unique_ptr<double[], void (*)(void*)> head_w_;  // [ceil(O / 16)][H][16]
   std::vector<double> head_b_;             // [ceil(O / 16) * 16], zeros without a bias
 };

@@ -304,6 +304,56 @@ TEST(Reference, SplitFloat64AgreesWithPlainOnAZooModel) {
   split_against_plain(m, 3, 12, 41);
 }
 
+// A model whose weights are not all floats: SplitF64 keeps them as doubles (its other path).
+Model off_the_float_grid(Model m) {
+  for (auto& layer : m.layers)
+    for (size_t k = 0; k < layer.w_hh.size(); k += 3) layer.w_hh[k] += layer.w_hh[k] * 0x1p-40;
+  return m;
+}
+
+// The double-weight path against the plain reference too.
+TEST(Reference, SplitFloat64AgreesWithPlainWithDoubleWeights) {
+  const Model m = off_the_float_grid(random_model(7, 65, 3, 2, true, true, 77));
+  split_against_plain(m, 3, 20, 32);
+}
+
+// step_many over batches of every size (a tail of 1-3 ticks after whole fours, a lone tick) gives the
+// bits of step() tick by tick: states and outputs equal, not close; weights kept as floats and as doubles.
+TEST(Reference, SplitFloat64StepManyIsStepTickByTick) {
+  struct Shape { int I, H, L, O; };
+  for (const Shape sh : {Shape{1, 13, 4, 3}, Shape{7, 65, 3, 2}, Shape{33, 9, 1, 1}, Shape{5, 30, 2, 17}})
+    for (const bool floats : {true, false}) {
+      const Model base = random_model(sh.I, sh.H, sh.L, sh.O, true, true, 500 + sh.H);
+      const Model m = floats ? base : off_the_float_grid(base);
+      for (int threads : {1, 2, 3}) {
+        SCOPED_TRACE("I=" + std::to_string(sh.I) + " H=" + std::to_string(sh.H) + " L=" + std::to_string(sh.L) +
+                     (floats ? " float" : " double") + " weights, threads=" + std::to_string(threads));
+        const int I = sh.I, O = sh.O;
+        const std::vector<int> batches = {1, 4, 3, 9, 8, 2, 5, 1, 16};
+        size_t T = 0;
+        for (int b : batches) T += size_t(b);
+        const auto x = random_inputs(T * I, 900 + sh.H);
+        std::vector<double> xd(x.begin(), x.end());
+        reference::F64Team team_a(threads), team_b(threads);
+        reference::SplitF64 one(m, team_a), many(m, team_b);
+        std::vector<double> za(O), zb(O);
+        size_t t = 0;
+        for (int b : batches) {
+          for (int i = 0; i < b; ++i, ++t) one.step(std::span<const double>(xd).subspan(t * I, I));
+          many.step_many(std::span<const double>(xd).subspan((t - b) * I, size_t(b) * I));
+          one.head(za);
+          many.head(zb);
+          EXPECT_EQ(za, zb) << "after tick " << t - 1;
+          const reference::LstmState sa = one.state(), sb = many.state();
+          for (int l = 0; l < sh.L; ++l) {
+            EXPECT_EQ(sa.h[l], sb.h[l]) << "h of layer " << l << " after tick " << t - 1;
+            EXPECT_EQ(sa.c[l], sb.c[l]) << "c of layer " << l << " after tick " << t - 1;
+          }
+        }
+      }
+    }
+}
+
 TEST(Reference, SplitFloat64UsesOnlyThreadsWorthABarrier) {
   ModelConfig tiny{3, 4, 1, 1, true, true, std::nullopt};
   EXPECT_EQ(reference::SplitF64::useful_threads(tiny, 8), 1);
