@@ -46,29 +46,23 @@ void BM_fast_f64(benchmark::State& st, const std::string& model) {
   st.SetItemsProcessed(st.iterations());  // items/s: steps a second
 }
 
-void BM_split_f64(benchmark::State& st, const std::string& model, int threads) {
+// batch 1: step(); more: step_many over that many ticks at a time.
+void BM_split_f64(benchmark::State& st, const std::string& model, int threads, int batch) {
   const Model m = *zoo_model(model);
   reference::F64Team team(threads);
   reference::SplitF64 f(m, team);
   const int I = m.config.input_size;
   const auto x = inputs(I, kTicks);
   size_t t = 0;
-  for (auto _ : st) f.step(std::span<const double>(x).subspan((t++ % kTicks) * I, I));
-  st.SetItemsProcessed(st.iterations());  // items/s: steps a second
+  for (auto _ : st) {
+    const auto xs = std::span<const double>(x).subspan((t++ % (kTicks / batch)) * batch * I, size_t(batch) * I);
+    if (batch == 1) f.step(xs);
+    else f.step_many(xs);
+  }
+  st.SetItemsProcessed(st.iterations() * batch);  // items/s: steps a second
 }
 
 constexpr int kBatch = 16;
-
-void BM_split_f64_many(benchmark::State& st, const std::string& model, int threads) {
-  const Model m = *zoo_model(model);
-  reference::F64Team team(threads);
-  reference::SplitF64 f(m, team);
-  const int I = m.config.input_size;
-  const auto x = inputs(I, kTicks);
-  size_t t = 0;
-  for (auto _ : st) f.step_many(std::span<const double>(x).subspan((t++ % (kTicks / kBatch)) * kBatch * I, size_t(kBatch) * I));
-  st.SetItemsProcessed(st.iterations() * kBatch);  // items/s: steps a second
-}
 
 }  // namespace
 
@@ -81,13 +75,13 @@ int main(int argc, char** argv) {
     for (int n : {1, 2, 4, 8, 14})
       if (n <= cores)
         benchmark::RegisterBenchmark(("split_f64/" + model + "/threads:" + std::to_string(n)).c_str(), BM_split_f64,
-                                     model, n)
+                                     model, n, 1)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
     for (int n : {1, 2, 4, 8, 14})
       if (n <= cores)
         benchmark::RegisterBenchmark(("split_f64_many/" + model + "/threads:" + std::to_string(n)).c_str(),
-                                     BM_split_f64_many, model, n)
+                                     BM_split_f64, model, n, kBatch)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
   }

@@ -14,7 +14,7 @@
 //                now: a warp's MMAs need its k range only; the barrier stands for the gate sums' meeting)
 //   tagged-one   warp 0 alone spins on every word, then a block barrier (fewest pollers)
 //   tagged-nap   tagged-warp with a 64 ns nap between polls (less L2 traffic, later detection)
-// Each also with `work`: 1,000 cycles of spinning after the exchange, as a layer's arithmetic, so the
+// The tagged words are the kernel's own (kernels/common/tagged_words.cuh). Each also with `work`: 1,000 cycles of spinning after the exchange, as a layer's arithmetic, so the
 // blocks' skew shows.
 #include <cuda_runtime.h>
 
@@ -23,14 +23,8 @@
 #include <cstring>
 #include <string>
 
-#define CHECK(x)                                                                                 \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
+#include "cuda/kernels/common/tagged_words.cuh"
+#include "probe_check.hpp"
 
 namespace {
 
@@ -47,14 +41,6 @@ __device__ __forceinline__ unsigned long long gtime() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-__device__ __forceinline__ void ld2(const unsigned long long* p, unsigned long long& a, unsigned long long& b) {
-  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
-}
-__device__ __forceinline__ void st1(unsigned long long* p, unsigned long long w) {
-  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
-}
-__device__ __forceinline__ bool reached(unsigned long long w, unsigned r) { return int(unsigned(w >> 32) - r) >= 0; }
-
 // Threads first, first + step, ... spin on their pairs of words [from, to) until round r.
 __device__ __forceinline__ float spin_pairs(const unsigned long long* w, int from, int to, unsigned r, int first, int step,
                                             int nap_ns) {
@@ -62,8 +48,10 @@ __device__ __forceinline__ float spin_pairs(const unsigned long long* w, int fro
   for (int i = from / 2 + first; 2 * i < to; i += step) {
     unsigned long long a, b;
     for (;;) {
-      ld2(w + 2 * i, a, b);
-      if (reached(a, r) && reached(b, r)) break;
+      hotpath::cuda::dev::ld_words2_gpu(w + 2 * i, a, b);
+      if (hotpath::cuda::dev::reached(hotpath::cuda::dev::tag_of(a), r) &&
+          hotpath::cuda::dev::reached(hotpath::cuda::dev::tag_of(b), r))
+        break;
       if (nap_ns) __nanosleep(nap_ns);
     }
     sum += __uint_as_float(unsigned(a)) + __uint_as_float(unsigned(b));
@@ -100,7 +88,8 @@ probe(int mech, int rounds, int work, unsigned long long* words, unsigned* count
       __syncthreads();
     } else {
       if (tid < kPerBlock)
-        st1(words + b * kPerBlock + tid, ((unsigned long long)unsigned(r) << 32) | __float_as_uint(float(r + tid)));
+        hotpath::cuda::dev::st_word_gpu(words + b * kPerBlock + tid,
+                                        hotpath::cuda::dev::tagged(unsigned(r), __float_as_uint(float(r + tid))));
       if (mech == kTaggedAll) {
         keep += spin_pairs(words, 0, n, unsigned(r), tid, kThreads, 0);
       } else if (mech == kTaggedWarp || mech == kTaggedNap) {

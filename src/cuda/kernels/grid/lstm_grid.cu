@@ -578,35 +578,45 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
         st_release_gpu(p.xch_flag + (L - 1) * nc + b, seq);
       if (b != 0) f->answered = s + 1;  // this block's share of tick s is done: its pollers may look again
     }
-    // (6) block 0: add the partial sums, answer
-    if (b == 0 && tagged) {
-      // output o: warp o % compute_warps takes every block's word, four per lane in flight, and adds them
-      // in a tree; the sums meet in shared memory (sP: free after the last layer until the next tick's
-      // load; [L][4][Ub] >= 32 floats)
-      for (int o = warp; o < O; o += p.compute_warps) {
-        float z = 0.f;
-        for (int r0 = 0; r0 < nc; r0 += 128) {
-          unsigned long long w[4];
-          for (;;) {
-            bool ok = true;
+    // (6) block 0: add the partial sums (lane o of warp 0: output o), answer
+    if (b == 0) {
+      float z = hb;
+      if (tagged) {
+        // output o: warp o % compute_warps takes every block's word, four per lane in flight, and adds them
+        // in a tree; the sums meet in shared memory (sP: free after the last layer until the next tick's
+        // load; [L][4][Ub] >= 32 floats)
+        for (int o = warp; o < O; o += p.compute_warps) {
+          float zo = 0.f;
+          for (int r0 = 0; r0 < nc; r0 += 128) {
+            unsigned long long w[4];
+            for (;;) {
+              bool ok = true;
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const int r = r0 + lane + 32 * i;
-              w[i] = r < nc ? dev::ld_word_gpu(p.xch_words + gw.head(o) + r) : dev::tagged(seq, 0u);
-              ok &= dev::reached(dev::tag_of(w[i]), seq);
+              for (int i = 0; i < 4; ++i) {
+                const int r = r0 + lane + 32 * i;
+                w[i] = r < nc ? dev::ld_word_gpu(p.xch_words + gw.head(o) + r) : dev::tagged(seq, 0u);
+                ok &= dev::reached(dev::tag_of(w[i]), seq);
+              }
+              if (ok || f->quit) break;  // a quit: garbage, never read
             }
-            if (ok || f->quit) break;  // a quit: garbage, never read
+#pragma unroll
+            for (int i = 0; i < 4; ++i) zo += __uint_as_float(dev::value_of(w[i]));
           }
 #pragma unroll
-          for (int i = 0; i < 4; ++i) z += __uint_as_float(dev::value_of(w[i]));
+          for (int d = 16; d > 0; d >>= 1) zo += __shfl_xor_sync(0xffffffffu, zo, d);
+          if (lane == 0) m.sP[o] = zo;
         }
-#pragma unroll
-        for (int d = 16; d > 0; d >>= 1) z += __shfl_xor_sync(0xffffffffu, z, d);
-        if (lane == 0) m.sP[o] = z;
+        dev::named_barrier(nct);
+        if (warp == 0 && lane < O) z += m.sP[lane];
+      } else if (warp == 0) {
+        if (counters)
+          wait_flags(count + 32 * (L - 1), 1, unsigned(nc) * unsigned(s + 1), f);
+        else
+          wait_flags(p.xch_flag + (L - 1) * nc, nc, seq, f);
+        if (lane < O)
+          for (int r = 0; r < nc; ++r) z += __ldcg(p.xch_head + (par * nc + r) * kMaxOutputs + lane);
       }
-      dev::named_barrier(nct);
       if (warp == 0) {
-        const float z = hb + (lane < O ? m.sP[lane] : 0.f);
         const float za = __shfl_sync(0xffffffffu, z, (2 * lane) & 31), zb = __shfl_sync(0xffffffffu, z, (2 * lane + 1) & 31);
         const long long t_head = clock64();
         dev::store_output_chunk(p.mb, seq, O, za, zb);
@@ -614,24 +624,6 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
         __syncwarp();
         if (lane == 0) f->answered = s + 1;
       }
-    } else if (b == 0 && warp == 0) {
-      if (counters)
-        wait_flags(count + 32 * (L - 1), 1, unsigned(nc) * unsigned(s + 1), f);
-      else
-        wait_flags(p.xch_flag + (L - 1) * nc, nc, seq, f);
-      float z = hb;
-      if (lane < O) {
-        for (int r = 0; r < nc; ++r) {
-          const int at = (par * nc + r) * kMaxOutputs + lane;
-          z += __ldcg(p.xch_head + at);
-        }
-      }
-      const float za = __shfl_sync(0xffffffffu, z, (2 * lane) & 31), zb = __shfl_sync(0xffffffffu, z, (2 * lane + 1) & 31);
-      const long long t_head = clock64();
-      dev::store_output_chunk(p.mb, seq, O, za, zb);
-      if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()});
-      __syncwarp();
-      if (lane == 0) f->answered = s + 1;
     }
     // (7) own precompute: the round that prepares tick s+1
     if (own) own_round<BF16>(p, smem, own_state(p, b), s, b, f);
