@@ -1,6 +1,7 @@
 #include "cuda/kernel_choice.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "util/error.hpp"
 
@@ -60,6 +61,15 @@ KernelChoice choose_kernel(const Model& model, Precision precision, Mode mode, i
               (p.grid_precompute == GridPrecompute::in_critical
                    ? std::string("the precompute in the same blocks between ticks (tensor cores, W_hh from L2)")
                    : std::to_string(p.np) + " precompute blocks" + (p.pre_global ? ", their weights in global memory" : ""));
+      if (p.grid_precompute == GridPrecompute::in_critical) {
+        const GridEstimate e = grid_estimate(p);
+        char est[200];
+        std::snprintf(est, sizeof est,
+                      "; predicted ~%.0f ticks/s: a precompute round ~%.0f us (%.1f MB of W_hh a block from L2), "
+                      "the answer ~%.0f us (rates measured on an H200; bench measures yours)",
+                      e.ticks_per_s, e.round_us, double(e.hh_bytes_per_block) / 1e6, e.answer_us);
+        c.why += est;
+      }
     }
   };
   KernelChoice c;

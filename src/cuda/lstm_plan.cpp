@@ -558,6 +558,18 @@ LstmPlan plan_cluster(const Model& model, Precision precision, Mode mode, int wi
 
 long long grid_smem_weight_bytes(const LstmParams& p) { return 16LL * (p.block_frag - p.bfrag_off[p.grid_l2_layers]); }
 
+GridEstimate grid_estimate(const LstmParams& p) {
+  GridEstimate e;
+  const int open = p.window_mode ? std::max(1, p.W - 1) : 1;  // windows a round advances
+  const long long tiles = open == 1 ? 1 : (open + 3) / 4;    // n8 tiles (4 windows each) a unit group
+  e.hh_bytes_per_block = tiles * p.gpb * p.L * 2LL * p.kt[p.L] * 512;  // 512 bytes a 16x16 fragment
+  e.round_us = std::max(double(e.hh_bytes_per_block) / MultiBlockPolicy::own_l2_bytes_per_us,
+                        p.L * MultiBlockPolicy::own_stage_us);
+  e.answer_us = MultiBlockPolicy::answer_base_us + p.L * MultiBlockPolicy::answer_layer_us;
+  e.ticks_per_s = 1e6 / (e.round_us + e.answer_us);
+  return e;
+}
+
 size_t critical_weight_bytes(const ModelConfig& cfg, bool half) {
   size_t n = 0;
   for (int l = 0; l < cfg.num_layers; ++l) n += size_t(4) * cfg.hidden_size * cfg.layer_input_size(l);

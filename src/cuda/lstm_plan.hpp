@@ -34,6 +34,15 @@ struct MultiBlockPolicy {
   // 50 us a tick the critical blocks do it instead (their round: 42-110 us on the big models, 2026-12-03).
   static constexpr double separate_bytes_per_us = 40e3;
   static constexpr double separate_max_us = 50;
+  // The grid's own precompute and answer, for `info`'s estimate (grid_estimate), from the H200 runs of
+  // 2026-12-03 (BENCHMARKS.md, "tagged words"): a block streams its W_hh fragments from L2 at ~32 GB/s
+  // (lstm_l 3.4 MB a round in 108 us, nv_large 6.0 MB in 178, stac_c 6.5 MB in 209); a stage with one
+  // window open takes ~5.5 us (streaming rounds: 14-23 us over 3-4 stages); the answer ~3.5 us of host
+  // round trip and input hand-on plus ~2.5 us a layer (lstm_l 13.5 us, nv_large 15.5).
+  static constexpr double own_l2_bytes_per_us = 32e3;
+  static constexpr double own_stage_us = 5.5;
+  static constexpr double answer_base_us = 3.5;
+  static constexpr double answer_layer_us = 2.5;
 };
 
 struct LstmPlan {
@@ -68,6 +77,14 @@ LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int windo
 // Grid family: bytes of W_ih fragments a critical block holds in shared memory (the layers not left in
 // L2, LstmParams::grid_l2_layers).
 long long grid_smem_weight_bytes(const LstmParams& p);
+// What a grid plan with its precompute in the critical blocks should sustain (MultiBlockPolicy's measured
+// rates; an estimate within ~30 % on the H200, the benchmark measures it): a round's W_hh bytes a block
+// (every n8 tile of open windows rereads its rows), the round, the answer, ticks a second.
+struct GridEstimate {
+  long long hh_bytes_per_block = 0;
+  double round_us = 0, answer_us = 0, ticks_per_s = 0;
+};
+GridEstimate grid_estimate(const LstmParams& p);
 
 // Bytes of the critical-step weights (W_ih of every layer) at 16 bits (half) or 32.
 size_t critical_weight_bytes(const ModelConfig& cfg, bool half);

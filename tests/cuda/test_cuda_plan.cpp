@@ -313,6 +313,38 @@ TEST(GridPlan, AutomaticPrecomputePlacement) {
   }
 }
 
+// info's estimate for the grid with its precompute in the critical blocks: a round rereads a block's W_hh
+// rows once per n8 tile of open windows (so a window run reads ceil((W-1)/4) times a streaming one's), and
+// the predicted rates sit near what the H200 sustained on these models (BENCHMARKS.md, "tagged words":
+// lstm_l 7.8 k, nv_large 5.0 k, stac_c 4.2 k window, lstm_l 25 k streaming).
+TEST(GridPlan, EstimatesTheTickRateOfTheOwnPrecompute) {
+  struct Case {
+    const char* name;
+    Shape s;
+    int W;
+    double lo, hi;  // ticks/s, window mode
+  };
+  for (const Case& c : {Case{"lstm_l", {32, 1024, 4, 1}, 50, 5e3, 12e3}, Case{"nv_large", {512, 736, 4, 1}, 128, 3e3, 8e3},
+                        Case{"stac_c", {500, 1000, 4, 1}, 100, 3e3, 7e3}}) {
+    const Model m = random_model(c.s.I, c.s.H, c.s.L, c.s.O, 4);
+    const auto win = cuda::plan_grid(m, Precision::fp16, Mode::window, c.W, {}, h200_like(), 0,
+                                     cuda::GridPrecompute::in_critical);
+    const auto str = cuda::plan_grid(m, Precision::fp16, Mode::streaming, 1, {}, h200_like(), 0,
+                                     cuda::GridPrecompute::in_critical);
+    const cuda::GridEstimate ew = cuda::grid_estimate(win.params), es = cuda::grid_estimate(str.params);
+    EXPECT_EQ(ew.hh_bytes_per_block, es.hh_bytes_per_block * ((c.W - 1 + 3) / 4)) << c.name;
+    // streaming: a block's W_hh rows once, 32 gate rows a unit group by the padded hidden size, 2 bytes each
+    EXPECT_EQ(es.hh_bytes_per_block, 32LL * str.params.gpb * (16 * str.params.kt[c.s.L]) * 2 * c.s.L) << c.name;
+    EXPECT_GE(ew.ticks_per_s, c.lo) << c.name;
+    EXPECT_LE(ew.ticks_per_s, c.hi) << c.name;
+    EXPECT_GT(es.ticks_per_s, 2 * ew.ticks_per_s) << c.name;
+    if (std::string(c.name) == "lstm_l") {
+      EXPECT_GE(es.ticks_per_s, 15e3);
+      EXPECT_LE(es.ticks_per_s, 45e3);
+    }
+  }
+}
+
 // The own precompute's W_hh fragments: every element of every block's tiles is the rounded W_hh entry the
 // documented m16n8k16 A layout puts there (rows: gates i, f / g, o of the block's unit groups), zero past H.
 TEST(GridPlan, OwnPrecomputeFragmentsHoldTheRoundedRecurrentWeights) {
