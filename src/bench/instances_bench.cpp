@@ -71,7 +71,8 @@ struct PhaseResult {
 
 }  // namespace
 
-nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report, std::ostream& out) {
+nlohmann::json run_instances_bench(const BenchOptions& o, std::ostream& out) {
+  nlohmann::json report = start_report(o);
   const int n = *o.instances;
   if (o.pingpong) throw Error("--instances measures model instances: drop --pingpong");
   if (o.report_every_s || o.idle_s > 0 || !o.samples_path.empty())
@@ -480,6 +481,7 @@ nlohmann::json run_instances_bench(const BenchOptions& o, nlohmann::json report,
   report["pass"] = failure.empty();
   report["failure"] = failure;
   if (!failure.empty()) out << "FAIL: " << failure << "\n";
+  if (!o.json_path.empty()) write_text(o.json_path, report.dump(2) + "\n");
   return report;
 }
 

@@ -20,7 +20,8 @@
 
 namespace hotpath::bench {
 
-// `report` holds the header run_bench wrote (version, date, command, machine); options validated.
-nlohmann::json run_instances_bench(const BenchOptions& options, nlohmann::json report, std::ostream& out);
+// `hotpath bench --instances N`: runs the benchmark, prints the table to `out`, writes the JSON when
+// asked, returns the report (as run_bench does for one engine).
+nlohmann::json run_instances_bench(const BenchOptions& options, std::ostream& out);
 
 }  // namespace hotpath::bench

@@ -17,7 +17,6 @@
 #include <thread>
 
 #include "bench/checker.hpp"
-#include "bench/instances_bench.hpp"
 #include "bench/machine.hpp"
 #include "bench/stats.hpp"
 #include "cpu/cpu_backend.hpp"
@@ -74,6 +73,8 @@ void validate(const BenchOptions& o) {
   }
 }
 
+}  // namespace
+
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
   if (!f) throw Error("cannot write '" + path + "'");
@@ -81,7 +82,15 @@ void write_text(const std::string& path, const std::string& text) {
   if (!f.flush()) throw Error("cannot write '" + path + "'");
 }
 
-}  // namespace
+nlohmann::json start_report(const BenchOptions& o) {
+  validate(o);
+  util::clear_pin_failures();
+  return {{"schema_version", kSchemaVersion},
+          {"hotpath_version", git_version()},
+          {"date", utc_now()},
+          {"command", o.command_line},
+          {"machine", machine_json(o.cpuset)}};
+}
 
 TickRateEstimate estimate_tick_rate(const ModelConfig& c, Mode mode, int window, int precompute_cores) {
   // fp32 GFLOP/s a core keeps up in the precompute's matrix-vector products (L2-resident weights):
@@ -158,20 +167,9 @@ nlohmann::json model_json(const Model& model, Mode mode, int window) {
 }
 
 nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
-  validate(o);
-  util::clear_pin_failures();
-  nlohmann::json report = {{"schema_version", kSchemaVersion},
-                           {"hotpath_version", git_version()},
-                           {"date", utc_now()},
-                           {"command", o.command_line},
-                           {"machine", machine_json(o.cpuset)}};
+  if (o.instances) throw Error("--instances: many instances are run_instances_bench's (bench/instances_bench.hpp)");
+  nlohmann::json report = start_report(o);
   std::string failure;  // why the run does not pass; empty: it passes
-
-  if (o.instances) {
-    nlohmann::json r = run_instances_bench(o, std::move(report), out);
-    if (!o.json_path.empty()) write_text(o.json_path, r.dump(2) + "\n");
-    return r;
-  }
   if (o.lockstep || o.beside_backtest || o.sms_per_instance != 0 || o.isolation != "green" || o.placement != "sm")
     throw Error("--lockstep, --beside-backtest, --sms-per-instance, --isolation and --placement need --instances");
 

@@ -128,7 +128,14 @@ int precompute_cores_for_cpuset(size_t cpuset_cores);
 TickRateEstimate estimate_tick_rate_for_cpuset(const ModelConfig& config, Mode mode, int window, size_t cpuset_cores);
 nlohmann::json to_json(const TickRateEstimate& e);
 
-// Runs the benchmark, prints the table to `out`, writes JSON/samples when asked, returns the report.
+// The header every report of `hotpath bench` starts with (schema, version, date, command, machine),
+// once the options are checked (hotpath::Error naming a bad one); clears the record of failed pins.
+nlohmann::json start_report(const BenchOptions& options);
+// `text` into `path`; hotpath::Error naming the path when it cannot be written.
+void write_text(const std::string& path, const std::string& text);
+
+// Runs the benchmark of one engine (many: instances_bench.hpp), prints the table to `out`, writes
+// JSON/samples when asked, returns the report.
 // Throws hotpath::Error for bad options. The report's `pass` is false, and `failure` says why in one
 // line, when a tick got no answer, a check was skipped, the error exceeds the bound, or nothing was
 // measured or checked at all.

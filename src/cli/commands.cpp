@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 
+#include "bench/instances_bench.hpp"
 #include "bench/latency_bench.hpp"
 #include "bench/throughput_bench.hpp"
 #include "cli/run_io.hpp"
@@ -646,7 +647,7 @@ void add_bench_command(CLI::App& app) {
     if (!o.fallback.empty() && o.fallback != "cpu") throw Error("--fallback must be cpu");
     if (o.pingpong && !o.model.empty()) throw Error("--pingpong measures the floor without a model: drop --model");
     o.command_line = command_line();
-    const auto report = bench::run_bench(o, std::cout);
+    const auto report = o.instances ? bench::run_instances_bench(o, std::cout) : bench::run_bench(o, std::cout);
     if (!report["pass"].get<bool>()) {
       std::cerr << "hotpath bench: FAIL: " << report["failure"].get<std::string>() << "\n";
       exit_with(1);

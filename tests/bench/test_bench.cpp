@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "bench/checker.hpp"
+#include "bench/instances_bench.hpp"
 #include "bench/latency_bench.hpp"
 #include "engine/engine.hpp"
 #include "engine/warm.hpp"
@@ -779,7 +780,7 @@ TEST(InstancesBench, EveryInstanceIsMeasuredAndCheckedApart) {
       o.mode = mode;
       if (mode == Mode::window) o.window = 5;
       o.lockstep = lockstep;
-      const auto r = bench::run_bench(o, out);
+      const auto r = bench::run_instances_bench(o, out);
       EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"] << out.str();
       EXPECT_EQ(r["kind"], "instances");
       ASSERT_EQ(r["phases"].size(), 1u);
@@ -811,7 +812,7 @@ TEST(InstancesBench, TheReportIsWrittenAsJson) {
   bench::BenchOptions o = instances_options(2);
   o.json_path = path;
   std::ostringstream out;
-  const auto r = bench::run_bench(o, out);
+  const auto r = bench::run_instances_bench(o, out);
   std::ifstream f(path);
   ASSERT_TRUE(f.good()) << path;
   const auto j = nlohmann::json::parse(f);
@@ -824,7 +825,7 @@ TEST(InstancesBench, TheReportIsWrittenAsJson) {
 TEST(InstancesBench, OneInstancesFaultsFailTheRunAndNameIt) {
   {
     std::ostringstream out;
-    const auto r = bench::run_bench(instances_options(3, [](int k, long long t) { return k == 1 && t == 40; }), out);
+    const auto r = bench::run_instances_bench(instances_options(3, [](int k, long long t) { return k == 1 && t == 40; }), out);
     EXPECT_FALSE(r["pass"].get<bool>());
     EXPECT_NE(r["failure"].get<std::string>().find("instance 1: 1 ticks got no answer"), std::string::npos) << r["failure"];
     const auto& per = r["phases"][0]["per_instance"];
@@ -835,7 +836,7 @@ TEST(InstancesBench, OneInstancesFaultsFailTheRunAndNameIt) {
   }
   {
     std::ostringstream out;
-    const auto r = bench::run_bench(instances_options(3, nullptr, [](int k) { return k == 2 ? 1e-3 : 0.0; }), out);
+    const auto r = bench::run_instances_bench(instances_options(3, nullptr, [](int k) { return k == 2 ? 1e-3 : 0.0; }), out);
     EXPECT_FALSE(r["pass"].get<bool>());
     EXPECT_NE(r["failure"].get<std::string>().find("instance 2: the error"), std::string::npos) << r["failure"];
     EXPECT_TRUE(r["phases"][0]["per_instance"][0]["pass"].get<bool>());
@@ -846,19 +847,19 @@ TEST(InstancesBench, BadOptionsAreRefused) {
   std::ostringstream out;
   bench::BenchOptions o = instances_options(2);
   o.instances = 0;
-  EXPECT_THROW(bench::run_bench(o, out), Error);
+  EXPECT_THROW(bench::run_instances_bench(o, out), Error);
   o = instances_options(2);
   o.report_every_s = 1;
-  EXPECT_THROW(bench::run_bench(o, out), Error);
+  EXPECT_THROW(bench::run_instances_bench(o, out), Error);
   o = instances_options(2);
   o.beside_backtest = true;  // needs the GPU's instance set
-  EXPECT_THROW(bench::run_bench(o, out), Error);
+  EXPECT_THROW(bench::run_instances_bench(o, out), Error);
   o = instances_options(2);
   o.pingpong = true;  // the floor has no instances
-  EXPECT_THROW(bench::run_bench(o, out), Error);
+  EXPECT_THROW(bench::run_instances_bench(o, out), Error);
   o = instances_options(2);
   o.fallback = "cpu";
-  EXPECT_THROW(bench::run_bench(o, out), Error);
+  EXPECT_THROW(bench::run_instances_bench(o, out), Error);
   o = on_tiny(Mode::streaming);
   o.lockstep = true;  // without --instances
   EXPECT_THROW(bench::run_bench(o, out), Error);
