@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda/mailbox_options.hpp"
+
 struct CUstream_st;  // cudaStream_t is CUstream_st*
 
 namespace hotpath::cuda {
@@ -49,17 +51,6 @@ long long device_memory_used_bytes(int device = 0);
 
 // gpu_name, driver_version, sm_count, compute_capability, sm_clock_mhz (read at run time, or "unknown").
 std::map<std::string, std::string> device_facts(int device = 0);
-
-// How the host and the kernel talk (the winners measured on the lent H200 are the defaults; the numbers
-// are in docs/cuda.md).
-struct MailboxOptions {
-  bool stream_stores = false;         // host writes chunks with _mm_stream_si128 + sfence (else _mm_store_si128);
-                                      // whole 64-byte lines are written so no partial write-combining flush tears
-  bool dual_seq_input = false;        // input chunks {seq, f0, f1, seq} (else {seq, f0, f1, f2})
-  bool write_combined_input = false;  // input ring in write-combined pinned memory (else cached)
-  int poll_sets = 1;                  // poller warps per input chunk
-  int load_kind = 0;                  // device poll load: 0 ld.volatile.v4, 1 ld.relaxed.sys.v4
-};
 
 // Which of the kernels' input paths the ping-pong measures.
 enum class PingPongPath {

@@ -5,8 +5,8 @@
 #include <span>
 #include <vector>
 
-#include "cuda/device.hpp"
 #include "cuda/input_layout.hpp"
+#include "cuda/mailbox_options.hpp"
 #include "cuda/kernels/common/mailbox_layout.hpp"
 
 namespace hotpath::cuda {
