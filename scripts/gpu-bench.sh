@@ -7,8 +7,8 @@ BUILD=$1
 OUT=$2
 TICKS=${3:-1000000}
 HP="$BUILD/hotpath"
-# The JSON files gather outside $OUT (the device tool returns at most 8 files) and are archived into
-# $OUT/bench.tgz after every run, so a call cut short still returns what finished.
+# The JSON files gather in $BUILD/bench and are archived into $OUT/bench.tgz after every run: one file to
+# carry away, and a run cut short still leaves what finished.
 R="$BUILD/bench"
 rm -rf "$R"
 mkdir -p "$OUT" "$R"

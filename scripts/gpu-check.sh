@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: configure + build (Release, Ninja) on the GPU machine, run the GPU tests, then the
-# standard benchmarks; logs and JSON go under $OUT (few files: the device tool returns at most 8).
+# standard benchmarks; logs and JSON go under $OUT, a few files (the benchmarks' JSON in one archive).
 #
 #   scripts/gpu-check.sh [--quick]      (run from the repository root; OUT defaults to ./gpu-out)
 #   BENCH_TICKS=N   ticks of the `hotpath bench` runs (default 1000000; 0 skips them)
