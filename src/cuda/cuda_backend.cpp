@@ -266,6 +266,7 @@ class CudaBackend final : public Backend {
       }
       if (plan_.params.family == cuda::KernelFamily::cluster) add_cluster_counters(w, c);
     }
+    if (read && grid_stats_.get() && side_stream_) add_grid_counters(c);
     if (read && w.pre_sum[cuda::kPreRounds] > 0) {
       // the precompute's rounds as its block 0 lives them (PrecomputeStat), SM cycles a round
       const double rounds = double(w.pre_sum[cuda::kPreRounds]);
@@ -312,6 +313,41 @@ class CudaBackend final : public Backend {
         part(L + names[i] + "_cycles", {at + i});
       }
       part(L + "compute_cycles", {at + cuda::kClTiles, at + cuda::kClMeet, at + cuda::kClCell, at + cuda::kClSend});
+    }
+  }
+
+  // The grid kernel's parts of a tick, per block (GridLayerStat, read on the side stream): each mark's
+  // mean over the ticks, in SM cycles from the block's start of the tick; then the mean and the largest
+  // over the blocks. The head's words are block 0's alone (the others send, they do not gather).
+  void add_grid_counters(std::map<std::string, double>& c) const {
+    const cuda::LstmParams& p = plan_.params;
+    std::vector<unsigned long long> sums(size_t(p.nc) * cuda::kGridStatSlots);
+    if (cudaMemcpyAsync(sums.data(), grid_stats_.get(), sums.size() * sizeof(sums[0]), cudaMemcpyDeviceToHost,
+                        side_stream_.get()) != cudaSuccess ||
+        cudaStreamSynchronize(side_stream_.get()) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    const char* names[cuda::kGridLayerStats] = {"words_first", "words_last", "tiles_last", "meet", "sent"};
+    for (int l = 0; l <= p.L; ++l) {
+      const std::string L = l == p.L ? std::string("grid_head_") : "grid_layer" + std::to_string(l) + "_";
+      for (int i = 0; i < cuda::kGridLayerStats; ++i) {
+        const bool head_words = l == p.L && (i == cuda::kGrWordsFirst || i == cuda::kGrWordsLast);
+        if (l == p.L && (i == cuda::kGrTilesLast || i == cuda::kGrMeet)) continue;
+        double sum = 0, most = 0;
+        int blocks = 0;
+        for (int b = 0; b < (head_words ? 1 : p.nc); ++b) {
+          const unsigned long long* s = sums.data() + size_t(b) * cuda::kGridStatSlots;
+          if (s[0] == 0) continue;
+          const double v = double(s[1 + cuda::kGridLayerStats * l + i]) / double(s[0]);
+          sum += v;
+          most = std::max(most, v);
+          ++blocks;
+        }
+        if (!blocks) continue;
+        c[L + names[i] + "_cycles_mean"] = sum / blocks;
+        c[L + names[i] + "_cycles_max_block"] = most;
+      }
     }
   }
 
@@ -426,6 +462,7 @@ class CudaBackend final : public Backend {
       xch_head_ = DeviceBuffer<float>(size_t(2) * p.nc * cuda::kMaxOutputs);
       if (copt_.grid_exchange == cuda::GridExchange::tagged)  // the plan's params leave the exchange to launch()
         xch_words_ = DeviceBuffer<unsigned long long>(size_t(cuda::grid_words(p).total()));
+      grid_stats_ = DeviceBuffer<unsigned long long>(size_t(p.nc) * cuda::kGridStatSlots);
       if (p.grid_precompute == cuda::GridPrecompute::in_critical) {
         hh_frags_ = DeviceBuffer<uint32_t>(plan_.hh_frags.size());
         own_bias_ = DeviceBuffer<float>(plan_.own_bias.size());
@@ -475,6 +512,7 @@ class CudaBackend final : public Backend {
     (void)xch_h_.release();
     (void)xch_flag_.release();
     (void)xch_words_.release();
+    (void)grid_stats_.release();
     (void)hh_frags_.release();
     (void)own_bias_.release();
     (void)own_state_.release();
@@ -575,6 +613,7 @@ class CudaBackend final : public Backend {
     p.own_h = own_h_.get();
     p.xch_head = xch_head_.get();
     p.xch_words = xch_words_.get();
+    p.grid_stats = grid_stats_.get();
     mailbox_->clear();
     words_.zero(stream_.get());
     h_state_.zero(stream_.get());
@@ -585,6 +624,7 @@ class CudaBackend final : public Backend {
     if (xch_h_.get()) xch_h_.zero(stream_.get());
     if (xch_head_.get()) xch_head_.zero(stream_.get());
     if (xch_words_.get()) xch_words_.zero(stream_.get());  // tag 0: no tick (an earlier run's tags would pass)
+    if (grid_stats_.get()) grid_stats_.zero(stream_.get());  // the timing sums restart with the launch
     if (own_h_.get()) own_h_.zero(stream_.get());  // the padding units' columns are read (times zero weights)
     HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     long long max_blocks = 0;
@@ -726,6 +766,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<uint16_t> xch_h_;              // grid: the layers' h slices
   DeviceBuffer<unsigned> xch_flag_;           // grid: per-(layer, block) flags, the counters
   DeviceBuffer<unsigned long long> xch_words_;  // grid, tagged exchange: the words (GridWords)
+  DeviceBuffer<unsigned long long> grid_stats_;  // grid: each block's timing sums [nc][kGridStatSlots]
   // grid, own precompute (GridPrecompute::in_critical): W_hh fragments, biases, each block's state, the h columns
   DeviceBuffer<uint32_t> hh_frags_;
   DeviceBuffer<float> own_bias_, own_state_;

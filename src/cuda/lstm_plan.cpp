@@ -142,9 +142,9 @@ int multi_critical_layout(LstmParams& p, int gpb, int ksplit, int l2_layers, boo
   auto take = [&](int bytes) { const int at = s; s = align16(s + bytes); return at; };
   const int frags = take(fr * 16), xin = take(p.L * 2 * p.xin_stride * 2),
             x32 = take(p.mb.n_in * 3 * 4), seqw = take(p.mb.n_in * 4), claim = take(p.mb.n_in * 4),
-            P = take(p.L * 4 * Ub * 4), c = take(p.L * Ub * 4), red = take(ksplit * Ub * 8 * 4) /* the critical step's 4 gates; the own precompute's 8 sums */,
+            P = take(p.L * 4 * Ub * 4), c = take(p.L * Ub * 4), red = take(ksplit * Ub * 8 * 4) /* the critical step's 4 gates by layer parity; the own precompute's 8 sums */,
             stage = take(2 * Ub * 2), h32 = take(Ub * 4), hw = take(p.O * Ub * 4), z0 = take(4 * Ub * 4),
-            flags = take(32);
+            gmarks = take(4 * (2 * ksplit * gpb + kGridLayerStats) * (p.L + 1)), flags = take(32);
   if (assign) {
     int off = 0;
     for (int l = 0; l < p.L; ++l) {
@@ -154,7 +154,7 @@ int multi_critical_layout(LstmParams& p, int gpb, int ksplit, int l2_layers, boo
     p.block_frag = off;  // every layer's, in global memory
     p.grid_l2_layers = l2_layers;
     p.s_frags = frags; p.s_xin = xin; p.s_x32 = x32; p.s_seqw = seqw; p.s_claim = claim; p.s_P = P; p.s_c = c;
-    p.s_red = red; p.s_stage = stage; p.s_h32 = h32; p.s_hw = hw; p.s_z0 = z0; p.s_flags = flags;
+    p.s_red = red; p.s_stage = stage; p.s_h32 = h32; p.s_hw = hw; p.s_z0 = z0; p.s_gmarks = gmarks; p.s_flags = flags;
   }
   return s;
 }
@@ -415,7 +415,15 @@ LstmPlan plan_grid_as(const Model& model, Precision precision, Mode mode, int wi
   p.family = KernelFamily::grid;
   p.mb.poll_sets = 1;  // every critical block polls; one set each
   p.poll_warps = (p.mb.n_in + 31) / 32;
-  const int max_compute = std::min(MultiBlockPolicy::max_compute_warps, kMaxBlockThreads / 32 - p.poll_warps - 1);
+  auto compute_warps_in = [&](int threads) {
+    return std::min(MultiBlockPolicy::max_compute_warps, threads / 32 - p.poll_warps - 1);
+  };
+  p.grid_wide = compute_warps_in(kGridBlockThreads) < MultiBlockPolicy::min_compute_warps ? 1 : 0;
+  const int max_compute = compute_warps_in(p.grid_wide ? kMaxBlockThreads : kGridBlockThreads);
+  if (max_compute < 1)
+    throw UnsupportedError("its input's " + std::to_string(p.mb.n_in) + " mailbox chunks need " +
+                           std::to_string(p.poll_warps) + " poller warps, which leave no compute warp in a grid block of " +
+                           std::to_string(kMaxBlockThreads) + " threads (fewer chunks: 3 floats a chunk, not dual_seq_input)");
   const int optin = limits.smem_per_block_optin;
 
   // Blocks and unit groups per block. Each group needs a compute warp; the rest split the k16 tiles.
@@ -449,6 +457,7 @@ LstmPlan plan_grid_as(const Model& model, Precision precision, Mode mode, int wi
   p.gpb = gpb;
   p.ksplit = max_compute / gpb;
   p.compute_warps = gpb * p.ksplit;
+  for (int l = 0; l < p.L; ++l) p.share_tiles[l] = ((p.kt[l] + p.ksplit - 1) / p.ksplit + 1) & ~1;
   const int critical_bytes = multi_critical_layout(p, gpb, p.ksplit, l2_layers, true);
 
   if (!dry) {
@@ -563,8 +572,9 @@ GridEstimate grid_estimate(const LstmParams& p) {
   const int open = p.window_mode ? std::max(1, p.W - 1) : 1;  // windows a round advances
   const long long tiles = open == 1 ? 1 : (open + 3) / 4;    // n8 tiles (4 windows each) a unit group
   e.hh_bytes_per_block = tiles * p.gpb * p.L * 2LL * p.kt[p.L] * 512;  // 512 bytes a 16x16 fragment
-  e.round_us = std::max(double(e.hh_bytes_per_block) / MultiBlockPolicy::own_l2_bytes_per_us,
-                        p.L * MultiBlockPolicy::own_stage_us);
+  const double block_rate = std::min(MultiBlockPolicy::own_l2_bytes_per_us,
+                                     p.compute_warps * MultiBlockPolicy::own_l2_bytes_per_us_per_warp);
+  e.round_us = std::max(double(e.hh_bytes_per_block) / block_rate, p.L * MultiBlockPolicy::own_stage_us);
   e.answer_us = MultiBlockPolicy::answer_base_us + p.L * MultiBlockPolicy::answer_layer_us;
   e.ticks_per_s = 1e6 / (e.round_us + e.answer_us);
   return e;

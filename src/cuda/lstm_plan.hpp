@@ -26,6 +26,10 @@ struct MultiBlockPolicy {
   // Compute warps per critical block (the rest of its 20 are pollers and the service warp): enough to
   // split one group's k16 tiles 16 ways when a block holds one group (lstm_l, 64 tiles a layer).
   static constexpr int max_compute_warps = 16;
+  // Fewer compute warps than this in a block of kGridBlockThreads (a wide input's pollers take the rest):
+  // the plan takes the wider blocks (LstmParams::grid_wide; H200, vollo_large streaming with 5 compute
+  // warps: 19.8-20.0 us p50 against 18.0 with 9, 2026-12-04).
+  static constexpr int min_compute_warps = 8;
   // SMs the grid family leaves to the precompute at least.
   static constexpr int min_precompute_blocks = 4;
   // The automatic placement of the grid's precompute (GridPrecompute::automatic): separate blocks whose
@@ -35,10 +39,12 @@ struct MultiBlockPolicy {
   static constexpr double separate_bytes_per_us = 40e3;
   static constexpr double separate_max_us = 50;
   // The grid's own precompute and answer, for `info`'s estimate (grid_estimate), from the H200 runs of
-  // 2026-12-03 (BENCHMARKS.md, "tagged words"): a block streams its W_hh fragments from L2 at ~32 GB/s
-  // (lstm_l 3.4 MB a round in 108 us, nv_large 6.0 MB in 178, stac_c 6.5 MB in 209); a stage with one
-  // window open takes ~5.5 us (streaming rounds: 14-23 us over 3-4 stages); the answer ~3.5 us of host
-  // round trip and input hand-on plus ~2.5 us a layer (lstm_l 13.5 us, nv_large 15.5).
+  // 2026-12-03 and -04 (BENCHMARKS.md, "tagged words", "the grid kernel's parts"): a block streams its W_hh
+  // fragments from L2 at ~2.7 GB/s a compute warp up to ~32 GB/s (13-16 warps: lstm_l 3.4 MB a round in
+  // 108 us, nv_large 6.0 MB in 178, stac_c 6.5 MB in 209; 9 warps: nv_large in 234, stac_c in 273); a
+  // stage with one window open takes ~5.5 us (streaming rounds: 14-23 us over 3-4 stages); the answer
+  // ~3.5 us of host round trip and input hand-on plus ~2.5 us a layer (lstm_l 13.5 us, nv_large 15.5).
+  static constexpr double own_l2_bytes_per_us_per_warp = 2.7e3;
   static constexpr double own_l2_bytes_per_us = 32e3;
   static constexpr double own_stage_us = 5.5;
   static constexpr double answer_base_us = 3.5;

@@ -1,5 +1,6 @@
 // Measures mailbox and kernel variants side by side in one process (one device call), for docs/cuda.md.
-// Not a test. Usage: cuda_sweep [--ticks N] [--pp N] [--json FILE] [--cpu C] [--quick | --families]
+// Not a test. Usage: cuda_sweep [--ticks N] [--pp N] [--json FILE] [--cpu C] [--quick | --families | --large |
+// --large-default (the grid models with the default exchange and precompute only)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -160,6 +161,18 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
       std::printf("\n");
     }
   }
+  if (c.count("grid_layer0_meet_cycles_mean")) {
+    // the grid kernel's parts, per block, cumulative from the block's start of the tick: the mean over the
+    // blocks / the slowest block (GridLayerStat)
+    for (int l = 0; l <= m.config.num_layers; ++l) {
+      const std::string L = l == m.config.num_layers ? std::string("grid_head_") : "grid_layer" + std::to_string(l) + "_";
+      std::printf("%-44s   %s cycles:", "", l == m.config.num_layers ? "head" : ("L" + std::to_string(l)).c_str());
+      for (const char* part : {"words_first", "words_last", "tiles_last", "meet", "sent"})
+        if (c.count(L + part + "_cycles_mean"))
+          std::printf("  %s %.0f/%.0f", part, c.at(L + part + "_cycles_mean"), c.at(L + part + "_cycles_max_block"));
+      std::printf("\n");
+    }
+  }
   std::ostringstream js;
   js << "{\"kind\":\"model\",\"name\":\"" << name << "\",\"model\":\"" << zoo << "\",\"mode\":\"" << mode_name(mode)
      << "\",\"precision\":\"" << precision_name(prec) << "\",\"variant\":\"" << b->variant()
@@ -227,7 +240,7 @@ int main(int argc, char** argv) {
   long long ticks = 1'000'000, pp = 200'000;
   int cpu = 2;
   std::string json;
-  bool quick = false, families = false, large = false;
+  bool quick = false, families = false, large = false, large_default = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -238,6 +251,7 @@ int main(int argc, char** argv) {
     else if (a == "--quick") quick = true;
     else if (a == "--families") families = true;
     else if (a == "--large") large = true;
+    else if (a == "--large-default") large = large_default = true;
   }
   try {
     const auto facts = cuda::device_facts();
@@ -271,6 +285,7 @@ int main(int argc, char** argv) {
         for (auto xch : {cuda::GridExchange::tagged, cuda::GridExchange::counters}) {
           for (auto pre : {cuda::GridPrecompute::in_critical, cuda::GridPrecompute::separate}) {
             // the separate precompute of the widest windows: a few ticks a second, not worth its warm-up here
+            if (large_default && (xch != cuda::GridExchange::tagged || pre != cuda::GridPrecompute::in_critical)) continue;
             if (pre == cuda::GridPrecompute::separate &&
                 (xch != cuda::GridExchange::tagged ||
                  (k.mode == Mode::window && std::string(k.zoo) != "lstm_s" && std::string(k.zoo) != "lstm_l")))

@@ -138,6 +138,31 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
       ++k;
     }
   }
+  if (o.kernel == "grid") {
+    // the kernel times the parts of its ticks in every block (GridLayerStat): each layer's marks come in the
+    // order its warps pass them (a mean over the ticks, then over the blocks, keeps that order). Only marks
+    // read on one warp's clock, or the same warps', are compared: the warps' clocks of one SM disagree by up
+    // to a few hundred cycles (H200: the last warp's gate sums read up to ~500 cycles after the barrier that
+    // follows them, on warp 0's clock)
+    const auto c = b->counters();
+    const int L = m.config.num_layers;
+    for (int l = 0; l <= L; ++l) {
+      const std::string at = l == L ? std::string("grid_head_") : "grid_layer" + std::to_string(l) + "_";
+      auto mark = [&](const char* part) {
+        const auto it = c.find(at + part + "_cycles_mean");
+        EXPECT_NE(it, c.end()) << at + part;
+        return it == c.end() ? -1.0 : it->second;
+      };
+      if (l < L) {
+        EXPECT_LE(mark("words_first"), mark("words_last")) << at;
+        EXPECT_LE(mark("words_last"), mark("tiles_last")) << at;  // each warp's words before its sums
+        EXPECT_LE(mark("meet"), mark("sent")) << at;              // thread 0 passes both
+      } else {  // the head: block 0 gathers the words; every block sends (block 0: the answer)
+        EXPECT_LE(mark("words_first"), mark("words_last")) << at;
+        EXPECT_GT(mark("sent"), 0.0) << at;
+      }
+    }
+  }
   const bool streaming = mode == Mode::streaming;
   Judged j;
   j.err = reference::normalized_error(std::vector<double>(got.begin(), got.end()), z);

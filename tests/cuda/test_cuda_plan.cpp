@@ -283,6 +283,26 @@ TEST(GridPlan, BiggerModelsLeaveMoreLayersInL2) {
             0);
 }
 
+// A grid block's pollers (one lane a mailbox chunk) and compute warps share its threads: the plan takes
+// blocks of kGridBlockThreads (128 registers a thread) unless a wide input's pollers would leave fewer than
+// MultiBlockPolicy::min_compute_warps compute warps there; each k-share's tiles are even and cover the layer.
+TEST(GridPlan, WideInputsTakeTheWiderBlocks) {
+  const auto narrow = cuda::plan_grid(random_model(32, 1024, 4, 1, 2), Precision::fp16, Mode::window, 50, {}, h200_like());
+  EXPECT_EQ(narrow.params.grid_wide, 0);
+  EXPECT_LE(narrow.params.threads(), cuda::kGridBlockThreads);
+  const auto wide = cuda::plan_grid(random_model(960, 960, 3, 32, 2), Precision::fp16, Mode::streaming, 1, {}, h200_like());
+  EXPECT_EQ(wide.params.grid_wide, 1);
+  EXPECT_GT(wide.params.threads(), cuda::kGridBlockThreads);
+  EXPECT_LE(wide.params.threads(), cuda::kMaxBlockThreads);
+  for (const auto* p : {&narrow.params, &wide.params}) {
+    EXPECT_GE(p->compute_warps, cuda::MultiBlockPolicy::min_compute_warps);
+    for (int l = 0; l < p->L; ++l) {
+      EXPECT_EQ(p->share_tiles[l] % 2, 0) << "layer " << l;
+      EXPECT_GE(p->share_tiles[l] * p->ksplit, p->kt[l]) << "layer " << l;
+    }
+  }
+}
+
 // Where the grid's precompute runs when not asked (GridPrecompute::automatic): on precompute blocks where
 // they read their weights quickly enough, else in the critical blocks between ticks.
 TEST(GridPlan, AutomaticPrecomputePlacement) {

@@ -17,6 +17,12 @@ inline constexpr int kMaxLayers = 8;
 inline constexpr int kMaxOutputs = 32;      // one warp's two 16-row head tiles
 inline constexpr int kMaxComputeWarps = 16;
 inline constexpr int kMaxBlockThreads = 640;  // __launch_bounds__: 102 registers a thread at 1 block/SM
+// The grid kernel's blocks: at most 4 warps on each of an SM's 4 schedulers, so each thread may hold 128
+// registers (a quarter of the register file over 4 warps) and the kernel spills none; at 640 threads (96
+// registers) it spills, and with shared memory near its limit L1 keeps no room for the spills. A wide
+// input's pollers would leave too few compute warps in 512 threads: such a plan takes the 640-thread
+// instantiation (LstmParams::grid_wide).
+inline constexpr int kGridBlockThreads = 512;
 inline constexpr int kUnitsPerGroup = 8;    // a warp's 2 m16 tiles = 8 hidden units x 4 gates
 // kernel instantiations of kreg besides 0 (8 spills at the 96-register cap: 100 B stores, 140 B loads)
 inline constexpr int kRegTileChoices[] = {4};
@@ -82,6 +88,16 @@ struct ClusterLayout {
 enum ClusterLayerStat : int { kClWait, kClTiles, kClMeet, kClCell, kClSend, kClShareWait, kClShareTiles, kClusterLayerStats };
 inline constexpr int kClusterStatSlots = 2 + kClusterLayerStats * kMaxLayers;
 inline constexpr int kMaxClusterBlocks = 16;
+
+// The grid kernel's parts of a tick, per critical block (LstmParams::grid_stats: [nc][kGridStatSlots]):
+// [0] ticks timed; per layer l (l = L: the head), at 1 + kGridLayerStats * l + part, SM cycles summed over
+// the ticks, each from the block's start of the tick (its compute warps past the input barrier, the input
+// in shared memory): the first and the last compute warp holding its words of the layer's input (layer 0:
+// the input, already there; the head: block 0's warps holding every block's partial sums), the last
+// warp's gate sums done, the k-shares met (the barrier passed), and the layer's output sent (the head:
+// the block's partial sums sent; block 0: the answer stored). Read on the host as differences of means.
+enum GridLayerStat : int { kGrWordsFirst, kGrWordsLast, kGrTilesLast, kGrMeet, kGrSent, kGridLayerStats };
+inline constexpr int kGridStatSlots = 1 + kGridLayerStats * (kMaxLayers + 1);
 
 // The precompute's parts of a round (SharedWords::pre_sum): rounds timed, then SM cycles from the
 // input's arrival: layer 0 (W_ih,0 x and the cells), waits at the precompute's barriers, the GEMVs of
@@ -194,12 +210,15 @@ struct LstmParams {
   int nc = 1;
   int gpb = 0;
   int ksplit = 1;
+  int share_tiles[kMaxLayers] = {};  // grid: the k16 tiles of layer l each k-share warp takes (even; the last
+                                     // share may hold fewer, or none): ceil(kt[l] / ksplit) rounded up to even
   ClusterLayout cl;                  // cluster family only
   int block_frag = 0;                // uint4 fragments per critical block, block b's at b * block_frag
   // grid: layers [0, grid_l2_layers) keep their fragments in global memory, read from L2 every tick (a
   // model whose W_ih slices overflow shared memory, e.g. 4 x 1000 units over 500 inputs); the rest are
   // copied into shared memory at start, from bfrag_off[grid_l2_layers] on.
   int grid_l2_layers = 0;
+  int grid_wide = 0;  // grid: blocks of kMaxBlockThreads (96 registers) instead of kGridBlockThreads (128)
   int bfrag_off[kMaxLayers] = {};    // layer l's [gpb][2][kt][32] within a block
   uint16_t* xch_h = nullptr;         // grid: [2 parities][L][2 rows hi|lo][xin_stride] halves
   unsigned* xch_flag = nullptr;      // grid: [L][nc] wire seq of the last tick block b published for layer l
@@ -220,6 +239,7 @@ struct LstmParams {
   uint16_t* own_h = nullptr;
   const float* own_bias = nullptr;
   float* xch_head = nullptr;         // grid: [2 parities][nc][kMaxOutputs] head partial sums
+  unsigned long long* grid_stats = nullptr;  // grid: [nc][kGridStatSlots] timing sums (GridLayerStat); null: none
 
   // precompute
   int pre_global = 0;           // pre_w is read from global memory (too big for shared memory)
@@ -244,6 +264,8 @@ struct LstmParams {
   int xin_stride = 0;  // halves per [hi|lo] row of one layer's input buffer: max kt*16
   // multi-block critical
   int s_red = 0, s_stage = 0, s_h32 = 0, s_hw = 0, s_z0 = 0;  // s_z0: W_ih,0 x of the block's units [4][Ub]
+  int s_gmarks = 0;  // grid: this tick's marks, u32 cycles from the tick's start (lstm_grid.cu, GridMarks):
+                     // [compute_warps][L + 1][2] then [L + 1][kGridLayerStats]
   // precompute
   int s_pw = 0, s_Q = 0, s_pc = 0, s_px = 0, s_g0 = 0, s_pflags = 0;
 

@@ -4,12 +4,15 @@
 //
 // Critical block b, warps:
 //   [0, compute_warps)   compute: warp w works on unit group w % gpb, on its share w / gpb of the k16
-//                        tiles (ksplit shares); the partial gate sums meet in shared memory, then one
-//                        thread per unit runs the cell update. Each layer's new h slice goes to global
-//                        memory (L2): as tagged words (the default), or followed by an arrival counter or
-//                        a per-(layer, block) flag; a block waits only for the layer it is about to
-//                        compute. After the last layer each block sends block 0 the head's partial sums
-//                        over its units; block 0 adds them and answers.
+//                        tiles (ksplit shares); the partial gate sums meet in shared memory, a few lanes
+//                        a unit add them (a shuffle tree), and one of them runs the unit's cell update.
+//                        Each layer's new h slice goes to global memory (L2): as tagged words (the
+//                        default), or followed by an arrival counter or a per-(layer, block) flag; a
+//                        block waits only for the layer it is about to compute. After the last layer each
+//                        block sends block 0 the head's partial sums over its units (tagged, one warp's
+//                        cells: straight from the cell warp); block 0 adds them and answers. Every block
+//                        times the parts of its tick (GridLayerStat) in shared memory and adds them to
+//                        its sums in global memory after the tick.
 //   [.., +poll_warps)    pollers: with the `flags` exchange every critical block reads the input from the
 //                        mailbox itself (no hop); otherwise block 0 alone does, and its warp 0 passes the
 //                        input on through L2 (lstm_params.hpp, GridExchange).
@@ -68,23 +71,34 @@ __device__ __forceinline__ bool wait_flags(const unsigned* flags, int n, unsigne
 
 // The tagged exchange's consumer side: threads first, first + step, ... spin on their pairs of words
 // [from, n) (an input or a layer's h, hi | lo; from even) until their tags reach seq, then write them
-// into the two rows (hi, lo) of `rows` that the MMAs read. False if the block quits first (the rows then
+// into the two rows (hi, lo) of `rows` that the MMAs read. Two pairs a thread are in flight at once, so a
+// thread with two pairs waits one L2 round trip, not two. False if the block quits first (the rows then
 // hold garbage nobody reads).
 __device__ __forceinline__ bool take_words(const unsigned long long* words, int from, int n, unsigned seq, uint16_t* rows,
                                            int stride, int first, int step, volatile CtaFlags* f) {
   uint32_t* const hi = reinterpret_cast<uint32_t*>(rows);
   uint32_t* const lo = hi + stride / 2;
-  for (int i = from / 2 + first; 2 * i < n; i += step) {
-    const bool two = 2 * i + 1 < n;
-    unsigned long long a, b;
+  for (int i = from / 2 + first; 2 * i < n; i += 2 * step) {
+    const int i2 = i + step;
+    const bool has2 = 2 * i2 < n;
+    unsigned long long w[4];
     for (;;) {
-      dev::ld_words2_gpu(words + 2 * i, a, b);
-      if (dev::reached(dev::tag_of(a), seq) && (!two || dev::reached(dev::tag_of(b), seq))) break;
+      dev::ld_words2_gpu(words + 2 * i, w[0], w[1]);
+      if (has2) dev::ld_words2_gpu(words + 2 * i2, w[2], w[3]);
+      bool ok = dev::reached(dev::tag_of(w[0]), seq) && (2 * i + 1 >= n || dev::reached(dev::tag_of(w[1]), seq));
+      if (has2)
+        ok = ok && dev::reached(dev::tag_of(w[2]), seq) && (2 * i2 + 1 >= n || dev::reached(dev::tag_of(w[3]), seq));
+      if (ok) break;
       if (f->quit) return false;
     }
-    const uint32_t va = dev::value_of(a), vb = two ? dev::value_of(b) : 0u;
+    const uint32_t va = dev::value_of(w[0]), vb = 2 * i + 1 < n ? dev::value_of(w[1]) : 0u;
     hi[i] = dev::b_pair(va, vb, 0x5410);
     lo[i] = dev::b_pair(va, vb, 0x7632);
+    if (has2) {
+      const uint32_t vc = dev::value_of(w[2]), vd = 2 * i2 + 1 < n ? dev::value_of(w[3]) : 0u;
+      hi[i2] = dev::b_pair(vc, vd, 0x5410);
+      lo[i2] = dev::b_pair(vc, vd, 0x7632);
+    }
   }
   return true;
 }
@@ -101,8 +115,10 @@ __device__ __forceinline__ void give_words(unsigned long long* words, int n, uns
 }
 
 // Gate pre-activations of one unit group (two m16 tiles, frag = [2][kt][32] uint4) over k16 tiles
-// [k0, k1), two accumulator chains per tile. Lane (g, t = 0) returns rows g and g+8 of both tiles, hi + lo
-// columns summed: gates i, f, g, o of unit g of the group.
+// [k0, k1), two accumulator chains per tile. Four tiles at a time: every shared-memory load of the four
+// is issued before their MMAs. Lane (g, t = 0) returns rows g and g+8 of both tiles, hi + lo columns
+// summed: gates i, f, g, o of unit g of the group.
+inline constexpr int kTilesInFlight = 4;
 template <bool BF16>
 __device__ __forceinline__ void gates_range(const uint4* frag, int kt, int k0, int k1, const uint32_t* xin32,
                                             int stride32, float (&y)[4]) {
@@ -110,29 +126,35 @@ __device__ __forceinline__ void gates_range(const uint4* frag, int kt, int k0, i
   float acc[2][2][4] = {};
   const uint32_t* bcol = xin32 + (g & 1) * stride32;
   const bool bvalid = g < 2;
-  int k = k0;
-#pragma unroll 2
-  for (; k + 1 < k1; k += 2) {
+  for (int k = k0; k < k1; k += kTilesInFlight) {
+    uint4 a0[kTilesInFlight], a1[kTilesInFlight];
+    uint32_t b0[kTilesInFlight], b1[kTilesInFlight];
 #pragma unroll
-    for (int ch = 0; ch < 2; ++ch) {
-      const int kk = k + ch;
-      const uint32_t b0 = bvalid ? bcol[kk * 8 + t] : 0u;
-      const uint32_t b1 = bvalid ? bcol[kk * 8 + 4 + t] : 0u;
-      dev::mma16816<BF16>(acc[0][ch], frag[kk * 32 + lane], b0, b1);
-      dev::mma16816<BF16>(acc[1][ch], frag[(kt + kk) * 32 + lane], b0, b1);
+    for (int i = 0; i < kTilesInFlight; ++i) {
+      const int kk = k + i;
+      const bool ok = kk < k1;
+      a0[i] = ok ? frag[kk * 32 + lane] : make_uint4(0, 0, 0, 0);
+      a1[i] = ok ? frag[(kt + kk) * 32 + lane] : make_uint4(0, 0, 0, 0);
+      b0[i] = ok && bvalid ? bcol[kk * 8 + t] : 0u;
+      b1[i] = ok && bvalid ? bcol[kk * 8 + 4 + t] : 0u;
     }
-  }
-  if (k < k1) {
-    const uint32_t b0 = bvalid ? bcol[k * 8 + t] : 0u;
-    const uint32_t b1 = bvalid ? bcol[k * 8 + 4 + t] : 0u;
-    dev::mma16816<BF16>(acc[0][0], frag[k * 32 + lane], b0, b1);
-    dev::mma16816<BF16>(acc[1][0], frag[(kt + k) * 32 + lane], b0, b1);
+#pragma unroll
+    for (int i = 0; i < kTilesInFlight; ++i) {
+      if (k + i >= k1) break;
+      dev::mma16816<BF16>(acc[0][i & 1], a0[i], b0[i], b1[i]);
+      dev::mma16816<BF16>(acc[1][i & 1], a1[i], b0[i], b1[i]);
+    }
   }
   y[0] = (acc[0][0][0] + acc[0][0][1]) + (acc[0][1][0] + acc[0][1][1]);
   y[1] = (acc[0][0][2] + acc[0][0][3]) + (acc[0][1][2] + acc[0][1][3]);
   y[2] = (acc[1][0][0] + acc[1][0][1]) + (acc[1][1][0] + acc[1][1][1]);
   y[3] = (acc[1][0][2] + acc[1][0][3]) + (acc[1][1][2] + acc[1][1][3]);
 }
+
+// The k-shares of one unit a cell lane adds (ksplit <= kMaxComputeWarps over 4 lanes a unit; 2 lanes
+// below 4 shares, 1 below 2).
+inline constexpr int kMaxSharesPerPart = (kMaxComputeWarps + 3) / 4;
+static_assert(kMaxSharesPerPart >= 2, "2 lanes a unit add up to 3 shares");
 
 // Block 0's head sums meet in sP after the last layer (one float an output).
 static_assert(4 * kUnitsPerGroup >= kMaxOutputs, "sP holds at least kMaxOutputs floats");
@@ -176,8 +198,9 @@ struct MultiSmem {
 // step's inputs do, so the weights' rounding stays the only half-precision error). Every block writes its
 // units' h of every window to L2 and adds 1 to the stage's arrival counter; the next stage waits for all.
 
-// k16 tiles whose loads a warp keeps in flight in the own precompute's GEMM: 2 keeps the kernel within
-// its 96 registers (8 bytes spilled; 3 spilled 76, 4 spilled 128).
+// k16 tiles whose loads a warp keeps in flight in the own precompute's GEMM: 2, chosen when the blocks had
+// 640 threads (96 registers: 3 spilled 76 bytes, 4 spilled 128); the 512-thread blocks (128 registers)
+// spill none at 2, more not measured.
 inline constexpr int kOwnTilesInFlight = 2;
 
 struct OwnState {
@@ -319,8 +342,8 @@ __device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, u
           const bool ok = kk < k1;
           b0[i] = ok && bval ? __ldcg(bcol + kk * 8 + t) : 0u;
           b1[i] = ok && bval ? __ldcg(bcol + kk * 8 + 4 + t) : 0u;
-          w0[i] = ok ? __ldg(hhq + kk * 32 + lane) : make_uint4(0, 0, 0, 0);
-          w1[i] = ok ? __ldg(hhq + (kt + kk) * 32 + lane) : make_uint4(0, 0, 0, 0);
+          w0[i] = ok ? __ldcg(hhq + kk * 32 + lane) : make_uint4(0, 0, 0, 0);
+          w1[i] = ok ? __ldcg(hhq + (kt + kk) * 32 + lane) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int i = 0; i < kOwnTilesInFlight; ++i) {
@@ -368,6 +391,127 @@ __device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, u
   }
 }
 
+// This tick's marks (GridLayerStat) in shared memory, the SM clock's low 32 bits when passed: each
+// compute warp's own [warp][L + 1][2] (its words taken, its gate sums done: plain stores, no contention
+// before the barrier), then the block's [L + 1][kGridLayerStats] (meet, sent), set by the one thread
+// that passes them. ~0u: not passed this tick (a clock reading of exactly ~0u is one in 2^32).
+struct GridMarks {
+  unsigned* warp_marks;
+  unsigned* block_marks;
+  int L;
+  __device__ GridMarks(const LstmParams& p, char* smem)
+      : warp_marks(smem_at<unsigned>(smem, p.s_gmarks)),
+        block_marks(smem_at<unsigned>(smem, p.s_gmarks) + p.compute_warps * 2 * (p.L + 1)),
+        L(p.L) {}
+  __device__ void warp(int w, int l, int which) const {  // which: 0 words, 1 gate sums
+    warp_marks[(w * (L + 1) + l) * 2 + which] = unsigned(clock64());
+  }
+  __device__ void block(int l, int part) const { block_marks[l * kGridLayerStats + part] = unsigned(clock64()); }
+  __device__ void reset(int warps, int first, int step) const {
+    for (int i = first; i < warps * 2 * (L + 1) + kGridLayerStats * (L + 1); i += step) warp_marks[i] = ~0u;
+  }
+  // Warp 0 after the tick (off the critical path), t0 its start of the tick (past the input barrier): per
+  // layer (a lane each) the first and last warp's words and the last warp's gate sums, and the block's
+  // marks, as cycles since t0 (a warp may pass a mark before warp 0 reads t0: counted as 0), into the
+  // block's sums in global memory (fire-and-forget reds); then reset for the next tick. A mark nobody
+  // passed (the head's words outside block 0) is left out.
+  __device__ void flush(const LstmParams& p, int b, long long t0) const {
+    const int lane = threadIdx.x & 31;
+    if (p.grid_stats) {
+      unsigned long long* sums = p.grid_stats + size_t(b) * kGridStatSlots;
+      auto since = [&](unsigned v) { return (unsigned long long)max(0, int(v - unsigned(t0))); };
+      if (lane == 0) atomicAdd(sums, 1ull);
+      for (int l = lane; l <= L; l += 32) {
+        unsigned long long first = ~0ull, last = 0, tiles = 0;
+        bool any = false;
+        for (int w = 0; w < p.compute_warps; ++w) {
+          const unsigned words = warp_marks[(w * (L + 1) + l) * 2], done = warp_marks[(w * (L + 1) + l) * 2 + 1];
+          if (words != ~0u) {
+            any = true;
+            first = min(first, since(words));
+            last = max(last, since(words));
+          }
+          if (done != ~0u) tiles = max(tiles, since(done));
+        }
+        unsigned long long* at = sums + 1 + kGridLayerStats * l;
+        if (any) {
+          atomicAdd(at + kGrWordsFirst, first);
+          atomicAdd(at + kGrWordsLast, last);
+        }
+        if (l < L) atomicAdd(at + kGrTilesLast, tiles);
+        for (int part : {int(kGrMeet), int(kGrSent)}) {
+          const unsigned v = block_marks[l * kGridLayerStats + part];
+          if (v != ~0u) atomicAdd(at + part, since(v));
+        }
+      }
+    }
+    __syncwarp();
+    reset(p.compute_warps, lane, 32);
+    __syncwarp();
+  }
+};
+
+// The fragments of the layers left in L2 (grid_l2_layers > 0: their W_ih slices overflow shared memory).
+// Before the tick's input arrives every compute warp prefetches its lines into L2 with the evict-last
+// priority (the own precompute streams W_hh through L2 between ticks and would leave them in DRAM); when
+// the input is there it loads every tile of its share at once (one L2 round trip, not one per tile pair)
+// and runs the MMAs from registers.
+inline constexpr int kL2TilesInFlight = 4;
+__device__ __forceinline__ void prefetch_l2_last(const void* p) {
+  asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p));
+}
+__device__ __forceinline__ unsigned long long l2_evict_last_policy() {
+  unsigned long long pol;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ uint4 ld_l2_last(const uint4* p, unsigned long long pol) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p), "l"(pol));
+  return v;
+}
+// This warp's tiles [k0, k1) of both m16 tiles (frag = [2][kt][32] uint4): 512-byte rows, 4 lanes a row's
+// 128-byte lines.
+__device__ __forceinline__ void prefetch_tiles(const uint4* frag, int kt, int k0, int k1) {
+  const int lane = threadIdx.x & 31;
+  for (int i = lane; i < 2 * 4 * (k1 - k0); i += 32) {
+    const int m = i / (4 * (k1 - k0)), r = i % (4 * (k1 - k0));
+    prefetch_l2_last(frag + (m * kt + k0 + r / 4) * 32 + (r % 4) * 8);
+  }
+}
+template <bool BF16>
+__device__ __forceinline__ void gates_l2(const uint4* frag, int kt, int k0, int k1, const uint32_t* xin32, int stride32,
+                                         float (&y)[4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const uint32_t* bcol = xin32 + (g & 1) * stride32;
+  const bool bvalid = g < 2;
+  float acc[2][2][4] = {};
+  const unsigned long long pol = l2_evict_last_policy();
+  for (int k = k0; k < k1; k += kL2TilesInFlight) {
+    uint4 w[2][kL2TilesInFlight];
+#pragma unroll
+    for (int i = 0; i < kL2TilesInFlight; ++i) {
+      const bool ok = k + i < k1;
+      w[0][i] = ok ? ld_l2_last(frag + (k + i) * 32 + lane, pol) : make_uint4(0, 0, 0, 0);
+      w[1][i] = ok ? ld_l2_last(frag + (kt + k + i) * 32 + lane, pol) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kL2TilesInFlight; ++i) {
+      if (k + i >= k1) break;
+      const uint32_t b0 = bvalid ? bcol[(k + i) * 8 + t] : 0u;
+      const uint32_t b1 = bvalid ? bcol[(k + i) * 8 + 4 + t] : 0u;
+      dev::mma16816<BF16>(acc[0][i & 1], w[0][i], b0, b1);
+      dev::mma16816<BF16>(acc[1][i & 1], w[1][i], b0, b1);
+    }
+  }
+  y[0] = (acc[0][0][0] + acc[0][0][1]) + (acc[0][1][0] + acc[0][1][1]);
+  y[1] = (acc[0][0][2] + acc[0][0][3]) + (acc[0][1][2] + acc[0][1][3]);
+  y[2] = (acc[1][0][0] + acc[1][0][1]) + (acc[1][1][0] + acc[1][1][1]);
+  y[3] = (acc[1][0][2] + acc[1][0][3]) + (acc[1][1][2] + acc[1][1][3]);
+}
+
 template <bool BF16>
 __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags* f, int b) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -383,8 +527,24 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
   const bool tagged = p.grid_exchange == GridExchange::tagged;
   const GridWords gw = grid_words(p);
   unsigned* const count = p.xch_count;  // line l: count + 32 l
+  const GridMarks marks(p, smem);
   // The input's slot in L2 (counters): layer L-1's exchange slot, which no layer's h uses.
   auto input_slot = [&](int par) { return p.xch_h + size_t(par * L + (L - 1)) * 2 * stride; };
+  // A unit's k-share partial sums meet in `parts` lanes side by side (thread j * parts + part adds shares
+  // part, part + parts, ...; a shuffle tree adds the lanes), the cell runs on lane part 0.
+  const int parts = ksplit >= 4 ? 4 : ksplit >= 2 ? 2 : 1, plog = parts == 4 ? 2 : parts == 2 ? 1 : 0;
+  const int cell_threads = (Ub * parts + 31) & ~31;
+  // Tagged, one warp's cells: the head's partial sums leave from the last layer's cell warp itself.
+  const bool fold = tagged && Ub * parts <= 32;
+  // This warp's tiles of layer l: [k0, k1) of kt[l] (ksplit shares, even)
+  auto share = [&](int l, int& k0, int& k1) {
+    const int kt = p.kt[l], per = p.share_tiles[l];  // the plan's: no division on the critical path
+    k0 = min(kt, ks * per);
+    k1 = min(kt, k0 + per);
+  };
+  auto l2_frag = [&](int l) {
+    return static_cast<const uint4*>(p.frags) + size_t(b) * p.block_frag + p.bfrag_off[l] + q * 2 * p.kt[l] * 32;
+  };
 
   const bool own = p.grid_precompute == GridPrecompute::in_critical;
   if (own) {  // every window starts fresh
@@ -409,6 +569,11 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       own_load_pc(p, own_state(p, b), s, m.sP, m.sc, nct);
     else
       dev::load_pc_slice(p, u0, Ub, m.sP, m.sc, nct);
+    for (int l = 0; l < p.grid_l2_layers; ++l) {
+      int k0, k1;
+      share(l, k0, k1);
+      prefetch_tiles(l2_frag(l), p.kt[l], k0, k1);
+    }
     dev::named_barrier(nct);
     if (tid == 0) {
       __threadfence();
@@ -460,8 +625,8 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     for (int l = 0; l < L; ++l) {
       const uint16_t* in = l == 0 ? m.xin0 : m.layer_in(p, l);
       const int kt = p.kt[l];
-      const int per = ((kt + ksplit - 1) / ksplit + 1) & ~1;
-      const int k0 = min(kt, ks * per), k1 = min(kt, k0 + per);
+      int k0, k1;
+      share(l, k0, k1);
       if (l > 0 && tagged) {
         // the words of this warp's k16 tiles of layer l-1's output: its MMAs start when their producers
         // are done, not every block (a quit ends the wait: garbage, never read)
@@ -482,55 +647,86 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
         for (int i = tid; i < stride / 4; i += nct) dst[i] = __ldcg(src + i);  // 2 rows x stride halves
         dev::named_barrier(nct);
       }
+      if (lane == 0) marks.warp(warp, l, 0);
       float y[4];
-      const uint4* lf = l < p.grid_l2_layers
-                            ? static_cast<const uint4*>(p.frags) + size_t(b) * p.block_frag + p.bfrag_off[l]
-                            : m.frags + (p.bfrag_off[l] - p.bfrag_off[p.grid_l2_layers]);
-      gates_range<BF16>(lf + q * 2 * kt * 32, kt, k0, k1,
-                        reinterpret_cast<const uint32_t*>(in), stride / 2, y);
-      if (t == 0) {
-        float* r = m.red + ((ks * gpb + q) * kUnitsPerGroup + g) * 4;
-        r[0] = y[0];
-        r[1] = y[1];
-        r[2] = y[2];
-        r[3] = y[3];
-      }
+      if (l < p.grid_l2_layers)
+        gates_l2<BF16>(l2_frag(l), kt, k0, k1, reinterpret_cast<const uint32_t*>(in), stride / 2, y);
+      else
+        gates_range<BF16>(m.frags + (p.bfrag_off[l] - p.bfrag_off[p.grid_l2_layers]) + q * 2 * kt * 32, kt, k0, k1,
+                          reinterpret_cast<const uint32_t*>(in), stride / 2, y);
+      // the k-shares' partial sums by layer parity: the next layer's are written before this one's cells
+      // have surely read theirs (no barrier between the cells and the next layer's MMAs)
+      float* const red = m.red + (l & 1) * ksplit * Ub * 4;
+      if (t == 0) *reinterpret_cast<float4*>(red + (ks * Ub + q * kUnitsPerGroup + g) * 4) = make_float4(y[0], y[1], y[2], y[3]);
+      if (lane == 0) marks.warp(warp, l, 1);
       dev::named_barrier(nct);
+      if (tid == 0) marks.block(l, kGrMeet);
       if (l == 0) {
         t_l0 = clock64();
         if (tid == 0) f->consumed = s + 1;  // every compute warp has read this tick's input
       }
       const bool last = l == L - 1;
-      for (int j = tid; j < Ub; j += nct) {
-        float z[4] = {0.f, 0.f, 0.f, 0.f};
-        for (int k = 0; k < ksplit; ++k) {
-          const float* r = m.red + (k * gpb * kUnitsPerGroup + j) * 4;
-          z[0] += r[0];
-          z[1] += r[1];
-          z[2] += r[2];
-          z[3] += r[3];
+      if (tid < cell_threads) {
+        // lanes j * parts + part: shares part, part + parts, ... of unit j; every load is issued before
+        // the first add, and P and c before the sums (short dependency chains: the cell is on the
+        // critical path of every layer)
+        const int j = tid >> plog, part = tid & (parts - 1), jc = j < Ub ? j : Ub - 1;
+        const float* P = m.sP + l * 4 * Ub + jc;
+        const float p0 = P[0], p1 = P[Ub], p2 = P[2 * Ub], p3 = P[3 * Ub];
+        float c = m.sc[l * Ub + jc];
+        float4 r[kMaxSharesPerPart];
+#pragma unroll
+        for (int i = 0; i < kMaxSharesPerPart; ++i) {
+          const int k = part + i * parts;
+          r[i] = k < ksplit ? *reinterpret_cast<const float4*>(red + (k * Ub + jc) * 4) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
-        if (l == 0 && own) {  // W_ih,0 x_s of this unit: the own precompute's layer-0 input term
-          float* const z0 = smem_at<float>(smem, p.s_z0);
-          z0[j] = z[0];
-          z0[Ub + j] = z[1];
-          z0[2 * Ub + j] = z[2];
-          z0[3 * Ub + j] = z[3];
+        float z[4] = {r[0].x, r[0].y, r[0].z, r[0].w};
+#pragma unroll
+        for (int i = 1; i < kMaxSharesPerPart; ++i) {
+          z[0] += r[i].x;
+          z[1] += r[i].y;
+          z[2] += r[i].z;
+          z[3] += r[i].w;
         }
-        const float* P = m.sP + l * 4 * Ub;
-        float c = m.sc[l * Ub + j];
-        const float h = u0 + j < H ? dev::lstm_cell(z[0] + P[j], z[1] + P[Ub + j], z[2] + P[2 * Ub + j],
-                                                    z[3] + P[3 * Ub + j], c)
-                                   : 0.f;
-        if (last)
-          m.h32[j] = h;
-        else if (tagged && u0 + j < H)
-          dev::st_word_gpu(p.xch_words + gw.layer_in(l + 1) + u0 + j, dev::tagged(seq, dev::hi_lo<BF16>(h)));
-        else
-          split_store<BF16>(m.stage + j, m.stage + Ub + j, h);
+        if (parts >= 4)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) z[i] += __shfl_xor_sync(0xffffffffu, z[i], 2);
+        if (parts >= 2)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) z[i] += __shfl_xor_sync(0xffffffffu, z[i], 1);
+        float h = 0.f;
+        if (part == 0 && j < Ub) {
+          if (l == 0 && own) {  // W_ih,0 x_s of this unit: the own precompute's layer-0 input term
+            float* const z0 = smem_at<float>(smem, p.s_z0);
+            z0[j] = z[0];
+            z0[Ub + j] = z[1];
+            z0[2 * Ub + j] = z[2];
+            z0[3 * Ub + j] = z[3];
+          }
+          h = u0 + j < H ? dev::lstm_cell_ftz(z[0] + p0, z[1] + p1, z[2] + p2, z[3] + p3, c) : 0.f;
+          if (last && !fold)
+            m.h32[j] = h;
+          else if (last)
+            ;  // the head below
+          else if (tagged && u0 + j < H)
+            dev::st_word_gpu(p.xch_words + gw.layer_in(l + 1) + u0 + j, dev::tagged(seq, dev::hi_lo<BF16>(h)));
+          else
+            split_store<BF16>(m.stage + j, m.stage + Ub + j, h);
+        }
+        if (last && fold) {
+          // (5) the head, folded: lane o adds output o over the block's units (h of unit j from lane j * parts)
+          // and sends it to block 0
+          float zo = 0.f;
+          for (int jj = 0; jj < Ub; ++jj) {
+            const float hj = __shfl_sync(0xffffffffu, h, jj * parts);
+            if (lane < O) zo = fmaf(m.hw[lane * Ub + jj], hj, zo);
+          }
+          if (lane < O) dev::st_word_gpu(p.xch_words + gw.head(lane) + b, dev::tagged(seq, __float_as_uint(zo)));
+        }
+        if (tid == 0 && (!last || fold)) marks.block(l, kGrSent);
       }
       // tagged: the next layer's wait ends in a barrier before anything this one read is rewritten
-      if (last || !tagged) dev::named_barrier(nct);
+      if ((last && !fold) || !tagged) dev::named_barrier(nct);
       if (!last && !tagged) {
         // this block's slice of layer l's output -> every block's input buffer of layer l+1, then the flag
         if (warp == 0) {
@@ -548,26 +744,30 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
             else
               st_release_gpu(p.xch_flag + l * nc + b, seq);
           }
+          if (lane == 0) marks.block(l, kGrSent);
         }
       }
     }
     const long long t_layers = clock64();
-    // (5) head: this block's partial sums over its units -> block 0
-    for (int o = warp; o < O; o += p.compute_warps) {
-      float z = 0.f;
-      for (int j = lane; j < Ub; j += 32) z = fmaf(m.hw[o * Ub + j], m.h32[j], z);
+    // (5) head (not folded): this block's partial sums over its units -> block 0
+    if (!fold) {
+      for (int o = warp; o < O; o += p.compute_warps) {
+        float z = 0.f;
+        for (int j = lane; j < Ub; j += 32) z = fmaf(m.hw[o * Ub + j], m.h32[j], z);
 #pragma unroll
-      for (int d = 16; d > 0; d >>= 1) z += __shfl_xor_sync(0xffffffffu, z, d);
-      if (lane == 0) {
-        if (tagged) {
-          dev::st_word_gpu(p.xch_words + gw.head(o) + b, dev::tagged(seq, __float_as_uint(z)));
-        } else {
-          const int at = (par * nc + b) * kMaxOutputs + o;
-          __stcg(p.xch_head + at, z);
+        for (int d = 16; d > 0; d >>= 1) z += __shfl_xor_sync(0xffffffffu, z, d);
+        if (lane == 0) {
+          if (tagged) {
+            dev::st_word_gpu(p.xch_words + gw.head(o) + b, dev::tagged(seq, __float_as_uint(z)));
+          } else {
+            const int at = (par * nc + b) * kMaxOutputs + o;
+            __stcg(p.xch_head + at, z);
+          }
         }
       }
+      dev::named_barrier(nct);
+      if (tid == 0) marks.block(L - 1, kGrSent);
     }
-    dev::named_barrier(nct);
     if (tid == 0 && tagged) {
       if (b != 0) f->answered = s + 1;
     } else if (tid == 0) {
@@ -583,8 +783,8 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       float z = hb;
       if (tagged) {
         // output o: warp o % compute_warps takes every block's word, four per lane in flight, and adds them
-        // in a tree; the sums meet in shared memory (sP: free after the last layer until the next tick's
-        // load; [L][4][Ub] >= 32 floats)
+        // in a tree; with one output warp 0 keeps its sum, else the sums meet in shared memory (sP: free
+        // after the last layer until the next tick's load; [L][4][Ub] >= 32 floats)
         for (int o = warp; o < O; o += p.compute_warps) {
           float zo = 0.f;
           for (int r0 = 0; r0 < nc; r0 += 128) {
@@ -604,10 +804,16 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
           }
 #pragma unroll
           for (int d = 16; d > 0; d >>= 1) zo += __shfl_xor_sync(0xffffffffu, zo, d);
-          if (lane == 0) m.sP[o] = zo;
+          if (lane == 0) marks.warp(warp, L, 0);
+          if (O == 1)
+            z += zo;
+          else if (lane == 0)
+            m.sP[o] = zo;
         }
-        dev::named_barrier(nct);
-        if (warp == 0 && lane < O) z += m.sP[lane];
+        if (O > 1) {
+          dev::named_barrier(nct);
+          if (warp == 0 && lane < O) z += m.sP[lane];
+        }
       } else if (warp == 0) {
         if (counters)
           wait_flags(count + 32 * (L - 1), 1, unsigned(nc) * unsigned(s + 1), f);
@@ -615,16 +821,23 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
           wait_flags(p.xch_flag + (L - 1) * nc, nc, seq, f);
         if (lane < O)
           for (int r = 0; r < nc; ++r) z += __ldcg(p.xch_head + (par * nc + r) * kMaxOutputs + lane);
+        if (lane == 0) marks.warp(0, L, 0);
       }
       if (warp == 0) {
         const float za = __shfl_sync(0xffffffffu, z, (2 * lane) & 31), zb = __shfl_sync(0xffffffffu, z, (2 * lane + 1) & 31);
         const long long t_head = clock64();
         dev::store_output_chunk(p.mb, seq, O, za, zb);
-        if (lane == 0) record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()});
+        if (lane == 0) {
+          marks.block(L, kGrSent);
+          record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()});
+        }
         __syncwarp();
         if (lane == 0) f->answered = s + 1;
       }
+    } else if (tid == 0) {
+      marks.block(L, kGrSent);
     }
+    if (warp == 0) marks.flush(p, b, t_in);
     // (7) own precompute: the round that prepares tick s+1
     if (own) own_round<BF16>(p, smem, own_state(p, b), s, b, f);
   }
@@ -689,6 +902,7 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
     }
     unsigned* claim = smem_at<unsigned>(smem, p.s_claim);
     for (int i = tid; i < p.mb.n_in; i += blockDim.x) m.seqw[i] = claim[i] = 0;
+    GridMarks(p, smem).reset(p.compute_warps, tid, blockDim.x);
     if (tid == 0) dev::reset_flags(f);
   }
   __syncthreads();
@@ -711,8 +925,8 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
   }
 }
 
-template <bool BF16>
-__global__ void __launch_bounds__(kMaxBlockThreads, 1) lstm_grid(const __grid_constant__ LstmParams p) {
+template <bool BF16, int kThreads>
+__global__ void __launch_bounds__(kThreads, 1) lstm_grid(const __grid_constant__ LstmParams p) {
   extern __shared__ __align__(16) char smem[];
   const int b = int(blockIdx.x);
   if (b < p.nc) {
@@ -722,7 +936,12 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) lstm_grid(const __grid_co
   }
 }
 
-const void* grid_kernel(bool bf16) { return bf16 ? (const void*)&lstm_grid<true> : (const void*)&lstm_grid<false>; }
+// The instantiation a plan runs: its precision and its block size (LstmParams::grid_wide).
+const void* grid_kernel(const LstmParams& p) {
+  if (p.grid_wide)
+    return p.bf16 ? (const void*)&lstm_grid<true, kMaxBlockThreads> : (const void*)&lstm_grid<false, kMaxBlockThreads>;
+  return p.bf16 ? (const void*)&lstm_grid<true, kGridBlockThreads> : (const void*)&lstm_grid<false, kGridBlockThreads>;
+}
 
 // The launch's blocks that can be co-resident where `stream`'s work runs (a green context or MPS may
 // hold fewer SMs than the device).
@@ -743,12 +962,12 @@ cudaError_t grid_fits(const LstmParams& p, cudaStream_t stream, const void* fn, 
 }  // namespace
 
 cudaError_t grid_max_coresident(const LstmParams& p, cudaStream_t stream, long long* fits) {
-  return grid_fits(p, stream, grid_kernel(p.bf16 != 0), fits);
+  return grid_fits(p, stream, grid_kernel(p), fits);
 }
 
 cudaError_t launch_lstm_grid(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
   if (p.stall_tick >= 0) return cudaErrorInvalidValue;  // the stall hook is compiled into the cta and cluster kernels only
-  const void* fn = grid_kernel(p.bf16 != 0);
+  const void* fn = grid_kernel(p);
   long long fits = 0;
   const cudaError_t e = grid_fits(p, stream, fn, &fits);
   if (e != cudaSuccess) return e;
