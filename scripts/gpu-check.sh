@@ -59,6 +59,9 @@ if command -v cuobjdump >/dev/null && [ -n "$OBJ" ]; then
   say "SASS instruction mix of the LSTM kernel (HMMA = tensor cores, LDL/STL = local memory)"
   cuobjdump --dump-sass "$OBJ" | gzip -9 >"$OUT/sass.txt.gz"
   zcat "$OUT/sass.txt.gz" | grep -oE 'HMMA[.A-Z0-9]*|LDS\.128|LDL[.A-Z0-9]*|STL[.A-Z0-9]*|LDG\.E\.128[.A-Z]*|STG\.E\.128[.A-Z.]*|ST\.E\.128[.A-Z.]*|LD\.E\.128[.A-Z.]*' | sort | uniq -c | tee -a "$LOG"
+  # the grid kernel's too (its tick path: docs/cuda.md, "where a grid tick's time goes")
+  GOBJ=$(find "$BUILD" -name 'lstm_grid.cu.o' | head -1)
+  [ -n "$GOBJ" ] && cuobjdump --dump-sass "$GOBJ" | gzip -9 >"$OUT/sass-grid.txt.gz"
 fi
 
 if [ "${GPU_TESTS:-1}" = 1 ]; then
