@@ -154,10 +154,16 @@ typedef struct hotpath_engine_options {
   const char* kernel;     /* cuda kernel family, as the CLI's --kernel: "auto" (NULL or ""), "cta",
                              "cluster", "grid"; another name is HOTPATH_ERROR_INVALID_ARGUMENT naming the
                              choices; refused for "ref"/"cpu", dropped when "auto" picks the CPU */
+  const char* cpu_options; /* the cpu backend's knobs (and cuda's CPU fallback's), as the CLI's
+                             --cpu-options: comma-separated key=value, keys isa (auto, avx512, avx2,
+                             generic), bf16 (auto, dot, cvt), int8_act (16, 8), prefetch (auto, bytes
+                             0..65536), rewarm (1, 0), hugepages (1, 0), each over the environment's
+                             HOTPATH_CPU_* (e.g. "isa=avx2,prefetch=0"); NULL or "": the environment's;
+                             refused for "ref" */
 } hotpath_engine_options;
 
 #define HOTPATH_ENGINE_OPTIONS_INIT \
-  { sizeof(hotpath_engine_options), NULL, NULL, NULL, 0, 0, NULL, 0.0, NULL, NULL, NULL, 0, NULL }
+  { sizeof(hotpath_engine_options), NULL, NULL, NULL, 0, 0, NULL, 0.0, NULL, NULL, NULL, 0, NULL, NULL }
 
 /* Creates an engine serving a copy of model (the model may be closed afterwards). options may be NULL
  * (all defaults). HOTPATH_ERROR_UNSUPPORTED when the chosen backend cannot serve the model here. */

@@ -91,6 +91,7 @@ struct engine_options {
   std::string kernel;            // cuda: auto | cta | cluster | grid; "": auto
   std::string scaler;            // none | model | rolling:N; "": model when the model carries one, else none
   bool warm = true;              // false: no warm-up on open
+  std::string cpu_options;       // cpu knobs, e.g. "isa=avx2,prefetch=0"; "": the environment's (HOTPATH_CPU_*)
 };
 
 // A model served by one backend. Move-only; one thread at a time.
@@ -119,6 +120,7 @@ class engine {
     o.scaler = detail::or_null(options.scaler);
     o.no_warm = options.warm ? 0 : 1;
     o.kernel = detail::or_null(options.kernel);
+    o.cpu_options = detail::or_null(options.cpu_options);
     return o;
   }
 

@@ -575,7 +575,8 @@ hotpath::EngineOptions engine_options(const std::string& backend, const std::opt
                                       const std::string& mode, std::optional<int> window, int device,
                                       nb::handle cpuset, double timeout_us, const std::optional<std::string>& fallback,
                                       const std::optional<std::string>& variant, const std::optional<std::string>& scaler,
-                                      bool warm, const std::optional<std::string>& kernel) {
+                                      bool warm, const std::optional<std::string>& kernel,
+                                      const std::optional<std::string>& cpu_options) {
   hotpath::EngineOptions o;
   o.backend = backend;
   if (precision) o.precision = hotpath::parse_precision(*precision);
@@ -590,6 +591,8 @@ hotpath::EngineOptions engine_options(const std::string& backend, const std::opt
   o.kernel = kernel.value_or("");
   if (scaler) o.scaler = hotpath::parse_scaler(*scaler);  // None: the model's scaler when it has one
   o.warm = warm;
+  // None: the environment's HOTPATH_CPU_*; text: its keys over them (backend/cpu_options.hpp)
+  if (cpu_options) o.cpu = hotpath::parse_cpu_options(*cpu_options, hotpath::cpu_options_from_env());
   return o;
 }
 
@@ -725,15 +728,16 @@ NB_MODULE(_hotpath, m) {
           [](PyEngine* self, nb::object model, const std::string& backend, std::optional<std::string> precision,
              const std::string& mode, std::optional<int> window, int device, nb::handle cpuset, double timeout_us,
              std::optional<std::string> fallback, std::optional<std::string> variant,
-             std::optional<std::string> scaler, bool warm, std::optional<std::string> kernel, nb::kwargs extra) {
+             std::optional<std::string> scaler, bool warm, std::optional<std::string> kernel,
+             std::optional<std::string> cpu_options, nb::kwargs extra) {
             refuse_unknown_keywords("Engine", extra,
                                     {"model", "backend", "precision", "mode", "window", "device", "cpuset",
-                                     "timeout_us", "fallback", "variant", "scaler", "warm", "kernel"});
+                                     "timeout_us", "fallback", "variant", "scaler", "warm", "kernel", "cpu_options"});
             // Anything hotpath.load takes (a path, bytes, a zoo name, a torch module) stands for its model.
             if (!nb::isinstance<hotpath::Model>(model)) model = nb::module_::import_("hotpath").attr("load")(model);
             const hotpath::Model& source = nb::cast<const hotpath::Model&>(model);
             const auto options = engine_options(backend, precision, mode, window, device, cpuset, timeout_us, fallback,
-                                                variant, scaler, warm, kernel);
+                                                variant, scaler, warm, kernel, cpu_options);
             std::shared_ptr<hotpath::Engine> engine;
             {
               nb::gil_scoped_release unlocked;  // a cuda engine launches its kernel here
@@ -751,7 +755,8 @@ NB_MODULE(_hotpath, m) {
           },
           "model"_a, "backend"_a = "auto", "precision"_a = nb::none(), "mode"_a = "window", "window"_a = nb::none(),
           "device"_a = 0, "cpuset"_a = nb::none(), "timeout_us"_a = 1'000'000.0, "fallback"_a = nb::none(),
-          "variant"_a = nb::none(), "scaler"_a = nb::none(), "warm"_a = true, "kernel"_a = nb::none(), "kwargs"_a)
+          "variant"_a = nb::none(), "scaler"_a = nb::none(), "warm"_a = true, "kernel"_a = nb::none(),
+          "cpu_options"_a = nb::none(), "kwargs"_a)
       .def("step", &step, "x"_a.none(), "out"_a = nb::none(),
            nb::sig("def step(self, x: numpy.typing.ArrayLike, out: numpy.typing.NDArray[numpy.float32] | None = None) "
                    "-> numpy.typing.NDArray[numpy.float32]"),
@@ -849,7 +854,7 @@ NB_MODULE(_hotpath, m) {
             if (!nb::isinstance<hotpath::Model>(model)) model = nb::module_::import_("hotpath").attr("load")(model);
             const hotpath::Model& source = nb::cast<const hotpath::Model&>(model);
             const auto options = engine_options(backend, precision, mode, window, device, nb::none(), timeout_us,
-                                                std::nullopt, variant, scaler, warm, std::nullopt);
+                                                std::nullopt, variant, scaler, warm, std::nullopt, std::nullopt);
             hotpath::engine::InstanceOptions io;
             io.count = count;
             io.isolation = isolation;

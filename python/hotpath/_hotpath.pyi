@@ -86,6 +86,7 @@ class Engine:
         scaler: Optional[str] = None,
         warm: bool = True,
         kernel: Optional[str] = None,
+        cpu_options: Optional[str] = None,
     ) -> None:
         """backend: "auto" (cuda when a GPU is usable and the model fits its kernels, else cpu), "ref",
         "cpu" or "cuda". precision: "fp32" | "bf16" | "int8" (cpu), "fp16" | "bf16" (cuda), "fp64" (ref);
@@ -96,7 +97,9 @@ class Engine:
         std of the past N ticks only); None: "model" when the model carries a scaler, else "none".
         warm: warm the engine on creation (synthetic ticks, then a reset); False: the first ticks meet a
         cold backend. kernel: the cuda kernel family, "auto" (None), "cta", "cluster" or "grid"; another
-        name raises hotpath.Error naming the choices. `model` may be anything hotpath.load takes."""
+        name raises hotpath.Error naming the choices. cpu_options: the cpu backend's knobs (and cuda's CPU
+        fallback's), as --cpu-options, e.g. "isa=avx2,prefetch=0", over the environment's HOTPATH_CPU_*;
+        None: the environment's. `model` may be anything hotpath.load takes."""
     def step(
         self, x: numpy.typing.ArrayLike, out: Optional[numpy.typing.NDArray[numpy.float32]] = None
     ) -> numpy.typing.NDArray[numpy.float32]:

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu_options.hpp"
 #include "model/model.hpp"
 #include "scaling/input_scaler.hpp"
 
@@ -61,6 +62,9 @@ struct BackendOptions {
   // Input scaling (scaling/input_scaler.hpp); unset: the model's scaler when it has one, else none.
   // Each backend scales with an InputScaler of its own, in step(), fused into its copy of x.
   std::optional<ScalerChoice> scaler;
+  // The cpu backend's own options (backend/cpu_options.hpp; a cuda backend's CPU fallback reads them
+  // too); unset: the environment's (cpu_options_from_env).
+  std::optional<CpuOptions> cpu;
 };
 
 class Backend {

@@ -154,6 +154,7 @@ EngineOptions engine_options(const BenchOptions& o) {
   eo.variant = o.variant;
   eo.kernel = o.kernel;
   eo.scaler = o.scaler;
+  eo.cpu = o.cpu;
   eo.warm = o.warm;
   return eo;
 }

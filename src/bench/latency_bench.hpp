@@ -76,6 +76,7 @@ struct BenchOptions {
   std::string variant;           // backend kernel variant ("" = the backend's default)
   std::string kernel;            // cuda kernel family asked for ("" = auto; gpu::kernel_choices)
   std::optional<ScalerChoice> scaler;  // input scaling; unset: the model's when it has one, else none
+  std::optional<CpuOptions> cpu;       // the cpu backend's knobs; unset: the environment's
   bool pingpong = false;         // only the bare signalling floor, no model
   std::optional<int> floats;     // ping-pong payload; default the model's I, else 32
   bool skip_pingpong = false;    // cuda: do not run the same-process ping-pong

@@ -98,6 +98,7 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
   eo.variant = o.variant;
   eo.kernel = o.kernel;
   eo.scaler = o.scaler;
+  eo.cpu = o.cpu;
   eo.warm = false;  // throughput: the unmeasured first run warms it
   if (fresh) {
     // The batch backends take W per call; the engine's window rule (metadata, range) still applies.

@@ -53,6 +53,7 @@ struct ThroughputOptions {
   std::string json_path;
   std::string variant, kernel;
   std::optional<ScalerChoice> scaler;
+  std::optional<CpuOptions> cpu;  // the cpu backend's knobs; unset: the environment's
   std::string command_line;
   // Makes the backend instead of the registry (tests: a backend that answers wrongly).
   std::function<std::unique_ptr<Backend>(const Model&, const BackendOptions&)> make_backend;

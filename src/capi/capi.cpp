@@ -152,6 +152,7 @@ hotpath_status read_options(const hotpath_engine_options* given, hotpath_engine_
   if (!covers(size, &hotpath_engine_options::scaler)) out->scaler = nullptr;
   if (!covers(size, &hotpath_engine_options::no_warm)) out->no_warm = 0;
   if (!covers(size, &hotpath_engine_options::kernel)) out->kernel = nullptr;
+  if (!covers(size, &hotpath_engine_options::cpu_options)) out->cpu_options = nullptr;
   return HOTPATH_OK;
 }
 
@@ -170,6 +171,8 @@ hotpath::EngineOptions engine_options(const hotpath_engine_options& o) {
   e.kernel = opt(o.kernel);
   if (o.scaler && *o.scaler) e.scaler = hotpath::parse_scaler(o.scaler);
   e.warm = o.no_warm == 0;
+  if (o.cpu_options && *o.cpu_options)
+    e.cpu = hotpath::parse_cpu_options(o.cpu_options, hotpath::cpu_options_from_env());
   return e;
 }
 

@@ -88,6 +88,15 @@ CLI::Option* add_kernel_option(CLI::App* cmd, std::string& kernel) {
           "KERNEL"));
 }
 
+// --cpu-options: the cpu backend's own knobs (backend/cpu_options.hpp) over the environment's HOTPATH_CPU_*.
+CLI::Option* add_cpu_options_option(CLI::App* cmd, std::string& text) {
+  return cmd->add_option("--cpu-options", text,
+                         "The cpu backend's knobs (and cuda's --fallback cpu's), comma-separated key=value over the "
+                         "environment's:\n" +
+                             cpu_options_help());
+}
+CpuOptions cpu_options_given(const std::string& text) { return parse_cpu_options(text, cpu_options_from_env()); }
+
 // Flags shared by the subcommands that create a backend.
 struct BackendFlags {
   std::string backend = "ref";
@@ -96,8 +105,10 @@ struct BackendFlags {
   std::string variant;
   std::string kernel;
   std::string scaler;
+  std::string cpu_options;
   CLI::Option* cpuset_option = nullptr;  // given (even empty) or not: "--cpuset ''" is an error, not absent
   CLI::Option* scaler_option = nullptr;
+  CLI::Option* cpu_options_option = nullptr;
   void add(CLI::App* cmd, const std::string& default_backend) {
     backend = default_backend;
     std::string names = "auto (cuda if usable, else cpu)";
@@ -109,6 +120,7 @@ struct BackendFlags {
     cmd->add_option("--variant", variant, "Backend kernel variant (cuda: auto, smem, regs); default: the backend's");
     add_kernel_option(cmd, kernel);
     scaler_option = cmd->add_option("--scaler", scaler, kScalerHelp);
+    cpu_options_option = add_cpu_options_option(cmd, cpu_options);
   }
   EngineOptions options(Mode mode, int window) const {
     EngineOptions o;
@@ -120,6 +132,7 @@ struct BackendFlags {
     o.variant = variant;
     o.kernel = kernel;
     if (scaler_option->count()) o.scaler = parse_scaler(scaler);
+    if (cpu_options_option->count()) o.cpu = cpu_options_given(cpu_options);
     return o;
   }
 };
@@ -486,7 +499,7 @@ void add_bench_command(CLI::App& app) {
       "bench", "Tick latency benchmark (docs/model.md, \"Latency\"), or --pingpong for the signalling floor");
   struct Flags {
     bench::BenchOptions o;
-    std::string mode = "window", precision, cpuset, scaler;
+    std::string mode = "window", precision, cpuset, scaler, cpu_options;
     int window = 0, floats = 0, check_threads = 0, instances = 0;
     double rate = 0, seconds = 0, report_every = 0;
     int64_t seed = 1;
@@ -566,6 +579,7 @@ void add_bench_command(CLI::App& app) {
                  bench::kMaxFloats);
   cmd->add_flag("--no-pingpong", f->o.skip_pingpong, "cuda: skip the same-process ping-pong");
   cmd->add_option("--scaler", f->scaler, kScalerHelp);
+  add_cpu_options_option(cmd, f->cpu_options);
   cmd->add_flag("--no-warm", f->no_warm,
                 "Do not warm the engine on creation (its first 10 ticks, reported apart, then meet it cold)");
   add_int_option(cmd, "--instances", f->instances,
@@ -619,6 +633,7 @@ void add_bench_command(CLI::App& app) {
       t.variant = o.variant;
       t.kernel = o.kernel;
       if (cmd->count("--scaler")) t.scaler = parse_scaler(f->scaler);
+      if (cmd->count("--cpu-options")) t.cpu = cpu_options_given(f->cpu_options);
       t.command_line = command_line();
       const auto report = bench::run_throughput(t, std::cout);
       if (!report["pass"].get<bool>()) {
@@ -633,6 +648,7 @@ void add_bench_command(CLI::App& app) {
     if (!f->precision.empty()) o.precision = parse_precision(f->precision);
     if (cmd->count("--cpuset")) o.cpuset = parse_cpuset(f->cpuset);
     if (cmd->count("--scaler")) o.scaler = parse_scaler(f->scaler);
+    if (cmd->count("--cpu-options")) o.cpu = cpu_options_given(f->cpu_options);
     // Flags given are range-checked by their validators; unset ones keep the library's defaults.
     if (cmd->count("--window")) o.window = f->window;
     if (cmd->count("--floats")) o.floats = f->floats;

@@ -45,15 +45,11 @@ int64_t now_ns() {
       .count();
 }
 
-std::string env_string(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
-
 struct IsaChoice {
   const KernelTable* table = nullptr;
   std::string variant;
   std::string int8_slow;  // int8 on the portable table: why, else empty
+  CpuOptions options;     // as asked (CpuOptions), for the rest of the backend
 };
 
 std::optional<CpuFeatures>& features_override() {
@@ -61,71 +57,43 @@ std::optional<CpuFeatures>& features_override() {
   return f;
 }
 
-// HOTPATH_CPU_ISA = auto (default) | avx512 | avx2 | generic; HOTPATH_CPU_BF16 = dot (default where
-// the ISA has a bf16 pair dot product) | cvt. int8 needs AVX512_VNNI; without it (or with
-// HOTPATH_CPU_ISA=generic) it runs on the portable table, which emulates vpdpbusd (correct, slow).
-IsaChoice choose_isa(Precision precision, const CpuFeatures& cpu) {
+// The kernel table for `precision` on `cpu` as `o` asks (CpuOptions: isa, bf16). int8 needs AVX512_VNNI;
+// without it (or with isa=generic) it runs on the portable table, which emulates vpdpbusd (correct, slow).
+IsaChoice choose_isa(Precision precision, const CpuFeatures& cpu, const CpuOptions& o) {
   const bool bf16 = precision == Precision::bf16, int8 = precision == Precision::int8;
   const bool has_avx2 = cpu.avx2_fma;
   const bool has_avx512 = has_avx2 && cpu.avx512;
   const bool has_bf16dot = has_avx512 && cpu.avx512_bf16;
   const bool has_vnni = has_avx512 && cpu.avx512_vnni;
-  std::string isa = env_string("HOTPATH_CPU_ISA");
-  const std::string method = env_string("HOTPATH_CPU_BF16");
-  if (!method.empty() && method != "dot" && method != "cvt")
-    throw Error("HOTPATH_CPU_BF16='" + method + "': expected dot or cvt");
-  const bool chose = !isa.empty() && isa != "auto";
-  if (!chose) isa = int8 ? (has_vnni ? "avx512" : "generic") : has_avx512 ? "avx512" : has_avx2 ? "avx2" : "generic";
+  const bool chose = o.isa != CpuIsa::automatic;
+  const CpuIsa isa = chose ? o.isa
+                     : int8 ? (has_vnni ? CpuIsa::avx512 : CpuIsa::generic)
+                     : has_avx512 ? CpuIsa::avx512
+                     : has_avx2   ? CpuIsa::avx2
+                                  : CpuIsa::generic;
   IsaChoice c;
-  if (isa == "avx512") {
-    if (!has_avx512) throw UnsupportedError("HOTPATH_CPU_ISA=avx512: this CPU lacks AVX-512 F/BW/DQ/VL");
-    if (int8 && !has_vnni)
-      throw UnsupportedError("--precision int8 with HOTPATH_CPU_ISA=avx512: this CPU lacks AVX512_VNNI");
-    bool dot = method != "cvt" && has_bf16dot;
-    if (method == "dot" && !has_bf16dot)
-      throw UnsupportedError("HOTPATH_CPU_BF16=dot: this CPU lacks AVX512_BF16");
-    c.table = kernels_avx512(dot);
-  } else if (isa == "avx2") {
-    if (!has_avx2) throw UnsupportedError("HOTPATH_CPU_ISA=avx2: this CPU lacks AVX2/FMA");
-    if (method == "dot") throw UnsupportedError("HOTPATH_CPU_BF16=dot needs AVX512_BF16 (or HOTPATH_CPU_ISA=generic)");
-    if (int8) throw UnsupportedError("--precision int8 needs AVX512_VNNI or HOTPATH_CPU_ISA=generic, not avx2");
+  c.options = o;
+  if (isa == CpuIsa::avx512) {
+    if (!has_avx512) throw UnsupportedError("cpu option isa=avx512: this CPU lacks AVX-512 F/BW/DQ/VL");
+    if (int8 && !has_vnni) throw UnsupportedError("--precision int8 with cpu option isa=avx512: this CPU lacks AVX512_VNNI");
+    if (o.bf16 == CpuBf16::dot && !has_bf16dot) throw UnsupportedError("cpu option bf16=dot: this CPU lacks AVX512_BF16");
+    c.table = kernels_avx512(o.bf16 != CpuBf16::cvt && has_bf16dot);
+  } else if (isa == CpuIsa::avx2) {
+    if (!has_avx2) throw UnsupportedError("cpu option isa=avx2: this CPU lacks AVX2/FMA");
+    if (o.bf16 == CpuBf16::dot) throw UnsupportedError("cpu option bf16=dot needs AVX512_BF16 (or isa=generic)");
+    if (int8) throw UnsupportedError("--precision int8 needs AVX512_VNNI or cpu option isa=generic, not avx2");
     c.table = kernels_avx2();
-  } else if (isa == "generic") {
-    c.table = kernels_generic(method != "cvt");
   } else {
-    throw Error("HOTPATH_CPU_ISA='" + isa + "': expected auto, avx512, avx2 or generic");
+    c.table = kernels_generic(o.bf16 != CpuBf16::cvt);
   }
   c.variant = std::string(c.table->isa) +
-              (int8 ? "-int8" : bf16 ? (c.table->bf16_dot || isa == "avx2" ? "-bf16" : "-bf16cvt") : "-fp32");
-  if (int8 && isa == "generic")
+              (int8 ? "-int8" : bf16 ? (c.table->bf16_dot || isa == CpuIsa::avx2 ? "-bf16" : "-bf16cvt") : "-fp32");
+  if (int8 && isa == CpuIsa::generic)
     c.int8_slow = std::string("int8 runs on the portable kernels here (") +
-                  (chose ? "HOTPATH_CPU_ISA=generic" : "this CPU lacks AVX512_VNNI, which the int8 kernels need") +
+                  (chose ? "cpu option isa=generic: --cpu-options or HOTPATH_CPU_ISA"
+                         : "this CPU lacks AVX512_VNNI, which the int8 kernels need") +
                   "), many times slower than fp32 (lstm_s: ~15x): use fp32 or bf16 on this machine";
   return c;
-}
-
-// int8 activations: HOTPATH_CPU_INT8_ACT = 16 (default) | 8 (kernels.hpp: crit_i8). 16: the error
-// stays at the weight rounding's own (ratio 1.00 on the golden cases, tests/cpu/test_cpu_int8.cpp);
-// 8-bit activations add up to 1.44x on them and break the 1.5x bound on random shapes.
-int int8_act_from_env() {
-  const std::string s = env_string("HOTPATH_CPU_INT8_ACT");
-  if (s.empty() || s == "16") return 1;
-  if (s == "8") return 0;
-  throw Error("HOTPATH_CPU_INT8_ACT='" + s + "': expected 8 or 16");
-}
-
-// Software prefetch distance ahead of the critical step's weight stream. Default 1024 B on AVX-512,
-// measured on the lent Xeon (family 6 model 207, Emerald Rapids, 2.1 GHz TSC, KVM; 13 precompute
-// workers): lstm_s window fp32 p50/p99 3.85/5.9 us with it, 4.90/13.6 us without; vollo_tiny
-// streaming fp32 5.5/7.6 vs 6.0/9.6 us.
-// Not measured for AVX2: off there.
-int prefetch_from_env(const KernelTable& k) {
-  const std::string s = env_string("HOTPATH_CPU_PREFETCH");
-  if (s.empty()) return k.lanes == 16 && std::string(k.isa) == "avx512" ? 1024 : 0;
-  char* end = nullptr;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (*end != '\0' || v < 0 || v > 65536) throw Error("HOTPATH_CPU_PREFETCH='" + s + "': expected bytes 0..65536");
-  return static_cast<int>(v);
 }
 
 class CpuBackend final : public Backend {
@@ -255,6 +223,7 @@ class CpuBackend final : public Backend {
   uint32_t* crit_pairs_ = nullptr;
 
   int int8_act_ = 0;  // index into KernelTable::crit_i8
+  std::string options_text_;  // the CpuOptions it was made with (facts)
   std::vector<Scratch> scratch_;  // one per precompute part
   SpinPool pool_;
   int nparts_ = 1;
@@ -308,15 +277,16 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
                                       : std::vector<int>{}) {
   if (options.mode == Mode::window && W_ < 1)
     throw Error("cpu backend: window mode needs a window length >= 1 (none given and none in the model file)");
-  prefetch_ = prefetch_from_env(*k_);
-  rewarm_ = env_string("HOTPATH_CPU_REWARM") != "0";
+  const CpuOptions& co = isa.options;
+  options_text_ = cpu_options_text(co);
+  // CpuOptions::prefetch_bytes: auto is 1,024 on AVX-512 (measured there), off elsewhere (not measured)
+  prefetch_ = co.prefetch_bytes >= 0 ? co.prefetch_bytes : k_->lanes == 16 && std::string(k_->isa) == "avx512" ? 1024 : 0;
+  rewarm_ = co.rewarm;
   if (pm_.int8) {
-    int8_act_ = int8_act_from_env();
+    int8_act_ = co.int8_act_bits == 16 ? 1 : 0;  // KernelTable::crit_i8's index (kernels.hpp)
     variant_ += int8_act_ ? "" : "-a8";
   }
-  const std::string huge = env_string("HOTPATH_CPU_HUGEPAGES");
-  if (!huge.empty() && huge != "0" && huge != "1") throw Error("HOTPATH_CPU_HUGEPAGES='" + huge + "': expected 0 or 1");
-  const bool use_huge = huge != "0";
+  const bool use_huge = co.huge_pages;
   const int Hp = pm_.Hp;
   layer_floats_ = round_to_lines<float>(pm_.gate_floats() + size_t(Hp));
   slot_floats_ = layer_floats_ * pm_.num_layers;
@@ -825,6 +795,7 @@ std::map<std::string, std::string> CpuBackend::facts() const {
   f["cpu_isa"] = k_->isa;
   f["cpu_lanes"] = std::to_string(k_->lanes);
   f["cpu_weights"] = pm_.int8 ? "int8 (per-row scales; precompute on the dequantized fp32)" : pm_.bf16 ? "bf16" : "fp32";
+  f["cpu_options"] = options_text_;
   f["cpu_activations"] = pm_.int8 ? (int8_act_ ? "16-bit per tick (hi/lo bytes, 2x vpdpbusd)" : "int8 per tick (vpdpbusd)")
                          : pm_.bf16 && k_->bf16_dot ? "bf16 (vdpbf16ps operands)"
                                                     : "fp32";
@@ -856,7 +827,9 @@ CpuFeatures cpu_features() {
 
 void override_cpu_features(std::optional<CpuFeatures> features) { features_override() = features; }
 
-std::string int8_slow_note(const CpuFeatures& features) { return choose_isa(Precision::int8, features).int8_slow; }
+std::string int8_slow_note(const CpuFeatures& features, const CpuOptions& options) {
+  return choose_isa(Precision::int8, features, options).int8_slow;
+}
 
 }  // namespace cpu
 
@@ -866,7 +839,8 @@ std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptio
     throw UnsupportedError(std::string("the cpu backend does not support precision ") + precision_name(p) +
                            " (use fp32, bf16 or int8)");
   model.validate();
-  cpu::IsaChoice isa = cpu::choose_isa(p, cpu::cpu_features());
+  // the environment is read only when no options are given (value_or would read it always)
+  cpu::IsaChoice isa = cpu::choose_isa(p, cpu::cpu_features(), options.cpu ? *options.cpu : cpu_options_from_env());
   if (!isa.int8_slow.empty()) util::warn_once(isa.int8_slow);
   return std::make_unique<cpu::CpuBackend>(model, options, p, std::move(isa));
 }

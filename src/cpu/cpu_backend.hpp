@@ -7,8 +7,8 @@
 
 namespace hotpath {
 // The vectorised CPU backend (AVX-512 with an AVX2 fallback chosen at run time). int8 on the portable
-// kernels (no AVX512_VNNI, or HOTPATH_CPU_ISA=generic) warns once on stderr (util/warn.hpp) and says
-// so in facts()["cpu_int8"].
+// kernels (no AVX512_VNNI, or the cpu option isa=generic) warns once on stderr (util/warn.hpp) and says
+// so in facts()["cpu_int8"]. Its own options: options.cpu, or the environment's (backend/cpu_options.hpp).
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& options);
 
 namespace cpu {
@@ -23,8 +23,9 @@ struct CpuFeatures {
 };
 CpuFeatures cpu_features();
 void override_cpu_features(std::optional<CpuFeatures> features);  // nullopt: detect again
-// Why int8 would run on the portable kernels with `features` (and HOTPATH_CPU_ISA), many times slower
-// than fp32; empty when it runs on AVX512_VNNI. Throws as the backend would for an impossible ISA.
-std::string int8_slow_note(const CpuFeatures& features);
+// Why int8 would run on the portable kernels with `features` and `options` (the environment's when not
+// given), many times slower than fp32; empty when it runs on AVX512_VNNI. Throws as the backend would for
+// an impossible ISA.
+std::string int8_slow_note(const CpuFeatures& features, const CpuOptions& options = cpu_options_from_env());
 }  // namespace cpu
 }  // namespace hotpath

@@ -45,7 +45,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const Model& mode
     throw Error("window mode needs a window length >= 1 (--window, or `window` in the model's metadata)");
   if ((name == "ref" || name == "cpu") && !options.variant.empty())
     throw Error("backend " + name + " has no kernel variants (--variant is for cuda); the cpu path is chosen "
-                "from the processor at run time (HOTPATH_CPU_ISA overrides it)");
+                "from the processor at run time (--cpu-options isa=... overrides it)");
   if ((name == "ref" || name == "cpu") && !options.kernel.empty() && options.kernel != "auto")
     throw Error("backend " + name + " has no kernel families (--kernel " + options.kernel + " is for cuda)");
   if (name == "ref") return make_reference_backend(model, options);
@@ -130,6 +130,9 @@ BackendOptions backend_options(const Model& model, const EngineOptions& o) {
   b.variant = o.variant;
   b.kernel = o.kernel;
   b.scaler = resolve_scaler(model, o.scaler);  // checked here, named as the option
+  if (o.cpu && o.backend == "ref")
+    throw Error("--cpu-options is for the cpu backend (and cuda's --fallback cpu); backend ref has none");
+  b.cpu = o.cpu;
   return b;
 }
 

@@ -31,7 +31,7 @@ Model open_model_bytes(std::span<const std::byte> bytes, const std::string& name
 // Backends built into this library ("ref", "cpu", and "cuda" when built with CUDA); "auto" is not one.
 std::vector<std::string> backend_names();
 // Why `--precision int8` on the cpu backend would run on the portable kernels here, many times slower
-// than fp32 (this CPU lacks AVX512_VNNI, or HOTPATH_CPU_ISA=generic); empty when the VNNI kernels serve
+// than fp32 (this CPU lacks AVX512_VNNI, or the cpu option isa=generic); empty when the VNNI kernels serve
 // it. Such a backend also warns once on stderr and says so in facts()["cpu_int8"]. Throws as the
 // backend would for an ISA this CPU cannot run. No precision is ever chosen as int8 unless asked.
 std::string cpu_int8_note();
@@ -59,6 +59,8 @@ struct EngineOptions {
                                          // scaler when it carries one, else none
   bool warm = true;                      // warm the backend on creation (engine/warm.hpp); false: the
                                          // first ticks meet a cold backend (to measure the difference)
+  std::optional<CpuOptions> cpu;         // the cpu backend's options (and cuda's CPU fallback's;
+                                         // backend/cpu_options.hpp); unset: the environment's; refused for ref
 };
 
 // "0-3,8" -> {0,1,2,3,8} (the first listed core stays first); throws hotpath::Error naming the bad part.

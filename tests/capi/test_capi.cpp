@@ -376,17 +376,25 @@ TEST(CapiEngine, OpenErrors) {
   bad([](auto& c) { c.kernel = "grid"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "kernel");  // cpu has none
 }
 
-// `kernel` reaches the backend's options as given ("auto", the default, is the one a cpu takes).
-TEST(CapiEngine, KernelReachesTheBackend) {
+// `kernel` reaches the backend's options as given ("auto", the default, is the one a cpu takes), and
+// `cpu_options` the cpu backend (its facts say what it was made with); ref refuses cpu_options.
+TEST(CapiEngine, KernelAndCpuOptionsReachTheBackend) {
   const ModelPtr m = open_model(golden_model("tiny"));
   hotpath_engine_options o = HOTPATH_ENGINE_OPTIONS_INIT;
   o.backend = "cpu";
   o.window = 5;
   o.kernel = "auto";
+  o.cpu_options = "isa=generic,prefetch=0,rewarm=0";
   hotpath_engine* e = nullptr;
   ASSERT_EQ(hotpath_engine_open(m.get(), &o, &e), HOTPATH_OK) << last_error();
   const EnginePtr engine(e);
   EXPECT_EQ(e->engine.backend().options().kernel, "auto");
+  EXPECT_EQ(e->engine.backend().facts().at("cpu_options"), "isa=generic,bf16=auto,int8_act=16,prefetch=0,rewarm=0,hugepages=1");
+  EXPECT_EQ(e->engine.backend().variant(), "generic-fp32");
+  o.cpu_options = "isa=generic";
+  o.backend = "ref";
+  o.kernel = nullptr;
+  expect_open_fails(m.get(), &o, HOTPATH_ERROR_INVALID_ARGUMENT, "--cpu-options is for the cpu backend");
 }
 
 TEST(CapiEngine, OptionsOfALaterVersion) {
@@ -476,6 +484,18 @@ TEST(CapiEngine, OptionsOfAnOlderVersion) {
   hotpath_engine_close(e);
   second.struct_size = sizeof second;
   expect_open_fails(m.get(), &second, HOTPATH_ERROR_INVALID_ARGUMENT, "unknown cuda kernel 'bogus'");
+
+  // The third layout ended with `kernel`: `cpu_options`, past it, is never read.
+  hotpath_engine_options third = HOTPATH_ENGINE_OPTIONS_INIT;
+  third.backend = "cpu";
+  third.mode = "streaming";
+  third.cpu_options = "isa=bogus";
+  third.struct_size = offsetof(hotpath_engine_options, cpu_options);
+  ASSERT_EQ(hotpath_engine_open(m.get(), &third, &e), HOTPATH_OK) << last_error();
+  EXPECT_FALSE(e->engine.backend().options().cpu.has_value());
+  hotpath_engine_close(e);
+  third.struct_size = sizeof third;
+  expect_open_fails(m.get(), &third, HOTPATH_ERROR_INVALID_ARGUMENT, "isa=bogus (isa takes auto, avx512, avx2 or generic)");
 
   // An info struct of the first layout: its fields written, nothing after them.
   hotpath_engine_info old_info;

@@ -220,7 +220,7 @@ TEST_F(Cli, InfoSaysWhetherInt8IsSlowHere) {
   const Result slow = hotpath("info --model lstm_s");
   ::unsetenv("HOTPATH_CPU_ISA");
   ASSERT_EQ(slow.code, 0) << slow.err;
-  EXPECT_NE(slow.out.find("cpu int8:     slow here: int8 runs on the portable kernels here (HOTPATH_CPU_ISA=generic)"),
+  EXPECT_NE(slow.out.find("cpu int8:     slow here: int8 runs on the portable kernels here (cpu option isa=generic: --cpu-options or HOTPATH_CPU_ISA)"),
             std::string::npos)
       << slow.out;
 }
@@ -650,6 +650,24 @@ TEST_F(Cli, KernelFlagIsCheckedBeforeAnyDevice) {
   EXPECT_FALSE(fs::exists(path("o.safetensors")));
   EXPECT_NE(hotpath("bench --help").out.find("--kernel"), std::string::npos);
   EXPECT_NE(hotpath("run --help").out.find("--kernel"), std::string::npos);
+}
+
+// --cpu-options reaches the cpu backend (bench's JSON says what it was made with), over the environment's
+// HOTPATH_CPU_*; a bad pair exits 2 naming it, and ref refuses the flag.
+TEST_F(Cli, CpuOptionsReachTheCpuBackend) {
+  const Result r = hotpath("bench --model lstm_s --backend cpu --mode streaming --ticks 200 --warmup 10 --check-every 50 "
+                           "--no-warm --cpu-options isa=generic,prefetch=0,hugepages=0 --json " + path("b.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(path("b.json"));
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["facts"]["cpu_options"], "isa=generic,bf16=auto,int8_act=16,prefetch=0,rewarm=1,hugepages=0") << j.dump();
+  EXPECT_EQ(j["variant"], "generic-fp32");
+  const std::string run = "run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.safetensors");
+  expect_refused(run + " --window 5 --backend cpu --cpu-options isa=sse", "isa=sse (isa takes auto, avx512, avx2 or generic)");
+  expect_refused(run + " --window 5 --backend cpu --cpu-options speed=11", "unknown key 'speed'");
+  expect_refused(run + " --window 5 --backend ref --cpu-options isa=generic", "--cpu-options is for the cpu backend");
+  EXPECT_FALSE(fs::exists(path("o.safetensors")));
+  EXPECT_NE(hotpath("run --help").out.find("hugepages: 0 or 1 (environment: HOTPATH_CPU_HUGEPAGES)"), std::string::npos);
 }
 
 // --floats is the mailbox's limit, refused as parsed: "no usable CUDA device" would mean it looked first.

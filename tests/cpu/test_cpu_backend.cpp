@@ -362,6 +362,61 @@ TEST(CpuBackend, OptionErrors) {
   EXPECT_THROW(b->step(x, out), Error);
 }
 
+// The cpu backend's own options (backend/cpu_options.hpp): one text form for every front end, the
+// environment as the layer under it, and a backend made with them does as they say.
+TEST(CpuOptions, TextEnvironmentAndBackend) {
+  const CpuOptions d;
+  EXPECT_EQ(cpu_options_text(d), "isa=auto,bf16=auto,int8_act=16,prefetch=auto,rewarm=1,hugepages=1");
+  const CpuOptions o = parse_cpu_options("isa=generic,prefetch=0,hugepages=0");
+  EXPECT_EQ(o.isa, CpuIsa::generic);
+  EXPECT_EQ(o.prefetch_bytes, 0);
+  EXPECT_FALSE(o.huge_pages);
+  EXPECT_EQ(o.bf16, CpuBf16::automatic);  // keys not named keep their value
+  EXPECT_TRUE(o.rewarm);
+  const CpuOptions all = parse_cpu_options("isa=avx2,bf16=cvt,int8_act=8,prefetch=512,rewarm=0,hugepages=0");
+  EXPECT_EQ(cpu_options_text(parse_cpu_options(cpu_options_text(all))), cpu_options_text(all));
+  EXPECT_EQ(cpu_options_text(parse_cpu_options("")), cpu_options_text(d));
+  auto refused = [](const std::string& text, const std::string& needle) {
+    try {
+      (void)parse_cpu_options(text);
+      ADD_FAILURE() << text << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused("isa=sse", "isa=sse (isa takes auto, avx512, avx2 or generic)");
+  refused("speed=11", "unknown key 'speed' (keys: isa, bf16, int8_act, prefetch, rewarm, hugepages)");
+  refused("isa", "'isa' has no value");
+  refused("isa=avx2,,bf16=dot", "an empty pair");
+  refused("prefetch=70000", "prefetch takes auto or bytes 0..65536");
+  refused("int8_act=12", "int8_act takes 16 or 8");
+  refused("rewarm=yes", "rewarm takes 0 or 1");
+  {
+    EnvScope isa("HOTPATH_CPU_ISA", "generic"), prefetch("HOTPATH_CPU_PREFETCH", "256");
+    const CpuOptions env = cpu_options_from_env();
+    EXPECT_EQ(env.isa, CpuIsa::generic);
+    EXPECT_EQ(env.prefetch_bytes, 256);
+    const CpuOptions over = parse_cpu_options("prefetch=0", env);  // the option over the environment
+    EXPECT_EQ(over.isa, CpuIsa::generic);
+    EXPECT_EQ(over.prefetch_bytes, 0);
+  }
+  {
+    EnvScope bad("HOTPATH_CPU_INT8_ACT", "12");
+    EXPECT_THROW((void)cpu_options_from_env(), Error);
+  }
+  // A backend made with options does as they say, whatever the environment says.
+  const Model m = random_model(3, 8, 1, 2, true, true, 1);
+  BackendOptions opt;
+  opt.window = 3;
+  opt.cpu = parse_cpu_options("isa=generic,prefetch=0,rewarm=0,hugepages=0");
+  EnvScope isa("HOTPATH_CPU_ISA", "bogus");  // not read: the options are given
+  auto b = make_cpu_backend(m, opt);
+  EXPECT_EQ(b->variant(), "generic-fp32");
+  EXPECT_EQ(b->facts().at("cpu_options"), "isa=generic,bf16=auto,int8_act=16,prefetch=0,rewarm=0,hugepages=0");
+  opt.cpu.reset();
+  EXPECT_THROW(make_cpu_backend(m, opt), Error);  // now the environment's (bogus) is read
+}
+
 TEST(CpuBackend, VariantNamesThePath) {
   const Model m = random_model(3, 8, 1, 2, true, true, 1);
   for (const Variant& v : available_variants()) {

@@ -81,6 +81,23 @@ class IsaScope {
   Saved isa_, bf16_;
 };
 
+// One environment variable set for a scope (the cpu backend's override layer, HOTPATH_CPU_*), restored after.
+class EnvScope {
+ public:
+  EnvScope(const char* name, const std::string& value) : name_(name) {
+    if (const char* v = std::getenv(name)) had_ = true, old_ = v;
+    setenv(name, value.c_str(), 1);
+  }
+  ~EnvScope() { had_ ? (void)setenv(name_, old_.c_str(), 1) : (void)unsetenv(name_); }
+  EnvScope(const EnvScope&) = delete;
+  EnvScope& operator=(const EnvScope&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 using test_support::random_model;
 
 // [T, I] standard normal inputs, different every tick.

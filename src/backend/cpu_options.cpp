@@ -1,0 +1,143 @@
+#include "backend/cpu_options.hpp"
+
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "util/error.hpp"
+#include "util/number.hpp"
+
+namespace hotpath {
+namespace {
+
+// One key: its name, the values it accepts (for errors and help), how a value sets it, how it reads back.
+struct Key {
+  const char* name;
+  const char* env;
+  const char* accepts;
+  std::function<bool(const std::string&, CpuOptions&)> set;  // false: not a value this key accepts
+  std::function<std::string(const CpuOptions&)> get;
+};
+
+bool set_flag(const std::string& v, bool& out) {
+  if (v == "1") return out = true, true;
+  if (v == "0") return out = false, true;
+  return false;
+}
+
+const std::vector<Key>& keys() {
+  static const std::vector<Key> k = {
+      {"isa", "HOTPATH_CPU_ISA", "auto, avx512, avx2 or generic",
+       [](const std::string& v, CpuOptions& o) {
+         for (CpuIsa i : {CpuIsa::automatic, CpuIsa::avx512, CpuIsa::avx2, CpuIsa::generic})
+           if (v == cpu_isa_name(i)) return o.isa = i, true;
+         return false;
+       },
+       [](const CpuOptions& o) { return std::string(cpu_isa_name(o.isa)); }},
+      {"bf16", "HOTPATH_CPU_BF16", "auto, dot or cvt",
+       [](const std::string& v, CpuOptions& o) {
+         for (CpuBf16 b : {CpuBf16::automatic, CpuBf16::dot, CpuBf16::cvt})
+           if (v == cpu_bf16_name(b)) return o.bf16 = b, true;
+         return false;
+       },
+       [](const CpuOptions& o) { return std::string(cpu_bf16_name(o.bf16)); }},
+      {"int8_act", "HOTPATH_CPU_INT8_ACT", "16 or 8",
+       [](const std::string& v, CpuOptions& o) {
+         if (v != "16" && v != "8") return false;
+         o.int8_act_bits = v == "8" ? 8 : 16;
+         return true;
+       },
+       [](const CpuOptions& o) { return std::to_string(o.int8_act_bits); }},
+      {"prefetch", "HOTPATH_CPU_PREFETCH", "auto or bytes 0..65536",
+       [](const std::string& v, CpuOptions& o) {
+         if (v == "auto") return o.prefetch_bytes = -1, true;
+         const auto n = util::parse_int<int>(v);
+         if (!n || *n < 0 || *n > 65536) return false;
+         o.prefetch_bytes = *n;
+         return true;
+       },
+       [](const CpuOptions& o) { return o.prefetch_bytes < 0 ? std::string("auto") : std::to_string(o.prefetch_bytes); }},
+      {"rewarm", "HOTPATH_CPU_REWARM", "0 or 1", [](const std::string& v, CpuOptions& o) { return set_flag(v, o.rewarm); },
+       [](const CpuOptions& o) { return std::string(o.rewarm ? "1" : "0"); }},
+      {"hugepages", "HOTPATH_CPU_HUGEPAGES", "0 or 1",
+       [](const std::string& v, CpuOptions& o) { return set_flag(v, o.huge_pages); },
+       [](const CpuOptions& o) { return std::string(o.huge_pages ? "1" : "0"); }},
+  };
+  return k;
+}
+
+std::string key_list() {
+  std::string s;
+  for (const Key& k : keys()) s += (s.empty() ? "" : ", ") + std::string(k.name);
+  return s;
+}
+
+}  // namespace
+
+const char* cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::avx512: return "avx512";
+    case CpuIsa::avx2: return "avx2";
+    case CpuIsa::generic: return "generic";
+    case CpuIsa::automatic: break;
+  }
+  return "auto";
+}
+
+const char* cpu_bf16_name(CpuBf16 bf16) {
+  switch (bf16) {
+    case CpuBf16::dot: return "dot";
+    case CpuBf16::cvt: return "cvt";
+    case CpuBf16::automatic: break;
+  }
+  return "auto";
+}
+
+CpuOptions parse_cpu_options(const std::string& text, CpuOptions base) {
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = text.find(',', pos);
+    const std::string pair = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? text.size() + 1 : comma + 1;
+    if (pair.empty()) {
+      if (text.empty()) break;
+      throw Error("bad --cpu-options '" + text + "': an empty pair (expected key=value, keys: " + key_list() + ")");
+    }
+    const size_t eq = pair.find('=');
+    const std::string name = pair.substr(0, eq);
+    const Key* key = nullptr;
+    for (const Key& k : keys())
+      if (name == k.name) key = &k;
+    if (!key) throw Error("bad --cpu-options '" + text + "': unknown key '" + name + "' (keys: " + key_list() + ")");
+    if (eq == std::string::npos)
+      throw Error("bad --cpu-options '" + text + "': '" + pair + "' has no value (" + name + "=" + key->accepts + ")");
+    const std::string value = pair.substr(eq + 1);
+    if (!key->set(value, base))
+      throw Error("bad --cpu-options '" + text + "': " + name + "=" + value + " (" + name + " takes " + key->accepts + ")");
+  }
+  return base;
+}
+
+CpuOptions cpu_options_from_env() {
+  CpuOptions o;
+  for (const Key& k : keys()) {
+    const char* v = std::getenv(k.env);
+    if (!v || !*v) continue;
+    if (!k.set(v, o)) throw Error(std::string(k.env) + "='" + v + "': expected " + k.accepts);
+  }
+  return o;
+}
+
+std::string cpu_options_text(const CpuOptions& o) {
+  std::string s;
+  for (const Key& k : keys()) s += (s.empty() ? "" : ",") + std::string(k.name) + "=" + k.get(o);
+  return s;
+}
+
+std::string cpu_options_help() {
+  std::string s;
+  for (const Key& k : keys()) s += (s.empty() ? "  " : "\n  ") + std::string(k.name) + ": " + k.accepts + " (environment: " + k.env + ")";
+  return s;
+}
+
+}  // namespace hotpath

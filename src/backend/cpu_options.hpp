@@ -1,0 +1,49 @@
+// What only the cpu backend reads (BackendOptions::cpu): its kernel path and its memory habits, defined
+// once. Every front end parses into it here: the CLI (--cpu-options), the C ABI
+// (hotpath_engine_options::cpu_options), Python (Engine(cpu_options=...)), all as the same text, and the
+// environment (HOTPATH_CPU_*), the override layer under them (cpu_options_from_env). The text form is
+// comma-separated key=value pairs, e.g. "isa=avx2,prefetch=0"; a key it does not name keeps its value.
+#pragma once
+#include <string>
+
+namespace hotpath {
+
+enum class CpuIsa { automatic, avx512, avx2, generic };
+enum class CpuBf16 { automatic, dot, cvt };
+
+struct CpuOptions {
+  // isa=auto|avx512|avx2|generic: the kernel table. auto: AVX-512 where the CPU has it, else AVX2, else
+  // the portable table; int8 takes AVX-512 only with AVX512_VNNI (else the portable table: correct, slow).
+  CpuIsa isa = CpuIsa::automatic;
+  // bf16=auto|dot|cvt: bf16 weights by pair dot products (AVX512_BF16; auto where the CPU has them) or
+  // widened to fp32 then FMA.
+  CpuBf16 bf16 = CpuBf16::automatic;
+  // int8_act=16|8: the int8 critical step's activations. 16 keeps the error at the weights' own rounding
+  // (ratio 1.00 on the golden cases); 8 is faster and adds up to 1.44x, past the 1.5x bound on random shapes.
+  int int8_act_bits = 16;
+  // prefetch=auto|0..65536: software prefetch distance (bytes) ahead of the critical step's weight stream.
+  // auto (-1): 1,024 on AVX-512 (lent Xeon, lstm_s window fp32: 3.85 / 5.9 us p50 / p99 with it, 4.90 /
+  // 13.6 without), 0 elsewhere (not measured).
+  int prefetch_bytes = -1;
+  // rewarm=1|0: touch the critical step's weights between ticks, so a tick after a pause finds them in cache.
+  bool rewarm = true;
+  // hugepages=1|0: the critical weights and window state madvise'd onto transparent huge pages.
+  bool huge_pages = true;
+};
+
+const char* cpu_isa_name(CpuIsa isa);
+const char* cpu_bf16_name(CpuBf16 bf16);
+
+// `text` over `base`: only the keys it names change. Throws hotpath::Error naming the bad pair and what
+// the key accepts.
+CpuOptions parse_cpu_options(const std::string& text, CpuOptions base = {});
+// The defaults under HOTPATH_CPU_ISA, HOTPATH_CPU_BF16, HOTPATH_CPU_INT8_ACT, HOTPATH_CPU_PREFETCH,
+// HOTPATH_CPU_REWARM and HOTPATH_CPU_HUGEPAGES (each the same values as its key): the one place that reads
+// them. Throws hotpath::Error naming the variable.
+CpuOptions cpu_options_from_env();
+// Every key's value in the text form (parse_cpu_options(cpu_options_text(o)) == o).
+std::string cpu_options_text(const CpuOptions& o);
+// The keys and their values, one line each, for --help.
+std::string cpu_options_help();
+
+}  // namespace hotpath
