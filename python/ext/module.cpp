@@ -592,7 +592,7 @@ hotpath::EngineOptions engine_options(const std::string& backend, const std::opt
   if (scaler) o.scaler = hotpath::parse_scaler(*scaler);  // None: the model's scaler when it has one
   o.warm = warm;
   // None: the environment's HOTPATH_CPU_*; text: its keys over them (backend/cpu_options.hpp)
-  if (cpu_options) o.cpu = hotpath::parse_cpu_options(*cpu_options, hotpath::cpu_options_from_env());
+  if (cpu_options) o.cpu = hotpath::cpu_options_over_env(*cpu_options);
   return o;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "util/error.hpp"
@@ -94,15 +95,12 @@ const char* cpu_bf16_name(CpuBf16 bf16) {
 }
 
 CpuOptions parse_cpu_options(const std::string& text, CpuOptions base) {
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t comma = text.find(',', pos);
-    const std::string pair = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    pos = comma == std::string::npos ? text.size() + 1 : comma + 1;
-    if (pair.empty()) {
-      if (text.empty()) break;
+  if (text.empty()) return base;
+  for (std::string_view rest = text;;) {
+    const size_t comma = rest.find(',');
+    const std::string pair(rest.substr(0, comma));
+    if (pair.empty())
       throw Error("bad --cpu-options '" + text + "': an empty pair (expected key=value, keys: " + key_list() + ")");
-    }
     const size_t eq = pair.find('=');
     const std::string name = pair.substr(0, eq);
     const Key* key = nullptr;
@@ -114,9 +112,12 @@ CpuOptions parse_cpu_options(const std::string& text, CpuOptions base) {
     const std::string value = pair.substr(eq + 1);
     if (!key->set(value, base))
       throw Error("bad --cpu-options '" + text + "': " + name + "=" + value + " (" + name + " takes " + key->accepts + ")");
+    if (comma == std::string_view::npos) return base;
+    rest.remove_prefix(comma + 1);
   }
-  return base;
 }
+
+CpuOptions cpu_options_over_env(const std::string& text) { return parse_cpu_options(text, cpu_options_from_env()); }
 
 CpuOptions cpu_options_from_env() {
   CpuOptions o;

@@ -41,6 +41,9 @@ CpuOptions parse_cpu_options(const std::string& text, CpuOptions base = {});
 // HOTPATH_CPU_REWARM and HOTPATH_CPU_HUGEPAGES (each the same values as its key): the one place that reads
 // them. Throws hotpath::Error naming the variable.
 CpuOptions cpu_options_from_env();
+// What a front end's text (--cpu-options, the C ABI's field, Python's keyword) means: its keys over the
+// environment's.
+CpuOptions cpu_options_over_env(const std::string& text);
 // Every key's value in the text form (parse_cpu_options(cpu_options_text(o)) == o).
 std::string cpu_options_text(const CpuOptions& o);
 // The keys and their values, one line each, for --help.

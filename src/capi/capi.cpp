@@ -172,7 +172,7 @@ hotpath::EngineOptions engine_options(const hotpath_engine_options& o) {
   if (o.scaler && *o.scaler) e.scaler = hotpath::parse_scaler(o.scaler);
   e.warm = o.no_warm == 0;
   if (o.cpu_options && *o.cpu_options)
-    e.cpu = hotpath::parse_cpu_options(o.cpu_options, hotpath::cpu_options_from_env());
+    e.cpu = hotpath::cpu_options_over_env(o.cpu_options);
   return e;
 }
 

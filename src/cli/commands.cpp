@@ -95,7 +95,6 @@ CLI::Option* add_cpu_options_option(CLI::App* cmd, std::string& text) {
                          "environment's:\n" +
                              cpu_options_help());
 }
-CpuOptions cpu_options_given(const std::string& text) { return parse_cpu_options(text, cpu_options_from_env()); }
 
 // Flags shared by the subcommands that create a backend.
 struct BackendFlags {
@@ -132,7 +131,7 @@ struct BackendFlags {
     o.variant = variant;
     o.kernel = kernel;
     if (scaler_option->count()) o.scaler = parse_scaler(scaler);
-    if (cpu_options_option->count()) o.cpu = cpu_options_given(cpu_options);
+    if (cpu_options_option->count()) o.cpu = cpu_options_over_env(cpu_options);
     return o;
   }
 };
@@ -633,7 +632,7 @@ void add_bench_command(CLI::App& app) {
       t.variant = o.variant;
       t.kernel = o.kernel;
       if (cmd->count("--scaler")) t.scaler = parse_scaler(f->scaler);
-      if (cmd->count("--cpu-options")) t.cpu = cpu_options_given(f->cpu_options);
+      if (cmd->count("--cpu-options")) t.cpu = cpu_options_over_env(f->cpu_options);
       t.command_line = command_line();
       const auto report = bench::run_throughput(t, std::cout);
       if (!report["pass"].get<bool>()) {
@@ -648,7 +647,7 @@ void add_bench_command(CLI::App& app) {
     if (!f->precision.empty()) o.precision = parse_precision(f->precision);
     if (cmd->count("--cpuset")) o.cpuset = parse_cpuset(f->cpuset);
     if (cmd->count("--scaler")) o.scaler = parse_scaler(f->scaler);
-    if (cmd->count("--cpu-options")) o.cpu = cpu_options_given(f->cpu_options);
+    if (cmd->count("--cpu-options")) o.cpu = cpu_options_over_env(f->cpu_options);
     // Flags given are range-checked by their validators; unset ones keep the library's defaults.
     if (cmd->count("--window")) o.window = f->window;
     if (cmd->count("--floats")) o.floats = f->floats;

@@ -420,10 +420,9 @@ LstmPlan plan_grid_as(const Model& model, Precision precision, Mode mode, int wi
   };
   p.grid_wide = compute_warps_in(kGridBlockThreads) < MultiBlockPolicy::min_compute_warps ? 1 : 0;
   const int max_compute = compute_warps_in(p.grid_wide ? kMaxBlockThreads : kGridBlockThreads);
-  if (max_compute < 1)
-    throw UnsupportedError("its input's " + std::to_string(p.mb.n_in) + " mailbox chunks need " +
-                           std::to_string(p.poll_warps) + " poller warps, which leave no compute warp in a grid block of " +
-                           std::to_string(kMaxBlockThreads) + " threads (fewer chunks: 3 floats a chunk, not dual_seq_input)");
+  // The widest input the mailbox carries (the layout refuses more) leaves the wide blocks compute warps.
+  static_assert(kMaxBlockThreads / 32 - chunks_for(kMaxInputChunks, 32) - 1 >= 1,
+                "the pollers of the widest input leave a grid block of kMaxBlockThreads a compute warp");
   const int optin = limits.smem_per_block_optin;
 
   // Blocks and unit groups per block. Each group needs a compute warp; the rest split the k16 tiles.
