@@ -416,12 +416,12 @@ LstmPlan plan_grid_as(const Model& model, Precision precision, Mode mode, int wi
   p.mb.poll_sets = 1;  // every critical block polls; one set each
   p.poll_warps = (p.mb.n_in + 31) / 32;
   auto compute_warps_in = [&](int threads) {
-    return std::min(MultiBlockPolicy::max_compute_warps, threads / 32 - p.poll_warps - 1);
+    return std::min(MultiBlockPolicy::max_compute_warps, threads / 32 - p.poll_warps - 1 - kGridCellWarps);
   };
   p.grid_wide = compute_warps_in(kGridBlockThreads) < MultiBlockPolicy::min_compute_warps ? 1 : 0;
   const int max_compute = compute_warps_in(p.grid_wide ? kMaxBlockThreads : kGridBlockThreads);
   // The widest input the mailbox carries (the layout refuses more) leaves the wide blocks compute warps.
-  static_assert(kMaxBlockThreads / 32 - chunks_for(kMaxInputChunks, 32) - 1 >= 1,
+  static_assert(kMaxBlockThreads / 32 - chunks_for(kMaxInputChunks, 32) - 1 - kGridCellWarps >= 1,
                 "the pollers of the widest input leave a grid block of kMaxBlockThreads a compute warp");
   const int optin = limits.smem_per_block_optin;
 

@@ -143,7 +143,8 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
     // order its warps pass them (a mean over the ticks, then over the blocks, keeps that order). Only marks
     // read on one warp's clock, or the same warps', are compared: the warps' clocks of one SM disagree by up
     // to a few hundred cycles (H200: the last warp's gate sums read up to ~500 cycles after the barrier that
-    // follows them, on warp 0's clock)
+    // follows them, on warp 0's clock). The cell warp marks the meeting and, with tagged words, a hidden
+    // layer's words sent; with the other exchanges compute warp 0 sends them (another clock)
     const auto c = b->counters();
     const int L = m.config.num_layers;
     for (int l = 0; l <= L; ++l) {
@@ -156,7 +157,10 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
       if (l < L) {
         EXPECT_LE(mark("words_first"), mark("words_last")) << at;
         EXPECT_LE(mark("words_last"), mark("tiles_last")) << at;  // each warp's words before its sums
-        EXPECT_LE(mark("meet"), mark("sent")) << at;              // thread 0 passes both
+        if (!flags && !counters && l < L - 1)
+          EXPECT_LE(mark("meet"), mark("sent")) << at;  // the cell warp passes both (the head's: it may not)
+        else
+          EXPECT_GT(mark("sent"), 0.0) << at;
       } else {  // the head: block 0 gathers the words; every block sends (block 0: the answer)
         EXPECT_LE(mark("words_first"), mark("words_last")) << at;
         EXPECT_GT(mark("sent"), 0.0) << at;

@@ -24,6 +24,10 @@ inline constexpr int kMaxBlockThreads = 640;  // __launch_bounds__: 102 register
 // instantiation (LstmParams::grid_wide).
 inline constexpr int kGridBlockThreads = 512;
 inline constexpr int kUnitsPerGroup = 8;    // a warp's 2 m16 tiles = 8 hidden units x 4 gates
+// The grid kernel's cell warp: a warp of its own runs every layer's cells (adds the compute warps' k-share
+// sums, updates c and h, sends h), so its short loop stays in the instruction cache and its addresses in
+// registers (docs/cuda.md, "The grid kernel's cell warp").
+inline constexpr int kGridCellWarps = 1;
 // kernel instantiations of kreg besides 0 (8 spills at the 96-register cap: 100 B stores, 140 B loads)
 inline constexpr int kRegTileChoices[] = {4};
 
@@ -271,7 +275,8 @@ struct LstmParams {
 
   int threads() const {
     if (family == KernelFamily::cluster) return 32 * compute_warps;  // block 0's compute warps poll, no other warps
-    return 32 * (compute_warps + poll_warps + (variant == kVariantRegs ? 0 : 1));
+    return 32 * (compute_warps + poll_warps + (variant == kVariantRegs ? 0 : 1) +
+                 (family == KernelFamily::grid ? kGridCellWarps : 0));
   }
   // Blocks launched: the critical blocks, then the precompute, rounded up to whole clusters.
   int grid() const {

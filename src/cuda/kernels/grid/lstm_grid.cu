@@ -4,15 +4,16 @@
 //
 // Critical block b, warps:
 //   [0, compute_warps)   compute: warp w works on unit group w % gpb, on its share w / gpb of the k16
-//                        tiles (ksplit shares); the partial gate sums meet in shared memory, a few lanes
-//                        a unit add them (a shuffle tree), and one of them runs the unit's cell update.
-//                        Each layer's new h slice goes to global memory (L2): as tagged words (the
-//                        default), or followed by an arrival counter or a per-(layer, block) flag; a
-//                        block waits only for the layer it is about to compute. After the last layer each
-//                        block sends block 0 the head's partial sums over its units (tagged, one warp's
-//                        cells: straight from the cell warp); block 0 adds them and answers. Every block
-//                        times the parts of its tick (GridLayerStat) in shared memory and adds them to
-//                        its sums in global memory after the tick.
+//                        tiles (ksplit shares); the partial gate sums meet in shared memory.
+//   next (kGridCellWarps) cells: a few lanes a unit add the sums (a shuffle tree), one of them runs the
+//                        unit's cell update. Each layer's new h slice goes to global memory (L2): as
+//                        tagged words (the default), or followed by an arrival counter or a per-(layer,
+//                        block) flag; a block waits only for the layer it is about to compute, and its
+//                        compute warps only after its own cells are sent. After the last layer each block
+//                        sends block 0 the head's partial sums over its units (tagged, one pass of cells:
+//                        straight from the cell warp); block 0 adds them and answers. Every block times
+//                        the parts of its tick (GridLayerStat) in shared memory and adds them to its sums
+//                        in global memory after the tick.
 //   [.., +poll_warps)    pollers: with the `flags` exchange every critical block reads the input from the
 //                        mailbox itself (no hop); otherwise block 0 alone does, and its warp 0 passes the
 //                        input on through L2 (lstm_params.hpp, GridExchange).
@@ -151,10 +152,36 @@ __device__ __forceinline__ void gates_range(const uint4* frag, int kt, int k0, i
   y[3] = (acc[1][0][2] + acc[1][0][3]) + (acc[1][1][2] + acc[1][1][3]);
 }
 
-// The k-shares of one unit a cell lane adds (ksplit <= kMaxComputeWarps over 4 lanes a unit; 2 lanes
-// below 4 shares, 1 below 2).
-inline constexpr int kMaxSharesPerPart = (kMaxComputeWarps + 3) / 4;
-static_assert(kMaxSharesPerPart >= 2, "2 lanes a unit add up to 3 shares");
+// The compute warps and the cell warp meet twice a layer on named barriers (1 is the compute warps' own):
+// the compute warps arrive at kBarSums when their k-share sums are in shared memory and wait at kBarCells;
+// the cell warp waits at kBarSums, runs the cells, sends h and arrives at kBarCells. An arrival orders the
+// arriving warp's earlier shared-memory writes before the waiting warps' later reads.
+inline constexpr int kBarSums = 2, kBarCells = 3;
+__device__ __forceinline__ void bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// How the cell warp adds a unit's k-share sums: `parts` lanes a unit side by side (lane j * parts + part
+// adds shares part, part + parts, ...; a shuffle tree adds the lanes; lane part 0 runs the cell), a
+// block's Ub units in passes of 32 / parts. With one pass and the tagged exchange the last layer's cells
+// also send the head's partial sums (fold): no barrier or loop after the last layer.
+struct CellShape {
+  int parts, plog, per_pass;
+  bool fold;
+  __device__ explicit CellShape(const LstmParams& p) {
+    const int Ub = p.gpb * kUnitsPerGroup;
+    parts = p.ksplit >= 4 ? 4 : p.ksplit >= 2 ? 2 : 1;
+    while (parts > 1 && Ub * parts > 32) parts >>= 1;
+    plog = parts == 4 ? 2 : parts == 2 ? 1 : 0;
+    per_pass = 32 >> plog;
+    fold = p.grid_exchange == GridExchange::tagged && Ub <= per_pass;
+  }
+};
+// The k-shares a cell lane loads at once (more: another round of loads).
+inline constexpr int kSharesInFlight = 4;
 
 // Block 0's head sums meet in sP after the last layer (one float an output).
 static_assert(4 * kUnitsPerGroup >= kMaxOutputs, "sP holds at least kMaxOutputs floats");
@@ -530,12 +557,8 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
   const GridMarks marks(p, smem);
   // The input's slot in L2 (counters): layer L-1's exchange slot, which no layer's h uses.
   auto input_slot = [&](int par) { return p.xch_h + size_t(par * L + (L - 1)) * 2 * stride; };
-  // A unit's k-share partial sums meet in `parts` lanes side by side (thread j * parts + part adds shares
-  // part, part + parts, ...; a shuffle tree adds the lanes), the cell runs on lane part 0.
-  const int parts = ksplit >= 4 ? 4 : ksplit >= 2 ? 2 : 1, plog = parts == 4 ? 2 : parts == 2 ? 1 : 0;
-  const int cell_threads = (Ub * parts + 31) & ~31;
-  // Tagged, one warp's cells: the head's partial sums leave from the last layer's cell warp itself.
-  const bool fold = tagged && Ub * parts <= 32;
+  const int nbar = nct + 32 * kGridCellWarps;  // the compute warps and the cell warp (kBarSums, kBarCells)
+  const bool fold = CellShape(p).fold;
   // This warp's tiles of layer l: [k0, k1) of kt[l] (ksplit shares, even)
   auto share = [&](int l, int& k0, int& k1) {
     const int kt = p.kt[l], per = p.share_tiles[l];  // the plan's: no division on the critical path
@@ -654,97 +677,35 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       else
         gates_range<BF16>(m.frags + (p.bfrag_off[l] - p.bfrag_off[p.grid_l2_layers]) + q * 2 * kt * 32, kt, k0, k1,
                           reinterpret_cast<const uint32_t*>(in), stride / 2, y);
-      // the k-shares' partial sums by layer parity: the next layer's are written before this one's cells
-      // have surely read theirs (no barrier between the cells and the next layer's MMAs)
+      // the k-shares' partial sums by layer parity (the cell warp reads them after the arrival below)
       float* const red = m.red + (l & 1) * ksplit * Ub * 4;
       if (t == 0) *reinterpret_cast<float4*>(red + (ks * Ub + q * kUnitsPerGroup + g) * 4) = make_float4(y[0], y[1], y[2], y[3]);
       if (lane == 0) marks.warp(warp, l, 1);
-      dev::named_barrier(nct);
-      if (tid == 0) marks.block(l, kGrMeet);
+      // the sums to the cell warp, then wait for its cells: no warp polls the next layer's words (L2 traffic
+      // that slows every block's exchange) before this block's own are on their way
+      bar_arrive(kBarSums, nbar);
+      bar_sync(kBarCells, nbar);
       if (l == 0) {
         t_l0 = clock64();
         if (tid == 0) f->consumed = s + 1;  // every compute warp has read this tick's input
       }
-      const bool last = l == L - 1;
-      if (tid < cell_threads) {
-        // lanes j * parts + part: shares part, part + parts, ... of unit j; every load is issued before
-        // the first add, and P and c before the sums (short dependency chains: the cell is on the
-        // critical path of every layer)
-        const int j = tid >> plog, part = tid & (parts - 1), jc = j < Ub ? j : Ub - 1;
-        const float* P = m.sP + l * 4 * Ub + jc;
-        const float p0 = P[0], p1 = P[Ub], p2 = P[2 * Ub], p3 = P[3 * Ub];
-        float c = m.sc[l * Ub + jc];
-        float4 r[kMaxSharesPerPart];
-#pragma unroll
-        for (int i = 0; i < kMaxSharesPerPart; ++i) {
-          const int k = part + i * parts;
-          r[i] = k < ksplit ? *reinterpret_cast<const float4*>(red + (k * Ub + jc) * 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+      if (l < L - 1 && !tagged && warp == 0) {
+        // this block's slice of layer l's output (the cell warp's stage) -> every block's input buffer of
+        // layer l+1, then the flag
+        const int vec_per_row = Ub / 8;  // uint4 of 8 halves
+        const uint4* st4 = reinterpret_cast<const uint4*>(m.stage);
+        uint16_t* dst = p.xch_h + size_t(par * L + l) * 2 * stride;
+        for (int k = lane; k < 2 * vec_per_row; k += 32) {
+          const int row = k / vec_per_row, v = k % vec_per_row;
+          __stcg(reinterpret_cast<uint4*>(dst + row * stride + u0 + v * 8), st4[k]);
         }
-        float z[4] = {r[0].x, r[0].y, r[0].z, r[0].w};
-#pragma unroll
-        for (int i = 1; i < kMaxSharesPerPart; ++i) {
-          z[0] += r[i].x;
-          z[1] += r[i].y;
-          z[2] += r[i].z;
-          z[3] += r[i].w;
-        }
-        if (parts >= 4)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) z[i] += __shfl_xor_sync(0xffffffffu, z[i], 2);
-        if (parts >= 2)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) z[i] += __shfl_xor_sync(0xffffffffu, z[i], 1);
-        float h = 0.f;
-        if (part == 0 && j < Ub) {
-          if (l == 0 && own) {  // W_ih,0 x_s of this unit: the own precompute's layer-0 input term
-            float* const z0 = smem_at<float>(smem, p.s_z0);
-            z0[j] = z[0];
-            z0[Ub + j] = z[1];
-            z0[2 * Ub + j] = z[2];
-            z0[3 * Ub + j] = z[3];
-          }
-          h = u0 + j < H ? dev::lstm_cell_ftz(z[0] + p0, z[1] + p1, z[2] + p2, z[3] + p3, c) : 0.f;
-          if (last && !fold)
-            m.h32[j] = h;
-          else if (last)
-            ;  // the head below
-          else if (tagged && u0 + j < H)
-            dev::st_word_gpu(p.xch_words + gw.layer_in(l + 1) + u0 + j, dev::tagged(seq, dev::hi_lo<BF16>(h)));
+        __syncwarp();
+        if (lane == 0) {  // the release covers the warp's stores
+          if (counters)
+            red_release_gpu_add(count + 32 * l, 1u);
           else
-            split_store<BF16>(m.stage + j, m.stage + Ub + j, h);
-        }
-        if (last && fold) {
-          // (5) the head, folded: lane o adds output o over the block's units (h of unit j from lane j * parts)
-          // and sends it to block 0
-          float zo = 0.f;
-          for (int jj = 0; jj < Ub; ++jj) {
-            const float hj = __shfl_sync(0xffffffffu, h, jj * parts);
-            if (lane < O) zo = fmaf(m.hw[lane * Ub + jj], hj, zo);
-          }
-          if (lane < O) dev::st_word_gpu(p.xch_words + gw.head(lane) + b, dev::tagged(seq, __float_as_uint(zo)));
-        }
-        if (tid == 0 && (!last || fold)) marks.block(l, kGrSent);
-      }
-      // tagged: the next layer's wait ends in a barrier before anything this one read is rewritten
-      if ((last && !fold) || !tagged) dev::named_barrier(nct);
-      if (!last && !tagged) {
-        // this block's slice of layer l's output -> every block's input buffer of layer l+1, then the flag
-        if (warp == 0) {
-          const int vec_per_row = Ub / 8;  // uint4 of 8 halves
-          const uint4* st4 = reinterpret_cast<const uint4*>(m.stage);
-          uint16_t* dst = p.xch_h + size_t(par * L + l) * 2 * stride;
-          for (int k = lane; k < 2 * vec_per_row; k += 32) {
-            const int row = k / vec_per_row, v = k % vec_per_row;
-            __stcg(reinterpret_cast<uint4*>(dst + row * stride + u0 + v * 8), st4[k]);
-          }
-          __syncwarp();
-          if (lane == 0) {  // the release covers the warp's stores
-            if (counters)
-              red_release_gpu_add(count + 32 * l, 1u);
-            else
-              st_release_gpu(p.xch_flag + l * nc + b, seq);
-          }
-          if (lane == 0) marks.block(l, kGrSent);
+            st_release_gpu(p.xch_flag + l * nc + b, seq);
+          marks.block(l, kGrSent);
         }
       }
     }
@@ -841,6 +802,101 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     // (7) own precompute: the round that prepares tick s+1
     if (own) own_round<BF16>(p, smem, own_state(p, b), s, b, f);
   }
+  bar_arrive(kBarSums, nbar);  // the cell warp wakes, sees the decision and leaves
+}
+
+// The cell warp (kGridCellWarps): every layer it waits for the compute warps' k-share sums, adds them, runs
+// the cells of the block's Ub units and sends h (tagged words straight to L2; the other exchanges: the
+// stage that compute warp 0 copies), then lets the compute warps go on. Its loop is short and its
+// addresses stay in registers: on a compute warp the same cell took ~1,300 cycles a layer, most of them
+// instruction fetches and recomputed addresses (docs/cuda.md, "The grid kernel's cell warp"). It leaves
+// when the compute warps do (their decision, read after the barrier they arrive at on leaving).
+template <bool BF16>
+__device__ void multi_cells(const LstmParams& p, char* smem, volatile CtaFlags* f, int b) {
+  const int lane = threadIdx.x & 31;
+  const MultiSmem m(p, smem);
+  const int H = p.H, L = p.L, O = p.O, ksplit = p.ksplit;
+  const int Ub = p.gpb * kUnitsPerGroup, u0 = b * Ub;
+  const int nbar = p.compute_warps * 32 + 32 * kGridCellWarps;
+  const bool tagged = p.grid_exchange == GridExchange::tagged;
+  const bool own = p.grid_precompute == GridPrecompute::in_critical;
+  const CellShape cs(p);
+  const int part = lane & (cs.parts - 1), jl = lane >> cs.plog;
+  const GridWords gw = grid_words(p);
+  const GridMarks marks(p, smem);
+  float* const z0 = smem_at<float>(smem, p.s_z0);
+  for (unsigned long long s = 0;; ++s) {
+    const unsigned seq = wire_seq(s);
+    for (int l = 0; l < L; ++l) {
+      bar_sync(kBarSums, nbar);
+      if (f->decision) return;  // the compute warps left (1 only then: they write it after this layer's cells)
+      if (lane == 0) marks.block(l, kGrMeet);
+      const bool last = l == L - 1;
+      const float* const red = m.red + (l & 1) * ksplit * Ub * 4;
+      const float* const P = m.sP + l * 4 * Ub;
+      const float* const C = m.sc + l * Ub;
+      unsigned long long* const words = p.xch_words + gw.layer_in(l + 1) + u0;  // l < L - 1
+      for (int j0 = 0; j0 < Ub; j0 += cs.per_pass) {
+        const int j = j0 + jl, jc = j < Ub ? j : Ub - 1;
+        // every load issued before the first add: P and c, then the shares
+        const float p0 = P[jc], p1 = P[Ub + jc], p2 = P[2 * Ub + jc], p3 = P[3 * Ub + jc];
+        const float c0 = C[jc];
+        float z[4] = {0.f, 0.f, 0.f, 0.f};
+        for (int k0 = part; k0 < ksplit; k0 += kSharesInFlight * cs.parts) {
+          float4 r[kSharesInFlight];
+#pragma unroll
+          for (int i = 0; i < kSharesInFlight; ++i) {
+            const int k = k0 + i * cs.parts;
+            r[i] = k < ksplit ? *reinterpret_cast<const float4*>(red + (k * Ub + jc) * 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+          }
+#pragma unroll
+          for (int i = 0; i < kSharesInFlight; ++i) {
+            z[0] += r[i].x;
+            z[1] += r[i].y;
+            z[2] += r[i].z;
+            z[3] += r[i].w;
+          }
+        }
+        if (cs.parts >= 4)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) z[i] += __shfl_xor_sync(0xffffffffu, z[i], 2);
+        if (cs.parts >= 2)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) z[i] += __shfl_xor_sync(0xffffffffu, z[i], 1);
+        float h = 0.f;
+        if (part == 0 && j < Ub) {
+          if (l == 0 && own) {  // W_ih,0 x_s of this unit: the own precompute's layer-0 input term
+            z0[j] = z[0];
+            z0[Ub + j] = z[1];
+            z0[2 * Ub + j] = z[2];
+            z0[3 * Ub + j] = z[3];
+          }
+          float c = c0;
+          h = u0 + j < H ? dev::lstm_cell_ftz(z[0] + p0, z[1] + p1, z[2] + p2, z[3] + p3, c) : 0.f;
+          if (last && !cs.fold)
+            m.h32[j] = h;
+          else if (last)
+            ;  // the head below
+          else if (tagged && u0 + j < H)
+            dev::st_word_gpu(words + j, dev::tagged(seq, dev::hi_lo<BF16>(h)));
+          else if (!tagged)
+            split_store<BF16>(m.stage + j, m.stage + Ub + j, h);
+        }
+        if (last && cs.fold) {
+          // the head, folded (one pass): lane o adds output o over the block's units (h of unit j from lane
+          // j * parts) and sends it to block 0
+          float zo = 0.f;
+          for (int jj = 0; jj < Ub; ++jj) {
+            const float hj = __shfl_sync(0xffffffffu, h, jj * cs.parts);
+            if (lane < O) zo = fmaf(m.hw[lane * Ub + jj], hj, zo);
+          }
+          if (lane < O) dev::st_word_gpu(p.xch_words + gw.head(lane) + b, dev::tagged(seq, __float_as_uint(zo)));
+        }
+      }
+      if (lane == 0 && tagged && (!last || cs.fold)) marks.block(l, kGrSent);
+      bar_arrive(kBarCells, nbar);
+    }
+  }
 }
 
 // Block 0's service warp: reports `ready` once every critical block has read the precompute round,
@@ -906,13 +962,16 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
     if (tid == 0) dev::reset_flags(f);
   }
   __syncthreads();
+  const int first_poller = p.compute_warps + kGridCellWarps;
   if (warp < p.compute_warps) {
     multi_compute<BF16>(p, smem, f, b);
-  } else if (warp < p.compute_warps + p.poll_warps) {
+  } else if (warp < first_poller) {
+    multi_cells<BF16>(p, smem, f, b);
+  } else if (warp < first_poller + p.poll_warps) {
     // every block polls the input itself (counters: block 0 only); none while a tick is being computed
     // (mailbox.cuh, gate_answered)
     if (b == 0 || p.grid_exchange == GridExchange::flags)
-      dev::poll_input<BF16>(p, warp - p.compute_warps, m.seqw, smem_at<unsigned>(smem, p.s_claim), m.x32, m.xin0, f, b == 0,
+      dev::poll_input<BF16>(p, warp - first_poller, m.seqw, smem_at<unsigned>(smem, p.s_claim), m.x32, m.xin0, f, b == 0,
                           true);
   } else {
     multi_service(p, smem, f, b);
