@@ -23,7 +23,7 @@ struct DeviceLimits {
 
 // Tuned constants of the grid family, one place (the cluster family's: kernels/cluster/cluster_policy.hpp).
 struct MultiBlockPolicy {
-  // Compute warps per critical block (the rest of its 20 are pollers and the service warp): enough to
+  // Compute warps per critical block (the others are pollers, the cell warp and the service warp): enough to
   // split one group's k16 tiles 16 ways when a block holds one group (lstm_l, 64 tiles a layer).
   static constexpr int max_compute_warps = 16;
   // Fewer compute warps than this in a block of kGridBlockThreads (a wide input's pollers take the rest):
@@ -43,12 +43,13 @@ struct MultiBlockPolicy {
   // fragments from L2 at ~2.7 GB/s a compute warp up to ~32 GB/s (13-16 warps: lstm_l 3.4 MB a round in
   // 108 us, nv_large 6.0 MB in 178, stac_c 6.5 MB in 209; 9 warps: nv_large in 234, stac_c in 273); a
   // stage with one window open takes ~5.5 us (streaming rounds: 14-23 us over 3-4 stages); the answer
-  // ~3.5 us of host round trip and input hand-on plus ~2.5 us a layer (lstm_l 13.5 us, nv_large 15.5).
+  // ~3.5 us of host round trip and input hand-on plus ~2.0 us a layer (with the cell warp, BENCHMARKS.md
+  // "the grid kernel's cell warp": lstm_l 11.2 us, nv_large 13.8).
   static constexpr double own_l2_bytes_per_us_per_warp = 2.7e3;
   static constexpr double own_l2_bytes_per_us = 32e3;
   static constexpr double own_stage_us = 5.5;
   static constexpr double answer_base_us = 3.5;
-  static constexpr double answer_layer_us = 2.5;
+  static constexpr double answer_layer_us = 2.0;
 };
 
 struct LstmPlan {
