@@ -40,7 +40,7 @@ for backend in $BACKENDS; do
 done
 
 # The cuda backend's fresh windows one at a time (B = 1: latency per request), and its chunk size side
-# by side (HOTPATH_CUDA_BATCH_ROWS; the default is printed in the JSON's counters).
+# by side (--batch-rows; the default is printed in the JSON's counters).
 if [[ " $BACKENDS " == *" cuda "* ]]; then
   j="$R/cuda-lstm_s-fresh-b1.json"
   timeout 120 "$BUILD/hotpath" bench --model lstm_s --backend cuda --mode fresh --batch 1 --seconds "$SECONDS_PER_RUN" \
@@ -49,7 +49,7 @@ if [[ " $BACKENDS " == *" cuda "* ]]; then
   for m in ${ROWS_MODELS:-lstm_s lstm_l}; do
     for rows in ${ROWS_VARIANTS:-4224 16896}; do
       j="$R/cuda-$m-backtest-rows$rows.json"
-      HOTPATH_CUDA_BATCH_ROWS=$rows timeout 120 "$BUILD/hotpath" bench --model "$m" --backend cuda --mode backtest \
+      timeout 120 "$BUILD/hotpath" bench --model "$m" --backend cuda --mode backtest --batch-rows "$rows" \
         --seconds "$SECONDS_PER_RUN" --json "$j" >"$R/cuda-$m-backtest-rows$rows.txt" 2>&1
       say "cuda $m backtest rows=$rows rc=$? $(grep -E 'rate|error' "$R/cuda-$m-backtest-rows$rows.txt" | tr -s ' ' | tr '\n' ' ')"
     done

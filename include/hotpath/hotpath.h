@@ -160,10 +160,13 @@ typedef struct hotpath_engine_options {
                              0..65536), rewarm (1, 0), hugepages (1, 0), each over the environment's
                              HOTPATH_CPU_* (e.g. "isa=avx2,prefetch=0"); NULL or "": the environment's;
                              refused for "ref" */
+  int batch_rows;         /* cuda: rows of the chunks hotpath_engine_run_batch and backtests compute at
+                             once, 1..65536 (rounded up to 128), as the CLI's --batch-rows; 0: sized to
+                             the device's SMs; refused for "ref"/"cpu", dropped when "auto" picks the CPU */
 } hotpath_engine_options;
 
 #define HOTPATH_ENGINE_OPTIONS_INIT \
-  { sizeof(hotpath_engine_options), NULL, NULL, NULL, 0, 0, NULL, 0.0, NULL, NULL, NULL, 0, NULL, NULL }
+  { sizeof(hotpath_engine_options), NULL, NULL, NULL, 0, 0, NULL, 0.0, NULL, NULL, NULL, 0, NULL, NULL, 0 }
 
 /* Creates an engine serving a copy of model (the model may be closed afterwards). options may be NULL
  * (all defaults). HOTPATH_ERROR_UNSUPPORTED when the chosen backend cannot serve the model here. */

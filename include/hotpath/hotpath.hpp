@@ -92,6 +92,7 @@ struct engine_options {
   std::string scaler;            // none | model | rolling:N; "": model when the model carries one, else none
   bool warm = true;              // false: no warm-up on open
   std::string cpu_options;       // cpu knobs, e.g. "isa=avx2,prefetch=0"; "": the environment's (HOTPATH_CPU_*)
+  int batch_rows = 0;            // cuda: rows of a batch run's chunks; 0: sized to the device
 };
 
 // A model served by one backend. Move-only; one thread at a time.
@@ -121,6 +122,7 @@ class engine {
     o.no_warm = options.warm ? 0 : 1;
     o.kernel = detail::or_null(options.kernel);
     o.cpu_options = detail::or_null(options.cpu_options);
+    o.batch_rows = options.batch_rows;
     return o;
   }
 

@@ -87,6 +87,7 @@ class Engine:
         warm: bool = True,
         kernel: Optional[str] = None,
         cpu_options: Optional[str] = None,
+        batch_rows: int = 0,
     ) -> None:
         """backend: "auto" (cuda when a GPU is usable and the model fits its kernels, else cpu), "ref",
         "cpu" or "cuda". precision: "fp32" | "bf16" | "int8" (cpu), "fp16" | "bf16" (cuda), "fp64" (ref);
@@ -99,7 +100,9 @@ class Engine:
         cold backend. kernel: the cuda kernel family, "auto" (None), "cta", "cluster" or "grid"; another
         name raises hotpath.Error naming the choices. cpu_options: the cpu backend's knobs (and cuda's CPU
         fallback's), as --cpu-options, e.g. "isa=avx2,prefetch=0", over the environment's HOTPATH_CPU_*;
-        None: the environment's. `model` may be anything hotpath.load takes."""
+        None: the environment's. batch_rows: cuda, rows of the chunks a backtest or run_batch computes at
+        once (1..65536, rounded up to 128); 0: sized to the device; refused for "ref" and "cpu".
+        `model` may be anything hotpath.load takes."""
     def step(
         self, x: numpy.typing.ArrayLike, out: Optional[numpy.typing.NDArray[numpy.float32]] = None
     ) -> numpy.typing.NDArray[numpy.float32]:

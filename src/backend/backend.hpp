@@ -65,7 +65,14 @@ struct BackendOptions {
   // The cpu backend's own options (backend/cpu_options.hpp; a cuda backend's CPU fallback reads them
   // too); unset: the environment's (cpu_options_from_env).
   std::optional<CpuOptions> cpu;
+  // cuda: rows of the chunks a batch run (backtest, fresh windows) computes at once, 1..kMaxBatchRows
+  // (rounded up to the GEMM's row tile); 0: sized to the device's SMs (cuda/batch_runner.hpp).
+  long long batch_rows = 0;
 };
+
+// The most rows a batch run's chunk may take (the runner's working set: ~4 KiB a row for a 1024-unit
+// layer, so a few hundred MB at this size).
+inline constexpr long long kMaxBatchRows = 1 << 16;
 
 class Backend {
  public:

@@ -97,6 +97,7 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
   eo.cpuset = o.cpuset;
   eo.variant = o.variant;
   eo.kernel = o.kernel;
+  eo.batch_rows = o.batch_rows;
   eo.scaler = o.scaler;
   eo.cpu = o.cpu;
   eo.warm = false;  // throughput: the unmeasured first run warms it

@@ -46,6 +46,7 @@ struct ThroughputOptions {
   std::optional<long long> windows;
   double target_seconds = 3;
   long long batch = 0;  // backtest: series S (default 1); fresh: windows per call B (default 1024)
+  long long batch_rows = 0;  // cuda: rows of the runner's chunks (BackendOptions::batch_rows); 0: the device's
   int repeats = 3;      // measured runs (backtest) after one unmeasured one; fresh: all calls are samples
   std::vector<int> cpuset;
   uint64_t seed = 1;

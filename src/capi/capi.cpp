@@ -153,6 +153,7 @@ hotpath_status read_options(const hotpath_engine_options* given, hotpath_engine_
   if (!covers(size, &hotpath_engine_options::no_warm)) out->no_warm = 0;
   if (!covers(size, &hotpath_engine_options::kernel)) out->kernel = nullptr;
   if (!covers(size, &hotpath_engine_options::cpu_options)) out->cpu_options = nullptr;
+  if (!covers(size, &hotpath_engine_options::batch_rows)) out->batch_rows = 0;
   return HOTPATH_OK;
 }
 
@@ -173,6 +174,7 @@ hotpath::EngineOptions engine_options(const hotpath_engine_options& o) {
   e.warm = o.no_warm == 0;
   if (o.cpu_options && *o.cpu_options)
     e.cpu = hotpath::cpu_options_over_env(o.cpu_options);
+  e.batch_rows = o.batch_rows;  // the engine refuses a value out of range, or for ref and cpu
   return e;
 }
 

@@ -96,6 +96,10 @@ CLI::Option* add_cpu_options_option(CLI::App* cmd, std::string& text) {
                              cpu_options_help());
 }
 
+const std::string kBatchRowsHelp =
+    "cuda: rows of the chunks a backtest or a batch of fresh windows computes at once (rounded up to 128; "
+    "default: sized to the device's SMs)";
+
 // Flags shared by the subcommands that create a backend.
 struct BackendFlags {
   std::string backend = "ref";
@@ -105,6 +109,7 @@ struct BackendFlags {
   std::string kernel;
   std::string scaler;
   std::string cpu_options;
+  long long batch_rows = 0;
   CLI::Option* cpuset_option = nullptr;  // given (even empty) or not: "--cpuset ''" is an error, not absent
   CLI::Option* scaler_option = nullptr;
   CLI::Option* cpu_options_option = nullptr;
@@ -118,6 +123,7 @@ struct BackendFlags {
         cmd->add_option("--cpuset", cpuset, "Cores, e.g. 2-5: the first runs the critical step, the rest precompute");
     cmd->add_option("--variant", variant, "Backend kernel variant (cuda: auto, smem, regs); default: the backend's");
     add_kernel_option(cmd, kernel);
+    util::add_int_option(cmd, "--batch-rows", batch_rows, kBatchRowsHelp, 1, kMaxBatchRows);
     scaler_option = cmd->add_option("--scaler", scaler, kScalerHelp);
     cpu_options_option = add_cpu_options_option(cmd, cpu_options);
   }
@@ -130,6 +136,7 @@ struct BackendFlags {
     if (cpuset_option->count()) o.cpuset = parse_cpuset(cpuset);
     o.variant = variant;
     o.kernel = kernel;
+    o.batch_rows = batch_rows;
     if (scaler_option->count()) o.scaler = parse_scaler(scaler);
     if (cpu_options_option->count()) o.cpu = cpu_options_over_env(cpu_options);
     return o;
@@ -504,6 +511,7 @@ void add_bench_command(CLI::App& app) {
     int64_t seed = 1;
     bool no_warm = false, progress = false, no_progress = false;
     long long batch = 0;
+    long long batch_rows = 0;
     int repeats = 3;
   };
   auto f = std::make_shared<Flags>();
@@ -528,6 +536,7 @@ void add_bench_command(CLI::App& app) {
   add_int_option(cmd, "--batch", f->batch,
                  "Throughput modes: backtest series S (default 1), or fresh windows per call B (default 1024)", 1,
                  bench::kMaxBatch);
+  add_int_option(cmd, "--batch-rows", f->batch_rows, kBatchRowsHelp, 1, kMaxBatchRows);
   add_int_option(cmd, "--repeat", f->repeats, "Backtest modes: measured runs (the rate is their median)", 1,
                  bench::kMaxRepeats)
       ->capture_default_str();
@@ -623,6 +632,7 @@ void add_bench_command(CLI::App& app) {
       if (cmd->count("--ticks")) t.windows = o.ticks;
       if (cmd->count("--seconds")) t.target_seconds = f->seconds;
       t.batch = f->batch;
+      t.batch_rows = f->batch_rows;
       if (cmd->count("--repeat") && *workload == bench::Workload::fresh)
         throw Error("--repeat is for the backtest modes (fresh times every call)");
       t.repeats = f->repeats;
@@ -641,8 +651,8 @@ void add_bench_command(CLI::App& app) {
       }
       return;
     }
-    if (cmd->count("--batch") || cmd->count("--repeat"))
-      throw Error("--batch and --repeat are for the throughput modes (backtest, backtest-streaming, fresh)");
+    if (cmd->count("--batch") || cmd->count("--repeat") || cmd->count("--batch-rows"))
+      throw Error("--batch, --batch-rows and --repeat are for the throughput modes (backtest, backtest-streaming, fresh)");
     o.mode = parse_mode(f->mode);
     if (!f->precision.empty()) o.precision = parse_precision(f->precision);
     if (cmd->count("--cpuset")) o.cpuset = parse_cpuset(f->cpuset);

@@ -335,11 +335,9 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
   // Enough 128-row blocks for ~16 per SM across the gate columns: the GEMMs fill the GPU, and a chunk's
   // working set stays a few hundred MB.
   const long long col_blocks = m.wts.Np / (4 * kBatchUnitGroup);
-  // HOTPATH_CUDA_BATCH_ROWS overrides the default for measurements (BENCHMARKS.md compares sizes).
-  long long rows = tuning.rows;
-  if (const char* env = std::getenv("HOTPATH_CUDA_BATCH_ROWS"); rows <= 0 && env) rows = std::atoll(env);
+  const long long rows = tuning.rows;  // the caller's (BackendOptions::batch_rows), else from the SMs
   long long R = rows > 0 ? rows : (16LL * sms + col_blocks - 1) / col_blocks * kBatchRowTile;
-  m.R = std::clamp<long long>((R + kBatchRowTile - 1) / kBatchRowTile * kBatchRowTile, kBatchRowTile, 1 << 16);
+  m.R = std::clamp<long long>((R + kBatchRowTile - 1) / kBatchRowTile * kBatchRowTile, kBatchRowTile, kMaxBatchRows);
   m.P = 4 * m.R;
   const cudaStream_t st = m.compute.get();
   auto upload16 = [&](const std::vector<uint16_t>& v) {

@@ -569,7 +569,7 @@ class CudaBackend final : public Backend {
   cuda::BatchRunner& batch_runner() {
     if (!batch_)
       batch_ = std::make_unique<cuda::BatchRunner>(model_, precision_, options().device,
-                                                   cuda::BatchTuning{0, copt_.partition, copt_.batch_priority});
+                                                   cuda::BatchTuning{options().batch_rows, copt_.partition, copt_.batch_priority});
     return *batch_;
   }
 
@@ -797,7 +797,7 @@ class CudaBatchBackend final : public Backend {
     std::string why;
     if (!cuda::device_available(&why, options.device)) throw UnsupportedError("no usable CUDA device: " + why);
     runner_ = std::make_unique<cuda::BatchRunner>(model, precision_, options.device,
-                                                  cuda::BatchTuning{0, copt.partition, copt.batch_priority});
+                                                  cuda::BatchTuning{options.batch_rows, copt.partition, copt.batch_priority});
   }
   std::string name() const override { return "cuda"; }
   std::string variant() const override { return std::string("batch-gemm-") + precision_name(precision_); }

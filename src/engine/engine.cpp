@@ -48,6 +48,9 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const Model& mode
                 "from the processor at run time (--cpu-options isa=... overrides it)");
   if ((name == "ref" || name == "cpu") && !options.kernel.empty() && options.kernel != "auto")
     throw Error("backend " + name + " has no kernel families (--kernel " + options.kernel + " is for cuda)");
+  if ((name == "ref" || name == "cpu") && options.batch_rows != 0)
+    throw Error("backend " + name + " has no batch chunks (--batch-rows " + std::to_string(options.batch_rows) +
+                " is for cuda)");
   if (name == "ref") return make_reference_backend(model, options);
   if (name == "cpu") return make_cpu_backend(model, options);
   if (name == "cuda") {
@@ -112,6 +115,9 @@ BackendOptions backend_options(const Model& model, const EngineOptions& o) {
   if (!o.fallback.empty() && o.fallback != "cpu")
     throw Error("unknown fallback '" + o.fallback + "' (expected cpu, or none)");
   gpu::check_kernel(o.kernel);
+  if (o.batch_rows < 0 || o.batch_rows > kMaxBatchRows)
+    throw Error("batch rows " + std::to_string(o.batch_rows) + " is outside 1.." + std::to_string(kMaxBatchRows) +
+                " (0: sized to the device)");
   if (!(o.timeout_us > 0) || o.timeout_us > 3.6e9)
     throw Error("timeout " + std::to_string(o.timeout_us) + " us is outside (0, 3.6e9] (an hour)");
   if (!o.cpuset.empty()) {
@@ -129,6 +135,7 @@ BackendOptions backend_options(const Model& model, const EngineOptions& o) {
   b.device = o.device;
   b.variant = o.variant;
   b.kernel = o.kernel;
+  b.batch_rows = o.batch_rows;
   b.scaler = resolve_scaler(model, o.scaler);  // checked here, named as the option
   if (o.cpu && o.backend == "ref")
     throw Error("--cpu-options is for the cpu backend (and cuda's --fallback cpu); backend ref has none");
@@ -152,6 +159,7 @@ std::unique_ptr<Backend> make_served(const std::string& name, const Model& model
   so.precision.reset();
   so.variant.clear();
   so.kernel.clear();
+  so.batch_rows = 0;
   int cpu = -1;
   if (so.cpuset.size() >= 2) {
     so.cpuset.erase(so.cpuset.begin());
@@ -174,9 +182,11 @@ void drop_cuda_options(EngineOptions* o, std::string* note) {
   if (!o->variant.empty()) *note += "; --variant " + o->variant + " dropped";
   if (!o->kernel.empty() && o->kernel != "auto") *note += "; --kernel " + o->kernel + " dropped";
   if (o->precision == Precision::fp16) *note += "; precision fp16 (cuda's) dropped";
+  if (o->batch_rows != 0) *note += "; --batch-rows " + std::to_string(o->batch_rows) + " dropped";
   o->fallback.clear();
   o->variant.clear();
   o->kernel.clear();
+  o->batch_rows = 0;
   if (o->precision == Precision::fp16) o->precision.reset();
 }
 

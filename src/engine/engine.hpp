@@ -61,6 +61,8 @@ struct EngineOptions {
                                          // first ticks meet a cold backend (to measure the difference)
   std::optional<CpuOptions> cpu;         // the cpu backend's options (and cuda's CPU fallback's;
                                          // backend/cpu_options.hpp); unset: the environment's; refused for ref
+  long long batch_rows = 0;              // cuda: rows of a batch run's chunks (BackendOptions::batch_rows);
+                                         // 0: sized to the device; refused for ref and cpu
 };
 
 // "0-3,8" -> {0,1,2,3,8} (the first listed core stays first); throws hotpath::Error naming the bad part.

@@ -395,6 +395,13 @@ TEST(CapiEngine, KernelAndCpuOptionsReachTheBackend) {
   o.backend = "ref";
   o.kernel = nullptr;
   expect_open_fails(m.get(), &o, HOTPATH_ERROR_INVALID_ARGUMENT, "--cpu-options is for the cpu backend");
+  // batch_rows: cuda's; range-checked, refused for cpu
+  o.cpu_options = nullptr;
+  o.backend = "cpu";
+  o.batch_rows = 4096;
+  expect_open_fails(m.get(), &o, HOTPATH_ERROR_INVALID_ARGUMENT, "backend cpu has no batch chunks");
+  o.batch_rows = -5;
+  expect_open_fails(m.get(), &o, HOTPATH_ERROR_INVALID_ARGUMENT, "batch rows -5 is outside 1..65536");
 }
 
 TEST(CapiEngine, OptionsOfALaterVersion) {
@@ -496,6 +503,18 @@ TEST(CapiEngine, OptionsOfAnOlderVersion) {
   hotpath_engine_close(e);
   third.struct_size = sizeof third;
   expect_open_fails(m.get(), &third, HOTPATH_ERROR_INVALID_ARGUMENT, "isa=bogus (isa takes auto, avx512, avx2 or generic)");
+
+  // The fourth layout ended with `cpu_options`: `batch_rows`, past it, is never read.
+  hotpath_engine_options fourth = HOTPATH_ENGINE_OPTIONS_INIT;
+  fourth.backend = "cpu";
+  fourth.mode = "streaming";
+  fourth.batch_rows = 128;
+  fourth.struct_size = offsetof(hotpath_engine_options, batch_rows);
+  ASSERT_EQ(hotpath_engine_open(m.get(), &fourth, &e), HOTPATH_OK) << last_error();
+  EXPECT_EQ(e->engine.backend().options().batch_rows, 0);
+  hotpath_engine_close(e);
+  fourth.struct_size = sizeof fourth;
+  expect_open_fails(m.get(), &fourth, HOTPATH_ERROR_INVALID_ARGUMENT, "backend cpu has no batch chunks");
 
   // An info struct of the first layout: its fields written, nothing after them.
   hotpath_engine_info old_info;

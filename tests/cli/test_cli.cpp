@@ -577,7 +577,7 @@ TEST_F(Cli, BenchThroughputModes) {
   expect_refused("bench" + m + "--mode backtest --rate 100", "--rate is for the latency modes");
   expect_refused("bench" + m + "--mode fresh --warmup 5", "--warmup is for the latency modes");
   expect_refused("bench" + m + "--mode fresh --repeat 2", "--repeat is for the backtest modes");
-  expect_refused("bench" + m + "--mode window --batch 8", "--batch and --repeat are for the throughput modes");
+  expect_refused("bench" + m + "--mode window --batch 8", "--batch, --batch-rows and --repeat are for the throughput modes");
   expect_refused("bench" + m + "--mode backtest --batch 0", "--batch");
 }
 
@@ -648,6 +648,16 @@ TEST_F(Cli, KernelFlagIsCheckedBeforeAnyDevice) {
   expect_refused(run + " --window 5 --backend ref --kernel grid",
                  cuda_built ? "backend ref has no kernel families" : "unknown cuda kernel 'grid'");
   EXPECT_FALSE(fs::exists(path("o.safetensors")));
+  // --batch-rows: cuda's chunk size, for the throughput modes; range-checked as parsed; refused for cpu
+  expect_refused("bench --model lstm_s --backend cpu --mode backtest --batch-rows 0 --seconds 0.1", "--batch-rows");
+  expect_refused("bench --model lstm_s --backend cpu --mode backtest --batch-rows 70000 --seconds 0.1", "--batch-rows");
+  expect_refused("bench --model lstm_s --backend cpu --mode backtest --batch-rows 4096 --seconds 0.1",
+                 "backend cpu has no batch chunks (--batch-rows 4096 is for cuda)");
+  expect_refused("bench --model lstm_s --backend cpu --batch-rows 4096 --ticks 10",
+                 "--batch, --batch-rows and --repeat are for the throughput modes");
+  expect_refused(run + " --window 5 --backend cpu --batch-rows 256", "backend cpu has no batch chunks");
+  EXPECT_FALSE(fs::exists(path("o.safetensors")));
+  EXPECT_NE(hotpath("bench --help").out.find("--batch-rows"), std::string::npos);
   EXPECT_NE(hotpath("bench --help").out.find("--kernel"), std::string::npos);
   EXPECT_NE(hotpath("run --help").out.find("--kernel"), std::string::npos);
 }

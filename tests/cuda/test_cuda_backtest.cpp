@@ -316,6 +316,40 @@ TEST(CudaBacktestGolden, EngineBacktestTicksAfterAndFreshWindows) {
   }
 }
 
+// batch_rows sets the runner's chunk (rounded up to its 128-row tile) and the answers stay the same: a
+// backtest of many series in small chunks against one in the default's.
+TEST(CudaBacktestGolden, BatchRowsSetTheChunkAndKeepTheAnswers) {
+  std::string why;
+  if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
+  const auto g = test_support::load_golden("multi_out");
+  const size_t O = size_t(g.model.config.output_size), T = g.ticks, S = 300;
+  std::vector<float> xs;
+  for (size_t s = 0; s < S; ++s) xs.insert(xs.end(), g.inputs.begin(), g.inputs.end());  // S copies of the series
+  std::vector<std::vector<double>> z;
+  std::vector<double> chunk;
+  for (long long rows : {0LL, 130LL}) {
+    EngineOptions eo;
+    eo.backend = "cuda";
+    eo.window = g.window;
+    eo.batch_rows = rows;
+    Engine engine(g.model, eo);
+    z.emplace_back(S * T * O);
+    engine.backtest(xs, S, T, std::span<double>(z.back()));
+    const auto c = engine.counters();
+    ASSERT_TRUE(c.count("batch_rows_per_chunk")) << rows;
+    chunk.push_back(c.at("batch_rows_per_chunk"));
+  }
+  EXPECT_EQ(chunk[1], 256.0);  // 130 rounded up to the tile
+  EXPECT_GT(chunk[0], 0.0);
+  // the same answers (the chunk changes only which windows share a GEMM), and right against PyTorch's
+  EXPECT_LE(reference::normalized_error(z[0], z[1]), 1e-6);
+  const size_t W = size_t(g.window);
+  for (size_t s : {size_t(0), S - 1}) {
+    const std::vector<double> got(z[1].begin() + (s * T + W - 1) * O, z[1].begin() + (s + 1) * T * O);
+    EXPECT_LE(reference::normalized_error(got, g.window_expected), error_bound(Precision::fp16)) << "series " << s;
+  }
+}
+
 // The zoo's shapes (fresh windows of every size class, so the large GEMMs run too), a sample against
 // the float64 reference.
 TEST(CudaFresh, ZooModelsMatchTheReference) {

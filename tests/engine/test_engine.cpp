@@ -178,6 +178,19 @@ TEST(Engine, BadOptionsAreNamed) {
     o.backend = "cpu";
     EXPECT_ERROR_HAS(Engine(m, o), "backend cpu has no kernel families");
   }
+  // batch_rows: cuda's chunk size, range-checked before any device; a cpu or ref backend has no chunks
+  o = {};
+  for (long long bad : {-1LL, kMaxBatchRows + 1}) {
+    o.batch_rows = bad;
+    EXPECT_ERROR_HAS(backend_options(m, o), "batch rows " + std::to_string(bad) + " is outside 1..65536");
+    EXPECT_ERROR_HAS(Engine(m, o), "is outside 1..65536");
+  }
+  o.batch_rows = 4096;
+  EXPECT_EQ(backend_options(m, o).batch_rows, 4096);  // it reaches the backend as given
+  for (const char* b : {"cpu", "ref"}) {
+    o.backend = b;
+    EXPECT_ERROR_HAS(Engine(m, o), std::string("backend ") + b + " has no batch chunks (--batch-rows 4096 is for cuda)");
+  }
   EXPECT_THROW(Engine(m, std::unique_ptr<Backend>()), Error);
 }
 
@@ -194,6 +207,12 @@ TEST(Engine, AutoTakesTheGpuOnlyWhenItIsUsable) {
     EXPECT_EQ(choose_backend(m, &probe), "cpu");
     EXPECT_EQ(probe.backend, "cpu");
     EXPECT_TRUE(probe.fallback.empty());  // what the Engine would drop: the bench makes its engine from it
+    EngineOptions rows = o;
+    rows.batch_rows = 4096;
+    std::string note;
+    EXPECT_EQ(choose_backend(m, &rows, &note), "cpu");
+    EXPECT_EQ(rows.batch_rows, 0);  // cuda's chunk size dropped with the GPU, and said so
+    EXPECT_NE(note.find("--batch-rows 4096 dropped"), std::string::npos) << note;
     std::printf("[auto] no GPU here (%s): cpu chosen, as it should be\n", why.c_str());
   } else {
     EXPECT_EQ(e.backend_name(), "cuda") << e.choice_note();

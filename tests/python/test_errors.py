@@ -137,6 +137,20 @@ def test_unknown_kernel_is_refused_before_the_device():
     e.close()
 
 
+def test_batch_rows_is_cudas_and_range_checked_before_the_device():
+    # batch_rows (cuda's chunk size for backtests and run_batch): out of range is the caller's mistake,
+    # named before any device is looked for; a cpu or ref backend has no chunks.
+    for bad in (-1, 70000):
+        with pytest.raises(hotpath.Error, match=rf"batch rows {bad} is outside 1\.\.65536") as e:
+            hotpath.Engine("lstm_s", backend="cuda", batch_rows=bad)
+        assert not isinstance(e.value, hotpath.UnsupportedError)
+        one_line(e)
+    for backend in ("cpu", "ref"):
+        with pytest.raises(hotpath.Error, match=rf"backend {backend} has no batch chunks \(--batch-rows 4096") as e:
+            hotpath.Engine("lstm_s", backend=backend, batch_rows=4096)
+        one_line(e)
+
+
 def test_unavailable_backend_is_unsupported():
     if "cuda" in hotpath.backends():
         pytest.skip("built with CUDA: covered by the GPU tests")
