@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: configure + build (Release, Ninja) on the GPU machine, run the GPU tests, then the
-# standard benchmarks; logs and JSON go under $OUT, a few files (the benchmarks' JSON in one archive).
+# standard benchmarks; logs and JSON go under $OUT (the benchmarks' JSON in one archive).
 #
 #   scripts/gpu-check.sh [--quick]      (run from the repository root; OUT defaults to ./gpu-out)
 #   BENCH_TICKS=N   ticks of the `hotpath bench` runs (default 1000000; 0 skips them)
@@ -86,7 +86,7 @@ fi
 
 # The Python package (docs/python.md): its pytest suite, whose GPU and PyTorch tests skip elsewhere (the
 # image's python3 has torch, numpy, pytest and nanobind, so configure built the module in), and what
-# Python adds to a CPU tick. Everything goes into the main log (the tool returns few files).
+# Python adds to a CPU tick. Everything goes into the main log.
 if [ "${PY_TESTS:-1}" = 1 ]; then
   say "Python package tests"
   if ninja -C "$BUILD" -j"$JOBS" hotpath_python >>"$LOG" 2>&1; then
