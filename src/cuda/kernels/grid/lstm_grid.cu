@@ -180,8 +180,10 @@ struct CellShape {
     fold = p.grid_exchange == GridExchange::tagged && Ub <= per_pass;
   }
 };
-// The k-shares a cell lane loads at once (more: another round of loads).
+// The k-shares a cell lane loads at once (more: another round of loads): with 4 lanes a unit, the most
+// compute warps a block has (kMaxComputeWarps) take one round.
 inline constexpr int kSharesInFlight = 4;
+static_assert(kSharesInFlight * 4 >= kMaxComputeWarps, "4 lanes a unit load every share in one round");
 
 // Block 0's head sums meet in sP after the last layer (one float an output).
 static_assert(4 * kUnitsPerGroup >= kMaxOutputs, "sP holds at least kMaxOutputs floats");
