@@ -25,8 +25,8 @@ inline constexpr int kMaxBlockThreads = 640;  // __launch_bounds__: 102 register
 inline constexpr int kGridBlockThreads = 512;
 inline constexpr int kUnitsPerGroup = 8;    // a warp's 2 m16 tiles = 8 hidden units x 4 gates
 // The grid kernel's cell warp: a warp of its own runs every layer's cells (adds the compute warps' k-share
-// sums, updates c and h, sends h), so its short loop stays in the instruction cache and its addresses in
-// registers (docs/cuda.md, "The grid kernel's cell warp").
+// sums, updates c and h, sends h) while the compute warps wait, so none of them polls the next layer's
+// words before its block's own are sent (docs/cuda.md, "The grid kernel's cell warp").
 inline constexpr int kGridCellWarps = 1;
 // kernel instantiations of kreg besides 0 (8 spills at the 96-register cap: 100 B stores, 140 B loads)
 inline constexpr int kRegTileChoices[] = {4};

@@ -809,10 +809,10 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
 
 // The cell warp (kGridCellWarps): every layer it waits for the compute warps' k-share sums, adds them, runs
 // the cells of the block's Ub units and sends h (tagged words straight to L2; the other exchanges: the
-// stage that compute warp 0 copies), then lets the compute warps go on. Its loop is short and its
-// addresses stay in registers: on a compute warp the same cell took ~1,300 cycles a layer, most of them
-// instruction fetches and recomputed addresses (docs/cuda.md, "The grid kernel's cell warp"). It leaves
-// when the compute warps do (their decision, read after the barrier they arrive at on leaving).
+// stage that compute warp 0 copies), then lets the compute warps go on. On the H200 it takes ~990 cycles
+// a layer from the meeting to the words sent, where the same cell on compute warp 0 took ~1,390; what
+// the rest costs is not yet known (docs/cuda.md, "The grid kernel's cell warp"). It leaves when the
+// compute warps do (their decision, read after the barrier they arrive at on leaving).
 template <bool BF16>
 __device__ void multi_cells(const LstmParams& p, char* smem, volatile CtaFlags* f, int b) {
   const int lane = threadIdx.x & 31;
