@@ -76,6 +76,12 @@ class CheckedOutputs {
     }
     return blocks_[b % kRingBlocks].get() + (n % per_block_) * stride_;
   }
+  // The most records the ring holds unread (1 GiB of outputs): a run whose checked ticks all fit can be
+  // checked after it.
+  static size_t max_records(int outputs) {
+    const size_t stride = size_t(outputs) + 1;
+    return kRingBlocks * std::max<size_t>(1, kBlockBytes / (stride * sizeof(double)));
+  }
   void publish(double* slot, bool lost) {
     slot[stride_ - 1] = lost ? 1 : 0;
     published_.store(++count_, std::memory_order_release);

@@ -66,6 +66,10 @@ struct BenchOptions {
   // threads each reference step is split over (as many as the model's size makes worthwhile). 0: one per
   // spare core.
   int check_threads = 0;
+  // The checker runs after the timed loop (its threads' cores and memory traffic then stay out of the
+  // timings, as they are out of the ping-pong's) when the run has a tick count and its checked outputs fit
+  // CheckedOutputs' buffer; check_during (or an open-ended --seconds run) runs it beside the loop.
+  bool check_during = false;
   // The checker's progress on stderr while it finishes after the timed loop (automatic: when stdout and
   // stderr are terminals, and only if it takes a couple of seconds).
   util::ProgressMode progress = util::ProgressMode::automatic;

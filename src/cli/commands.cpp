@@ -560,6 +560,9 @@ void add_bench_command(CLI::App& app) {
                  "Float64 checker threads: window mode, they take turns over the checked windows; streaming, "
                  "each reference step is split over them (default: one per spare core)",
                  1, bench::kMaxCheckThreads);
+  cmd->add_flag("--check-during", f->o.check_during,
+                "Run the float64 checker beside the timed loop (default: after it, when the run has a tick count, so "
+                "that its threads stay out of the timings)");
   cmd->add_flag("--progress", f->progress,
                 "The checker's progress on stderr once the timed loop ends, from the start, even when not on a terminal")
       ->excludes(cmd->add_flag("--no-progress", f->no_progress, "No progress bar for the checker"));
@@ -615,7 +618,7 @@ void add_bench_command(CLI::App& app) {
     }
     if (const auto workload = bench::parse_workload(f->mode)) {
       // The throughput modes share the model, backend and input flags; the latency-only ones are refused.
-      for (const char* latency_only : {"--warmup", "--gap-us", "--rate", "--check-every", "--check-threads",
+      for (const char* latency_only : {"--warmup", "--gap-us", "--rate", "--check-every", "--check-threads", "--check-during",
                                        "--progress", "--no-progress", "--report-every",
                                        "--idle-every-s", "--idle-s", "--samples", "--timeout-us", "--fallback",
                                        "--pingpong", "--floats", "--no-pingpong", "--no-warm", "--instances",

@@ -330,7 +330,37 @@ TEST(Bench, TheReportSaysHowLongCheckingTook) {
     EXPECT_GT(c["checked_ticks_per_s"].get<double>(), 0.0);
     EXPECT_GT(c["steps_per_s"].get<double>(), 0.0);
     EXPECT_NE(out.str().find("float64 checker: "), std::string::npos) << out.str();
-    EXPECT_NE(out.str().find(" s after the run"), std::string::npos) << out.str();
+    EXPECT_NE(out.str().find("run after the timed loop, "), std::string::npos) << out.str();
+  }
+}
+
+// A run with a tick count is checked after its timed loop (every thread's work then falls inside the time
+// from the loop's end to the last check); asked, or open-ended, the checker runs beside the loop instead.
+// Both check every due tick.
+TEST(Bench, TheCheckRunsAfterTheTimedLoopUnlessAskedOrOpenEnded) {
+  for (const Mode mode : {Mode::streaming, Mode::window}) {
+    for (const int how : {0, 1, 2}) {  // default, check_during, --seconds
+      bench::BenchOptions o = on_tiny(mode);
+      o.window = 4;
+      o.warmup = 0;
+      o.check_threads = 2;
+      o.check_every = 3;
+      if (how == 2) o.seconds = 0.05;
+      else o.ticks = 300;
+      o.check_during = how == 1;
+      std::ostringstream out;
+      const auto r = bench::run_bench(o, out);
+      ASSERT_TRUE(r["pass"].get<bool>()) << r["failure"];
+      const auto& c = r["checker"];
+      const std::string label = std::string(mode_name(mode)) + " case " + std::to_string(how);
+      EXPECT_EQ(c["when"], how == 0 ? "after" : "during") << label;
+      EXPECT_EQ(r["error"]["unchecked_ticks"].get<long long>(), 0) << label;
+      if (how != 2) EXPECT_EQ(r["error"]["checked_ticks"].get<long long>(), (bench::kFirstTicks + 300 + 2) / 3) << label;
+      else EXPECT_GT(r["error"]["checked_ticks"].get<long long>(), 0) << label;
+      if (how == 0) EXPECT_GE(c["after_run_s"].get<double>(), c["busy_s"].get<double>()) << label;
+      EXPECT_NE(out.str().find(how == 0 ? "run after the timed loop, " : "beside the timed loop, done "), std::string::npos)
+          << label << "\n" << out.str();
+    }
   }
 }
 

@@ -285,7 +285,10 @@ TEST_F(Cli, BenchShowsTheChecksLeftWhenAsked) {
   ASSERT_EQ(shown.code, 0) << shown.out << shown.err;
   EXPECT_NE(shown.err.find("210/210 checks"), std::string::npos) << shown.err;
   EXPECT_NE(shown.out.find("float64 checker: "), std::string::npos) << shown.out;
-  EXPECT_NE(shown.out.find(" s after the run"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("run after the timed loop, "), std::string::npos) << shown.out;
+  const Result beside = hotpath(b + "--check-during");
+  ASSERT_EQ(beside.code, 0) << beside.out << beside.err;
+  EXPECT_NE(beside.out.find("beside the timed loop, done "), std::string::npos) << beside.out;
   const Result quiet = hotpath(b);
   ASSERT_EQ(quiet.code, 0) << quiet.out << quiet.err;
   EXPECT_EQ(quiet.err.find("checks"), std::string::npos) << quiet.err;
@@ -576,6 +579,7 @@ TEST_F(Cli, BenchThroughputModes) {
   const std::string m = " --model " + golden_model("multi_out") + " --backend cpu --window 6 ";
   expect_refused("bench" + m + "--mode backtest --rate 100", "--rate is for the latency modes");
   expect_refused("bench" + m + "--mode fresh --warmup 5", "--warmup is for the latency modes");
+  expect_refused("bench" + m + "--mode backtest --check-during", "--check-during is for the latency modes");
   expect_refused("bench" + m + "--mode fresh --repeat 2", "--repeat is for the backtest modes");
   expect_refused("bench" + m + "--mode window --batch 8", "--batch, --batch-rows and --repeat are for the throughput modes");
   expect_refused("bench" + m + "--mode backtest --batch 0", "--batch");
