@@ -328,12 +328,13 @@ class CudaBackend final : public Backend {
       (void)cudaGetLastError();
       return;
     }
-    const char* names[cuda::kGridLayerStats] = {"words_first", "words_last", "tiles_last", "meet", "sent"};
+    const char* names[cuda::kGridLayerStats] = {"words_first", "words_last", "tiles_last", "meet", "sent", "warp_wait_mean", "warp_wait_max", "warp_tiles_mean", "warp_tiles_max"};
     for (int l = 0; l <= p.L; ++l) {
       const std::string L = l == p.L ? std::string("grid_head_") : "grid_layer" + std::to_string(l) + "_";
       for (int i = 0; i < cuda::kGridLayerStats; ++i) {
         const bool head_words = l == p.L && (i == cuda::kGrWordsFirst || i == cuda::kGrWordsLast);
         if (l == p.L && (i == cuda::kGrTilesLast || i == cuda::kGrMeet)) continue;
+        if ((l == 0 || l == p.L) && i >= cuda::kGrWarpWaitMean) continue;  // the warps' own spans: hidden layers
         double sum = 0, most = 0;
         int blocks = 0;
         for (int b = 0; b < (head_words ? 1 : p.nc); ++b) {

@@ -144,7 +144,7 @@ int multi_critical_layout(LstmParams& p, int gpb, int ksplit, int l2_layers, boo
             x32 = take(p.mb.n_in * 3 * 4), seqw = take(p.mb.n_in * 4), claim = take(p.mb.n_in * 4),
             P = take(p.L * 4 * Ub * 4), c = take(p.L * Ub * 4), red = take(ksplit * Ub * 8 * 4) /* the critical step's 4 gates by layer parity; the own precompute's 8 sums */,
             stage = take(2 * Ub * 2), h32 = take(Ub * 4), hw = take(p.O * Ub * 4), z0 = take(4 * Ub * 4),
-            gmarks = take(4 * (2 * ksplit * gpb + kGridLayerStats) * (p.L + 1)), flags = take(32);
+            gmarks = take(4 * (kGridWarpMarks * ksplit * gpb + kGridLayerStats) * (p.L + 1)), flags = take(32);
   if (assign) {
     int off = 0;
     for (int l = 0; l < p.L; ++l) {

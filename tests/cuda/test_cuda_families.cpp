@@ -161,6 +161,11 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
           EXPECT_LE(mark("meet"), mark("sent")) << at;  // the cell warp passes both (the head's: it may not)
         else
           EXPECT_GT(mark("sent"), 0.0) << at;
+        if (l > 0) {  // each warp's own wait and tiles, on its own clock: a block's mean within its largest
+          EXPECT_LE(mark("warp_wait_mean"), mark("warp_wait_max")) << at;
+          EXPECT_LE(mark("warp_tiles_mean"), mark("warp_tiles_max")) << at;
+          EXPECT_GT(mark("warp_tiles_max"), 0.0) << at;
+        }
       } else {  // the head: block 0 gathers the words; every block sends (block 0: the answer)
         EXPECT_LE(mark("words_first"), mark("words_last")) << at;
         EXPECT_GT(mark("sent"), 0.0) << at;

@@ -100,7 +100,16 @@ inline constexpr int kMaxClusterBlocks = 16;
 // the input, already there; the head: block 0's warps holding every block's partial sums), the last
 // warp's gate sums done, the k-shares met (the barrier passed), and the layer's output sent (the head:
 // the block's partial sums sent; block 0: the answer stored). Read on the host as differences of means.
-enum GridLayerStat : int { kGrWordsFirst, kGrWordsLast, kGrTilesLast, kGrMeet, kGrSent, kGridLayerStats };
+// The SM clocks of one block's warps can disagree by a few hundred cycles, so layers l >= 1 also have
+// spans that each compute warp times on its own clock, averaged and maxed over the block's warps: its wait
+// (from passing the cells' barrier of layer l-1 to holding its words of layer l) and its tiles (from its
+// words to its gate sums stored).
+enum GridLayerStat : int {
+  kGrWordsFirst, kGrWordsLast, kGrTilesLast, kGrMeet, kGrSent,
+  kGrWarpWaitMean, kGrWarpWaitMax, kGrWarpTilesMean, kGrWarpTilesMax, kGridLayerStats
+};
+// Each compute warp's marks of a layer (GridMarks): its words taken, its gate sums done, its wait begun.
+inline constexpr int kGridWarpMarks = 3;
 inline constexpr int kGridStatSlots = 1 + kGridLayerStats * (kMaxLayers + 1);
 
 // The precompute's parts of a round (SharedWords::pre_sum): rounds timed, then SM cycles from the

@@ -421,23 +421,24 @@ __device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, u
 }
 
 // This tick's marks (GridLayerStat) in shared memory, the SM clock's low 32 bits when passed: each
-// compute warp's own [warp][L + 1][2] (its words taken, its gate sums done: plain stores, no contention
-// before the barrier), then the block's [L + 1][kGridLayerStats] (meet, sent), set by the one thread
-// that passes them. ~0u: not passed this tick (a clock reading of exactly ~0u is one in 2^32).
+// compute warp's own [warp][L + 1][kGridWarpMarks] (its words taken, its gate sums done, its wait begun:
+// plain stores, no contention before the barrier), then the block's [L + 1][kGridLayerStats] (meet,
+// sent), set by the one thread that passes them. ~0u: not passed this tick (a clock reading of exactly
+// ~0u is one in 2^32).
 struct GridMarks {
   unsigned* warp_marks;
   unsigned* block_marks;
   int L;
   __device__ GridMarks(const LstmParams& p, char* smem)
-      : warp_marks(smem_at<unsigned>(smem, p.s_gmarks)),
-        block_marks(smem_at<unsigned>(smem, p.s_gmarks) + p.compute_warps * 2 * (p.L + 1)),
-        L(p.L) {}
-  __device__ void warp(int w, int l, int which) const {  // which: 0 words, 1 gate sums
-    warp_marks[(w * (L + 1) + l) * 2 + which] = unsigned(clock64());
+      : warp_marks(smem_at<unsigned>(smem, p.s_gmarks)), block_marks(warp_marks + warp_slots(p)), L(p.L) {}
+  __device__ static int warp_slots(const LstmParams& p) { return p.compute_warps * kGridWarpMarks * (p.L + 1); }
+  __device__ void warp(int w, int l, int which) const {  // which: 0 words, 1 gate sums, 2 wait begun
+    warp_marks[(w * (L + 1) + l) * kGridWarpMarks + which] = unsigned(clock64());
   }
-  __device__ void block(int l, int part) const { block_marks[l * kGridLayerStats + part] = unsigned(clock64()); }
+  __device__ static int block_slot(int l, int part) { return l * kGridLayerStats + part; }
+  __device__ void block(int l, int part) const { block_marks[block_slot(l, part)] = unsigned(clock64()); }
   __device__ void reset(int warps, int first, int step) const {
-    for (int i = first; i < warps * 2 * (L + 1) + kGridLayerStats * (L + 1); i += step) warp_marks[i] = ~0u;
+    for (int i = first; i < warps * kGridWarpMarks * (L + 1) + kGridLayerStats * (L + 1); i += step) warp_marks[i] = ~0u;
   }
   // Warp 0 after the tick (off the critical path), t0 its start of the tick (past the input barrier): per
   // layer (a lane each) the first and last warp's words and the last warp's gate sums, and the block's
@@ -452,9 +453,20 @@ struct GridMarks {
       if (lane == 0) atomicAdd(sums, 1ull);
       for (int l = lane; l <= L; l += 32) {
         unsigned long long first = ~0ull, last = 0, tiles = 0;
+        unsigned long long wait_sum = 0, wait_max = 0, tiles_sum = 0, tiles_max = 0;  // each warp's own clock
+        int timed = 0;
         bool any = false;
         for (int w = 0; w < p.compute_warps; ++w) {
-          const unsigned words = warp_marks[(w * (L + 1) + l) * 2], done = warp_marks[(w * (L + 1) + l) * 2 + 1];
+          const unsigned* const wm = warp_marks + (w * (L + 1) + l) * kGridWarpMarks;
+          const unsigned words = wm[0], done = wm[1], begun = wm[2];
+          if (words != ~0u && done != ~0u && begun != ~0u) {
+            const unsigned long long wait = (unsigned)max(0, int(words - begun)), work = (unsigned)max(0, int(done - words));
+            wait_sum += wait;
+            wait_max = max(wait_max, wait);
+            tiles_sum += work;
+            tiles_max = max(tiles_max, work);
+            ++timed;
+          }
           if (words != ~0u) {
             any = true;
             first = min(first, since(words));
@@ -468,6 +480,12 @@ struct GridMarks {
           atomicAdd(at + kGrWordsLast, last);
         }
         if (l < L) atomicAdd(at + kGrTilesLast, tiles);
+        if (timed) {
+          atomicAdd(at + kGrWarpWaitMean, wait_sum / timed);
+          atomicAdd(at + kGrWarpWaitMax, wait_max);
+          atomicAdd(at + kGrWarpTilesMean, tiles_sum / timed);
+          atomicAdd(at + kGrWarpTilesMax, tiles_max);
+        }
         for (int part : {int(kGrMeet), int(kGrSent)}) {
           const unsigned v = block_marks[l * kGridLayerStats + part];
           if (v != ~0u) atomicAdd(at + part, since(v));
@@ -652,6 +670,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       const int kt = p.kt[l];
       int k0, k1;
       share(l, k0, k1);
+      if (l > 0 && lane == 0) marks.warp(warp, l, 2);
       if (l > 0 && tagged) {
         // the words of this warp's k16 tiles of layer l-1's output: its MMAs start when their producers
         // are done, not every block (a quit ends the wait: garbage, never read)
@@ -807,48 +826,73 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
   bar_arrive(kBarSums, nbar);  // the cell warp wakes, sees the decision and leaves
 }
 
+// A warp-uniform value through a shuffle from lane 0, which the compiler cannot see through: it stays in a
+// register for the loop that uses it, where the compiler would otherwise re-read the kernel parameter
+// (a constant-bank load) at each use. In the cell warp that was worth 70-90 cycles a layer on the H200
+// (docs/cuda.md, "The grid kernel's cell warp").
+__device__ __forceinline__ int kept(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+template <class T>
+__device__ __forceinline__ T* kept(T* q) {
+  const unsigned long long v = reinterpret_cast<unsigned long long>(q);
+  const unsigned lo = __shfl_sync(0xffffffffu, unsigned(v), 0), hi = __shfl_sync(0xffffffffu, unsigned(v >> 32), 0);
+  return reinterpret_cast<T*>((static_cast<unsigned long long>(hi) << 32) | lo);
+}
+
 // The cell warp (kGridCellWarps): every layer it waits for the compute warps' k-share sums, adds them, runs
 // the cells of the block's Ub units and sends h (tagged words straight to L2; the other exchanges: the
-// stage that compute warp 0 copies), then lets the compute warps go on. On the H200 it takes ~990 cycles
-// a layer from the meeting to the words sent, where the same cell on compute warp 0 took ~1,390; what
-// the rest costs is not yet known (docs/cuda.md, "The grid kernel's cell warp"). It leaves when the
-// compute warps do (their decision, read after the barrier they arrive at on leaving).
+// stage that compute warp 0 copies), then lets the compute warps go on. Everything its loop needs but the
+// layer's data is worked out once, in registers (kept). On the H200 it takes ~870 cycles a layer from the
+// meeting to the words sent, where the same cell on compute warp 0 took ~1,390 (docs/cuda.md, "The grid
+// kernel's cell warp"). It leaves when the compute warps do (their decision, read after the barrier they
+// arrive at on leaving).
 template <bool BF16>
 __device__ void multi_cells(const LstmParams& p, char* smem, volatile CtaFlags* f, int b) {
   const int lane = threadIdx.x & 31;
-  const MultiSmem m(p, smem);
-  const int H = p.H, L = p.L, O = p.O, ksplit = p.ksplit;
-  const int Ub = p.gpb * kUnitsPerGroup, u0 = b * Ub;
-  const int nbar = p.compute_warps * 32 + 32 * kGridCellWarps;
-  const bool tagged = p.grid_exchange == GridExchange::tagged;
-  const bool own = p.grid_precompute == GridPrecompute::in_critical;
   const CellShape cs(p);
-  const int part = lane & (cs.parts - 1), jl = lane >> cs.plog;
+  const int H = kept(p.H), L = kept(p.L), O = kept(p.O), ksplit = kept(p.ksplit), nc = kept(p.nc);
+  const int Ub = kept(p.gpb * kUnitsPerGroup), u0 = b * Ub;
+  const int nbar = kept(p.compute_warps * 32 + 32 * kGridCellWarps);
+  const int parts = kept(cs.parts), plog = kept(cs.plog), per_pass = kept(cs.per_pass);
+  const bool fold = kept(int(cs.fold)) != 0, tagged = kept(int(p.grid_exchange == GridExchange::tagged)) != 0;
+  const bool own = kept(int(p.grid_precompute == GridPrecompute::in_critical)) != 0;
+  const int part = lane & (parts - 1), jl = lane >> plog;
   const GridWords gw = grid_words(p);
-  const GridMarks marks(p, smem);
-  float* const z0 = smem_at<float>(smem, p.s_z0);
+  const int kh = kept(gw.kh);
+  // layer l's words: words1 + (l - 1) kh (l >= 1); output o's head word of this block: head0 + o nc
+  unsigned long long* const words1 = kept(p.xch_words + gw.layer_in(1) + u0);
+  unsigned long long* const head0 = kept(p.xch_words + gw.head(0) + b);
+  // shared memory by offset (MultiSmem's views), each offset kept
+  const float* const red0 = reinterpret_cast<const float*>(smem + kept(p.s_red));
+  const float* const P0 = reinterpret_cast<const float*>(smem + kept(p.s_P));
+  const float* const C0 = reinterpret_cast<const float*>(smem + kept(p.s_c));
+  float* const z0 = reinterpret_cast<float*>(smem + kept(p.s_z0));
+  const float* const hw = reinterpret_cast<const float*>(smem + kept(p.s_hw));
+  float* const h32 = reinterpret_cast<float*>(smem + kept(p.s_h32));
+  uint16_t* const stage = reinterpret_cast<uint16_t*>(smem + kept(p.s_stage));
+  unsigned* const block_marks = reinterpret_cast<unsigned*>(smem + kept(p.s_gmarks + 4 * GridMarks::warp_slots(p)));
+  auto mark = [&](int l, int part) { block_marks[GridMarks::block_slot(l, part)] = unsigned(clock64()); };
   for (unsigned long long s = 0;; ++s) {
     const unsigned seq = wire_seq(s);
     for (int l = 0; l < L; ++l) {
       bar_sync(kBarSums, nbar);
       if (f->decision) return;  // the compute warps left (1 only then: they write it after this layer's cells)
-      if (lane == 0) marks.block(l, kGrMeet);
+      if (lane == 0) mark(l, kGrMeet);
       const bool last = l == L - 1;
-      const float* const red = m.red + (l & 1) * ksplit * Ub * 4;
-      const float* const P = m.sP + l * 4 * Ub;
-      const float* const C = m.sc + l * Ub;
-      unsigned long long* const words = p.xch_words + gw.layer_in(l + 1) + u0;  // l < L - 1
-      for (int j0 = 0; j0 < Ub; j0 += cs.per_pass) {
+      const float* const red = red0 + (l & 1) * ksplit * Ub * 4;
+      const float* const P = P0 + l * 4 * Ub;
+      const float* const C = C0 + l * Ub;
+      unsigned long long* const words = words1 + l * kh;  // layer l + 1's input (l < L - 1)
+      for (int j0 = 0; j0 < Ub; j0 += per_pass) {
         const int j = j0 + jl, jc = j < Ub ? j : Ub - 1;
         // every load issued before the first add: P and c, then the shares
         const float p0 = P[jc], p1 = P[Ub + jc], p2 = P[2 * Ub + jc], p3 = P[3 * Ub + jc];
         const float c0 = C[jc];
         float z[4] = {0.f, 0.f, 0.f, 0.f};
-        for (int k0 = part; k0 < ksplit; k0 += kSharesInFlight * cs.parts) {
+        for (int k0 = part; k0 < ksplit; k0 += kSharesInFlight * parts) {
           float4 r[kSharesInFlight];
 #pragma unroll
           for (int i = 0; i < kSharesInFlight; ++i) {
-            const int k = k0 + i * cs.parts;
+            const int k = k0 + i * parts;
             r[i] = k < ksplit ? *reinterpret_cast<const float4*>(red + (k * Ub + jc) * 4) : make_float4(0.f, 0.f, 0.f, 0.f);
           }
 #pragma unroll
@@ -859,10 +903,10 @@ __device__ void multi_cells(const LstmParams& p, char* smem, volatile CtaFlags* 
             z[3] += r[i].w;
           }
         }
-        if (cs.parts >= 4)
+        if (parts >= 4)
 #pragma unroll
           for (int i = 0; i < 4; ++i) z[i] += __shfl_xor_sync(0xffffffffu, z[i], 2);
-        if (cs.parts >= 2)
+        if (parts >= 2)
 #pragma unroll
           for (int i = 0; i < 4; ++i) z[i] += __shfl_xor_sync(0xffffffffu, z[i], 1);
         float h = 0.f;
@@ -875,27 +919,27 @@ __device__ void multi_cells(const LstmParams& p, char* smem, volatile CtaFlags* 
           }
           float c = c0;
           h = u0 + j < H ? dev::lstm_cell_ftz(z[0] + p0, z[1] + p1, z[2] + p2, z[3] + p3, c) : 0.f;
-          if (last && !cs.fold)
-            m.h32[j] = h;
+          if (last && !fold)
+            h32[j] = h;
           else if (last)
             ;  // the head below
           else if (tagged && u0 + j < H)
             dev::st_word_gpu(words + j, dev::tagged(seq, dev::hi_lo<BF16>(h)));
           else if (!tagged)
-            split_store<BF16>(m.stage + j, m.stage + Ub + j, h);
+            split_store<BF16>(stage + j, stage + Ub + j, h);
         }
-        if (last && cs.fold) {
+        if (last && fold) {
           // the head, folded (one pass): lane o adds output o over the block's units (h of unit j from lane
           // j * parts) and sends it to block 0
           float zo = 0.f;
           for (int jj = 0; jj < Ub; ++jj) {
-            const float hj = __shfl_sync(0xffffffffu, h, jj * cs.parts);
-            if (lane < O) zo = fmaf(m.hw[lane * Ub + jj], hj, zo);
+            const float hj = __shfl_sync(0xffffffffu, h, jj * parts);
+            if (lane < O) zo = fmaf(hw[lane * Ub + jj], hj, zo);
           }
-          if (lane < O) dev::st_word_gpu(p.xch_words + gw.head(lane) + b, dev::tagged(seq, __float_as_uint(zo)));
+          if (lane < O) dev::st_word_gpu(head0 + lane * nc, dev::tagged(seq, __float_as_uint(zo)));
         }
       }
-      if (lane == 0 && tagged && (!last || cs.fold)) marks.block(l, kGrSent);
+      if (lane == 0 && tagged && (!last || fold)) mark(l, kGrSent);
       bar_arrive(kBarCells, nbar);
     }
   }
