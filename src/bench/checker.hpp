@@ -330,7 +330,6 @@ class Checker {
   void run(int id, int n) {
     const auto& cfg = model_.config;
     const bool rounded = rounded_model_.has_value();
-    reference::LstmState state(cfg), qstate(cfg);
     std::vector<float> x(cfg.input_size);
     std::vector<double> xd(cfg.input_size), z(cfg.output_size), zq(rounded ? cfg.output_size : 0);
     CheckTotals& r = results_[id];
@@ -359,31 +358,13 @@ class Checker {
       scaler.prepare();
       next = s + 1;
     };
-    // One step of the truth (and of the rounded-weights model, for a per-model bound) on xd.
     const bool split = mode_ == Mode::streaming;
-    auto step = [&] {
-      if (split) split_->step(std::span<const double>(xd));
-      else f64_->step(std::span<const double>(xd), state);
-      if (rounded) {
-        if (split) rounded_split_->step(std::span<const double>(xd));
-        else rounded_f64_->step(std::span<const double>(xd), qstate);
-      }
-      ++r.timing.steps;
-    };
-    auto head = [&] {
-      if (split) split_->head(z);
-      else f64_->head(state, z);
-      if (rounded) {
-        if (split) rounded_split_->head(zq);
-        else rounded_f64_->head(qstate, zq);
-      }
-    };
     // Time spent computing, from the moment a record is there to its filing: waits are left out.
     Clock::time_point busy_from;
-    auto filed = [&] {
+    auto filed = [&](size_t records = 1) {
       r.timing.busy_s += std::chrono::duration<double>(Clock::now() - busy_from).count();
-      filed_.fetch_add(1, std::memory_order_relaxed);
-      if (also_count_) also_count_->fetch_add(1, std::memory_order_relaxed);
+      filed_.fetch_add(records, std::memory_order_relaxed);
+      if (also_count_) also_count_->fetch_add(records, std::memory_order_relaxed);
     };
     if (split) {
       const int I = cfg.input_size;
@@ -408,29 +389,79 @@ class Checker {
           if (rounded) rounded_split_->step_many(xs);
           r.timing.steps += batch.count;
         }
-        head();
+        split_->head(z);  // the truth's, and the rounded-weights model's for a per-model bound
+        if (rounded) rounded_split_->head(zq);
         file(k, last, z, zq, r, interval);
         outs_.consumed(id, k + 1);
         filed();
       }
     }
-    for (size_t k = id;; k += n) {
+    // Window mode: this thread's records k, k + n, ..., a batch at a time (those already published, up
+    // to window_batch): each window's scaled inputs made in its tick order, then the batch's windows
+    // stepped together, aligned at their last tick (FastF64::step_batch: each weight read once for eight
+    // windows, the same bits as one window at a time); a window shorter than W (the run's first ticks)
+    // joins when its first tick comes.
+    const size_t I = size_t(cfg.input_size), W = size_t(window_);
+    const size_t batch = window_batch(W * I);
+    std::vector<reference::LstmState> states(batch, reference::LstmState(cfg)), qstates(rounded ? batch : 0, reference::LstmState(cfg));
+    std::vector<double> xs(batch * W * I);
+    std::vector<size_t> ks;
+    std::vector<long long> first;  // a window's first tick; -1: lost, not computed
+    std::vector<const double*> step_x;
+    std::vector<reference::LstmState*> step_s, step_q;
+    for (size_t k = id;;) {
       if (!wait_for(k)) return;
       busy_from = Clock::now();
-      const long long t = (long long)(k) * every_;
-      if (!outs_.lost(k)) {
-        state.clear();
-        qstate.clear();
-        for (long long s = std::max(0LL, t - window_ + 1); s <= t; ++s) {
+      ks.assign(1, k);
+      while (ks.size() < batch && outs_.published() > ks.back() + n && !abort_.load(std::memory_order_acquire))
+        ks.push_back(ks.back() + n);
+      first.assign(ks.size(), -1);
+      for (size_t j = 0; j < ks.size(); ++j) {
+        if (outs_.lost(ks[j])) continue;
+        const long long t = (long long)(ks[j]) * every_;
+        first[j] = std::max(0LL, t - window_ + 1);
+        states[j].clear();
+        if (rounded) qstates[j].clear();
+        for (long long s = first[j]; s <= t; ++s) {
           input(s);
-          step();
+          std::copy(xd.begin(), xd.end(), xs.begin() + ptrdiff_t((j * W + size_t(s - first[j])) * I));
         }
-        head();
       }
-      file(k, t, z, zq, r, interval);
-      outs_.consumed(id, k + n);
-      filed();
+      for (size_t i = 0; i < W; ++i) {  // step i of W: tick t - W + 1 + i of each window
+        step_x.clear();
+        step_s.clear();
+        step_q.clear();
+        for (size_t j = 0; j < ks.size(); ++j) {
+          if (first[j] < 0) continue;
+          const long long at = (long long)(ks[j]) * every_ - window_ + 1 + (long long)i;  // this step's tick
+          if (at < first[j]) continue;
+          step_x.push_back(xs.data() + (j * W + size_t(at - first[j])) * I);
+          step_s.push_back(&states[j]);
+          if (rounded) step_q.push_back(&qstates[j]);
+        }
+        if (step_s.empty()) continue;
+        f64_->step_batch(step_x, step_s);
+        if (rounded) rounded_f64_->step_batch(step_x, step_q);
+        r.timing.steps += (long long)step_s.size();
+      }
+      for (size_t j = 0; j < ks.size(); ++j) {
+        if (first[j] >= 0) {
+          f64_->head(states[j], z);
+          if (rounded) rounded_f64_->head(qstates[j], zq);
+        }
+        file(ks[j], (long long)(ks[j]) * every_, z, zq, r, interval);
+      }
+      k = ks.back() + n;
+      outs_.consumed(id, k);
+      filed(ks.size());
     }
+  }
+
+  // Windows a checker thread steps together: up to kWindowBatch, fewer where their inputs would pass
+  // kWindowBatchBytes (a window's W x I float64 inputs are made before its steps).
+  static constexpr size_t kWindowBatch = 16, kWindowBatchBytes = size_t(64) << 20;
+  static size_t window_batch(size_t values_a_window) {
+    return std::clamp<size_t>(kWindowBatchBytes / std::max<size_t>(1, values_a_window * sizeof(double)), 1, kWindowBatch);
   }
 
   // Streaming: the raw inputs of up to kInputBatch ticks are made at once, shared out over the team.

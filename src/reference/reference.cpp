@@ -159,17 +159,22 @@ namespace hotpath::reference {
 
 FastF64::FastF64(const Model& m) : cfg_(m.config), head_w_(m.head_w), head_b_(m.head_b) {
   const size_t G = 4 * size_t(cfg_.hidden_size), H = cfg_.hidden_size;
+  blocks_ = (G + kRowBlock - 1) / kRowBlock;
+  // [block][k][kRowBlock]: block b's rows b*kRowBlock + j for j < kRowBlock (zero past G), k-major, so one
+  // block's sums read one contiguous stream
+  auto pack = [&](const std::vector<double>& w, size_t in) {
+    std::vector<double> p(blocks_ * in * kRowBlock, 0.0);
+    for (size_t r = 0; r < G; ++r)
+      for (size_t k = 0; k < in; ++k) p[((r / kRowBlock) * in + k) * kRowBlock + r % kRowBlock] = w[r * in + k];
+    return p;
+  };
   for (int l = 0; l < cfg_.num_layers; ++l) {
-    const size_t in = cfg_.layer_input_size(l);
     const LstmLayer& w = m.layers[l];
-    std::vector<double> ih(in * G), hh(H * G);
-    for (size_t r = 0; r < G; ++r) {
-      for (size_t k = 0; k < in; ++k) ih[k * G + r] = w.w_ih[r * in + k];
-      for (size_t k = 0; k < H; ++k) hh[k * G + r] = w.w_hh[r * H + k];
-    }
-    w_ih_t_.push_back(std::move(ih));
-    w_hh_t_.push_back(std::move(hh));
-    bias_.push_back(w.bias_sum(cfg_.hidden_size));
+    w_ih_b_.push_back(pack(w.w_ih, cfg_.layer_input_size(l)));
+    w_hh_b_.push_back(pack(w.w_hh, H));
+    std::vector<double> bias = w.bias_sum(cfg_.hidden_size);
+    bias.resize(blocks_ * kRowBlock, 0.0);
+    bias_.push_back(std::move(bias));
   }
 }
 
@@ -179,32 +184,9 @@ void FastF64::step(std::span<const float> x, LstmState& state) const {
 }
 
 void FastF64::step(std::span<const double> x, LstmState& state) const {
-  const size_t G = 4 * size_t(cfg_.hidden_size), H = cfg_.hidden_size;
-  // Scratch lives on this call's stack frame, not in the object: threads share one FastF64.
-  std::vector<double> gates(G), in_(std::max(x.size(), H));
-  for (size_t k = 0; k < x.size(); ++k) in_[k] = x[k];
-  size_t n_in = x.size();
-  for (int l = 0; l < cfg_.num_layers; ++l) {
-    double* g = gates.data();
-    std::copy(bias_[l].begin(), bias_[l].end(), g);
-    for (size_t k = 0; k < n_in; ++k) {
-      const double v = in_[k];
-      const double* w = &w_ih_t_[l][k * G];
-      for (size_t r = 0; r < G; ++r) g[r] += w[r] * v;
-    }
-    for (size_t k = 0; k < H; ++k) {
-      const double v = state.h[l][k];
-      const double* w = &w_hh_t_[l][k * G];
-      for (size_t r = 0; r < G; ++r) g[r] += w[r] * v;
-    }
-    for (size_t j = 0; j < H; ++j) {
-      const double i = sigmoid(g[j]), f = sigmoid(g[H + j]), c = std::tanh(g[2 * H + j]), o = sigmoid(g[3 * H + j]);
-      state.c[l][j] = f * state.c[l][j] + i * c;
-      state.h[l][j] = o * std::tanh(state.c[l][j]);
-      in_[j] = state.h[l][j];
-    }
-    n_in = H;
-  }
+  const double* xs[1] = {x.data()};
+  LstmState* states[1] = {&state};
+  step_batch(xs, states);
 }
 
 void FastF64::head(const LstmState& state, std::span<double> z) const {

@@ -55,22 +55,31 @@ double normalized_error(std::span<const double> z, std::span<const double> z_ref
 namespace hotpath::reference {
 
 // A float64 LSTM for checking long benchmark runs: the same arithmetic as lstm_step in float64, with
-// the weights transposed so that the inner loops vectorise without reassociating any sum (each gate
-// row keeps its own accumulator). Only the summation order differs from lstm_step, so the two agree to
-// float64 rounding (tested to 1e-12).
+// the weights packed in blocks of gate rows so that the inner loops vectorise without reassociating any
+// sum (each gate row keeps its own accumulator: the bias, then w_ih[r][k] x[k] for k = 0, 1, ..., then
+// w_hh[r][k] h[k], a multiply and an add each). Only the summation order differs from lstm_step, so the
+// two agree to float64 rounding (tested to 1e-12).
 // Const member functions are safe to call from several threads at once (the checker's threads share one).
 class FastF64 {
  public:
   explicit FastF64(const Model& m);
   void step(std::span<const float> x, LstmState& state) const;
   void step(std::span<const double> x, LstmState& state) const;  // a float64 input (e.g. scaled)
+  // One step of each of several independent states, state s on input xs[s] (I values): the same bits as
+  // step() on each (batch_f64.cpp; step() is a batch of one), each block of weights read from memory once
+  // for the whole batch and from registers' reach once for every eight states.
+  void step_batch(std::span<const double* const> xs, std::span<LstmState* const> states) const;
   void head(const LstmState& state, std::span<double> z) const;
   const ModelConfig& config() const { return cfg_; }
 
+  // Gate rows a block of the packed weights holds (batch_f64.cpp).
+  static constexpr size_t kRowBlock = 16;
+
  private:
   ModelConfig cfg_;
-  std::vector<std::vector<double>> w_ih_t_, w_hh_t_;  // [in][4H], [H][4H]
-  std::vector<std::vector<double>> bias_;             // [4H]
+  size_t blocks_ = 0;                                 // ceil(4H / kRowBlock)
+  std::vector<std::vector<double>> w_ih_b_, w_hh_b_;  // [blocks][in][kRowBlock], [blocks][H][kRowBlock]
+  std::vector<std::vector<double>> bias_;             // [blocks * kRowBlock]: b_ih + b_hh, zero past 4H
   std::vector<double> head_w_, head_b_;
 };
 

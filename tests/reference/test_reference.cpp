@@ -151,6 +151,40 @@ TEST(Reference, TransposedFloat64AgreesWithPlain) {
   }
 }
 
+// The batched step (the bench checker's windows, several at once) makes the same bits as step() on each
+// state: states of different histories, batches that are not a multiple of its group of eight, gate rows
+// that are not a multiple of its 16-row blocks (H = 65, 13), float64 inputs.
+TEST(Reference, BatchedStepsAreTheSameBitsAsOneAtATime) {
+  for (auto [I, H, L, O] : {std::tuple{7, 65, 3, 2}, std::tuple{1, 13, 1, 1}, std::tuple{32, 128, 2, 1}}) {
+    const Model m = random_model(I, H, L, O, true, I != 7, 41);
+    const reference::FastF64 fast(m);
+    for (const size_t n : {size_t(1), size_t(5), size_t(8), size_t(17)}) {
+      std::vector<reference::LstmState> one(n, reference::LstmState(m.config)), many(n, reference::LstmState(m.config));
+      const auto x = random_inputs(40 * n * size_t(I), 7 + int(n));
+      std::vector<double> xd(x.begin(), x.end());
+      for (size_t t = 0; t < 6; ++t) {
+        // state s joins at step s % 3 (a window that starts later), and takes its own inputs
+        std::vector<const double*> xs;
+        std::vector<reference::LstmState*> ps;
+        for (size_t s = 0; s < n; ++s) {
+          if (t < s % 3) continue;
+          const double* xi = xd.data() + (t * n + s) * size_t(I);
+          fast.step(std::span<const double>(xi, size_t(I)), one[s]);
+          xs.push_back(xi);
+          ps.push_back(&many[s]);
+        }
+        fast.step_batch(xs, ps);
+      }
+      for (size_t s = 0; s < n; ++s)
+        for (int l = 0; l < L; ++l)
+          for (int j = 0; j < H; ++j) {
+            ASSERT_EQ(many[s].h[l][j], one[s].h[l][j]) << "H=" << H << " n=" << n << " state " << s << " layer " << l;
+            ASSERT_EQ(many[s].c[l][j], one[s].c[l][j]) << "H=" << H << " n=" << n << " state " << s << " layer " << l;
+          }
+    }
+  }
+}
+
 TEST(Reference, NormalizedErrorIsAbsoluteBelowOneAndRelativeAbove) {
   const std::vector<double> ref_small = {0.5, -0.25}, ref_big = {10.0, -4.0};
   EXPECT_DOUBLE_EQ(reference::normalized_error(std::vector<double>{0.5, -0.2}, ref_small), 0.05);
