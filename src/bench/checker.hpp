@@ -264,6 +264,9 @@ class Checker {
   // The error bound of the backend's precision, published to the threads by the first record's release
   // store: so the checker can be made, and started, before the backend.
   void set_bound(double bound) { bound_ = bound; }
+  // Window mode: the inputs a checker thread may make ahead of a batch of windows (kWindowBatchBytes by
+  // default; a test lowers it to check the windows one at a time). Before start().
+  void set_window_batch_bytes(size_t bytes) { window_batch_bytes_ = bytes; }
   // Reading threads for `mode` (the readers CheckedOutputs is made for): streaming advances one state,
   // so one.
   static int threads_for(Mode mode, int asked) { return mode == Mode::streaming ? 1 : std::max(1, asked); }
@@ -402,6 +405,30 @@ class Checker {
     // windows, the same bits as one window at a time); a window shorter than W (the run's first ticks)
     // joins when its first tick comes.
     const size_t I = size_t(cfg.input_size), W = size_t(window_);
+    if (W * I * sizeof(double) > window_batch_bytes_) {
+      // A window whose inputs alone pass the cap: one window at a time, each input made when its step comes.
+      reference::LstmState state(cfg), qstate(cfg);
+      for (size_t k = id;; k += n) {
+        if (!wait_for(k)) return;
+        busy_from = Clock::now();
+        const long long t = (long long)(k) * every_;
+        if (!outs_.lost(k)) {
+          state.clear();
+          qstate.clear();
+          for (long long s = std::max(0LL, t - window_ + 1); s <= t; ++s) {
+            input(s);
+            f64_->step(std::span<const double>(xd), state);
+            if (rounded) rounded_f64_->step(std::span<const double>(xd), qstate);
+            ++r.timing.steps;
+          }
+          f64_->head(state, z);
+          if (rounded) rounded_f64_->head(qstate, zq);
+        }
+        file(k, t, z, zq, r, interval);
+        outs_.consumed(id, k + n);
+        filed();
+      }
+    }
     const size_t batch = window_batch(W * I);
     std::vector<reference::LstmState> states(batch, reference::LstmState(cfg)), qstates(rounded ? batch : 0, reference::LstmState(cfg));
     std::vector<double> xs(batch * W * I);
@@ -458,11 +485,13 @@ class Checker {
   }
 
   // Windows a checker thread steps together: up to kWindowBatch, fewer where their inputs would pass
-  // kWindowBatchBytes (a window's W x I float64 inputs are made before its steps).
+  // kWindowBatchBytes (a batch's W x I float64 inputs a window are made before its steps; a window whose
+  // inputs alone pass it is checked on its own, each input made when its step comes).
   static constexpr size_t kWindowBatch = 16, kWindowBatchBytes = size_t(64) << 20;
-  static size_t window_batch(size_t values_a_window) {
-    return std::clamp<size_t>(kWindowBatchBytes / std::max<size_t>(1, values_a_window * sizeof(double)), 1, kWindowBatch);
+  size_t window_batch(size_t values_a_window) const {
+    return std::clamp<size_t>(window_batch_bytes_ / std::max<size_t>(1, values_a_window * sizeof(double)), 1, kWindowBatch);
   }
+  size_t window_batch_bytes_ = kWindowBatchBytes;
 
   // Streaming: the raw inputs of up to kInputBatch ticks are made at once, shared out over the team.
   static constexpr int kInputBatch = 64;

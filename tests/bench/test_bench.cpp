@@ -19,6 +19,7 @@
 #include "bench/latency_bench.hpp"
 #include "engine/engine.hpp"
 #include "engine/warm.hpp"
+#include "model/loader.hpp"
 #include "bench/machine.hpp"
 #include "bench/stats.hpp"
 #include "cpu/cpu_backend.hpp"
@@ -337,6 +338,46 @@ TEST(Bench, TheReportSaysHowLongCheckingTook) {
 // A run with a tick count is checked after its timed loop (every thread's work then falls inside the time
 // from the loop's end to the last check); asked, or open-ended, the checker runs beside the loop instead.
 // Both check every due tick.
+// The window checker, batched (windows stepped together) and one window at a time (a window whose inputs
+// pass the batch's cap), files the same verdict and the same errors: the outputs handed to it are the
+// float64 reference's own (error 0), then one of them off by 1e-3 (found, and named by its tick).
+TEST(Bench, TheWindowCheckerBatchedAndOneAtATimeAgree) {
+  const Model m = load_model_file(std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors");
+  const int I = m.config.input_size, O = m.config.output_size, W = 5, every = 3;
+  const long long ticks = 200;
+  std::vector<float> xs(size_t(ticks) * I);
+  for (long long t = 0; t < ticks; ++t) bench::tick_input(7, t, std::span<float>(xs.data() + t * I, size_t(I)));
+  const auto z = reference::sliding_window(m, xs, size_t(ticks), W);
+  for (const bool wrong : {false, true}) {
+    std::vector<bench::CheckTotals> got;
+    for (const size_t cap : {size_t(64) << 20, size_t(1)}) {
+      bench::CheckedOutputs outs(O, 3, true);
+      bench::IntervalStarts intervals(0);
+      bench::Checker checker(m, Mode::window, W, 7, every, outs, intervals, ScalerChoice{});
+      checker.set_window_batch_bytes(cap);
+      checker.set_bound(1e-9);
+      for (long long t = 0; t < ticks; t += every) {
+        double* slot = outs.next_slot();
+        ASSERT_NE(slot, nullptr);
+        for (int o = 0; o < O; ++o) slot[o] = z[size_t(t) * O + o] + (wrong && t == 99 ? 1e-3 : 0.0);
+        outs.publish(slot, false);
+      }
+      checker.start(3, {});
+      got.push_back(checker.finish());
+    }
+    const long long checked = (ticks + every - 1) / every;
+    for (const auto& g : got) {
+      EXPECT_EQ(g.all.checked, checked);
+      EXPECT_EQ(g.all.over_bound, wrong ? 1 : 0);
+      if (wrong) EXPECT_EQ(g.all.worst_tick, 99);
+      EXPECT_LE(g.all.max_abs, wrong ? 1.001e-3 : 1e-12);
+      if (wrong) EXPECT_GE(g.all.max_abs, 0.999e-3);
+    }
+    EXPECT_EQ(got[0].all.max_abs, got[1].all.max_abs);  // the same bits either way
+    EXPECT_EQ(got[0].timing.steps, got[1].timing.steps);
+  }
+}
+
 TEST(Bench, TheCheckRunsAfterTheTimedLoopUnlessAskedOrOpenEnded) {
   for (const Mode mode : {Mode::streaming, Mode::window}) {
     for (const int how : {0, 1, 2}) {  // default, check_during, --seconds
