@@ -403,35 +403,13 @@ class Checker {
     // to window_batch): each window's scaled inputs made in its tick order, then the batch's windows
     // stepped together, aligned at their last tick (FastF64::step_batch: each weight read once for eight
     // windows, the same bits as one window at a time); a window shorter than W (the run's first ticks)
-    // joins when its first tick comes.
+    // joins when its first tick comes. A window whose inputs alone pass the cap (lazy) is a batch of one
+    // whose inputs are made when each step comes, in tick order.
     const size_t I = size_t(cfg.input_size), W = size_t(window_);
-    if (W * I * sizeof(double) > window_batch_bytes_) {
-      // A window whose inputs alone pass the cap: one window at a time, each input made when its step comes.
-      reference::LstmState state(cfg), qstate(cfg);
-      for (size_t k = id;; k += n) {
-        if (!wait_for(k)) return;
-        busy_from = Clock::now();
-        const long long t = (long long)(k) * every_;
-        if (!outs_.lost(k)) {
-          state.clear();
-          qstate.clear();
-          for (long long s = std::max(0LL, t - window_ + 1); s <= t; ++s) {
-            input(s);
-            f64_->step(std::span<const double>(xd), state);
-            if (rounded) rounded_f64_->step(std::span<const double>(xd), qstate);
-            ++r.timing.steps;
-          }
-          f64_->head(state, z);
-          if (rounded) rounded_f64_->head(qstate, zq);
-        }
-        file(k, t, z, zq, r, interval);
-        outs_.consumed(id, k + n);
-        filed();
-      }
-    }
-    const size_t batch = window_batch(W * I);
+    const bool lazy = W * I * sizeof(double) > window_batch_bytes_;
+    const size_t batch = window_batch(W * I);  // 1 when lazy
     std::vector<reference::LstmState> states(batch, reference::LstmState(cfg)), qstates(rounded ? batch : 0, reference::LstmState(cfg));
-    std::vector<double> xs(batch * W * I);
+    std::vector<double> xs(lazy ? 0 : batch * W * I);
     std::vector<size_t> ks;
     std::vector<long long> first;  // a window's first tick; -1: lost, not computed
     std::vector<const double*> step_x;
@@ -449,7 +427,7 @@ class Checker {
         first[j] = std::max(0LL, t - window_ + 1);
         states[j].clear();
         if (rounded) qstates[j].clear();
-        for (long long s = first[j]; s <= t; ++s) {
+        for (long long s = first[j]; s <= t && !lazy; ++s) {
           input(s);
           std::copy(xd.begin(), xd.end(), xs.begin() + ptrdiff_t((j * W + size_t(s - first[j])) * I));
         }
@@ -462,7 +440,8 @@ class Checker {
           if (first[j] < 0) continue;
           const long long at = (long long)(ks[j]) * every_ - window_ + 1 + (long long)i;  // this step's tick
           if (at < first[j]) continue;
-          step_x.push_back(xs.data() + (j * W + size_t(at - first[j])) * I);
+          if (lazy) input(at);  // the batch's one window: its ticks in order
+          step_x.push_back(lazy ? xd.data() : xs.data() + (j * W + size_t(at - first[j])) * I);
           step_s.push_back(&states[j]);
           if (rounded) step_q.push_back(&qstates[j]);
         }
@@ -485,8 +464,7 @@ class Checker {
   }
 
   // Windows a checker thread steps together: up to kWindowBatch, fewer where their inputs would pass
-  // kWindowBatchBytes (a batch's W x I float64 inputs a window are made before its steps; a window whose
-  // inputs alone pass it is checked on its own, each input made when its step comes).
+  // kWindowBatchBytes (a batch's W x I float64 inputs a window are made before its steps); at least one.
   static constexpr size_t kWindowBatch = 16, kWindowBatchBytes = size_t(64) << 20;
   size_t window_batch(size_t values_a_window) const {
     return std::clamp<size_t>(window_batch_bytes_ / std::max<size_t>(1, values_a_window * sizeof(double)), 1, kWindowBatch);

@@ -328,7 +328,6 @@ class CudaBackend final : public Backend {
       (void)cudaGetLastError();
       return;
     }
-    const char* names[cuda::kGridLayerStats] = {"words_first", "words_last", "tiles_last", "meet", "sent", "warp_wait_mean", "warp_wait_max", "warp_tiles_mean", "warp_tiles_max"};
     for (int l = 0; l <= p.L; ++l) {
       const std::string L = l == p.L ? std::string("grid_head_") : "grid_layer" + std::to_string(l) + "_";
       for (int i = 0; i < cuda::kGridLayerStats; ++i) {
@@ -346,8 +345,8 @@ class CudaBackend final : public Backend {
           ++blocks;
         }
         if (!blocks) continue;
-        c[L + names[i] + "_cycles_mean"] = sum / blocks;
-        c[L + names[i] + "_cycles_max_block"] = most;
+        c[L + cuda::kGridLayerStatNames[i] + "_cycles_mean"] = sum / blocks;
+        c[L + cuda::kGridLayerStatNames[i] + "_cycles_max_block"] = most;
       }
     }
   }

@@ -167,7 +167,7 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
     for (int l = 0; l <= m.config.num_layers; ++l) {
       const std::string L = l == m.config.num_layers ? std::string("grid_head_") : "grid_layer" + std::to_string(l) + "_";
       std::printf("%-44s   %s cycles:", "", l == m.config.num_layers ? "head" : ("L" + std::to_string(l)).c_str());
-      for (const char* part : {"words_first", "words_last", "tiles_last", "meet", "sent", "warp_wait_mean", "warp_wait_max", "warp_tiles_mean", "warp_tiles_max"})
+      for (const char* part : cuda::kGridLayerStatNames)
         if (c.count(L + part + "_cycles_mean"))
           std::printf("  %s %.0f/%.0f", part, c.at(L + part + "_cycles_mean"), c.at(L + part + "_cycles_max_block"));
       std::printf("\n");

@@ -108,6 +108,10 @@ enum GridLayerStat : int {
   kGrWordsFirst, kGrWordsLast, kGrTilesLast, kGrMeet, kGrSent,
   kGrWarpWaitMean, kGrWarpWaitMax, kGrWarpTilesMean, kGrWarpTilesMax, kGridLayerStats
 };
+// Their names in counters() (grid_layer<l>_<name>_cycles_mean, ..._max_block), in GridLayerStat's order.
+inline constexpr const char* kGridLayerStatNames[kGridLayerStats] = {
+    "words_first", "words_last", "tiles_last", "meet", "sent", "warp_wait_mean", "warp_wait_max", "warp_tiles_mean",
+    "warp_tiles_max"};
 // Each compute warp's marks of a layer (GridMarks): its words taken, its gate sums done, its wait begun.
 inline constexpr int kGridWarpMarks = 3;
 inline constexpr int kGridStatSlots = 1 + kGridLayerStats * (kMaxLayers + 1);
