@@ -183,6 +183,16 @@ TEST(Reference, BatchedStepsAreTheSameBitsAsOneAtATime) {
           }
     }
   }
+  // one input per state, or no step at all
+  const Model m = random_model(3, 5, 1, 1, true, true, 2);
+  const reference::FastF64 fast(m);
+  reference::LstmState s(m.config);
+  const std::vector<double> x(3, 0.5);
+  const std::vector<const double*> two = {x.data(), x.data()};
+  const std::vector<reference::LstmState*> one = {&s};
+  EXPECT_THROW(fast.step_batch(two, one), std::invalid_argument);
+  for (const auto& h : s.h)
+    for (double v : h) EXPECT_EQ(v, 0.0);
 }
 
 TEST(Reference, NormalizedErrorIsAbsoluteBelowOneAndRelativeAbove) {
