@@ -73,25 +73,32 @@ void plan_common(LstmParams& p, const ModelConfig& cfg, Precision precision, Mod
   }
   p.xin_stride = 0;
   for (int l = 0; l <= p.L; ++l) p.xin_stride = std::max(p.xin_stride, p.kt[l] * 16);
+  // A B load reads the hi row in one half of the warp's lanes and the lo row in the other: rows an odd
+  // multiple of 16 banks apart put the two halves in different banks, one shared-memory wavefront where
+  // rows a multiple of 32 banks apart take two (kt is even: the stride is a multiple of 16 banks).
+  if (p.xin_stride / 2 % 32 == 0) p.xin_stride += 32;
 }
 
 // Packs the rows of unit group q of one gate matrix w ([4H][K], PyTorch's gate order) at uint4 index
 // `at` (tile m, k16 tile k): tile m = 0 holds gates i (rows 0-7) and f (rows 8-15) of units 8q..8q+7,
 // m = 1 gates g and o, so the lane holding rows g and g+8 of both tiles has all four gates of unit 8q+g.
-// Layer l's W_ih for the critical step; W_hh for the grid's own precompute.
+// Layer l's W_ih for the critical step; W_hh for the grid's own precompute. paired: the grid family's column
+// order (grid_tile_col), else tile k holds columns [16k, 16k + 16) in order.
 void pack_gate_tile(std::vector<uint32_t>& frags, size_t at, const std::vector<double>& w, int H, int K, int q, int m,
-                    int k, bool bf16) {
+                    int k, bool bf16, bool paired) {
   auto a = [&](int r, int c) -> uint16_t {
-    const int unit = q * kUnitsPerGroup + (r & 7), gate = 2 * m + (r >> 3), col = k * 16 + c;
+    const int unit = q * kUnitsPerGroup + (r & 7), gate = 2 * m + (r >> 3);
+    const int col = paired ? grid_tile_col(k, c) : k * 16 + c;
     if (unit >= H || col >= K) return 0;
     return to_bits(w[size_t(gate * H + unit) * K + col], bf16);
   };
   pack_tile(a, &frags[at * 4]);
 }
 
-void pack_group_tile(std::vector<uint32_t>& frags, size_t at, const Model& model, int l, int q, int m, int k, bool bf16) {
+void pack_group_tile(std::vector<uint32_t>& frags, size_t at, const Model& model, int l, int q, int m, int k, bool bf16,
+                     bool paired) {
   const ModelConfig& cfg = model.config;
-  pack_gate_tile(frags, at, model.layers[l].w_ih, cfg.hidden_size, cfg.layer_input_size(l), q, m, k, bf16);
+  pack_gate_tile(frags, at, model.layers[l].w_ih, cfg.hidden_size, cfg.layer_input_size(l), q, m, k, bf16, paired);
 }
 
 // Where fragment (layer, group q, tile m, k16 tile k) lives in LstmPlan::frags (uint4 index): the one
@@ -213,7 +220,8 @@ void pack_blocks(LstmPlan& plan, const Model& model) {
     for (int q = 0; q < p.groups; ++q)
       for (int m = 0; m < 2; ++m)
         for (int k = 0; k < p.kt[l]; ++k)
-          pack_group_tile(plan.frags, frag_index(p, l, q, m, k), model, l, q, m, k, p.bf16);
+          pack_group_tile(plan.frags, frag_index(p, l, q, m, k), model, l, q, m, k, p.bf16,
+                          p.family == KernelFamily::grid);
 }
 
 void fill_head(LstmPlan& plan, const Model& model) {
@@ -348,7 +356,8 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
   for (int l = 0; l < L; ++l)
     for (int q = 0; q < p.groups; ++q)
       for (int m = 0; m < 2; ++m)
-        for (int k = 0; k < p.kt[l]; ++k) pack_group_tile(plan.frags, frag_index(p, l, q, m, k), model, l, q, m, k, bf16);
+        for (int k = 0; k < p.kt[l]; ++k)
+          pack_group_tile(plan.frags, frag_index(p, l, q, m, k), model, l, q, m, k, bf16, false);
   {
     const int kt = p.kt[L], O = p.O, H = p.H;
     for (int m = 0; m < 2; ++m)
@@ -395,7 +404,7 @@ void plan_own_precompute(LstmPlan& plan, const Model& model, Mode mode, int wind
         for (int m = 0; m < 2; ++m)
           for (int k = 0; k < kt; ++k) {
             const size_t at = size_t(b) * p.hh_block_frag + ((size_t(l) * gpb + ql) * 2 + m) * kt * 32 + size_t(k) * 32;
-            pack_gate_tile(plan.hh_frags, at, model.layers[l].w_hh, H, H, b * gpb + ql, m, k, p.bf16);
+            pack_gate_tile(plan.hh_frags, at, model.layers[l].w_hh, H, H, b * gpb + ql, m, k, p.bf16, true);
           }
   plan.own_bias.assign(size_t(L) * 4 * H, 0.0f);
   for (int l = 0; l < L; ++l) {
@@ -651,7 +660,8 @@ std::vector<double> emulate_fragments(const LstmPlan& plan, int layer, const std
           for (int e = 0; e < 8; ++e) {
             const uint16_t bits = uint16_t(o[e / 2] >> (16 * (e & 1)));
             const double a = from_bits(bits, bf16);
-            const int r = rr[e], col = k * 16 + cc[e];
+            const int r = rr[e];
+            const int col = !head && p.family == KernelFamily::grid ? grid_tile_col(k, cc[e]) : k * 16 + cc[e];
             const double v = a * (bcol[0][col] + bcol[1][col]);
             int out_row;
             if (head) {

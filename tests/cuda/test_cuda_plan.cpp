@@ -390,7 +390,8 @@ TEST(GridPlan, OwnPrecomputeFragmentsHoldTheRoundedRecurrentWeights) {
                   for (int e = 0; e < 8; ++e) {
                     const uint16_t bits = uint16_t(o[e / 2] >> (16 * (e & 1)));
                     const float got = bf16 ? bf16_to_float(bits) : fp16_to_float(bits);
-                    const int unit = (b * p.gpb + ql) * 8 + (rr[e] & 7), gate = 2 * mt + (rr[e] >> 3), col = k * 16 + cc[e];
+                    const int unit = (b * p.gpb + ql) * 8 + (rr[e] & 7), gate = 2 * mt + (rr[e] >> 3);
+                    const int col = cuda::grid_tile_col(k, cc[e]);
                     const float want = unit < s.H && col < s.H
                                            ? cuda::round_weight(m.layers[l].w_hh[size_t(gate * s.H + unit) * s.H + col], bf16)
                                            : 0.f;
@@ -403,6 +404,41 @@ TEST(GridPlan, OwnPrecomputeFragmentsHoldTheRoundedRecurrentWeights) {
         for (int r = 0; r < 4 * s.H; ++r) ASSERT_EQ(plan.own_bias[size_t(l) * 4 * s.H + r], float(bias[r]));
       }
     }
+  }
+}
+
+// The grid's tile pairs: the B values lane t of an m16n8k16 MMA needs (b0: columns 2t, 2t+1 of the tile, b1:
+// 2t+8, 2t+9) for tiles 2j and 2j+1 are input columns 32j + 8t .. 32j + 8t + 7 in the order b0, b1 of tile
+// 2j, b0, b1 of tile 2j+1, so one 16-byte load fetches them; every input column of the pair is used once.
+TEST(GridPlan, TilePairsPutALanesBValuesInOneWord) {
+  for (int j = 0; j < 3; ++j) {
+    std::array<int, 32> uses{};
+    for (int t = 0; t < 4; ++t)
+      for (int word = 0; word < 4; ++word)
+        for (int half = 0; half < 2; ++half) {
+          const int k = 2 * j + word / 2, c = (word % 2) * 8 + 2 * t + half;
+          const int col = cuda::grid_tile_col(k, c);
+          EXPECT_EQ(col, 32 * j + 8 * t + 2 * word + half) << "tile " << k << " column " << c;
+          if (col >= 32 * j && col < 32 * j + 32) ++uses[col - 32 * j];
+        }
+    for (int c = 0; c < 32; ++c) EXPECT_EQ(uses[c], 1) << "pair " << j << " column " << c;
+  }
+}
+
+// The input rows (hi, lo) of every family sit an odd multiple of 16 banks apart: a B load's hi lanes and lo
+// lanes then hit different banks (one shared-memory wavefront), and each row holds every layer's k16 tiles.
+TEST(Plan, InputRowsSitHalfABankRowApart) {
+  std::vector<cuda::LstmPlan> plans;
+  for (const Shape s : {Shape{32, 64, 2, 1}, Shape{20, 128, 2, 1}})
+    plans.push_back(cuda::plan_lstm(random_model(s.I, s.H, s.L, s.O, 9), Precision::fp16, Mode::window, 5, {}, h200_like()));
+  plans.push_back(cuda::plan_cluster(random_model(100, 200, 3, 1, 9), Precision::fp16, Mode::window, 5, {}, h200_like()));
+  for (const Shape s : {Shape{32, 1024, 4, 1}, Shape{500, 1000, 4, 1}, Shape{512, 736, 4, 1}, Shape{7, 20, 2, 1}})
+    plans.push_back(cuda::plan_grid(random_model(s.I, s.H, s.L, s.O, 9), Precision::fp16, Mode::window, 5, {}, h200_like()));
+  for (const auto& plan : plans) {
+    const auto& p = plan.params;
+    EXPECT_EQ(p.xin_stride / 2 % 32, 16) << p.I << "x" << p.H;
+    EXPECT_EQ(p.xin_stride % 8, 0) << "rows of whole 16-byte words";
+    for (int l = 0; l <= p.L; ++l) EXPECT_GE(p.xin_stride, p.kt[l] * 16) << "layer " << l;
   }
 }
 

@@ -227,8 +227,9 @@ struct LstmParams {
   int nc = 1;
   int gpb = 0;
   int ksplit = 1;
-  int share_tiles[kMaxLayers] = {};  // grid: the k16 tiles of layer l each k-share warp takes (even; the last
-                                     // share may hold fewer, or none): ceil(kt[l] / ksplit) rounded up to even
+  int share_tiles[kMaxLayers] = {};  // grid: the k16 tiles of layer l each k-share warp takes (even: whole pairs,
+                                     // grid_tile_col; the last share may hold fewer, or none): ceil(kt[l] /
+                                     // ksplit) rounded up to even
   ClusterLayout cl;                  // cluster family only
   int block_frag = 0;                // uint4 fragments per critical block, block b's at b * block_frag
   // grid: layers [0, grid_l2_layers) keep their fragments in global memory, read from L2 every tick (a
@@ -278,7 +279,7 @@ struct LstmParams {
   int smem_bytes = 0;
   // critical
   int s_frags = 0, s_xin = 0, s_x32 = 0, s_seqw = 0, s_claim = 0, s_P = 0, s_c = 0, s_z = 0, s_flags = 0;
-  int xin_stride = 0;  // halves per [hi|lo] row of one layer's input buffer: max kt*16
+  int xin_stride = 0;  // halves per [hi|lo] row of one layer's input buffer: max kt*16, or 32 more (banks)
   // multi-block critical
   int s_red = 0, s_stage = 0, s_h32 = 0, s_hw = 0, s_z0 = 0;  // s_z0: W_ih,0 x of the block's units [4][Ub]
   int s_gmarks = 0;  // grid: this tick's marks, u32 cycles from the tick's start (lstm_grid.cu, GridMarks):
@@ -297,6 +298,15 @@ struct LstmParams {
     return family == KernelFamily::cluster ? (n + nc - 1) / nc * nc : n;
   }
 };
+
+// The grid family's tensor-core tiles go in pairs: MMA column c (0-15) of k16 tile k multiplies input column
+// grid_tile_col(k, c), so that the B values lane t needs for tiles 2j and 2j+1 (b0, b1 of each) are one
+// 16-byte word of an input row, columns 32j + 8t .. 32j + 8t + 7: b0 and b1 of tile 2j, then of tile 2j+1.
+// The fragments are packed that way (W_ih and the own precompute's W_hh); the rows stay in input order.
+// Shares of k16 tiles start at even tiles (LstmParams::share_tiles).
+HOTPATH_HD inline int grid_tile_col(int k, int c) {
+  return 32 * (k >> 1) + 8 * ((c & 7) >> 1) + 4 * (k & 1) + 2 * (c >> 3) + (c & 1);
+}
 
 HOTPATH_HD inline GridWords grid_words(const LstmParams& p) { return {p.kt[0] * 16, p.kt[p.L] * 16, p.L, p.nc}; }
 

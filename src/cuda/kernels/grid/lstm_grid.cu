@@ -120,30 +120,35 @@ __device__ __forceinline__ void give_words(unsigned long long* words, int n, uns
 // is issued before their MMAs. Lane (g, t = 0) returns rows g and g+8 of both tiles, hi + lo columns
 // summed: gates i, f, g, o of unit g of the group.
 inline constexpr int kTilesInFlight = 4;
+static_assert(kTilesInFlight % 2 == 0, "whole pairs of tiles");
+// This lane's B values of tiles 2j and 2j+1 (grid_tile_col): one 16-byte load from the hi row (g = 0), the
+// lo row (g = 1) or none (zeros). row: the lane's row as uint4.
+__device__ __forceinline__ uint4 b_pair(const uint4* row, int j, bool valid) {
+  return valid ? row[4 * j + (threadIdx.x & 3)] : make_uint4(0, 0, 0, 0);
+}
 template <bool BF16>
 __device__ __forceinline__ void gates_range(const uint4* frag, int kt, int k0, int k1, const uint32_t* xin32,
                                             int stride32, float (&y)[4]) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int lane = threadIdx.x & 31, g = lane >> 2;
   float acc[2][2][4] = {};
-  const uint32_t* bcol = xin32 + (g & 1) * stride32;
+  const uint4* brow = reinterpret_cast<const uint4*>(xin32 + (g & 1) * stride32);
   const bool bvalid = g < 2;
-  for (int k = k0; k < k1; k += kTilesInFlight) {
-    uint4 a0[kTilesInFlight], a1[kTilesInFlight];
-    uint32_t b0[kTilesInFlight], b1[kTilesInFlight];
+  for (int k = k0; k < k1; k += kTilesInFlight) {  // k0, k1 even
+    uint4 a0[kTilesInFlight], a1[kTilesInFlight], b[kTilesInFlight / 2];
 #pragma unroll
     for (int i = 0; i < kTilesInFlight; ++i) {
       const int kk = k + i;
       const bool ok = kk < k1;
       a0[i] = ok ? frag[kk * 32 + lane] : make_uint4(0, 0, 0, 0);
       a1[i] = ok ? frag[(kt + kk) * 32 + lane] : make_uint4(0, 0, 0, 0);
-      b0[i] = ok && bvalid ? bcol[kk * 8 + t] : 0u;
-      b1[i] = ok && bvalid ? bcol[kk * 8 + 4 + t] : 0u;
+      if (i % 2 == 0) b[i / 2] = b_pair(brow, kk >> 1, ok && bvalid);
     }
 #pragma unroll
     for (int i = 0; i < kTilesInFlight; ++i) {
       if (k + i >= k1) break;
-      dev::mma16816<BF16>(acc[0][i & 1], a0[i], b0[i], b1[i]);
-      dev::mma16816<BF16>(acc[1][i & 1], a1[i], b0[i], b1[i]);
+      const uint32_t b0 = i % 2 ? b[i / 2].z : b[i / 2].x, b1 = i % 2 ? b[i / 2].w : b[i / 2].y;
+      dev::mma16816<BF16>(acc[0][i & 1], a0[i], b0, b1);
+      dev::mma16816<BF16>(acc[1][i & 1], a1[i], b0, b1);
     }
   }
   y[0] = (acc[0][0][0] + acc[0][0][1]) + (acc[0][1][0] + acc[0][1][1]);
@@ -231,6 +236,7 @@ struct MultiSmem {
 // 640 threads (96 registers: 3 spilled 76 bytes, 4 spilled 128); the 512-thread blocks (128 registers)
 // spill none at 2, more not measured.
 inline constexpr int kOwnTilesInFlight = 2;
+static_assert(kOwnTilesInFlight % 2 == 0, "whole pairs of tiles");
 
 struct OwnState {
   float* Q;  // [L][nslots][4][Ub]: W_hh,l h_l + b_l of each open window
@@ -353,24 +359,24 @@ __device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, u
         k0 = min(kt, ks * per);
         k1 = min(kt, k0 + per);
       }
-      // this lane's B column: window 4 jt + g/2, hi (g even) or lo
+      // this lane's B column: window 4 jt + g/2, hi (g even) or lo; its values of a pair of tiles are one
+      // 16-byte word (grid_tile_col)
       const int wb = 4 * jt + (g >> 1);
       const bool bval = wb < nw;
-      const uint32_t* bcol = reinterpret_cast<const uint32_t*>(h_at(l - 1, slot_of(bval ? wb : 0), g & 1));
+      const uint4* brow = reinterpret_cast<const uint4*>(h_at(l - 1, slot_of(bval ? wb : 0), g & 1));
       const uint4* ihq = gates ? ih + size_t(q) * 2 * kt * 32 : nullptr;
       const uint4* hhq = static_cast<const uint4*>(p.hh_frags) + size_t(b) * p.hh_block_frag +
                          (size_t(l - 1) * gpb + q) * 2 * kt * 32;
       float acc[4][4] = {};
-      for (int k = k0; k < k1; k += kOwnTilesInFlight) {
+      for (int k = k0; k < k1; k += kOwnTilesInFlight) {  // k0, k1 even
         // a few k16 tiles' loads in flight before their MMAs (B and W_hh from L2)
-        uint32_t b0[kOwnTilesInFlight], b1[kOwnTilesInFlight];
+        uint4 b[kOwnTilesInFlight / 2];
         uint4 w0[kOwnTilesInFlight], w1[kOwnTilesInFlight];
 #pragma unroll
         for (int i = 0; i < kOwnTilesInFlight; ++i) {
           const int kk = k + i;
           const bool ok = kk < k1;
-          b0[i] = ok && bval ? __ldcg(bcol + kk * 8 + t) : 0u;
-          b1[i] = ok && bval ? __ldcg(bcol + kk * 8 + 4 + t) : 0u;
+          if (i % 2 == 0) b[i / 2] = ok && bval ? __ldcg(brow + 4 * (kk >> 1) + t) : make_uint4(0, 0, 0, 0);
           w0[i] = ok ? __ldcg(hhq + kk * 32 + lane) : make_uint4(0, 0, 0, 0);
           w1[i] = ok ? __ldcg(hhq + (kt + kk) * 32 + lane) : make_uint4(0, 0, 0, 0);
         }
@@ -378,12 +384,13 @@ __device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, u
         for (int i = 0; i < kOwnTilesInFlight; ++i) {
           const int kk = k + i;
           if (kk >= k1) break;
+          const uint32_t b0 = i % 2 ? b[i / 2].z : b[i / 2].x, b1 = i % 2 ? b[i / 2].w : b[i / 2].y;
           if (gates) {
-            dev::mma16816_nv<BF16>(acc[0], ihq[kk * 32 + lane], b0[i], b1[i]);
-            dev::mma16816_nv<BF16>(acc[1], ihq[(kt + kk) * 32 + lane], b0[i], b1[i]);
+            dev::mma16816_nv<BF16>(acc[0], ihq[kk * 32 + lane], b0, b1);
+            dev::mma16816_nv<BF16>(acc[1], ihq[(kt + kk) * 32 + lane], b0, b1);
           }
-          dev::mma16816_nv<BF16>(acc[2], w0[i], b0[i], b1[i]);
-          dev::mma16816_nv<BF16>(acc[3], w1[i], b0[i], b1[i]);
+          dev::mma16816_nv<BF16>(acc[2], w0[i], b0, b1);
+          dev::mma16816_nv<BF16>(acc[3], w1[i], b0, b1);
         }
       }
       // lane (g, t): unit 8q + g of window 4 jt + t; columns 2t (hi) and 2t + 1 (lo) summed
@@ -504,6 +511,7 @@ struct GridMarks {
 // the input is there it loads every tile of its share at once (one L2 round trip, not one per tile pair)
 // and runs the MMAs from registers.
 inline constexpr int kL2TilesInFlight = 4;
+static_assert(kL2TilesInFlight % 2 == 0, "whole pairs of tiles");
 __device__ __forceinline__ void prefetch_l2_last(const void* p) {
   asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p));
 }
@@ -531,12 +539,12 @@ __device__ __forceinline__ void prefetch_tiles(const uint4* frag, int kt, int k0
 template <bool BF16>
 __device__ __forceinline__ void gates_l2(const uint4* frag, int kt, int k0, int k1, const uint32_t* xin32, int stride32,
                                          float (&y)[4]) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const uint32_t* bcol = xin32 + (g & 1) * stride32;
+  const int lane = threadIdx.x & 31, g = lane >> 2;
+  const uint4* brow = reinterpret_cast<const uint4*>(xin32 + (g & 1) * stride32);
   const bool bvalid = g < 2;
   float acc[2][2][4] = {};
   const unsigned long long pol = l2_evict_last_policy();
-  for (int k = k0; k < k1; k += kL2TilesInFlight) {
+  for (int k = k0; k < k1; k += kL2TilesInFlight) {  // k0, k1 even
     uint4 w[2][kL2TilesInFlight];
 #pragma unroll
     for (int i = 0; i < kL2TilesInFlight; ++i) {
@@ -545,12 +553,13 @@ __device__ __forceinline__ void gates_l2(const uint4* frag, int kt, int k0, int 
       w[1][i] = ok ? ld_l2_last(frag + (kt + k + i) * 32 + lane, pol) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int i = 0; i < kL2TilesInFlight; ++i) {
+    for (int i = 0; i < kL2TilesInFlight; i += 2) {
       if (k + i >= k1) break;
-      const uint32_t b0 = bvalid ? bcol[(k + i) * 8 + t] : 0u;
-      const uint32_t b1 = bvalid ? bcol[(k + i) * 8 + 4 + t] : 0u;
-      dev::mma16816<BF16>(acc[0][i & 1], w[0][i], b0, b1);
-      dev::mma16816<BF16>(acc[1][i & 1], w[1][i], b0, b1);
+      const uint4 b = b_pair(brow, (k + i) >> 1, bvalid);
+      dev::mma16816<BF16>(acc[0][0], w[0][i], b.x, b.y);
+      dev::mma16816<BF16>(acc[1][0], w[1][i], b.x, b.y);
+      dev::mma16816<BF16>(acc[0][1], w[0][i + 1], b.z, b.w);
+      dev::mma16816<BF16>(acc[1][1], w[1][i + 1], b.z, b.w);
     }
   }
   y[0] = (acc[0][0][0] + acc[0][0][1]) + (acc[0][1][0] + acc[0][1][1]);
