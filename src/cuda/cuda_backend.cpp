@@ -74,6 +74,9 @@ class CudaBackend final : public Backend {
       throw UnsupportedError("the stall test hook is compiled into the fp16 test kernels only");
     if (copt.cluster_blocks != 0 && !options.kernel.empty() && options.kernel != "auto" && options.kernel != "cluster")
       throw UnsupportedError("cluster_blocks sets the cluster kernel's size; the " + options.kernel + " kernel has none");
+    if (copt.grid_cell_lanes != 0 && copt.grid_cell_lanes != 1 && copt.grid_cell_lanes != 2 && copt.grid_cell_lanes != 4)
+      throw UnsupportedError("grid_cell_lanes is 1, 2 or 4 lanes a unit (0: automatic), not " +
+                             std::to_string(copt.grid_cell_lanes));
     std::string why;
     if (!cuda::device_available(&why, options.device)) throw UnsupportedError("no usable CUDA device: " + why);
     if (copt.shared) {
@@ -584,6 +587,7 @@ class CudaBackend final : public Backend {
     p.grid_exchange = copt_.grid_exchange;
     p.gate_sleep_ns = copt_.gate_sleep_ns;
     p.keep_warm = copt_.keep_warm;
+    p.grid_cell_lanes = copt_.grid_cell_lanes;
     if (copt_.shared) {
       mailbox_->clear();
       copt_.shared->start(copt_.slot, p);

@@ -297,6 +297,13 @@ int main(int argc, char** argv) {
             model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid " + cuda::grid_exchange_name(xch) + " " +
                           (own ? "in_critical" : "separate"),
                       k.zoo, k.mode, Precision::fp16, ticks, c, cpu, k.check, "grid", own ? 8.0 : 5.0);
+            if (xch == cuda::GridExchange::tagged && own) {
+              // beside: the cell warp with four lanes a unit, whatever the k-shares (the rule before
+              // CellShape's; the same kernel where that is its choice)
+              c.grid_cell_lanes = 4;
+              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, 4 cell lanes",
+                        k.zoo, k.mode, Precision::fp16, ticks, c, cpu, k.check, "grid", 8.0);
+            }
           }
         }
       }

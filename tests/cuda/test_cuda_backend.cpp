@@ -154,6 +154,16 @@ TEST(CudaOptionsCheck, StallHookClusterSizeAndFallbackAreChecked) {
               std::string::npos)
         << e.what();
   }
+  // the grid's cell-warp lanes: 1, 2 or 4 a unit (0 automatic)
+  CudaOptions lanes;
+  lanes.grid_cell_lanes = 3;
+  try {
+    (void)make_cuda_backend(m, grid, lanes);
+    FAIL() << "grid_cell_lanes 3";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("grid_cell_lanes is 1, 2 or 4 lanes a unit (0: automatic), not 3"), std::string::npos)
+        << e.what();
+  }
   EngineOptions o;
   o.backend = "cuda";
   o.fallback = "gpu";
