@@ -32,7 +32,8 @@ struct CudaOptions {
   // Grid family: where the precompute runs (lstm_params.hpp, GridPrecompute).
   cuda::GridPrecompute grid_precompute = cuda::GridPrecompute::automatic;
   // Grid family: lanes a hidden unit in the cell warp, which add its k-share sums by shuffles (1, 2 or 4;
-  // 0: the most that fit, up to 4). A tuning knob for side-by-side runs (cuda_sweep --large).
+  // 0: the fewest that load their shares in one round, grid/lstm_grid.cu CellShape). A tuning knob for
+  // side-by-side runs (cuda_sweep --large).
   int grid_cell_lanes = 0;
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per

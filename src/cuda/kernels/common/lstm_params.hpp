@@ -198,7 +198,7 @@ struct LstmParams {
   int forward_after_output = 0;  // tuning: pass the input to the precompute only once the answer is out
   int gate_sleep_ns = 0;         // tuning: pollers nap this long while waiting for the consumer
   int keep_warm = 0;             // tuning: every compute warp waits for the input issuing dummy mma
-  int grid_cell_lanes = 0;       // tuning, grid: lanes a unit in the cell warp (1, 2, 4; 0: the most that fit)
+  int grid_cell_lanes = 0;       // tuning, grid: lanes a unit in the cell warp (1, 2, 4; 0: CellShape's choice)
   CriticalVariant variant = kVariantSmem;  // critical-step variant of the cta family
   KernelFamily family = KernelFamily::cta;
 
