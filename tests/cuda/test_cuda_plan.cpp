@@ -442,6 +442,31 @@ TEST(Plan, InputRowsSitHalfABankRowApart) {
   }
 }
 
+// The grid's cell warp adds a unit's k-shares in the fewest lanes (1, 2, 4) whose shares each lane loads in
+// one round of kGridCellSharesInFlight; a forced count wins; never more than 32 lanes over the block's units.
+TEST(GridPlan, TheCellWarpTakesTheFewestLanesThatLoadInOneRound) {
+  cuda::LstmParams p;
+  p.gpb = 1;
+  const int want[] = {1, 1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 4, 4, 4, 4, 4};  // by ksplit 0..16
+  for (int ksplit = 1; ksplit <= 16; ++ksplit) {
+    p.ksplit = ksplit;
+    EXPECT_EQ(cuda::grid_cell_lanes(p), want[ksplit]) << ksplit << " shares";
+  }
+  p.ksplit = 13;
+  p.grid_cell_lanes = 2;
+  EXPECT_EQ(cuda::grid_cell_lanes(p), 2);
+  p.grid_cell_lanes = 0;
+  p.gpb = 2;  // 16 units: 2 lanes each at most
+  EXPECT_EQ(cuda::grid_cell_lanes(p), 2);
+  p.gpb = 4;  // 32 units: one lane each
+  EXPECT_EQ(cuda::grid_cell_lanes(p), 1);
+  // the zoo's large models on an H200-like device: lstm_l 13 compute warps -> 4 lanes, stac_c 8 -> 2
+  const auto l = cuda::plan_grid(random_model(32, 1024, 4, 1, 3), Precision::fp16, Mode::window, 50, {}, h200_like());
+  EXPECT_EQ(cuda::grid_cell_lanes(l.params), 4);
+  const auto c = cuda::plan_grid(random_model(500, 1000, 4, 1, 3), Precision::fp16, Mode::window, 100, {}, h200_like());
+  EXPECT_EQ(cuda::grid_cell_lanes(c.params), 2);
+}
+
 TEST(KernelChoice, AnImpossibleRequestNamesTheReason) {
   const Model big = random_model(32, 1024, 4, 1, 1);
   try {

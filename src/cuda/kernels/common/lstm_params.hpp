@@ -309,6 +309,20 @@ HOTPATH_HD inline int grid_tile_col(int k, int c) {
   return 32 * (k >> 1) + 8 * ((c & 7) >> 1) + 4 * (k & 1) + 2 * (c >> 3) + (c & 1);
 }
 
+// The grid's cell warp: the k-shares a cell lane loads at once (more: another round of loads), and the lanes
+// a unit that add a unit's shares (grid/lstm_grid.cu, CellShape): the fewest of 1, 2, 4 whose shares each
+// lane loads in one round (a shuffle level costs more than a second load in flight does not), or the count
+// CudaOptions::grid_cell_lanes forces; at most 32 lanes over the block's units.
+inline constexpr int kGridCellSharesInFlight = 4;
+HOTPATH_HD inline int grid_cell_lanes(const LstmParams& p) {
+  const int units = p.gpb * kUnitsPerGroup;
+  int parts = 1;
+  while (parts < 4 && (p.ksplit + parts - 1) / parts > kGridCellSharesInFlight) parts *= 2;
+  if (p.grid_cell_lanes > 0) parts = p.grid_cell_lanes;
+  while (parts > 1 && units * parts > 32) parts >>= 1;
+  return parts;
+}
+
 HOTPATH_HD inline GridWords grid_words(const LstmParams& p) { return {p.kt[0] * 16, p.kt[p.L] * 16, p.L, p.nc}; }
 
 // One persistent launch serving many instances of one model (mechanism b, docs/cuda.md), cta family only.

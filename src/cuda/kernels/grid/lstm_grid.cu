@@ -169,28 +169,22 @@ __device__ __forceinline__ void bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// The k-shares a cell lane loads at once (more: another round of loads): with 4 lanes a unit, the most
-// compute warps a block has (kMaxComputeWarps) take one round.
-inline constexpr int kSharesInFlight = 4;
+inline constexpr int kSharesInFlight = kGridCellSharesInFlight;
 static_assert(kSharesInFlight * 4 >= kMaxComputeWarps, "4 lanes a unit load every share in one round");
 
 // How the cell warp adds a unit's k-share sums: `parts` lanes a unit side by side (lane j * parts + part
 // adds shares part, part + parts, ...; a shuffle tree adds the lanes; lane part 0 runs the cell), a
-// block's Ub units in passes of 32 / parts. parts: the fewest lanes (1, 2, 4) whose shares each lane loads
-// in one round, as a shuffle level costs more than a second load in flight does not (H200, same call: 8
-// shares in 2 lanes a unit against 4: nv_large's answer -210 cycles, vollo_large -170; 9-13 shares in 4
-// lanes against 2: vollo_med -330, lstm_l -410; docs/cuda.md, "The grid kernel, fourth round"). With one pass
-// and the tagged exchange the last layer's cells also send the head's partial sums (fold): no barrier or
-// loop after the last layer.
+// block's Ub units in passes of 32 / parts. parts: grid_cell_lanes (lstm_params.hpp), the fewest lanes whose
+// shares each lane loads in one round (H200, same call: 8 shares in 2 lanes a unit against 4: nv_large's
+// answer -210 cycles, vollo_large -170; 9-13 shares in 4 lanes against 2: vollo_med -330, lstm_l -410;
+// docs/cuda.md, "The grid kernel, fourth round"). With one pass and the tagged exchange the last layer's
+// cells also send the head's partial sums (fold): no barrier or loop after the last layer.
 struct CellShape {
   int parts, plog, per_pass;
   bool fold;
   __device__ explicit CellShape(const LstmParams& p) {
     const int Ub = p.gpb * kUnitsPerGroup;
-    parts = 1;
-    while (parts < 4 && (p.ksplit + parts - 1) / parts > kSharesInFlight) parts *= 2;
-    if (p.grid_cell_lanes > 0) parts = p.grid_cell_lanes;
-    while (parts > 1 && Ub * parts > 32) parts >>= 1;
+    parts = grid_cell_lanes(p);
     plog = parts == 4 ? 2 : parts == 2 ? 1 : 0;
     per_pass = 32 >> plog;
     fold = p.grid_exchange == GridExchange::tagged && Ub <= per_pass;
