@@ -57,7 +57,9 @@ KernelChoice choose_kernel(const Model& model, Precision precision, Mode mode, i
       c.why = kib + " over " + std::to_string(p.nc) + " blocks of " + std::to_string(p.gpb * kUnitsPerGroup) +
               " hidden units (" + std::to_string(smem_weights / 1024) + " KiB of weights in " +
               std::to_string(p.smem_bytes / 1024) + " KiB shared memory each; " + l2 +
-              "), exchanged through L2; " +
+              "), exchanged through L2; " + std::to_string(p.compute_warps) +
+              " compute warps a block, the cell warp adding each unit's k-shares in " + std::to_string(grid_cell_lanes(p)) +
+              (grid_cell_lanes(p) == 1 ? " lane; " : " lanes; ") +
               (p.grid_precompute == GridPrecompute::in_critical
                    ? std::string("the precompute in the same blocks between ticks (tensor cores, W_hh from L2)")
                    : std::to_string(p.np) + " precompute blocks" + (p.pre_global ? ", their weights in global memory" : ""));

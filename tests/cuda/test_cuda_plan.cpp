@@ -244,6 +244,10 @@ TEST(KernelChoice, StacCGoesToTheGridWithLayer0InL2) {
   const auto& p = choice.plan.params;
   EXPECT_EQ(p.grid_l2_layers, 1);
   EXPECT_EQ(p.nc, 125);  // one unit group (8 units) a block
+  // the why names the cell warp's lanes (8 compute warps: two lanes a unit)
+  EXPECT_NE(choice.why.find("8 compute warps a block, the cell warp adding each unit's k-shares in 2 lanes"),
+            std::string::npos)
+      << choice.why;
   EXPECT_LE(p.smem_bytes, h200_like().smem_per_block_optin);
   EXPECT_LE(p.grid(), h200_like().sm_count);
   EXPECT_EQ(choice.plan.frags.size(), size_t(p.nc) * p.block_frag * 4);
