@@ -22,6 +22,7 @@
 #include "model/zoo.hpp"
 #include "parallel_reference.hpp"
 #include "reference/reference.hpp"
+#include "refusal.hpp"
 #include "util/error.hpp"
 
 namespace hotpath {
@@ -146,24 +147,12 @@ TEST(CudaOptionsCheck, StallHookClusterSizeAndFallbackAreChecked) {
   sized.cluster_blocks = 8;
   BackendOptions grid = opts(Mode::window, 50);
   grid.kernel = "grid";
-  try {
-    (void)make_cuda_backend(m, grid, sized);
-    FAIL() << "cluster_blocks with --kernel grid";
-  } catch (const UnsupportedError& e) {
-    EXPECT_NE(std::string(e.what()).find("cluster_blocks sets the cluster kernel's size; the grid kernel has none"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_refused(m, grid, sized, "cluster_blocks sets the cluster kernel's size; the grid kernel has none",
+                 "cluster_blocks with --kernel grid");
   // the grid's cell-warp lanes: 1, 2 or 4 a unit (0 automatic)
   CudaOptions lanes;
   lanes.grid_cell_lanes = 3;
-  try {
-    (void)make_cuda_backend(m, grid, lanes);
-    FAIL() << "grid_cell_lanes 3";
-  } catch (const UnsupportedError& e) {
-    EXPECT_NE(std::string(e.what()).find("grid_cell_lanes is 1, 2 or 4 lanes a unit (0: automatic), not 3"), std::string::npos)
-        << e.what();
-  }
+  expect_refused(m, grid, lanes, "grid_cell_lanes is 1, 2 or 4 lanes a unit (0: automatic), not 3", "grid_cell_lanes 3");
   EngineOptions o;
   o.backend = "cuda";
   o.fallback = "gpu";

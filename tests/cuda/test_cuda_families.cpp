@@ -22,6 +22,7 @@
 #include "model/zoo.hpp"
 #include "parallel_reference.hpp"
 #include "reference/reference.hpp"
+#include "refusal.hpp"
 #include "util/error.hpp"
 
 namespace hotpath {
@@ -367,12 +368,7 @@ TEST(CudaFamilyChoice, ClusterSizesAndExchangesAgree) {
   o.kernel = "cluster";
   CudaOptions c;
   c.cluster_blocks = 3;
-  try {
-    (void)make_cuda_backend(m, o, c);
-    FAIL() << "a cluster of 3 for 32 unit groups";
-  } catch (const UnsupportedError& e) {
-    EXPECT_NE(std::string(e.what()).find("cluster of 3 blocks"), std::string::npos) << e.what();
-  }
+  expect_refused(m, o, c, "cluster of 3 blocks", "a cluster of 3 for 32 unit groups");
 }
 
 // An impossible choice is refused naming why, before anything runs on the device.
@@ -383,33 +379,18 @@ TEST(CudaFamilyChoice, AModelTooBigForTheFamilyAskedForIsRefused) {
   o.mode = Mode::window;
   o.window = 50;
   o.kernel = "cta";
-  try {
-    (void)make_cuda_backend(*zoo_model("lstm_l"), o);
-    FAIL() << "lstm_l on one SM";
-  } catch (const UnsupportedError& e) {
-    EXPECT_NE(std::string(e.what()).find("cta"), std::string::npos) << e.what();
-  }
+  expect_refused(*zoo_model("lstm_l"), o, {}, "cta", "lstm_l on one SM");
   o.kernel = "warp";
   EXPECT_THROW((void)make_cuda_backend(*zoo_model("lstm_s"), o), Error);
   // the cta kernel's variants are not the multi-block families', nor is the stall test hook the grid's
   o.kernel = "cluster";
   o.variant = "regs";
-  try {
-    (void)make_cuda_backend(*zoo_model("lstm_s"), o);
-    FAIL() << "regs on the cluster kernel";
-  } catch (const UnsupportedError& e) {
-    EXPECT_NE(std::string(e.what()).find("variant of the cta kernel"), std::string::npos) << e.what();
-  }
+  expect_refused(*zoo_model("lstm_s"), o, {}, "variant of the cta kernel", "regs on the cluster kernel");
   o.variant.clear();
   o.kernel = "grid";
   CudaOptions stall;
   stall.stall_tick = 3;
-  try {
-    (void)make_cuda_backend(*zoo_model("lstm_s"), o, stall);
-    FAIL() << "the stall hook on the grid kernel";
-  } catch (const UnsupportedError& e) {
-    EXPECT_NE(std::string(e.what()).find("cta and cluster kernels only"), std::string::npos) << e.what();
-  }
+  expect_refused(*zoo_model("lstm_s"), o, stall, "cta and cluster kernels only", "the stall hook on the grid kernel");
 }
 
 }  // namespace
