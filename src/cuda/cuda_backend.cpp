@@ -387,9 +387,7 @@ class CudaBackend final : public Backend {
         f["critical_layers_in_l2"] = std::to_string(p.grid_l2_layers);
         f["grid_precompute"] = p.grid_precompute == cuda::GridPrecompute::in_critical ? "in_critical" : "separate";
         f["critical_smem_weight_bytes_per_block"] = std::to_string(cuda::grid_smem_weight_bytes(p));
-        cuda::LstmParams lanes = p;
-        lanes.grid_cell_lanes = copt_.grid_cell_lanes;
-        f["grid_cell_lanes_per_unit"] = std::to_string(cuda::grid_cell_lanes(lanes));
+        f["grid_cell_lanes_per_unit"] = std::to_string(cuda::grid_cell_lanes(p, copt_.grid_cell_lanes));
       }
       if (p.family == cuda::KernelFamily::cluster) {
         f["cluster_exchange"] = copt_.cluster_async_exchange ? "st.async+mbarrier" : "tagged words";

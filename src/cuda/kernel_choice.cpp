@@ -54,12 +54,13 @@ KernelChoice choose_kernel(const Model& model, Precision precision, Mode mode, i
                              : p.grid_l2_layers == p.L
                                  ? std::string("every layer's read from L2 each tick: slower")
                                  : "layers 0-" + std::to_string(p.grid_l2_layers - 1) + " read from L2 each tick, the rest in shared memory";
+      const int lanes = grid_cell_lanes(p);
       c.why = kib + " over " + std::to_string(p.nc) + " blocks of " + std::to_string(p.gpb * kUnitsPerGroup) +
               " hidden units (" + std::to_string(smem_weights / 1024) + " KiB of weights in " +
               std::to_string(p.smem_bytes / 1024) + " KiB shared memory each; " + l2 +
               "), exchanged through L2; " + std::to_string(p.compute_warps) +
-              " compute warps a block, the cell warp adding each unit's k-shares in " + std::to_string(grid_cell_lanes(p)) +
-              (grid_cell_lanes(p) == 1 ? " lane; " : " lanes; ") +
+              " compute warps a block, the cell warp adding each unit's k-shares in " + std::to_string(lanes) +
+              (lanes == 1 ? " lane; " : " lanes; ") +
               (p.grid_precompute == GridPrecompute::in_critical
                    ? std::string("the precompute in the same blocks between ticks (tensor cores, W_hh from L2)")
                    : std::to_string(p.np) + " precompute blocks" + (p.pre_global ? ", their weights in global memory" : ""));

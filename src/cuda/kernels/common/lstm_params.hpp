@@ -312,16 +312,18 @@ HOTPATH_HD inline int grid_tile_col(int k, int c) {
 // The grid's cell warp: the k-shares a cell lane loads at once (more: another round of loads), and the lanes
 // a unit that add a unit's shares (grid/lstm_grid.cu, CellShape): the fewest of 1, 2, 4 whose shares each
 // lane loads in one round (a shuffle level costs more than a second load in flight does not), or the count
-// CudaOptions::grid_cell_lanes forces; at most 32 lanes over the block's units.
+// `forced` (CudaOptions::grid_cell_lanes, 0: none) forces; at most 32 lanes over the block's units.
 inline constexpr int kGridCellSharesInFlight = 4;
-HOTPATH_HD inline int grid_cell_lanes(const LstmParams& p) {
+HOTPATH_HD inline int grid_cell_lanes(const LstmParams& p, int forced) {
   const int units = p.gpb * kUnitsPerGroup;
   int parts = 1;
   while (parts < 4 && (p.ksplit + parts - 1) / parts > kGridCellSharesInFlight) parts *= 2;
-  if (p.grid_cell_lanes > 0) parts = p.grid_cell_lanes;
+  if (forced > 0) parts = forced;
   while (parts > 1 && units * parts > 32) parts >>= 1;
   return parts;
 }
+// The lanes a launch with these parameters takes (p.grid_cell_lanes: the count its options forced).
+HOTPATH_HD inline int grid_cell_lanes(const LstmParams& p) { return grid_cell_lanes(p, p.grid_cell_lanes); }
 
 HOTPATH_HD inline GridWords grid_words(const LstmParams& p) { return {p.kt[0] * 16, p.kt[p.L] * 16, p.L, p.nc}; }
 
