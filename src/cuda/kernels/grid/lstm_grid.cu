@@ -126,6 +126,9 @@ static_assert(kTilesInFlight % 2 == 0, "whole pairs of tiles");
 __device__ __forceinline__ uint4 b_pair(const uint4* row, int j, bool valid) {
   return valid ? row[4 * j + (threadIdx.x & 3)] : make_uint4(0, 0, 0, 0);
 }
+// Tile 2j + odd's two B registers out of such a word: b0, b1 of tile 2j, then of tile 2j+1.
+__device__ __forceinline__ uint32_t b_lo(const uint4& pair, int odd) { return odd ? pair.z : pair.x; }
+__device__ __forceinline__ uint32_t b_hi(const uint4& pair, int odd) { return odd ? pair.w : pair.y; }
 template <bool BF16>
 __device__ __forceinline__ void gates_range(const uint4* frag, int kt, int k0, int k1, const uint32_t* xin32,
                                             int stride32, float (&y)[4]) {
@@ -146,7 +149,7 @@ __device__ __forceinline__ void gates_range(const uint4* frag, int kt, int k0, i
 #pragma unroll
     for (int i = 0; i < kTilesInFlight; ++i) {
       if (k + i >= k1) break;
-      const uint32_t b0 = i % 2 ? b[i / 2].z : b[i / 2].x, b1 = i % 2 ? b[i / 2].w : b[i / 2].y;
+      const uint32_t b0 = b_lo(b[i / 2], i % 2), b1 = b_hi(b[i / 2], i % 2);
       dev::mma16816<BF16>(acc[0][i & 1], a0[i], b0, b1);
       dev::mma16816<BF16>(acc[1][i & 1], a1[i], b0, b1);
     }
@@ -385,7 +388,7 @@ __device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, u
         for (int i = 0; i < kOwnTilesInFlight; ++i) {
           const int kk = k + i;
           if (kk >= k1) break;
-          const uint32_t b0 = i % 2 ? b[i / 2].z : b[i / 2].x, b1 = i % 2 ? b[i / 2].w : b[i / 2].y;
+          const uint32_t b0 = b_lo(b[i / 2], i % 2), b1 = b_hi(b[i / 2], i % 2);
           if (gates) {
             dev::mma16816_nv<BF16>(acc[0], ihq[kk * 32 + lane], b0, b1);
             dev::mma16816_nv<BF16>(acc[1], ihq[(kt + kk) * 32 + lane], b0, b1);
@@ -557,10 +560,10 @@ __device__ __forceinline__ void gates_l2(const uint4* frag, int kt, int k0, int 
     for (int i = 0; i < kL2TilesInFlight; i += 2) {
       if (k + i >= k1) break;
       const uint4 b = b_pair(brow, (k + i) >> 1, bvalid);
-      dev::mma16816<BF16>(acc[0][0], w[0][i], b.x, b.y);
-      dev::mma16816<BF16>(acc[1][0], w[1][i], b.x, b.y);
-      dev::mma16816<BF16>(acc[0][1], w[0][i + 1], b.z, b.w);
-      dev::mma16816<BF16>(acc[1][1], w[1][i + 1], b.z, b.w);
+      dev::mma16816<BF16>(acc[0][0], w[0][i], b_lo(b, 0), b_hi(b, 0));
+      dev::mma16816<BF16>(acc[1][0], w[1][i], b_lo(b, 0), b_hi(b, 0));
+      dev::mma16816<BF16>(acc[0][1], w[0][i + 1], b_lo(b, 1), b_hi(b, 1));
+      dev::mma16816<BF16>(acc[1][1], w[1][i + 1], b_lo(b, 1), b_hi(b, 1));
     }
   }
   y[0] = (acc[0][0][0] + acc[0][0][1]) + (acc[0][1][0] + acc[0][1][1]);
