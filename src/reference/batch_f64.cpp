@@ -84,8 +84,6 @@ void add_products(const double* w, size_t blocks, size_t n, const double* v, siz
   }
 }
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-
 }  // namespace
 
 void FastF64::step_batch(std::span<const double* const> xs, std::span<LstmState* const> states) const {

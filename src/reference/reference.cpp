@@ -7,8 +7,6 @@
 namespace hotpath::reference {
 namespace {
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-
 std::vector<double> to_double(std::span<const float> x) { return {x.begin(), x.end()}; }
 
 }  // namespace

@@ -2,12 +2,17 @@
 // checked against. Kept obviously correct rather than fast: plain loops, libm sigmoid/tanh, every sliding
 // window recomputed from zero state.
 #pragma once
+#include <cmath>
 #include <span>
 #include <vector>
 
 #include "model/model.hpp"
 
 namespace hotpath::reference {
+
+// The logistic function of every float64 path here (lstm_step, FastF64, SplitF64): libm's exp, one
+// definition, so all of them round it alike.
+inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 // h and c of every layer, each [L][H].
 struct LstmState {

@@ -77,8 +77,6 @@ std::unique_ptr<T[], void (*)(void*)> zeroed(size_t n) {
 }
 Buf zeros(size_t n) { return zeroed<double>(n); }
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-
 // Rows per block: 4 hidden units x their 4 gates, unit-major (row 4u + g: unit u's gate g, PyTorch's
 // order i, f, g, o). A block's weights are [n][16], so the k loop reads one contiguous stream.
 constexpr int kRows = 16;
