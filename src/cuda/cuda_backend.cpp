@@ -388,6 +388,8 @@ class CudaBackend final : public Backend {
         f["grid_precompute"] = p.grid_precompute == cuda::GridPrecompute::in_critical ? "in_critical" : "separate";
         f["critical_smem_weight_bytes_per_block"] = std::to_string(cuda::grid_smem_weight_bytes(p));
         f["grid_cell_lanes_per_unit"] = std::to_string(cuda::grid_cell_lanes(p, copt_.grid_cell_lanes));
+        f["grid_tiles"] = cuda::grid_tiles_name(p.grid_reg_wgs > 0 ? cuda::GridTiles::registers : cuda::GridTiles::shared);
+        f["grid_compute_warps"] = std::to_string(p.compute_warps);
       }
       if (p.family == cuda::KernelFamily::cluster) {
         f["cluster_exchange"] = copt_.cluster_async_exchange ? "st.async+mbarrier" : "tagged words";
@@ -716,9 +718,11 @@ class CudaBackend final : public Backend {
   // may find fewer co-resident clusters than the plan assumed (clusters stay inside one GPC): the plan is
   // then redone with the precompute blocks that fit.
   void choose_and_plan(std::optional<cuda::KernelFamily> asked, int max_precompute_blocks) {
+    cuda::GridPlanOptions grid(copt_.grid_precompute);
+    grid.tiles = copt_.grid_tiles;
+    grid.compute_warps = copt_.grid_compute_warps;
     cuda::KernelChoice c = cuda::choose_kernel(model_, precision_, options().mode, options().window, copt_.mailbox,
-                                               limits_, asked, max_precompute_blocks, copt_.cluster_blocks,
-                                               copt_.grid_precompute);
+                                               limits_, asked, max_precompute_blocks, copt_.cluster_blocks, grid);
     if (c.family != cuda::KernelFamily::cta) {
       long long fits = 0;
       HOTPATH_CUDA_CHECK(cuda::multiblock_max_coresident(c.plan.params, stream_.get(), &fits));
@@ -727,7 +731,7 @@ class CudaBackend final : public Backend {
         int np = int(fits) - nc;
         if (max_precompute_blocks > 0) np = std::min(np, max_precompute_blocks);
         c = cuda::choose_kernel(model_, precision_, options().mode, options().window, copt_.mailbox, limits_, asked, np,
-                                copt_.cluster_blocks, copt_.grid_precompute);
+                                copt_.cluster_blocks, grid);
       }
     }
     plan_ = std::move(c.plan);

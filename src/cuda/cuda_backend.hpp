@@ -35,6 +35,13 @@ struct CudaOptions {
   // 0: the fewest that load their shares in one round, grid/lstm_grid.cu CellShape). A tuning knob for
   // side-by-side runs (cuda_sweep --large).
   int grid_cell_lanes = 0;
+  // Grid family: where the compute warps read their W_ih tiles in a tick (lstm_params.hpp, GridTiles): in
+  // registers where the plan allows it, else from shared memory; asking for registers where no kernel
+  // instantiation holds them is refused naming why.
+  cuda::GridTiles grid_tiles = cuda::GridTiles::automatic;
+  // Grid family: compute warps a block (0: the most that fit; with tiles in registers, 8). A tuning
+  // knob for side-by-side runs (cuda_sweep --large); a count that does not fit is refused.
+  int grid_compute_warps = 0;
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.

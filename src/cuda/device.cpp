@@ -128,6 +128,12 @@ std::string architecture_refusal(const std::string& architectures, int major, in
          std::to_string(major) + std::to_string(minor);
 }
 
+bool built_arch_specific(const std::string& architectures, int major, int minor) {
+  for (const ArchEntry& e : parse_architectures(architectures))
+    if (e.number == major * 10 + minor && e.suffix == 'a' && e.sass) return true;
+  return false;
+}
+
 int launch_sm_count(const SmReport& r) {
   for (int n : {r.green_ctx_sms, r.ctx_sms, r.device_sms})
     if (n > 0) return n;

@@ -25,6 +25,10 @@ std::string served_gpus(const std::string& architectures = built_architectures()
 // otherwise the one-line refusal "this build serves sm_90a (H100/H200); device NAME is sm_YY".
 // Entries that name no number (native, all, all-major) are taken to serve any device.
 std::string architecture_refusal(const std::string& architectures, int major, int minor, const std::string& device_name);
+// True when `architectures` holds arch-specific machine code (NNa, not -virtual) for compute capability
+// major.minor: the build has that GPU's own instructions (sm_90a: setmaxnreg, wgmma). Entries that name no
+// number (native, all) are not taken to.
+bool built_arch_specific(const std::string& architectures, int major, int minor);
 
 // What the runtime reports about the SMs a stream's work may use (-1: not reported): the green
 // context's SM partition when the stream belongs to one, the SM resource of its context (MPS limits

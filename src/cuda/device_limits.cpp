@@ -23,6 +23,7 @@ DeviceLimits query_stream_limits(int device, CUstream_st* stream) {
   HOTPATH_CUDA_CHECK(cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device));
   lim.max_cluster_size = cluster_launch ? max_lstm_cluster_size() : 0;
   lim.name = prop.name;
+  lim.warpgroup_registers = prop.major == 9 && built_arch_specific(built_architectures(), prop.major, prop.minor);
   return lim;
 }
 

@@ -28,13 +28,13 @@ std::optional<KernelFamily> parse_kernel_family(std::string_view name) {
 
 KernelChoice choose_kernel(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
                            const DeviceLimits& limits, std::optional<KernelFamily> requested, int max_precompute_blocks,
-                           int cluster_blocks, GridPrecompute grid_precompute) {
+                           int cluster_blocks, const GridPlanOptions& grid) {
   auto plan = [&](KernelFamily family) {
     if (family == KernelFamily::cta)
       return plan_lstm(model, precision, mode, window, mailbox, limits, max_precompute_blocks);
     if (family == KernelFamily::cluster)
       return plan_cluster(model, precision, mode, window, mailbox, limits, max_precompute_blocks, cluster_blocks);
-    return plan_grid(model, precision, mode, window, mailbox, limits, max_precompute_blocks, grid_precompute);
+    return plan_grid(model, precision, mode, window, mailbox, limits, max_precompute_blocks, grid);
   };
   auto describe = [&](KernelChoice& c) {
     const LstmParams& p = c.plan.params;
@@ -58,8 +58,12 @@ KernelChoice choose_kernel(const Model& model, Precision precision, Mode mode, i
       c.why = kib + " over " + std::to_string(p.nc) + " blocks of " + std::to_string(p.gpb * kUnitsPerGroup) +
               " hidden units (" + std::to_string(smem_weights / 1024) + " KiB of weights in " +
               std::to_string(p.smem_bytes / 1024) + " KiB shared memory each; " + l2 +
-              "), exchanged through L2; " + std::to_string(p.compute_warps) +
-              " compute warps a block, the cell warp adding each unit's k-shares in " + std::to_string(lanes) +
+              "), exchanged through L2; " + std::to_string(p.compute_warps) + " compute warps a block" +
+              (p.grid_reg_wgs > 0 ? " holding each layer's tiles in registers (" +
+                                        std::to_string(grid_warpgroup_registers(p.threads(), p.grid_reg_wgs)) +
+                                        " a thread, loaded before the layer's input arrives)"
+                                  : std::string(" reading their tiles from shared memory")) +
+              ", the cell warp adding each unit's k-shares in " + std::to_string(lanes) +
               (lanes == 1 ? " lane; " : " lanes; ") +
               (p.grid_precompute == GridPrecompute::in_critical
                    ? std::string("the precompute in the same blocks between ticks (tensor cores, W_hh from L2)")

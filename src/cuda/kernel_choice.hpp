@@ -34,7 +34,7 @@ struct KernelChoice {
 KernelChoice choose_kernel(const Model& model, Precision precision, Mode mode, int window,
                            const MailboxOptions& mailbox, const DeviceLimits& limits,
                            std::optional<KernelFamily> requested, int max_precompute_blocks = 0,
-                           int cluster_blocks = 0, GridPrecompute grid_precompute = GridPrecompute::automatic);
+                           int cluster_blocks = 0, const GridPlanOptions& grid = {});
 
 // The limits a launch into `stream` (on `device`) sees: the SMs of its context (a green context or MPS
 // may hold fewer than the device), the device's shared memory per block, the largest cluster.

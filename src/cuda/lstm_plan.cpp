@@ -414,8 +414,11 @@ void plan_own_precompute(LstmPlan& plan, const Model& model, Mode mode, int wind
 }
 
 // dry: the sizes and placement only (no weights packed), for the automatic precompute's choice.
+// compute_warps: the most compute warps a block may have (0: as many as fit); reg_wgs > 0: tiles in
+// registers, the compute warps exactly 4 x reg_wgs (the caller checks grid_register_tiles_fit).
 LstmPlan plan_grid_as(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
-                      const DeviceLimits& limits, int max_precompute_blocks, GridPrecompute precompute, bool dry) {
+                      const DeviceLimits& limits, int max_precompute_blocks, GridPrecompute precompute,
+                      int compute_warps, int reg_wgs, bool dry) {
   const ModelConfig& cfg = model.config;
   check_servable(cfg, precision, mode, window);
   LstmPlan plan;
@@ -428,7 +431,13 @@ LstmPlan plan_grid_as(const Model& model, Precision precision, Mode mode, int wi
     return std::min(MultiBlockPolicy::max_compute_warps, threads / 32 - p.poll_warps - 1 - kGridCellWarps);
   };
   p.grid_wide = compute_warps_in(kGridBlockThreads) < MultiBlockPolicy::min_compute_warps ? 1 : 0;
-  const int max_compute = compute_warps_in(p.grid_wide ? kMaxBlockThreads : kGridBlockThreads);
+  const int fit_compute = compute_warps_in(p.grid_wide ? kMaxBlockThreads : kGridBlockThreads);
+  if (compute_warps > fit_compute)
+    throw UnsupportedError(std::to_string(compute_warps) + " compute warps a block do not fit beside its " +
+                           std::to_string(p.poll_warps) + " poller, cell and service warps (at most " +
+                           std::to_string(fit_compute) + ")");
+  const int max_compute = reg_wgs > 0 ? 4 * reg_wgs : compute_warps > 0 ? compute_warps : fit_compute;
+  p.grid_reg_wgs = reg_wgs;
   // The widest input the mailbox carries (the layout refuses more) leaves the wide blocks compute warps.
   static_assert(kMaxBlockThreads / 32 - chunks_for(kMaxInputChunks, 32) - 1 - kGridCellWarps >= 1,
                 "the pollers of the widest input leave a grid block of kMaxBlockThreads a compute warp");
@@ -490,14 +499,18 @@ LstmPlan plan_grid_as(const Model& model, Precision precision, Mode mode, int wi
 }  // namespace
 
 LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
-                   const DeviceLimits& limits, int max_precompute_blocks, GridPrecompute precompute) {
+                   const DeviceLimits& limits, int max_precompute_blocks, const GridPlanOptions& grid) {
+  if (grid.compute_warps < 0 || grid.compute_warps > MultiBlockPolicy::max_compute_warps)
+    throw UnsupportedError("grid compute warps are 1-" + std::to_string(MultiBlockPolicy::max_compute_warps) +
+                           " (0: automatic), not " + std::to_string(grid.compute_warps));
+  GridPrecompute precompute = grid.precompute;
   if (precompute == GridPrecompute::automatic) {
     // separate where its blocks read their weights quickly (shared memory, or few bytes a tick from global
     // memory), else in the critical blocks
     precompute = GridPrecompute::in_critical;
     try {
       const LstmPlan probe = plan_grid_as(model, precision, mode, window, mailbox, limits, max_precompute_blocks,
-                                          GridPrecompute::separate, true);
+                                          GridPrecompute::separate, 0, 0, true);
       const LstmParams& q = probe.params;
       const double bytes = 4.0 * q.pre_block_floats * (q.window_mode ? q.nslots : 1);  // each window rereads them
       if (!q.pre_global || bytes / MultiBlockPolicy::separate_bytes_per_us <= MultiBlockPolicy::separate_max_us)
@@ -505,7 +518,49 @@ LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int windo
     } catch (const UnsupportedError&) {
     }
   }
-  return plan_grid_as(model, precision, mode, window, mailbox, limits, max_precompute_blocks, precompute, false);
+  // Tiles in registers: the instantiation with the most compute warps whose plan fits it.
+  if (grid.tiles != GridTiles::shared) {
+    std::string why;
+    if (!limits.warpgroup_registers)
+      why = std::string(limits.name) + " cannot move registers between warpgroups (setmaxnreg: Hopper, in a build for sm_90a)";
+    for (int i = int(std::size(kGridRegWGChoices)) - 1; limits.warpgroup_registers && i >= 0; --i) {
+      const GridRegWGChoice& c = kGridRegWGChoices[i];
+      if (grid.compute_warps > 0 && grid.compute_warps != 4 * c.wgs) continue;
+      std::string no;
+      try {
+        const LstmPlan probe = plan_grid_as(model, precision, mode, window, mailbox, limits, max_precompute_blocks,
+                                            precompute, 0, c.wgs, true);
+        no = grid_register_tiles_misfit(probe.params);
+      } catch (const UnsupportedError& e) {
+        no = e.what();
+      }
+      if (no.empty())
+        return plan_grid_as(model, precision, mode, window, mailbox, limits, max_precompute_blocks, precompute, 0, c.wgs,
+                            false);
+      why += (why.empty() ? "" : "; ") + std::to_string(4 * c.wgs) + " compute warps: " + no;
+    }
+    if (grid.tiles == GridTiles::registers)
+      throw UnsupportedError("the grid kernel cannot hold its tiles in registers here (" + why + ")");
+  }
+  return plan_grid_as(model, precision, mode, window, mailbox, limits, max_precompute_blocks, precompute,
+                      grid.compute_warps, 0, false);
+}
+
+std::string grid_register_tiles_misfit(const LstmParams& p) {
+  const GridRegWGChoice* choice = nullptr;
+  for (const GridRegWGChoice& c : kGridRegWGChoices)
+    if (c.wgs == p.grid_reg_wgs && c.threads == (p.grid_wide ? kMaxBlockThreads : kGridBlockThreads)) choice = &c;
+  if (!choice) return "no kernel instantiation for " + std::to_string(p.grid_reg_wgs) + " compute warpgroups in blocks of " +
+                      std::to_string(p.grid_wide ? kMaxBlockThreads : kGridBlockThreads) + " threads";
+  if (p.compute_warps != 4 * choice->wgs)
+    return std::to_string(p.gpb) + " unit groups a block do not split over " + std::to_string(4 * choice->wgs) + " warps";
+  if (p.compute_warps + kGridCellWarps + p.poll_warps + 1 > choice->threads / 32)
+    return "its " + std::to_string(p.poll_warps) + " pollers, cell and service warps do not fit the last warpgroups";
+  for (int l = 0; l < p.L; ++l)
+    if (p.share_tiles[l] > choice->tiles)
+      return "layer " + std::to_string(l) + " gives a warp " + std::to_string(p.share_tiles[l]) + " k16 tiles, more than the " +
+             std::to_string(choice->tiles) + " it holds";
+  return "";
 }
 
 LstmPlan plan_cluster(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,

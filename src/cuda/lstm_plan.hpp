@@ -18,6 +18,9 @@ struct DeviceLimits {
   int sm_count = 0;              // SMs a launch may use (the stream's context, not always the device's)
   int smem_per_block_optin = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin
   int max_cluster_size = 0;      // largest thread-block cluster a launch may ask for (0: no clusters)
+  // Registers move between a block's warpgroups (Hopper's setmaxnreg, in a build with its sm_90a code):
+  // the grid family's tiles in registers (GridTiles) need it.
+  bool warpgroup_registers = false;
   std::string name = "device";
 };
 
@@ -74,13 +77,25 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
 // blocks whose warps hold every tile in registers). Throws UnsupportedError naming the limit.
 LstmPlan plan_cluster(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
                       const DeviceLimits& limits, int max_precompute_blocks = 0, int cluster_blocks = 0);
+// The grid family's choices (CudaOptions' grid_* fields): where the precompute runs (on precompute blocks
+// beside the critical ones, or in the critical blocks between ticks: max_precompute_blocks then does not
+// apply), where the compute warps read their tiles, and how many compute warps a block has (0: the most
+// that fit; with tiles in registers a multiple of 4, kGridRegWGChoices).
+struct GridPlanOptions {
+  GridPrecompute precompute = GridPrecompute::automatic;
+  GridTiles tiles = GridTiles::automatic;
+  int compute_warps = 0;
+  GridPlanOptions() = default;
+  GridPlanOptions(GridPrecompute pre) : precompute(pre) {}  // NOLINT: a precompute alone is a whole choice
+};
 // The grid family: the same split over many blocks, exchanging through L2. Throws UnsupportedError.
-// precompute: on precompute blocks beside the critical ones, or in the critical blocks between ticks
-// (GridPrecompute; max_precompute_blocks then does not apply).
 LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
-                   const DeviceLimits& limits, int max_precompute_blocks = 0,
-                   GridPrecompute precompute = GridPrecompute::automatic);
+                   const DeviceLimits& limits, int max_precompute_blocks = 0, const GridPlanOptions& grid = {});
 
+// Grid family, tiles in registers (LstmParams::grid_reg_wgs > 0): why no kernel instantiation serves the
+// plan (kGridRegWGChoices: its block size, its compute warps, every layer's k-share within the tiles a warp
+// holds), or "" when one does.
+std::string grid_register_tiles_misfit(const LstmParams& p);
 // Grid family: bytes of W_ih fragments a critical block holds in shared memory (the layers not left in
 // L2, LstmParams::grid_l2_layers).
 long long grid_smem_weight_bytes(const LstmParams& p);

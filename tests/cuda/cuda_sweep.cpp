@@ -298,11 +298,12 @@ int main(int argc, char** argv) {
                           (own ? "in_critical" : "separate"),
                       k.zoo, k.mode, Precision::fp16, ticks, c, cpu, k.check, "grid", own ? 8.0 : 5.0);
             if (xch == cuda::GridExchange::tagged && own) {
-              // beside: the cell warp with four lanes a unit, whatever the k-shares (the rule before
-              // CellShape's; the same kernel where that is its choice)
-              c.grid_cell_lanes = 4;
-              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, 4 cell lanes",
-                        k.zoo, k.mode, Precision::fp16, ticks, c, cpu, k.check, "grid", 8.0);
+              // beside: the tiles read from shared memory as their MMAs run, with every compute warp that
+              // fits (GridTiles::shared, the kernel before tiles in registers)
+              CudaOptions shared = c;
+              shared.grid_tiles = cuda::GridTiles::shared;
+              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, tiles in shared memory",
+                        k.zoo, k.mode, Precision::fp16, ticks, shared, cpu, k.check, "grid", 8.0);
             }
           }
         }

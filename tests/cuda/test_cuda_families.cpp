@@ -114,22 +114,27 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
   o.precision = p;
   // "grid-flags", "grid-counters": the grid family with its other exchanges (lstm_params.hpp, GridExchange;
   // "grid" has the tagged words); "grid-separate" and "grid-own": its precompute on blocks of their own, or
-  // in the critical blocks (GridPrecompute; "grid" places it automatically)
+  // in the critical blocks (GridPrecompute; "grid" places it automatically); "grid-shared": its tiles read
+  // from shared memory as their MMAs run ("grid" holds them in registers where the plan allows, GridTiles)
   const bool flags = kernel == "grid-flags", counters = kernel == "grid-counters", separate = kernel == "grid-separate",
-             own = kernel == "grid-own";
-  o.kernel = flags || counters || separate || own ? "grid" : kernel;
+             own = kernel == "grid-own", shared = kernel == "grid-shared";
+  o.kernel = flags || counters || separate || own || shared ? "grid" : kernel;
   o.timeout_us = 5'000'000;
   CudaOptions c;
   if (flags) c.grid_exchange = cuda::GridExchange::flags;
   if (counters) c.grid_exchange = cuda::GridExchange::counters;
   if (separate) c.grid_precompute = cuda::GridPrecompute::separate;
   if (own) c.grid_precompute = cuda::GridPrecompute::in_critical;
+  if (shared) c.grid_tiles = cuda::GridTiles::shared;
   poison_freed_device_memory();  // every zoo model too: nothing it reads before writing may be left over
   auto b = make_cuda_backend(m, o, c);
   EXPECT_EQ(b->facts().at("kernel_family"), o.kernel);
   if (o.kernel == "grid") {
     EXPECT_EQ(b->facts().at("grid_exchange"), flags ? "flags" : counters ? "counters" : "tagged");
     if (separate || own) EXPECT_EQ(b->facts().at("grid_precompute"), separate ? "separate" : "in_critical");
+    if (shared) EXPECT_EQ(b->facts().at("grid_tiles"), "shared");
+    std::printf("[family] %s %s: tiles in %s, %s compute warps\n", kernel.c_str(), mode_name(mode),
+                b->facts().at("grid_tiles").c_str(), b->facts().at("grid_compute_warps").c_str());
   }
   std::vector<float> out(O), got;
   for (size_t t = 0, k = 0; t < ticks; ++t) {
@@ -216,16 +221,19 @@ TEST_P(CudaFamily, MatchesTheReferenceWithinTheWeightRounding) {
 std::vector<FamilyCase> family_cases() {
   std::vector<FamilyCase> v;
   for (const char* m : {"lstm_s", "nv_small", "vollo_tiny", "stac_a"})
-    for (const char* k : {"cta", "cluster", "grid", "grid-flags", "grid-counters", "grid-separate", "grid-own"})
+    for (const char* k : {"cta", "cluster", "grid", "grid-flags", "grid-counters", "grid-separate", "grid-own", "grid-shared"})
       v.push_back({m, k});
   for (const char* m : {"lstm_m", "nv_medium", "vollo_small", "stac_b"})
-    for (const char* k : {"cluster", "grid", "grid-flags", "grid-counters", "grid-separate", "grid-own"}) v.push_back({m, k});
+    for (const char* k : {"cluster", "grid", "grid-flags", "grid-counters", "grid-separate", "grid-own", "grid-shared"})
+      v.push_back({m, k});
   // the big ones with the automatic placement (in_critical, but vollo_med: separate) and vollo_med with the
   // other, lstm_l with the counters; the flags exchange's code is the same at every size: checked on the
   // models above
   for (const char* m : {"vollo_med", "lstm_l", "nv_large", "vollo_large", "stac_c"}) v.push_back({m, "grid"});
   v.push_back({"vollo_med", "grid-own"});
   v.push_back({"lstm_l", "grid-counters"});
+  v.push_back({"lstm_l", "grid-shared"});
+  v.push_back({"stac_c", "grid-shared"});
   return v;
 }
 

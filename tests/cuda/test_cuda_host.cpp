@@ -186,5 +186,16 @@ TEST(CudaResources, OwnersAreMoveOnly) {
   EXPECT_EQ(none.release(), nullptr);
 }
 
+
+// A build's own instructions for a GPU (setmaxnreg needs sm_90a's) are known by the arch-specific entry.
+TEST(DeviceArchitectures, ArchSpecificCodeIsNamedByItsSuffix) {
+  EXPECT_TRUE(cuda::built_arch_specific("90a", 9, 0));
+  EXPECT_TRUE(cuda::built_arch_specific("80-real,90a-real", 9, 0));
+  EXPECT_FALSE(cuda::built_arch_specific("90", 9, 0));
+  EXPECT_FALSE(cuda::built_arch_specific("90a-virtual", 9, 0));
+  EXPECT_FALSE(cuda::built_arch_specific("native", 9, 0));
+  EXPECT_FALSE(cuda::built_arch_specific("90a", 10, 0));
+}
+
 }  // namespace
 }  // namespace hotpath

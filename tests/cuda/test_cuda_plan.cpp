@@ -45,6 +45,7 @@ cuda::DeviceLimits h200_like() {
   lim.sm_count = 132;
   lim.smem_per_block_optin = 227 * 1024;
   lim.max_cluster_size = 16;
+  lim.warpgroup_registers = true;
   lim.name = "test device";
   return lim;
 }
@@ -244,10 +245,11 @@ TEST(KernelChoice, StacCGoesToTheGridWithLayer0InL2) {
   const auto& p = choice.plan.params;
   EXPECT_EQ(p.grid_l2_layers, 1);
   EXPECT_EQ(p.nc, 125);  // one unit group (8 units) a block
-  // the why names the cell warp's lanes (8 compute warps: two lanes a unit)
-  EXPECT_NE(choice.why.find("8 compute warps a block, the cell warp adding each unit's k-shares in 2 lanes"),
+  // the why names where the tiles are read and the cell warp's lanes (8 compute warps: two lanes a unit)
+  EXPECT_NE(choice.why.find("8 compute warps a block holding each layer's tiles in registers (184 a thread"),
             std::string::npos)
       << choice.why;
+  EXPECT_NE(choice.why.find("the cell warp adding each unit's k-shares in 2 lanes"), std::string::npos) << choice.why;
   EXPECT_LE(p.smem_bytes, h200_like().smem_per_block_optin);
   EXPECT_LE(p.grid(), h200_like().sm_count);
   EXPECT_EQ(choice.plan.frags.size(), size_t(p.nc) * p.block_frag * 4);
@@ -464,9 +466,15 @@ TEST(GridPlan, TheCellWarpTakesTheFewestLanesThatLoadInOneRound) {
   EXPECT_EQ(cuda::grid_cell_lanes(p), 2);
   p.gpb = 4;  // 32 units: one lane each
   EXPECT_EQ(cuda::grid_cell_lanes(p), 1);
-  // the zoo's large models on an H200-like device: lstm_l 13 compute warps -> 4 lanes, stac_c 8 -> 2
-  const auto l = cuda::plan_grid(random_model(32, 1024, 4, 1, 3), Precision::fp16, Mode::window, 50, {}, h200_like());
+  // the zoo's large models on an H200-like device: lstm_l with its tiles in shared memory 13 compute warps
+  // -> 4 lanes, in registers 8 -> 2; stac_c 8 -> 2
+  cuda::GridPlanOptions shared;
+  shared.tiles = cuda::GridTiles::shared;
+  const auto l = cuda::plan_grid(random_model(32, 1024, 4, 1, 3), Precision::fp16, Mode::window, 50, {}, h200_like(), 0,
+                                 shared);
   EXPECT_EQ(cuda::grid_cell_lanes(l.params), 4);
+  const auto lr = cuda::plan_grid(random_model(32, 1024, 4, 1, 3), Precision::fp16, Mode::window, 50, {}, h200_like());
+  EXPECT_EQ(cuda::grid_cell_lanes(lr.params), 2);
   const auto c = cuda::plan_grid(random_model(500, 1000, 4, 1, 3), Precision::fp16, Mode::window, 100, {}, h200_like());
   EXPECT_EQ(cuda::grid_cell_lanes(c.params), 2);
 }
@@ -617,5 +625,106 @@ TEST(DeviceCountFailure, NoGpuIsToldApartFromAnOldDriver) {
   EXPECT_EQ(cuda::device_count_failure(other), "unknown error (cudaErrorUnknown)");
 }
 
+
+// fn throws UnsupportedError whose message holds `part`.
+template <class F>
+void expect_unsupported(F fn, const std::string& part) {
+  try {
+    fn();
+    ADD_FAILURE() << "not refused; expected: " << part;
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+// Tiles in registers (GridTiles): the compute warps fill whole warpgroups, which take registers from the
+// others' (setmaxnreg), and the plan is one the kernel is instantiated for (kGridRegWGChoices): every layer's
+// k-share within the tiles a warp holds, the pollers, cell and service warps in the last warpgroups.
+TEST(GridPlan, TilesInRegistersFillWholeWarpgroupsOfAnInstantiation) {
+  struct Case {
+    const char* name;
+    int I, H, L, O, W, compute_warps;
+  };
+  for (const Case& c : {Case{"lstm_l", 32, 1024, 4, 1, 50, 8}, Case{"stac_c", 500, 1000, 4, 1, 100, 8},
+                        Case{"nv_large", 512, 736, 4, 1, 128, 8}, Case{"vollo_med", 480, 480, 3, 32, 1, 8},
+                        Case{"odd", 7, 650, 3, 3, 4, 8}}) {
+    const Mode mode = c.W > 1 ? Mode::window : Mode::streaming;
+    const auto plan = cuda::plan_grid(random_model(c.I, c.H, c.L, c.O, 4), Precision::fp16, mode, c.W, {}, h200_like());
+    const auto& p = plan.params;
+    EXPECT_EQ(p.compute_warps, c.compute_warps) << c.name;
+    EXPECT_EQ(p.grid_reg_wgs * 4, p.compute_warps) << c.name;
+    EXPECT_EQ(cuda::grid_register_tiles_misfit(p), "") << c.name;
+    EXPECT_EQ(p.threads(), cuda::kGridBlockThreads) << c.name;
+    // the other warps fit the warpgroups left: cell, pollers, service
+    EXPECT_LE(p.compute_warps + cuda::kGridCellWarps + p.poll_warps + 1, p.threads() / 32) << c.name;
+    // what the compute warpgroups gain, the others give: no more than the block's registers at launch
+    const int hi = cuda::grid_warpgroup_registers(p.threads(), p.grid_reg_wgs), wgs = p.threads() / 128;
+    EXPECT_GT(hi, cuda::grid_launch_registers(p.threads())) << c.name;
+    EXPECT_LE(hi * p.grid_reg_wgs + cuda::kGridOtherRegs * (wgs - p.grid_reg_wgs),
+              cuda::grid_launch_registers(p.threads()) * wgs)
+        << c.name;
+  }
+  EXPECT_EQ(cuda::grid_warpgroup_registers(512, 2), 184);
+  EXPECT_EQ(cuda::grid_warpgroup_registers(512, 3), 144);
+  EXPECT_EQ(cuda::grid_warpgroup_registers(512, 4), 0);  // nothing left to give
+}
+
+// Where no instantiation holds the tiles (a wide input's 640-thread blocks; a device or build without
+// setmaxnreg) the plan reads them from shared memory, as it does when asked to; asking for registers
+// there is refused naming why, and compute warps that do not fit are refused.
+TEST(GridPlan, TilesFallBackToSharedMemoryAndForcedChoicesAreCheckedByName) {
+  const Model big_in = random_model(960, 960, 3, 32, 5), l = random_model(32, 1024, 4, 1, 5);
+  const auto wide = cuda::plan_grid(big_in, Precision::fp16, Mode::streaming, 1, {}, h200_like());
+  EXPECT_EQ(wide.params.grid_reg_wgs, 0);
+  EXPECT_EQ(wide.params.grid_wide, 1);
+  cuda::GridPlanOptions regs;
+  regs.tiles = cuda::GridTiles::registers;
+  expect_unsupported([&] { cuda::plan_grid(big_in, Precision::fp16, Mode::streaming, 1, {}, h200_like(), 0, regs); },
+                     "cannot hold its tiles in registers here");
+  cuda::DeviceLimits old = h200_like();
+  old.warpgroup_registers = false;
+  const auto plain = cuda::plan_grid(l, Precision::fp16, Mode::window, 50, {}, old);
+  EXPECT_EQ(plain.params.grid_reg_wgs, 0);
+  EXPECT_EQ(plain.params.compute_warps, 13);  // every warp the pollers, cell and service warps leave
+  expect_unsupported([&] { cuda::plan_grid(l, Precision::fp16, Mode::window, 50, {}, old, 0, regs); }, "setmaxnreg");
+  cuda::GridPlanOptions shared;
+  shared.tiles = cuda::GridTiles::shared;
+  const auto asked = cuda::plan_grid(l, Precision::fp16, Mode::window, 50, {}, h200_like(), 0, shared);
+  EXPECT_EQ(asked.params.grid_reg_wgs, 0);
+  EXPECT_EQ(asked.params.compute_warps, 13);
+  EXPECT_EQ(asked.frags, plain.frags);
+  // compute warps asked for: 8 holds lstm_l's 64 tiles a layer in two warpgroups (8 a warp), as the plan
+  // chooses; 12 has no instantiation with tiles in registers, so it reads them from shared memory
+  cuda::GridPlanOptions eight;
+  eight.compute_warps = 8;
+  const auto e = cuda::plan_grid(l, Precision::fp16, Mode::window, 50, {}, h200_like(), 0, eight);
+  EXPECT_EQ(e.params.compute_warps, 8);
+  EXPECT_EQ(e.params.grid_reg_wgs, 2);
+  EXPECT_EQ(e.params.share_tiles[1], 8);
+  EXPECT_EQ(e.frags, cuda::plan_grid(l, Precision::fp16, Mode::window, 50, {}, h200_like()).frags);
+  cuda::GridPlanOptions twelve;
+  twelve.compute_warps = 12;
+  const auto t = cuda::plan_grid(l, Precision::fp16, Mode::window, 50, {}, h200_like(), 0, twelve);
+  EXPECT_EQ(t.params.compute_warps, 12);
+  EXPECT_EQ(t.params.grid_reg_wgs, 0);
+  twelve.tiles = cuda::GridTiles::registers;
+  expect_unsupported([&] { cuda::plan_grid(l, Precision::fp16, Mode::window, 50, {}, h200_like(), 0, twelve); },
+                     "cannot hold its tiles in registers");
+  cuda::GridPlanOptions too_many;
+  too_many.compute_warps = 14;
+  too_many.tiles = cuda::GridTiles::shared;
+  expect_unsupported([&] { cuda::plan_grid(l, Precision::fp16, Mode::window, 50, {}, h200_like(), 0, too_many); },
+                     "14 compute warps a block do not fit");
+  too_many.compute_warps = 17;
+  expect_unsupported([&] { cuda::plan_grid(l, Precision::fp16, Mode::window, 50, {}, h200_like(), 0, too_many); },
+                     "grid compute warps are 1-16");
+  // a plan no instantiation serves is named: 4 compute warpgroups, or a share beyond the tiles a warp holds
+  auto p = e.params;
+  p.grid_reg_wgs = 4;
+  EXPECT_NE(cuda::grid_register_tiles_misfit(p).find("no kernel instantiation"), std::string::npos);
+  p = e.params;
+  p.share_tiles[2] = 10;
+  EXPECT_NE(cuda::grid_register_tiles_misfit(p).find("layer 2 gives a warp 10 k16 tiles"), std::string::npos);
+}
 }  // namespace
 }  // namespace hotpath

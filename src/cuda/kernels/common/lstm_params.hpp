@@ -147,6 +147,49 @@ inline const char* grid_exchange_name(GridExchange e) {
 //                A plan holds separate or in_critical, never automatic.
 enum class GridPrecompute : int { separate, in_critical, automatic };
 
+// Where the grid family's compute warps read their W_ih tiles in a tick (CudaOptions::grid_tiles):
+//   shared:    from shared memory (or L2, for the layers there) as each tile's MMAs run: ~1,000 cycles a
+//              hidden layer of lstm_l or stac_c on the H200, the whole block's 64 KiB a layer at shared
+//              memory's bandwidth after the words arrive.
+//   registers: each compute warp loads its share of the next layer's tiles into registers before that
+//              layer's words arrive (layer 0's before the input does), so only the input's B values are
+//              read once the words are there. The tiles need registers the compute warps lack at 128 a
+//              thread, so the compute warps fill whole warpgroups and take registers from the others'
+//              (Hopper's setmaxnreg; grid_warpgroup_registers).
+//   automatic: registers where the plan allows it (grid_register_tiles_fit), else shared.
+//              A plan holds shared or registers (LstmParams::grid_reg_wgs), never automatic.
+enum class GridTiles : int { automatic, registers, shared };
+inline const char* grid_tiles_name(GridTiles t) {
+  return t == GridTiles::registers ? "registers" : t == GridTiles::shared ? "shared" : "auto";
+}
+// The registers path: the registers a thread of the other warpgroups keeps (the cell warp, the pollers, the
+// service warp; ptxas, sm_90a: the cell warp spills below 72).
+inline constexpr int kGridOtherRegs = 72;
+// The grid kernel's instantiations with tiles in registers: block threads, compute warpgroups, and the k16
+// tiles a compute warp holds for one layer. One: 2 warpgroups of 184 registers, 8 tiles (ptxas, sm_90a: no
+// spill). Not kept: 3 warpgroups of 144 registers with 6 tiles spill 36 bytes a thread, and on the H200 their
+// answer was no faster than with the tiles in shared memory while the own precompute ran at 63 % of its rate
+// (lstm_l window, docs/cuda.md "The grid kernel, fifth round"); 640-thread blocks would leave 2 compute
+// warpgroups 128 registers, where 8 tiles spill.
+struct GridRegWGChoice {
+  int threads, wgs, tiles;
+};
+inline constexpr GridRegWGChoice kGridRegWGChoices[] = {{512, 2, 8}};
+// A thread's registers at launch (one block an SM, the register file over the block's threads, whole
+// multiples of 8), and those of the compute warpgroups when `compute_wgs` of the block's warpgroups
+// compute and the others keep kGridOtherRegs (at most 256, a multiple of 8; 0 where it would not be more
+// than at launch).
+HOTPATH_HD constexpr int grid_launch_registers(int threads) {
+  return (65536 / threads) / 8 * 8 > 255 ? 255 : (65536 / threads) / 8 * 8;
+}
+HOTPATH_HD constexpr int grid_warpgroup_registers(int threads, int compute_wgs) {
+  const int wgs = threads / 128, launch = grid_launch_registers(threads);
+  if (compute_wgs <= 0 || compute_wgs >= wgs || threads % 128 != 0) return 0;
+  int hi = (launch * wgs - (wgs - compute_wgs) * kGridOtherRegs) / compute_wgs / 8 * 8;
+  if (hi > 256) hi = 256;
+  return hi > launch ? hi : 0;
+}
+
 // Words of the grid's flag buffer: the per-(layer, block) flags, then, from a 128-byte boundary, one line
 // per counter: layers 0..L-2's slices, the head's partial sums (L-1), the input's flag (L), then the own
 // precompute's stages 0..L-1 (L+1+l).
@@ -238,6 +281,9 @@ struct LstmParams {
   // copied into shared memory at start, from bfrag_off[grid_l2_layers] on.
   int grid_l2_layers = 0;
   int grid_wide = 0;  // grid: blocks of kMaxBlockThreads (96 registers) instead of kGridBlockThreads (128)
+  // grid: compute warpgroups whose warps hold a layer's tiles in registers (GridTiles::registers; the
+  // compute warps are then 4 x grid_reg_wgs, and the block a whole number of warpgroups); 0: shared.
+  int grid_reg_wgs = 0;
   int bfrag_off[kMaxLayers] = {};    // layer l's [gpb][2][kt][32] within a block
   uint16_t* xch_h = nullptr;         // grid: [2 parities][L][2 rows hi|lo][xin_stride] halves
   unsigned* xch_flag = nullptr;      // grid: [L][nc] wire seq of the last tick block b published for layer l
@@ -290,8 +336,12 @@ struct LstmParams {
 
   int threads() const {
     if (family == KernelFamily::cluster) return 32 * compute_warps;  // block 0's compute warps poll, no other warps
-    return 32 * (compute_warps + poll_warps + (variant == kVariantRegs ? 0 : 1) +
-                 (family == KernelFamily::grid ? kGridCellWarps : 0));
+    const int warps = compute_warps + poll_warps + (variant == kVariantRegs ? 0 : 1) +
+                      (family == KernelFamily::grid ? kGridCellWarps : 0);
+    // tiles in registers: the instantiation's block, whole warpgroups (the registers it moves between them
+    // are those of its launch bounds; spare warps fill the last)
+    if (grid_reg_wgs > 0) return grid_wide ? kMaxBlockThreads : kGridBlockThreads;
+    return 32 * warps;
   }
   // Blocks launched: the critical blocks, then the precompute, rounded up to whole clusters.
   int grid() const {

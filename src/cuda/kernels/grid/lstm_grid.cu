@@ -4,7 +4,9 @@
 //
 // Critical block b, warps:
 //   [0, compute_warps)   compute: warp w works on unit group w % gpb, on its share w / gpb of the k16
-//                        tiles (ksplit shares); the partial gate sums meet in shared memory.
+//                        tiles (ksplit shares); the partial gate sums meet in shared memory. With the tiles
+//                        in registers (GridTiles) the compute warps are the first two warpgroups, which take
+//                        registers from the others (setmaxnreg), and load each layer's share while they wait.
 //   next (kGridCellWarps) cells: a few lanes a unit add the sums (a shuffle tree), one of them runs the
 //                        unit's cell update. Each layer's new h slice goes to global memory (L2): as
 //                        tagged words (the default), or followed by an arrival counter or a per-(layer,
@@ -27,6 +29,7 @@
 #include <cuda_runtime.h>
 
 #include <exception>
+#include <iterator>
 
 #include "cuda/device.hpp"
 #include "cuda/kernels/common/lstm_launch.hpp"
@@ -572,7 +575,68 @@ __device__ __forceinline__ void gates_l2(const uint4* frag, int kt, int k0, int 
   y[3] = (acc[1][0][2] + acc[1][0][3]) + (acc[1][1][2] + acc[1][1][3]);
 }
 
-template <bool BF16>
+// GridTiles::registers: this warp's tiles [k0, k1) of both m16 tiles (frag = [2][kt][32] uint4, in shared
+// memory, or in global memory for a layer in L2: from_l2) into registers, before the layer's words arrive.
+template <int kTiles>
+__device__ __forceinline__ void load_reg_tiles(const uint4* frag, int kt, int k0, int k1, bool from_l2,
+                                               uint4 (&ta)[2][kTiles]) {
+  const int lane = threadIdx.x & 31;
+  const unsigned long long pol = l2_evict_last_policy();
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i) {
+    if (k0 + i >= k1) break;
+    const uint4* a0 = frag + (k0 + i) * 32 + lane;
+    const uint4* a1 = frag + (kt + k0 + i) * 32 + lane;
+    ta[0][i] = from_l2 ? ld_l2_last(a0, pol) : *a0;
+    ta[1][i] = from_l2 ? ld_l2_last(a1, pol) : *a1;
+  }
+}
+// gates_range with the tiles [k0, k0 + n) already in registers (load_reg_tiles): only the B values are read,
+// every pair's LDS.128 issued before the first MMA.
+template <bool BF16, int kTiles>
+__device__ __forceinline__ void gates_regs(const uint4 (&ta)[2][kTiles], int k0, int n, const uint32_t* xin32,
+                                           int stride32, float (&y)[4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2;
+  const uint4* brow = reinterpret_cast<const uint4*>(xin32 + (g & 1) * stride32);
+  const bool bvalid = g < 2;
+  float acc[2][2][4] = {};
+  uint4 b[kTiles / 2];
+#pragma unroll
+  for (int j = 0; j < kTiles / 2; ++j) b[j] = b_pair(brow, (k0 >> 1) + j, bvalid && 2 * j < n);
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i) {
+    if (i >= n) break;
+    const uint32_t b0 = b_lo(b[i / 2], i % 2), b1 = b_hi(b[i / 2], i % 2);
+    dev::mma16816<BF16>(acc[0][i & 1], ta[0][i], b0, b1);
+    dev::mma16816<BF16>(acc[1][i & 1], ta[1][i], b0, b1);
+  }
+  y[0] = (acc[0][0][0] + acc[0][0][1]) + (acc[0][1][0] + acc[0][1][1]);
+  y[1] = (acc[0][0][2] + acc[0][0][3]) + (acc[0][1][2] + acc[0][1][3]);
+  y[2] = (acc[1][0][0] + acc[1][0][1]) + (acc[1][1][0] + acc[1][1][1]);
+  y[3] = (acc[1][0][2] + acc[1][0][3]) + (acc[1][1][2] + acc[1][1][3]);
+}
+
+// Hopper's register moves between warpgroups (GridTiles::registers): the compute warpgroups grow to
+// grid_warpgroup_registers, the others shrink to kGridOtherRegs first (a grow waits until the block's pool
+// has the registers). Every warp of a warpgroup runs the same one. Without sm_90a's instructions in the
+// build the plan never takes this path (DeviceLimits::warpgroup_registers).
+template <int kThreads, int kRegWGs>
+__device__ __forceinline__ void grow_registers() {
+  constexpr int hi = grid_warpgroup_registers(kThreads, kRegWGs);
+  static_assert(kRegWGs == 0 || hi > 0, "an instantiation whose compute warpgroups gain registers");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kRegWGs > 0) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(hi));
+#endif
+}
+template <int kRegWGs>
+__device__ __forceinline__ void shrink_registers() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kRegWGs > 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kGridOtherRegs));
+#endif
+}
+
+// kRegTiles: the k16 tiles a warp holds in registers for a layer (GridTiles::registers), 0: none.
+template <bool BF16, int kRegTiles>
 __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags* f, int b) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int nct = p.compute_warps * 32;
@@ -600,6 +664,14 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
   };
   auto l2_frag = [&](int l) {
     return static_cast<const uint4*>(p.frags) + size_t(b) * p.block_frag + p.bfrag_off[l] + q * 2 * p.kt[l] * 32;
+  };
+  auto smem_frag = [&](int l) { return m.frags + (p.bfrag_off[l] - p.bfrag_off[p.grid_l2_layers]) + q * 2 * p.kt[l] * 32; };
+  uint4 ta[2][kRegTiles > 0 ? kRegTiles : 2];  // GridTiles::registers: this warp's tiles of the coming layer
+  auto load_layer_tiles = [&](int l) {
+    int k0, k1;
+    share(l, k0, k1);
+    const bool in_l2 = l < p.grid_l2_layers;
+    load_reg_tiles(in_l2 ? l2_frag(l) : smem_frag(l), p.kt[l], k0, k1, in_l2, ta);
   };
 
   const bool own = p.grid_precompute == GridPrecompute::in_critical;
@@ -630,6 +702,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       share(l, k0, k1);
       prefetch_tiles(l2_frag(l), p.kt[l], k0, k1);
     }
+    if constexpr (kRegTiles > 0) load_layer_tiles(0);  // while the input is on its way
     dev::named_barrier(nct);
     if (tid == 0) {
       __threadfence();
@@ -684,6 +757,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       int k0, k1;
       share(l, k0, k1);
       if (l > 0 && lane == 0) marks.warp(warp, l, 2);
+      if (kRegTiles > 0 && l > 0) load_layer_tiles(l);  // while the layer's words are on their way
       if (l > 0 && tagged) {
         // the words of this warp's k16 tiles of layer l-1's output: its MMAs start when their producers
         // are done, not every block (a quit ends the wait: garbage, never read)
@@ -706,11 +780,12 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       }
       if (lane == 0) marks.warp(warp, l, 0);
       float y[4];
-      if (l < p.grid_l2_layers)
+      if constexpr (kRegTiles > 0)
+        gates_regs<BF16>(ta, k0, k1 - k0, reinterpret_cast<const uint32_t*>(in), stride / 2, y);
+      else if (l < p.grid_l2_layers)
         gates_l2<BF16>(l2_frag(l), kt, k0, k1, reinterpret_cast<const uint32_t*>(in), stride / 2, y);
       else
-        gates_range<BF16>(m.frags + (p.bfrag_off[l] - p.bfrag_off[p.grid_l2_layers]) + q * 2 * kt * 32, kt, k0, k1,
-                          reinterpret_cast<const uint32_t*>(in), stride / 2, y);
+        gates_range<BF16>(smem_frag(l), kt, k0, k1, reinterpret_cast<const uint32_t*>(in), stride / 2, y);
       // the k-shares' partial sums by layer parity (the cell warp reads them after the arrival below)
       float* const red = m.red + (l & 1) * ksplit * Ub * 4;
       if (t == 0) *reinterpret_cast<float4*>(red + (ks * Ub + q * kUnitsPerGroup + g) * 4) = make_float4(y[0], y[1], y[2], y[3]);
@@ -997,7 +1072,7 @@ __device__ void multi_service(const LstmParams& p, char* smem, volatile CtaFlags
   }
 }
 
-template <bool BF16>
+template <bool BF16, int kThreads, int kRegWGs, int kRegTiles>
 __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
   const int tid = threadIdx.x, warp = tid >> 5;
   volatile CtaFlags* f = smem_at<volatile CtaFlags>(smem, p.s_flags);
@@ -1022,18 +1097,23 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
   }
   __syncthreads();
   const int first_poller = p.compute_warps + kGridCellWarps;
+  // With kRegWGs the compute warps are the first kRegWGs warpgroups (the plan's grid_reg_wgs).
   if (warp < p.compute_warps) {
-    multi_compute<BF16>(p, smem, f, b);
-  } else if (warp < first_poller) {
-    multi_cells<BF16>(p, smem, f, b);
-  } else if (warp < first_poller + p.poll_warps) {
-    // every block polls the input itself (counters: block 0 only); none while a tick is being computed
-    // (mailbox.cuh, gate_answered)
-    if (b == 0 || p.grid_exchange == GridExchange::flags)
-      dev::poll_input<BF16>(p, warp - first_poller, m.seqw, smem_at<unsigned>(smem, p.s_claim), m.x32, m.xin0, f, b == 0,
-                          true);
+    grow_registers<kThreads, kRegWGs>();
+    multi_compute<BF16, kRegTiles>(p, smem, f, b);
   } else {
-    multi_service(p, smem, f, b);
+    shrink_registers<kRegWGs>();
+    if (warp < first_poller) {
+      multi_cells<BF16>(p, smem, f, b);
+    } else if (warp < first_poller + p.poll_warps) {
+      // every block polls the input itself (counters: block 0 only); none while a tick is being computed
+      // (mailbox.cuh, gate_answered)
+      if (b == 0 || p.grid_exchange == GridExchange::flags)
+        dev::poll_input<BF16>(p, warp - first_poller, m.seqw, smem_at<unsigned>(smem, p.s_claim), m.x32, m.xin0, f,
+                              b == 0, true);
+    } else if (warp == first_poller + p.poll_warps) {
+      multi_service(p, smem, f, b);
+    }  // else: a warp that only fills the last warpgroup (kRegWGs)
   }
   __syncthreads();
   if (b == 0 && tid == 0) {
@@ -1043,22 +1123,32 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
   }
 }
 
-template <bool BF16, int kThreads>
+template <bool BF16, int kThreads, int kRegWGs, int kRegTiles>
 __global__ void __launch_bounds__(kThreads, 1) lstm_grid(const __grid_constant__ LstmParams p) {
   extern __shared__ __align__(16) char smem[];
   const int b = int(blockIdx.x);
   if (b < p.nc) {
-    multi_critical<BF16>(p, smem, b);
+    multi_critical<BF16, kThreads, kRegWGs, kRegTiles>(p, smem, b);
   } else {
     precompute_block(p, smem, b - p.nc);
   }
 }
 
-// The instantiation a plan runs: its precision and its block size (LstmParams::grid_wide).
+// The instantiation a plan runs: its precision, its block size (LstmParams::grid_wide) and, with tiles in
+// registers, its compute warpgroups (grid_reg_wgs; kGridRegWGChoices), or null.
+template <int kThreads, int kRegWGs, int kRegTiles>
+const void* grid_instance(bool bf16) {
+  return bf16 ? (const void*)&lstm_grid<true, kThreads, kRegWGs, kRegTiles>
+              : (const void*)&lstm_grid<false, kThreads, kRegWGs, kRegTiles>;
+}
 const void* grid_kernel(const LstmParams& p) {
-  if (p.grid_wide)
-    return p.bf16 ? (const void*)&lstm_grid<true, kMaxBlockThreads> : (const void*)&lstm_grid<false, kMaxBlockThreads>;
-  return p.bf16 ? (const void*)&lstm_grid<true, kGridBlockThreads> : (const void*)&lstm_grid<false, kGridBlockThreads>;
+  static_assert(std::size(kGridRegWGChoices) == 1 && kGridRegWGChoices[0].threads == kGridBlockThreads,
+                "the instantiations below");
+  constexpr GridRegWGChoice regs = kGridRegWGChoices[0];
+  if (p.grid_reg_wgs == 0)
+    return p.grid_wide ? grid_instance<kMaxBlockThreads, 0, 0>(p.bf16) : grid_instance<kGridBlockThreads, 0, 0>(p.bf16);
+  if (!p.grid_wide && p.grid_reg_wgs == regs.wgs) return grid_instance<regs.threads, regs.wgs, regs.tiles>(p.bf16);
+  return nullptr;
 }
 
 // The launch's blocks that can be co-resident where `stream`'s work runs (a green context or MPS may
@@ -1080,12 +1170,15 @@ cudaError_t grid_fits(const LstmParams& p, cudaStream_t stream, const void* fn, 
 }  // namespace
 
 cudaError_t grid_max_coresident(const LstmParams& p, cudaStream_t stream, long long* fits) {
-  return grid_fits(p, stream, grid_kernel(p), fits);
+  const void* fn = grid_kernel(p);
+  if (!fn) return cudaErrorInvalidValue;
+  return grid_fits(p, stream, fn, fits);
 }
 
 cudaError_t launch_lstm_grid(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
   if (p.stall_tick >= 0) return cudaErrorInvalidValue;  // the stall hook is compiled into the cta and cluster kernels only
   const void* fn = grid_kernel(p);
+  if (!fn) return cudaErrorInvalidValue;  // a plan no instantiation serves (the planner makes none)
   long long fits = 0;
   const cudaError_t e = grid_fits(p, stream, fn, &fits);
   if (e != cudaSuccess) return e;
