@@ -8,7 +8,7 @@
 // --cpuset: the first core runs the critical step, the rest the precompute (as `hotpath bench`); without
 // it the precompute runs inline on the calling thread between samples (it then also evicts the
 // critical weights from the caches of a model as large as lstm_m). HOTPATH_CPU_ISA / HOTPATH_CPU_BF16 /
-// HOTPATH_CPU_PREFETCH choose the kernel path (cpu_backend.cpp).
+// HOTPATH_CPU_PREFETCH choose the kernel path (cpu/isa_choice.cpp, cpu/cpu_backend.cpp).
 //
 // After the timed samples, a second pass of the same length / 4 counts hardware events on the
 // critical thread around step() only (perf_counters.hpp; user mode): per tick, cycles, instructions,

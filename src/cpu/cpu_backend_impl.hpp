@@ -1,0 +1,175 @@
+// The CPU backend's class (internal to src/cpu): the tick path (cpu_backend.cpp: the critical step on the
+// calling thread, the precompute on the pool) and the throughput path (cpu_throughput.cpp: run_batch and
+// backtest in tiles of sequences) share its packed model, kernels, pool and pinning.
+#pragma once
+#include <pthread.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "cpu/aligned.hpp"
+#include "cpu/isa_choice.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/packed_model.hpp"
+#include "cpu/spin_pool.hpp"
+#include "scaling/input_scaler.hpp"
+
+namespace hotpath::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const Model& model, const BackendOptions& options, Precision precision, IsaChoice isa);
+  ~CpuBackend() override;
+
+  std::string name() const override { return "cpu"; }
+  std::string variant() const override { return variant_; }
+  Precision precision() const override { return precision_; }
+  void step(std::span<const float> x, std::span<float> out) override;
+  void finish_precompute() override;
+  void reset() override;
+  long long ticks() const override { return ticks_; }
+  void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out) override;
+  void backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
+                std::atomic<size_t>* done) override;
+  std::map<std::string, double> counters() const override;
+  void clear_counters() override {
+    precompute_count_ = 0;
+    precompute_busy_us_sum_ = precompute_wait_us_sum_ = 0;
+  }
+  std::map<std::string, std::string> facts() const override;
+
+ private:
+  // Per part (worker) scratch for advancing several windows at once.
+  struct Scratch {
+    int max_cols = 0;
+    AlignedArray<float> h_a, h_b;  // [max_cols][Hp]
+    AlignedArray<uint32_t> pairs;  // bf16 activation pairs
+    AlignedArray<float> u0;        // int8: this part's W_ih,0·x_t from the dequantized fp32 weights
+    long long u0_tick = -1;        // the tick u0 holds
+    std::vector<int> slots;
+    std::vector<const float*> in, add;
+    std::vector<float*> P, c, h;
+    Scratch(int cols, int Hp, int kmax);
+  };
+
+  float* slot_P(int slot, int layer) { return slots_.data() + size_t(slot) * slot_floats_ + size_t(layer) * layer_floats_; }
+  float* slot_c(int slot, int layer) { return slot_P(slot, layer) + pm_.gate_floats(); }
+  void make_fresh(int slot);
+  void gemm(const PackedLayer& layer, bool hh, int b0, int b1, int ncols, const float* const* X,
+            const float* const* add, float* const* out, uint32_t* pairs) const;
+  void advance_windows(Scratch& s, int n);
+  void precompute_part(int part, int nparts);
+  static void precompute_job(void* self, int part, int nparts) {
+    static_cast<CpuBackend*>(self)->precompute_part(part, nparts);
+  }
+  // The throughput paths (run_batch, backtest): tiles of up to kMaxTileCols sequences advanced in
+  // lockstep from zero state, `steps` steps each. Column j reads its step-k input at x[j] + k*I and,
+  // from step `emit_from` on, writes each step's output (O values) as row row0[j] + (k - emit_from).
+  struct Tile {
+    int n = 0;
+    size_t steps = 0, emit_from = 0;
+    const float* x[kMaxTileCols] = {};
+    size_t row0[kMaxTileCols] = {};
+  };
+  struct TileScratch {
+    AlignedArray<float> P, c, ha, hb, z;
+    AlignedArray<uint32_t> pairs;
+    explicit TileScratch(const PackedModel& pm);
+  };
+  struct TileJob {
+    size_t count = 0;                    // tiles
+    std::function<Tile(size_t)> tile;    // the k-th tile
+    BacktestOutput out;                  // rows of O values
+    std::atomic<size_t> next{0};         // the next tile to take
+    std::atomic<size_t>* done = nullptr; // rows finished (progress)
+    std::vector<TileScratch> scratch;    // one per thread, allocated before any starts (workers must not throw)
+  };
+  // Returns early (the tile unfinished) when out.stop is set; advances `done` (may be null) as it emits.
+  void run_tile(const Tile& tile, TileScratch& s, BacktestOutput out, std::atomic<size_t>* done) const;
+  // Runs every tile of `job` on the pool's workers and the caller (or, without a cpuset, on a thread
+  // per allowed core), each taking the next tile as it finishes one.
+  void run_tiles(TileJob& job);
+  void tiles_part(TileJob& job, TileScratch& scratch) const;
+  static void tiles_job(void* job_self, int part, int) {
+    auto* p = static_cast<std::pair<CpuBackend*, TileJob*>*>(job_self);
+    p->first->tiles_part(*p->second, p->second->scratch[size_t(part)]);
+  }
+  void pin_caller();
+
+  const Precision precision_;
+  const KernelTable* k_;
+  std::string variant_;
+  std::string int8_slow_;  // IsaChoice::int8_slow
+  PackedModel pm_;
+  const bool streaming_;
+  const int W_;       // window length (1 slot in streaming)
+  const int nslots_;
+  InputScaler scaler_;  // x is scaled while it is copied into xbuf_; the next tick's statistics in finish_precompute
+  int prefetch_ = 0;
+  bool rewarm_ = true;
+  // The critical step's private copy of its weights: every layer's W_ih in the step's format (int8:
+  // with its scales and corrections), then the head, contiguous in the order the step reads them, then
+  // its scratch. No line of the weights is shared with the precompute workers (they read the packed
+  // model), rewarm() walks one region, and by default (HOTPATH_CPU_HUGEPAGES=0 turns it off) it sits on
+  // a transparent huge page: one dTLB entry for all of it instead of one per 4 KB. Measured on the lent
+  // Xeon (a KVM guest, where a TLB miss walks two page tables), critical step p50/p99 in us, huge vs 4 KB
+  // pages, two runs (bench/results/2026-12-02-xeon-cpu-{variants,issue15}.json): vollo_tiny int8
+  // 3.17/3.73 vs 4.05/8.79, then 4.12/6.00 vs 3.87/6.26; lstm_s window int8 2.55/3.87 vs 2.99/5.44, then
+  // 2.94/4.79 vs 3.00/6.54: p99 lower in both, p50 within the machine's noise.
+  struct CriticalLayer {
+    const void* w = nullptr;
+    const float* scale = nullptr;
+    const int32_t* corr = nullptr;
+  };
+  void build_critical_arena(bool huge, int kmax);
+  AlignedArray<char> crit_arena_;
+  size_t crit_bytes_ = 0;
+  bool crit_huge_ = false;
+  std::vector<CriticalLayer> crit_;
+  const float* crit_head_ = nullptr;     // the fp32 head, or
+  const int8_t* crit_head8_ = nullptr;  // the int8 head (int8 with O > kHeadRowMajorMax)
+  const float* crit_head8_scale_ = nullptr;
+  const int32_t* crit_head8_corr_ = nullptr;
+  size_t rewarm_offset_ = 0;  // where the next rewarm() starts
+  void rewarm();
+
+  size_t layer_floats_ = 0, slot_floats_ = 0;
+  AlignedArray<float> slots_;
+  // Critical-step scratch.
+  AlignedArray<float> u0_;
+  // In the critical arena, after the weights: x (scaled), h and c of every layer, the head's output,
+  // the activations in the kernels' formats.
+  float *xbuf_ = nullptr, *hs_ = nullptr, *cs_ = nullptr, *z_ = nullptr;
+  uint32_t* crit_pairs_ = nullptr;
+
+  int int8_act_ = 0;  // index into KernelTable::crit_i8
+  std::string options_text_;  // the CpuOptions it was made with (facts)
+  std::vector<Scratch> scratch_;  // one per precompute part
+  SpinPool pool_;
+  int nparts_ = 1;
+
+  long long ticks_ = 0;
+  bool pending_ = false;
+  long long pending_tick_ = 0;
+  bool pending_keep_ = false;
+  int pending_slot_ = 0;
+
+  // Pinning of the thread that calls step().
+  bool pin_ = false;
+  int critical_core_ = -1;
+  pthread_t pinned_thread_{};
+  std::vector<int> saved_affinity_;  // the pinned thread's cores before, restored by the destructor
+
+  // Counters (caller thread only).
+  long long precompute_count_ = 0;
+  double precompute_busy_us_sum_ = 0, precompute_wait_us_sum_ = 0;
+  volatile float sink_ = 0;
+};
+
+}  // namespace hotpath::cpu
