@@ -4,9 +4,14 @@
 # side by side, and the standard `hotpath bench` runs (fp32 / bf16 / int8). Results under OUT_DIR
 # (one tarball, cpu-bench.tgz, plus the log).
 #   scripts/cpu-bench.sh OUT_DIR [TICKS]
-# Cores: 0-1 left to the OS, the critical step on 2, the precompute on 3-14 (as gpu-bench.sh).
+# Cores, from nproc: 0-1 left to the OS, the critical step on 2, the precompute on 3 to the last but one
+# (3-14 on the lent machine's 16; the last stays free for the shell and the logging), as gpu-bench.sh.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
+NCPU=$(nproc)
+[ "$NCPU" -ge 6 ] || { echo "cpu-bench.sh: needs 6 cores or more (0-1 for the OS, 2 critical, 3.. precompute); this machine has $NCPU" >&2; exit 2; }
+CORES="2,3-$((NCPU - 2))"  # critical core, then the precompute workers
+W4=$(( NCPU - 2 < 6 ? NCPU - 2 : 6 ))  # the 4-worker run: 3-6 where there are 4 such cores
 OUT=${1:?usage: scripts/cpu-bench.sh OUT_DIR [TICKS]}
 TICKS=${2:-200000}
 BUILD=${BUILD:-build-cpu}
@@ -35,7 +40,7 @@ FILTER=${FILTER:-'lstm_s/window|vollo_tiny/streaming|lstm_s/streaming|lstm_m/win
 variant() {  # name, then environment assignments
   local name=$1; shift
   say "== critical step, $name: $*"
-  env "$@" timeout 300 "$BUILD/bench/bench_critical_step" --cpuset=2,3-14 --benchmark_filter="$FILTER" \
+  env "$@" timeout 300 "$BUILD/bench/bench_critical_step" --cpuset="$CORES" --benchmark_filter="$FILTER" \
     --benchmark_out="$R/critical-$name.json" --benchmark_out_format=json >"$R/critical-$name.txt" 2>&1
   grep -E 'critical_step|counters' "$R/critical-$name.txt" | sed 's/iterations:[0-9]*\/manual_time//' | tee -a "$LOG"
   pack
@@ -53,23 +58,23 @@ run() {  # name, then hotpath arguments (environment assignments before `run` ap
   pack
 }
 for p in fp32 bf16 int8; do
-  run "lstm_s_window_$p" bench --model lstm_s --backend cpu --precision $p --mode window --ticks "$TICKS" --cpuset 2,3-14
+  run "lstm_s_window_$p" bench --model lstm_s --backend cpu --precision $p --mode window --ticks "$TICKS" --cpuset "$CORES"
   run "vollo_tiny_streaming_$p" bench --model vollo_tiny --backend cpu --precision $p --mode streaming \
-    --ticks "$TICKS" --cpuset 2,3-14
+    --ticks "$TICKS" --cpuset "$CORES"
 done
 # 8-bit activations (faster, not within the int8 bound in general: the run says whether it is here)
 HOTPATH_CPU_INT8_ACT=8 run lstm_s_window_int8_act8 bench --model lstm_s --backend cpu --precision int8 --mode window \
-  --ticks "$TICKS" --cpuset 2,3-14
+  --ticks "$TICKS" --cpuset "$CORES"
 HOTPATH_CPU_INT8_ACT=8 run vollo_tiny_streaming_int8_act8 bench --model vollo_tiny --backend cpu --precision int8 \
-  --mode streaming --ticks "$TICKS" --cpuset 2,3-14
+  --mode streaming --ticks "$TICKS" --cpuset "$CORES"
 # The first ticks of an engine not warmed on creation
 run lstm_s_window_int8_nowarm bench --model lstm_s --backend cpu --precision int8 --mode window --ticks 20000 \
-  --cpuset 2,3-14 --no-warm
+  --cpuset "$CORES" --no-warm
 run vollo_tiny_streaming_int8_nowarm bench --model vollo_tiny --backend cpu --precision int8 --mode streaming \
-  --ticks 20000 --cpuset 2,3-14 --no-warm
+  --ticks 20000 --cpuset "$CORES" --no-warm
 # The precompute workers against the critical core: the same run on 1, 4 and (above) 12 workers
 run lstm_s_window_int8_w1 bench --model lstm_s --backend cpu --precision int8 --mode window --ticks $((TICKS / 4)) --cpuset 2,3
-run lstm_s_window_int8_w4 bench --model lstm_s --backend cpu --precision int8 --mode window --ticks $((TICKS / 4)) --cpuset 2,3-6
+run lstm_s_window_int8_w4 bench --model lstm_s --backend cpu --precision int8 --mode window --ticks $((TICKS / 4)) --cpuset "2,3-$W4"
 [ "${LSTM_M:-1}" = 1 ] && run lstm_m_window_int8 bench --model lstm_m --backend cpu --precision int8 --mode window \
-  --ticks $((TICKS / 8)) --cpuset 2,3-14
+  --ticks $((TICKS / 8)) --cpuset "$CORES"
 say "done"

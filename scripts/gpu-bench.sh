@@ -13,9 +13,12 @@ R="$BUILD/bench"
 rm -rf "$R"
 mkdir -p "$OUT" "$R"
 GOLDEN=${GOLDEN_DIR:-tests/data/golden}
-# Core 0 takes the OS's interrupts; the critical step gets its own core, precompute the next ones.
+# Core 0 takes the OS's interrupts; the critical step gets its own core, the precompute the next ones up to
+# the last but one (3-14 on the lent machine's 16 cores), from nproc.
 CRIT=2
-PRE="3-14"
+NCPU=$(nproc)
+[ "$NCPU" -ge 5 ] || { echo "gpu-bench.sh: needs 5 cores or more (2 critical, 3.. precompute); this machine has $NCPU" >&2; exit 2; }
+PRE="3-$((NCPU - 2))"
 
 run() {  # name, then hotpath arguments
   local name=$1; shift

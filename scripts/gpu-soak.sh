@@ -4,9 +4,9 @@
 #   kill: the host process is SIGKILLed mid-run; the GPU must be idle again within the lease, and the
 #         next process must start and answer correctly.
 #   soak: `hotpath bench` for SOAK_SECONDS (300) on each backend of SOAK_BACKENDS ("cuda cpu": both at
-#         once, on disjoint cores; cuda: cores 1-7, critical thread on 2; cpu: cores 8-15, critical 8,
-#         precompute 9-11), each at SOAK_RATE ticks/s (1000) with every answer checked against
-#         float64, an idle gap of 3 s every 30 s and a report every 60 s. Each run must then show 0
+#         once, on disjoint cores: the machine's halves, from nproc (16 cores: cuda on 1-7, critical
+#         thread on 2; cpu on 8-15, critical 8, precompute 9-11), each at SOAK_RATE ticks/s (1000)
+#         with every answer checked against float64, an idle gap of 3 s every 30 s and a report every 60 s. Each run must then show 0
 #         errors over the bound, 0 lost ticks or checks, RSS and GPU memory flat and the last
 #         interval's p99 within 10% of the first's. "Flat" is judged from the second interval on: in
 #         the first, the checker's output ring allocates its second 1 MiB block (at 65,536 records of
@@ -53,11 +53,14 @@ soak() {
                 --report-every 60 --idle-every-s 30 --idle-s 3 --seed 7)
   echo "== soak: ${secs} s on each of: ${SOAK_BACKENDS:-cuda cpu} (at once), ${rate} ticks/s, every answer checked"
   local pids=() jsons=()
+  # the machine's halves, from nproc (16 cores: cuda on 1-7, cpu on 8-15)
+  local h=$(( $(nproc) / 2 )) last=$(( $(nproc) - 1 ))
+  [ "$h" -ge 6 ] || { echo "soak: needs 12 cores or more (two halves of 6); this machine has $(nproc)"; return 2; }
   for b in ${SOAK_BACKENDS:-cuda cpu}; do
     case $b in
-      cuda) taskset -c 1-7 "$HP" bench "${common[@]}" --backend cuda --precision fp16 --cpuset 2 --check-threads 5 \
+      cuda) taskset -c "1-$((h - 1))" "$HP" bench "${common[@]}" --backend cuda --precision fp16 --cpuset 2 --check-threads $((h - 3)) \
               --json "$OUT/soak-cuda.json" >"$OUT/soak-cuda.log" 2>&1 & ;;
-      cpu)  taskset -c 8-15 "$HP" bench "${common[@]}" --backend cpu --precision bf16 --cpuset 8-11 --check-threads 4 \
+      cpu)  taskset -c "$h-$last" "$HP" bench "${common[@]}" --backend cpu --precision bf16 --cpuset "$h-$((h + 3))" --check-threads 4 \
               --json "$OUT/soak-cpu.json" >"$OUT/soak-cpu.log" 2>&1 & ;;
       *) echo "unknown soak backend $b"; return 2 ;;
     esac

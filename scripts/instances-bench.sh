@@ -70,14 +70,14 @@ if [ "${BENCH:-1}" = 1 ]; then
       ce=$((16 * n)); [ $ce -gt 256 ] && ce=256
       for iso in ${ISOLATIONS:-green shared}; do
         watched "$model-$iso-$n${TAG:-}" "$HP" bench --model "$model" --backend cuda --instances "$n" --isolation "$iso" \
-          --ticks "$TICKS" --warmup 2000 --check-every "$ce" --cpuset 0-15 ${ARGS:-} --json "$OUT/$model-$iso-$n${TAG:-}.json"
+          --ticks "$TICKS" --warmup 2000 --check-every "$ce" --cpuset "0-$(( $(nproc) - 1 ))" ${ARGS:-} --json "$OUT/$model-$iso-$n${TAG:-}.json"
       done
     done
   done
   if [ "${BESIDE:-1}" = 1 ]; then
     for iso in ${ISOLATIONS:-green shared}; do
       watched "lstm_s-$iso-8-beside${TAG:-}" "$HP" bench --model lstm_s --backend cuda --instances 8 --isolation "$iso" \
-        --beside-backtest --ticks "$TICKS" --warmup 2000 --check-every 128 --cpuset 0-7 ${ARGS:-} --json "$OUT/lstm_s-$iso-8-beside${TAG:-}.json"
+        --beside-backtest --ticks "$TICKS" --warmup 2000 --check-every 128 --cpuset "0-$(( $(nproc) / 2 - 1 ))" ${ARGS:-} --json "$OUT/lstm_s-$iso-8-beside${TAG:-}.json"
     done
   fi
 fi
