@@ -79,9 +79,9 @@ BUILD=${BUILD_DIR:-$ROOT/build-gpu}
 QUICK=0
 PLAN=0
 
+need() { [ $# -ge 2 ] || die "$1 needs a value"; }  # need "$@": the flag in $1 has its value in $2
 while [ $# -gt 0 ]; do
   arg=$1
-  need() { [ $# -ge 2 ] || die "$arg needs a value"; }
   case $arg in
     --quick) QUICK=1 ;;
     --skip) need "$@"; set_parts 0 "$2"; shift ;;

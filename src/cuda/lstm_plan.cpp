@@ -415,7 +415,7 @@ void plan_own_precompute(LstmPlan& plan, const Model& model, Mode mode, int wind
 
 // dry: the sizes and placement only (no weights packed), for the automatic precompute's choice.
 // compute_warps: the most compute warps a block may have (0: as many as fit); reg_wgs > 0: tiles in
-// registers, the compute warps exactly 4 x reg_wgs (the caller checks grid_register_tiles_fit).
+// registers, the compute warps exactly 4 x reg_wgs (the caller checks grid_register_tiles_misfit).
 LstmPlan plan_grid_as(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
                       const DeviceLimits& limits, int max_precompute_blocks, GridPrecompute precompute,
                       int compute_warps, int reg_wgs, bool dry) {
@@ -431,7 +431,7 @@ LstmPlan plan_grid_as(const Model& model, Precision precision, Mode mode, int wi
     return std::min(MultiBlockPolicy::max_compute_warps, threads / 32 - p.poll_warps - 1 - kGridCellWarps);
   };
   p.grid_wide = compute_warps_in(kGridBlockThreads) < MultiBlockPolicy::min_compute_warps ? 1 : 0;
-  const int fit_compute = compute_warps_in(p.grid_wide ? kMaxBlockThreads : kGridBlockThreads);
+  const int fit_compute = compute_warps_in(p.grid_block_threads());
   if (compute_warps > fit_compute)
     throw UnsupportedError(std::to_string(compute_warps) + " compute warps a block do not fit beside its " +
                            std::to_string(p.poll_warps) + " poller, cell and service warps (at most " +
@@ -525,14 +525,17 @@ LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int windo
       why = std::string(limits.name) + " cannot move registers between warpgroups (setmaxnreg: Hopper, in a build for sm_90a)";
     for (int i = int(std::size(kGridRegWGChoices)) - 1; limits.warpgroup_registers && i >= 0; --i) {
       const GridRegWGChoice& c = kGridRegWGChoices[i];
-      if (grid.compute_warps > 0 && grid.compute_warps != 4 * c.wgs) continue;
       std::string no;
-      try {
-        const LstmPlan probe = plan_grid_as(model, precision, mode, window, mailbox, limits, max_precompute_blocks,
-                                            precompute, 0, c.wgs, true);
-        no = grid_register_tiles_misfit(probe.params);
-      } catch (const UnsupportedError& e) {
-        no = e.what();
+      if (grid.compute_warps > 0 && grid.compute_warps != 4 * c.wgs) {
+        no = std::to_string(grid.compute_warps) + " were asked for";
+      } else {
+        try {
+          const LstmPlan probe = plan_grid_as(model, precision, mode, window, mailbox, limits, max_precompute_blocks,
+                                              precompute, 0, c.wgs, true);
+          no = grid_register_tiles_misfit(probe.params);
+        } catch (const UnsupportedError& e) {
+          no = e.what();
+        }
       }
       if (no.empty())
         return plan_grid_as(model, precision, mode, window, mailbox, limits, max_precompute_blocks, precompute, 0, c.wgs,
@@ -549,9 +552,9 @@ LstmPlan plan_grid(const Model& model, Precision precision, Mode mode, int windo
 std::string grid_register_tiles_misfit(const LstmParams& p) {
   const GridRegWGChoice* choice = nullptr;
   for (const GridRegWGChoice& c : kGridRegWGChoices)
-    if (c.wgs == p.grid_reg_wgs && c.threads == (p.grid_wide ? kMaxBlockThreads : kGridBlockThreads)) choice = &c;
+    if (c.wgs == p.grid_reg_wgs && c.threads == p.grid_block_threads()) choice = &c;
   if (!choice) return "no kernel instantiation for " + std::to_string(p.grid_reg_wgs) + " compute warpgroups in blocks of " +
-                      std::to_string(p.grid_wide ? kMaxBlockThreads : kGridBlockThreads) + " threads";
+                      std::to_string(p.grid_block_threads()) + " threads";
   if (p.compute_warps != 4 * choice->wgs)
     return std::to_string(p.gpb) + " unit groups a block do not split over " + std::to_string(4 * choice->wgs) + " warps";
   if (p.compute_warps + kGridCellWarps + p.poll_warps + 1 > choice->threads / 32)

@@ -709,7 +709,7 @@ TEST(GridPlan, TilesFallBackToSharedMemoryAndForcedChoicesAreCheckedByName) {
   EXPECT_EQ(t.params.grid_reg_wgs, 0);
   twelve.tiles = cuda::GridTiles::registers;
   expect_unsupported([&] { cuda::plan_grid(l, Precision::fp16, Mode::window, 50, {}, h200_like(), 0, twelve); },
-                     "cannot hold its tiles in registers");
+                     "cannot hold its tiles in registers here (8 compute warps: 12 were asked for)");
   cuda::GridPlanOptions too_many;
   too_many.compute_warps = 14;
   too_many.tiles = cuda::GridTiles::shared;

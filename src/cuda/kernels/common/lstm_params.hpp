@@ -156,7 +156,7 @@ enum class GridPrecompute : int { separate, in_critical, automatic };
 //              read once the words are there. The tiles need registers the compute warps lack at 128 a
 //              thread, so the compute warps fill whole warpgroups and take registers from the others'
 //              (Hopper's setmaxnreg; grid_warpgroup_registers).
-//   automatic: registers where the plan allows it (grid_register_tiles_fit), else shared.
+//   automatic: registers where the plan allows it (lstm_plan.hpp, grid_register_tiles_misfit), else shared.
 //              A plan holds shared or registers (LstmParams::grid_reg_wgs), never automatic.
 enum class GridTiles : int { automatic, registers, shared };
 inline const char* grid_tiles_name(GridTiles t) {
@@ -336,13 +336,14 @@ struct LstmParams {
 
   int threads() const {
     if (family == KernelFamily::cluster) return 32 * compute_warps;  // block 0's compute warps poll, no other warps
-    const int warps = compute_warps + poll_warps + (variant == kVariantRegs ? 0 : 1) +
-                      (family == KernelFamily::grid ? kGridCellWarps : 0);
     // tiles in registers: the instantiation's block, whole warpgroups (the registers it moves between them
     // are those of its launch bounds; spare warps fill the last)
-    if (grid_reg_wgs > 0) return grid_wide ? kMaxBlockThreads : kGridBlockThreads;
-    return 32 * warps;
+    if (grid_reg_wgs > 0) return grid_block_threads();
+    return 32 * (compute_warps + poll_warps + (variant == kVariantRegs ? 0 : 1) +
+                 (family == KernelFamily::grid ? kGridCellWarps : 0));
   }
+  // grid: the block size of the kernel instantiation the plan runs (its __launch_bounds__)
+  int grid_block_threads() const { return grid_wide ? kMaxBlockThreads : kGridBlockThreads; }
   // Blocks launched: the critical blocks, then the precompute, rounded up to whole clusters.
   int grid() const {
     const int n = nc + np;

@@ -132,6 +132,14 @@ __device__ __forceinline__ uint4 b_pair(const uint4* row, int j, bool valid) {
 // Tile 2j + odd's two B registers out of such a word: b0, b1 of tile 2j, then of tile 2j+1.
 __device__ __forceinline__ uint32_t b_lo(const uint4& pair, int odd) { return odd ? pair.z : pair.x; }
 __device__ __forceinline__ uint32_t b_hi(const uint4& pair, int odd) { return odd ? pair.w : pair.y; }
+// A unit group's gate sums out of its two m16 tiles' accumulators (two chains each, by tile parity): lane
+// (g, t = 0) gets rows g and g+8 of both tiles, hi + lo columns summed (gates i, f, g, o of unit g).
+__device__ __forceinline__ void sum_chains(const float (&acc)[2][2][4], float (&y)[4]) {
+  y[0] = (acc[0][0][0] + acc[0][0][1]) + (acc[0][1][0] + acc[0][1][1]);
+  y[1] = (acc[0][0][2] + acc[0][0][3]) + (acc[0][1][2] + acc[0][1][3]);
+  y[2] = (acc[1][0][0] + acc[1][0][1]) + (acc[1][1][0] + acc[1][1][1]);
+  y[3] = (acc[1][0][2] + acc[1][0][3]) + (acc[1][1][2] + acc[1][1][3]);
+}
 template <bool BF16>
 __device__ __forceinline__ void gates_range(const uint4* frag, int kt, int k0, int k1, const uint32_t* xin32,
                                             int stride32, float (&y)[4]) {
@@ -157,10 +165,7 @@ __device__ __forceinline__ void gates_range(const uint4* frag, int kt, int k0, i
       dev::mma16816<BF16>(acc[1][i & 1], a1[i], b0, b1);
     }
   }
-  y[0] = (acc[0][0][0] + acc[0][0][1]) + (acc[0][1][0] + acc[0][1][1]);
-  y[1] = (acc[0][0][2] + acc[0][0][3]) + (acc[0][1][2] + acc[0][1][3]);
-  y[2] = (acc[1][0][0] + acc[1][0][1]) + (acc[1][1][0] + acc[1][1][1]);
-  y[3] = (acc[1][0][2] + acc[1][0][3]) + (acc[1][1][2] + acc[1][1][3]);
+  sum_chains(acc, y);
 }
 
 // The compute warps and the cell warp meet twice a layer on named barriers (1 is the compute warps' own):
@@ -569,10 +574,7 @@ __device__ __forceinline__ void gates_l2(const uint4* frag, int kt, int k0, int 
       dev::mma16816<BF16>(acc[1][1], w[1][i + 1], b_lo(b, 1), b_hi(b, 1));
     }
   }
-  y[0] = (acc[0][0][0] + acc[0][0][1]) + (acc[0][1][0] + acc[0][1][1]);
-  y[1] = (acc[0][0][2] + acc[0][0][3]) + (acc[0][1][2] + acc[0][1][3]);
-  y[2] = (acc[1][0][0] + acc[1][0][1]) + (acc[1][1][0] + acc[1][1][1]);
-  y[3] = (acc[1][0][2] + acc[1][0][3]) + (acc[1][1][2] + acc[1][1][3]);
+  sum_chains(acc, y);
 }
 
 // GridTiles::registers: this warp's tiles [k0, k1) of both m16 tiles (frag = [2][kt][32] uint4, in shared
@@ -610,10 +612,7 @@ __device__ __forceinline__ void gates_regs(const uint4 (&ta)[2][kTiles], int k0,
     dev::mma16816<BF16>(acc[0][i & 1], ta[0][i], b0, b1);
     dev::mma16816<BF16>(acc[1][i & 1], ta[1][i], b0, b1);
   }
-  y[0] = (acc[0][0][0] + acc[0][0][1]) + (acc[0][1][0] + acc[0][1][1]);
-  y[1] = (acc[0][0][2] + acc[0][0][3]) + (acc[0][1][2] + acc[0][1][3]);
-  y[2] = (acc[1][0][0] + acc[1][0][1]) + (acc[1][1][0] + acc[1][1][1]);
-  y[3] = (acc[1][0][2] + acc[1][0][3]) + (acc[1][1][2] + acc[1][1][3]);
+  sum_chains(acc, y);
 }
 
 // Hopper's register moves between warpgroups (GridTiles::registers): the compute warpgroups grow to
@@ -1154,6 +1153,7 @@ const void* grid_kernel(const LstmParams& p) {
 // The launch's blocks that can be co-resident where `stream`'s work runs (a green context or MPS may
 // hold fewer SMs than the device).
 cudaError_t grid_fits(const LstmParams& p, cudaStream_t stream, const void* fn, long long* fits) {
+  if (!fn) return cudaErrorInvalidValue;  // a plan no instantiation serves (the planner makes none)
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);
   if (e != cudaSuccess) return e;
   int per_sm = 0;
@@ -1170,15 +1170,12 @@ cudaError_t grid_fits(const LstmParams& p, cudaStream_t stream, const void* fn, 
 }  // namespace
 
 cudaError_t grid_max_coresident(const LstmParams& p, cudaStream_t stream, long long* fits) {
-  const void* fn = grid_kernel(p);
-  if (!fn) return cudaErrorInvalidValue;
-  return grid_fits(p, stream, fn, fits);
+  return grid_fits(p, stream, grid_kernel(p), fits);
 }
 
 cudaError_t launch_lstm_grid(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
   if (p.stall_tick >= 0) return cudaErrorInvalidValue;  // the stall hook is compiled into the cta and cluster kernels only
   const void* fn = grid_kernel(p);
-  if (!fn) return cudaErrorInvalidValue;  // a plan no instantiation serves (the planner makes none)
   long long fits = 0;
   const cudaError_t e = grid_fits(p, stream, fn, &fits);
   if (e != cudaSuccess) return e;
