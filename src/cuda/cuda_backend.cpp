@@ -320,8 +320,9 @@ class CudaBackend final : public Backend {
   }
 
   // The grid kernel's parts of a tick, per block (GridLayerStat, read on the side stream): each mark's
-  // mean over the ticks, in SM cycles from the block's start of the tick; then the mean and the largest
-  // over the blocks. The head's words are block 0's alone (the others send, they do not gather).
+  // mean over the ticks, in SM cycles from the block's start of the tick (the warps' poll rounds: a count);
+  // then the mean and the largest over the blocks. The head's words are block 0's alone (the others send,
+  // they do not gather).
   void add_grid_counters(std::map<std::string, double>& c) const {
     const cuda::LstmParams& p = plan_.params;
     std::vector<unsigned long long> sums(size_t(p.nc) * cuda::kGridStatSlots);
@@ -335,21 +336,24 @@ class CudaBackend final : public Backend {
       const std::string L = l == p.L ? std::string("grid_head_") : "grid_layer" + std::to_string(l) + "_";
       for (int i = 0; i < cuda::kGridLayerStats; ++i) {
         const bool head_words = l == p.L && (i == cuda::kGrWordsFirst || i == cuda::kGrWordsLast);
-        if (l == p.L && (i == cuda::kGrTilesLast || i == cuda::kGrMeet)) continue;
+        if (l == p.L && (i == cuda::kGrTilesLast || i == cuda::kGrMeet || i == cuda::kGrSums || i == cuda::kGrCell))
+          continue;
         if ((l == 0 || l == p.L) && i >= cuda::kGrWarpWaitMean) continue;  // the warps' own spans: hidden layers
+        const bool cycles = cuda::grid_stat_in_cycles(i);
         double sum = 0, most = 0;
         int blocks = 0;
         for (int b = 0; b < (head_words ? 1 : p.nc); ++b) {
           const unsigned long long* s = sums.data() + size_t(b) * cuda::kGridStatSlots;
           if (s[0] == 0) continue;
-          const double v = double(s[1 + cuda::kGridLayerStats * l + i]) / double(s[0]);
+          const double v = double(s[1 + cuda::kGridLayerStats * l + i]) / double(s[0]) / (cycles ? 1.0 : 100.0);
           sum += v;
           most = std::max(most, v);
           ++blocks;
         }
         if (!blocks) continue;
-        c[L + cuda::kGridLayerStatNames[i] + "_cycles_mean"] = sum / blocks;
-        c[L + cuda::kGridLayerStatNames[i] + "_cycles_max_block"] = most;
+        const std::string name = L + cuda::kGridLayerStatNames[i] + (cycles ? "_cycles" : "");
+        c[name + "_mean"] = sum / blocks;
+        c[name + "_max_block"] = most;
       }
     }
   }

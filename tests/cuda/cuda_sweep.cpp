@@ -170,6 +170,8 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
       for (const char* part : cuda::kGridLayerStatNames)
         if (c.count(L + part + "_cycles_mean"))
           std::printf("  %s %.0f/%.0f", part, c.at(L + part + "_cycles_mean"), c.at(L + part + "_cycles_max_block"));
+        else if (c.count(L + part + "_mean"))  // a count (the warps' poll rounds)
+          std::printf("  %s %.2f/%.2f", part, c.at(L + part + "_mean"), c.at(L + part + "_max_block"));
       std::printf("\n");
     }
   }

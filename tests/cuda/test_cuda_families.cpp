@@ -163,10 +163,22 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
       if (l < L) {
         EXPECT_LE(mark("words_first"), mark("words_last")) << at;
         EXPECT_LE(mark("words_last"), mark("tiles_last")) << at;  // each warp's words before its sums
+        // the cell warp passes its marks in order on its own clock (the head's sent: it may not)
+        EXPECT_LE(mark("meet"), mark("sums")) << at;
+        EXPECT_LE(mark("sums"), mark("cell")) << at;
         if (!flags && !counters && l < L - 1)
-          EXPECT_LE(mark("meet"), mark("sent")) << at;  // the cell warp passes both (the head's: it may not)
+          EXPECT_LE(mark("cell"), mark("sent")) << at;
         else
           EXPECT_GT(mark("sent"), 0.0) << at;
+        if (l > 0 && !flags && !counters) {  // every warp looked at its words at least once, its slowest lane too
+          const auto polls = c.find(at + "warp_polls_mean"), most = c.find(at + "warp_polls_max_mean");
+          EXPECT_NE(polls, c.end()) << at;
+          EXPECT_NE(most, c.end()) << at;
+          if (polls != c.end() && most != c.end()) {
+            EXPECT_GE(polls->second, 1.0) << at;
+            EXPECT_LE(polls->second, most->second) << at;
+          }
+        }
         if (l > 0) {  // each warp's own wait and tiles, on its own clock: a block's mean within its largest
           EXPECT_LE(mark("warp_wait_mean"), mark("warp_wait_max")) << at;
           EXPECT_LE(mark("warp_tiles_mean"), mark("warp_tiles_max")) << at;

@@ -246,7 +246,7 @@ TEST(KernelChoice, StacCGoesToTheGridWithLayer0InL2) {
   EXPECT_EQ(p.grid_l2_layers, 1);
   EXPECT_EQ(p.nc, 125);  // one unit group (8 units) a block
   // the why names where the tiles are read and the cell warp's lanes (8 compute warps: two lanes a unit)
-  EXPECT_NE(choice.why.find("8 compute warps a block holding each layer's tiles in registers (184 a thread"),
+  EXPECT_NE(choice.why.find("8 compute warps a block holding each layer's tiles in registers (176 a thread"),
             std::string::npos)
       << choice.why;
   EXPECT_NE(choice.why.find("the cell warp adding each unit's k-shares in 2 lanes"), std::string::npos) << choice.why;
@@ -664,7 +664,7 @@ TEST(GridPlan, TilesInRegistersFillWholeWarpgroupsOfAnInstantiation) {
               cuda::grid_launch_registers(p.threads()) * wgs)
         << c.name;
   }
-  EXPECT_EQ(cuda::grid_warpgroup_registers(512, 2), 184);
+  EXPECT_EQ(cuda::grid_warpgroup_registers(512, 2), 176);
   EXPECT_EQ(cuda::grid_warpgroup_registers(512, 3), 144);
   EXPECT_EQ(cuda::grid_warpgroup_registers(512, 4), 0);  // nothing left to give
 }

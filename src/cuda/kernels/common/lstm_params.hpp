@@ -98,22 +98,27 @@ inline constexpr int kMaxClusterBlocks = 16;
 // the ticks, each from the block's start of the tick (its compute warps past the input barrier, the input
 // in shared memory): the first and the last compute warp holding its words of the layer's input (layer 0:
 // the input, already there; the head: block 0's warps holding every block's partial sums), the last
-// warp's gate sums done, the k-shares met (the barrier passed), and the layer's output sent (the head:
-// the block's partial sums sent; block 0: the answer stored). Read on the host as differences of means.
-// The SM clocks of one block's warps can disagree by a few hundred cycles, so layers l >= 1 also have
-// spans that each compute warp times on its own clock, averaged and maxed over the block's warps: its wait
-// (from passing the cells' barrier of layer l-1 to holding its words of layer l) and its tiles (from its
-// words to its gate sums stored).
+// warp's gate sums done, the k-shares met (the barrier passed), the cell warp's sums added and its cells
+// run, and the layer's output sent (the head: the block's partial sums sent; block 0: the answer stored).
+// Read on the host as differences of means. The SM clocks of one block's warps can disagree by a few
+// hundred cycles, so layers l >= 1 also have spans that each compute warp times on its own clock, averaged
+// and maxed over the block's warps: its wait (from passing the cells' barrier of layer l-1 to holding its
+// words of layer l) and its tiles (from its words to its gate sums stored); and how many rounds of loads
+// its slowest lane sent for its words (tagged words: one when they were there at the first look), in
+// hundredths, averaged and maxed over the warps.
 enum GridLayerStat : int {
-  kGrWordsFirst, kGrWordsLast, kGrTilesLast, kGrMeet, kGrSent,
-  kGrWarpWaitMean, kGrWarpWaitMax, kGrWarpTilesMean, kGrWarpTilesMax, kGridLayerStats
+  kGrWordsFirst, kGrWordsLast, kGrTilesLast, kGrMeet, kGrSums, kGrCell, kGrSent,
+  kGrWarpWaitMean, kGrWarpWaitMax, kGrWarpTilesMean, kGrWarpTilesMax, kGrWarpPolls, kGrWarpPollsMax, kGridLayerStats
 };
-// Their names in counters() (grid_layer<l>_<name>_cycles_mean, ..._max_block), in GridLayerStat's order.
+// Their names in counters() (grid_layer<l>_<name>_cycles_mean, ..._max_block; the poll rounds without
+// "_cycles", as rounds), in GridLayerStat's order.
 inline constexpr const char* kGridLayerStatNames[kGridLayerStats] = {
-    "words_first", "words_last", "tiles_last", "meet", "sent", "warp_wait_mean", "warp_wait_max", "warp_tiles_mean",
-    "warp_tiles_max"};
-// Each compute warp's marks of a layer (GridMarks): its words taken, its gate sums done, its wait begun.
-inline constexpr int kGridWarpMarks = 3;
+    "words_first", "words_last", "tiles_last", "meet", "sums", "cell", "sent", "warp_wait_mean", "warp_wait_max",
+    "warp_tiles_mean", "warp_tiles_max", "warp_polls", "warp_polls_max"};
+inline constexpr bool grid_stat_in_cycles(int stat) { return stat < kGrWarpPolls; }
+// Each compute warp's marks of a layer (GridMarks): its words taken, its gate sums done, its wait begun
+// (clocks), its poll rounds (a count).
+inline constexpr int kGridWarpMarks = 4;
 inline constexpr int kGridStatSlots = 1 + kGridLayerStats * (kMaxLayers + 1);
 
 // The precompute's parts of a round (SharedWords::pre_sum): rounds timed, then SM cycles from the
@@ -163,14 +168,15 @@ inline const char* grid_tiles_name(GridTiles t) {
   return t == GridTiles::registers ? "registers" : t == GridTiles::shared ? "shared" : "auto";
 }
 // The registers path: the registers a thread of the other warpgroups keeps (the cell warp, the pollers, the
-// service warp; ptxas, sm_90a: the cell warp spills below 72).
-inline constexpr int kGridOtherRegs = 72;
+// service warp; ptxas, sm_90a: with 80 the cell warp's layer loop holds everything it uses in registers, with
+// 72 it reloads spilled values inside the loop).
+inline constexpr int kGridOtherRegs = 80;
 // The grid kernel's instantiations with tiles in registers: block threads, compute warpgroups, and the k16
-// tiles a compute warp holds for one layer. One: 2 warpgroups of 184 registers, 8 tiles (ptxas, sm_90a: no
+// tiles a compute warp holds for one layer. One: 2 warpgroups of 176 registers, 8 tiles (ptxas, sm_90a: no
 // spill). Not kept: 3 warpgroups of 144 registers with 6 tiles spill 36 bytes a thread, and on the H200 their
 // answer was no faster than with the tiles in shared memory while the own precompute ran at 63 % of its rate
 // (lstm_l window, docs/cuda.md "The grid kernel, fifth round"); 640-thread blocks would leave 2 compute
-// warpgroups 128 registers, where 8 tiles spill.
+// warpgroups 120 registers, where 8 tiles spill.
 struct GridRegWGChoice {
   int threads, wgs, tiles;
 };

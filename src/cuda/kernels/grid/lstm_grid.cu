@@ -76,10 +76,10 @@ __device__ __forceinline__ bool wait_flags(const unsigned* flags, int n, unsigne
 // The tagged exchange's consumer side: threads first, first + step, ... spin on their pairs of words
 // [from, n) (an input or a layer's h, hi | lo; from even) until their tags reach seq, then write them
 // into the two rows (hi, lo) of `rows` that the MMAs read. Two pairs a thread are in flight at once, so a
-// thread with two pairs waits one L2 round trip, not two. False if the block quits first (the rows then
-// hold garbage nobody reads).
+// thread with two pairs waits one L2 round trip, not two. `rounds` counts the thread's rounds of loads.
+// False if the block quits first (the rows then hold garbage nobody reads).
 __device__ __forceinline__ bool take_words(const unsigned long long* words, int from, int n, unsigned seq, uint16_t* rows,
-                                           int stride, int first, int step, volatile CtaFlags* f) {
+                                           int stride, int first, int step, volatile CtaFlags* f, int& rounds) {
   uint32_t* const hi = reinterpret_cast<uint32_t*>(rows);
   uint32_t* const lo = hi + stride / 2;
   for (int i = from / 2 + first; 2 * i < n; i += 2 * step) {
@@ -89,6 +89,7 @@ __device__ __forceinline__ bool take_words(const unsigned long long* words, int 
     for (;;) {
       dev::ld_words2_gpu(words + 2 * i, w[0], w[1]);
       if (has2) dev::ld_words2_gpu(words + 2 * i2, w[2], w[3]);
+      ++rounds;
       bool ok = dev::reached(dev::tag_of(w[0]), seq) && (2 * i + 1 >= n || dev::reached(dev::tag_of(w[1]), seq));
       if (has2)
         ok = ok && dev::reached(dev::tag_of(w[2]), seq) && (2 * i2 + 1 >= n || dev::reached(dev::tag_of(w[3]), seq));
@@ -105,6 +106,11 @@ __device__ __forceinline__ bool take_words(const unsigned long long* words, int 
     }
   }
   return true;
+}
+__device__ __forceinline__ bool take_words(const unsigned long long* words, int from, int n, unsigned seq, uint16_t* rows,
+                                           int stride, int first, int step, volatile CtaFlags* f) {
+  int rounds = 0;
+  return take_words(words, from, n, seq, rows, stride, first, step, f, rounds);
 }
 
 // The producer side for the input: block 0's warp 0 stores the first n elements of the two rows (hi, lo)
@@ -441,8 +447,8 @@ __device__ void own_round(const LstmParams& p, char* smem, const OwnState& st, u
 
 // This tick's marks (GridLayerStat) in shared memory, the SM clock's low 32 bits when passed: each
 // compute warp's own [warp][L + 1][kGridWarpMarks] (its words taken, its gate sums done, its wait begun:
-// plain stores, no contention before the barrier), then the block's [L + 1][kGridLayerStats] (meet,
-// sent), set by the one thread that passes them. ~0u: not passed this tick (a clock reading of exactly
+// plain stores, no contention before the barrier; and its poll rounds, a count), then the block's
+// [L + 1][kGridLayerStats] (meet, sums, cell, sent), set by the one thread that passes them. ~0u: not passed this tick (a clock reading of exactly
 // ~0u is one in 2^32).
 struct GridMarks {
   unsigned* warp_marks;
@@ -454,6 +460,7 @@ struct GridMarks {
   __device__ void warp(int w, int l, int which) const {  // which: 0 words, 1 gate sums, 2 wait begun
     warp_marks[(w * (L + 1) + l) * kGridWarpMarks + which] = unsigned(clock64());
   }
+  __device__ void polls(int w, int l, int rounds) const { warp_marks[(w * (L + 1) + l) * kGridWarpMarks + 3] = unsigned(rounds); }
   __device__ static int block_slot(int l, int part) { return l * kGridLayerStats + part; }
   __device__ void block(int l, int part) const { block_marks[block_slot(l, part)] = unsigned(clock64()); }
   __device__ void reset(int warps, int first, int step) const {
@@ -473,11 +480,17 @@ struct GridMarks {
       for (int l = lane; l <= L; l += 32) {
         unsigned long long first = ~0ull, last = 0, tiles = 0;
         unsigned long long wait_sum = 0, wait_max = 0, tiles_sum = 0, tiles_max = 0;  // each warp's own clock
-        int timed = 0;
+        unsigned long long polls_sum = 0, polls_max = 0;
+        int timed = 0, polled = 0;
         bool any = false;
         for (int w = 0; w < p.compute_warps; ++w) {
           const unsigned* const wm = warp_marks + (w * (L + 1) + l) * kGridWarpMarks;
-          const unsigned words = wm[0], done = wm[1], begun = wm[2];
+          const unsigned words = wm[0], done = wm[1], begun = wm[2], polls = wm[3];
+          if (polls != ~0u) {
+            polls_sum += polls;
+            polls_max = max(polls_max, (unsigned long long)polls);
+            ++polled;
+          }
           if (words != ~0u && done != ~0u && begun != ~0u) {
             const unsigned long long wait = (unsigned)max(0, int(words - begun)), work = (unsigned)max(0, int(done - words));
             wait_sum += wait;
@@ -505,7 +518,11 @@ struct GridMarks {
           atomicAdd(at + kGrWarpTilesMean, tiles_sum / timed);
           atomicAdd(at + kGrWarpTilesMax, tiles_max);
         }
-        for (int part : {int(kGrMeet), int(kGrSent)}) {
+        if (polled) {  // in hundredths
+          atomicAdd(at + kGrWarpPolls, 100 * polls_sum / polled);
+          atomicAdd(at + kGrWarpPollsMax, 100 * polls_max);
+        }
+        for (int part : {int(kGrMeet), int(kGrSums), int(kGrCell), int(kGrSent)}) {
           const unsigned v = block_marks[l * kGridLayerStats + part];
           if (v != ~0u) atomicAdd(at + part, since(v));
         }
@@ -756,12 +773,16 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       int k0, k1;
       share(l, k0, k1);
       if (l > 0 && lane == 0) marks.warp(warp, l, 2);
-      if (kRegTiles > 0 && l > 0) load_layer_tiles(l);  // while the layer's words are on their way
+      // while the layer's words are on their way (issued after the first look instead, the look came back
+      // no sooner and the answer was ~1,000 cycles later on the H200: docs/cuda.md, "The grid kernel, sixth
+      // round")
+      if (kRegTiles > 0 && l > 0) load_layer_tiles(l);
+      int rounds = 0;  // of this lane's loads of its words
       if (l > 0 && tagged) {
         // the words of this warp's k16 tiles of layer l-1's output: its MMAs start when their producers
         // are done, not every block (a quit ends the wait: garbage, never read)
         take_words(p.xch_words + gw.layer_in(l), 16 * k0, min(16 * k1, H), seq, const_cast<uint16_t*>(in), stride, lane,
-                   32, f);
+                   32, f, rounds);
         __syncwarp();
       } else if (l > 0) {
         // every slice of layer l-1's output has arrived (a quit ends the wait: garbage, never read)
@@ -792,6 +813,10 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       // the sums to the cell warp, then wait for its cells: no warp polls the next layer's words (L2 traffic
       // that slows every block's exchange) before this block's own are on their way
       bar_arrive(kBarSums, nbar);
+      if (l > 0 && tagged && k1 > k0) {  // while the cells run; a warp without words of this layer never looks
+        const int most = __reduce_max_sync(0xffffffffu, rounds);
+        if (lane == 0) marks.polls(warp, l, most);
+      }
       bar_sync(kBarCells, nbar);
       if (l == 0) {
         t_l0 = clock64();
@@ -927,24 +952,30 @@ __device__ __forceinline__ T* kept(T* q) {
 
 // The cell warp (kGridCellWarps): every layer it waits for the compute warps' k-share sums, adds them, runs
 // the cells of the block's Ub units and sends h (tagged words straight to L2; the other exchanges: the
-// stage that compute warp 0 copies), then lets the compute warps go on. Everything its loop needs but the
-// layer's data is worked out once, in registers (kept). On the H200 it takes ~870 cycles a layer from the
-// meeting to the words sent, where the same cell on compute warp 0 took ~1,390 (docs/cuda.md, "The grid
-// kernel's cell warp"). It leaves when the compute warps do (their decision, read after the barrier they
-// arrive at on leaving).
-template <bool BF16>
+// stage that compute warp 0 copies), then lets the compute warps go on. One warp's chain of dependent
+// instructions, kept short: kParts (CellShape's lanes a unit) is a template argument (shifts and unrolled
+// shuffles, no branch on it), every load of a pass is issued before the first add and before the quit check
+// (the addresses are valid whatever the compute warps did), and what a layer's loads need is kept in
+// registers and advanced by adds (kept). On the H200 it takes ~900 cycles from the last compute warp's sums
+// to the words sent, as it did with twice the instructions (docs/cuda.md, "The grid kernel, sixth round").
+// It leaves when the compute warps do (their decision, read after the barrier they arrive at on leaving).
+template <bool BF16, int kParts>
 __device__ void multi_cells(const LstmParams& p, char* smem, volatile CtaFlags* f, int b) {
+  constexpr int kPlog = kParts == 4 ? 2 : kParts == 2 ? 1 : 0;
+  constexpr int kPerPass = 32 >> kPlog;
+  static_assert(kParts == 1 << kPlog, "1, 2 or 4 lanes a unit");
   const int lane = threadIdx.x & 31;
-  const CellShape cs(p);
   const int H = kept(p.H), L = kept(p.L), O = kept(p.O), ksplit = kept(p.ksplit), nc = kept(p.nc);
   const int Ub = kept(p.gpb * kUnitsPerGroup), u0 = b * Ub;
   const int nbar = kept(p.compute_warps * 32 + 32 * kGridCellWarps);
-  const int parts = kept(cs.parts), plog = kept(cs.plog), per_pass = kept(cs.per_pass);
-  const bool fold = kept(int(cs.fold)) != 0, tagged = kept(int(p.grid_exchange == GridExchange::tagged)) != 0;
+  const bool fold = kept(int(CellShape(p).fold)) != 0, tagged = kept(int(p.grid_exchange == GridExchange::tagged)) != 0;
   const bool own = kept(int(p.grid_precompute == GridPrecompute::in_critical)) != 0;
-  const int part = lane & (parts - 1), jl = lane >> plog;
+  const int part = lane & (kParts - 1), jl = lane >> kPlog;
   const GridWords gw = grid_words(p);
   const int kh = kept(gw.kh);
+  // the rounds of kSharesInFlight loads that bring a lane its shares part, part + kParts, ... (one where
+  // CellShape chose kParts; more only where a forced count is smaller)
+  const int rounds = (ksplit + kSharesInFlight * kParts - 1) / (kSharesInFlight * kParts);
   // layer l's words: words1 + (l - 1) kh (l >= 1); output o's head word of this block: head0 + o nc
   unsigned long long* const words1 = kept(p.xch_words + gw.layer_in(1) + u0);
   unsigned long long* const head0 = kept(p.xch_words + gw.head(0) + b);
@@ -957,47 +988,61 @@ __device__ void multi_cells(const LstmParams& p, char* smem, volatile CtaFlags* 
   float* const h32 = reinterpret_cast<float*>(smem + kept(p.s_h32));
   uint16_t* const stage = reinterpret_cast<uint16_t*>(smem + kept(p.s_stage));
   unsigned* const block_marks = reinterpret_cast<unsigned*>(smem + kept(p.s_gmarks + 4 * GridMarks::warp_slots(p)));
-  auto mark = [&](int l, int part) { block_marks[GridMarks::block_slot(l, part)] = unsigned(clock64()); };
+  auto mark = [&](int l, int which) { block_marks[GridMarks::block_slot(l, which)] = unsigned(clock64()); };
+  const int parity_floats = ksplit * Ub * 4;  // one layer parity's [ksplit][Ub][4] sums
   for (unsigned long long s = 0;; ++s) {
     const unsigned seq = wire_seq(s);
-    for (int l = 0; l < L; ++l) {
+    const float* P = P0;  // layer l's [4][Ub] and [Ub]
+    const float* C = C0;
+    unsigned long long* words = words1;  // layer l + 1's input (l < L - 1)
+    for (int l = 0; l < L; ++l, P += 4 * Ub, C += Ub, words += kh) {
       bar_sync(kBarSums, nbar);
-      if (f->decision) return;  // the compute warps left (1 only then: they write it after this layer's cells)
-      if (lane == 0) mark(l, kGrMeet);
       const bool last = l == L - 1;
-      const float* const red = red0 + (l & 1) * ksplit * Ub * 4;
-      const float* const P = P0 + l * 4 * Ub;
-      const float* const C = C0 + l * Ub;
-      unsigned long long* const words = words1 + l * kh;  // layer l + 1's input (l < L - 1)
-      for (int j0 = 0; j0 < Ub; j0 += per_pass) {
+      const float* const red = red0 + (l & 1) * parity_floats;
+      for (int j0 = 0; j0 < Ub; j0 += kPerPass) {
         const int j = j0 + jl, jc = j < Ub ? j : Ub - 1;
-        // every load issued before the first add: P and c, then the shares
+        // every load first: P and c, then the first round of shares (a share past ksplit reads the last one
+        // and counts zero)
         const float p0 = P[jc], p1 = P[Ub + jc], p2 = P[2 * Ub + jc], p3 = P[3 * Ub + jc];
         const float c0 = C[jc];
+        float4 r[kSharesInFlight];
+#pragma unroll
+        for (int i = 0; i < kSharesInFlight; ++i) {
+          const int k = part + i * kParts;
+          r[i] = *reinterpret_cast<const float4*>(red + ((k < ksplit ? k : ksplit - 1) * Ub + jc) * 4);
+        }
+        if (j0 == 0) {
+          if (f->decision) return;  // the compute warps left (1 only then: they write it after this layer's cells)
+          // the clock read waits for the load above: the barrier's DEFER_BLOCKING form lets a warp issue
+          // instructions that touch no memory before the barrier completes (a mark read right after it
+          // can come before the meeting)
+          if (lane == 0) mark(l, kGrMeet);
+        }
         float z[4] = {0.f, 0.f, 0.f, 0.f};
-        for (int k0 = part; k0 < ksplit; k0 += kSharesInFlight * parts) {
-          float4 r[kSharesInFlight];
+        for (int round = 0;;) {
 #pragma unroll
           for (int i = 0; i < kSharesInFlight; ++i) {
-            const int k = k0 + i * parts;
-            r[i] = k < ksplit ? *reinterpret_cast<const float4*>(red + (k * Ub + jc) * 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+            const bool in = part + (round * kSharesInFlight + i) * kParts < ksplit;
+            z[0] += in ? r[i].x : 0.f;
+            z[1] += in ? r[i].y : 0.f;
+            z[2] += in ? r[i].z : 0.f;
+            z[3] += in ? r[i].w : 0.f;
           }
+          if (++round == rounds) break;
 #pragma unroll
           for (int i = 0; i < kSharesInFlight; ++i) {
-            z[0] += r[i].x;
-            z[1] += r[i].y;
-            z[2] += r[i].z;
-            z[3] += r[i].w;
+            const int k = part + (round * kSharesInFlight + i) * kParts;
+            r[i] = *reinterpret_cast<const float4*>(red + ((k < ksplit ? k : ksplit - 1) * Ub + jc) * 4);
           }
         }
-        if (parts >= 4)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) z[i] += __shfl_xor_sync(0xffffffffu, z[i], 2);
-        if (parts >= 2)
+        for (int d = kParts >> 1; d > 0; d >>= 1)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) z[i] += __shfl_xor_sync(0xffffffffu, z[i], 1);
+          for (int i = 0; i < 4; ++i) z[i] += __shfl_xor_sync(0xffffffffu, z[i], d);
+        if (lane == 0) mark(l, kGrSums);
         float h = 0.f;
-        if (part == 0 && j < Ub) {
+        const bool mine = part == 0 && j < Ub;
+        if (mine) {
           if (l == 0 && own) {  // W_ih,0 x_s of this unit: the own precompute's layer-0 input term
             z0[j] = z[0];
             z0[Ub + j] = z[1];
@@ -1006,6 +1051,9 @@ __device__ void multi_cells(const LstmParams& p, char* smem, volatile CtaFlags* 
           }
           float c = c0;
           h = u0 + j < H ? dev::lstm_cell_ftz(z[0] + p0, z[1] + p1, z[2] + p2, z[3] + p3, c) : 0.f;
+        }
+        if (lane == 0) mark(l, kGrCell);
+        if (mine) {
           if (last && !fold)
             h32[j] = h;
           else if (last)
@@ -1017,10 +1065,10 @@ __device__ void multi_cells(const LstmParams& p, char* smem, volatile CtaFlags* 
         }
         if (last && fold) {
           // the head, folded (one pass): lane o adds output o over the block's units (h of unit j from lane
-          // j * parts) and sends it to block 0
+          // j * kParts) and sends it to block 0
           float zo = 0.f;
           for (int jj = 0; jj < Ub; ++jj) {
-            const float hj = __shfl_sync(0xffffffffu, h, jj * parts);
+            const float hj = __shfl_sync(0xffffffffu, h, jj * kParts);
             if (lane < O) zo = fmaf(hw[lane * Ub + jj], hj, zo);
           }
           if (lane < O) dev::st_word_gpu(head0 + lane * nc, dev::tagged(seq, __float_as_uint(zo)));
@@ -1103,7 +1151,13 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
   } else {
     shrink_registers<kRegWGs>();
     if (warp < first_poller) {
-      multi_cells<BF16>(p, smem, f, b);
+      const int parts = grid_cell_lanes(p);  // CellShape's
+      if (parts == 4)
+        multi_cells<BF16, 4>(p, smem, f, b);
+      else if (parts == 2)
+        multi_cells<BF16, 2>(p, smem, f, b);
+      else
+        multi_cells<BF16, 1>(p, smem, f, b);
     } else if (warp < first_poller + p.poll_warps) {
       // every block polls the input itself (counters: block 0 only); none while a tick is being computed
       // (mailbox.cuh, gate_answered)
