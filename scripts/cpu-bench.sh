@@ -23,8 +23,7 @@ pack() { tar czf "$OUT/cpu-bench.tgz" -C "$BUILD" cpu-bench; }
 
 { lscpu | grep -E 'Model name|^CPU\(s\)|MHz|L1d|L2|L3'; cat /sys/kernel/mm/transparent_hugepage/enabled;
   echo "perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid)"; } >>"$LOG" 2>&1
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTPATH_CUDA=OFF -DHOTPATH_PYTHON=OFF \
-  -DHOTPATH_BENCHMARKS=ON >>"$LOG" 2>&1 || { say "configure FAILED"; exit 1; }
+cmake --preset cpu -B "$BUILD" >>"$LOG" 2>&1 || { say "configure FAILED"; exit 1; }
 ninja -C "$BUILD" hotpath bench/bench_critical_step tests/cpu/test_cpu_backend >>"$LOG" 2>&1 \
   || { say "build FAILED"; grep -E 'error' "$LOG" | head -20; exit 1; }
 say "built"

@@ -126,8 +126,7 @@ say "machine"
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv; lscpu | grep -E 'Model name|^CPU\(s\)|NUMA node'; nvcc --version | tail -1; } >>"$LOG" 2>&1
 
 say "configure + build"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTPATH_BENCHMARKS=OFF -DHOTPATH_CUDA_PTXAS_VERBOSE=ON \
-  >>"$LOG" 2>&1 || { say "configure FAILED"; tail -30 "$LOG"; exit 1; }
+cmake --preset gpu -B "$BUILD" >>"$LOG" 2>&1 || { say "configure FAILED"; tail -30 "$LOG"; exit 1; }
 t0=$(date +%s)
 ninja -C "$BUILD" -j"$JOBS" test_cuda_backend cuda_sweep cluster_probe grid_probe test_cpu_backend >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error|FAILED' "$LOG" | head -30; exit 1; }
 HAVE_CLI=0
@@ -252,9 +251,9 @@ fi
 
 if on probe; then
   say "cluster probe (one exchange inside a cluster; host -> cluster -> host round trips)"
-  timeout 200 "$BUILD/tests/cuda/cluster_probe" --rounds 20000 --trips 100000 --cpu 2 2>&1 | tee -a "$LOG"
+  timeout 200 "$BUILD/bench/cuda/cluster_probe" --rounds 20000 --trips 100000 --cpu 2 2>&1 | tee -a "$LOG"
   say "grid probe (one exchange across the GPU's blocks, no model)"
-  timeout 100 "$BUILD/tests/cuda/grid_probe" --rounds 20000 2>&1 | tee -a "$LOG"
+  timeout 100 "$BUILD/bench/cuda/grid_probe" --rounds 20000 2>&1 | tee -a "$LOG"
 fi
 
 others=$(gpu_others)
@@ -265,12 +264,12 @@ SWEEP_ARGS=(--json "$OUT/sweep.json" --cpu 2)
 [ $QUICK = 1 ] && SWEEP_ARGS+=(--ticks 300000 --pp 100000)
 PIN=()
 [ "$JOBS" -ge 4 ] && PIN=(taskset -c 2-$((JOBS - 1)))  # keep cores 0-1 for the system
-timeout 420 "${PIN[@]}" "$BUILD/tests/cuda/cuda_sweep" "${SWEEP_ARGS[@]}" 2>&1 | tee -a "$LOG"
+timeout 420 "${PIN[@]}" "$BUILD/bench/cuda/cuda_sweep" "${SWEEP_ARGS[@]}" 2>&1 | tee -a "$LOG"
 fi
 
 if on families; then
 say "kernel families (every zoo model on the cta, cluster and grid kernels, ping-pong of each width beside)"
-timeout 420 "$BUILD/tests/cuda/cuda_sweep" --families --ticks "$FAMILY_TICKS" --pp 100000 --cpu 2 \
+timeout 420 "$BUILD/bench/cuda/cuda_sweep" --families --ticks "$FAMILY_TICKS" --pp 100000 --cpu 2 \
   --json "$OUT/families.json" 2>&1 | tee -a "$LOG"
 fi
 

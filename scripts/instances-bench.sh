@@ -14,7 +14,7 @@
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$PWD/gpu-out}
-BUILD=${BUILD_DIR:-$PWD/build-dev}
+BUILD=${BUILD_DIR:-$PWD/build-gpu}
 mkdir -p "$OUT"
 LOG=$OUT/instances.log
 say() { echo "== $*" | tee -a "$LOG"; }
@@ -23,8 +23,7 @@ say() { echo "== $*" | tee -a "$LOG"; }
 export PATH=/usr/local/cuda/bin:$PATH
 say "build"
 # A build folder that exists (gpu-check.sh's) is used as configured.
-[ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOTPATH_BENCHMARKS=OFF \
-  -DHOTPATH_LLM=OFF -DHOTPATH_PYTHON=OFF -DHOTPATH_CUDA_PTXAS_VERBOSE=ON >>"$LOG" 2>&1
+[ -f "$BUILD/build.ninja" ] || cmake --preset gpu -B "$BUILD" >>"$LOG" 2>&1
 ninja -C "$BUILD" -j"$(nproc)" hotpath test_cuda_backend >>"$LOG" 2>&1 || { say "build FAILED"; grep -E 'error' "$LOG" | head -20; exit 1; }
 HP=$BUILD/hotpath
 say "spills of the persistent kernels (ptxas)"

@@ -20,7 +20,7 @@
 #include "model/loader.hpp"
 #include "model/safetensors.hpp"
 #include "model/zoo.hpp"
-#include "parallel_reference.hpp"
+#include "reference/parallel_outputs.hpp"
 #include "reference/reference.hpp"
 #include "refusal.hpp"
 #include "util/error.hpp"
@@ -78,7 +78,7 @@ std::unique_ptr<Backend> make_variant(const Model& m, BackendOptions o, const st
   auto var = make_variant(__VA_ARGS__);                                     \
   if (!var) GTEST_SKIP() << "variant refuses this model (printed above)"
 
-using testing::random_inputs;
+using reference::normal_inputs;
 
 // Runs `ticks` ticks through the backend and the float64 reference; returns the error
 // max|z - z_ref| / max(1, max|z_ref|) over all of them (docs/model.md).
@@ -88,7 +88,7 @@ double run_against_reference(Backend& b, const Model& m, bool streaming, int win
   std::vector<float> got(ticks * O);
   for (size_t t = 0; t < ticks; ++t)
     b.process(std::span<const float>(&xs[t * I], I), std::span<float>(&got[t * O], O));
-  const auto z = testing::reference_outputs(m, streaming, window, xs, ticks);
+  const auto z = reference::outputs_on_every_core(m, streaming, window, xs, ticks);
   double max_diff = 0, max_ref = 0;
   for (size_t i = 0; i < z.size(); ++i) {
     EXPECT_TRUE(std::isfinite(got[i])) << "output " << i;
@@ -236,7 +236,7 @@ TEST_P(CudaVariant, LstmSWindow10kTicksVaryingInputs) {
   REQUIRE_GPU();
   const Model m = *zoo_model("lstm_s");
   const size_t ticks = 10'000;
-  const auto xs = random_inputs(ticks * m.config.input_size, 11);
+  const auto xs = normal_inputs(ticks * m.config.input_size, 11);
   for (Precision p : {Precision::fp16, Precision::bf16}) {
     MAKE_OR_SKIP(b, m, opts(Mode::window, 50, p), GetParam());
     const double err = run_against_reference(*b, m, false, 50, xs, ticks);
@@ -249,7 +249,7 @@ TEST_P(CudaVariant, StreamingAndOddWindows) {
   REQUIRE_GPU();
   const Model m = *zoo_model("lstm_s");
   const size_t ticks = 3000;
-  const auto xs = random_inputs(ticks * m.config.input_size, 12);
+  const auto xs = normal_inputs(ticks * m.config.input_size, 12);
   {
     MAKE_OR_SKIP(b, m, opts(Mode::streaming, 0), GetParam());
     const double err = run_against_reference(*b, m, true, 0, xs, ticks);
@@ -276,7 +276,7 @@ TEST_P(CudaVariant, VolloTinyStreamingOrRefusedNamingTheLimit) {
   }
   if (!b) return;  // regs: refused naming the variant (printed)
   const size_t ticks = 3000;
-  const auto xs = random_inputs(ticks * m.config.input_size, 13);
+  const auto xs = normal_inputs(ticks * m.config.input_size, 13);
   const double err = run_against_reference(*b, m, true, 0, xs, ticks);
   std::printf("[long] vollo_tiny streaming fp16 error %.3g\n", err);
   EXPECT_LE(err, error_bound(Precision::fp16));
@@ -290,7 +290,7 @@ TEST_P(CudaVariant, NanAndInfTicksAreRefusedWithStateUntouched) {
   const int I = m.config.input_size;
   MAKE_OR_SKIP(b, m, opts(Mode::window, 50), GetParam());
   reference::Incremental ref(m, false, 50);
-  const auto xs = random_inputs(200 * I, 14);
+  const auto xs = normal_inputs(200 * I, 14);
   std::vector<float> out(1);
   double max_diff = 0;
   for (size_t t = 0; t < 200; ++t) {
@@ -310,7 +310,7 @@ TEST_P(CudaVariant, NanAndInfTicksAreRefusedWithStateUntouched) {
 TEST_P(CudaVariant, StartStopRestartCycles) {
   REQUIRE_GPU();
   const Model m = *zoo_model("lstm_s");
-  const auto xs = random_inputs(300 * m.config.input_size, 15);
+  const auto xs = normal_inputs(300 * m.config.input_size, 15);
   for (int cycle = 0; cycle < 3; ++cycle) {
     // cycle 1: with the fallback, whose CPU shadow is reset beside the kernel
     MAKE_OR_SKIP(b, m, opts(Mode::window, 50), GetParam(), CudaOptions{}, cycle == 1);
@@ -367,7 +367,7 @@ TEST(CudaBackend, TheEngineWarmUpLeavesAFreshResidentKernel) {
   REQUIRE_GPU();
   const Model m = *zoo_model("lstm_s");
   const size_t T = 150, I = size_t(m.config.input_size), O = size_t(m.config.output_size);
-  const auto xs = random_inputs(T * I, 23);
+  const auto xs = normal_inputs(T * I, 23);
   for (const bool fallback : {false, true}) {
     SCOPED_TRACE(fallback ? "with the cpu fallback" : "alone");
     std::vector<float> out[2];
@@ -403,7 +403,7 @@ TEST(CudaBackend, TheEngineWarmUpLeavesAFreshResidentKernel) {
     for (size_t k = 0; k < out[true].size(); ++k)
       max_diff = std::max(max_diff, std::fabs(double(out[true][k]) - double(out[false][k])));
     EXPECT_EQ(max_diff, 0.0) << "the warmed engine's outputs differ from the cold one's";
-    const auto z = testing::reference_outputs(m, false, 50, xs, T);
+    const auto z = reference::outputs_on_every_core(m, false, 50, xs, T);
     double err = 0, ref = 0;
     for (size_t k = 0; k < z.size(); ++k) {
       err = std::max(err, std::fabs(double(out[true][k]) - z[k]));
@@ -435,7 +435,7 @@ TEST_P(CudaVariant, TimeoutThrowsAndTheLateKernelCatchesUp) {
   o.timeout_us = 10'000;
   MAKE_OR_SKIP(b, m, o, GetParam(), c);
   reference::Incremental ref(m, false, 50);
-  const auto xs = random_inputs(40 * I, 16);
+  const auto xs = normal_inputs(40 * I, 16);
   std::vector<float> out(1);
   for (size_t t = 0; t < 40; ++t) {
     std::span<const float> x(&xs[t * I], I);
@@ -475,7 +475,7 @@ TEST(CudaCluster, OneLayerAfterTwoTimeoutsStaysExact) {
   o.timeout_us = 10'000;
   auto b = make_cuda_backend(m, o, c);
   reference::Incremental ref(m, false, 4);
-  const auto xs = random_inputs(60 * I, 19);
+  const auto xs = normal_inputs(60 * I, 19);
   std::vector<float> out(O);
   int timeouts = 0;
   for (size_t t = 0; t < 60; ++t) {
@@ -509,7 +509,7 @@ TEST_P(CudaVariant, FallbackAnswersFromTheCpuWhenTheGpuIsLate) {
   o.timeout_us = 5'000;
   MAKE_OR_SKIP(b, m, o, GetParam(), c, true);
   reference::Incremental ref(m, false, 50);
-  const auto xs = random_inputs(60 * I, 17);
+  const auto xs = normal_inputs(60 * I, 17);
   std::vector<float> out(1);
   for (size_t t = 0; t < 60; ++t) {
     std::span<const float> x(&xs[t * I], I);
@@ -526,7 +526,7 @@ TEST_P(CudaVariant, FallbackAnswersFromTheCpuWhenTheGpuIsLate) {
 TEST_P(CudaVariant, LeaseLapsesWithoutHeartbeatButIdleIsFineWithIt) {
   REQUIRE_GPU();
   const Model m = *zoo_model("lstm_s");
-  const auto xs = random_inputs(20 * m.config.input_size, 18);
+  const auto xs = normal_inputs(20 * m.config.input_size, 18);
   std::vector<float> out(1);
   {  // heartbeat on, short lease, long idle: still serving
     CudaOptions c;

@@ -26,7 +26,7 @@
 #include "cuda/lstm_plan.hpp"
 #include "engine/engine.hpp"
 #include "model/zoo.hpp"
-#include "parallel_reference.hpp"
+#include "reference/parallel_outputs.hpp"
 #include "reference/reference.hpp"
 #include "util/error.hpp"
 
@@ -243,7 +243,7 @@ TEST_P(CudaBacktest, EverySeriesMatchesTheReference) {
   if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
   const auto& [c, prec] = GetParam();
   const Model m = random_model(c.I, c.H, c.L, c.O, true, 11 + uint64_t(c.H));
-  const auto x = testing::random_inputs(c.S * c.T * size_t(c.I), 5);
+  const auto x = reference::normal_inputs(c.S * c.T * size_t(c.I), 5);
   cuda::BatchRunner runner(m, prec, 0, cuda::BatchTuning{c.rows});
   std::vector<double> z(c.S * c.T * size_t(c.O), std::nan(""));
   std::atomic<size_t> done{0};
@@ -359,7 +359,7 @@ TEST(CudaFresh, ZooModelsMatchTheReference) {
     const Model m = *zoo_model(name);
     const size_t W = size_t(find_zoo(name)->config.window.value_or(1)), I = size_t(m.config.input_size), O = size_t(m.config.output_size);
     const size_t B = 300;
-    const auto x = testing::random_inputs(B * W * I, 3);
+    const auto x = reference::normal_inputs(B * W * I, 3);
     BackendOptions bo;
     bo.mode = Mode::batch;
     bo.window = int(W);

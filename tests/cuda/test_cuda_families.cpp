@@ -20,7 +20,7 @@
 #include "cuda/memory.hpp"
 #include "engine/engine.hpp"
 #include "model/zoo.hpp"
-#include "parallel_reference.hpp"
+#include "reference/parallel_outputs.hpp"
 #include "reference/reference.hpp"
 #include "refusal.hpp"
 #include "util/error.hpp"
@@ -47,7 +47,7 @@ Model rounded(const Model& m, bool bf16) {
   return r;
 }
 
-using testing::random_inputs;
+using reference::normal_inputs;
 
 // Float64 outputs of the checked ticks only (all of them in streaming mode; in window mode each is its
 // window run from a zero state, in parallel): the big models' windows cost ~3 GFLOP each in float64.
@@ -214,7 +214,7 @@ TEST_P(CudaFamily, MatchesTheReferenceWithinTheWeightRounding) {
     const int W = streaming ? 0 : big ? std::min(8, m.config.window.value_or(1)) : m.config.window.value_or(1);
     // enough ticks for every window to have filled and slid; fewer for the big models (float64 reference)
     const size_t ticks = size_t(streaming ? (big ? 40 : 300) : W + (big ? 30 : 200));
-    const auto xs = random_inputs(ticks * I, 21);
+    const auto xs = normal_inputs(ticks * I, 21);
     // checked: every tick, or (big models, window mode) the first two, the first full window and the last
     std::vector<size_t> checked;
     for (size_t t = 0; t < ticks; ++t)
@@ -271,7 +271,7 @@ TEST(CudaFamilyReuse, EveryFamilyTwiceInOneProcessInBothOrders) {
   for (const Shape s : {Shape{7, 65, 3, 3}, Shape{1, 13, 1, 2}, Shape{40, 20, 2, 5}, Shape{5, 300, 4, 1}}) {
     const Model a = test_support::random_model(s.I, s.H, s.L, s.O, true, true, 31 + uint64_t(s.H));
     const Model b = test_support::random_model(s.I, s.H, s.L, s.O, true, false, 77 + uint64_t(s.H));
-    const auto xs = random_inputs(ticks * size_t(s.I), 9);
+    const auto xs = normal_inputs(ticks * size_t(s.I), 9);
     std::vector<size_t> checked(ticks);
     for (size_t t = 0; t < ticks; ++t) checked[t] = t;
     for (const char* kernel : {"cta", "cluster", "grid", "grid-counters", "grid-own"}) {
@@ -311,7 +311,7 @@ TEST_P(CudaEngineReuse, WindowThenStreamingEnginesOfOneModel) {
   const Model m = test_support::random_model(7, 65, 3, 3, true, true, 5);
   const int W = 17;
   const size_t ticks = 64;
-  const auto xs = random_inputs(ticks * 7, 3);
+  const auto xs = normal_inputs(ticks * 7, 3);
   std::vector<size_t> checked(ticks);
   for (size_t t = 0; t < ticks; ++t) checked[t] = t;
   const auto z_window = reference_at(m, false, W, xs, checked), z_stream = reference_at(m, true, 0, xs, checked);
@@ -354,7 +354,7 @@ TEST(CudaFamilyChoice, ClusterSizesAndExchangesAgree) {
     const Model m = *zoo_model(name);
     const int I = m.config.input_size, O = m.config.output_size;
     const size_t T = 120;
-    const auto xs = random_inputs(T * size_t(I), 5);
+    const auto xs = normal_inputs(T * size_t(I), 5);
     std::vector<float> first;
     for (const Config cfg : {Config{16, false}, Config{8, false}, Config{16, true}, Config{8, true}}) {
       BackendOptions o;

@@ -35,7 +35,7 @@
 #include "cuda/shared_launch.hpp"
 #include "cuda/sm_partition.hpp"
 #include "model/zoo.hpp"
-#include "parallel_reference.hpp"
+#include "reference/parallel_outputs.hpp"
 #include "reference/reference.hpp"
 #include "util/error.hpp"
 
@@ -77,7 +77,7 @@ struct Drive {
 // the check after every thread is done (the float64 reference is slow: it runs afterwards, on every core).
 void drive(Backend& b, const Model& m, Drive& d) {
   const size_t I = size_t(m.config.input_size), O = size_t(m.config.output_size);
-  d.x = testing::random_inputs(d.ticks * I, d.seed);
+  d.x = reference::normal_inputs(d.ticks * I, d.seed);
   d.z.assign(d.ticks * O, 0.f);
   try {
     for (size_t t = 0; t < d.ticks; ++t) {
@@ -92,7 +92,7 @@ void drive(Backend& b, const Model& m, Drive& d) {
 // The normalized error of a drive's outputs once the first window is full, against the float64 reference.
 double drive_error(const Model& m, const Drive& d) {
   const size_t O = size_t(m.config.output_size), W = size_t(*m.config.window);
-  const auto want = testing::reference_outputs(m, false, int(W), d.x, d.ticks);
+  const auto want = reference::outputs_on_every_core(m, false, int(W), d.x, d.ticks);
   const std::vector<double> got(d.z.begin() + long((W - 1) * O), d.z.end());
   return reference::normalized_error(got, std::span<const double>(want).subspan((W - 1) * O));
 }
@@ -212,7 +212,7 @@ TEST(SmPartitions, OneInstancesFaultsLeaveTheOthersRunning) {
     co.batch_priority = cuda::kLowestStreamPriority;
     co.throughput_only = true;  // no tick kernel of its own
     auto bt = make_cuda_backend(m, bo, co);
-    bx = testing::random_inputs(S * T * size_t(I), 400);
+    bx = reference::normal_inputs(S * T * size_t(I), 400);
     bz.assign(S * T * size_t(O), 0.0);
     bt->backtest(bx, S, T, Backend::BacktestOutput{nullptr, bz.data()}, nullptr);
   }
@@ -223,7 +223,7 @@ TEST(SmPartitions, OneInstancesFaultsLeaveTheOthersRunning) {
   }
   for (size_t s = 0; s < S; ++s) {
     const std::vector<float> xs(bx.begin() + long(s * T * size_t(I)), bx.begin() + long((s + 1) * T * size_t(I)));
-    const auto want = testing::reference_outputs(m, false, *m.config.window, xs, T);
+    const auto want = reference::outputs_on_every_core(m, false, *m.config.window, xs, T);
     EXPECT_LE(reference::normalized_error(std::span<const double>(bz).subspan(s * T * size_t(O), T * size_t(O)), want),
               error_bound(Precision::fp16))
         << "backtest series " << s;
@@ -321,7 +321,7 @@ TEST(SharedLaunch, OneInstancesFaultsLeaveTheOthersServing) {
   bad[3] = std::nanf("");
   EXPECT_THROW(engines[0]->step(bad, out), Error);
   std::vector<double> bz(size_t(O) * 60);
-  EXPECT_THROW(engines[0]->backtest(testing::random_inputs(size_t(I) * 60, 1), 1, 60,
+  EXPECT_THROW(engines[0]->backtest(reference::normal_inputs(size_t(I) * 60, 1), 1, 60,
                                     Backend::BacktestOutput{nullptr, bz.data()}, nullptr),
                UnsupportedError);
   trace("closing instance 0 while 1 and 2 serve");

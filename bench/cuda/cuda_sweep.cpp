@@ -17,7 +17,7 @@
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device.hpp"
 #include "model/zoo.hpp"
-#include "parallel_reference.hpp"
+#include "reference/parallel_outputs.hpp"
 #include "util/error.hpp"
 #include "util/stats.hpp"
 
@@ -119,7 +119,7 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
   }
   ticks = t - warm;
   const double secs = std::chrono::duration<double>(Clock::now() - t_measure).count();
-  const auto z = testing::reference_outputs(m, mode == Mode::streaming, W, xs, check_ticks);
+  const auto z = reference::outputs_on_every_core(m, mode == Mode::streaming, W, xs, check_ticks);
   double md = 0, mr = 0;
   for (size_t i = 0; i < z.size(); ++i) {
     md = std::max(md, std::fabs(double(first[i]) - z[i]));

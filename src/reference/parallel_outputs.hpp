@@ -1,5 +1,6 @@
 // Float64 reference outputs for many ticks, computed on every core: a sliding window only depends on
-// the last W inputs, so ticks [a, b) are exact from an Incremental started W-1 ticks before a.
+// the last W inputs, so ticks [a, b) are exact from an Incremental started W-1 ticks before a. For the
+// GPU tests and sweeps, which check long runs of ticks.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -9,10 +10,10 @@
 
 #include "reference/reference.hpp"
 
-namespace hotpath::testing {
+namespace hotpath::reference {
 
 // Inputs that vary every tick (standard normal), reproducible from the seed.
-inline std::vector<float> random_inputs(size_t n, uint64_t seed) {
+inline std::vector<float> normal_inputs(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> d(0.f, 1.f);
   std::vector<float> v(n);
@@ -20,13 +21,13 @@ inline std::vector<float> random_inputs(size_t n, uint64_t seed) {
   return v;
 }
 
-inline std::vector<double> reference_outputs(const Model& m, bool streaming, int window, const std::vector<float>& xs,
+inline std::vector<double> outputs_on_every_core(const Model& m, bool streaming, int window, const std::vector<float>& xs,
                                              size_t ticks) {
   const int I = m.config.input_size, O = m.config.output_size;
   std::vector<double> z(ticks * O);
   auto run = [&](size_t a, size_t b) {
     const size_t from = streaming ? 0 : (a >= size_t(window - 1) ? a - (window - 1) : 0);
-    reference::Incremental ref(m, streaming, window);
+    Incremental ref(m, streaming, window);
     for (size_t t = from; t < b; ++t) {
       const auto out = ref.tick(std::span<const float>(&xs[t * I], I));
       if (t >= a) std::copy(out.begin(), out.end(), z.begin() + t * O);
@@ -42,4 +43,4 @@ inline std::vector<double> reference_outputs(const Model& m, bool streaming, int
   return z;
 }
 
-}  // namespace hotpath::testing
+}  // namespace hotpath::reference
