@@ -14,6 +14,7 @@
 #include "model/safetensors.hpp"
 #include "common/golden.hpp"
 #include "model/zoo.hpp"
+#include "reference/parallel_outputs.hpp"
 #include "reference/reference.hpp"
 #include "reference/reference_backend.hpp"
 #include "reference/split_f64.hpp"
@@ -45,14 +46,6 @@ Model random_model(int I, int H, int L, int O, bool bias, bool head_bias, uint64
   if (head_bias)
     for (int k = 0; k < O; ++k) m.head_b.push_back(u(rng));
   return m;
-}
-
-std::vector<float> random_inputs(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
 }
 
 }  // namespace
@@ -96,7 +89,7 @@ TEST(Reference, IncrementalMatchesPlainOnAwkwardShapes) {
                         Shape{65, 7, 3, 65, 5, true, false}, Shape{3, 65, 1, 1, 50, false, false}}) {
     const Model m = random_model(s.I, s.H, s.L, s.O, s.bias, s.head_bias, 42 + s.I);
     const size_t T = 70;
-    const auto x = random_inputs(T * s.I, 7);
+    const auto x = reference::normal_inputs(T * s.I, 7);
     const auto plain = reference::sliding_window(m, x, T, s.W);
     reference::Incremental inc(m, false, s.W);
     for (size_t t = 0; t < T; ++t) {
@@ -111,7 +104,7 @@ TEST(Reference, IncrementalMatchesPlainOnAwkwardShapes) {
 
 TEST(Reference, WindowOfOneIsAStepFromZero) {
   const Model m = random_model(4, 8, 2, 2, true, true, 3);
-  const auto x = random_inputs(10 * 4, 5);
+  const auto x = reference::normal_inputs(10 * 4, 5);
   const auto w1 = reference::sliding_window(m, x, 10, 1);
   for (size_t t = 0; t < 10; ++t) {
     const auto b = reference::batch(m, std::span(x).subspan(t * 4, 4), 1, 1);
@@ -124,7 +117,7 @@ TEST(Reference, BatchEqualsFullWindows) {
   const Model m = random_model(5, 9, 2, 3, true, true, 11);
   const int W = 6;
   const size_t T = 20;
-  const auto x = random_inputs(T * 5, 13);
+  const auto x = reference::normal_inputs(T * 5, 13);
   const auto win = reference::sliding_window(m, x, T, W);
   // Batch of every complete window [T-W+1, W, I].
   std::vector<float> b;
@@ -138,7 +131,7 @@ TEST(Reference, TransposedFloat64AgreesWithPlain) {
   for (auto [I, H, L, O] : {std::tuple{1, 1, 1, 1}, std::tuple{7, 65, 3, 2}, std::tuple{32, 128, 2, 1}}) {
     const Model m = random_model(I, H, L, O, true, I != 7, 99);
     const size_t T = 40;
-    const auto x = random_inputs(T * I, 17);
+    const auto x = reference::normal_inputs(T * I, 17);
     const auto plain = reference::streaming(m, x, T);
     reference::FastF64 fast(m);
     reference::LstmState s(m.config);
@@ -160,7 +153,7 @@ TEST(Reference, BatchedStepsAreTheSameBitsAsOneAtATime) {
     const reference::FastF64 fast(m);
     for (const size_t n : {size_t(1), size_t(5), size_t(8), size_t(17)}) {
       std::vector<reference::LstmState> one(n, reference::LstmState(m.config)), many(n, reference::LstmState(m.config));
-      const auto x = random_inputs(40 * n * size_t(I), 7 + int(n));
+      const auto x = reference::normal_inputs(40 * n * size_t(I), 7 + int(n));
       std::vector<double> xd(x.begin(), x.end());
       for (size_t t = 0; t < 6; ++t) {
         // state s joins at step s % 3 (a window that starts later), and takes its own inputs
@@ -261,7 +254,7 @@ TEST(Reference, TransposedFloat64IsSafeToShareBetweenThreads) {
   const Model m = random_model(32, 64, 2, 2, true, true, 5);
   const reference::FastF64 fast(m);
   const size_t T = 200;
-  const auto x = random_inputs(T * 32, 23);
+  const auto x = reference::normal_inputs(T * 32, 23);
   const auto expected = reference::streaming(m, x, T);
   std::vector<std::thread> threads;
   std::vector<double> worst(4, 0.0);
@@ -292,7 +285,7 @@ namespace {
 // counts.
 std::vector<double> split_against_plain(const Model& m, int threads, size_t T, uint64_t seed) {
   const int I = m.config.input_size, O = m.config.output_size;
-  const auto x = random_inputs(T * I, seed);
+  const auto x = reference::normal_inputs(T * I, seed);
   const auto plain = reference::streaming(m, x, T);
   const reference::FastF64 fast(m);
   reference::LstmState fs(m.config);
@@ -376,7 +369,7 @@ TEST(Reference, SplitFloat64StepManyIsStepTickByTick) {
         const std::vector<int> batches = {1, 4, 3, 9, 8, 2, 5, 1, 16};
         size_t T = 0;
         for (int b : batches) T += size_t(b);
-        const auto x = random_inputs(T * I, 900 + sh.H);
+        const auto x = reference::normal_inputs(T * I, 900 + sh.H);
         std::vector<double> xd(x.begin(), x.end());
         reference::F64Team team_a(threads), team_b(threads);
         reference::SplitF64 one(m, team_a), many(m, team_b);
