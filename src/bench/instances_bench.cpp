@@ -478,10 +478,7 @@ nlohmann::json run_instances_bench(const BenchOptions& o, std::ostream& out) {
   for (auto& [k, v] : first.facts()) report["facts"][k] = v;
   report["seed"] = o.seed;
   report["check_every"] = o.check_every;
-  report["pass"] = failure.empty();
-  report["failure"] = failure;
-  if (!failure.empty()) out << "FAIL: " << failure << "\n";
-  if (!o.json_path.empty()) write_text(o.json_path, report.dump(2) + "\n");
+  finish_report(report, failure, out, o.json_path);
   return report;
 }
 

@@ -75,21 +75,10 @@ void validate(const BenchOptions& o) {
 
 }  // namespace
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot write '" + path + "'");
-  f << text;
-  if (!f.flush()) throw Error("cannot write '" + path + "'");
-}
-
 nlohmann::json start_report(const BenchOptions& o) {
   validate(o);
   util::clear_pin_failures();
-  return {{"schema_version", kSchemaVersion},
-          {"hotpath_version", git_version()},
-          {"date", utc_now()},
-          {"command", o.command_line},
-          {"machine", machine_json(o.cpuset)}};
+  return report_header(o.command_line, o.cpuset);
 }
 
 TickRateEstimate estimate_tick_rate(const ModelConfig& c, Mode mode, int window, int precompute_cores) {
@@ -167,61 +156,69 @@ nlohmann::json model_json(const Model& model, Mode mode, int window) {
           {"parameters", cfg.parameter_count()}, {"dtype", dtype_name(model.dtype)}};
 }
 
-nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
-  if (o.instances) throw Error("--instances: many instances are run_instances_bench's (bench/instances_bench.hpp)");
-  nlohmann::json report = start_report(o);
-  std::string failure;  // why the run does not pass; empty: it passes
-  if (o.lockstep || o.beside_backtest || o.sms_per_instance != 0 || o.isolation != "green" || o.placement != "sm")
-    throw Error("--lockstep, --beside-backtest, --sms-per-instance, --isolation and --placement need --instances");
+namespace {
 
-  if (o.pingpong) {
-    std::string why;
-    if (!gpu::available(&why)) throw UnsupportedError("--pingpong: no usable CUDA device: " + why);
-    for (auto& [k, v] : gpu::facts()) report["machine"]["gpu"][k] = v;
-    if (!o.cpuset.empty()) util::pin_thread(pthread_self(), {o.cpuset.front()}, "bench timed thread");
-    Summary s;
-    report["kind"] = "pingpong";
-    report["pingpong"] = pingpong_json(o.floats.value_or(32), o.seconds ? 200000 : o.ticks, o.warmup, o.cpuset, &s);
-    print_header(out);
-    print_row(out, "ping-pong " + std::to_string(o.floats.value_or(32)) + " floats", s);
-    if (s.count == 0) failure = "no round trip was measured";
-  } else {
-    if (o.model.empty()) throw Error("--model is required (a file or a zoo name; `hotpath models` lists the zoo)");
-    const Model model = open_model(o.model, o.load);
-    const ModelConfig& cfg = model.config;
-    EngineOptions eo = engine_options(o);
+// One latency run of one engine, phase by phase, in the order run() calls them: set up (the model, the
+// backend chosen, the ping-pong, the checker, then the engine), the timed loop, the checks left, the
+// verdict, the report (JSON), the summary (text), the samples file. The state a phase hands to the next
+// is the class's; each phase's code is what run_bench ran inline before.
+class LatencyRun {
+ public:
+  LatencyRun(const BenchOptions& o, nlohmann::json& report, std::ostream& out)
+      : o_(o), report_(report), out_(out), model_(open_model(o.model, o.load)), cfg_(model_.config) {}
+
+  // Why the run does not pass; empty: it passes.
+  std::string run() {
+    set_up();
+    timed_loop();
+    check();
+    const std::string failure = verdict();
+    write_report();
+    print_summary();
+    write_samples();
+    return failure;
+  }
+
+ private:
+  // The interval being measured (with --report-every).
+  struct Interval {
+    Clock::time_point begin;
+    long long first_tick = 0, late = 0, lost = 0, failures = 0;
+    double idle_s = 0;
+  };
+
+  void set_up() {
+    eo_ = engine_options(o_);
     // Resolved and checked (window, cpuset, fallback) before anything runs.
-    const BackendOptions bo = backend_options(model, eo);
-    const int window = o.mode == Mode::window ? bo.window : 1;
+    bo_ = backend_options(model_, eo_);
+    window_ = o_.mode == Mode::window ? bo_.window : 1;
 
-    report["kind"] = "latency";
-    report["model"] = model_json(model, o.mode, window);
-    report["mode"] = mode_name(o.mode);
-    report["instances"] = 1;
+    report_["kind"] = "latency";
+    report_["model"] = model_json(model_, o_.mode, window_);
+    report_["mode"] = mode_name(o_.mode);
+    report_["instances"] = 1;
 
     // "auto" is resolved first (a probe), so that the ping-pong below runs alone on the GPU.
     std::string note;
-    if (!o.make_backend) choose_backend(model, &eo, &note);
-    if (!note.empty()) out << note << "\n";
+    if (!o_.make_backend) choose_backend(model_, &eo_, &note);
+    if (!note.empty()) out_ << note << "\n";
 
     // Threads the backend starts (a heartbeat, workers) inherit the creating thread's cores: create
     // the backend, and the checker, with the process's cores, and pin the timed thread afterwards.
     const std::vector<int> all_cores = util::allowed_cores();
-    const std::vector<int> first_core = o.cpuset.empty() ? std::vector<int>{} : std::vector<int>{o.cpuset.front()};
+    const std::vector<int> first_core = o_.cpuset.empty() ? std::vector<int>{} : std::vector<int>{o_.cpuset.front()};
     // The checker's cores (checker_cores): its threads spin while they work.
-    const std::vector<int> spare_cores = checker_cores(all_cores, o.cpuset, !(eo.backend == "cuda" && eo.fallback.empty()));
+    spare_cores_ = checker_cores(all_cores, o_.cpuset, !(eo_.backend == "cuda" && eo_.fallback.empty()));
 
-    Summary pp;
-    bool have_pp = false;
-    if (eo.backend == "cuda") {
+    if (eo_.backend == "cuda") {
       std::string why;
-      if (!gpu::available(&why, eo.device)) throw UnsupportedError("backend cuda: no usable CUDA device: " + why);
-      for (auto& [k, v] : gpu::facts(eo.device)) report["machine"]["gpu"][k] = v;
-      if (!o.skip_pingpong) {
+      if (!gpu::available(&why, eo_.device)) throw UnsupportedError("backend cuda: no usable CUDA device: " + why);
+      for (auto& [k, v] : gpu::facts(eo_.device)) report_["machine"]["gpu"][k] = v;
+      if (!o_.skip_pingpong) {
         const util::ScopedPin pin(first_core, "bench timed thread", true);
-        report["pingpong"] = pingpong_json(o.floats.value_or(cfg.input_size), o.seconds ? 200000 : o.ticks,
-                                           o.warmup, o.cpuset, &pp);
-        have_pp = true;
+        report_["pingpong"] = pingpong_json(o_.floats.value_or(cfg_.input_size), o_.seconds ? 200000 : o_.ticks,
+                                            o_.warmup, o_.cpuset, &pp_);
+        have_pp_ = true;
       }
     }
 
@@ -230,119 +227,112 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
     // starts), so that the engine's warm-up is the last thing to touch the caches before its first tick
     // (lstm_s on the 2-core VM: first tick 5-7 us, 10-14 us with the checker started after the engine).
     // int8 is never chosen implicitly, so whether its per-model bound applies is known from the options.
-    const ScalerChoice scaler = resolve_scaler(model, bo.scaler);
-    const bool per_model_bound = eo.precision && bound_is_per_model(*eo.precision);
-    const int spare = std::max(1, int(spare_cores.size()) - 1);
+    scaler_ = resolve_scaler(model_, bo_.scaler);
+    per_model_bound_ = eo_.precision && bound_is_per_model(*eo_.precision);
+    const int spare = std::max(1, int(spare_cores_.size()) - 1);
     // every spare core: on the H200 host, vollo_small streaming with --cpuset 2-15 (200 k ticks, 6.6 s) left
     // 8.8 s of checking after the run with 8 threads, 1.2 s with 12, none with 13 (BENCHMARKS.md)
-    const int check_threads = o.check_threads > 0 ? o.check_threads : std::min(spare, kMaxCheckThreads);
-    const bool intervals_on = o.report_every_s.has_value();
-    CheckedOutputs outs(cfg.output_size, Checker::threads_for(o.mode, check_threads), o.mode == Mode::window);
-    IntervalStarts interval_starts(intervals_on ? kMaxIntervals : 0);
-    Checker checker(model, o.mode, window, o.seed, o.check_every, outs, interval_starts, scaler,
-                    per_model_bound ? std::make_optional(int8_rounded(model)) : std::nullopt);
+    check_threads_ = o_.check_threads > 0 ? o_.check_threads : std::min(spare, kMaxCheckThreads);
+    intervals_on_ = o_.report_every_s.has_value();
+    outs_.emplace(cfg_.output_size, Checker::threads_for(o_.mode, check_threads_), o_.mode == Mode::window);
+    interval_starts_.emplace(intervals_on_ ? kMaxIntervals : 0);
+    checker_.emplace(model_, o_.mode, window_, o_.seed, o_.check_every, *outs_, *interval_starts_, scaler_,
+                     per_model_bound_ ? std::make_optional(int8_rounded(model_)) : std::nullopt);
     // After the timed loop when every checked output fits the buffer (BenchOptions::check_during): the
     // float64 steps stream the model's weights through the host's caches and memory, which would slow the
     // timed thread's mailbox traffic that the ping-pong above measured without them.
-    const long long due_checks = (kFirstTicks + o.warmup + o.ticks + o.check_every - 1) / o.check_every;
-    const bool check_after =
-        !o.check_during && !o.seconds && due_checks <= (long long)CheckedOutputs::max_records(cfg.output_size);
-    if (!check_after) checker.start(check_threads, spare_cores);  // on cores outside the cpuset where there are any
+    const long long due_checks = (kFirstTicks + o_.warmup + o_.ticks + o_.check_every - 1) / o_.check_every;
+    check_after_ =
+        !o_.check_during && !o_.seconds && due_checks <= (long long)CheckedOutputs::max_records(cfg_.output_size);
+    if (!check_after_) checker_->start(check_threads_, spare_cores_);  // on cores outside the cpuset where there are any
 
     // Samples: every one kept (exact percentiles, --samples), or with --report-every histograms per
     // interval, merged into the run's.
-    const bool keep_samples = !intervals_on;
-    std::vector<float> x(cfg.input_size), z(cfg.output_size);
-    std::vector<double> lat, pre;
-    if (keep_samples) {
-      lat.reserve(o.seconds ? 1 << 20 : o.ticks);
-      pre.reserve(o.seconds ? 1 << 20 : o.ticks);
+    keep_samples_ = !intervals_on_;
+    x_.resize(cfg_.input_size);
+    z_.resize(cfg_.output_size);
+    if (keep_samples_) {
+      lat_.reserve(o_.seconds ? 1 << 20 : o_.ticks);
+      pre_.reserve(o_.seconds ? 1 << 20 : o_.ticks);
     }
-    Histogram lat_iv, pre_iv, lat_all, pre_all;
     // The first kFirstTicks ticks (NaN: no answer), then the bench's warm-up, then the measured ticks.
-    std::vector<double> first_lat(kFirstTicks, NAN), first_pre(kFirstTicks, NAN);
-    const long long unmeasured = kFirstTicks + o.warmup;
+    first_lat_.assign(kFirstTicks, NAN);
+    first_pre_.assign(kFirstTicks, NAN);
+    unmeasured_ = kFirstTicks + o_.warmup;
 
-    Engine engine = o.make_backend ? Engine(model, o.make_backend(model, bo)) : Engine(model, eo);
-    Backend* backend = &engine.backend();  // timed as step() and finish_precompute() apart
-    report["warm"] = {{"ticks", engine.warm_up().ticks}, {"seconds", engine.warm_up().seconds}};
-    const std::string backend_name = engine.backend_name();
-    report["backend"] = backend->name();
-    report["variant"] = backend->variant();
-    report["kernel_asked"] = o.kernel.empty() ? "auto" : o.kernel;
-    report["precision"] = precision_name(backend->precision());
-    report["scaler"] = scaler_name(scaler);
-    if (bound_is_per_model(backend->precision()) != per_model_bound)
-      throw Error("the backend's precision " + std::string(precision_name(backend->precision())) +
+    if (o_.make_backend)
+      engine_.emplace(model_, o_.make_backend(model_, bo_));
+    else
+      engine_.emplace(model_, eo_);
+    backend_ = &engine_->backend();  // timed as step() and finish_precompute() apart
+    report_["warm"] = {{"ticks", engine_->warm_up().ticks}, {"seconds", engine_->warm_up().seconds}};
+    backend_name_ = engine_->backend_name();
+    report_["backend"] = backend_->name();
+    report_["variant"] = backend_->variant();
+    report_["kernel_asked"] = o_.kernel.empty() ? "auto" : o_.kernel;
+    report_["precision"] = precision_name(backend_->precision());
+    report_["scaler"] = scaler_name(scaler_);
+    if (bound_is_per_model(backend_->precision()) != per_model_bound_)
+      throw Error("the backend's precision " + std::string(precision_name(backend_->precision())) +
                   " differs from the one asked for; its error bound cannot be checked");
-    checker.set_bound(error_bound(backend->precision()));
-    if (!o.cpuset.empty()) util::pin_thread(pthread_self(), {o.cpuset.front()}, "bench timed thread");
+    checker_->set_bound(error_bound(backend_->precision()));
+    if (!o_.cpuset.empty()) util::pin_thread(pthread_self(), {o_.cpuset.front()}, "bench timed thread");
+  }
 
+  void close_interval(Clock::time_point now, long long next_tick, bool last) {
+    const Summary ls = lat_iv_.summary(), ps = pre_iv_.summary();
+    const long long rss = rss_bytes();
+    nlohmann::json j = {{"index", intervals_.size()},
+                        {"start_s", us_between(start_, iv_.begin) * 1e-6},
+                        {"end_s", us_between(start_, now) * 1e-6},
+                        {"first_tick", iv_.first_tick},
+                        {"ticks", ls.count},
+                        {"latency_us", to_json(ls)},
+                        {"precompute_us", to_json(ps)},
+                        {"late_ticks", iv_.late},
+                        {"lost_ticks", iv_.lost},
+                        {"backend_errors", iv_.failures},
+                        {"idle_s", iv_.idle_s},
+                        {"rss_bytes", rss}};
+    if (backend_name_ == "cuda") j["gpu_memory_used_bytes"] = gpu::memory_used_bytes(eo_.device);
+    intervals_.push_back(std::move(j));
+    out_ << "interval " << intervals_.size() - 1 << ": " << ls.count << " ticks, p50 " << fmt(ls.p50) << " p99 "
+         << fmt(ls.p99) << " p99.9 " << fmt(ls.p999) << " max " << fmt(ls.max) << " us, " << iv_.lost << " lost, rss "
+         << fmt(double(rss) / double(1 << 20)) << " MiB" << std::endl;
+    lat_all_.merge(lat_iv_);
+    pre_all_.merge(pre_iv_);
+    lat_iv_.clear();
+    pre_iv_.clear();
+    iv_ = Interval{now, next_tick};
+    if (!last) interval_starts_->open(next_tick);
+  }
+
+  void timed_loop() {
     // Pacing: at --rate, tick i of a stretch between idle gaps is due at origin + i * period.
-    long long late = 0;
-    double max_late_us = 0, schedule_s = 0, schedule_done_s = 0;
-    const double period_ns = o.rate_hz ? 1e9 / *o.rate_hz : 0;
-    const auto gap = std::chrono::nanoseconds(llround(o.gap_us * 1000));
-    const bool idle_on = o.idle_s > 0;
-    const auto idle_every = std::chrono::duration<double>(o.idle_every_s);
-    const auto idle_for = std::chrono::duration<double>(o.idle_s);
-    long long idle_gaps = 0;
-    double idle_total_s = 0;
-
+    const double period_ns = o_.rate_hz ? 1e9 / *o_.rate_hz : 0;
+    const auto gap = std::chrono::nanoseconds(llround(o_.gap_us * 1000));
+    const bool idle_on = o_.idle_s > 0;
+    const auto idle_every = std::chrono::duration<double>(o_.idle_every_s);
+    const auto idle_for = std::chrono::duration<double>(o_.idle_s);
     // Failures: a tick whose step() throws got no answer (lost); finish_precompute() throwing is a
     // backend error too. Both are counted and the run goes on, up to kMaxFailuresInRow in a row.
-    long long lost = 0, failures = 0, failures_in_row = 0;
+    long long failures_in_row = 0;
     bool answered_any = false;
-    std::string last_failure, stopped;
-
-    Clock::time_point start{}, end{}, origin{}, idle_end{};
+    Clock::time_point origin{}, idle_end{};
     long long origin_i = 0;
+    double schedule_done_s = 0;
+    CheckedOutputs& outs = *outs_;
 
-    // The interval being measured (with --report-every).
-    struct Interval {
-      Clock::time_point begin;
-      long long first_tick = 0, late = 0, lost = 0, failures = 0;
-      double idle_s = 0;
-    } iv;
-    nlohmann::json intervals = nlohmann::json::array();
-    auto close_interval = [&](Clock::time_point now, long long next_tick, bool last) {
-      const Summary ls = lat_iv.summary(), ps = pre_iv.summary();
-      const long long rss = rss_bytes();
-      nlohmann::json j = {{"index", intervals.size()},
-                          {"start_s", us_between(start, iv.begin) * 1e-6},
-                          {"end_s", us_between(start, now) * 1e-6},
-                          {"first_tick", iv.first_tick},
-                          {"ticks", ls.count},
-                          {"latency_us", to_json(ls)},
-                          {"precompute_us", to_json(ps)},
-                          {"late_ticks", iv.late},
-                          {"lost_ticks", iv.lost},
-                          {"backend_errors", iv.failures},
-                          {"idle_s", iv.idle_s},
-                          {"rss_bytes", rss}};
-      if (backend_name == "cuda") j["gpu_memory_used_bytes"] = gpu::memory_used_bytes(eo.device);
-      intervals.push_back(std::move(j));
-      out << "interval " << intervals.size() - 1 << ": " << ls.count << " ticks, p50 " << fmt(ls.p50) << " p99 "
-          << fmt(ls.p99) << " p99.9 " << fmt(ls.p999) << " max " << fmt(ls.max) << " us, " << iv.lost << " lost, rss "
-          << fmt(double(rss) / double(1 << 20)) << " MiB" << std::endl;
-      lat_all.merge(lat_iv);
-      pre_all.merge(pre_iv);
-      lat_iv.clear();
-      pre_iv.clear();
-      iv = Interval{now, next_tick};
-      if (!last) interval_starts.open(next_tick);
-    };
-
-    const long long total_cap = o.seconds ? std::numeric_limits<long long>::max() : unmeasured + o.ticks;
+    const long long total_cap = o_.seconds ? std::numeric_limits<long long>::max() : unmeasured_ + o_.ticks;
     long long t = 0;
     for (; t < total_cap; ++t) {
-      const bool measured = t >= unmeasured;
-      const long long i = t - unmeasured;  // measured index
-      if (t == unmeasured) {
-        start = origin = idle_end = Clock::now();
-        if (intervals_on) {
-          iv = Interval{start, t};
-          interval_starts.open(t);
+      const bool measured = t >= unmeasured_;
+      const long long i = t - unmeasured_;  // measured index
+      if (t == unmeasured_) {
+        start_ = origin = idle_end = Clock::now();
+        if (intervals_on_) {
+          iv_ = Interval{start_, t};
+          interval_starts_->open(t);
         }
       }
       if (measured && idle_on && Clock::now() - idle_end >= idle_every) {
@@ -351,27 +341,27 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
         std::this_thread::sleep_for(idle_for);
         idle_end = Clock::now();
         const double slept = us_between(a, idle_end) * 1e-6;
-        ++idle_gaps;
-        idle_total_s += slept;
-        iv.idle_s += slept;
-        schedule_done_s = schedule_s;
+        ++idle_gaps_;
+        idle_total_s_ += slept;
+        iv_.idle_s += slept;
+        schedule_done_s = schedule_s_;
         origin = idle_end;
         origin_i = i;
       }
-      tick_input(o.seed, t, x);  // off the clock: the tick is due once its values exist
+      tick_input(o_.seed, t, x_);  // off the clock: the tick is due once its values exist
       Clock::time_point due;
-      if (o.rate_hz) {
+      if (o_.rate_hz) {
         due = measured ? origin + std::chrono::nanoseconds(llround(period_ns * double(i - origin_i))) : Clock::now();
         Clock::time_point now;
         while ((now = Clock::now()) < due) {
         }
         const double late_us = us_between(due, now);
         if (measured) {
-          schedule_s = schedule_done_s + period_ns * 1e-9 * double(i - origin_i);
+          schedule_s_ = schedule_done_s + period_ns * 1e-9 * double(i - origin_i);
           if (late_us > 1.0) {
-            ++late;
-            ++iv.late;
-            max_late_us = std::max(max_late_us, late_us);
+            ++late_;
+            ++iv_.late;
+            max_late_us_ = std::max(max_late_us_, late_us);
           }
         }
       } else {
@@ -384,279 +374,359 @@ nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
       }
       bool no_answer = false, failed = false;
       try {
-        backend->step(x, z);
+        backend_->step(x_, z_);
       } catch (const Error& e) {
         if (!answered_any) throw;  // the backend never worked: that is the error to report
         no_answer = failed = true;
-        last_failure = e.what();
+        last_failure_ = e.what();
       }
       const auto answered = Clock::now();
       try {
-        backend->finish_precompute();
+        backend_->finish_precompute();
       } catch (const Error& e) {
         if (!answered_any) throw;
         failed = true;
-        last_failure = e.what();
+        last_failure_ = e.what();
       }
       const auto ready = Clock::now();
       if (failed) {
-        ++failures;
+        ++failures_;
         ++failures_in_row;
-        lost += no_answer;
+        lost_ += no_answer;
         if (measured) {
-          ++iv.failures;
-          iv.lost += no_answer;
+          ++iv_.failures;
+          iv_.lost += no_answer;
         }
       } else {
         failures_in_row = 0;
         answered_any = true;
       }
       if (t < kFirstTicks && !no_answer) {
-        first_lat[size_t(t)] = us_between(due, answered);
-        first_pre[size_t(t)] = us_between(answered, ready);
+        first_lat_[size_t(t)] = us_between(due, answered);
+        first_pre_[size_t(t)] = us_between(answered, ready);
       }
       if (measured && !no_answer) {
         const double l = us_between(due, answered), p = us_between(answered, ready);
-        if (keep_samples) {
-          lat.push_back(l);
-          pre.push_back(p);
+        if (keep_samples_) {
+          lat_.push_back(l);
+          pre_.push_back(p);
         } else {
-          lat_iv.add(l);
-          pre_iv.add(p);
+          lat_iv_.add(l);
+          pre_iv_.add(p);
         }
       }
-      if (t % o.check_every == 0) {
+      if (t % o_.check_every == 0) {
         if (double* slot = outs.next_slot()) {
           if (!no_answer) {
-            const auto exact = backend->last_output_f64();  // ref: unrounded float64 outputs
-            if (exact.empty()) std::copy(z.begin(), z.end(), slot);
+            const auto exact = backend_->last_output_f64();  // ref: unrounded float64 outputs
+            if (exact.empty()) std::copy(z_.begin(), z_.end(), slot);
             else std::copy(exact.begin(), exact.end(), slot);
           }
           outs.publish(slot, no_answer);
         } else {
-          stopped = "the float64 checker fell 1 GiB of outputs behind (it cannot keep up); lower --rate, raise "
-                    "--check-every or --check-threads";
+          stopped_ = "the float64 checker fell 1 GiB of outputs behind (it cannot keep up); lower --rate, raise "
+                     "--check-every or --check-threads";
           ++t;
           break;
         }
       }
       if (failures_in_row >= kMaxFailuresInRow) {
-        stopped = "the backend failed " + std::to_string(failures_in_row) + " ticks in a row; the last: " + last_failure;
+        stopped_ =
+            "the backend failed " + std::to_string(failures_in_row) + " ticks in a row; the last: " + last_failure_;
         ++t;
         break;
       }
-      if (intervals_on && measured && interval_starts.size() < interval_starts.capacity() &&
-          ready - iv.begin >= std::chrono::duration<double>(*o.report_every_s))
+      if (intervals_on_ && measured && interval_starts_->size() < interval_starts_->capacity() &&
+          ready - iv_.begin >= std::chrono::duration<double>(*o_.report_every_s))
         close_interval(ready, t + 1, false);
-      if (o.seconds && measured && us_between(start, ready) >= *o.seconds * 1e6) {
+      if (o_.seconds && measured && us_between(start_, ready) >= *o_.seconds * 1e6) {
         ++t;
         break;
       }
-      if (keep_samples && o.seconds && (long long)lat.size() >= kMaxTicks) {
-        out << "stopped at " << kMaxTicks << " measured ticks, the most whose samples are kept (--report-every keeps none)\n";
+      if (keep_samples_ && o_.seconds && (long long)lat_.size() >= kMaxTicks) {
+        out_ << "stopped at " << kMaxTicks
+             << " measured ticks, the most whose samples are kept (--report-every keeps none)\n";
         ++t;
         break;
       }
     }
-    end = Clock::now();
+    end_ = Clock::now();
+    ticks_run_ = t;
     // The last interval is kept whenever a tick was sent or an idle gap fell in it (lost ticks and
     // failures count there too), so the intervals' counts add up to the run's.
-    if (intervals_on && (t > iv.first_tick || iv.idle_s > 0 || intervals.empty())) close_interval(end, t, true);
-    double bound = error_bound(backend->precision());
-    CheckTotals totals;
+    if (intervals_on_ && (t > iv_.first_tick || iv_.idle_s > 0 || intervals_.empty())) close_interval(end_, t, true);
+  }
+
+  void check() {
+    bound_ = error_bound(backend_->precision());
     const auto check_begin = Clock::now();
-    if (check_after) checker.start(check_threads, spare_cores);
+    if (check_after_) checker_->start(check_threads_, spare_cores_);
     {
       // What is left to check after the run, with its progress on a terminal (a long streaming run can
       // leave the checker minutes behind); the bar ends its line before the summary.
       std::optional<util::ProgressBar> bar;
-      if (util::progress_wanted(o.progress))
-        bar.emplace(checker.filed(), outs.published(), stderr,
-                    util::ProgressBar::Options{o.progress == util::ProgressMode::on ? 0.0 : 2.0, 0.25, "checks"});
-      totals = checker.finish(&bound, &int8_error_bound);
+      if (util::progress_wanted(o_.progress))
+        bar.emplace(checker_->filed(), outs_->published(), stderr,
+                    util::ProgressBar::Options{o_.progress == util::ProgressMode::on ? 0.0 : 2.0, 0.25, "checks"});
+      totals_ = checker_->finish(&bound_, &int8_error_bound);
     }
-    if (check_after) totals.timing.after_run_s = us_between(check_begin, Clock::now()) * 1e-6;  // the whole check
-    const CheckResult& check = totals.all;
-    const CheckTiming& timing = totals.timing;
+    if (check_after_) totals_.timing.after_run_s = us_between(check_begin, Clock::now()) * 1e-6;  // the whole check
+    ls_ = keep_samples_ ? summarize(lat_) : lat_all_.summary();
+    ps_ = keep_samples_ ? summarize(pre_) : pre_all_.summary();
+  }
 
-    const Summary ls = keep_samples ? summarize(lat) : lat_all.summary();
-    const Summary ps = keep_samples ? summarize(pre) : pre_all.summary();
-    const double elapsed_s = us_between(start, end) * 1e-6, active_s = elapsed_s - idle_total_s;
-    const double normalized = check.normalized();
-    const bool error_pass = check.checked > 0 && normalized <= bound;
+  std::string verdict() {
+    const CheckResult& check = totals_.all;
+    normalized_ = check.normalized();
+    error_pass_ = check.checked > 0 && normalized_ <= bound_;
     // Every tick t < ticks_run with t % check_every == 0 was due for checking.
-    const long long ticks_run = t, checks_due = (ticks_run + o.check_every - 1) / o.check_every;
-    const long long unchecked = checks_due - check.checked - check.lost;
+    checks_due_ = (ticks_run_ + o_.check_every - 1) / o_.check_every;
+    unchecked_ = checks_due_ - check.checked - check.lost;
+    if (!stopped_.empty()) return stopped_;
+    if (ls_.count == 0) return "no tick was measured";
+    if (lost_ > 0) return std::to_string(lost_) + " ticks got no answer (lost); the last error: " + last_failure_;
+    if (failures_ > 0) return std::to_string(failures_) + " ticks failed in the backend; the last error: " + last_failure_;
+    if (check.checked == 0) return "no tick was checked against the float64 reference";
+    if (unchecked_ > 0)
+      return std::to_string(unchecked_) + " ticks due for checking were not checked (the float64 checker fell too far "
+             "behind: use a larger --check-every or more --check-threads)";
+    if (!error_pass_) return "the error against the float64 reference exceeds the bound";
+    return "";
+  }
 
-    if (!stopped.empty()) failure = stopped;
-    else if (ls.count == 0) failure = "no tick was measured";
-    else if (lost > 0) failure = std::to_string(lost) + " ticks got no answer (lost); the last error: " + last_failure;
-    else if (failures > 0) failure = std::to_string(failures) + " ticks failed in the backend; the last error: " + last_failure;
-    else if (check.checked == 0) failure = "no tick was checked against the float64 reference";
-    else if (unchecked > 0)
-      failure = std::to_string(unchecked) + " ticks due for checking were not checked (the float64 checker fell too far "
-                "behind: use a larger --check-every or more --check-threads)";
-    else if (!error_pass) failure = "the error against the float64 reference exceeds the bound";
-
+  void write_report() {
+    const CheckResult& check = totals_.all;
+    const CheckTiming& timing = totals_.timing;
+    const double elapsed_s = us_between(start_, end_) * 1e-6;
+    active_s_ = elapsed_s - idle_total_s_;
     // The first ticks beside the steady state: tick 0 within the steady p99 is the aim of the
     // warm-up (engine/warm.hpp). A lost tick (NaN) is null in the JSON and within nothing.
     auto number_or_null = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
-    double first_max = NAN;
     long long first_lost = 0;
     nlohmann::json first_lat_json = nlohmann::json::array(), first_pre_json = nlohmann::json::array();
     for (int k = 0; k < kFirstTicks; ++k) {
-      first_lat_json.push_back(number_or_null(first_lat[k]));
-      first_pre_json.push_back(number_or_null(first_pre[k]));
-      if (std::isnan(first_lat[k])) ++first_lost;
-      else first_max = std::isnan(first_max) ? first_lat[k] : std::max(first_max, first_lat[k]);
+      first_lat_json.push_back(number_or_null(first_lat_[k]));
+      first_pre_json.push_back(number_or_null(first_pre_[k]));
+      if (std::isnan(first_lat_[k])) ++first_lost;
+      else first_max_ = std::isnan(first_max_) ? first_lat_[k] : std::max(first_max_, first_lat_[k]);
     }
-    const bool steady = ls.count > 0;
-    const bool first_within = steady && first_lat[0] <= ls.p99;  // false for NaN
-    report["first_ticks"] = {{"count", kFirstTicks},
-                             {"latency_us", first_lat_json},
-                             {"precompute_us", first_pre_json},
-                             {"max_us", number_or_null(first_max)},
-                             {"lost", first_lost},
-                             {"steady_p99_us", steady ? nlohmann::json(ls.p99) : nlohmann::json(nullptr)},
-                             {"max_within_p99", steady && first_lost == 0 && first_max <= ls.p99}};
-    report["first_tick_within_p99"] = first_within;
+    steady_ = ls_.count > 0;
+    first_within_ = steady_ && first_lat_[0] <= ls_.p99;  // false for NaN
+    report_["first_ticks"] = {{"count", kFirstTicks},
+                              {"latency_us", first_lat_json},
+                              {"precompute_us", first_pre_json},
+                              {"max_us", number_or_null(first_max_)},
+                              {"lost", first_lost},
+                              {"steady_p99_us", steady_ ? nlohmann::json(ls_.p99) : nlohmann::json(nullptr)},
+                              {"max_within_p99", steady_ && first_lost == 0 && first_max_ <= ls_.p99}};
+    report_["first_tick_within_p99"] = first_within_;
 
-    report["count"] = ls.count;
-    report["warmup"] = o.warmup;
-    report["ticks_run"] = ticks_run;
-    report["percentiles"] = keep_samples ? "exact" : "histogram";
-    report["latency_us"] = to_json(ls);
-    report["precompute_us"] = to_json(ps);
-    report["tick_rate_hz"] = active_s > 0 ? double(ls.count) / active_s : 0.0;
+    report_["count"] = ls_.count;
+    report_["warmup"] = o_.warmup;
+    report_["ticks_run"] = ticks_run_;
+    report_["percentiles"] = keep_samples_ ? "exact" : "histogram";
+    report_["latency_us"] = to_json(ls_);
+    report_["precompute_us"] = to_json(ps_);
+    report_["tick_rate_hz"] = active_s_ > 0 ? double(ls_.count) / active_s_ : 0.0;
     // The rate a tick stream can keep without queueing: every tick needs its answer and then the
     // precompute before the next one (window mode: the open windows, on the precompute's cores). Means,
     // not medians: a queue keeps up with the mean service time, tails included.
-    const bool cpu_backend = backend->name() == "cpu";
-    const int pre_cores = precompute_cores_for_cpuset(o.cpuset.size());
-    nlohmann::json sustainable = {{"hz", ls.mean + ps.mean > 0 ? 1e6 / (ls.mean + ps.mean) : 0.0},
+    const bool cpu_backend = backend_->name() == "cpu";
+    const int pre_cores = precompute_cores_for_cpuset(o_.cpuset.size());
+    nlohmann::json sustainable = {{"hz", ls_.mean + ps_.mean > 0 ? 1e6 / (ls_.mean + ps_.mean) : 0.0},
                                   {"rule", "1e6 / (latency_us.mean + precompute_us.mean)"},
                                   {"precompute_cores", pre_cores},
-                                  {"precompute_inline", o.cpuset.size() <= 1}};
-    if (cpu_backend) sustainable["estimate"] = to_json(estimate_tick_rate(cfg, o.mode, window, pre_cores));
-    report["sustainable_tick_rate"] = sustainable;
-    report["elapsed_s"] = elapsed_s;
-    report["pacing"] = {{"gap_us", o.gap_us},
-                        {"rate_hz", o.rate_hz ? nlohmann::json(*o.rate_hz) : nlohmann::json(nullptr)},
-                        {"late_ticks", late},
-                        {"max_late_us", max_late_us},
-                        {"schedule_s", schedule_s},
-                        {"active_s", active_s},
-                        {"idle_every_s", o.idle_every_s},
-                        {"idle_s", o.idle_s},
-                        {"idle_gaps", idle_gaps},
-                        {"idle_total_s", idle_total_s}};
-    report["lost_ticks"] = lost;
-    report["backend_errors"] = failures;
-    report["last_backend_error"] = last_failure;
-    report["error"] = {{"max_abs", check.max_abs},  {"normalized", normalized},
-                       {"bound", bound},            {"pass", error_pass},
-                       {"checked_ticks", check.checked}, {"check_every", o.check_every},
-                       {"checks_due", checks_due},  {"lost_checks", check.lost},
-                       {"unchecked_ticks", unchecked},
-                       {"ticks_over_bound", check.over_bound}, {"worst_tick", check.worst_tick}};
+                                  {"precompute_inline", o_.cpuset.size() <= 1}};
+    if (cpu_backend) sustainable["estimate"] = to_json(estimate_tick_rate(cfg_, o_.mode, window_, pre_cores));
+    report_["sustainable_tick_rate"] = sustainable;
+    report_["elapsed_s"] = elapsed_s;
+    report_["pacing"] = {{"gap_us", o_.gap_us},
+                         {"rate_hz", o_.rate_hz ? nlohmann::json(*o_.rate_hz) : nlohmann::json(nullptr)},
+                         {"late_ticks", late_},
+                         {"max_late_us", max_late_us_},
+                         {"schedule_s", schedule_s_},
+                         {"active_s", active_s_},
+                         {"idle_every_s", o_.idle_every_s},
+                         {"idle_s", o_.idle_s},
+                         {"idle_gaps", idle_gaps_},
+                         {"idle_total_s", idle_total_s_}};
+    report_["lost_ticks"] = lost_;
+    report_["backend_errors"] = failures_;
+    report_["last_backend_error"] = last_failure_;
+    report_["error"] = {{"max_abs", check.max_abs},  {"normalized", normalized_},
+                        {"bound", bound_},           {"pass", error_pass_},
+                        {"checked_ticks", check.checked}, {"check_every", o_.check_every},
+                        {"checks_due", checks_due_}, {"lost_checks", check.lost},
+                        {"unchecked_ticks", unchecked_},
+                        {"ticks_over_bound", check.over_bound}, {"worst_tick", check.worst_tick}};
     const double busy_s = timing.busy_s;
-    report["checker"] = {{"reference", o.mode == Mode::streaming ? "split" : "per_window"},
-                         {"threads", timing.threads},
-                         {"steps", timing.steps},
-                         {"busy_s", busy_s},
-                         {"after_run_s", timing.after_run_s},
-                         {"when", check_after ? "after" : "during"},
-                         {"checked_ticks_per_s", busy_s > 0 ? double(check.checked) / busy_s : 0.0},
-                         {"steps_per_s", busy_s > 0 ? double(timing.steps) / busy_s : 0.0}};
-    if (per_model_bound) {
-      report["error"]["bound_rule"] = "int8: 1.5 x the weight rounding's own error (floor 1e-5, cap 2e-3)";
-      report["error"]["weight_rounding_error"] = check.rounding_normalized();
+    report_["checker"] = {{"reference", o_.mode == Mode::streaming ? "split" : "per_window"},
+                          {"threads", timing.threads},
+                          {"steps", timing.steps},
+                          {"busy_s", busy_s},
+                          {"after_run_s", timing.after_run_s},
+                          {"when", check_after_ ? "after" : "during"},
+                          {"checked_ticks_per_s", busy_s > 0 ? double(check.checked) / busy_s : 0.0},
+                          {"steps_per_s", busy_s > 0 ? double(timing.steps) / busy_s : 0.0}};
+    if (per_model_bound_) {
+      report_["error"]["bound_rule"] = "int8: 1.5 x the weight rounding's own error (floor 1e-5, cap 2e-3)";
+      report_["error"]["weight_rounding_error"] = check.rounding_normalized();
     }
-    if (intervals_on) {
-      for (size_t k = 0; k < intervals.size(); ++k) {
-        const CheckResult c = k < totals.intervals.size() ? totals.intervals[k] : CheckResult{};
-        intervals[k]["error"] = {{"checked_ticks", c.checked}, {"lost_checks", c.lost}, {"max_abs", c.max_abs},
-                                 {"normalized", c.normalized()}, {"ticks_over_bound", c.over_bound}};
+    if (intervals_on_) {
+      for (size_t k = 0; k < intervals_.size(); ++k) {
+        const CheckResult c = k < totals_.intervals.size() ? totals_.intervals[k] : CheckResult{};
+        intervals_[k]["error"] = {{"checked_ticks", c.checked}, {"lost_checks", c.lost}, {"max_abs", c.max_abs},
+                                  {"normalized", c.normalized()}, {"ticks_over_bound", c.over_bound}};
       }
-      report["report_every_s"] = *o.report_every_s;
-      report["intervals"] = std::move(intervals);
+      report_["report_every_s"] = *o_.report_every_s;
+      report_["intervals"] = std::move(intervals_);
     }
-    report["seed"] = o.seed;
-    for (auto& [k, v] : backend->counters()) report["counters"][k] = v;
-    for (auto& [k, v] : backend->facts()) report["facts"][k] = v;
+    report_["seed"] = o_.seed;
+    for (auto& [k, v] : backend_->counters()) report_["counters"][k] = v;
+    for (auto& [k, v] : backend_->facts()) report_["facts"][k] = v;
+  }
 
-    out << "hotpath bench: " << model.name << " | backend " << backend->name() << " (" << backend->variant()
-        << ", " << precision_name(backend->precision()) << ") | mode " << mode_name(o.mode);
-    if (o.mode == Mode::window) out << " W=" << window;
-    out << " | cpu " << cpu_model() << " | cpuset "
-        << (o.cpuset.empty() ? std::string("none") : report["machine"]["cpuset"].dump()) << "\n";
-    if (report["machine"].contains("gpu")) out << "gpu: " << report["machine"]["gpu"].dump() << "\n";
-    print_header(out);
-    print_row(out, "tick latency", ls);
-    print_row(out, "precompute", ps);
-    const nlohmann::json& sustainable_json = report["sustainable_tick_rate"];
+  void print_summary() {
+    const CheckResult& check = totals_.all;
+    const CheckTiming& timing = totals_.timing;
+    out_ << "hotpath bench: " << model_.name << " | backend " << backend_->name() << " (" << backend_->variant()
+         << ", " << precision_name(backend_->precision()) << ") | mode " << mode_name(o_.mode);
+    if (o_.mode == Mode::window) out_ << " W=" << window_;
+    out_ << " | cpu " << cpu_model() << " | cpuset "
+         << (o_.cpuset.empty() ? std::string("none") : report_["machine"]["cpuset"].dump()) << "\n";
+    if (report_["machine"].contains("gpu")) out_ << "gpu: " << report_["machine"]["gpu"].dump() << "\n";
+    print_header(out_);
+    print_row(out_, "tick latency", ls_);
+    print_row(out_, "precompute", ps_);
+    const nlohmann::json& sustainable_json = report_["sustainable_tick_rate"];
     const int pre_cores_shown = sustainable_json["precompute_cores"].get<int>();
-    out << "sustainable tick rate: " << util::si(sustainable_json["hz"].get<double>()) << " ticks/s = 1 / (mean answer "
-        << fmt(ls.mean) << " + mean precompute " << fmt(ps.mean) << " us)";
+    out_ << "sustainable tick rate: " << util::si(sustainable_json["hz"].get<double>()) << " ticks/s = 1 / (mean answer "
+         << fmt(ls_.mean) << " + mean precompute " << fmt(ps_.mean) << " us)";
     if (sustainable_json.contains("estimate")) {
-      out << (o.mode == Mode::window ? "; the precompute advances the " + std::to_string(window - 1) + " open windows"
-                                     : std::string("; the precompute prepares W_hh·h"))
-          << " on " << (o.cpuset.size() <= 1 ? std::string("the critical core (inline: no --cpuset workers)")
-                                             : std::to_string(pre_cores_shown) + (pre_cores_shown == 1 ? " core" : " cores"))
-          << "; estimated from the model's size: " << util::si(sustainable_json["estimate"]["hz"].get<double>())
-          << " ticks/s";
+      out_ << (o_.mode == Mode::window ? "; the precompute advances the " + std::to_string(window_ - 1) + " open windows"
+                                       : std::string("; the precompute prepares W_hh·h"))
+           << " on "
+           << (o_.cpuset.size() <= 1 ? std::string("the critical core (inline: no --cpuset workers)")
+                                     : std::to_string(pre_cores_shown) + (pre_cores_shown == 1 ? " core" : " cores"))
+           << "; estimated from the model's size: " << util::si(sustainable_json["estimate"]["hz"].get<double>())
+           << " ticks/s";
     }
-    out << "\n";
-    if (have_pp) print_row(out, "ping-pong " + std::to_string(o.floats.value_or(cfg.input_size)) + " floats", pp);
-    out << "first " << kFirstTicks << " ticks: max " << (std::isnan(first_max) ? std::string("-") : fmt(first_max))
-        << " us, each:";
-    for (double v : first_lat) out << " " << (std::isnan(v) ? std::string("lost") : fmt(v));
-    out << "; steady p99 " << (steady ? fmt(ls.p99) : std::string("-")) << " us; first tick within it: "
-        << (first_within ? "yes" : "no") << "; engine warm-up: "
-        << (engine.warm_up().ticks > 0 ? std::to_string(engine.warm_up().ticks) + " ticks in " +
-                                             fmt(engine.warm_up().seconds * 1e3) + " ms"
-                                       : std::string("none"))
-        << "\n";
-    out << "tick rate " << fmt(report["tick_rate_hz"].get<double>()) << " Hz";
-    if (o.rate_hz) out << " (asked " << fmt(*o.rate_hz) << " Hz; " << late << " ticks sent late, max " << fmt(max_late_us) << " us)";
-    if (idle_gaps > 0) out << "; " << idle_gaps << " idle gaps, " << fmt(idle_total_s) << " s in all";
-    out << "\nerror vs float64 reference"
-        << (scaler.kind == ScalerKind::none ? "" : " (inputs scaled: " + scaler_name(scaler) + ")") << ": max abs "
-        << std::scientific << std::setprecision(3) << check.max_abs << ", normalized " << normalized << " (bound " << bound;
-    if (per_model_bound) out << " = 1.5 x int8 weight rounding alone " << check.rounding_normalized();
-    out << ") over " << check.checked << " checked ticks " << (error_pass ? "PASS" : "FAIL") << std::defaultfloat << "\n";
+    out_ << "\n";
+    if (have_pp_) print_row(out_, "ping-pong " + std::to_string(o_.floats.value_or(cfg_.input_size)) + " floats", pp_);
+    out_ << "first " << kFirstTicks << " ticks: max " << (std::isnan(first_max_) ? std::string("-") : fmt(first_max_))
+         << " us, each:";
+    for (double v : first_lat_) out_ << " " << (std::isnan(v) ? std::string("lost") : fmt(v));
+    out_ << "; steady p99 " << (steady_ ? fmt(ls_.p99) : std::string("-")) << " us; first tick within it: "
+         << (first_within_ ? "yes" : "no") << "; engine warm-up: "
+         << (engine_->warm_up().ticks > 0 ? std::to_string(engine_->warm_up().ticks) + " ticks in " +
+                                                fmt(engine_->warm_up().seconds * 1e3) + " ms"
+                                          : std::string("none"))
+         << "\n";
+    out_ << "tick rate " << fmt(report_["tick_rate_hz"].get<double>()) << " Hz";
+    if (o_.rate_hz)
+      out_ << " (asked " << fmt(*o_.rate_hz) << " Hz; " << late_ << " ticks sent late, max " << fmt(max_late_us_)
+           << " us)";
+    if (idle_gaps_ > 0) out_ << "; " << idle_gaps_ << " idle gaps, " << fmt(idle_total_s_) << " s in all";
+    out_ << "\nerror vs float64 reference"
+         << (scaler_.kind == ScalerKind::none ? "" : " (inputs scaled: " + scaler_name(scaler_) + ")") << ": max abs "
+         << std::scientific << std::setprecision(3) << check.max_abs << ", normalized " << normalized_ << " (bound "
+         << bound_;
+    if (per_model_bound_) out_ << " = 1.5 x int8 weight rounding alone " << check.rounding_normalized();
+    out_ << ") over " << check.checked << " checked ticks " << (error_pass_ ? "PASS" : "FAIL") << std::defaultfloat
+         << "\n";
     if (check.over_bound > 0)
-      out << check.over_bound << " checked ticks over the bound; the worst is tick " << check.worst_tick << "\n";
-    out << "float64 checker: " << timing.threads << (timing.threads == 1 ? " thread" : " threads")
-        << (timing.threads == 1             ? ""
-            : o.mode == Mode::streaming ? " (each step split by hidden units)"
-                                        : " (taking turns over the windows)")
-        << ", " << timing.steps << " steps in " << fmt(busy_s) << " s of work ("
-        << util::si(report["checker"]["steps_per_s"].get<double>()) << " steps/s, "
-        << util::si(report["checker"]["checked_ticks_per_s"].get<double>()) << " checked ticks/s); "
-        << (check_after ? "run after the timed loop, " + fmt(timing.after_run_s) + " s"
-                        : "beside the timed loop, done " + fmt(timing.after_run_s) + " s after it")
-        << "\n";
-    for (auto& [k, v] : backend->counters()) out << k << ": " << v << "\n";
-
-    if (!o.samples_path.empty()) {
-      std::ostringstream s;
-      s << "latency_us,precompute_us\n";
-      for (size_t k = 0; k < lat.size(); ++k) s << lat[k] << "," << pre[k] << "\n";
-      write_text(o.samples_path, s.str());
-    }
+      out_ << check.over_bound << " checked ticks over the bound; the worst is tick " << check.worst_tick << "\n";
+    const double busy_s = timing.busy_s;
+    out_ << "float64 checker: " << timing.threads << (timing.threads == 1 ? " thread" : " threads")
+         << (timing.threads == 1              ? ""
+             : o_.mode == Mode::streaming ? " (each step split by hidden units)"
+                                          : " (taking turns over the windows)")
+         << ", " << timing.steps << " steps in " << fmt(busy_s) << " s of work ("
+         << util::si(report_["checker"]["steps_per_s"].get<double>()) << " steps/s, "
+         << util::si(report_["checker"]["checked_ticks_per_s"].get<double>()) << " checked ticks/s); "
+         << (check_after_ ? "run after the timed loop, " + fmt(timing.after_run_s) + " s"
+                          : "beside the timed loop, done " + fmt(timing.after_run_s) + " s after it")
+         << "\n";
+    for (auto& [k, v] : backend_->counters()) out_ << k << ": " << v << "\n";
   }
 
-  // Placement that was only a preference and failed (the checker's cores, ...): said, not fatal.
-  report["pin_failures"] = nlohmann::json::array();
-  for (const auto& f : util::pin_failures()) {
-    report["pin_failures"].push_back({{"thread", f.thread}, {"cores", f.cores}, {"reason", f.reason}});
-    out << "warning: " << f.thread << " could not be pinned to " << util::cores_text(f.cores) << ": " << f.reason << "\n";
+  void write_samples() const {
+    if (o_.samples_path.empty()) return;
+    std::ostringstream s;
+    s << "latency_us,precompute_us\n";
+    for (size_t k = 0; k < lat_.size(); ++k) s << lat_[k] << "," << pre_[k] << "\n";
+    write_text(o_.samples_path, s.str());
   }
-  report["pass"] = failure.empty();
-  report["failure"] = failure;
-  if (!failure.empty()) out << "FAIL: " << failure << "\n";
-  if (!o.json_path.empty()) write_text(o.json_path, report.dump(2) + "\n");
+
+  const BenchOptions& o_;
+  nlohmann::json& report_;
+  std::ostream& out_;
+  const Model model_;
+  const ModelConfig& cfg_;
+  // set up
+  EngineOptions eo_;
+  BackendOptions bo_;
+  int window_ = 1;
+  std::vector<int> spare_cores_;
+  Summary pp_;
+  bool have_pp_ = false;
+  ScalerChoice scaler_;
+  bool per_model_bound_ = false, intervals_on_ = false, check_after_ = false, keep_samples_ = true;
+  int check_threads_ = 1;
+  std::optional<CheckedOutputs> outs_;
+  std::optional<IntervalStarts> interval_starts_;
+  std::optional<Checker> checker_;
+  std::vector<float> x_, z_;
+  long long unmeasured_ = 0;
+  std::optional<Engine> engine_;
+  Backend* backend_ = nullptr;
+  std::string backend_name_;
+  // the timed loop
+  std::vector<double> lat_, pre_, first_lat_, first_pre_;
+  Histogram lat_iv_, pre_iv_, lat_all_, pre_all_;
+  Interval iv_;
+  nlohmann::json intervals_ = nlohmann::json::array();
+  Clock::time_point start_{}, end_{};
+  long long ticks_run_ = 0, late_ = 0, idle_gaps_ = 0, lost_ = 0, failures_ = 0;
+  double max_late_us_ = 0, schedule_s_ = 0, idle_total_s_ = 0;
+  std::string last_failure_, stopped_;
+  // the checks and the verdict
+  double bound_ = 0, normalized_ = 0, active_s_ = 0, first_max_ = NAN;
+  CheckTotals totals_;
+  Summary ls_, ps_;
+  bool error_pass_ = false, steady_ = false, first_within_ = false;
+  long long checks_due_ = 0, unchecked_ = 0;
+};
+
+// --pingpong: the round trip alone.
+std::string run_pingpong(const BenchOptions& o, nlohmann::json& report, std::ostream& out) {
+  std::string why;
+  if (!gpu::available(&why)) throw UnsupportedError("--pingpong: no usable CUDA device: " + why);
+  for (auto& [k, v] : gpu::facts()) report["machine"]["gpu"][k] = v;
+  if (!o.cpuset.empty()) util::pin_thread(pthread_self(), {o.cpuset.front()}, "bench timed thread");
+  Summary s;
+  report["kind"] = "pingpong";
+  report["pingpong"] = pingpong_json(o.floats.value_or(32), o.seconds ? 200000 : o.ticks, o.warmup, o.cpuset, &s);
+  print_header(out);
+  print_row(out, "ping-pong " + std::to_string(o.floats.value_or(32)) + " floats", s);
+  return s.count == 0 ? "no round trip was measured" : "";
+}
+
+}  // namespace
+
+nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
+  if (o.instances) throw Error("--instances: many instances are run_instances_bench's (bench/instances_bench.hpp)");
+  nlohmann::json report = start_report(o);
+  if (o.lockstep || o.beside_backtest || o.sms_per_instance != 0 || o.isolation != "green" || o.placement != "sm")
+    throw Error("--lockstep, --beside-backtest, --sms-per-instance, --isolation and --placement need --instances");
+  std::string failure;  // why the run does not pass; empty: it passes
+  if (o.pingpong) {
+    failure = run_pingpong(o, report, out);
+  } else {
+    if (o.model.empty()) throw Error("--model is required (a file or a zoo name; `hotpath models` lists the zoo)");
+    failure = LatencyRun(o, report, out).run();
+  }
+  finish_report(report, failure, out, o.json_path);
   return report;
 }
 

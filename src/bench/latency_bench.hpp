@@ -15,6 +15,7 @@
 
 #include "backend/backend.hpp"
 #include "bench/checker.hpp"  // tick_input: the inputs every benchmark sends
+#include "bench/report.hpp"
 #include "bench/stats.hpp"
 #include "engine/engine.hpp"
 #include "engine/gpu.hpp"
@@ -23,7 +24,6 @@
 
 namespace hotpath::bench {
 
-inline constexpr int kSchemaVersion = 1;
 
 // Limits of the options (the CLI's flags say them in --help). Every measured sample is kept unless
 // per-interval reports are asked for (16 bytes a tick), hence the cap on --ticks.
@@ -133,11 +133,9 @@ int precompute_cores_for_cpuset(size_t cpuset_cores);
 TickRateEstimate estimate_tick_rate_for_cpuset(const ModelConfig& config, Mode mode, int window, size_t cpuset_cores);
 nlohmann::json to_json(const TickRateEstimate& e);
 
-// The header every report of `hotpath bench` starts with (schema, version, date, command, machine),
-// once the options are checked (hotpath::Error naming a bad one); clears the record of failed pins.
+// The header every report of a latency benchmark starts with (report_header), once the options are
+// checked (hotpath::Error naming a bad one); clears the record of failed pins.
 nlohmann::json start_report(const BenchOptions& options);
-// `text` into `path`; hotpath::Error naming the path when it cannot be written.
-void write_text(const std::string& path, const std::string& text);
 
 // Runs the benchmark of one engine (many: instances_bench.hpp), prints the table to `out`, writes
 // JSON/samples when asked, returns the report.

@@ -10,7 +10,8 @@
 #include <random>
 #include <sstream>
 
-#include "bench/latency_bench.hpp"
+#include "bench/checker.hpp"  // tick_input: the inputs every benchmark sends
+#include "bench/report.hpp"
 #include "bench/machine.hpp"
 #include "bench/stats.hpp"
 #include "engine/engine.hpp"
@@ -116,12 +117,8 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
   const size_t S = fresh ? 1 : size_t(o.batch > 0 ? o.batch : 1);
   const size_t B = fresh ? size_t(o.batch > 0 ? o.batch : 1024) : 0;
 
-  nlohmann::json report = {{"schema_version", kSchemaVersion},
-                           {"kind", "throughput"},
-                           {"hotpath_version", git_version()},
-                           {"date", utc_now()},
-                           {"command", o.command_line},
-                           {"machine", machine_json(o.cpuset)}};
+  nlohmann::json report = report_header(o.command_line, o.cpuset);
+  report["kind"] = "throughput";
   if (engine.backend_name() == "cuda")
     for (auto& [k, v] : gpu::facts(eo.device)) report["machine"]["gpu"][k] = v;
 
@@ -380,12 +377,7 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
  out << "  error     " << sci(error) << " over " << got.size() << " checked output values (bound " << sci(bound) << "): "
       << (pass ? "PASS" : "FAIL") << "\n";
 
-  if (!o.json_path.empty()) {
-    std::ofstream f(o.json_path, std::ios::binary);
-    if (!f) throw Error("cannot write '" + o.json_path + "'");
-    f << report.dump(2) << "\n";
-    if (!f) throw Error("cannot write '" + o.json_path + "'");
-  }
+  if (!o.json_path.empty()) write_text(o.json_path, report.dump(2) + "\n");
   return report;
 }
 
