@@ -82,65 +82,88 @@ void validate(const ThroughputOptions& o) {
   if (!(o.target_seconds > 0 && o.target_seconds <= 3600)) throw Error("the target run time must be in (0, 3600] s");
 }
 
-}  // namespace
+// One throughput run, phase by phase, in the order run() calls them: set up (the engine and the sizes),
+// the probe that sizes the measured run (unmeasured; it also warms the backend), the measured runs, the
+// check against float64 (off the timed path), the report (JSON) and the summary (text). The state a
+// phase hands to the next is the class's; each phase's code is what run_throughput ran inline before.
+class ThroughputRun {
+ public:
+  ThroughputRun(const ThroughputOptions& o, std::ostream& out)
+      : o_(o), out_(out), model_(open_model(o.model, o.load)), cfg_(model_.config),
+        fresh_(o.workload == Workload::fresh), streaming_(o.workload == Workload::backtest_streaming) {}
 
-nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
-  validate(o);
-  const Model model = open_model(o.model, o.load);
-  const ModelConfig& cfg = model.config;
-  const bool fresh = o.workload == Workload::fresh;
-  const bool streaming = o.workload == Workload::backtest_streaming;
-  EngineOptions eo;
-  eo.backend = o.backend;
-  eo.mode = fresh ? Mode::batch : streaming ? Mode::streaming : Mode::window;
-  eo.window = o.window.value_or(0);
-  eo.precision = o.precision;
-  eo.cpuset = o.cpuset;
-  eo.variant = o.variant;
-  eo.kernel = o.kernel;
-  eo.batch_rows = o.batch_rows;
-  eo.scaler = o.scaler;
-  eo.cpu = o.cpu;
-  eo.warm = false;  // throughput: the unmeasured first run warms it
-  if (fresh) {
-    // The batch backends take W per call; the engine's window rule (metadata, range) still applies.
-    EngineOptions wo = eo;
-    wo.mode = Mode::window;
-    eo.window = backend_options(model, wo).window;
+  nlohmann::json run() {
+    set_up();
+    size_the_run();
+    measure();
+    check();
+    report_and_print();
+    if (!o_.json_path.empty()) write_text(o_.json_path, report_.dump(2) + "\n");
+    return report_;
   }
-  Engine engine = o.make_backend ? Engine(model, o.make_backend(model, backend_options(model, eo))) : Engine(model, eo);
-  const std::string note = engine.choice_note();
-  const size_t I = size_t(cfg.input_size), O = size_t(cfg.output_size);
-  const size_t W = streaming ? 1 : size_t(fresh ? eo.window : engine.window());
-  const double flops_per_output = streaming ? layer_step_flops(cfg) + head_flops(cfg)
-                                            : double(W) * layer_step_flops(cfg) + head_flops(cfg);
-  const size_t S = fresh ? 1 : size_t(o.batch > 0 ? o.batch : 1);
-  const size_t B = fresh ? size_t(o.batch > 0 ? o.batch : 1024) : 0;
 
-  nlohmann::json report = report_header(o.command_line, o.cpuset);
-  report["kind"] = "throughput";
-  if (engine.backend_name() == "cuda")
-    for (auto& [k, v] : gpu::facts(eo.device)) report["machine"]["gpu"][k] = v;
+ private:
+  void set_up() {
+    eo_.backend = o_.backend;
+    eo_.mode = fresh_ ? Mode::batch : streaming_ ? Mode::streaming : Mode::window;
+    eo_.window = o_.window.value_or(0);
+    eo_.precision = o_.precision;
+    eo_.cpuset = o_.cpuset;
+    eo_.variant = o_.variant;
+    eo_.kernel = o_.kernel;
+    eo_.batch_rows = o_.batch_rows;
+    eo_.scaler = o_.scaler;
+    eo_.cpu = o_.cpu;
+    eo_.warm = false;  // throughput: the unmeasured first run warms it
+    if (fresh_) {
+      // The batch backends take W per call; the engine's window rule (metadata, range) still applies.
+      EngineOptions wo = eo_;
+      wo.mode = Mode::window;
+      eo_.window = backend_options(model_, wo).window;
+    }
+    if (o_.make_backend)
+      engine_.emplace(model_, o_.make_backend(model_, backend_options(model_, eo_)));
+    else
+      engine_.emplace(model_, eo_);
+    note_ = engine_->choice_note();
+    I_ = size_t(cfg_.input_size);
+    O_ = size_t(cfg_.output_size);
+    W_ = streaming_ ? 1 : size_t(fresh_ ? eo_.window : engine_->window());
+    flops_per_output_ = streaming_ ? layer_step_flops(cfg_) + head_flops(cfg_)
+                                   : double(W_) * layer_step_flops(cfg_) + head_flops(cfg_);
+    S_ = fresh_ ? 1 : size_t(o_.batch > 0 ? o_.batch : 1);
+    B_ = fresh_ ? size_t(o_.batch > 0 ? o_.batch : 1024) : 0;
 
-  // The float64 reference backend's backtest outputs are kept in float64 (its bound is below float's
-  // rounding); run_batch answers in float32 only.
-  const bool f64_out = !fresh && engine.precision() == Precision::fp64;
+    report_ = report_header(o_.command_line, o_.cpuset);
+    report_["kind"] = "throughput";
+    if (engine_->backend_name() == "cuda")
+      for (auto& [k, v] : gpu::facts(eo_.device)) report_["machine"]["gpu"][k] = v;
+
+    // The float64 reference backend's backtest outputs are kept in float64 (its bound is below float's
+    // rounding); run_batch answers in float32 only.
+    f64_out_ = !fresh_ && engine_->precision() == Precision::fp64;
+    // The outputs of the last run: z (float32; fresh: the last call's) or z64 (the ref backend's backtest).
+    z_.resize(fresh_ ? B_ * O_ : 0);
+  }
 
   // Inputs for `windows` outputs: backtest S series of T ticks; fresh, distinct batches of B windows
   // cycled over the calls (at most 16, within the input memory limit). A backtest's inputs and outputs
   // are checked against the limit together, before either is allocated.
-  auto series_inputs = [&](size_t T) {
-    const double bytes = double(S) * double(T) * (double(I) * 4 + double(O) * (f64_out ? 8 : 4));
+  std::vector<float> series_inputs(size_t T) const {
+    const size_t S = S_, I = I_, O = O_;
+    const double bytes = double(S) * double(T) * (double(I) * 4 + double(O) * (f64_out_ ? 8 : 4));
     if (bytes > kMaxThroughputInputBytes)
       throw Error(with_commas(double(S) * double(T)) + " ticks of " + std::to_string(I) + " inputs need " +
                   sci(bytes / 1e9) + " GB of inputs and outputs, over the benchmark's " +
                   sci(kMaxThroughputInputBytes / 1e9) + " GB: ask for fewer --ticks");
     std::vector<float> x(S * T * I);
     for (size_t s = 0; s < S; ++s)
-      for (size_t t = 0; t < T; ++t) tick_input(series_seed(o.seed, s), (long long)t, std::span<float>(x).subspan((s * T + t) * I, I));
+      for (size_t t = 0; t < T; ++t)
+        tick_input(series_seed(o_.seed, s), (long long)t, std::span<float>(x).subspan((s * T + t) * I, I));
     return x;
-  };
-  auto fresh_inputs = [&](size_t calls) {
+  }
+  std::vector<std::vector<float>> fresh_inputs(size_t calls) const {
+    const size_t B = B_, W = W_, I = I_;
     const double batch_bytes = double(B) * double(W) * double(I) * 4;
     if (batch_bytes > kMaxThroughputInputBytes)
       throw Error("--batch " + std::to_string(B) + " windows of " + std::to_string(W) + " x " + std::to_string(I) +
@@ -151,234 +174,284 @@ nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
     for (size_t b = 0; b < k; ++b)
       for (size_t w = 0; w < B; ++w)
         for (size_t t = 0; t < W; ++t)
-          tick_input(series_seed(o.seed, b * B + w), (long long)t,
+          tick_input(series_seed(o_.seed, b * B + w), (long long)t,
                      std::span<float>(batches[b]).subspan((w * W + t) * I, I));
     return batches;
-  };
-
-  // Sizing: a probe run (unmeasured; it also warms the backend) gives the rate, and the measured run is
-  // sized to about target_seconds, unless --ticks fixed it.
-  // The outputs of the last run: z (float32; fresh: the last call's) or z64 (the ref backend's backtest).
-  std::vector<float> z(fresh ? B * O : 0);
-  std::vector<double> z64;
-  auto run_backtest = [&](const std::vector<float>& x, size_t T) {
-    const size_t n = S * T * O;
-    f64_out ? z64.resize(n) : z.resize(n);  // sized once for the run, before the clock starts
+  }
+  double run_backtest(const std::vector<float>& x, size_t T) {
+    const size_t n = S_ * T * O_;
+    f64_out_ ? z64_.resize(n) : z_.resize(n);  // sized once for the run, before the clock starts
     const auto t0 = Clock::now();
-    if (f64_out) engine.backtest(x, S, T, std::span<double>(z64));
-    else engine.backtest(x, S, T, std::span<float>(z));
+    if (f64_out_) engine_->backtest(x, S_, T, std::span<double>(z64_));
+    else engine_->backtest(x, S_, T, std::span<float>(z_));
     return seconds_since(t0);
-  };
-  auto run_fresh_calls = [&](const std::vector<std::vector<float>>& batches, size_t calls,
-                             std::vector<double>* lat_us) {
+  }
+  double run_fresh_calls(const std::vector<std::vector<float>>& batches, size_t calls, std::vector<double>* lat_us) {
     const auto t0 = Clock::now();
     for (size_t c = 0; c < calls; ++c) {
       const auto c0 = Clock::now();
-      engine.run_batch(batches[c % batches.size()], B, W, std::span<float>(z));
+      engine_->run_batch(batches[c % batches.size()], B_, W_, std::span<float>(z_));
       if (lat_us) lat_us->push_back(std::chrono::duration<double, std::micro>(Clock::now() - c0).count());
     }
     return seconds_since(t0);
-  };
-  const size_t per_unit = fresh ? B : S;  // outputs per call / per tick across the series
-  size_t units = 0;                       // ticks per series, or calls
-  double probe_rate = 0;
-  {
+  }
+
+  // Sizing: a probe run (unmeasured; it also warms the backend) gives the rate, and the measured run is
+  // sized to about target_seconds, unless --ticks fixed it.
+  void size_the_run() {
+    per_unit_ = fresh_ ? B_ : S_;  // outputs per call / per tick across the series
     // The probe: at least one window's worth of ticks per series, and a few calls.
     // A probe much shorter than the target is repeated 8x larger (within the memory limit): a small
     // run on a GPU measures its fixed costs, not its rate, and would size the measured runs far too short.
-    size_t probe_units = fresh ? 2 : std::max<size_t>(W + 7, std::min<size_t>(4096, (2048 + S - 1) / S));
-    const double unit_bytes = fresh ? double(B) * double(W) * double(I) * 4
-                                    : double(S) * (double(I) * 4 + double(O) * (f64_out ? 8 : 4));
+    size_t probe_units = fresh_ ? 2 : std::max<size_t>(W_ + 7, std::min<size_t>(4096, (2048 + S_ - 1) / S_));
+    const double unit_bytes = fresh_ ? double(B_) * double(W_) * double(I_) * 4
+                                     : double(S_) * (double(I_) * 4 + double(O_) * (f64_out_ ? 8 : 4));
     const size_t max_probe = size_t(std::max(1.0, std::min(kMaxThroughputInputBytes / 4 / unit_bytes,
-                                                           double(kMaxThroughputWindows) / 10 / double(fresh ? B : S))));
+                                                           double(kMaxThroughputWindows) / 10 / double(fresh_ ? B_ : S_))));
     double secs;
     for (;;) {
-      if (fresh) {
+      if (fresh_) {
         const auto b = fresh_inputs(probe_units);
         secs = run_fresh_calls(b, probe_units, nullptr);
       } else {
         secs = run_backtest(series_inputs(probe_units), probe_units);
       }
-      if (o.windows || secs >= 0.1 * o.target_seconds || probe_units * 8 > max_probe) break;
+      if (o_.windows || secs >= 0.1 * o_.target_seconds || probe_units * 8 > max_probe) break;
       probe_units *= 8;
     }
-    probe_rate = double(probe_units * per_unit) / std::max(secs, 1e-9);
-    const double want = o.windows ? double(*o.windows) : probe_rate * o.target_seconds;
-    units = size_t(std::max(1.0, std::ceil(std::min(want, double(kMaxThroughputWindows)) / double(per_unit))));
+    probe_rate_ = double(probe_units * per_unit_) / std::max(secs, 1e-9);
+    const double want = o_.windows ? double(*o_.windows) : probe_rate_ * o_.target_seconds;
+    units_ = size_t(std::max(1.0, std::ceil(std::min(want, double(kMaxThroughputWindows)) / double(per_unit_))));
   }
 
-  const size_t outputs = units * per_unit;
-  std::vector<double> run_seconds, lat_us;
-  std::vector<float> x;
-  std::vector<std::vector<float>> batches;
-  if (fresh) {
-    batches = fresh_inputs(units);
-    lat_us.reserve(units);
-    run_seconds.push_back(run_fresh_calls(batches, units, &lat_us));
-  } else {
-    x = series_inputs(units);
-    for (int r = 0; r < o.repeats; ++r) run_seconds.push_back(run_backtest(x, units));
+  void measure() {
+    outputs_ = units_ * per_unit_;
+    if (fresh_) {
+      batches_ = fresh_inputs(units_);
+      lat_us_.reserve(units_);
+      run_seconds_.push_back(run_fresh_calls(batches_, units_, &lat_us_));
+    } else {
+      x_ = series_inputs(units_);
+      for (int r = 0; r < o_.repeats; ++r) run_seconds_.push_back(run_backtest(x_, units_));
+    }
   }
 
   // The check, off the timed path. Backtest: the first rows of the first and last series (the partial
   // windows and the head tiles), then random later rows from their own window alone (fixed scalers
   // only: a rolling one needs the history). Fresh: random windows of the last call's batch.
-  const Precision prec = engine.precision();
-  const bool int8 = bound_is_per_model(prec);
-  const ScalerChoice scaler = engine.scaler();
-  std::vector<double> got, exact, rounded;
-  auto output = [&](size_t k) { return f64_out ? z64[k] : double(z[k]); };  // value k of the last run
-  const Model rounded_model = int8 ? int8_rounded(model) : Model();
-  std::mt19937_64 rng(o.seed ^ 0xC0FFEEull);
-  const size_t want_rows = size_t(std::max(1, o.check_rows));
-  // Float64 work budget: about 1e9 flops per model checked.
-  const size_t budget_rows = std::max<size_t>(1, size_t(1e9 / std::max(1.0, flops_per_output)));
-  const size_t prefix = std::min<size_t>(units, budget_rows);
-  // The float64 truth: `exact`, and for int8's own bound `rounded` (the int8-rounded weights).
-  // The first n ticks of one series, from a ref engine with the same mode, window and scaler.
-  auto check_prefix = [&](std::span<const float> xs, size_t n) {
-    EngineOptions r;
-    r.backend = "ref";
-    r.mode = streaming ? Mode::streaming : Mode::window;
-    r.window = int(W);
-    r.scaler = scaler;
-    r.warm = false;
-    std::vector<double> zr(n * O);
-    Engine(model, r).backtest(xs, 1, n, std::span<double>(zr));
-    exact.insert(exact.end(), zr.begin(), zr.end());
-    if (int8) {
-      Engine(rounded_model, r).backtest(xs, 1, n, std::span<double>(zr));
-      rounded.insert(rounded.end(), zr.begin(), zr.end());
-    }
-  };
-  // Whole windows on their own (W steps from zero state), scaled in float64 as the backends scale them.
-  auto check_windows = [&](const std::vector<float>& windows, size_t n) {
-    std::vector<double> xd(windows.size());
-    InputScaler(model, scaler).scale_batch(windows, xd.data());
-    const auto zr = reference::batch(model, xd, n, W);
-    exact.insert(exact.end(), zr.begin(), zr.end());
-    if (int8) {
-      const auto zq = reference::batch(rounded_model, xd, n, W);
-      rounded.insert(rounded.end(), zq.begin(), zq.end());
-    }
-  };
-  if (!fresh) {
-    const size_t T = units;
-    for (const size_t s : S > 1 ? std::vector<size_t>{0, S - 1} : std::vector<size_t>{0}) {
-      const size_t n = std::min(prefix, std::max<size_t>(1, want_rows / 2));
-      check_prefix(std::span<const float>(x.data() + s * T * I, n * I), n);
-      for (size_t k = 0; k < n * O; ++k) got.push_back(output(s * T * O + k));
-    }
-    if (!streaming && scaler.kind != ScalerKind::rolling && T > W) {
-      std::uniform_int_distribution<size_t> pick_s(0, S - 1), pick_t(W - 1, T - 1);
+  void check() {
+    const size_t I = I_, O = O_, W = W_, S = S_, B = B_, units = units_;
+    const Model& model = model_;
+    const std::vector<float>& x = x_;
+    prec_ = engine_->precision();
+    const bool int8 = bound_is_per_model(prec_);
+    scaler_ = engine_->scaler();
+    const ScalerChoice scaler = scaler_;
+    std::vector<double> exact, rounded;
+    auto output = [&](size_t k) { return f64_out_ ? z64_[k] : double(z_[k]); };  // value k of the last run
+    const Model rounded_model = int8 ? int8_rounded(model) : Model();
+    std::mt19937_64 rng(o_.seed ^ 0xC0FFEEull);
+    const size_t want_rows = size_t(std::max(1, o_.check_rows));
+    // Float64 work budget: about 1e9 flops per model checked.
+    const size_t budget_rows = std::max<size_t>(1, size_t(1e9 / std::max(1.0, flops_per_output_)));
+    const size_t prefix = std::min<size_t>(units, budget_rows);
+    // The float64 truth: `exact`, and for int8's own bound `rounded` (the int8-rounded weights).
+    // The first n ticks of one series, from a ref engine with the same mode, window and scaler.
+    auto check_prefix = [&](std::span<const float> xs, size_t n) {
+      EngineOptions r;
+      r.backend = "ref";
+      r.mode = streaming_ ? Mode::streaming : Mode::window;
+      r.window = int(W);
+      r.scaler = scaler;
+      r.warm = false;
+      std::vector<double> zr(n * O);
+      Engine(model, r).backtest(xs, 1, n, std::span<double>(zr));
+      exact.insert(exact.end(), zr.begin(), zr.end());
+      if (int8) {
+        Engine(rounded_model, r).backtest(xs, 1, n, std::span<double>(zr));
+        rounded.insert(rounded.end(), zr.begin(), zr.end());
+      }
+    };
+    // Whole windows on their own (W steps from zero state), scaled in float64 as the backends scale them.
+    auto check_windows = [&](const std::vector<float>& windows, size_t n) {
+      std::vector<double> xd(windows.size());
+      InputScaler(model, scaler).scale_batch(windows, xd.data());
+      const auto zr = reference::batch(model, xd, n, W);
+      exact.insert(exact.end(), zr.begin(), zr.end());
+      if (int8) {
+        const auto zq = reference::batch(rounded_model, xd, n, W);
+        rounded.insert(rounded.end(), zq.begin(), zq.end());
+      }
+    };
+    if (!fresh_) {
+      const size_t T = units;
+      for (const size_t s : S > 1 ? std::vector<size_t>{0, S - 1} : std::vector<size_t>{0}) {
+        const size_t n = std::min(prefix, std::max<size_t>(1, want_rows / 2));
+        check_prefix(std::span<const float>(x.data() + s * T * I, n * I), n);
+        for (size_t k = 0; k < n * O; ++k) got_.push_back(output(s * T * O + k));
+      }
+      if (!streaming_ && scaler.kind != ScalerKind::rolling && T > W) {
+        std::uniform_int_distribution<size_t> pick_s(0, S - 1), pick_t(W - 1, T - 1);
+        std::vector<float> windows;
+        const size_t n = std::min(want_rows / 2, budget_rows);
+        for (size_t k = 0; k < n; ++k) {
+          const size_t s = pick_s(rng), t = pick_t(rng);
+          windows.insert(windows.end(), x.begin() + long((s * T + t + 1 - W) * I), x.begin() + long((s * T + t + 1) * I));
+          for (size_t j = 0; j < O; ++j) got_.push_back(output((s * T + t) * O + j));
+        }
+        check_windows(windows, n);
+      }
+    } else {
+      const auto& last = batches_[(units - 1) % batches_.size()];
+      std::uniform_int_distribution<size_t> pick(0, B - 1);
+      const size_t n = std::min({want_rows, B, budget_rows});
       std::vector<float> windows;
-      const size_t n = std::min(want_rows / 2, budget_rows);
       for (size_t k = 0; k < n; ++k) {
-        const size_t s = pick_s(rng), t = pick_t(rng);
-        windows.insert(windows.end(), x.begin() + long((s * T + t + 1 - W) * I), x.begin() + long((s * T + t + 1) * I));
-        for (size_t j = 0; j < O; ++j) got.push_back(output((s * T + t) * O + j));
+        const size_t w = n == B ? k : pick(rng);
+        windows.insert(windows.end(), last.begin() + long(w * W * I), last.begin() + long((w + 1) * W * I));
+        for (size_t j = 0; j < O; ++j) got_.push_back(output(w * O + j));
       }
       check_windows(windows, n);
     }
-  } else {
-    const auto& last = batches[(units - 1) % batches.size()];
-    std::uniform_int_distribution<size_t> pick(0, B - 1);
-    const size_t n = std::min({want_rows, B, budget_rows});
-    std::vector<float> windows;
-    for (size_t k = 0; k < n; ++k) {
-      const size_t w = n == B ? k : pick(rng);
-      windows.insert(windows.end(), last.begin() + long(w * W * I), last.begin() + long((w + 1) * W * I));
-      for (size_t j = 0; j < O; ++j) got.push_back(output(w * O + j));
+    error_ = reference::normalized_error(got_, exact);
+    // run_batch answers in float32: fresh outputs carry float's own rounding (2^-24 relative, so below
+    // 1.2e-7 on the normalized scale) whatever the backend computes in.
+    bound_ = std::max(int8 ? int8_error_bound(reference::normalized_error(rounded, exact)) : error_bound(prec_),
+                      fresh_ ? 1.2e-7 : 0.0);
+    pass_ = std::isfinite(error_) && error_ <= bound_;
+  }
+
+  // The report (JSON) and the summary (text).
+  void report_and_print() {
+    const size_t B = B_, W = W_, I = I_, O = O_, S = S_, units = units_, outputs = outputs_;
+    const bool fresh = fresh_, streaming = streaming_, pass = pass_;
+    const double error = error_, bound = bound_, probe_rate = probe_rate_, flops_per_output = flops_per_output_;
+    const Precision prec = prec_;
+    const ScalerChoice scaler = scaler_;
+    const Model& model = model_;
+    const ModelConfig& cfg = cfg_;
+    const std::string& note = note_;
+    const std::vector<double>& run_seconds = run_seconds_;
+    const std::vector<double>& lat_us = lat_us_;
+    const std::vector<double>& got = got_;
+    const std::vector<std::vector<float>>& batches = batches_;
+    Engine& engine = *engine_;
+    nlohmann::json& report = report_;
+    const ThroughputOptions& o = o_;
+    std::ostream& out = out_;
+    const double med_s = median(run_seconds), best_s = *std::min_element(run_seconds.begin(), run_seconds.end());
+    const double rate = double(outputs) / med_s, best_rate = double(outputs) / best_s;
+    const double in_bytes = fresh ? double(units) * double(B) * double(W) * double(I) * 4 : double(outputs) * double(I) * 4;
+    const double out_bytes = double(outputs) * double(O) * 4;
+
+    report["workload"] = workload_name(o.workload);
+    report["model"] = {{"name", model.name}, {"input_size", cfg.input_size}, {"hidden_size", cfg.hidden_size},
+                       {"num_layers", cfg.num_layers}, {"output_size", cfg.output_size}};
+    report["backend"] = {{"name", engine.backend_name()}, {"variant", engine.variant()}, {"precision", precision_name(prec)},
+                         {"choice_note", note}, {"facts", engine.facts()}};
+    report["window"] = streaming ? nlohmann::json(nullptr) : nlohmann::json(W);
+    report["scaler"] = scaler_name(scaler);
+    if (fresh) {
+      report["batch"] = B;
+      report["calls"] = units;
+      report["distinct_batches"] = batches.size();
+      report["latency_per_call_us"] = to_json(summarize(lat_us));
+    } else {
+      report["series"] = S;
+      report["ticks_per_series"] = units;
+      report["repeats"] = o.repeats;
     }
-    check_windows(windows, n);
-  }
-  const double error = reference::normalized_error(got, exact);
-  // run_batch answers in float32: fresh outputs carry float's own rounding (2^-24 relative, so below
-  // 1.2e-7 on the normalized scale) whatever the backend computes in.
-  const double bound = std::max(int8 ? int8_error_bound(reference::normalized_error(rounded, exact)) : error_bound(prec),
-                                fresh ? 1.2e-7 : 0.0);
-  const bool pass = std::isfinite(error) && error <= bound;
+    report["outputs_per_run"] = outputs;
+    report["run_seconds"] = run_seconds;
+    report["windows_per_s"] = rate;
+    report["windows_per_s_best"] = best_rate;
+    report["probe_windows_per_s"] = probe_rate;
+    report["flops_per_window"] = flops_per_output;
+    report["flops_counted_as"] = streaming ? "one step through every layer and the head per output"
+                                           : "W steps through every layer and the head once, per window";
+    report["tflops"] = rate * flops_per_output / 1e12;
+    // The GPU's dense fp16 peak (device facts) and the share of it achieved, where known.
+    double peak_tflops = 0;
+    if (report["machine"].contains("gpu") && report["machine"]["gpu"].contains("dense_fp16_peak_tflops"))
+      peak_tflops = std::atof(report["machine"]["gpu"]["dense_fp16_peak_tflops"].get<std::string>().c_str());
+    report["dense_fp16_peak_tflops"] = peak_tflops > 0 ? nlohmann::json(peak_tflops) : nlohmann::json(nullptr);
+    report["peak_fraction"] = peak_tflops > 0 ? nlohmann::json(rate * flops_per_output / 1e12 / peak_tflops) : nlohmann::json(nullptr);
+    report["backend"]["counters"] = engine.counters();
+    report["bytes_in_per_run"] = in_bytes;
+    report["bytes_out_per_run"] = out_bytes;
+    report["error"] = {{"max_normalized", error}, {"bound", bound}, {"values_checked", got.size()}};
+    report["pass"] = pass;
+    report["failure"] = pass ? nlohmann::json(nullptr)
+                             : nlohmann::json("error " + sci(error) + " over " + std::to_string(got.size()) +
+                                              " checked output values exceeds the bound " + sci(bound));
 
-  const double med_s = median(run_seconds), best_s = *std::min_element(run_seconds.begin(), run_seconds.end());
-  const double rate = double(outputs) / med_s, best_rate = double(outputs) / best_s;
-  const double in_bytes = fresh ? double(units) * double(B) * double(W) * double(I) * 4 : double(outputs) * double(I) * 4;
-  const double out_bytes = double(outputs) * double(O) * 4;
-
-  report["workload"] = workload_name(o.workload);
-  report["model"] = {{"name", model.name}, {"input_size", cfg.input_size}, {"hidden_size", cfg.hidden_size},
-                     {"num_layers", cfg.num_layers}, {"output_size", cfg.output_size}};
-  report["backend"] = {{"name", engine.backend_name()}, {"variant", engine.variant()}, {"precision", precision_name(prec)},
-                       {"choice_note", note}, {"facts", engine.facts()}};
-  report["window"] = streaming ? nlohmann::json(nullptr) : nlohmann::json(W);
-  report["scaler"] = scaler_name(scaler);
-  if (fresh) {
-    report["batch"] = B;
-    report["calls"] = units;
-    report["distinct_batches"] = batches.size();
-    report["latency_per_call_us"] = to_json(summarize(lat_us));
-  } else {
-    report["series"] = S;
-    report["ticks_per_series"] = units;
-    report["repeats"] = o.repeats;
-  }
-  report["outputs_per_run"] = outputs;
-  report["run_seconds"] = run_seconds;
-  report["windows_per_s"] = rate;
-  report["windows_per_s_best"] = best_rate;
-  report["probe_windows_per_s"] = probe_rate;
-  report["flops_per_window"] = flops_per_output;
-  report["flops_counted_as"] = streaming ? "one step through every layer and the head per output"
-                                         : "W steps through every layer and the head once, per window";
-  report["tflops"] = rate * flops_per_output / 1e12;
-  // The GPU's dense fp16 peak (device facts) and the share of it achieved, where known.
-  double peak_tflops = 0;
-  if (report["machine"].contains("gpu") && report["machine"]["gpu"].contains("dense_fp16_peak_tflops"))
-    peak_tflops = std::atof(report["machine"]["gpu"]["dense_fp16_peak_tflops"].get<std::string>().c_str());
-  report["dense_fp16_peak_tflops"] = peak_tflops > 0 ? nlohmann::json(peak_tflops) : nlohmann::json(nullptr);
-  report["peak_fraction"] = peak_tflops > 0 ? nlohmann::json(rate * flops_per_output / 1e12 / peak_tflops) : nlohmann::json(nullptr);
-  report["backend"]["counters"] = engine.counters();
-  report["bytes_in_per_run"] = in_bytes;
-  report["bytes_out_per_run"] = out_bytes;
-  report["error"] = {{"max_normalized", error}, {"bound", bound}, {"values_checked", got.size()}};
-  report["pass"] = pass;
-  report["failure"] = pass ? nlohmann::json(nullptr)
-                           : nlohmann::json("error " + sci(error) + " over " + std::to_string(got.size()) +
-                                            " checked output values exceeds the bound " + sci(bound));
-
-  out << "hotpath bench: " << workload_name(o.workload) << (streaming ? "" : " W=" + std::to_string(W)) << ", "
-      << model.name << ", " << engine.backend_name() << " " << engine.variant() << " " << precision_name(prec) << ", ";
-  if (fresh) out << "calls of " << B << " windows x " << units << "\n";
-  else out << S << " series x " << with_commas(double(units)) << " ticks\n";
-  if (!note.empty()) out << "  (" << note << ")\n";
-  out << "  rate      " << with_commas(rate) << " windows/s";
-  if (!fresh) out << " (median of " << run_seconds.size() << " runs; best " << with_commas(best_rate) << ")";
-  out << "\n";
-  if (fresh) {
-    const Summary l = summarize(lat_us);
-    out << "  per call  p50 " << sci(l.p50) << " us, p99 " << sci(l.p99) << " us, max " << sci(l.max) << " us over "
-        << l.count << " calls\n";
-  }
-  out << "  compute   " << sci(rate * flops_per_output / 1e12) << " TFLOP/s (" << sci(flops_per_output / 1e6)
-      << " MFLOP per window: " << report["flops_counted_as"].get<std::string>() << ")\n";
-  if (peak_tflops > 0)
-    out << "  peak      " << sci(100.0 * rate * flops_per_output / 1e12 / peak_tflops) << " % of the GPU's dense fp16 peak ("
-        << sci(peak_tflops) << " TFLOP/s at the max SM clock)\n";
-  {
-    const auto c = engine.counters();
-    if (c.count("batch_copy_overlap"))
-      out << "  copies    " << sci(c.at("batch_copy_bytes") / 1e6) << " MB over " << c.at("batch_chunks")
-          << " chunks in the last run; " << sci(100.0 * c.at("batch_copy_overlap"))
-          << " % of copy time hidden under compute (h2d " << sci(c.at("batch_h2d_s") * 1e3) << " ms, d2h "
-          << sci(c.at("batch_d2h_s") * 1e3) << " ms, compute " << sci(c.at("batch_compute_s") * 1e3) << " ms, wall "
-          << sci(c.at("batch_wall_s") * 1e3) << " ms)\n";
-  }
-  out << "  data      in " << sci(in_bytes / 1e6) << " MB, out " << sci(out_bytes / 1e6) << " MB per run ("
-      << sci((in_bytes + out_bytes) / med_s / 1e9) << " GB/s)\n";
+    out << "hotpath bench: " << workload_name(o.workload) << (streaming ? "" : " W=" + std::to_string(W)) << ", "
+        << model.name << ", " << engine.backend_name() << " " << engine.variant() << " " << precision_name(prec) << ", ";
+    if (fresh) out << "calls of " << B << " windows x " << units << "\n";
+    else out << S << " series x " << with_commas(double(units)) << " ticks\n";
+    if (!note.empty()) out << "  (" << note << ")\n";
+    out << "  rate      " << with_commas(rate) << " windows/s";
+    if (!fresh) out << " (median of " << run_seconds.size() << " runs; best " << with_commas(best_rate) << ")";
+    out << "\n";
+    if (fresh) {
+      const Summary l = summarize(lat_us);
+      out << "  per call  p50 " << sci(l.p50) << " us, p99 " << sci(l.p99) << " us, max " << sci(l.max) << " us over "
+          << l.count << " calls\n";
+    }
+    out << "  compute   " << sci(rate * flops_per_output / 1e12) << " TFLOP/s (" << sci(flops_per_output / 1e6)
+        << " MFLOP per window: " << report["flops_counted_as"].get<std::string>() << ")\n";
+    if (peak_tflops > 0)
+      out << "  peak      " << sci(100.0 * rate * flops_per_output / 1e12 / peak_tflops) << " % of the GPU's dense fp16 peak ("
+          << sci(peak_tflops) << " TFLOP/s at the max SM clock)\n";
+    {
+      const auto c = engine.counters();
+      if (c.count("batch_copy_overlap"))
+        out << "  copies    " << sci(c.at("batch_copy_bytes") / 1e6) << " MB over " << c.at("batch_chunks")
+            << " chunks in the last run; " << sci(100.0 * c.at("batch_copy_overlap"))
+            << " % of copy time hidden under compute (h2d " << sci(c.at("batch_h2d_s") * 1e3) << " ms, d2h "
+            << sci(c.at("batch_d2h_s") * 1e3) << " ms, compute " << sci(c.at("batch_compute_s") * 1e3) << " ms, wall "
+            << sci(c.at("batch_wall_s") * 1e3) << " ms)\n";
+    }
+    out << "  data      in " << sci(in_bytes / 1e6) << " MB, out " << sci(out_bytes / 1e6) << " MB per run ("
+        << sci((in_bytes + out_bytes) / med_s / 1e9) << " GB/s)\n";
  out << "  error     " << sci(error) << " over " << got.size() << " checked output values (bound " << sci(bound) << "): "
-      << (pass ? "PASS" : "FAIL") << "\n";
+        << (pass ? "PASS" : "FAIL") << "\n";
+  }
 
-  if (!o.json_path.empty()) write_text(o.json_path, report.dump(2) + "\n");
-  return report;
+  const ThroughputOptions& o_;
+  std::ostream& out_;
+  const Model model_;
+  const ModelConfig& cfg_;
+  const bool fresh_, streaming_;
+  // set up
+  EngineOptions eo_;
+  std::optional<Engine> engine_;
+  std::string note_;
+  size_t I_ = 0, O_ = 0, W_ = 1, S_ = 1, B_ = 0;
+  double flops_per_output_ = 0;
+  nlohmann::json report_;
+  bool f64_out_ = false;
+  std::vector<float> z_;
+  std::vector<double> z64_;
+  // the probe and the measured runs
+  size_t per_unit_ = 1, units_ = 0, outputs_ = 0;
+  double probe_rate_ = 0;
+  std::vector<double> run_seconds_, lat_us_;
+  std::vector<float> x_;
+  std::vector<std::vector<float>> batches_;
+  // the check
+  Precision prec_ = Precision::fp32;
+  ScalerChoice scaler_;
+  std::vector<double> got_;
+  double error_ = 0, bound_ = 0;
+  bool pass_ = false;
+};
+
+}  // namespace
+
+nlohmann::json run_throughput(const ThroughputOptions& o, std::ostream& out) {
+  validate(o);
+  return ThroughputRun(o, out).run();
 }
 
 }  // namespace hotpath::bench
