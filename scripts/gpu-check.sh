@@ -19,7 +19,8 @@
 #                    its own parts: --no-bench-cpu, --no-torch-case)
 #   kill-test        a SIGKILLed host leaves no kernel behind (gpu-soak.sh kill)
 # Run only when asked (--with):
-#   probe            cluster_probe and grid_probe (one exchange inside a cluster, and across the GPU)
+#   probe            cluster_probe and grid_probe (one exchange inside a cluster, and across the GPU; a look
+#                    at words beside tile loads)
 #   soak             the 5-minute soak (gpu-soak.sh soak)
 #   first-ticks      the cuda first-tick runs (lstm_s window, warm and --no-warm)
 #   throughput       scripts/throughput-bench.sh (hotpath and PyTorch side by side)
@@ -254,6 +255,8 @@ if on probe; then
   timeout 200 "$BUILD/bench/cuda/cluster_probe" --rounds 20000 --trips 100000 --cpu 2 2>&1 | tee -a "$LOG"
   say "grid probe (one exchange across the GPU's blocks, no model)"
   timeout 100 "$BUILD/bench/cuda/grid_probe" --rounds 20000 2>&1 | tee -a "$LOG"
+  say "grid probe --look (one look at words in L2, alone and beside a layer's tile loads)"
+  timeout 60 "$BUILD/bench/cuda/grid_probe" --look --rounds 20000 2>&1 | tee -a "$LOG"
 fi
 
 others=$(gpu_others)
