@@ -3,18 +3,38 @@
 # cpu tests, the critical-step micro-benchmark with its hardware counters under each tuning variant
 # side by side, and the standard `hotpath bench` runs (fp32 / bf16 / int8). Results under OUT_DIR
 # (one tarball, cpu-bench.tgz, plus the log).
-#   scripts/cpu-bench.sh OUT_DIR [TICKS]
+#   scripts/cpu-bench.sh [--build DIR] [--out DIR] [--ticks N]
+#     --build DIR   the CPU-only tree (default build-cpu, the `cpu` preset)
+#     --out DIR     results (default $OUT, else gpu-out)   --ticks N   ticks a run (default 200000)
+#   (the form recorded before the flags, scripts/cpu-bench.sh OUT_DIR [TICKS], still works; BUILD=DIR too)
 # Cores, from nproc: 0-1 left to the OS, the critical step on 2, the precompute on 3 to the last but one
 # (3-14 on the lent machine's 16; the last stays free for the shell and the logging), as gpu-bench.sh.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
+SCRIPT=cpu-bench.sh
+. scripts/lib/flags.sh
+BUILD=${BUILD:-build-cpu}
+OUT=${OUT:-gpu-out}
+TICKS=200000
+pos=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) flag_value "$@"; BUILD=$2; shift ;;
+    --out) flag_value "$@"; OUT=$2; shift ;;
+    --ticks) flag_value "$@"; flag_count "$1" "$2"; TICKS=$2; shift ;;
+    -h | --help) flag_help 11 ;;
+    -*) flag_unknown "$1" ;;
+    *) pos+=("$1") ;;
+  esac
+  shift
+done
+[ ${#pos[@]} -gt 2 ] && flag_die "at most OUT_DIR TICKS without flags"
+[ ${#pos[@]} -ge 1 ] && OUT=${pos[0]}
+[ ${#pos[@]} -ge 2 ] && { flag_count TICKS "${pos[1]}"; TICKS=${pos[1]}; }
 NCPU=$(nproc)
 [ "$NCPU" -ge 6 ] || { echo "cpu-bench.sh: needs 6 cores or more (0-1 for the OS, 2 critical, 3.. precompute); this machine has $NCPU" >&2; exit 2; }
 CORES="2,3-$((NCPU - 2))"  # critical core, then the precompute workers
 W4=$(( NCPU - 2 < 6 ? NCPU - 2 : 6 ))  # the 4-worker run: 3-6 where there are 4 such cores
-OUT=${1:?usage: scripts/cpu-bench.sh OUT_DIR [TICKS]}
-TICKS=${2:-200000}
-BUILD=${BUILD:-build-cpu}
 R="$BUILD/cpu-bench"
 mkdir -p "$OUT" "$R"
 LOG="$OUT/cpu-bench.log"

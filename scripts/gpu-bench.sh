@@ -1,11 +1,32 @@
 #!/usr/bin/env bash
 # The standard benchmarks and golden checks through the `hotpath` CLI, on the GPU machine.
-#   scripts/gpu-bench.sh BUILD_DIR OUT_DIR [TICKS]
+#   scripts/gpu-bench.sh [--build DIR] [--out DIR] [--ticks N]
+#     --build DIR   the built tree (default build-gpu)     --out DIR   results (default $OUT, else gpu-out)
+#     --ticks N     ticks a run (default 1000000)
+#   (the form recorded before the flags, scripts/gpu-bench.sh BUILD_DIR OUT_DIR [TICKS], still works)
 # Writes one JSON per run under OUT_DIR/bench/ and a summary table to stdout. Called by gpu-check.sh.
 set -u -o pipefail
-BUILD=$1
-OUT=$2
-TICKS=${3:-1000000}
+SCRIPT=gpu-bench.sh
+. "$(dirname "$0")/lib/flags.sh"
+BUILD=build-gpu
+OUT=${OUT:-gpu-out}
+TICKS=1000000
+pos=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) flag_value "$@"; BUILD=$2; shift ;;
+    --out) flag_value "$@"; OUT=$2; shift ;;
+    --ticks) flag_value "$@"; flag_count "$1" "$2"; TICKS=$2; shift ;;
+    -h | --help) flag_help 7 ;;
+    -*) flag_unknown "$1" ;;
+    *) pos+=("$1") ;;
+  esac
+  shift
+done
+[ ${#pos[@]} -gt 3 ] && flag_die "at most BUILD_DIR OUT_DIR TICKS without flags"
+[ ${#pos[@]} -ge 1 ] && BUILD=${pos[0]}
+[ ${#pos[@]} -ge 2 ] && OUT=${pos[1]}
+[ ${#pos[@]} -ge 3 ] && { flag_count TICKS "${pos[2]}"; TICKS=${pos[2]}; }
 HP="$BUILD/hotpath"
 # The JSON files gather in $BUILD/bench and are archived into $OUT/bench.tgz after every run: one file to
 # carry away, and a run cut short still leaves what finished.

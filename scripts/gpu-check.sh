@@ -279,17 +279,17 @@ fi
 # ---- hotpath bench: golden checks and the standard benchmarks through the CLI ---------------------
 # --skip bench (or --bench-ticks 0) skips them (e.g. to run them in a second call on the still-warm machine).
 if [ "$HAVE_CLI" = 1 ] && on bench; then
-  scripts/gpu-bench.sh "$BUILD" "$OUT" "$BENCH_TICKS" 2>&1 | tee -a "$LOG"
+  scripts/gpu-bench.sh --build "$BUILD" --out "$OUT" --ticks "$BENCH_TICKS" 2>&1 | tee -a "$LOG"
 fi
 # The kill test: a SIGKILLed host leaves no kernel behind; the next process starts normally.
 if [ "$HAVE_CLI" = 1 ] && on kill-test; then
   say "kill test"
-  scripts/gpu-soak.sh "$BUILD" "$OUT" kill 2>&1 | tee -a "$LOG"
+  scripts/gpu-soak.sh --build "$BUILD" --out "$OUT" kill 2>&1 | tee -a "$LOG"
 fi
 # The soak: --with soak runs scripts/gpu-soak.sh soak (SOAK_SECONDS, 300 by default).
 if [ "$HAVE_CLI" = 1 ] && on soak; then
   say "soak"
-  scripts/gpu-soak.sh "$BUILD" "$OUT" soak 2>&1 | tee -a "$LOG"
+  scripts/gpu-soak.sh --build "$BUILD" --out "$OUT" soak 2>&1 | tee -a "$LOG"
 fi
 # First ticks on the GPU: the engine warmed on creation, and not.
 if [ "$HAVE_CLI" = 1 ] && on first-ticks; then
@@ -304,11 +304,11 @@ fi
 # side).
 if [ "$HAVE_CLI" = 1 ] && on throughput; then
   say "throughput"
-  scripts/throughput-bench.sh "$BUILD" "$OUT" "$THROUGHPUT_BACKENDS" 2>&1 | tail -40 | tee -a "$LOG"
+  scripts/throughput-bench.sh --build "$BUILD" --out "$OUT" --backends "$THROUGHPUT_BACKENDS" 2>&1 | tail -40 | tee -a "$LOG"
 fi
 # ---- end of hotpath bench section ------------------------------------------------------------------
 # The CPU path's benchmarks, on this machine's Xeon.
 if on cpu-bench; then
-  scripts/cpu-bench.sh "$OUT" "$CPU_BENCH_TICKS" 2>&1 | tail -3 | tee -a "$LOG"
+  scripts/cpu-bench.sh --out "$OUT" --ticks "$CPU_BENCH_TICKS" 2>&1 | tail -3 | tee -a "$LOG"
 fi
 say "done"

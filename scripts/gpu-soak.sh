@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The long runs (kill test, soak) on the GPU machine, after gpu-check.sh has built BUILD_DIR:
-#   scripts/gpu-soak.sh BUILD_DIR OUT_DIR kill|soak
+# The long runs (kill test, soak) on the GPU machine, after gpu-check.sh has built the tree:
+#   scripts/gpu-soak.sh [--build DIR] [--out DIR] kill|soak
+#     --build DIR   the built tree (default build-gpu)     --out DIR   results (default $OUT, else gpu-out)
+#   (the form recorded before the flags, scripts/gpu-soak.sh BUILD_DIR OUT_DIR kill|soak, still works)
 #   kill: the host process is SIGKILLed mid-run; the GPU must be idle again within the lease, and the
 #         next process must start and answer correctly.
 #   soak: `hotpath bench` for SOAK_SECONDS (300) on each backend of SOAK_BACKENDS ("cuda cpu": both at
@@ -13,9 +15,27 @@
 #         lstm_s), after which blocks are recycled; RSS may then grow by at most 0.25 MiB and GPU memory
 #         by at most 2 MiB.
 set -u -o pipefail
-BUILD=$1
-OUT=$2
-WHAT=$3
+SCRIPT=gpu-soak.sh
+. "$(dirname "$0")/lib/flags.sh"
+BUILD=build-gpu
+OUT=${OUT:-gpu-out}
+pos=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) flag_value "$@"; BUILD=$2; shift ;;
+    --out) flag_value "$@"; OUT=$2; shift ;;
+    -h | --help) flag_help 16 ;;
+    -*) flag_unknown "$1" ;;
+    *) pos+=("$1") ;;
+  esac
+  shift
+done
+case ${#pos[@]} in
+  1) WHAT=${pos[0]} ;;
+  3) BUILD=${pos[0]}; OUT=${pos[1]}; WHAT=${pos[2]} ;;
+  *) flag_die "say what to run: kill or soak (--help)" ;;
+esac
+[ "$WHAT" = kill ] || [ "$WHAT" = soak ] || flag_die "runs kill or soak, not '$WHAT'"
 HP="$BUILD/hotpath"
 mkdir -p "$OUT"
 now() { date +%s.%N; }
@@ -107,5 +127,5 @@ PY
 case "$WHAT" in
   kill) kill_test ;;
   soak) soak ;;
-  *) echo "usage: gpu-soak.sh BUILD_DIR OUT_DIR kill|soak"; exit 2 ;;
+  *) flag_die "runs kill or soak, not '$WHAT'" ;;
 esac

@@ -2,14 +2,35 @@
 # The throughput benchmarks (docs/cuda.md, "Throughput") on the GPU machine, side by side in one run:
 # hotpath's `bench --mode backtest | backtest-streaming | fresh` per zoo model on each backend given, and
 # bench/pytorch_throughput.py (nn.LSTM: cuDNN on the GPU, PyTorch's CPU kernels on the same cores).
-#   scripts/throughput-bench.sh BUILD_DIR OUT_DIR [BACKENDS]    BACKENDS: "cpu cuda" by default
+#   scripts/throughput-bench.sh [--build DIR] [--out DIR] [--backends "cpu cuda"]
+#     --build DIR   the built tree (default build-gpu)     --out DIR   results (default $OUT, else gpu-out)
+#     --backends    the backends run, "cpu cuda" by default
+#   (the form recorded before the flags, scripts/throughput-bench.sh BUILD_DIR OUT_DIR [BACKENDS], still works)
 # Cores: 0-1 left to the OS; the CPU runs use 2-15 (14 cores) for hotpath and PyTorch alike.
 # JSON per run under OUT_DIR/throughput/, one log line per run in OUT_DIR/throughput.log.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
-BUILD=${1:?usage: scripts/throughput-bench.sh BUILD_DIR OUT_DIR [BACKENDS]}
-OUT=${2:?usage: scripts/throughput-bench.sh BUILD_DIR OUT_DIR [BACKENDS]}
-BACKENDS=${3:-cpu cuda}
+SCRIPT=throughput-bench.sh
+. scripts/lib/flags.sh
+BUILD=build-gpu
+OUT=${OUT:-gpu-out}
+BACKENDS="cpu cuda"
+pos=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) flag_value "$@"; BUILD=$2; shift ;;
+    --out) flag_value "$@"; OUT=$2; shift ;;
+    --backends) flag_value "$@"; BACKENDS=$2; shift ;;
+    -h | --help) flag_help 10 ;;
+    -*) flag_unknown "$1" ;;
+    *) pos+=("$1") ;;
+  esac
+  shift
+done
+[ ${#pos[@]} -gt 3 ] && flag_die "at most BUILD_DIR OUT_DIR BACKENDS without flags"
+[ ${#pos[@]} -ge 1 ] && BUILD=${pos[0]}
+[ ${#pos[@]} -ge 2 ] && OUT=${pos[1]}
+[ ${#pos[@]} -ge 3 ] && BACKENDS=${pos[2]}
 MODELS=${MODELS:-lstm_s lstm_m lstm_l nv_small nv_medium nv_large vollo_tiny vollo_large}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-3}
 R="$OUT/throughput"
