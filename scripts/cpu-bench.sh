@@ -16,18 +16,8 @@ SCRIPT=cpu-bench.sh
 BUILD=${BUILD:-build-cpu}
 OUT=${OUT:-gpu-out}
 TICKS=200000
-pos=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --build) flag_value "$@"; BUILD=$2; shift ;;
-    --out) flag_value "$@"; OUT=$2; shift ;;
-    --ticks) flag_value "$@"; flag_count "$1" "$2"; TICKS=$2; shift ;;
-    -h | --help) flag_help 11 ;;
-    -*) flag_unknown "$1" ;;
-    *) pos+=("$1") ;;
-  esac
-  shift
-done
+FLAGS=(--build:BUILD --out:OUT --ticks:TICKS:count)
+flag_parse 11 "$@"
 [ ${#pos[@]} -gt 2 ] && flag_die "at most OUT_DIR TICKS without flags"
 [ ${#pos[@]} -ge 1 ] && OUT=${pos[0]}
 [ ${#pos[@]} -ge 2 ] && { flag_count TICKS "${pos[1]}"; TICKS=${pos[1]}; }

@@ -11,18 +11,8 @@ SCRIPT=gpu-bench.sh
 BUILD=build-gpu
 OUT=${OUT:-gpu-out}
 TICKS=1000000
-pos=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --build) flag_value "$@"; BUILD=$2; shift ;;
-    --out) flag_value "$@"; OUT=$2; shift ;;
-    --ticks) flag_value "$@"; flag_count "$1" "$2"; TICKS=$2; shift ;;
-    -h | --help) flag_help 7 ;;
-    -*) flag_unknown "$1" ;;
-    *) pos+=("$1") ;;
-  esac
-  shift
-done
+FLAGS=(--build:BUILD --out:OUT --ticks:TICKS:count)
+flag_parse 7 "$@"
 [ ${#pos[@]} -gt 3 ] && flag_die "at most BUILD_DIR OUT_DIR TICKS without flags"
 [ ${#pos[@]} -ge 1 ] && BUILD=${pos[0]}
 [ ${#pos[@]} -ge 2 ] && OUT=${pos[1]}

@@ -19,17 +19,8 @@ SCRIPT=gpu-soak.sh
 . "$(dirname "$0")/lib/flags.sh"
 BUILD=build-gpu
 OUT=${OUT:-gpu-out}
-pos=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --build) flag_value "$@"; BUILD=$2; shift ;;
-    --out) flag_value "$@"; OUT=$2; shift ;;
-    -h | --help) flag_help 16 ;;
-    -*) flag_unknown "$1" ;;
-    *) pos+=("$1") ;;
-  esac
-  shift
-done
+FLAGS=(--build:BUILD --out:OUT)
+flag_parse 16 "$@"
 case ${#pos[@]} in
   1) WHAT=${pos[0]} ;;
   3) BUILD=${pos[0]}; OUT=${pos[1]}; WHAT=${pos[2]} ;;

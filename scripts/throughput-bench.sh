@@ -15,18 +15,8 @@ SCRIPT=throughput-bench.sh
 BUILD=build-gpu
 OUT=${OUT:-gpu-out}
 BACKENDS="cpu cuda"
-pos=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --build) flag_value "$@"; BUILD=$2; shift ;;
-    --out) flag_value "$@"; OUT=$2; shift ;;
-    --backends) flag_value "$@"; BACKENDS=$2; shift ;;
-    -h | --help) flag_help 10 ;;
-    -*) flag_unknown "$1" ;;
-    *) pos+=("$1") ;;
-  esac
-  shift
-done
+FLAGS=(--build:BUILD --out:OUT --backends:BACKENDS)
+flag_parse 10 "$@"
 [ ${#pos[@]} -gt 3 ] && flag_die "at most BUILD_DIR OUT_DIR BACKENDS without flags"
 [ ${#pos[@]} -ge 1 ] && BUILD=${pos[0]}
 [ ${#pos[@]} -ge 2 ] && OUT=${pos[1]}

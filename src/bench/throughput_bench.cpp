@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iomanip>
 #include <random>
 #include <sstream>

@@ -32,7 +32,7 @@ struct CudaOptions {
   // Grid family: where the precompute runs (lstm_params.hpp, GridPrecompute).
   cuda::GridPrecompute grid_precompute = cuda::GridPrecompute::automatic;
   // Grid family: lanes a hidden unit in the cell warp, which add its k-share sums by shuffles (1, 2 or 4;
-  // 0: the fewest that load their shares in one round, grid/lstm_grid.cu CellShape). A tuning knob for
+  // 0: the fewest that load their shares in one round, lstm_params.hpp grid_cell_lanes). A tuning knob for
   // side-by-side runs (cuda_sweep --large).
   int grid_cell_lanes = 0;
   // Grid family: where the compute warps read their W_ih tiles in a tick (lstm_params.hpp, GridTiles): in

@@ -247,7 +247,7 @@ struct LstmParams {
   int forward_after_output = 0;  // tuning: pass the input to the precompute only once the answer is out
   int gate_sleep_ns = 0;         // tuning: pollers nap this long while waiting for the consumer
   int keep_warm = 0;             // tuning: every compute warp waits for the input issuing dummy mma
-  int grid_cell_lanes = 0;       // tuning, grid: lanes a unit in the cell warp (1, 2, 4; 0: CellShape's choice)
+  int grid_cell_lanes = 0;       // tuning, grid: lanes a unit in the cell warp (1, 2, 4; 0: grid_cell_lanes' choice)
   CriticalVariant variant = kVariantSmem;  // critical-step variant of the cta family
   KernelFamily family = KernelFamily::cta;
 
@@ -367,7 +367,7 @@ HOTPATH_HD inline int grid_tile_col(int k, int c) {
 }
 
 // The grid's cell warp: the k-shares a cell lane loads at once (more: another round of loads), and the lanes
-// a unit that add a unit's shares (grid/lstm_grid.cu, CellShape): the fewest of 1, 2, 4 whose shares each
+// a unit that add a unit's shares (grid/lstm_grid.cu, multi_cells): the fewest of 1, 2, 4 whose shares each
 // lane loads in one round (a shuffle level costs more than a second load in flight does not), or the count
 // `forced` (CudaOptions::grid_cell_lanes, 0: none) forces; at most 32 lanes over the block's units.
 inline constexpr int kGridCellSharesInFlight = 4;

@@ -194,19 +194,14 @@ static_assert(kSharesInFlight * 4 >= kMaxComputeWarps, "4 lanes a unit load ever
 // block's Ub units in passes of 32 / parts. parts: grid_cell_lanes (lstm_params.hpp), the fewest lanes whose
 // shares each lane loads in one round (H200, same call: 8 shares in 2 lanes a unit against 4: nv_large's
 // answer -210 cycles, vollo_large -170; 9-13 shares in 4 lanes against 2: vollo_med -330, lstm_l -410;
-// docs/cuda.md, "The grid kernel, fourth round"). With one pass and the tagged exchange the last layer's
-// cells also send the head's partial sums (fold): no barrier or loop after the last layer.
-struct CellShape {
-  int parts, plog, per_pass;
-  bool fold;
-  __device__ explicit CellShape(const LstmParams& p) {
-    const int Ub = p.gpb * kUnitsPerGroup;
-    parts = grid_cell_lanes(p);
-    plog = parts == 4 ? 2 : parts == 2 ? 1 : 0;
-    per_pass = 32 >> plog;
-    fold = p.grid_exchange == GridExchange::tagged && Ub <= per_pass;
-  }
-};
+// docs/cuda.md, "The grid kernel, fourth round"); multi_cells takes it as its template argument kParts.
+// With one pass and the tagged exchange the last layer's cells also send the head's partial sums (fold):
+// no barrier or loop after the last layer.
+__device__ __forceinline__ bool cells_fold_head(const LstmParams& p) {
+  const int Ub = p.gpb * kUnitsPerGroup, parts = grid_cell_lanes(p);
+  const int per_pass = 32 >> (parts == 4 ? 2 : parts == 2 ? 1 : 0);
+  return p.grid_exchange == GridExchange::tagged && Ub <= per_pass;
+}
 
 // Block 0's head sums meet in sP after the last layer (one float an output).
 static_assert(4 * kUnitsPerGroup >= kMaxOutputs, "sP holds at least kMaxOutputs floats");
@@ -671,7 +666,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
   // The input's slot in L2 (counters): layer L-1's exchange slot, which no layer's h uses.
   auto input_slot = [&](int par) { return p.xch_h + size_t(par * L + (L - 1)) * 2 * stride; };
   const int nbar = nct + 32 * kGridCellWarps;  // the compute warps and the cell warp (kBarSums, kBarCells)
-  const bool fold = CellShape(p).fold;
+  const bool fold = cells_fold_head(p);
   // This warp's tiles of layer l: [k0, k1) of kt[l] (ksplit shares, even)
   auto share = [&](int l, int& k0, int& k1) {
     const int kt = p.kt[l], per = p.share_tiles[l];  // the plan's: no division on the critical path
@@ -953,7 +948,7 @@ __device__ __forceinline__ T* kept(T* q) {
 // The cell warp (kGridCellWarps): every layer it waits for the compute warps' k-share sums, adds them, runs
 // the cells of the block's Ub units and sends h (tagged words straight to L2; the other exchanges: the
 // stage that compute warp 0 copies), then lets the compute warps go on. One warp's chain of dependent
-// instructions, kept short: kParts (CellShape's lanes a unit) is a template argument (shifts and unrolled
+// instructions, kept short: kParts (grid_cell_lanes: the lanes a unit) is a template argument (shifts and unrolled
 // shuffles, no branch on it), every load of a pass is issued before the first add and before the quit check
 // (the addresses are valid whatever the compute warps did), and what a layer's loads need is kept in
 // registers and advanced by adds (kept). On the H200 it takes ~900 cycles from the last compute warp's sums
@@ -968,13 +963,13 @@ __device__ void multi_cells(const LstmParams& p, char* smem, volatile CtaFlags* 
   const int H = kept(p.H), L = kept(p.L), O = kept(p.O), ksplit = kept(p.ksplit), nc = kept(p.nc);
   const int Ub = kept(p.gpb * kUnitsPerGroup), u0 = b * Ub;
   const int nbar = kept(p.compute_warps * 32 + 32 * kGridCellWarps);
-  const bool fold = kept(int(CellShape(p).fold)) != 0, tagged = kept(int(p.grid_exchange == GridExchange::tagged)) != 0;
+  const bool fold = kept(int(cells_fold_head(p))) != 0, tagged = kept(int(p.grid_exchange == GridExchange::tagged)) != 0;
   const bool own = kept(int(p.grid_precompute == GridPrecompute::in_critical)) != 0;
   const int part = lane & (kParts - 1), jl = lane >> kPlog;
   const GridWords gw = grid_words(p);
   const int kh = kept(gw.kh);
   // the rounds of kSharesInFlight loads that bring a lane its shares part, part + kParts, ... (one where
-  // CellShape chose kParts; more only where a forced count is smaller)
+  // grid_cell_lanes chose kParts; more only where a forced count is smaller)
   const int rounds = (ksplit + kSharesInFlight * kParts - 1) / (kSharesInFlight * kParts);
   // layer l's words: words1 + (l - 1) kh (l >= 1); output o's head word of this block: head0 + o nc
   unsigned long long* const words1 = kept(p.xch_words + gw.layer_in(1) + u0);
@@ -1151,7 +1146,7 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
   } else {
     shrink_registers<kRegWGs>();
     if (warp < first_poller) {
-      const int parts = grid_cell_lanes(p);  // CellShape's
+      const int parts = grid_cell_lanes(p);
       if (parts == 4)
         multi_cells<BF16, 4>(p, smem, f, b);
       else if (parts == 2)
