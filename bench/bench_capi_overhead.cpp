@@ -18,7 +18,6 @@
 #include <CLI/CLI.hpp>
 #include <dlfcn.h>
 #include <pthread.h>
-#include <x86intrin.h>
 
 #include <algorithm>
 #include <chrono>

@@ -16,7 +16,6 @@
 // reads), L2 misses (Intel), LLC misses and dTLB misses. The counting pass is apart so that its
 // ioctls never sit inside a timed sample; counters missing on the machine are reported as perf_why.
 #include <benchmark/benchmark.h>
-#include <x86intrin.h>
 
 #include <algorithm>
 #include <chrono>

@@ -4,9 +4,15 @@
 # Python package's build and tests). Nothing is downloaded at build or run time. The CUDA toolkit is not
 # installed here: with nvcc on PATH (or in /usr/local/cuda/bin) the CUDA backend is built, otherwise
 # hotpath builds without it.
+# --aarch64: also the cross compiler and qemu-user of the aarch64 job (scripts/test-aarch64.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 required=(cmake ninja-build g++ clang libclang-rt-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev)
+case "${1:-}" in
+  --aarch64) required+=(g++-aarch64-linux-gnu qemu-user) ;;
+  "") ;;
+  *) echo "setup: unknown argument '$1' (scripts/setup.sh [--aarch64])"; exit 2 ;;
+esac
 optional=(libbenchmark-dev libcurl4-openssl-dev)
 # A python3 that makes venvs and has its C headers (the distribution's, or one already on PATH).
 python_ok() { python3 -c 'import ensurepip, os, sysconfig, venv; assert os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null; }

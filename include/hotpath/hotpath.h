@@ -155,7 +155,7 @@ typedef struct hotpath_engine_options {
                              "cluster", "grid"; another name is HOTPATH_ERROR_INVALID_ARGUMENT naming the
                              choices; refused for "ref"/"cpu", dropped when "auto" picks the CPU */
   const char* cpu_options; /* the cpu backend's knobs (and cuda's CPU fallback's), as the CLI's
-                             --cpu-options: comma-separated key=value, keys isa (auto, avx512, avx2,
+                             --cpu-options: comma-separated key=value, keys isa (auto, avx512, avx2, neon, sve,
                              generic), bf16 (auto, dot, cvt), int8_act (16, 8), prefetch (auto, bytes
                              0..65536), rewarm (1, 0), hugepages (1, 0), each over the environment's
                              HOTPATH_CPU_* (e.g. "isa=avx2,prefetch=0"); NULL or "": the environment's;

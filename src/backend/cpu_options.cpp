@@ -28,9 +28,9 @@ bool set_flag(const std::string& v, bool& out) {
 
 const std::vector<Key>& keys() {
   static const std::vector<Key> k = {
-      {"isa", "HOTPATH_CPU_ISA", "auto, avx512, avx2 or generic",
+      {"isa", "HOTPATH_CPU_ISA", "auto, avx512, avx2, neon, sve or generic",
        [](const std::string& v, CpuOptions& o) {
-         for (CpuIsa i : {CpuIsa::automatic, CpuIsa::avx512, CpuIsa::avx2, CpuIsa::generic})
+         for (CpuIsa i : {CpuIsa::automatic, CpuIsa::avx512, CpuIsa::avx2, CpuIsa::neon, CpuIsa::sve, CpuIsa::generic})
            if (v == cpu_isa_name(i)) return o.isa = i, true;
          return false;
        },
@@ -79,6 +79,8 @@ const char* cpu_isa_name(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::avx512: return "avx512";
     case CpuIsa::avx2: return "avx2";
+    case CpuIsa::neon: return "neon";
+    case CpuIsa::sve: return "sve";
     case CpuIsa::generic: return "generic";
     case CpuIsa::automatic: break;
   }

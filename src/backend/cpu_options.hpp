@@ -8,15 +8,17 @@
 
 namespace hotpath {
 
-enum class CpuIsa { automatic, avx512, avx2, generic };
+enum class CpuIsa { automatic, avx512, avx2, neon, sve, generic };
 enum class CpuBf16 { automatic, dot, cvt };
 
 struct CpuOptions {
-  // isa=auto|avx512|avx2|generic: the kernel table. auto: AVX-512 where the CPU has it, else AVX2, else
-  // the portable table; int8 takes AVX-512 only with AVX512_VNNI (else the portable table: correct, slow).
+  // isa=auto|avx512|avx2|neon|sve|generic: the kernel table. auto: AVX-512 where the CPU has it, else
+  // AVX2 (x86-64); on aarch64 SVE where its vectors are 256 or 512 bits (with SVE's BF16 and I8MM), else
+  // NEON; else the portable table. int8 takes AVX-512 only with AVX512_VNNI, NEON only with FEAT_I8MM
+  // (else the portable table: correct, slow).
   CpuIsa isa = CpuIsa::automatic;
-  // bf16=auto|dot|cvt: bf16 weights by pair dot products (AVX512_BF16; auto where the CPU has them) or
-  // widened to fp32 then FMA.
+  // bf16=auto|dot|cvt: bf16 weights by pair dot products (AVX512_BF16, or FEAT_BF16's BFDOT on Arm;
+  // auto where the CPU has them) or widened to fp32 then FMA.
   CpuBf16 bf16 = CpuBf16::automatic;
   // int8_act=16|8: the int8 critical step's activations. 16 keeps the error at the weights' own rounding
   // (ratio 1.00 on the golden cases); 8 is faster and adds up to 1.44x, past the 1.5x bound on random shapes.

@@ -84,11 +84,12 @@ TickRateEstimate estimate_tick_rate(const ModelConfig& c, Mode mode, int window,
   // fp32 GFLOP/s a core keeps up in the precompute's matrix-vector products (L2-resident weights):
   // lstm_s window fp32, W = 50, took 28.6 us a tick on 12 workers of the lent Xeon (55 a core, their
   // sync included) and 126 us on 1 worker of a 2-core AVX-512 VM (150); AVX2 has half the lanes, the
-  // portable kernels no vectors of their own.
+  // portable kernels no vectors of their own. NEON: AVX2's figure, not measured (a Neoverse V2 core has
+  // four 128-bit FMA pipes, AVX2's two 256-bit ones).
   const cpu::CpuFeatures f = cpu::cpu_features();
   TickRateEstimate e;
-  e.isa = f.avx2_fma && f.avx512 ? "avx512" : f.avx2_fma ? "avx2" : "generic";
-  e.gflops_per_core = e.isa == "avx512" ? 60.0 : e.isa == "avx2" ? 30.0 : 5.0;
+  e.isa = f.avx2_fma && f.avx512 ? "avx512" : f.avx2_fma ? "avx2" : f.neon ? "neon" : "generic";
+  e.gflops_per_core = e.isa == "avx512" ? 60.0 : e.isa == "avx2" || e.isa == "neon" ? 30.0 : 5.0;
   e.precompute_cores = std::max(1, precompute_cores);
   const double I = c.input_size, H = c.hidden_size, L = c.num_layers, O = c.output_size, G = 4 * H;
   e.answer_flops = 2 * G * (I + H * (L - 1)) + 2 * O * H;

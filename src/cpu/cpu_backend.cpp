@@ -430,6 +430,7 @@ std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptio
   model.validate();
   // the environment is read only when no options are given (value_or would read it always)
   cpu::IsaChoice isa = cpu::choose_isa(p, cpu::cpu_features(), options.cpu ? *options.cpu : cpu_options_from_env());
+  if (!isa.table) throw UnsupportedError(isa.unbuilt);
   if (!isa.int8_slow.empty()) util::warn_once(isa.int8_slow);
   return std::make_unique<cpu::CpuBackend>(model, options, p, std::move(isa));
 }

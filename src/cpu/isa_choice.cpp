@@ -19,47 +19,73 @@ IsaChoice choose_isa(Precision precision, const CpuFeatures& cpu, const CpuOptio
   const bool has_avx512 = has_avx2 && cpu.avx512;
   const bool has_bf16dot = has_avx512 && cpu.avx512_bf16;
   const bool has_vnni = has_avx512 && cpu.avx512_vnni;
+  // NEON's extension table is built for FEAT_DotProd + FEAT_I8MM + FEAT_BF16 together (Neoverse V1/V2).
+  const bool has_neon = cpu.neon;
+  const bool has_neon_ext = has_neon && cpu.neon_dot && cpu.neon_i8mm && cpu.neon_bf16;
+  // SVE tables exist for 256- and 512-bit vectors (with SVE's BF16 and I8MM); 128-bit SVE (Grace) is
+  // NEON's width and takes the NEON tables.
+  const bool has_sve = has_neon && cpu.sve && cpu.sve_i8mm && cpu.sve_bf16 && (cpu.sve_bits == 256 || cpu.sve_bits == 512);
   const bool chose = o.isa != CpuIsa::automatic;
   const CpuIsa isa = chose ? o.isa
-                     : int8 ? (has_vnni ? CpuIsa::avx512 : CpuIsa::generic)
+                     : int8 ? (has_vnni       ? CpuIsa::avx512
+                               : has_sve      ? CpuIsa::sve
+                               : has_neon_ext ? CpuIsa::neon
+                                              : CpuIsa::generic)
                      : has_avx512 ? CpuIsa::avx512
                      : has_avx2   ? CpuIsa::avx2
+                     : has_sve    ? CpuIsa::sve
+                     : has_neon   ? CpuIsa::neon
                                   : CpuIsa::generic;
   IsaChoice c;
   c.options = o;
+  bool dot = false;  // bf16 by pair dot products
   if (isa == CpuIsa::avx512) {
     if (!has_avx512) throw UnsupportedError("cpu option isa=avx512: this CPU lacks AVX-512 F/BW/DQ/VL");
     if (int8 && !has_vnni) throw UnsupportedError("--precision int8 with cpu option isa=avx512: this CPU lacks AVX512_VNNI");
     if (o.bf16 == CpuBf16::dot && !has_bf16dot) throw UnsupportedError("cpu option bf16=dot: this CPU lacks AVX512_BF16");
-    c.table = kernels_avx512(o.bf16 != CpuBf16::cvt && has_bf16dot);
+    dot = o.bf16 != CpuBf16::cvt && has_bf16dot;
+    c.table = kernels_avx512(dot);
   } else if (isa == CpuIsa::avx2) {
     if (!has_avx2) throw UnsupportedError("cpu option isa=avx2: this CPU lacks AVX2/FMA");
     if (o.bf16 == CpuBf16::dot) throw UnsupportedError("cpu option bf16=dot needs AVX512_BF16 (or isa=generic)");
     if (int8) throw UnsupportedError("--precision int8 needs AVX512_VNNI or cpu option isa=generic, not avx2");
     c.table = kernels_avx2();
+  } else if (isa == CpuIsa::neon) {
+    if (!has_neon) throw UnsupportedError("cpu option isa=neon: this CPU is not an aarch64 one");
+    if (int8 && !has_neon_ext)
+      throw UnsupportedError("--precision int8 with cpu option isa=neon: this CPU lacks FEAT_I8MM/FEAT_BF16/FEAT_DotProd");
+    if (o.bf16 == CpuBf16::dot && !has_neon_ext)
+      throw UnsupportedError("cpu option bf16=dot with isa=neon: this CPU lacks FEAT_BF16/FEAT_I8MM/FEAT_DotProd");
+    dot = has_neon_ext && o.bf16 != CpuBf16::cvt;
+    c.table = has_neon_ext ? kernels_neon_ext(dot) : kernels_neon_base();
+  } else if (isa == CpuIsa::sve) {
+    if (!has_sve)
+      throw UnsupportedError("cpu option isa=sve: this CPU lacks SVE with 256- or 512-bit vectors and SVE's BF16 and I8MM "
+                             "(SVE vectors here: " + std::to_string(cpu.sve_bits) + " bits)");
+    dot = o.bf16 != CpuBf16::cvt;
+    c.table = cpu.sve_bits == 512 ? kernels_sve512(dot) : kernels_sve256(dot);
   } else {
-    c.table = kernels_generic(o.bf16 != CpuBf16::cvt);
+    dot = o.bf16 != CpuBf16::cvt;
+    c.table = kernels_generic(dot);
   }
-  c.variant = std::string(c.table->isa) +
-              (int8 ? "-int8" : bf16 ? (c.table->bf16_dot || isa == CpuIsa::avx2 ? "-bf16" : "-bf16cvt") : "-fp32");
+  // Features given by override_cpu_features() may name the other architecture's ISA: not built here
+  // (make_cpu_backend refuses it; the choice itself, and int8_slow_note, still answer).
+  if (!c.table) c.unbuilt = std::string("cpu option isa=") + cpu_isa_name(isa) + ": its kernels are not built for " + arch::kName;
+  c.variant = std::string(c.table ? c.table->isa : cpu_isa_name(isa)) + (int8   ? "-int8"
+                                           : bf16 ? (dot || isa == CpuIsa::avx2 ? "-bf16" : "-bf16cvt")
+                                                  : "-fp32");
   if (int8 && isa == CpuIsa::generic)
     c.int8_slow = std::string("int8 runs on the portable kernels here (") +
                   (chose ? "cpu option isa=generic: --cpu-options or HOTPATH_CPU_ISA"
-                         : "this CPU lacks AVX512_VNNI, which the int8 kernels need") +
+                   : has_neon ? "this CPU lacks FEAT_I8MM, which the NEON int8 kernels need"
+                              : "this CPU lacks AVX512_VNNI, which the int8 kernels need") +
                   "), many times slower than fp32 (lstm_s: ~15x): use fp32 or bf16 on this machine";
   return c;
 }
 
 CpuFeatures cpu_features() {
   if (features_override()) return *features_override();
-  __builtin_cpu_init();
-  CpuFeatures f;
-  f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  f.avx512_bf16 = __builtin_cpu_supports("avx512bf16");
-  f.avx512_vnni = __builtin_cpu_supports("avx512vnni");
-  return f;
+  return arch::detect_isa();
 }
 
 void override_cpu_features(std::optional<CpuFeatures> features) { features_override() = features; }

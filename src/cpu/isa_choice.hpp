@@ -15,6 +15,7 @@ struct IsaChoice {
   const KernelTable* table = nullptr;
   std::string variant;
   std::string int8_slow;  // int8 on the portable table: why, else empty
+  std::string unbuilt;    // table is null: the ISA asked for is another architecture's (why), else empty
   CpuOptions options;     // as asked (CpuOptions), for the rest of the backend
 };
 

@@ -1,5 +1,5 @@
 // The CPU backend's kernels, behind one table of plain function pointers so that the ISA (AVX-512,
-// AVX2+FMA, or portable C++) is chosen at run time. Each ISA lives in its own translation unit compiled
+// AVX2+FMA, NEON, SVE, or portable C++) is chosen at run time. Each ISA lives in its own translation unit compiled
 // with its own -m flags (kernels_avx512.cpp, kernels_avx2.cpp, kernels_generic.cpp), all instantiating
 // the one template body in kernels_impl.hpp, so the 16-lane AVX-512 logic is the same source as the
 // 8-lane AVX2 logic tested on any machine, and a 16-lane portable build mirrors it lane for lane.
@@ -45,7 +45,7 @@ constexpr size_t activation_scratch_words(int kdim) {
 }
 
 struct KernelTable {
-  const char* isa;  // "avx512", "avx2", "generic"
+  const char* isa;  // "avx512", "avx2", "neon", "sve", "generic"
   int lanes;        // 16 or 8
   bool bf16_dot;    // bf16 weights use a pair dot product (vdpbf16ps): activations are rounded to bf16
 
@@ -84,9 +84,14 @@ struct KernelTable {
   void (*sigmoid)(const float* x, float* y, size_t n);
 };
 
-// Tables per ISA; the avx512 ones exist only where the compiler can build them (nullptr otherwise).
+// Tables per ISA. Each architecture builds its own (x86-64: avx512, avx2; aarch64: neon); the other
+// architecture's return nullptr (kernels_absent.cpp).
 const KernelTable* kernels_avx512(bool bf16_dot);
 const KernelTable* kernels_avx2();
+const KernelTable* kernels_neon_base();               // fp32, bf16 widened; no int8 (crit_i8 null)
+const KernelTable* kernels_neon_ext(bool bf16_dot);   // + BFDOT and USDOT: needs FEAT_BF16 and FEAT_I8MM
+const KernelTable* kernels_sve256(bool bf16_dot);     // SVE, 256-bit vectors (8 lanes), with BF16 and I8MM
+const KernelTable* kernels_sve512(bool bf16_dot);     // SVE, 512-bit vectors (16 lanes), with BF16 and I8MM
 const KernelTable* kernels_generic(bool bf16_dot);
 
 }  // namespace hotpath::cpu

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "util/arch.hpp"
 #include "util/threads.hpp"
 
 namespace hotpath::cpu {
@@ -53,10 +54,6 @@ class SpinPool {
   util::ThreadGroup threads_;  // last: destroyed (stopped, joined) before what the workers use
 };
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
+using arch::cpu_relax;
 
 }  // namespace hotpath::cpu

@@ -3,7 +3,6 @@
 
 #include <cuda.h>  // driver API types only: its entry points are fetched through the runtime
 #include <cudaTypedefs.h>
-#include <emmintrin.h>
 
 #include <chrono>
 #include <cstdio>
@@ -18,6 +17,7 @@
 #include "cuda/device_error.hpp"
 #include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/mailbox_host.hpp"
+#include "util/arch.hpp"
 #include "util/error.hpp"
 #include "util/nvml.hpp"
 #include "util/threads.hpp"
@@ -375,7 +375,7 @@ std::vector<double> pingpong_us(const PingPongOptions& options) {
       if (t >= o.warmup) samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
       if (o.gap_us > 0) {
         const auto until = t1 + std::chrono::duration<double, std::micro>(o.gap_us);
-        while (Clock::now() < until) _mm_pause();
+        while (Clock::now() < until) arch::cpu_relax();
       }
     }
   } catch (...) {

@@ -2,7 +2,6 @@
 
 #include "cuda/memory.hpp"
 
-#include <emmintrin.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <cstring>
 
 #include "cuda/cuda_check.hpp"
+#include "util/arch.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
 
@@ -78,7 +78,7 @@ void HostMailbox::clear() {
   std::memset(static_cast<void*>(status_), 0, sizeof(Status));
   std::memset(static_cast<void*>(control_), 0, sizeof(Control));
   beats_ = 0;
-  _mm_sfence();
+  arch::store_fence();
 }
 
 void HostMailbox::send(long long tick, std::span<const float> x, const double* shift, const double* mul) {
@@ -99,25 +99,23 @@ void HostMailbox::send(long long tick, std::span<const float> x, const double* s
       std::memcpy(&w[1], &x[k], sizeof(float) * size_t(std::min(fpc_, n - k)));
     }
     if (fpc_ == 2) w[3] = seq;
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
     // One aligned 16-byte store per chunk: the device's 16-byte load sees all of it or none of it.
     if (options_.stream_stores) {
-      _mm_stream_si128(reinterpret_cast<__m128i*>(slot + c), v);
+      arch::stream16(slot + c, w);
     } else {
-      _mm_store_si128(reinterpret_cast<__m128i*>(slot + c), v);
+      arch::store16(slot + c, w);
     }
   }
   // Streaming stores sit in write-combining buffers until fenced: flush them now, not eventually.
-  if (options_.stream_stores) _mm_sfence();
+  if (options_.stream_stores) arch::store_fence();
 }
 
 bool HostMailbox::try_receive(long long tick, std::span<float> out) const {
   const uint32_t seq = wire_seq(tick);
-  alignas(16) uint32_t w[4];
+  uint32_t w[4];
   std::atomic_signal_fence(std::memory_order_seq_cst);  // re-read the device-written lines every call
   for (int c = 0; c < n_out_; ++c) {
-    const __m128i v = _mm_load_si128(reinterpret_cast<const __m128i*>(out_ + c));
-    _mm_store_si128(reinterpret_cast<__m128i*>(w), v);
+    arch::load16(out_ + c, w);
     if (w[0] != seq || w[3] != seq) return false;  // both 8-byte halves must be this tick's
     for (int i = 0; i < kOutFloatsPerChunk; ++i) {
       const int k = kOutFloatsPerChunk * c + i;
@@ -130,19 +128,19 @@ bool HostMailbox::try_receive(long long tick, std::span<float> out) const {
 Status HostMailbox::status() const {
   Status s;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  const __m128i v = _mm_load_si128(reinterpret_cast<const __m128i*>(status_));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(&s), v);
+  uint32_t w[4];
+  arch::load16(status_, w);
+  static_assert(sizeof(Status) == sizeof(w));
+  std::memcpy(&s, w, sizeof(s));
   return s;
 }
 
 void HostMailbox::request_stop() {
-  reinterpret_cast<volatile uint32_t*>(control_)[0] = 1;
-  _mm_sfence();
+  arch::publish_word(reinterpret_cast<uint32_t*>(control_), 1);
 }
 
 void HostMailbox::beat() {
-  reinterpret_cast<volatile uint32_t*>(control_)[1] = ++beats_;
-  _mm_sfence();
+  arch::publish_word(reinterpret_cast<uint32_t*>(control_) + 1, ++beats_);
 }
 
 }  // namespace hotpath::cuda

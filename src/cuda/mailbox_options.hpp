@@ -7,7 +7,7 @@ namespace hotpath::cuda {
 // How the host and the kernel talk (the winners measured on the lent H200 are the defaults; the numbers
 // are in docs/cuda.md).
 struct MailboxOptions {
-  bool stream_stores = false;         // host writes chunks with _mm_stream_si128 + sfence (else _mm_store_si128);
+  bool stream_stores = false;         // host writes chunks with non-temporal stores + a store fence (util/arch.hpp stream16; else store16);
                                       // whole 64-byte lines are written so no partial write-combining flush tears
   bool dual_seq_input = false;        // input chunks {seq, f0, f1, seq} (else {seq, f0, f1, f2})
   bool write_combined_input = false;  // input ring in write-combined pinned memory (else cached)

@@ -1,9 +1,9 @@
 #include "cuda/shared_launch.hpp"
 
 #include <cuda_runtime.h>
-#include <emmintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 
@@ -12,6 +12,7 @@
 #include "cuda/kernel_choice.hpp"
 #include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/memory.hpp"
+#include "util/arch.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
 
@@ -144,8 +145,7 @@ SharedLaunch::SharedLaunch(const Model& model, const BackendOptions& options, co
     uint32_t beats = 0;
     auto last = Clock::now();
     while (!stop.stop_requested()) {
-      reinterpret_cast<volatile uint32_t*>(control_)[1] = ++beats;  // Control::heartbeat
-      _mm_sfence();
+      arch::publish_word(reinterpret_cast<uint32_t*>(control_) + 1, ++beats);  // Control::heartbeat
       std::this_thread::sleep_for(period);
       // A gap as long as the lease (this thread starved): the blocks of parked instances may have
       // left for good, so the launch counts as ended rather than leave a start() nobody answers.
@@ -164,8 +164,7 @@ SharedLaunch::~SharedLaunch() {
   if (heartbeat_.joinable()) heartbeat_.join();
   bool stopped = !running_;
   if (running_) {
-    reinterpret_cast<volatile uint32_t*>(control_)[0] = 1;  // every parked block leaves
-    _mm_sfence();
+    arch::publish_word(reinterpret_cast<uint32_t*>(control_), 1);  // every parked block leaves
     // A still serving instance leaves when its own lease lapses (its backend, gone, no longer beats).
     const auto deadline = Clock::now() + std::chrono::duration<double, std::milli>(2 * shared_.lease_ms + 5000);
     cudaError_t q;
@@ -245,15 +244,14 @@ void SharedLaunch::start(int k, const LstmParams& params) {
                                      copy_stream_.get()));
   HOTPATH_CUDA_CHECK(cudaStreamSynchronize(copy_stream_.get()));
   const unsigned g = ++gen_[size_t(k)];
-  reinterpret_cast<volatile unsigned*>(go_)[k] = g;
-  _mm_sfence();
+  arch::publish_word(go_ + k, g);
 }
 
 bool SharedLaunch::parked(int k) const {
   const unsigned g = gen_.at(size_t(k));
-  const volatile unsigned* p = parked_ + size_t(k) * multi_.per_instance;
+  unsigned* p = parked_ + size_t(k) * multi_.per_instance;  // written by the device
   for (int r = 0; r < multi_.per_instance; ++r)
-    if (p[r] != g) return false;
+    if (std::atomic_ref<unsigned>(p[r]).load(std::memory_order_acquire) != g) return false;
   return true;
 }
 

@@ -1,10 +1,10 @@
 #include "engine/shadow.hpp"
 
-#include <emmintrin.h>
 #include <pthread.h>
 
 #include <cstring>
 
+#include "util/arch.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
 
@@ -24,7 +24,7 @@ long long Shadow::submit(std::span<const float> x) {
   const long long t = submitted_.load(std::memory_order_relaxed);
   while (t - done_.load(std::memory_order_acquire) >= kRing) {
     check_failure();  // a failed worker answers nothing more: never wait for it
-    _mm_pause();
+    arch::cpu_relax();
   }
   std::memcpy(&x_[size_t(t % kRing) * I_], x.data(), sizeof(float) * size_t(I_));
   submitted_.store(t + 1, std::memory_order_release);
@@ -34,7 +34,7 @@ long long Shadow::submit(std::span<const float> x) {
 void Shadow::result(long long n, std::span<float> out) {
   while (done_.load(std::memory_order_acquire) <= n) {
     check_failure();
-    _mm_pause();
+    arch::cpu_relax();
   }
   std::memcpy(out.data(), &z_[size_t(n % kRing) * O_], sizeof(float) * size_t(O_));
 }
@@ -44,7 +44,7 @@ void Shadow::reset() {
   // grow, which only this thread does: it does not touch the backend while it is reset here.
   while (done_.load(std::memory_order_acquire) < submitted_.load(std::memory_order_relaxed)) {
     check_failure();
-    _mm_pause();
+    arch::cpu_relax();
   }
   backend_->reset();  // published to the worker by the next submit's release store
 }
@@ -59,7 +59,7 @@ void Shadow::run(std::stop_token stop, int cpu) {
   while (!stop.stop_requested()) {
     const long long t = done_.load(std::memory_order_relaxed);  // this thread is its only writer
     if (t >= submitted_.load(std::memory_order_acquire)) {
-      _mm_pause();
+      arch::cpu_relax();
       continue;
     }
     try {

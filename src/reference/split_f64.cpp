@@ -14,6 +14,8 @@
 #include <string>
 #include <type_traits>
 
+#include "util/arch.hpp"
+
 namespace hotpath::reference {
 namespace {
 
@@ -26,13 +28,7 @@ namespace {
 constexpr auto kPause = std::chrono::microseconds(5);
 constexpr auto kSpin = std::chrono::microseconds(50);
 
-inline void relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
+using arch::cpu_relax;
 
 // Waits until `word` differs from `seen`: spins, yields, then sleeps on the futex behind atomic::wait.
 // `sleepers` counts the threads that may be asleep, so that wake() makes a system call only when one
@@ -44,7 +40,7 @@ void await(const std::atomic<uint32_t>& word, uint32_t seen, std::atomic<int>& s
   for (unsigned i = 1;; ++i) {
     if (word.load(std::memory_order_acquire) != seen) return;
     if (yielding) sched_yield();
-    else relax();
+    else cpu_relax();
     if (yielding || i % 16 == 0) {  // the clock costs more than a pause: read it now and then
       const auto now = Clock::now();
       if (t0 == Clock::time_point{}) t0 = now;

@@ -502,7 +502,7 @@ TEST(CapiEngine, OptionsOfAnOlderVersion) {
   EXPECT_FALSE(e->engine.backend().options().cpu.has_value());
   hotpath_engine_close(e);
   third.struct_size = sizeof third;
-  expect_open_fails(m.get(), &third, HOTPATH_ERROR_INVALID_ARGUMENT, "isa=bogus (isa takes auto, avx512, avx2 or generic)");
+  expect_open_fails(m.get(), &third, HOTPATH_ERROR_INVALID_ARGUMENT, "isa=bogus (isa takes auto, avx512, avx2, neon, sve or generic)");
 
   // The fourth layout ended with `cpu_options`: `batch_rows`, past it, is never read.
   hotpath_engine_options fourth = HOTPATH_ENGINE_OPTIONS_INIT;

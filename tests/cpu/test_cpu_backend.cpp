@@ -18,6 +18,7 @@
 #include "backend/backend.hpp"
 #include "common/golden.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/isa_choice.hpp"
 #include "model/loader.hpp"
 #include "model/safetensors.hpp"
 #include "model/zoo.hpp"
@@ -384,7 +385,7 @@ TEST(CpuOptions, TextEnvironmentAndBackend) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  refused("isa=sse", "isa=sse (isa takes auto, avx512, avx2 or generic)");
+  refused("isa=sse", "isa=sse (isa takes auto, avx512, avx2, neon, sve or generic)");
   refused("speed=11", "unknown key 'speed' (keys: isa, bf16, int8_act, prefetch, rewarm, hugepages)");
   refused("isa", "'isa' has no value");
   refused("isa=avx2,,bf16=dot", "an empty pair");
@@ -436,7 +437,85 @@ TEST(CpuBackend, VariantNamesThePath) {
   BackendOptions opt;
   opt.window = 3;
   auto b = make_cpu_backend(m, opt);
-  EXPECT_EQ(b->variant(), cpu_has_avx512() ? "avx512-fp32" : "avx2-fp32");
+  EXPECT_EQ(b->variant(), cpu_has_avx512()    ? "avx512-fp32"
+                          : cpu_has_avx2()      ? "avx2-fp32"
+                          : cpu_has_sve_table() ? "sve-fp32"
+                          : cpu_has_neon()      ? "neon-fp32"
+                                                : "generic-fp32");
+}
+
+// The kernel choice from an Arm CPU's features, on any machine (choose_isa reads only what it is given):
+// NEON by default, the extension table (BFDOT, USDOT) only with FEAT_DotProd + FEAT_I8MM + FEAT_BF16,
+// int8 on the portable kernels without them (saying why), what a CPU lacks refused by name. Where the
+// chosen table is another architecture's, the choice names it and the backend refuses it.
+TEST(CpuIsaChoice, ArmFeaturesChooseNeon) {
+  cpu::CpuFeatures base;
+  base.neon = true;
+  cpu::CpuFeatures ext = base;
+  ext.neon_dot = ext.neon_i8mm = ext.neon_bf16 = true;
+  const CpuOptions automatic;
+  EXPECT_EQ(cpu::choose_isa(Precision::fp32, base, automatic).variant, "neon-fp32");
+  EXPECT_EQ(cpu::choose_isa(Precision::bf16, base, automatic).variant, "neon-bf16cvt");
+  EXPECT_EQ(cpu::choose_isa(Precision::bf16, ext, automatic).variant, "neon-bf16");
+  EXPECT_EQ(cpu::choose_isa(Precision::bf16, ext, parse_cpu_options("bf16=cvt")).variant, "neon-bf16cvt");
+  const cpu::IsaChoice slow = cpu::choose_isa(Precision::int8, base, automatic);
+  EXPECT_EQ(slow.variant, "generic-int8");
+  EXPECT_NE(slow.int8_slow.find("this CPU lacks FEAT_I8MM"), std::string::npos) << slow.int8_slow;
+  const cpu::IsaChoice fast = cpu::choose_isa(Precision::int8, ext, automatic);
+  EXPECT_EQ(fast.variant, "neon-int8");
+  EXPECT_EQ(fast.int8_slow, "");
+  ext.neon_bf16 = false;  // the extension unit needs all three
+  EXPECT_EQ(cpu::choose_isa(Precision::int8, ext, automatic).variant, "generic-int8");
+  const CpuOptions neon = parse_cpu_options("isa=neon");
+  auto refused = [](Precision p, const cpu::CpuFeatures& f, const CpuOptions& o, const std::string& needle) {
+    try {
+      (void)cpu::choose_isa(p, f, o);
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const UnsupportedError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused(Precision::int8, base, neon, "--precision int8 with cpu option isa=neon: this CPU lacks FEAT_I8MM");
+  refused(Precision::bf16, base, parse_cpu_options("isa=neon,bf16=dot"), "bf16=dot with isa=neon: this CPU lacks FEAT_BF16");
+  cpu::CpuFeatures x86;
+  x86.avx2_fma = x86.avx512 = true;
+  refused(Precision::fp32, x86, neon, "isa=neon: this CPU is not an aarch64 one");
+  // SVE: its tables where the vectors are 256 or 512 bits, by default ahead of NEON; 128-bit SVE (Grace)
+  // stays on NEON.
+  cpu::CpuFeatures sve = ext;
+  sve.neon_bf16 = true;
+  sve.sve = sve.sve2 = sve.sve_i8mm = sve.sve_bf16 = true;
+  for (const int bits : {256, 512}) {
+    sve.sve_bits = bits;
+    EXPECT_EQ(cpu::choose_isa(Precision::fp32, sve, automatic).variant, "sve-fp32");
+    EXPECT_EQ(cpu::choose_isa(Precision::bf16, sve, automatic).variant, "sve-bf16");
+    EXPECT_EQ(cpu::choose_isa(Precision::int8, sve, automatic).variant, "sve-int8");
+    EXPECT_EQ(cpu::choose_isa(Precision::fp32, sve, neon).variant, "neon-fp32");
+  }
+  sve.sve_bits = 128;
+  EXPECT_EQ(cpu::choose_isa(Precision::fp32, sve, automatic).variant, "neon-fp32");
+  refused(Precision::fp32, sve, parse_cpu_options("isa=sve"), "isa=sve: this CPU lacks SVE with 256- or 512-bit vectors");
+  sve.sve_bits = 512;
+  sve.sve_i8mm = false;
+  EXPECT_EQ(cpu::choose_isa(Precision::fp32, sve, automatic).variant, "neon-fp32");
+  // This build has its own architecture's tables, and not the other's.
+  const cpu::IsaChoice arm = cpu::choose_isa(Precision::fp32, base, automatic);
+  const cpu::IsaChoice intel = cpu::choose_isa(Precision::fp32, x86, automatic);
+  EXPECT_EQ(intel.variant, "avx512-fp32");
+  const bool on_arm = std::string(arch::kName) == "aarch64";
+  EXPECT_EQ(arm.table != nullptr, on_arm);
+  EXPECT_EQ(intel.table != nullptr, std::string(arch::kName) == "x86_64");
+  const cpu::IsaChoice& unbuilt = on_arm ? intel : arm;
+  EXPECT_EQ(unbuilt.table, nullptr);
+  EXPECT_NE(unbuilt.unbuilt.find("its kernels are not built for " + std::string(arch::kName)), std::string::npos)
+      << unbuilt.unbuilt;
+  // A backend made on the other architecture's features is refused by name, not run.
+  const Model m = random_model(3, 8, 1, 2, true, true, 1);
+  BackendOptions opt;
+  opt.window = 3;
+  cpu::override_cpu_features(on_arm ? x86 : base);
+  EXPECT_THROW(make_cpu_backend(m, opt), UnsupportedError);
+  cpu::override_cpu_features(std::nullopt);
 }
 
 // ---------------------------------------------------------------------------------------------------

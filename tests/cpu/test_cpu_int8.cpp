@@ -69,12 +69,20 @@ struct Int8Path {
 
 std::vector<Int8Path> int8_paths() {
   std::vector<Int8Path> v = {{"generic", "8", "generic_a8"}, {"generic", "16", "generic_a16"}};
-  __builtin_cpu_init();
-  if (cpu_has_avx512() && __builtin_cpu_supports("avx512vnni")) {
+  if (cpu_has_avx512vnni()) {
     v.push_back({"avx512", "8", "avx512_a8"});
     v.push_back({"avx512", "16", "avx512_a16"});
+  } else if (cpu_has_neon_ext() || cpu_has_sve_table()) {
+    if (cpu_has_neon_ext()) {
+      v.push_back({"neon", "8", "neon_a8"});
+      v.push_back({"neon", "16", "neon_a16"});
+    }
+    if (cpu_has_sve_table()) {
+      v.push_back({"sve", "8", "sve_a8"});
+      v.push_back({"sve", "16", "sve_a16"});
+    }
   } else {
-    std::printf("[int8] this CPU has no AVX512_VNNI: only the portable int8 kernels are tested here\n");
+    std::printf("[int8] this CPU has neither AVX512_VNNI nor FEAT_I8MM: only the portable int8 kernels are tested here\n");
   }
   return v;
 }

@@ -12,19 +12,26 @@
 #include "backend/backend.hpp"
 #include "common/random_model.hpp"
 #include "model/model.hpp"
+#include "util/arch.hpp"
 
 namespace hotpath::cputest {
 
-inline bool cpu_has_avx2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+// What this CPU really has (not cpu_features(), which a test may override).
+inline bool cpu_has_avx2() { return arch::detect_isa().avx2_fma; }
+inline bool cpu_has_avx512() { return cpu_has_avx2() && arch::detect_isa().avx512; }
+inline bool cpu_has_avx512bf16() { return cpu_has_avx512() && arch::detect_isa().avx512_bf16; }
+inline bool cpu_has_avx512vnni() { return cpu_has_avx512() && arch::detect_isa().avx512_vnni; }
+inline bool cpu_has_neon() { return arch::detect_isa().neon; }
+// NEON's extension table (BFDOT, USDOT): FEAT_DotProd, FEAT_I8MM and FEAT_BF16 together.
+inline bool cpu_has_neon_ext() {
+  const arch::IsaFlags f = arch::detect_isa();
+  return f.neon && f.neon_dot && f.neon_i8mm && f.neon_bf16;
 }
-inline bool cpu_has_avx512() {
-  __builtin_cpu_init();
-  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+// An SVE table: 256- or 512-bit vectors with SVE's BF16 and I8MM.
+inline bool cpu_has_sve_table() {
+  const arch::IsaFlags f = arch::detect_isa();
+  return f.sve && f.sve_i8mm && f.sve_bf16 && (f.sve_bits == 256 || f.sve_bits == 512);
 }
-inline bool cpu_has_avx512bf16() { return cpu_has_avx512() && __builtin_cpu_supports("avx512bf16"); }
 
 // One kernel path, forced through HOTPATH_CPU_ISA / HOTPATH_CPU_BF16.
 struct Variant {
@@ -32,12 +39,18 @@ struct Variant {
 };
 
 // Every path this CPU can run: the portable 16-lane ones (mirroring AVX-512, with and without the
-// bf16 pair dot) always, AVX2 and AVX-512 where present.
+// bf16 pair dot) always, AVX2 and AVX-512 where present, NEON (and its bf16 pair dot) and SVE on aarch64.
 inline std::vector<Variant> available_variants() {
   std::vector<Variant> v = {{"generic", "dot", "generic_dot"}, {"generic", "cvt", "generic_cvt"}};
   if (cpu_has_avx2()) v.push_back({"avx2", "", "avx2"});
   if (cpu_has_avx512()) v.push_back({"avx512", "cvt", "avx512_cvt"});
   if (cpu_has_avx512bf16()) v.push_back({"avx512", "dot", "avx512_dot"});
+  if (cpu_has_neon()) v.push_back({"neon", "cvt", "neon_cvt"});
+  if (cpu_has_neon_ext()) v.push_back({"neon", "dot", "neon_dot"});
+  if (cpu_has_sve_table()) {
+    v.push_back({"sve", "cvt", "sve_cvt"});
+    v.push_back({"sve", "dot", "sve_dot"});
+  }
   return v;
 }
 

@@ -559,6 +559,7 @@ TEST(EngineWarm, AWarmedCpuEngineAnswersAsAColdOne) {
         std::vector<float> out[2];
         std::map<std::string, double> fresh[2], after[2];
         long long warm_ticks[2] = {}, want_warm_ticks = 0;
+        double warm_seconds = 0;
         for (const bool warm : {true, false}) {
           EngineOptions o;
           o.backend = "cpu";
@@ -572,13 +573,20 @@ TEST(EngineWarm, AWarmedCpuEngineAnswersAsAColdOne) {
           EXPECT_EQ(e.ticks(), 0);
           fresh[warm] = e.counters();
           warm_ticks[warm] = e.warm_up().ticks;
+          if (warm) warm_seconds = e.warm_up().seconds;
           out[warm].resize(T * O);
           e.run(series, T, std::span<float>(out[warm]));
           after[warm] = e.counters();
           EXPECT_EQ(e.ticks(), (long long)T);
         }
         if (!cpuset.empty()) util::set_thread_cores(pthread_self(), cores);
-        EXPECT_EQ(warm_ticks[true], want_warm_ticks);
+        // All of them, unless the warm-up's time budget ran out first (a slow host: an emulator, a
+        // sanitizer), and then at least its minimum.
+        if (warm_seconds < 0.9 * std::chrono::duration<double>(engine::kWarmBudget).count())
+          EXPECT_EQ(warm_ticks[true], want_warm_ticks);
+        else
+          EXPECT_GE(warm_ticks[true], engine::kMinWarmTicks);
+        EXPECT_LE(warm_ticks[true], want_warm_ticks);
         EXPECT_EQ(warm_ticks[false], 0);
         EXPECT_EQ(fresh[true], fresh[false]);  // e.g. precompute_ticks 0, no means yet
         EXPECT_EQ(after[true].at("precompute_ticks"), double(T));
