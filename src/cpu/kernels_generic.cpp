@@ -13,19 +13,10 @@ inline float bits_to_float(uint32_t u) {
   __builtin_memcpy(&f, &u, 4);
   return f;
 }
-inline uint32_t float_to_bits(float f) {
-  uint32_t u;
-  __builtin_memcpy(&u, &f, 4);
-  return u;
-}
-// Round to nearest even (activations are finite here).
-inline uint32_t bf16_bits(float f) {
-  uint32_t u = float_to_bits(f);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return u >> 16;
-}
+#define HOTPATH_CPU_SCALAR_BODY
+#include "cpu/kernels_scalar.hpp"
 
-struct Emu16 {
+struct Emu16 : ScalarActivations {
   static constexpr int L = 16;
   static constexpr int kMaxCols = 4;
   static constexpr bool kHasDot = true;
@@ -62,9 +53,6 @@ struct Emu16 {
     }
     return acc;
   }
-  static void cvt_pairs(const float* x, int n, uint32_t* out) {
-    for (int k = 0; k < n; k += 2) out[k / 2] = bf16_bits(x[k]) | (k + 1 < n ? bf16_bits(x[k + 1]) << 16 : 0u);
-  }
   // int8: vpdpbusd and the activation bytes, exactly as the AVX-512 unit computes them.
   static VI zeroi() { VI r; HOTPATH_EMU_LOOP r.v[i] = 0; return r; }
   static VI addi(VI a, VI b) { HOTPATH_EMU_LOOP a.v[i] += b.v[i]; return a; }
@@ -79,26 +67,7 @@ struct Emu16 {
     }
     return acc;
   }
-  static float absmax(const float* x, int n) {
-    float m = 0.0f;
-    for (int k = 0; k < n; ++k) m = __builtin_fabsf(x[k]) > m ? __builtin_fabsf(x[k]) : m;
-    return m;
-  }
-  static int32_t round_even(float v) { return int32_t(__builtin_rintf(v)); }  // cvtps2dq's rounding
-  static void quant8(const float* x, int n, float inv, uint8_t* out, int padded) {
-    for (int k = 0; k < (padded + 15) / 16 * 16; ++k) {
-      int32_t q = k < n ? round_even(x[k] * inv) : 0;
-      q = q > 127 ? 127 : q < -128 ? -128 : q;
-      out[k] = uint8_t(q + 128);
-    }
-  }
-  static void quant16(const float* x, int n, float inv, uint8_t* hi, uint8_t* lo, int padded) {
-    for (int k = 0; k < (padded + 15) / 16 * 16; ++k) {
-      const int32_t q = k < n ? round_even(x[k] * inv) : 0;
-      hi[k] = uint8_t((q >> 8) + 128);
-      lo[k] = uint8_t(q & 255);
-    }
-  }
+  // absmax, quant8, quant16 (the activation bytes) and cvt_pairs: ScalarActivations'.
 #undef HOTPATH_EMU_LOOP
 };
 

@@ -9,6 +9,8 @@
 
 namespace hotpath::cpu::neon {
 
+#define HOTPATH_CPU_SCALAR_BODY
+#include "cpu/kernels_scalar.hpp"
 #define HOTPATH_CPU_NEON_TRAITS_BODY
 #include "cpu/kernels_neon_traits.hpp"
 #define HOTPATH_CPU_KERNELS_IMPL_BODY

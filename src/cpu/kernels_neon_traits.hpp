@@ -18,7 +18,7 @@
 #endif
 
 template <bool kDot>
-struct Neon8 {
+struct Neon8 : ScalarActivations {
   static constexpr int L = 8;
   static constexpr int kMaxCols = 2;
   static constexpr bool kHasDot = kDot && HOTPATH_NEON_EXT;
@@ -68,15 +68,6 @@ struct Neon8 {
     (void)x;
     return acc;
   }
-  static uint32_t bf16_bits(float f) {  // round to nearest even (activations are finite)
-    uint32_t u;
-    __builtin_memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return u >> 16;
-  }
-  static void cvt_pairs(const float* x, int n, uint32_t* out) {
-    for (int k = 0; k < n; k += 2) out[k / 2] = bf16_bits(x[k]) | (k + 1 < n ? bf16_bits(x[k + 1]) << 16 : 0u);
-  }
   // int8: USDOT is vpdpbusd lane for lane (4 products of an unsigned and a signed byte, exact in int32).
   static VI zeroi() { return {vdupq_n_u32(0), vdupq_n_u32(0)}; }
   static VI addi(VI x, VI y) { return {vaddq_u32(x.a, y.a), vaddq_u32(x.b, y.b)}; }
@@ -105,20 +96,5 @@ struct Neon8 {
     for (; k < n; ++k) r = __builtin_fabsf(x[k]) > r ? __builtin_fabsf(x[k]) : r;
     return r;
   }
-  static int32_t round_even(float v) { return int32_t(__builtin_rintf(v)); }  // FRINTN under the default mode
-  // As the AVX-512 kernels: bytes q + 128 (128 past n) up to `padded` rounded up to 16.
-  static void quant8(const float* x, int n, float inv, uint8_t* out, int padded) {
-    for (int k = 0; k < (padded + 15) / 16 * 16; ++k) {
-      int32_t q = k < n ? round_even(x[k] * inv) : 0;
-      q = q > 127 ? 127 : q < -128 ? -128 : q;
-      out[k] = uint8_t(q + 128);
-    }
-  }
-  static void quant16(const float* x, int n, float inv, uint8_t* hi_out, uint8_t* lo_out, int padded) {
-    for (int k = 0; k < (padded + 15) / 16 * 16; ++k) {
-      const int32_t q = k < n ? round_even(x[k] * inv) : 0;
-      hi_out[k] = uint8_t((q >> 8) + 128);
-      lo_out[k] = uint8_t(q & 255);
-    }
-  }
+  // quant8, quant16 (the activation bytes, as the AVX-512 kernels make them) and cvt_pairs: ScalarActivations'.
 };

@@ -14,6 +14,8 @@
 
 namespace hotpath::cpu::sve512 {
 
+#define HOTPATH_CPU_SCALAR_BODY
+#include "cpu/kernels_scalar.hpp"
 #define HOTPATH_CPU_SVE_TRAITS_BODY
 #include "cpu/kernels_sve_traits.hpp"
 #define HOTPATH_CPU_KERNELS_IMPL_BODY

@@ -17,7 +17,7 @@ typedef svfloat32_t SveF32 __attribute__((arm_sve_vector_bits(__ARM_FEATURE_SVE_
 typedef svuint32_t SveU32 __attribute__((arm_sve_vector_bits(__ARM_FEATURE_SVE_BITS)));
 
 template <bool kDot>
-struct SveFixed {
+struct SveFixed : ScalarActivations {
   static constexpr int L = __ARM_FEATURE_SVE_BITS / 32;
   static constexpr int kMaxCols = 4;  // 32 z registers: 4 columns x 4 gates of accumulators, as AVX-512
   static constexpr bool kHasDot = kDot;
@@ -52,15 +52,6 @@ struct SveFixed {
       return acc;
     }
   }
-  static uint32_t bf16_bits(float f) {  // round to nearest even (activations are finite)
-    uint32_t u;
-    __builtin_memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return u >> 16;
-  }
-  static void cvt_pairs(const float* x, int n, uint32_t* out) {
-    for (int k = 0; k < n; k += 2) out[k / 2] = bf16_bits(x[k]) | (k + 1 < n ? bf16_bits(x[k + 1]) << 16 : 0u);
-  }
   // int8: USDOT, vpdpbusd lane for lane.
   static VI zeroi() { return svdup_n_u32(0); }
   static VI addi(VI a, VI b) { return svadd_u32_x(all(), a, b); }
@@ -71,24 +62,6 @@ struct SveFixed {
     return svreinterpret_u32_s32(
         svusdot_s32(svreinterpret_s32_u32(acc), svreinterpret_u8_u32(a_u8), svreinterpret_s8_u32(b_s8)));
   }
-  static float absmax(const float* x, int n) {
-    float r = 0.0f;
-    for (int k = 0; k < n; ++k) r = __builtin_fabsf(x[k]) > r ? __builtin_fabsf(x[k]) : r;
-    return r;
-  }
-  static int32_t round_even(float v) { return int32_t(__builtin_rintf(v)); }
-  static void quant8(const float* x, int n, float inv, uint8_t* out, int padded) {
-    for (int k = 0; k < (padded + 15) / 16 * 16; ++k) {
-      int32_t q = k < n ? round_even(x[k] * inv) : 0;
-      q = q > 127 ? 127 : q < -128 ? -128 : q;
-      out[k] = uint8_t(q + 128);
-    }
-  }
-  static void quant16(const float* x, int n, float inv, uint8_t* hi_out, uint8_t* lo_out, int padded) {
-    for (int k = 0; k < (padded + 15) / 16 * 16; ++k) {
-      const int32_t q = k < n ? round_even(x[k] * inv) : 0;
-      hi_out[k] = uint8_t((q >> 8) + 128);
-      lo_out[k] = uint8_t(q & 255);
-    }
-  }
+  // absmax, quant8, quant16 (the activation bytes, as the AVX-512 kernels make them) and cvt_pairs:
+  // ScalarActivations'.
 };
