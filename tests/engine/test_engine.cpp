@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/golden.hpp"
+#include "common/warm_budget.hpp"
 #include "common/within_seconds.hpp"
 #include "engine/engine.hpp"
 #include "engine/fallback.hpp"
@@ -580,9 +581,7 @@ TEST(EngineWarm, AWarmedCpuEngineAnswersAsAColdOne) {
           EXPECT_EQ(e.ticks(), (long long)T);
         }
         if (!cpuset.empty()) util::set_thread_cores(pthread_self(), cores);
-        // All of them, unless the warm-up's time budget ran out first (a slow host: an emulator, a
-        // sanitizer), and then at least its minimum.
-        if (warm_seconds < 0.9 * std::chrono::duration<double>(engine::kWarmBudget).count())
+        if (!test_support::warm_cut_by_budget(warm_seconds))
           EXPECT_EQ(warm_ticks[true], want_warm_ticks);
         else
           EXPECT_GE(warm_ticks[true], engine::kMinWarmTicks);
