@@ -46,7 +46,7 @@ echo "test-aarch64: a Grace-like core (qemu max, 128-bit SVE2: the NEON tables)"
 QEMU_CPU="max,sve-default-vector-length=16" ctest --preset aarch64 -j"$jobs" -L "$labels" -E "$cpu_skip|_sve_" --timeout 900
 # qemu runs SVE an element at a time (~100x NEON's cost): the SVE tables take the golden cases but the
 # largest (small2x128: 80-95 s a case under qemu), which docs/portability.md records as run by hand.
-sve_golden='^(Cpu/(Golden_|Int8Golden_)(tiny|multi_out)[^ ]*_sve_|'"$choice"')'
+sve_golden='^(Cpu/(Golden_|Int8Golden_)\.[A-Za-z]+/(tiny|multi_out)_[^ ]*sve_|'"$choice"')'
 for bytes in 32 64; do
   echo "test-aarch64: SVE with $((bytes * 8))-bit vectors (qemu max, sve-default-vector-length=$bytes)"
   QEMU_CPU="max,sve-default-vector-length=$bytes" ctest --preset aarch64 -j"$jobs" -R "$sve_golden" --timeout 900
