@@ -19,12 +19,9 @@ IsaChoice choose_isa(Precision precision, const CpuFeatures& cpu, const CpuOptio
   const bool has_avx512 = has_avx2 && cpu.avx512;
   const bool has_bf16dot = has_avx512 && cpu.avx512_bf16;
   const bool has_vnni = has_avx512 && cpu.avx512_vnni;
-  // NEON's extension table is built for FEAT_DotProd + FEAT_I8MM + FEAT_BF16 together (Neoverse V1/V2).
   const bool has_neon = cpu.neon;
-  const bool has_neon_ext = has_neon && cpu.neon_dot && cpu.neon_i8mm && cpu.neon_bf16;
-  // SVE tables exist for 256- and 512-bit vectors (with SVE's BF16 and I8MM); 128-bit SVE (Grace) is
-  // NEON's width and takes the NEON tables.
-  const bool has_sve = has_neon && cpu.sve && cpu.sve_i8mm && cpu.sve_bf16 && (cpu.sve_bits == 256 || cpu.sve_bits == 512);
+  const bool has_neon_ext = neon_ext_usable(cpu);
+  const bool has_sve = sve_usable(cpu);
   const bool chose = o.isa != CpuIsa::automatic;
   const CpuIsa isa = chose ? o.isa
                      : int8 ? (has_vnni       ? CpuIsa::avx512

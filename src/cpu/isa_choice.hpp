@@ -24,4 +24,12 @@ struct IsaChoice {
 // Throws UnsupportedError naming what the CPU lacks for an ISA asked for.
 IsaChoice choose_isa(Precision precision, const CpuFeatures& cpu, const CpuOptions& o);
 
+// Whether `cpu` can run NEON's extension table (FEAT_DotProd + FEAT_I8MM + FEAT_BF16 together, as its
+// unit is built) and an SVE table (256- or 512-bit vectors with SVE's BF16 and I8MM; 128-bit SVE, Grace's,
+// is NEON's width and takes the NEON tables).
+inline bool neon_ext_usable(const CpuFeatures& cpu) { return cpu.neon && cpu.neon_dot && cpu.neon_i8mm && cpu.neon_bf16; }
+inline bool sve_usable(const CpuFeatures& cpu) {
+  return cpu.neon && cpu.sve && cpu.sve_i8mm && cpu.sve_bf16 && (cpu.sve_bits == 256 || cpu.sve_bits == 512);
+}
+
 }  // namespace hotpath::cpu

@@ -12,6 +12,7 @@
 #include "backend/backend.hpp"
 #include "common/random_model.hpp"
 #include "model/model.hpp"
+#include "cpu/isa_choice.hpp"
 #include "util/arch.hpp"
 
 namespace hotpath::cputest {
@@ -23,15 +24,9 @@ inline bool cpu_has_avx512bf16() { return cpu_has_avx512() && arch::detect_isa()
 inline bool cpu_has_avx512vnni() { return cpu_has_avx512() && arch::detect_isa().avx512_vnni; }
 inline bool cpu_has_neon() { return arch::detect_isa().neon; }
 // NEON's extension table (BFDOT, USDOT): FEAT_DotProd, FEAT_I8MM and FEAT_BF16 together.
-inline bool cpu_has_neon_ext() {
-  const arch::IsaFlags f = arch::detect_isa();
-  return f.neon && f.neon_dot && f.neon_i8mm && f.neon_bf16;
-}
+inline bool cpu_has_neon_ext() { return cpu::neon_ext_usable(arch::detect_isa()); }
 // An SVE table: 256- or 512-bit vectors with SVE's BF16 and I8MM.
-inline bool cpu_has_sve_table() {
-  const arch::IsaFlags f = arch::detect_isa();
-  return f.sve && f.sve_i8mm && f.sve_bf16 && (f.sve_bits == 256 || f.sve_bits == 512);
-}
+inline bool cpu_has_sve_table() { return cpu::sve_usable(arch::detect_isa()); }
 
 // One kernel path, forced through HOTPATH_CPU_ISA / HOTPATH_CPU_BF16.
 struct Variant {
