@@ -1,6 +1,7 @@
 // Measures mailbox and kernel variants side by side in one process (one device call), for docs/cuda.md.
 // Not a test. Usage: cuda_sweep [--ticks N] [--pp N] [--json FILE] [--cpu C] [--quick | --families | --large |
-// --large-default (the grid models with the default exchange and precompute only)]
+// --large-default (the grid models with the default exchange and precompute only) | --pp-widths W,W,...
+// (the ping-pong alone at each input width, with each mailbox knob: where a wide input's round trip goes)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,8 @@
 #include "backend/backend.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device.hpp"
+#include "cuda/kernels/common/lstm_launch.hpp"
+#include "cuda/kernels/common/mailbox_layout.hpp"
 #include "model/zoo.hpp"
 #include "reference/parallel_outputs.hpp"
 #include "util/error.hpp"
@@ -236,6 +239,33 @@ void run_standard(long long ticks, long long pp, int cpu, bool quick, const cuda
   model_run("vollo_tiny streaming fp16", "vollo_tiny", Mode::streaming, Precision::fp16, short_ticks, copt, cpu, check);
 }
 
+// The ping-pong at each width, the default beside each mailbox knob, widths interleaved so drift shows.
+void run_widths(const std::vector<int>& widths, long long pp, int cpu, const cuda::MailboxOptions& def) {
+  for (int w : widths) {
+    const std::string f = std::to_string(w) + "f ";
+    pingpong(f + "default", w, pp, def, cpu);
+    cuda::MailboxOptions v = def;
+    v.poll_sets = 2;
+    // two poll sets of the widest inputs do not fit one block
+    if (32 * (((cuda::chunks_for(w, 3) + 31) / 32) * 2 + 2) <= cuda::kMaxBlockThreads) pingpong(f + "poll2", w, pp, v, cpu);
+    v = def;
+    v.dual_seq_input = true;
+    pingpong(f + "dual-seq {seq,f,f,seq}", w, pp, v, cpu);
+    v = def;
+    v.stream_stores = true;
+    pingpong(f + "stream(full lines)", w, pp, v, cpu);
+    v = def;
+    v.stream_stores = v.write_combined_input = true;
+    pingpong(f + "stream + write-combined memory", w, pp, v, cpu);
+    v = def;
+    v.claim_lines = true;
+    pingpong(f + "claim lines", w, pp, v, cpu);
+    v = def;
+    v.load_kind = 1;
+    pingpong(f + "relaxed.sys loads", w, pp, v, cpu);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -243,6 +273,7 @@ int main(int argc, char** argv) {
   int cpu = 2;
   std::string json;
   bool quick = false, families = false, large = false, large_default = false;
+  std::vector<int> widths;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -254,6 +285,13 @@ int main(int argc, char** argv) {
     else if (a == "--families") families = true;
     else if (a == "--large") large = true;
     else if (a == "--large-default") large = large_default = true;
+    else if (a == "--pp-widths") {
+      std::stringstream list(next());
+      for (std::string w; std::getline(list, w, ',');) widths.push_back(std::stoi(w));
+    } else {
+      std::fprintf(stderr, "cuda_sweep: unknown argument '%s'\n", a.c_str());
+      return 2;
+    }
   }
   try {
     const auto facts = cuda::device_facts();
@@ -266,7 +304,9 @@ int main(int argc, char** argv) {
     json_rows.push_back(fj.str());
 
     cuda::MailboxOptions def;
-    if (large) {
+    if (!widths.empty()) {
+      run_widths(widths, pp, cpu, def);
+    } else if (large) {
       // The grid family's models: its exchanges side by side (tagged words, the default, and arrival
       // counters; lstm_params.hpp, GridExchange) with the precompute in the critical blocks, and the
       // precompute on blocks of its own where that is quick enough (GridPrecompute), each beside the

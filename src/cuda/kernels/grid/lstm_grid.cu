@@ -591,18 +591,34 @@ __device__ __forceinline__ void gates_l2(const uint4* frag, int kt, int k0, int 
 
 // GridTiles::registers: this warp's tiles [k0, k1) of both m16 tiles (frag = [2][kt][32] uint4, in shared
 // memory, or in global memory for a layer in L2: from_l2) into registers, before the layer's words arrive.
+// The shared-memory path loads through ld.shared (LDS.128): through one generic pointer for both, the
+// loads compiled to generic LD.E.128, which take the global-memory side of the load pipeline, where the
+// warp's look at its words waits behind them (docs/cuda.md, "The grid kernel, sixth round").
+__device__ __forceinline__ uint4 lds128(const uint4* p) {
+  uint4 v;
+  // volatile: never hoisted above the barrier after which the fragments are in shared memory
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(dev::smem_u32(p)));
+  return v;
+}
 template <int kTiles>
 __device__ __forceinline__ void load_reg_tiles(const uint4* frag, int kt, int k0, int k1, bool from_l2,
                                                uint4 (&ta)[2][kTiles]) {
   const int lane = threadIdx.x & 31;
-  const unsigned long long pol = l2_evict_last_policy();
+  if (from_l2) {
+    const unsigned long long pol = l2_evict_last_policy();
 #pragma unroll
-  for (int i = 0; i < kTiles; ++i) {
-    if (k0 + i >= k1) break;
-    const uint4* a0 = frag + (k0 + i) * 32 + lane;
-    const uint4* a1 = frag + (kt + k0 + i) * 32 + lane;
-    ta[0][i] = from_l2 ? ld_l2_last(a0, pol) : *a0;
-    ta[1][i] = from_l2 ? ld_l2_last(a1, pol) : *a1;
+    for (int i = 0; i < kTiles; ++i) {
+      if (k0 + i >= k1) break;
+      ta[0][i] = ld_l2_last(frag + (k0 + i) * 32 + lane, pol);
+      ta[1][i] = ld_l2_last(frag + (kt + k0 + i) * 32 + lane, pol);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) {
+      if (k0 + i >= k1) break;
+      ta[0][i] = lds128(frag + (k0 + i) * 32 + lane);
+      ta[1][i] = lds128(frag + (kt + k0 + i) * 32 + lane);
+    }
   }
 }
 // gates_range with the tiles [k0, k0 + n) already in registers (load_reg_tiles): only the B values are read,
