@@ -49,9 +49,12 @@ void row(const std::string& name, const Pct& p, const std::string& extra = "") {
 
 std::vector<std::string> json_rows;
 
+// with_send: also the host's input write alone (PingPongOptions::send_us), in the row and the JSON.
 Pct pingpong(const std::string& name, int floats, long long count, cuda::MailboxOptions mb, int cpu,
-             cuda::PingPongPath path = cuda::PingPongPath::automatic) {
+             cuda::PingPongPath path = cuda::PingPongPath::automatic, bool with_send = false) {
+  std::vector<double> send;
   cuda::PingPongOptions o;
+  if (with_send) o.send_us = &send;
   o.floats = floats;
   o.count = count;
   o.warmup = 5000;
@@ -66,9 +69,17 @@ Pct pingpong(const std::string& name, int floats, long long count, cuda::Mailbox
     json_rows.push_back("{\"kind\":\"pingpong\",\"name\":\"" + name + "\",\"failed\":true}");
     return p;
   }
-  row("pingpong " + name, p);
+  std::string send_row, send_json;
+  if (with_send) {
+    const Pct sp = percentiles(send);
+    char b[96];
+    std::snprintf(b, sizeof b, "send p50 %.2f p99 %.2f", sp.p50, sp.p99);
+    send_row = b;
+    send_json = ",\"send_us\":" + json_pct(sp);
+  }
+  row("pingpong " + name, p, send_row);
   json_rows.push_back("{\"kind\":\"pingpong\",\"name\":\"" + name + "\",\"floats\":" + std::to_string(floats) +
-                      ",\"path\":\"" + cuda::pingpong_path_name(o) + "\",\"latency_us\":" + json_pct(p) + "}");
+                      ",\"path\":\"" + cuda::pingpong_path_name(o) + "\",\"latency_us\":" + json_pct(p) + send_json + "}");
   return p;
 }
 
@@ -242,27 +253,28 @@ void run_standard(long long ticks, long long pp, int cpu, bool quick, const cuda
 // The ping-pong at each width, the default beside each mailbox knob, widths interleaved so drift shows.
 void run_widths(const std::vector<int>& widths, long long pp, int cpu, const cuda::MailboxOptions& def) {
   for (int w : widths) {
-    const std::string f = std::to_string(w) + "f ";
-    pingpong(f + "default", w, pp, def, cpu);
+    auto at = [&](const std::string& knob, const cuda::MailboxOptions& v) {
+      pingpong(std::to_string(w) + "f " + knob, w, pp, v, cpu, cuda::PingPongPath::automatic, true);
+    };
+    at("default", def);
     cuda::MailboxOptions v = def;
     v.poll_sets = 2;
-    // two poll sets of the widest inputs do not fit one block
-    if (32 * (((cuda::chunks_for(w, 3) + 31) / 32) * 2 + 2) <= cuda::kMaxBlockThreads) pingpong(f + "poll2", w, pp, v, cpu);
+    if (32 * (((cuda::chunks_for(w, 3) + 31) / 32) * 2 + 2) <= cuda::kMaxBlockThreads)  // else no room in one block
+      at("poll2", v);
     v = def;
     v.dual_seq_input = true;
-    pingpong(f + "dual-seq {seq,f,f,seq}", w, pp, v, cpu);
+    at("dual-seq {seq,f,f,seq}", v);
     v = def;
     v.stream_stores = true;
-    pingpong(f + "stream(full lines)", w, pp, v, cpu);
-    v = def;
-    v.stream_stores = v.write_combined_input = true;
-    pingpong(f + "stream + write-combined memory", w, pp, v, cpu);
+    at("stream(full lines)", v);
+    v.write_combined_input = true;
+    at("stream + write-combined memory", v);
     v = def;
     v.claim_lines = true;
-    pingpong(f + "claim lines", w, pp, v, cpu);
+    at("claim lines", v);
     v = def;
     v.load_kind = 1;
-    pingpong(f + "relaxed.sys loads", w, pp, v, cpu);
+    at("relaxed.sys loads", v);
   }
 }
 

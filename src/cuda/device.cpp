@@ -353,6 +353,10 @@ std::vector<double> pingpong_us(const PingPongOptions& options) {
       if (t % 1024 == 0) mb->beat();
       const auto t0 = Clock::now();
       mb->send(t, x);
+      if (o.send_us && t >= o.warmup) {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        o.send_us->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      }
       long long spins = 0;
       while (!mb->try_receive(t, back)) {
         if ((++spins & 4095) == 0 && Clock::now() - t0 > std::chrono::seconds(2)) {

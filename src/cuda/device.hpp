@@ -72,6 +72,9 @@ struct PingPongOptions {
   int cpu = -1;                // pin the calling thread to this core (-1: leave as is)
   MailboxOptions mailbox;
   PingPongPath path = PingPongPath::automatic;
+  // When set: each measured round trip's input write, to its stores' drain (a full fence after them, so
+  // the time holds every line's ownership request), in microseconds: the host's share of a wide input.
+  std::vector<double>* send_us = nullptr;
 };
 // The path `options` resolves to: "single_warp" or "poller_warps".
 std::string pingpong_path_name(const PingPongOptions& options);
