@@ -617,5 +617,72 @@ TEST(CudaPingPong, TheWidestInputInBothLayouts) {
   }
 }
 
+// Gated input (mailbox_layout.hpp): the host writes the last chunk after the others and the device watches
+// it alone first. Every answer's payload is checked inside the ping-pong, on both kernel paths, in both
+// store kinds, one and two poll sets, from one chunk to the widest input.
+TEST(CudaPingPong, GatedInputCarriesThePayload) {
+  REQUIRE_GPU();
+  for (int floats : {1, 32, 100, cuda::kMaxInputFloats}) {
+    for (auto path : {cuda::PingPongPath::single_warp, cuda::PingPongPath::poller_warps}) {
+      if (path == cuda::PingPongPath::single_warp && floats > 32 * 3) continue;  // one warp's lanes
+      for (bool stream : {false, true}) {
+        for (int sets : {1, 2}) {
+          if (path == cuda::PingPongPath::single_warp && sets > 1) continue;
+          cuda::PingPongOptions o;
+          o.floats = floats;
+          o.path = path;
+          o.mailbox.gated_input = true;
+          o.mailbox.stream_stores = stream;
+          o.mailbox.poll_sets = sets;
+          o.warmup = 100;
+          o.count = 1000;
+          EXPECT_EQ(cuda::pingpong_us(o).size(), 1000u)
+              << floats << " floats, " << cuda::pingpong_path_name(o) << (stream ? ", stream" : "") << ", sets " << sets;
+        }
+      }
+    }
+  }
+}
+
+// The gated input changes when the device reads the input, never what it reads: every kernel family and
+// input path answers exactly as it does ungated (the cta kernel's one-warp and poller paths, the cluster's
+// pollers, the grid's block 0).
+TEST(CudaMailbox, GatedInputAnswersAsUngatedOnEveryKernel) {
+  REQUIRE_GPU();
+  struct Case {
+    const char* zoo;
+    const char* kernel;
+    const char* variant;
+  };
+  for (const Case k : {Case{"lstm_s", "cta", "regs"}, Case{"vollo_tiny", "cta", "smem"}, Case{"stac_b", "cluster", ""},
+                       Case{"lstm_s", "grid", ""}, Case{"vollo_med", "grid", ""}}) {
+    const Model m = *zoo_model(k.zoo);
+    const int I = m.config.input_size, O = m.config.output_size;
+    const size_t T = 60;
+    const auto xs = reference::normal_inputs(T * size_t(I), 11);
+    std::vector<float> answers[2];
+    for (int gated = 0; gated < 2; ++gated) {
+      BackendOptions o;
+      o.mode = Mode::streaming;
+      o.kernel = k.kernel;
+      o.timeout_us = 5'000'000;
+      CudaOptions c;
+      c.variant = k.variant;
+      c.mailbox.gated_input = gated == 1;
+      auto b = make_cuda_backend(m, o, c);
+      EXPECT_EQ(b->facts().at("kernel_family"), k.kernel);
+      EXPECT_EQ(b->facts().at("mailbox").find("+gated") != std::string::npos, gated == 1) << b->facts().at("mailbox");
+      std::vector<float> out(O);
+      for (size_t t = 0; t < T; ++t) {
+        b->process(std::span<const float>(&xs[t * I], I), out);
+        answers[gated].insert(answers[gated].end(), out.begin(), out.end());
+      }
+    }
+    ASSERT_EQ(answers[0].size(), answers[1].size());
+    for (size_t i = 0; i < answers[0].size(); ++i)
+      ASSERT_EQ(answers[0][i], answers[1][i]) << k.zoo << " on " << k.kernel << " " << k.variant << ", output " << i;
+  }
+}
+
 }  // namespace
 }  // namespace hotpath
