@@ -22,7 +22,8 @@
 // a lane in each of 8 warps: 64 KiB a block), on every block at once. The grid kernel's warps wait ~1,440
 // cycles for their words with the tiles in registers and ~760 with them in shared memory, finding them at
 // the first look either way (docs/cuda.md, "The grid kernel, sixth round"); this says whether the tile
-// loads alone make the look that much slower, whichever goes first, and whether loads by other warps do.
+// loads alone make the look that much slower, whichever goes first, and whether loads by other warps do
+// (they do: "seventh round").
 #include <cuda_runtime.h>
 
 #include <algorithm>

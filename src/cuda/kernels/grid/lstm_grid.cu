@@ -591,9 +591,9 @@ __device__ __forceinline__ void gates_l2(const uint4* frag, int kt, int k0, int 
 
 // GridTiles::registers: this warp's tiles [k0, k1) of both m16 tiles (frag = [2][kt][32] uint4, in shared
 // memory, or in global memory for a layer in L2: from_l2) into registers, before the layer's words arrive.
-// The shared-memory path loads through ld.shared (LDS.128): through one generic pointer for both, the
-// loads compiled to generic LD.E.128, which take the global-memory side of the load pipeline, where the
-// warp's look at its words waits behind them (docs/cuda.md, "The grid kernel, sixth round").
+// The shared-memory path loads through ld.shared (LDS.128): through one generic pointer for both they
+// compiled to generic LD.E.128, and each warp's wait for its words was ~170 cycles longer on the H200
+// (docs/cuda.md, "The grid kernel, seventh round").
 __device__ __forceinline__ uint4 lds128(const uint4* p) {
   uint4 v;
   // volatile: never hoisted above the barrier after which the fragments are in shared memory
@@ -785,8 +785,8 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       share(l, k0, k1);
       if (l > 0 && lane == 0) marks.warp(warp, l, 2);
       // while the layer's words are on their way (issued after the first look instead, the look came back
-      // no sooner and the answer was ~1,000 cycles later on the H200: docs/cuda.md, "The grid kernel, sixth
-      // round")
+      // no sooner and the answer was 700-1,500 cycles later on the H200: docs/cuda.md, "The grid kernel,
+      // sixth round" and "seventh round")
       if (kRegTiles > 0 && l > 0) load_layer_tiles(l);
       int rounds = 0;  // of this lane's loads of its words
       if (l > 0 && tagged) {
