@@ -273,11 +273,6 @@ void run_widths(const std::vector<int>& widths, long long pp, int cpu, const cud
     v.claim_lines = true;
     at("claim lines", v);
     v = def;
-    v.gated_input = true;
-    at("gated", v);
-    v.stream_stores = true;
-    at("gated + stream(full lines)", v);
-    v = def;
     v.load_kind = 1;
     at("relaxed.sys loads", v);
   }
@@ -363,12 +358,6 @@ int main(int argc, char** argv) {
               shared.grid_tiles = cuda::GridTiles::shared;
               model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, tiles in shared memory",
                         k.zoo, k.mode, Precision::fp16, ticks, shared, cpu, k.check, "grid", 8.0);
-              // beside: the gated input (mailbox_layout.hpp), with its ping-pong
-              CudaOptions gated = c;
-              gated.mailbox.gated_input = true;
-              pingpong(std::to_string(k.floats) + "f gated", k.floats, pp, gated.mailbox, cpu);
-              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, gated input", k.zoo,
-                        k.mode, Precision::fp16, ticks, gated, cpu, k.check, "grid", 8.0);
             }
           }
         }

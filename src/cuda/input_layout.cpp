@@ -7,7 +7,9 @@
 #include "util/error.hpp"
 
 namespace hotpath::cuda {
-static_assert(kInputLineChunks * sizeof(Chunk) == 64, "a ring slot's line is 64 bytes");
+namespace {
+constexpr int kChunksPerLine = int(64 / sizeof(Chunk));  // whole 64-byte lines per ring slot
+}  // namespace
 
 InputLayout input_layout(int floats, bool dual_seq_input) {
   if (floats < 1) throw Error("the cuda mailbox needs at least 1 input float a tick, not " + std::to_string(floats));
@@ -17,7 +19,7 @@ InputLayout input_layout(int floats, bool dual_seq_input) {
   InputLayout l;
   l.floats_per_chunk = dual_seq_input ? 2 : 3;
   l.chunks = chunks_for(floats, l.floats_per_chunk);
-  l.stride = chunks_for(l.chunks, kInputLineChunks) * kInputLineChunks;
+  l.stride = chunks_for(l.chunks, kChunksPerLine) * kChunksPerLine;
   return l;
 }
 

@@ -4,9 +4,6 @@
 
 namespace hotpath::cuda {
 
-// A ring slot is whole lines of this many chunks (64 bytes), so slots never share a line.
-inline constexpr int kInputLineChunks = 4;
-
 // Where one tick's input sits in its ring slot.
 struct InputLayout {
   int floats_per_chunk = 3;  // 3, or 2 with dual_seq_input

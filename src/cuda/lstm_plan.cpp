@@ -64,7 +64,6 @@ void plan_common(LstmParams& p, const ModelConfig& cfg, Precision precision, Mod
   const InputLayout in = input_layout(p.I, mailbox.dual_seq_input);  // the host mailbox's layout, exactly
   p.mb.in_fpc = in.floats_per_chunk;
   p.mb.in_dual = mailbox.dual_seq_input;
-  p.mb.in_gated = mailbox.gated_input;
   p.mb.n_in = in.chunks;
   p.mb.in_stride = in.stride;
   p.mb.n_out = chunks_for(p.O, kOutFloatsPerChunk);

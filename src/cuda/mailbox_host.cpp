@@ -68,7 +68,6 @@ MailboxView HostMailbox::view(long long lease_ns) const {
   v.status = static_cast<Status*>(dev(status_));
   v.control = static_cast<const Control*>(dev(control_));
   v.poll_sets = options_.poll_sets;
-  v.in_gated = options_.gated_input ? 1 : 0;
   v.lease_ns = lease_ns;
   return v;
 }
@@ -91,7 +90,7 @@ void HostMailbox::send(long long tick, std::span<const float> x, const double* s
   const int count = options_.stream_stores ? stride_ : n_in_;
   if (options_.claim_lines)
     for (int c = 0; c < count; c += int(arch::kCacheLine / sizeof(Chunk))) arch::prefetch_for_write(slot + c);
-  auto store_chunk = [&](int c) {
+  for (int c = 0; c < count; ++c) {
     const int k = fpc_ * c;
     uint32_t w[4] = {seq, 0, 0, 0};
     if (k < n && shift) {
@@ -108,13 +107,7 @@ void HostMailbox::send(long long tick, std::span<const float> x, const double* s
     } else {
       arch::store16(slot + c, w);
     }
-  };
-  // Gated: the last chunk (the one the device watches) after a fence, every other chunk before it; with
-  // streaming stores its whole line after the fence, so that no line leaves the buffers in pieces.
-  const int gate_from = !options_.gated_input ? count : options_.stream_stores ? count - kInputLineChunks : n_in_ - 1;
-  for (int c = 0; c < gate_from; ++c) store_chunk(c);
-  if (gate_from < count) arch::store_fence();
-  for (int c = gate_from; c < count; ++c) store_chunk(c);
+  }
   // Streaming stores sit in write-combining buffers until fenced: flush them now, not eventually.
   if (options_.stream_stores) arch::store_fence();
 }

@@ -214,16 +214,14 @@ __device__ __forceinline__ bool poll_input(const LstmParams& p, const ClusterSme
   const int fpc = p.mb.in_fpc, c = warp * 32 + lane;
   const Chunk* slot = p.mb.in + (s % kInputRing) * p.mb.in_stride;
   bool have = c >= p.mb.n_in;
-  const bool gate = c == p.mb.n_in - 1;  // gated input (mailbox_layout.hpp): the others look once it is in
   for (;;) {
-    if (!have && (!p.mb.in_gated || gate || f->gate == seq)) {
+    if (!have) {
       const uint4 v = dev::ld_volatile_v4(slot + c);
       if (v.x == seq && (!p.mb.in_dual || v.w == seq)) {
         have = true;
         m.x32[fpc * c] = __uint_as_float(v.y);
         m.x32[fpc * c + 1] = __uint_as_float(v.z);
         if (fpc == 3) m.x32[fpc * c + 2] = __uint_as_float(v.w);
-        if (gate) f->gate = seq;
       }
     }
     if (__all_sync(0xffffffffu, have)) return true;

@@ -13,7 +13,6 @@ struct CtaFlags {
   unsigned long long answered;    // ticks whose output has been stored
   unsigned quit;                 // 0, or the DeviceState the block leaves with
   unsigned decision;             // compute warps: 1 = leave now (written by one thread, read after a barrier)
-  unsigned gate;                 // gated input: the seq of the last input chunk seen (pollers without seqw)
 };
 
 // Every block that polls the mailbox starts from these (one thread, before a __syncthreads).
@@ -23,7 +22,6 @@ __device__ __forceinline__ void reset_flags(volatile CtaFlags* f) {
   f->answered = 0;
   f->quit = 0;
   f->decision = 0;
-  f->gate = 0;
 }
 
 enum class PollLoad { volatile_v4, relaxed_sys_v4 };
@@ -33,16 +31,14 @@ enum class PollLoad { volatile_v4, relaxed_sys_v4 };
 // vs 2.3 us p50, docs/cuda.md); `sink(chunk)` runs once in each lane that owns a chunk, when it arrives.
 // `quit()` is asked between looks and must return the same value in every lane. True when the whole
 // tick has arrived.
-// Gated input (mailbox_layout.hpp): only the last chunk's lane looks until that chunk is in.
 template <class Sink, class Quit>
 __device__ __forceinline__ bool warp_poll_tick(const MailboxView& mb, const Chunk* slot, unsigned seq, Sink&& sink,
                                                Quit&& quit) {
   const int lane = int(threadIdx.x & 31);
   const Chunk* src = slot + lane;
   bool have = lane >= mb.n_in;
-  bool open = !mb.in_gated;
   for (;;) {
-    if (!have && (open || lane == mb.n_in - 1)) {
+    if (!have) {
       const uint4 v = ld_volatile_v4(src);
       if (v.x == seq && (!mb.in_dual || v.w == seq)) {
         have = true;
@@ -50,7 +46,6 @@ __device__ __forceinline__ bool warp_poll_tick(const MailboxView& mb, const Chun
       }
     }
     if (__all_sync(0xffffffffu, have)) return true;
-    if (!open) open = __shfl_sync(0xffffffffu, have, mb.n_in - 1);
     if (quit()) return false;
   }
 }
@@ -64,9 +59,6 @@ __device__ __forceinline__ bool warp_poll_tick(const MailboxView& mb, const Chun
 // With several poll sets a lane can come back from a PCIe load with tick s's chunk after another set
 // stored it and the consumer has moved on; only the lane that claims the chunk (atomicCAS on `claim`,
 // seq(s-1) -> seq(s)) may store it, so a late lane never overwrites a newer tick.
-//
-// Gated input (mailbox_layout.hpp): a lane whose chunk is not the tick's last waits in shared memory until
-// that chunk is in (seqw), then looks at its own; only the last chunk's lanes look across PCIe before.
 //
 // gate_answered: polling of tick s also waits until tick s-1 is answered (the multi-block kernels: with
 // pollers loading over PCIe during the layer exchange, lstm_s on the cluster kernel took 39.9 us p50,
@@ -86,10 +78,6 @@ __device__ void poll_loop(const MailboxView& mb, int set_warp, unsigned* seqw, u
     const unsigned seq = wire_seq(s);
     if (mine) {
       const Chunk* src = mb.in + (s % kInputRing) * mb.in_stride + c;
-      if (mb.in_gated && c != mb.n_in - 1) {
-        while (ld_volatile_u32(&seqw[mb.n_in - 1]) != seq)
-          if (f->quit) return;
-      }
       while (ld_volatile_u32(&seqw[c]) != seq) {
         const uint4 v = LOAD == PollLoad::volatile_v4 ? ld_volatile_v4(src) : ld_relaxed_sys_v4(src);
         if (v.x == seq && (!mb.in_dual || v.w == seq)) {

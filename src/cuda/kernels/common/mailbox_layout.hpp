@@ -12,12 +12,6 @@
 //  - input chunks are {seq, f0, f1, f2} written with plain cached 16-byte stores (the device's read
 //    snoops the whole line), or, with dual_seq, {seq, f0, f1, seq} like the output.
 //
-// Gated input (MailboxOptions::gated_input): the host writes every chunk but the last, a store fence, then
-// the last; the device watches the last chunk only and then reads the others, each still checked by its
-// seq (a chunk not yet seen is polled on, so the gate orders nothing that correctness rests on). A wide
-// input polled chunk by chunk keeps its lines under the device's reads while the host writes them, and
-// the host's stores wait on them (the lent H200: ~40 ns a 64-byte line, 1.9 us for 500 floats).
-//
 // Sequence numbers: tick t (0-based, 64-bit on both sides) travels as seq = uint32(t + 1). Readers wait
 // for an EXACT match with the seq they expect next. A slot only ever holds the seq of the tick it
 // carries or of a tick R (ring size) or more earlier, so after 2^32 ticks the low 32 bits still differ
@@ -88,7 +82,6 @@ struct MailboxView {
   Status* status = nullptr;
   const Control* control = nullptr;
   int poll_sets = 1;           // independent poller warp sets, each covering every input chunk
-  int in_gated = 0;            // the pollers watch only the last chunk, then read the others (MailboxOptions::gated_input)
   long long lease_ns = 0;      // the kernel stops when the heartbeat has not changed for this long
 };
 
