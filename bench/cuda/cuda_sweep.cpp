@@ -270,9 +270,6 @@ void run_widths(const std::vector<int>& widths, long long pp, int cpu, const cud
     v.write_combined_input = true;
     at("stream + write-combined memory", v);
     v = def;
-    v.claim_lines = true;
-    at("claim lines", v);
-    v = def;
     v.load_kind = 1;
     at("relaxed.sys loads", v);
   }

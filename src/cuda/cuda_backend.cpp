@@ -415,7 +415,7 @@ class CudaBackend final : public Backend {
     f["units_per_precompute_block"] = std::to_string(p.U);
     f["mailbox"] = std::string(copt_.mailbox.stream_stores ? "stream" : "store") +
                    (copt_.mailbox.dual_seq_input ? "+dualseq" : "") +
-                   (copt_.mailbox.write_combined_input ? "+wc" : "+wb") + (copt_.mailbox.claim_lines ? "+claim" : "") + ",poll_sets=" + std::to_string(p.mb.poll_sets);
+                   (copt_.mailbox.write_combined_input ? "+wc" : "+wb") + ",poll_sets=" + std::to_string(p.mb.poll_sets);
     f["keep_warm"] = copt_.keep_warm ? "1" : "0";
     return f;
   }

@@ -131,7 +131,7 @@ int cta_critical_layout(LstmParams& p, int kreg, bool assign) {
   auto take = [&](int bytes) { const int at = s; s = align16(s + bytes); return at; };
   const int frags = take(tiles * 512), xin = take((p.L + 1) * 2 * p.xin_stride * 2), x32 = take(p.mb.n_in * 3 * 4),
             seqw = take(p.mb.n_in * 4), claim = take(p.mb.n_in * 4), P = take(p.L * 4 * p.H * 4),
-            c = take(p.L * p.H * 4), z = take(kMaxOutputs * 4), flags = take(32);  // dev::CtaFlags
+            c = take(p.L * p.H * 4), z = take(kMaxOutputs * 4), flags = take(kCtaFlagsBytes);
   if (assign) {
     p.s_frags = frags; p.s_xin = xin; p.s_x32 = x32; p.s_seqw = seqw; p.s_claim = claim;
     p.s_P = P; p.s_c = c; p.s_z = z; p.s_flags = flags;
@@ -151,7 +151,7 @@ int multi_critical_layout(LstmParams& p, int gpb, int ksplit, int l2_layers, boo
             x32 = take(p.mb.n_in * 3 * 4), seqw = take(p.mb.n_in * 4), claim = take(p.mb.n_in * 4),
             P = take(p.L * 4 * Ub * 4), c = take(p.L * Ub * 4), red = take(ksplit * Ub * 8 * 4) /* the critical step's 4 gates by layer parity; the own precompute's 8 sums */,
             stage = take(2 * Ub * 2), h32 = take(Ub * 4), hw = take(p.O * Ub * 4), z0 = take(4 * Ub * 4),
-            gmarks = take(4 * (kGridWarpMarks * ksplit * gpb + kGridLayerStats) * (p.L + 1)), flags = take(32);
+            gmarks = take(4 * (kGridWarpMarks * ksplit * gpb + kGridLayerStats) * (p.L + 1)), flags = take(kCtaFlagsBytes);
   if (assign) {
     int off = 0;
     for (int l = 0; l < p.L; ++l) {
@@ -198,7 +198,7 @@ int cluster_critical_layout(LstmParams& p, int nc, int gpb, bool assign) {
   cl.s_bar = take(8LL * (p.L + 1) * 2);
   const int spill_at = take(16LL * ClusterPolicy::warps * spill * 64), x32 = take(p.mb.n_in * 3 * 4LL),
             red = take(4LL * 2 * ksplit * gpb * 32), P = take(4LL * p.L * 4 * Ub), c = take(4LL * p.L * Ub),
-            hw = take(4LL * p.O * Ub), flags = take(32);
+            hw = take(4LL * p.O * Ub), flags = take(kCtaFlagsBytes);
   if (assign) {
     p.cl = cl;
     p.nc = nc;

@@ -88,8 +88,6 @@ void HostMailbox::send(long long tick, std::span<const float> x, const double* s
   // Streaming stores fill whole lines (padding chunks included) so each line leaves the write-combining
   // buffer as one burst; a partial line would be flushed in 8-byte pieces and could be seen torn.
   const int count = options_.stream_stores ? stride_ : n_in_;
-  if (options_.claim_lines)
-    for (int c = 0; c < count; c += int(arch::kCacheLine / sizeof(Chunk))) arch::prefetch_for_write(slot + c);
   for (int c = 0; c < count; ++c) {
     const int k = fpc_ * c;
     uint32_t w[4] = {seq, 0, 0, 0};

@@ -11,7 +11,6 @@ struct MailboxOptions {
                                       // whole 64-byte lines are written so no partial write-combining flush tears
   bool dual_seq_input = false;        // input chunks {seq, f0, f1, seq} (else {seq, f0, f1, f2})
   bool write_combined_input = false;  // input ring in write-combined pinned memory (else cached)
-  bool claim_lines = false;           // host claims the slot's lines (util/arch.hpp prefetch_for_write) before its stores
   int poll_sets = 1;                  // poller warps per input chunk
   int load_kind = 0;                  // device poll load: 0 ld.volatile.v4, 1 ld.relaxed.sys.v4
 };

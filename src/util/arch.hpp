@@ -138,18 +138,6 @@ inline void stream16(void* dst, const uint32_t (&w)[4]) {
 #endif
 }
 
-// Asks for the line holding `p` in a writable state ahead of stores to it (x86 PREFETCHW, a NOP on the
-// few x86 cores without it; Arm PRFM PSTL1KEEP): lines a device keeps reading over PCIe leave the CPU's
-// cache in a shared state, and claiming them all first overlaps their ownership requests, where each
-// store would otherwise wait for its own.
-inline void prefetch_for_write(const void* p) {
-#if defined(HOTPATH_ARCH_X86)
-  asm volatile("prefetchw %0" ::"m"(*static_cast<const char*>(p)));
-#else
-  __builtin_prefetch(p, 1, 3);
-#endif
-}
-
 // One 16-byte load from `src` (16-byte aligned) into w, the counterpart of store16.
 inline void load16(const void* src, uint32_t (&w)[4]) {
 #if defined(HOTPATH_ARCH_X86)

@@ -14,6 +14,7 @@ struct CtaFlags {
   unsigned quit;                 // 0, or the DeviceState the block leaves with
   unsigned decision;             // compute warps: 1 = leave now (written by one thread, read after a barrier)
 };
+static_assert(sizeof(CtaFlags) <= kCtaFlagsBytes, "the planner reserves kCtaFlagsBytes for the flags");
 
 // Every block that polls the mailbox starts from these (one thread, before a __syncthreads).
 __device__ __forceinline__ void reset_flags(volatile CtaFlags* f) {

@@ -70,6 +70,10 @@ static_assert(sizeof(Status) == 16);
 
 enum DeviceState : uint32_t { kStarting = 0, kServing = 1, kStopped = 2, kLeaseExpired = 3 };
 
+// The shared-memory bytes of a block's flags (dev::CtaFlags, kernels/common/mailbox.cuh, which asserts
+// they fit): the planner reserves this many in every block that polls or serves.
+inline constexpr int kCtaFlagsBytes = 32;
+
 // Where the device polls and writes. All pointers are device views of mapped pinned host memory.
 struct MailboxView {
   const Chunk* in = nullptr;   // [kInputRing][in_stride]
