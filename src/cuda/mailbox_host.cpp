@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <cstring>
 
@@ -81,31 +82,34 @@ void HostMailbox::clear() {
   arch::store_fence();
 }
 
-void HostMailbox::send(long long tick, std::span<const float> x, const double* shift, const double* mul) {
-  const uint32_t seq = wire_seq(tick);
-  Chunk* slot = in_ + (tick % kInputRing) * stride_;
+void write_input_chunks(Chunk* slot, int count, uint32_t seq, std::span<const float> x, int fpc, const double* shift,
+                        const double* mul, bool stream) {
   const int n = int(x.size());
-  // Streaming stores fill whole lines (padding chunks included) so each line leaves the write-combining
-  // buffer as one burst; a partial line would be flushed in 8-byte pieces and could be seen torn.
-  const int count = options_.stream_stores ? stride_ : n_in_;
+  // Each chunk's words are made in registers and stored once (util/arch.hpp's store16): built in
+  // a 16-byte array they stalled on store forwarding, ~12 ns a chunk on the lent H200's host, 2 us for a
+  // 500-float input (docs/cuda.md, "A wide input's round trip").
+  auto word = [&](int i) -> uint32_t {
+    if (i >= n) return 0u;
+    return std::bit_cast<uint32_t>(shift ? float((double(x[size_t(i)]) - shift[i]) * mul[i]) : x[size_t(i)]);
+  };
   for (int c = 0; c < count; ++c) {
-    const int k = fpc_ * c;
-    uint32_t w[4] = {seq, 0, 0, 0};
-    if (k < n && shift) {
-      float v[3];
-      for (int i = 0; i < std::min(fpc_, n - k); ++i) v[i] = float((double(x[k + i]) - shift[k + i]) * mul[k + i]);
-      std::memcpy(&w[1], v, sizeof(float) * size_t(std::min(fpc_, n - k)));
-    } else if (k < n) {
-      std::memcpy(&w[1], &x[k], sizeof(float) * size_t(std::min(fpc_, n - k)));
-    }
-    if (fpc_ == 2) w[3] = seq;
+    const int k = fpc * c;
+    const uint32_t a = word(k), b = word(k + 1), d = fpc == 3 ? word(k + 2) : seq;
     // One aligned 16-byte store per chunk: the device's 16-byte load sees all of it or none of it.
-    if (options_.stream_stores) {
-      arch::stream16(slot + c, w);
+    if (stream) {
+      arch::stream16(slot + c, seq, a, b, d);
     } else {
-      arch::store16(slot + c, w);
+      arch::store16(slot + c, seq, a, b, d);
     }
   }
+}
+
+void HostMailbox::send(long long tick, std::span<const float> x, const double* shift, const double* mul) {
+  Chunk* slot = in_ + (tick % kInputRing) * stride_;
+  // Streaming stores fill whole lines (padding chunks included) so each line leaves the write-combining
+  // buffer as one burst; a partial line would be flushed in 8-byte pieces and could be seen torn.
+  write_input_chunks(slot, options_.stream_stores ? stride_ : n_in_, wire_seq(tick), x, fpc_, shift, mul,
+                     options_.stream_stores);
   // Streaming stores sit in write-combining buffers until fenced: flush them now, not eventually.
   if (options_.stream_stores) arch::store_fence();
 }

@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <limits>
 #include <random>
 #include <thread>
 #include <type_traits>
+#include <vector>
 
 #include "cuda/cuda_raii.hpp"
 #include "cuda/device.hpp"
@@ -158,6 +160,56 @@ TEST(CudaMailboxLayout, PollSetsShrinkToFitTheBlock) {
   EXPECT_EQ(cuda::fit_poll_sets(129, 4, 2, 640), 3);   // 5 a set
   EXPECT_EQ(cuda::fit_poll_sets(11, 2, 2, 640), 2);
   EXPECT_EQ(cuda::fit_poll_sets(11, 0, 2, 640), 1);    // never fewer than one
+}
+
+// What the host writes into a ring slot, read back as the device reads it: every value once, in order,
+// each chunk's seq where the layout puts it, zeros past the input, nothing past the chunks written.
+TEST(CudaMailboxLayout, InputChunksCarryEveryValueOnce) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-3.f, 3.f);
+  for (bool dual : {false, true}) {
+    for (int n : {1, 2, 3, 4, 5, 13, 32, 100, 500, cuda::kMaxInputFloats}) {
+      for (bool scaled : {false, true}) {
+        for (bool whole_lines : {false, true}) {
+          const cuda::InputLayout l = cuda::input_layout(n, dual);
+          std::vector<float> x(static_cast<size_t>(n));
+          std::vector<double> shift(static_cast<size_t>(n)), mul(static_cast<size_t>(n));
+          for (int i = 0; i < n; ++i) {
+            x[size_t(i)] = u(rng);
+            shift[size_t(i)] = double(u(rng));
+            mul[size_t(i)] = 0.5 + double(i % 7);
+          }
+          const uint32_t seq = 0x80000001u + uint32_t(n);
+          const int count = whole_lines ? l.stride : l.chunks;
+          std::vector<cuda::Chunk> slot(size_t(l.stride) + 4);
+          std::memset(slot.data(), 0xAB, slot.size() * sizeof(cuda::Chunk));
+          cuda::write_input_chunks(slot.data(), count, seq, x, l.floats_per_chunk, scaled ? shift.data() : nullptr,
+                                   scaled ? mul.data() : nullptr, whole_lines);
+          const std::string at = std::to_string(n) + " floats" + (dual ? ", dual" : "") + (scaled ? ", scaled" : "") +
+                                 (whole_lines ? ", whole lines" : "");
+          for (int c = 0; c < count; ++c) {
+            uint32_t w[4];
+            std::memcpy(w, &slot[size_t(c)], 16);
+            ASSERT_EQ(w[0], seq) << at << ", chunk " << c;
+            if (dual) ASSERT_EQ(w[3], seq) << at << ", chunk " << c;
+            for (int j = 0; j < l.floats_per_chunk; ++j) {
+              const int i = l.floats_per_chunk * c + j;
+              const float want = i >= n ? 0.f : scaled ? float((double(x[size_t(i)]) - shift[size_t(i)]) * mul[size_t(i)])
+                                                       : x[size_t(i)];
+              uint32_t want_bits;
+              std::memcpy(&want_bits, &want, 4);
+              ASSERT_EQ(w[1 + j], want_bits) << at << ", value " << i;
+            }
+          }
+          for (size_t c = size_t(count); c < slot.size(); ++c) {  // untouched
+            uint32_t w[4];
+            std::memcpy(w, &slot[c], 16);
+            for (uint32_t v : w) ASSERT_EQ(v, 0xABABABABu) << at << ", chunk " << c << " written";
+          }
+        }
+      }
+    }
+  }
 }
 
 // ---- late GPU answers: one width, no wrap ---------------------------------------------------------
