@@ -4,9 +4,8 @@
 
 #include <pthread.h>
 
-#include <algorithm>
-#include <bit>
 #include <atomic>
+#include <bit>
 #include <cstring>
 
 #include "cuda/cuda_check.hpp"
