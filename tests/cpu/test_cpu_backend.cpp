@@ -552,6 +552,42 @@ TEST(CpuBackend, RunBatchMatchesReference) {
   EXPECT_THROW(b->run_batch(x, B, W + 1, out), Error);
 }
 
+// A tick's input is refused at its first NaN or Inf, named by index and kind, wherever it sits (the check
+// looks at every value before it looks for the first: backend.cpp's first_non_finite), and the state is
+// left as it was: the next good tick answers as if the refused one had not been sent.
+TEST(CpuBackendTickInput, TheFirstNonFiniteValueIsNamed) {
+  const int I = 37;  // not a multiple of any vector width
+  const Model m = random_model(I, 8, 1, 1, true, true, 5);
+  BackendOptions opt;
+  opt.mode = Mode::streaming;
+  const auto good = random_inputs(2, I, 6);
+  const std::span<const float> x0(good.data(), size_t(I)), x1(good.data() + I, size_t(I));
+  auto plain = make_cpu_backend(m, opt);
+  std::vector<float> want(1), got(1);
+  plain->step(x0, want);
+  plain->step(x1, want);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  struct Bad {
+    std::vector<std::pair<int, float>> at;
+    std::string named;
+  };
+  for (const Bad& bad : {Bad{{{0, nan}}, "input value 0 is NaN"}, Bad{{{I - 1, inf}}, "input value 36 is Inf"},
+                         Bad{{{20, -inf}, {3, nan}}, "input value 3 is NaN"}, Bad{{{17, inf}, {30, nan}}, "input value 17 is Inf"}}) {
+    auto b = make_cpu_backend(m, opt);
+    b->step(x0, got);
+    std::vector<float> x(x1.begin(), x1.end());
+    for (const auto& [k, v] : bad.at) x[size_t(k)] = v;
+    try {
+      b->step(x, got);
+      FAIL() << bad.named << ": accepted";
+    } catch (const TickError& e) {
+      EXPECT_EQ(std::string(e.what()), "tick 1: " + bad.named + "; the tick was refused and the state left unchanged");
+    }
+    b->step(x1, got);
+    EXPECT_EQ(got[0], want[0]) << bad.named;
+  }
+}
+
 }  // namespace
 
 // A window whose state would take gigabytes is refused, naming the window and the limit, before any of
