@@ -604,21 +604,19 @@ template <int kTiles>
 __device__ __forceinline__ void load_reg_tiles(const uint4* frag, int kt, int k0, int k1, bool from_l2,
                                                uint4 (&ta)[2][kTiles]) {
   const int lane = threadIdx.x & 31;
+  auto each = [&](auto load) {  // one loop, its load chosen outside it
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) {
+      if (k0 + i >= k1) break;
+      ta[0][i] = load(frag + (k0 + i) * 32 + lane);
+      ta[1][i] = load(frag + (kt + k0 + i) * 32 + lane);
+    }
+  };
   if (from_l2) {
     const unsigned long long pol = l2_evict_last_policy();
-#pragma unroll
-    for (int i = 0; i < kTiles; ++i) {
-      if (k0 + i >= k1) break;
-      ta[0][i] = ld_l2_last(frag + (k0 + i) * 32 + lane, pol);
-      ta[1][i] = ld_l2_last(frag + (kt + k0 + i) * 32 + lane, pol);
-    }
+    each([pol](const uint4* p) { return ld_l2_last(p, pol); });
   } else {
-#pragma unroll
-    for (int i = 0; i < kTiles; ++i) {
-      if (k0 + i >= k1) break;
-      ta[0][i] = lds128(frag + (k0 + i) * 32 + lane);
-      ta[1][i] = lds128(frag + (kt + k0 + i) * 32 + lane);
-    }
+    each([](const uint4* p) { return lds128(p); });
   }
 }
 // gates_range with the tiles [k0, k0 + n) already in registers (load_reg_tiles): only the B values are read,
