@@ -20,29 +20,32 @@ namespace {
 
 constexpr int kSlots = 8;  // the ring: consecutive ticks go to consecutive slots, as in a run
 
-void BM_InputWrite(benchmark::State& state) {
+// Ticks of state.range(0) floats written by `write(slot, seq, x, layout)` into consecutive ring slots.
+template <class Write>
+void ticks_written(benchmark::State& state, Write&& write) {
   const int n = int(state.range(0));
   const cuda::InputLayout l = cuda::input_layout(n, false);
   std::vector<cuda::Chunk> ring(size_t(kSlots) * l.stride);
   std::vector<float> x(static_cast<size_t>(n), 0.25f);
   uint32_t seq = 1;
   for (auto _ : state) {
-    cuda::write_input_chunks(ring.data() + (seq % kSlots) * l.stride, l.chunks, seq, x, 3, nullptr, nullptr, false);
+    write(ring.data() + (seq % kSlots) * l.stride, seq, x, l);
     benchmark::ClobberMemory();
     ++seq;
   }
   state.counters["chunks"] = l.chunks;
 }
 
+void BM_InputWrite(benchmark::State& state) {
+  ticks_written(state, [](cuda::Chunk* slot, uint32_t seq, const std::vector<float>& x, const cuda::InputLayout& l) {
+    cuda::write_input_chunks(slot, l.chunks, seq, x, l.floats_per_chunk, nullptr, nullptr, false);
+  });
+}
+
 // Before: the chunk assembled in memory, then copied out as 16 bytes.
 void BM_InputWriteThroughArray(benchmark::State& state) {
-  const int n = int(state.range(0));
-  const cuda::InputLayout l = cuda::input_layout(n, false);
-  std::vector<cuda::Chunk> ring(size_t(kSlots) * l.stride);
-  std::vector<float> x(static_cast<size_t>(n), 0.25f);
-  uint32_t seq = 1;
-  for (auto _ : state) {
-    cuda::Chunk* slot = ring.data() + (seq % kSlots) * l.stride;
+  ticks_written(state, [](cuda::Chunk* slot, uint32_t seq, const std::vector<float>& x, const cuda::InputLayout& l) {
+    const int n = int(x.size());
     for (int c = 0; c < l.chunks; ++c) {
       const int k = 3 * c;
       uint32_t w[4] = {seq, 0, 0, 0};
@@ -50,10 +53,7 @@ void BM_InputWriteThroughArray(benchmark::State& state) {
       benchmark::DoNotOptimize(w);
       std::memcpy(slot + c, w, 16);
     }
-    benchmark::ClobberMemory();
-    ++seq;
-  }
-  state.counters["chunks"] = l.chunks;
+  });
 }
 
 }  // namespace

@@ -17,8 +17,8 @@
 #include "backend/backend.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device.hpp"
+#include "cuda/input_layout.hpp"
 #include "cuda/kernels/common/lstm_launch.hpp"
-#include "cuda/kernels/common/mailbox_layout.hpp"
 #include "model/zoo.hpp"
 #include "reference/parallel_outputs.hpp"
 #include "util/error.hpp"
@@ -259,8 +259,8 @@ void run_widths(const std::vector<int>& widths, long long pp, int cpu, const cud
     at("default", def);
     cuda::MailboxOptions v = def;
     v.poll_sets = 2;
-    if (32 * (((cuda::chunks_for(w, 3) + 31) / 32) * 2 + 2) <= cuda::kMaxBlockThreads)  // else no room in one block
-      at("poll2", v);
+    // as the ping-pong sizes its block: the widest inputs have no room for two sets (it would run one)
+    if (cuda::fit_poll_sets(cuda::input_layout(w, false).chunks, 2, 2, cuda::kMaxBlockThreads) == 2) at("poll2", v);
     v = def;
     v.dual_seq_input = true;
     at("dual-seq {seq,f,f,seq}", v);
