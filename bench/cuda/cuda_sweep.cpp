@@ -92,8 +92,8 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
   o.mode = mode;
   o.window = mode == Mode::window ? W : 0;
   o.precision = prec;
-  o.timeout_us = 10'000'000;  // the big models' window precompute takes milliseconds
-  o.kernel = kernel;
+  o.gpu.timeout_us = 10'000'000;  // the big models' window precompute takes milliseconds
+  if (!kernel.empty()) o.gpu.kernel = util::parse_name<CudaKernel>(kernel);
   if (cpu >= 0) o.cpuset = {cpu};
   std::unique_ptr<Backend> b;
   try {
@@ -223,9 +223,9 @@ void run_standard(long long ticks, long long pp, int cpu, bool quick, const cuda
   const size_t check = 3000;
   const long long short_ticks = std::min<long long>(ticks, 200'000);
   CudaOptions cregs = copt;
-  cregs.variant = "regs";
+  cregs.variant = CudaVariant::regs;
   CudaOptions csmem = copt;
-  csmem.variant = "smem";
+  csmem.variant = CudaVariant::smem;
   pingpong("32f default, beside lstm_s", 32, pp, def, cpu);
   // The critical block of the default variant, and what each knob does to it, side by side.
   model_run("lstm_s window fp16 regs", "lstm_s", Mode::window, Precision::fp16, ticks, cregs, cpu, check);

@@ -141,9 +141,10 @@ typedef struct hotpath_engine_options {
   const char* cpuset;     /* cores as the CLI's --cpuset, e.g. "2-5" or "2,4,6": the first runs the
                              critical step, the rest precompute. NULL or "": not pinned */
   double timeout_us;      /* cuda: give up on an output after this long; 0: 1,000,000 */
-  const char* fallback;   /* NULL or "": none; "cpu": a CPU backend answers when the GPU (cuda) is late;
-                             refused for "ref"/"cpu", dropped when "auto" picks the CPU */
-  const char* variant;    /* backend kernel variant; NULL or "": the backend's default */
+  const char* fallback;   /* NULL, "" or "none": none; "cpu": a CPU backend answers when the GPU (cuda)
+                             is late; refused for "ref"/"cpu", dropped when "auto" picks the CPU */
+  const char* variant;    /* cuda: the one-SM kernel's critical step, "auto" (NULL or ""), "smem" or
+                             "regs"; refused for "ref"/"cpu" */
   /* The first layout ended here: a program built against it passes a struct_size that stops here. */
   const char* scaler;     /* input scaling, as the CLI's --scaler: "none", "model" (the model file's
                              input_scaler tensors) or "rolling:N" (mean and std of the past N ticks, N in

@@ -577,23 +577,26 @@ hotpath::EngineOptions engine_options(const std::string& backend, const std::opt
                                       const std::optional<std::string>& variant, const std::optional<std::string>& scaler,
                                       bool warm, const std::optional<std::string>& kernel,
                                       const std::optional<std::string>& cpu_options, long long batch_rows = 0) {
+  // Every choice parsed by its enum's name table (backend/options.hpp), as the CLI's flags and the C
+  // ABI's strings are; None keeps the option's default.
+  using hotpath::util::parse_name;
   hotpath::EngineOptions o;
-  o.backend = backend;
-  if (precision) o.precision = hotpath::parse_precision(*precision);
-  o.mode = hotpath::parse_mode(mode);
+  o.backend = parse_name<hotpath::BackendKind>(backend);
+  if (precision) o.precision = parse_name<hotpath::Precision>(*precision);
+  o.mode = parse_name<hotpath::Mode>(mode);
   check_window(window);
   o.window = window.value_or(0);
-  o.device = device;
+  o.gpu.device = device;
   o.cpuset = cpuset_from(cpuset);
-  o.timeout_us = timeout_us;
-  o.fallback = fallback.value_or("");
-  o.variant = variant.value_or("");
-  o.kernel = kernel.value_or("");
+  o.gpu.timeout_us = timeout_us;
+  if (fallback) o.fallback = parse_name<hotpath::Fallback>(*fallback);
+  if (variant) o.gpu.variant = parse_name<hotpath::CudaVariant>(*variant);
+  if (kernel) o.gpu.kernel = parse_name<hotpath::CudaKernel>(*kernel);
   if (scaler) o.scaler = hotpath::parse_scaler(*scaler);  // None: the model's scaler when it has one
   o.warm = warm;
   // None: the environment's HOTPATH_CPU_*; text: its keys over them (backend/cpu_options.hpp)
   if (cpu_options) o.cpu = hotpath::cpu_options_over_env(*cpu_options);
-  o.batch_rows = batch_rows;  // 0: sized to the device; the engine refuses a bad value, or one for ref and cpu
+  o.gpu.batch_rows = batch_rows;  // 0: sized to the device; the engine refuses a bad value, or one for ref and cpu
   return o;
 }
 
@@ -701,7 +704,13 @@ NB_MODULE(_hotpath, m) {
       "data"_a, "name"_a = "<bytes>", "lstm_prefix"_a = nb::none(), "head_prefix"_a = nb::none(),
       "window"_a = nb::none(), "ignore"_a = nb::none());
 
-  m.def("backends", &hotpath::backend_names,
+  m.def(
+      "backends",
+      [] {
+        std::vector<std::string> names;
+        for (const auto k : hotpath::built_backends()) names.emplace_back(hotpath::util::name_of(k));
+        return names;
+      },
         "The backends built into this hotpath ('ref', 'cpu', and 'cuda' when built with CUDA); Engine also "
         "takes 'auto'.");
   m.def(

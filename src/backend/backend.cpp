@@ -11,42 +11,6 @@
 
 namespace hotpath {
 
-const char* mode_name(Mode m) {
-  switch (m) {
-    case Mode::window: return "window";
-    case Mode::streaming: return "streaming";
-    case Mode::batch: return "batch";
-  }
-  return "?";
-}
-
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::fp64: return "fp64";
-    case Precision::fp32: return "fp32";
-    case Precision::fp16: return "fp16";
-    case Precision::bf16: return "bf16";
-    case Precision::int8: return "int8";
-  }
-  return "?";
-}
-
-Mode parse_mode(const std::string& s) {
-  if (s == "window") return Mode::window;
-  if (s == "streaming") return Mode::streaming;
-  if (s == "batch") return Mode::batch;
-  throw Error("unknown mode '" + s + "' (expected window, streaming or batch)");
-}
-
-Precision parse_precision(const std::string& s) {
-  if (s == "fp64") return Precision::fp64;
-  if (s == "fp32") return Precision::fp32;
-  if (s == "fp16") return Precision::fp16;
-  if (s == "bf16") return Precision::bf16;
-  if (s == "int8") return Precision::int8;
-  throw Error("unknown precision '" + s + "' (expected fp64, fp32, fp16, bf16 or int8)");
-}
-
 double error_bound(Precision p) {
   switch (p) {
     // float64 against float64 (PyTorch's own float64 LSTM): only summation order differs.

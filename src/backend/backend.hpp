@@ -11,19 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu_options.hpp"
+#include "backend/options.hpp"
 #include "model/model.hpp"
-#include "scaling/input_scaler.hpp"
 
 namespace hotpath {
-
-enum class Mode { window, streaming, batch };
-enum class Precision { fp64, fp32, fp16, bf16, int8 };
-
-const char* mode_name(Mode m);
-const char* precision_name(Precision p);
-Mode parse_mode(const std::string& s);            // throws hotpath::Error naming the value
-Precision parse_precision(const std::string& s);  // throws hotpath::Error naming the value
 
 // The bounds on max|z - z_ref| / max(1, max|z_ref|) with fp32 accumulation and state (docs/model.md,
 // "The error measure and its bounds"). int8's bound is per model (int8_error_bound); here it is that
@@ -47,32 +38,6 @@ inline constexpr double kMaxWindowStateBytes = double(1ull << 30);
 // limit and the memory it would take when the window is outside 1..kMaxWindow or `bytes` exceeds
 // kMaxWindowStateBytes.
 void check_window_state(const std::string& backend, long long window, double bytes);
-
-struct BackendOptions {
-  Mode mode = Mode::window;
-  int window = 0;                        // W, required in window mode (>= 1)
-  std::optional<Precision> precision;    // unset: the backend's default
-  std::vector<int> cpuset;               // cores; the first runs the critical step, the rest precompute
-  double timeout_us = 1'000'000;         // cuda: give up on an output after this long
-  int device = 0;                        // cuda device ordinal
-  std::string variant;  // backend-specific kernel variant, "" = default
-  // cuda: the kernel family, "auto" or "" (chosen from the model's size and the device's limits), "cta"
-  // (one SM), "cluster" (one thread-block cluster) or "grid" (blocks on most SMs). cuda/kernel_choice.hpp.
-  std::string kernel;
-  // Input scaling (scaling/input_scaler.hpp); unset: the model's scaler when it has one, else none.
-  // Each backend scales with an InputScaler of its own, in step(), fused into its copy of x.
-  std::optional<ScalerChoice> scaler;
-  // The cpu backend's own options (backend/cpu_options.hpp; a cuda backend's CPU fallback reads them
-  // too); unset: the environment's (cpu_options_from_env).
-  std::optional<CpuOptions> cpu;
-  // cuda: rows of the chunks a batch run (backtest, fresh windows) computes at once, 1..kMaxBatchRows
-  // (rounded up to the GEMM's row tile); 0: sized to the device's SMs (cuda/batch_runner.hpp).
-  long long batch_rows = 0;
-};
-
-// The most rows a batch run's chunk may take (the runner's working set: ~4 KiB a row for a 1024-unit
-// layer, so a few hundred MB at this size).
-inline constexpr long long kMaxBatchRows = 1 << 16;
 
 class Backend {
  public:

@@ -15,10 +15,18 @@ namespace {
 struct Key {
   const char* name;
   const char* env;
-  const char* accepts;
+  std::string accepts;
   std::function<bool(const std::string&, CpuOptions&)> set;  // false: not a value this key accepts
   std::function<std::string(const CpuOptions&)> get;
 };
+
+// A value of the key's enum, by that enum's name table (util/names.hpp).
+template <class E>
+bool set_choice(const std::string& v, E& out) {
+  const auto e = name_table(E{}).find(v);
+  if (e) out = *e;
+  return e.has_value();
+}
 
 bool set_flag(const std::string& v, bool& out) {
   if (v == "1") return out = true, true;
@@ -28,19 +36,11 @@ bool set_flag(const std::string& v, bool& out) {
 
 const std::vector<Key>& keys() {
   static const std::vector<Key> k = {
-      {"isa", "HOTPATH_CPU_ISA", "auto, avx512, avx2, neon, sve or generic",
-       [](const std::string& v, CpuOptions& o) {
-         for (CpuIsa i : {CpuIsa::automatic, CpuIsa::avx512, CpuIsa::avx2, CpuIsa::neon, CpuIsa::sve, CpuIsa::generic})
-           if (v == cpu_isa_name(i)) return o.isa = i, true;
-         return false;
-       },
+      {"isa", "HOTPATH_CPU_ISA", util::names_list<CpuIsa>(),
+       [](const std::string& v, CpuOptions& o) { return set_choice(v, o.isa); },
        [](const CpuOptions& o) { return std::string(cpu_isa_name(o.isa)); }},
-      {"bf16", "HOTPATH_CPU_BF16", "auto, dot or cvt",
-       [](const std::string& v, CpuOptions& o) {
-         for (CpuBf16 b : {CpuBf16::automatic, CpuBf16::dot, CpuBf16::cvt})
-           if (v == cpu_bf16_name(b)) return o.bf16 = b, true;
-         return false;
-       },
+      {"bf16", "HOTPATH_CPU_BF16", util::names_list<CpuBf16>(),
+       [](const std::string& v, CpuOptions& o) { return set_choice(v, o.bf16); },
        [](const CpuOptions& o) { return std::string(cpu_bf16_name(o.bf16)); }},
       {"int8_act", "HOTPATH_CPU_INT8_ACT", "16 or 8",
        [](const std::string& v, CpuOptions& o) {
@@ -74,27 +74,6 @@ std::string key_list() {
 }
 
 }  // namespace
-
-const char* cpu_isa_name(CpuIsa isa) {
-  switch (isa) {
-    case CpuIsa::avx512: return "avx512";
-    case CpuIsa::avx2: return "avx2";
-    case CpuIsa::neon: return "neon";
-    case CpuIsa::sve: return "sve";
-    case CpuIsa::generic: return "generic";
-    case CpuIsa::automatic: break;
-  }
-  return "auto";
-}
-
-const char* cpu_bf16_name(CpuBf16 bf16) {
-  switch (bf16) {
-    case CpuBf16::dot: return "dot";
-    case CpuBf16::cvt: return "cvt";
-    case CpuBf16::automatic: break;
-  }
-  return "auto";
-}
 
 CpuOptions parse_cpu_options(const std::string& text, CpuOptions base) {
   if (text.empty()) return base;

@@ -6,10 +6,22 @@
 #pragma once
 #include <string>
 
+#include "util/names.hpp"
+
 namespace hotpath {
 
 enum class CpuIsa { automatic, avx512, avx2, neon, sve, generic };
 enum class CpuBf16 { automatic, dot, cvt };
+
+constexpr auto name_table(CpuIsa) {
+  return util::make_names<CpuIsa>("cpu isa", {{CpuIsa::automatic, "auto"}, {CpuIsa::avx512, "avx512"},
+                                              {CpuIsa::avx2, "avx2"}, {CpuIsa::neon, "neon"}, {CpuIsa::sve, "sve"},
+                                              {CpuIsa::generic, "generic"}});
+}
+constexpr auto name_table(CpuBf16) {
+  return util::make_names<CpuBf16>("cpu bf16 path", {{CpuBf16::automatic, "auto"}, {CpuBf16::dot, "dot"},
+                                                     {CpuBf16::cvt, "cvt"}});
+}
 
 struct CpuOptions {
   // isa=auto|avx512|avx2|neon|sve|generic: the kernel table. auto: AVX-512 where the CPU has it, else
@@ -33,8 +45,8 @@ struct CpuOptions {
   bool huge_pages = true;
 };
 
-const char* cpu_isa_name(CpuIsa isa);
-const char* cpu_bf16_name(CpuBf16 bf16);
+inline const char* cpu_isa_name(CpuIsa isa) { return util::name_of(isa); }
+inline const char* cpu_bf16_name(CpuBf16 bf16) { return util::name_of(bf16); }
 
 // `text` over `base`: only the keys it names change. Throws hotpath::Error naming the bad pair and what
 // the key accepts.

@@ -128,10 +128,9 @@ class BesideBacktest {
   // included).
   double first_series_error() const {
     EngineOptions ro = eo_;
-    ro.backend = "ref";
+    ro.backend = BackendKind::ref;
     ro.precision.reset();
-    ro.variant.clear();
-    ro.kernel.clear();
+    ro.gpu = GpuOptions{};  // cuda's own options: the reference has none
     ro.warm = false;
     Engine ref(model_, ro);
     const size_t I = size_t(model_.config.input_size), O = size_t(model_.config.output_size);
@@ -190,10 +189,10 @@ class InstancesRun {
 
  private:
   void set_up() {
-    eo_ = engine_options(o_);
+    eo_ = o_.engine;
     eo_.cpuset.clear();  // --cpuset places the driver threads; the engines' own threads stay unpinned
     bo_ = backend_options(model_, eo_);
-    window_ = o_.mode == Mode::window ? bo_.window : 1;
+    window_ = o_.engine.mode == Mode::window ? bo_.window : 1;
     io_.count = n_;
     io_.isolation = o_.isolation;
     io_.sms_each = o_.sms_per_instance;
@@ -201,15 +200,15 @@ class InstancesRun {
     io_.beside = o_.beside_backtest;
 
     report_["kind"] = "instances";
-    report_["model"] = model_json(model_, o_.mode, window_);
-    report_["mode"] = mode_name(o_.mode);
+    report_["model"] = model_json(model_, o_.engine.mode, window_);
+    report_["mode"] = mode_name(o_.engine.mode);
     report_["instances"] = n_;
 
     // Drivers: one thread per instance where cores allow; past that a thread drives several in turn.
     all_cores_ = util::allowed_cores();
-    driver_cores_ = o_.cpuset.empty() ? all_cores_ : o_.cpuset;
+    driver_cores_ = o_.engine.cpuset.empty() ? all_cores_ : o_.engine.cpuset;
     threads_ = std::max(1, std::min<int>(n_, int(driver_cores_.size())));
-    pinned_ = !o_.cpuset.empty();
+    pinned_ = !o_.engine.cpuset.empty();
 
     // The instances: an InstanceSet on the GPU, or (tests) backends from the make_backend hook, which
     // share nothing to isolate (no ping-pong, no backtest beside them).
@@ -217,12 +216,12 @@ class InstancesRun {
     if (hooked_ && o_.beside_backtest) throw Error("--beside-backtest needs the GPU's instance set, not a test backend");
     if (!hooked_) {
       std::string why;
-      if (!gpu::available(&why, eo_.device)) throw UnsupportedError("--instances: no usable CUDA device: " + why);
-      for (auto& [k, v] : gpu::facts(eo_.device)) report_["machine"]["gpu"][k] = v;
+      if (!gpu::available(&why, eo_.gpu.device)) throw UnsupportedError("--instances: no usable CUDA device: " + why);
+      for (auto& [k, v] : gpu::facts(eo_.gpu.device)) report_["machine"]["gpu"][k] = v;
       // The floor, in this process, before any instance exists (one thread, on the first driver core).
       if (!o_.skip_pingpong) {
         report_["pingpong"] = pingpong_json(o_.floats.value_or(cfg_.input_size), std::min<long long>(o_.ticks, 200000),
-                                            std::min<long long>(o_.warmup, 10000), o_.cpuset, &pp_);
+                                            std::min<long long>(o_.warmup, 10000), o_.engine.cpuset, &pp_);
         have_pp_ = true;
       }
     }
@@ -255,7 +254,7 @@ class InstancesRun {
     report_["driving"] = {
         {"threads", threads_},
         {"pinned", pinned_},
-        {"cores", pinned_ ? nlohmann::json(std::vector<int>(o_.cpuset.begin(), o_.cpuset.begin() + threads_))
+        {"cores", pinned_ ? nlohmann::json(std::vector<int>(o_.engine.cpuset.begin(), o_.engine.cpuset.begin() + threads_))
                           : nlohmann::json(nullptr)},
         {"instances_per_thread_max", (n_ + threads_ - 1) / threads_},
         {"lockstep", o_.lockstep},
@@ -275,7 +274,7 @@ class InstancesRun {
     // Float64 checker threads per instance (they run after the timed part, on every core); the outputs'
     // readers are laid out for them (streaming: one reader, its steps split over the threads).
     check_threads_ = o_.check_threads > 0 ? o_.check_threads : std::max(1, int(all_cores_.size()) / n_);
-    check_readers_ = Checker::threads_for(o_.mode, check_threads_);
+    check_readers_ = Checker::threads_for(o_.engine.mode, check_threads_);
   }
 
   void describe() {
@@ -309,9 +308,9 @@ class InstancesRun {
       r.pre.clear();
       r.lost = r.failures = 0;
       r.last_failure.clear();
-      r.outs = std::make_unique<CheckedOutputs>(cfg_.output_size, check_readers_, o_.mode == Mode::window);
+      r.outs = std::make_unique<CheckedOutputs>(cfg_.output_size, check_readers_, o_.engine.mode == Mode::window);
       r.no_intervals = std::make_unique<IntervalStarts>(0);
-      r.checker = std::make_unique<Checker>(model_, o_.mode, window_, r.seed, o_.check_every, *r.outs, *r.no_intervals, scaler_);
+      r.checker = std::make_unique<Checker>(model_, o_.engine.mode, window_, r.seed, o_.check_every, *r.outs, *r.no_intervals, scaler_);
       r.checker->set_bound(bound_);
       r.lat.reserve(size_t(o_.seconds ? 1 << 18 : o_.ticks));
       r.pre.reserve(size_t(o_.seconds ? 1 << 18 : o_.ticks));
@@ -507,7 +506,7 @@ class InstancesRun {
                 {"best_instance_p99_us", std::isfinite(best_p99) ? best_p99 : 0.0},
                 {"tick_rate_hz_all", elapsed_s > 0 ? double(all.count) / elapsed_s : 0.0},
                 {"error_normalized_max", worst_err},
-                {"checker", {{"reference", o_.mode == Mode::streaming ? "split" : "per_window"},
+                {"checker", {{"reference", o_.engine.mode == Mode::streaming ? "split" : "per_window"},
                              {"threads_per_instance", totals.empty() ? 0 : totals[0].timing.threads},
                              {"seconds", check_s}}},
                 {"per_instance", per_instance},
@@ -521,7 +520,7 @@ class InstancesRun {
          << " (bound " << bound_ << ")\n";
     out_ << "  float64 check after the timed part: " << fmt(check_s) << " s, "
          << (totals.empty() ? 0 : totals[0].timing.threads) << " threads per instance"
-         << (o_.mode == Mode::streaming ? " (each step split by hidden units)" : "") << "\n";
+         << (o_.engine.mode == Mode::streaming ? " (each step split by hidden units)" : "") << "\n";
     return res;
   }
 
@@ -577,7 +576,7 @@ nlohmann::json run_instances_bench(const BenchOptions& o, std::ostream& out) {
   if (o.pingpong) throw Error("--instances measures model instances: drop --pingpong");
   if (o.report_every_s || o.idle_s > 0 || !o.samples_path.empty())
     throw Error("--report-every, --idle-every-s/--idle-s and --samples are for one instance, not --instances");
-  if (!o.fallback.empty()) throw Error("--fallback is not available with --instances");
+  if (o.engine.fallback != Fallback::none) throw Error("--fallback is not available with --instances");
   if (o.model.empty()) throw Error("--model is required (a file or a zoo name; `hotpath models` lists the zoo)");
   const std::string failure = InstancesRun(o, report, out).run();
   finish_report(report, failure, out, o.json_path);

@@ -53,11 +53,10 @@ void validate(const BenchOptions& o) {
   if (o.instances && (*o.instances < 1 || *o.instances > kMaxInstances)) throw between("--instances", 1, kMaxInstances);
   if (o.sms_per_instance < 0) throw Error("--sms-per-instance must be at least 1");
   if (o.check_threads < 0 || o.check_threads > kMaxCheckThreads) throw between("--check-threads", 1, kMaxCheckThreads);
-  if (!in(o.timeout_us, 1, kMaxTimeoutUs)) throw between("--timeout-us", 1, kMaxTimeoutUs);
-  if (o.mode == Mode::batch) throw Error("hotpath bench measures tick latency: --mode must be window or streaming");
+  if (!in(o.engine.gpu.timeout_us, 1, kMaxTimeoutUs)) throw between("--timeout-us", 1, kMaxTimeoutUs);
+  if (o.engine.mode == Mode::batch) throw Error("hotpath bench measures tick latency: --mode must be window or streaming");
   if (o.floats && (*o.floats < 1 || *o.floats > kMaxFloats)) throw between("--floats", 1, kMaxFloats);
-  gpu::check_kernel(o.kernel);
-  if (o.window && (*o.window < 1 || *o.window > kMaxWindow)) throw between("--window", 1, kMaxWindow);
+  if (o.engine.window < 0 || o.engine.window > kMaxWindow) throw between("--window", 1, kMaxWindow);
   if (o.report_every_s && !in(*o.report_every_s, kMinIntervalSeconds, kMaxSeconds))
     throw between("--report-every", kMinIntervalSeconds, kMaxSeconds);
   if (o.report_every_s && !o.samples_path.empty())
@@ -77,7 +76,7 @@ void validate(const BenchOptions& o) {
 nlohmann::json start_report(const BenchOptions& o) {
   validate(o);
   util::clear_pin_failures();
-  return report_header(o.command_line, o.cpuset);
+  return report_header(o.command_line, o.engine.cpuset);
 }
 
 TickRateEstimate estimate_tick_rate(const ModelConfig& c, Mode mode, int window, int precompute_cores) {
@@ -131,23 +130,6 @@ nlohmann::json pingpong_json(int floats, long long count, long long warmup, cons
 }
 
 
-EngineOptions engine_options(const BenchOptions& o) {
-  EngineOptions eo;
-  eo.backend = o.backend;
-  eo.mode = o.mode;
-  eo.window = o.mode == Mode::window ? o.window.value_or(0) : 0;
-  eo.precision = o.precision;
-  eo.cpuset = o.cpuset;
-  eo.timeout_us = o.timeout_us;
-  eo.fallback = o.fallback;
-  eo.variant = o.variant;
-  eo.kernel = o.kernel;
-  eo.scaler = o.scaler;
-  eo.cpu = o.cpu;
-  eo.warm = o.warm;
-  return eo;
-}
-
 nlohmann::json model_json(const Model& model, Mode mode, int window) {
   const ModelConfig& cfg = model.config;
   return {{"name", model.name},           {"input_size", cfg.input_size},
@@ -188,14 +170,14 @@ class LatencyRun {
   };
 
   void set_up() {
-    eo_ = engine_options(o_);
+    eo_ = o_.engine;
     // Resolved and checked (window, cpuset, fallback) before anything runs.
     bo_ = backend_options(model_, eo_);
-    window_ = o_.mode == Mode::window ? bo_.window : 1;
+    window_ = o_.engine.mode == Mode::window ? bo_.window : 1;
 
     report_["kind"] = "latency";
-    report_["model"] = model_json(model_, o_.mode, window_);
-    report_["mode"] = mode_name(o_.mode);
+    report_["model"] = model_json(model_, o_.engine.mode, window_);
+    report_["mode"] = mode_name(o_.engine.mode);
     report_["instances"] = 1;
 
     // "auto" is resolved first (a probe), so that the ping-pong below runs alone on the GPU.
@@ -206,18 +188,18 @@ class LatencyRun {
     // Threads the backend starts (a heartbeat, workers) inherit the creating thread's cores: create
     // the backend, and the checker, with the process's cores, and pin the timed thread afterwards.
     const std::vector<int> all_cores = util::allowed_cores();
-    const std::vector<int> first_core = o_.cpuset.empty() ? std::vector<int>{} : std::vector<int>{o_.cpuset.front()};
+    const std::vector<int> first_core = o_.engine.cpuset.empty() ? std::vector<int>{} : std::vector<int>{o_.engine.cpuset.front()};
     // The checker's cores (checker_cores): its threads spin while they work.
-    spare_cores_ = checker_cores(all_cores, o_.cpuset, !(eo_.backend == "cuda" && eo_.fallback.empty()));
+    spare_cores_ = checker_cores(all_cores, o_.engine.cpuset, !(eo_.backend == BackendKind::cuda && eo_.fallback == Fallback::none));
 
-    if (eo_.backend == "cuda") {
+    if (eo_.backend == BackendKind::cuda) {
       std::string why;
-      if (!gpu::available(&why, eo_.device)) throw UnsupportedError("backend cuda: no usable CUDA device: " + why);
-      for (auto& [k, v] : gpu::facts(eo_.device)) report_["machine"]["gpu"][k] = v;
+      if (!gpu::available(&why, eo_.gpu.device)) throw UnsupportedError("backend cuda: no usable CUDA device: " + why);
+      for (auto& [k, v] : gpu::facts(eo_.gpu.device)) report_["machine"]["gpu"][k] = v;
       if (!o_.skip_pingpong) {
         const util::ScopedPin pin(first_core, "bench timed thread", true);
         report_["pingpong"] = pingpong_json(o_.floats.value_or(cfg_.input_size), o_.seconds ? 200000 : o_.ticks,
-                                            o_.warmup, o_.cpuset, &pp_);
+                                            o_.warmup, o_.engine.cpuset, &pp_);
         have_pp_ = true;
       }
     }
@@ -234,9 +216,9 @@ class LatencyRun {
     // 8.8 s of checking after the run with 8 threads, 1.2 s with 12, none with 13 (BENCHMARKS.md)
     check_threads_ = o_.check_threads > 0 ? o_.check_threads : std::min(spare, kMaxCheckThreads);
     intervals_on_ = o_.report_every_s.has_value();
-    outs_.emplace(cfg_.output_size, Checker::threads_for(o_.mode, check_threads_), o_.mode == Mode::window);
+    outs_.emplace(cfg_.output_size, Checker::threads_for(o_.engine.mode, check_threads_), o_.engine.mode == Mode::window);
     interval_starts_.emplace(intervals_on_ ? kMaxIntervals : 0);
-    checker_.emplace(model_, o_.mode, window_, o_.seed, o_.check_every, *outs_, *interval_starts_, scaler_,
+    checker_.emplace(model_, o_.engine.mode, window_, o_.seed, o_.check_every, *outs_, *interval_starts_, scaler_,
                      per_model_bound_ ? std::make_optional(int8_rounded(model_)) : std::nullopt);
     // After the timed loop when every checked output fits the buffer (BenchOptions::check_during): the
     // float64 steps stream the model's weights through the host's caches and memory, which would slow the
@@ -269,14 +251,14 @@ class LatencyRun {
     backend_name_ = engine_->backend_name();
     report_["backend"] = backend_->name();
     report_["variant"] = backend_->variant();
-    report_["kernel_asked"] = o_.kernel.empty() ? "auto" : o_.kernel;
+    report_["kernel_asked"] = util::name_of(o_.engine.gpu.kernel);
     report_["precision"] = precision_name(backend_->precision());
     report_["scaler"] = scaler_name(scaler_);
     if (bound_is_per_model(backend_->precision()) != per_model_bound_)
       throw Error("the backend's precision " + std::string(precision_name(backend_->precision())) +
                   " differs from the one asked for; its error bound cannot be checked");
     checker_->set_bound(error_bound(backend_->precision()));
-    if (!o_.cpuset.empty()) util::pin_thread(pthread_self(), {o_.cpuset.front()}, "bench timed thread");
+    if (!o_.engine.cpuset.empty()) util::pin_thread(pthread_self(), {o_.engine.cpuset.front()}, "bench timed thread");
   }
 
   void close_interval(Clock::time_point now, long long next_tick, bool last) {
@@ -294,7 +276,7 @@ class LatencyRun {
                         {"backend_errors", iv_.failures},
                         {"idle_s", iv_.idle_s},
                         {"rss_bytes", rss}};
-    if (backend_name_ == "cuda") j["gpu_memory_used_bytes"] = gpu::memory_used_bytes(eo_.device);
+    if (backend_name_ == "cuda") j["gpu_memory_used_bytes"] = gpu::memory_used_bytes(eo_.gpu.device);
     intervals_.push_back(std::move(j));
     out_ << "interval " << intervals_.size() - 1 << ": " << ls.count << " ticks, p50 " << fmt(ls.p50) << " p99 "
          << fmt(ls.p99) << " p99.9 " << fmt(ls.p999) << " max " << fmt(ls.max) << " us, " << iv_.lost << " lost, rss "
@@ -532,12 +514,12 @@ class LatencyRun {
     // precompute before the next one (window mode: the open windows, on the precompute's cores). Means,
     // not medians: a queue keeps up with the mean service time, tails included.
     const bool cpu_backend = backend_->name() == "cpu";
-    const int pre_cores = precompute_cores_for_cpuset(o_.cpuset.size());
+    const int pre_cores = precompute_cores_for_cpuset(o_.engine.cpuset.size());
     nlohmann::json sustainable = {{"hz", ls_.mean + ps_.mean > 0 ? 1e6 / (ls_.mean + ps_.mean) : 0.0},
                                   {"rule", "1e6 / (latency_us.mean + precompute_us.mean)"},
                                   {"precompute_cores", pre_cores},
-                                  {"precompute_inline", o_.cpuset.size() <= 1}};
-    if (cpu_backend) sustainable["estimate"] = to_json(estimate_tick_rate(cfg_, o_.mode, window_, pre_cores));
+                                  {"precompute_inline", o_.engine.cpuset.size() <= 1}};
+    if (cpu_backend) sustainable["estimate"] = to_json(estimate_tick_rate(cfg_, o_.engine.mode, window_, pre_cores));
     report_["sustainable_tick_rate"] = sustainable;
     report_["elapsed_s"] = elapsed_s;
     report_["pacing"] = {{"gap_us", o_.gap_us},
@@ -560,7 +542,7 @@ class LatencyRun {
                         {"unchecked_ticks", unchecked_},
                         {"ticks_over_bound", check.over_bound}, {"worst_tick", check.worst_tick}};
     const double busy_s = timing.busy_s;
-    report_["checker"] = {{"reference", o_.mode == Mode::streaming ? "split" : "per_window"},
+    report_["checker"] = {{"reference", o_.engine.mode == Mode::streaming ? "split" : "per_window"},
                           {"threads", timing.threads},
                           {"steps", timing.steps},
                           {"busy_s", busy_s},
@@ -590,10 +572,10 @@ class LatencyRun {
     const CheckResult& check = totals_.all;
     const CheckTiming& timing = totals_.timing;
     out_ << "hotpath bench: " << model_.name << " | backend " << backend_->name() << " (" << backend_->variant()
-         << ", " << precision_name(backend_->precision()) << ") | mode " << mode_name(o_.mode);
-    if (o_.mode == Mode::window) out_ << " W=" << window_;
+         << ", " << precision_name(backend_->precision()) << ") | mode " << mode_name(o_.engine.mode);
+    if (o_.engine.mode == Mode::window) out_ << " W=" << window_;
     out_ << " | cpu " << cpu_model() << " | cpuset "
-         << (o_.cpuset.empty() ? std::string("none") : report_["machine"]["cpuset"].dump()) << "\n";
+         << (o_.engine.cpuset.empty() ? std::string("none") : report_["machine"]["cpuset"].dump()) << "\n";
     if (report_["machine"].contains("gpu")) out_ << "gpu: " << report_["machine"]["gpu"].dump() << "\n";
     print_header(out_);
     print_row(out_, "tick latency", ls_);
@@ -603,10 +585,10 @@ class LatencyRun {
     out_ << "sustainable tick rate: " << util::si(sustainable_json["hz"].get<double>()) << " ticks/s = 1 / (mean answer "
          << fmt(ls_.mean) << " + mean precompute " << fmt(ps_.mean) << " us)";
     if (sustainable_json.contains("estimate")) {
-      out_ << (o_.mode == Mode::window ? "; the precompute advances the " + std::to_string(window_ - 1) + " open windows"
+      out_ << (o_.engine.mode == Mode::window ? "; the precompute advances the " + std::to_string(window_ - 1) + " open windows"
                                        : std::string("; the precompute prepares W_hh·h"))
            << " on "
-           << (o_.cpuset.size() <= 1 ? std::string("the critical core (inline: no --cpuset workers)")
+           << (o_.engine.cpuset.size() <= 1 ? std::string("the critical core (inline: no --cpuset workers)")
                                      : std::to_string(pre_cores_shown) + (pre_cores_shown == 1 ? " core" : " cores"))
            << "; estimated from the model's size: " << util::si(sustainable_json["estimate"]["hz"].get<double>())
            << " ticks/s";
@@ -639,7 +621,7 @@ class LatencyRun {
     const double busy_s = timing.busy_s;
     out_ << "float64 checker: " << timing.threads << (timing.threads == 1 ? " thread" : " threads")
          << (timing.threads == 1              ? ""
-             : o_.mode == Mode::streaming ? " (each step split by hidden units)"
+             : o_.engine.mode == Mode::streaming ? " (each step split by hidden units)"
                                           : " (taking turns over the windows)")
          << ", " << timing.steps << " steps in " << fmt(busy_s) << " s of work ("
          << util::si(report_["checker"]["steps_per_s"].get<double>()) << " steps/s, "
@@ -703,10 +685,10 @@ std::string run_pingpong(const BenchOptions& o, nlohmann::json& report, std::ost
   std::string why;
   if (!gpu::available(&why)) throw UnsupportedError("--pingpong: no usable CUDA device: " + why);
   for (auto& [k, v] : gpu::facts()) report["machine"]["gpu"][k] = v;
-  if (!o.cpuset.empty()) util::pin_thread(pthread_self(), {o.cpuset.front()}, "bench timed thread");
+  if (!o.engine.cpuset.empty()) util::pin_thread(pthread_self(), {o.engine.cpuset.front()}, "bench timed thread");
   Summary s;
   report["kind"] = "pingpong";
-  report["pingpong"] = pingpong_json(o.floats.value_or(32), o.seconds ? 200000 : o.ticks, o.warmup, o.cpuset, &s);
+  report["pingpong"] = pingpong_json(o.floats.value_or(32), o.seconds ? 200000 : o.ticks, o.warmup, o.engine.cpuset, &s);
   print_header(out);
   print_row(out, "ping-pong " + std::to_string(o.floats.value_or(32)) + " floats", s);
   return s.count == 0 ? "no round trip was measured" : "";

@@ -34,7 +34,6 @@ inline constexpr double kMinIntervalSeconds = 1e-3;
 inline constexpr double kMaxIdleSeconds = 3600;  // --idle-s
 inline constexpr double kMaxGapUs = 1e9;
 inline constexpr double kMaxRateHz = 1e8;
-inline constexpr double kMaxTimeoutUs = 3.6e9;   // an hour
 inline constexpr int kMaxCheckThreads = 64;
 inline constexpr int kMaxInstances = 1024;  // --instances: far above what any GPU holds
 inline constexpr int kMaxFloats = gpu::kMaxInputFloats;  // --floats: what the mailbox carries
@@ -49,17 +48,18 @@ inline constexpr int kFirstTicks = 10;
 struct BenchOptions {
   std::string model;          // path or zoo name
   LoadOptions load;
-  std::string backend = "cpu";
-  Mode mode = Mode::window;
-  std::optional<int> window;  // default: the model's
-  std::optional<Precision> precision;
+  // The engine's options (backend, mode, window, precision, cores, scaling, the backends' own parts),
+  // as every front end gives them; mode is window or streaming here. Default backend: cpu.
+  EngineOptions engine = [] {
+    EngineOptions e;
+    e.backend = BackendKind::cpu;
+    return e;
+  }();
   long long ticks = 100000;   // measured ticks (ignored when seconds is set)
   std::optional<double> seconds;  // measure for this long (--seconds, --duration)
   long long warmup = 1000;       // ticks after the first kFirstTicks, before measuring
-  bool warm = true;              // the engine warms its backend on creation (--no-warm: false)
   double gap_us = 0;
   std::optional<double> rate_hz;
-  std::vector<int> cpuset;
   uint64_t seed = 1;
   int check_every = 16;
   // Float64 checker threads: window mode, threads taking turns over the checked ticks; streaming, the
@@ -75,12 +75,6 @@ struct BenchOptions {
   util::ProgressMode progress = util::ProgressMode::automatic;
   std::string json_path;
   std::string samples_path;
-  double timeout_us = 1'000'000;
-  std::string fallback;
-  std::string variant;           // backend kernel variant ("" = the backend's default)
-  std::string kernel;            // cuda kernel family asked for ("" = auto; gpu::kernel_choices)
-  std::optional<ScalerChoice> scaler;  // input scaling; unset: the model's when it has one, else none
-  std::optional<CpuOptions> cpu;       // the cpu backend's knobs; unset: the environment's
   bool pingpong = false;         // only the bare signalling floor, no model
   std::optional<int> floats;     // ping-pong payload; default the model's I, else 32
   bool skip_pingpong = false;    // cuda: do not run the same-process ping-pong
@@ -100,8 +94,6 @@ struct BenchOptions {
   std::function<std::unique_ptr<Backend>(const Model&, const BackendOptions&)> make_backend;
 };
 
-// The engine options a bench run asks for (the backend's, the window's, the cpuset's, ...).
-EngineOptions engine_options(const BenchOptions& options);
 // The bare signalling floor (ping-pong) in this process, on the cpuset's first core: its report, and
 // its summary in *summary. Throws UnsupportedError without a usable device.
 nlohmann::json pingpong_json(int floats, long long count, long long warmup, const std::vector<int>& cpuset,

@@ -103,16 +103,8 @@ class ThroughputRun {
 
  private:
   void set_up() {
-    eo_.backend = o_.backend;
+    eo_ = o_.engine;
     eo_.mode = fresh_ ? Mode::batch : streaming_ ? Mode::streaming : Mode::window;
-    eo_.window = o_.window.value_or(0);
-    eo_.precision = o_.precision;
-    eo_.cpuset = o_.cpuset;
-    eo_.variant = o_.variant;
-    eo_.kernel = o_.kernel;
-    eo_.batch_rows = o_.batch_rows;
-    eo_.scaler = o_.scaler;
-    eo_.cpu = o_.cpu;
     eo_.warm = false;  // throughput: the unmeasured first run warms it
     if (fresh_) {
       // The batch backends take W per call; the engine's window rule (metadata, range) still applies.
@@ -133,10 +125,10 @@ class ThroughputRun {
     S_ = fresh_ ? 1 : size_t(o_.batch > 0 ? o_.batch : 1);
     B_ = fresh_ ? size_t(o_.batch > 0 ? o_.batch : 1024) : 0;
 
-    report_ = report_header(o_.command_line, o_.cpuset);
+    report_ = report_header(o_.command_line, o_.engine.cpuset);
     report_["kind"] = "throughput";
     if (engine_->backend_name() == "cuda")
-      for (auto& [k, v] : gpu::facts(eo_.device)) report_["machine"]["gpu"][k] = v;
+      for (auto& [k, v] : gpu::facts(eo_.gpu.device)) report_["machine"]["gpu"][k] = v;
 
     // The float64 reference backend's backtest outputs are kept in float64 (its bound is below float's
     // rounding); run_batch answers in float32 only.
@@ -258,7 +250,7 @@ class ThroughputRun {
     // The first n ticks of one series, from a ref engine with the same mode, window and scaler.
     auto check_prefix = [&](std::span<const float> xs, size_t n) {
       EngineOptions r;
-      r.backend = "ref";
+      r.backend = BackendKind::ref;
       r.mode = streaming_ ? Mode::streaming : Mode::window;
       r.window = int(W);
       r.scaler = scaler;

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.hpp"
+#include "engine/engine.hpp"
 #include "model/loader.hpp"
 
 namespace hotpath::bench {
@@ -37,24 +38,19 @@ inline constexpr double kMaxThroughputInputBytes = double(4ull << 30);
 struct ThroughputOptions {
   std::string model;  // path or zoo name
   LoadOptions load;
-  std::string backend = "auto";
+  // The engine's options as every front end gives them (mode is set from the workload; warm is not
+  // used: the unmeasured first run warms the backend).
+  EngineOptions engine;
   Workload workload = Workload::backtest;
-  std::optional<int> window;  // default: the model's
-  std::optional<Precision> precision;
   // Windows (outputs) per measured run; unset: sized from a short probe so that a run takes about
   // target_seconds.
   std::optional<long long> windows;
   double target_seconds = 3;
   long long batch = 0;  // backtest: series S (default 1); fresh: windows per call B (default 1024)
-  long long batch_rows = 0;  // cuda: rows of the runner's chunks (BackendOptions::batch_rows); 0: the device's
   int repeats = 3;      // measured runs (backtest) after one unmeasured one; fresh: all calls are samples
-  std::vector<int> cpuset;
   uint64_t seed = 1;
   int check_rows = 64;  // outputs checked against float64
   std::string json_path;
-  std::string variant, kernel;
-  std::optional<ScalerChoice> scaler;
-  std::optional<CpuOptions> cpu;  // the cpu backend's knobs; unset: the environment's
   std::string command_line;
   // Makes the backend instead of the registry (tests: a backend that answers wrongly).
   std::function<std::unique_ptr<Backend>(const Model&, const BackendOptions&)> make_backend;

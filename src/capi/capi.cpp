@@ -157,24 +157,31 @@ hotpath_status read_options(const hotpath_engine_options* given, hotpath_engine_
   return HOTPATH_OK;
 }
 
+// A choice given as text (NULL and "": the option's default), parsed by its enum's name table
+// (backend/options.hpp), as the CLI's flag and Python's keyword are.
+template <class E, class Target>
+void set_choice(const char* text, Target& out) {
+  if (text && *text) out = hotpath::util::parse_name<E>(text);
+}
+
 hotpath::EngineOptions engine_options(const hotpath_engine_options& o) {
-  hotpath::EngineOptions e;
-  e.backend = opt(o.backend, "auto");
-  if (o.precision && *o.precision) e.precision = hotpath::parse_precision(o.precision);
-  if (o.mode && *o.mode) e.mode = hotpath::parse_mode(o.mode);
+  using namespace hotpath;
+  EngineOptions e;
+  set_choice<BackendKind>(o.backend, e.backend);
+  set_choice<Precision>(o.precision, e.precision);
+  set_choice<Mode>(o.mode, e.mode);
   e.window = o.window;
-  e.device = o.device;
-  if (o.cpuset && *o.cpuset) e.cpuset = hotpath::parse_cpuset(o.cpuset);
+  e.gpu.device = o.device;
+  if (o.cpuset && *o.cpuset) e.cpuset = parse_cpuset(o.cpuset);
   // 0 is the struct's zero default; anything else (negative, NaN, too long) is the engine's to refuse.
-  if (o.timeout_us != 0) e.timeout_us = o.timeout_us;
-  e.fallback = opt(o.fallback);
-  e.variant = opt(o.variant);
-  e.kernel = opt(o.kernel);
-  if (o.scaler && *o.scaler) e.scaler = hotpath::parse_scaler(o.scaler);
+  if (o.timeout_us != 0) e.gpu.timeout_us = o.timeout_us;
+  set_choice<Fallback>(o.fallback, e.fallback);
+  set_choice<CudaVariant>(o.variant, e.gpu.variant);
+  set_choice<CudaKernel>(o.kernel, e.gpu.kernel);
+  if (o.scaler && *o.scaler) e.scaler = parse_scaler(o.scaler);
   e.warm = o.no_warm == 0;
-  if (o.cpu_options && *o.cpu_options)
-    e.cpu = hotpath::cpu_options_over_env(o.cpu_options);
-  e.batch_rows = o.batch_rows;  // the engine refuses a value out of range, or for ref and cpu
+  if (o.cpu_options && *o.cpu_options) e.cpu = cpu_options_over_env(o.cpu_options);
+  e.gpu.batch_rows = o.batch_rows;  // the engine refuses a value out of range, or for ref and cpu
   return e;
 }
 

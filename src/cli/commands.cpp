@@ -14,6 +14,7 @@
 #include "bench/instances_bench.hpp"
 #include "bench/latency_bench.hpp"
 #include "bench/throughput_bench.hpp"
+#include "cli/engine_flags.hpp"
 #include "cli/run_io.hpp"
 #include "engine/engine.hpp"
 #include "engine/gpu.hpp"
@@ -23,6 +24,7 @@
 #include "model/zoo.hpp"
 #include "reference/reference.hpp"
 #include "util/atomic_file.hpp"
+#include "util/cli_names.hpp"
 #include "util/cli_number.hpp"
 #include "util/error.hpp"
 #include "util/output_paths.hpp"
@@ -62,85 +64,6 @@ struct ModelFlags {
     add_load_options(cmd, load);
   }
   Model resolve() const { return open_model(model, load); }
-};
-
-constexpr const char* kScalerHelp =
-    "Input scaling: none, model (the file's input_scaler tensors; the default when it has them) or rolling:N "
-    "(mean and std of the past N ticks only)";
-
-// --kernel, checked as it is parsed: an unknown name is refused before a model is read or a device opened.
-CLI::Option* add_kernel_option(CLI::App* cmd, std::string& kernel) {
-  std::string names;
-  for (const auto& n : gpu::kernel_choices()) names += (names.empty() ? "" : ", ") + n;
-  return cmd
-      ->add_option("--kernel", kernel,
-                   "cuda kernel family: " + names + " (auto: the smallest that holds the model: one SM, one "
-                   "cluster, then the grid)")
-      ->check(CLI::Validator(
-          [](std::string& name) -> std::string {
-            try {
-              gpu::check_kernel(name);
-            } catch (const Error& e) {
-              return e.what();
-            }
-            return {};
-          },
-          "KERNEL"));
-}
-
-// --cpu-options: the cpu backend's own knobs (backend/cpu_options.hpp) over the environment's HOTPATH_CPU_*.
-CLI::Option* add_cpu_options_option(CLI::App* cmd, std::string& text) {
-  return cmd->add_option("--cpu-options", text,
-                         "The cpu backend's knobs (and cuda's --fallback cpu's), comma-separated key=value over the "
-                         "environment's:\n" +
-                             cpu_options_help());
-}
-
-const std::string kBatchRowsHelp =
-    "cuda: rows of the chunks a backtest or a batch of fresh windows computes at once (rounded up to 128; "
-    "default: sized to the device's SMs)";
-
-// Flags shared by the subcommands that create a backend.
-struct BackendFlags {
-  std::string backend = "ref";
-  std::string precision;
-  std::string cpuset;
-  std::string variant;
-  std::string kernel;
-  std::string scaler;
-  std::string cpu_options;
-  long long batch_rows = 0;
-  CLI::Option* cpuset_option = nullptr;  // given (even empty) or not: "--cpuset ''" is an error, not absent
-  CLI::Option* scaler_option = nullptr;
-  CLI::Option* cpu_options_option = nullptr;
-  void add(CLI::App* cmd, const std::string& default_backend) {
-    backend = default_backend;
-    std::string names = "auto (cuda if usable, else cpu)";
-    for (const auto& n : backend_names()) names += ", " + n;
-    cmd->add_option("--backend", backend, "Backend: " + names)->capture_default_str();
-    cmd->add_option("--precision", precision, "Weight precision: fp32|bf16|int8 (cpu), fp16|bf16 (cuda); default per backend");
-    cpuset_option =
-        cmd->add_option("--cpuset", cpuset, "Cores, e.g. 2-5: the first runs the critical step, the rest precompute");
-    cmd->add_option("--variant", variant, "Backend kernel variant (cuda: auto, smem, regs); default: the backend's");
-    add_kernel_option(cmd, kernel);
-    util::add_int_option(cmd, "--batch-rows", batch_rows, kBatchRowsHelp, 1, kMaxBatchRows);
-    scaler_option = cmd->add_option("--scaler", scaler, kScalerHelp);
-    cpu_options_option = add_cpu_options_option(cmd, cpu_options);
-  }
-  EngineOptions options(Mode mode, int window) const {
-    EngineOptions o;
-    o.backend = backend;
-    o.mode = mode;
-    o.window = window;
-    if (!precision.empty()) o.precision = parse_precision(precision);
-    if (cpuset_option->count()) o.cpuset = parse_cpuset(cpuset);
-    o.variant = variant;
-    o.kernel = kernel;
-    o.batch_rows = batch_rows;
-    if (scaler_option->count()) o.scaler = parse_scaler(scaler);
-    if (cpu_options_option->count()) o.cpu = cpu_options_over_env(cpu_options);
-    return o;
-  }
 };
 
 [[noreturn]] void exit_with(int code) { throw CLI::RuntimeError(code); }
@@ -194,28 +117,34 @@ void add_info_command(CLI::App& app) {
                                          "with --backend cuda, the kernel family that would serve it");
   struct Flags {
     ModelFlags model;
-    std::string backend, kernel, precision, mode = "window", cpuset;
+    std::optional<BackendKind> backend;
+    std::optional<Precision> precision;
+    CudaKernel kernel = CudaKernel::automatic;
+    Mode mode = Mode::window;
+    std::string cpuset;
     int window = 0;
   };
   auto f = std::make_shared<Flags>();
   f->model.add(cmd);
-  cmd->add_option("--backend", f->backend, "cuda: also say which kernel family would serve the model, and why");
+  util::add_name_option<BackendKind>(cmd, "--backend", f->backend,
+                                     "cuda: also say which kernel family would serve the model, and why");
   cmd->add_option("--cpuset", f->cpuset,
                   "Cores for the cpu tick-rate estimate, as bench --cpuset (default: every core this process may use)");
-  add_kernel_option(cmd, f->kernel);
-  cmd->add_option("--precision", f->precision, "With --backend cuda: fp16 (default) or bf16");
-  cmd->add_option("--mode", f->mode, "With --backend cuda: window or streaming")->capture_default_str();
+  util::add_name_option<CudaKernel>(cmd, "--kernel", f->kernel,
+                                    "With --backend cuda: the kernel family asked for (auto: the smallest that holds "
+                                    "the model)");
+  util::add_name_option<Precision>(cmd, "--precision", f->precision, "With --backend cuda: fp16 (default) or bf16");
+  util::add_name_option<Mode>(cmd, "--mode", f->mode, "With --backend cuda: window or streaming")->default_str("window");
   util::add_int_option(cmd, "--window", f->window, "Window length for the tick-rate estimate and --backend cuda (default: the model's)", 1,
                        kMaxWindow);
   cmd->callback([f] {
-    const bool cuda = f->backend == "cuda";
-    if (!f->backend.empty() && !cuda)
+    const bool cuda = f->backend == BackendKind::cuda;
+    if (f->backend && !cuda)
       throw Error("info --backend takes cuda (the kernel family that would serve the model); ref and cpu have none");
-    Precision precision = Precision::fp16;
-    if (!f->precision.empty()) precision = parse_precision(f->precision);
+    const Precision precision = f->precision.value_or(Precision::fp16);
     if (cuda && precision != Precision::fp16 && precision != Precision::bf16)
-      throw Error("info --backend cuda takes --precision fp16 or bf16, not " + f->precision);
-    const Mode mode = parse_mode(f->mode);
+      throw Error(std::string("info --backend cuda takes --precision fp16 or bf16, not ") + precision_name(precision));
+    const Mode mode = f->mode;
     if (mode == Mode::batch) throw Error("info --mode must be window or streaming");
     const std::vector<int> cores = f->cpuset.empty() ? util::allowed_cores() : parse_cpuset(f->cpuset);
     const Model m = f->model.resolve();
@@ -288,7 +217,7 @@ void add_run_command(CLI::App& app) {
       "run", "Backtest: a recorded series [T, I] -> every output [T, O], or S series [S, T, I] -> [S, T, O]");
   struct Flags {
     ModelFlags model;
-    BackendFlags backend;
+    EngineOptions engine;
     std::string inputs, inputs_key = "inputs", mode = "window", out, out_dtype = "f64";
     int window = 0;
     bool progress = false, no_progress = false;
@@ -303,7 +232,8 @@ void add_run_command(CLI::App& app) {
   util::add_int_option(cmd, "--window", f->window,
                        "Window length (default: the model's metadata; at most the series length); ignored in streaming mode",
                        1, kMaxWindow);
-  f->backend.add(cmd, "ref");
+  f->engine.backend = BackendKind::ref;
+  add_engine_flags(cmd, f->engine);
   cmd->add_option("--out", f->out,
                   "Output file, .npy or .safetensors (tensor `outputs`): [T, O], or [S, T, O] for [S, T, I] inputs; "
                   "written whole or not at all")
@@ -320,7 +250,11 @@ void add_run_command(CLI::App& app) {
     const util::FileArg ins[] = {{"--inputs", f->inputs}, {"--model", f->model.model}}, outs[] = {{"--out", f->out}};
     util::check_output_files(ins, outs);
     const Model m = f->model.resolve();
-    const int window = backend_options(m, f->backend.options(mode, f->window)).window;  // the engine's rule
+    EngineOptions eo = f->engine;
+    eo.mode = mode;
+    eo.window = f->window;
+    eo.window = backend_options(m, eo).window;  // the engine's rule
+    const int window = eo.window;
     Series in = read_series(f->inputs, f->inputs_key, m.config.input_size);
     const size_t S = in.series, T = in.ticks, O = size_t(m.config.output_size);
     // A window longer than the series gives nothing but partial windows: refused before the backend
@@ -328,7 +262,7 @@ void add_run_command(CLI::App& app) {
     if (mode == Mode::window && size_t(window) > T)
       throw Error((f->window > 0 ? "--window " : "the model's window ") + std::to_string(window) +
                   " is longer than the series (" + std::to_string(T) + " ticks in '" + f->inputs + "')");
-    Engine engine(m, f->backend.options(mode, window));
+    Engine engine(m, eo);
     if (!engine.choice_note().empty()) std::cerr << engine.choice_note() << "\n";
     // Made before the run, so that a folder that cannot take the file is named before the work; removed
     // if anything fails before commit().
@@ -377,13 +311,14 @@ void add_verify_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("verify", "Compare a backend with PyTorch's golden outputs");
   struct Flags {
     ModelFlags model;
-    BackendFlags backend;
+    EngineOptions engine;
     std::string golden, mode = "both";
   };
   auto f = std::make_shared<Flags>();
   f->model.add(cmd);
   cmd->add_option("--golden", f->golden, "Golden file: inputs, tacana_expected, streaming_expected")->required();
-  f->backend.add(cmd, "ref");
+  f->engine.backend = BackendKind::ref;
+  add_engine_flags(cmd, f->engine);
   cmd->add_option("--mode", f->mode, "window, streaming or both")->capture_default_str();
   cmd->callback([f] {
     if (f->mode != "window" && f->mode != "streaming" && f->mode != "both")
@@ -419,7 +354,10 @@ void add_verify_command(CLI::App& app) {
                     std::to_string(m.config.output_size) + "]");
       const auto expected = golden.read_f64(exp_t);
       require_finite(expected, golden.source() + ": tensor '" + key + "'");
-      Engine engine(m, f->backend.options(mode, window));
+      EngineOptions eo = f->engine;
+      eo.mode = mode;
+      eo.window = window;
+      Engine engine(m, eo);
       const auto out = run_series(engine, inputs, ticks);
       const size_t O = m.config.output_size;
       const std::span<const double> got(out.data() + first * O, rows * O);
@@ -428,7 +366,7 @@ void add_verify_command(CLI::App& app) {
       const ScalerChoice scaler = engine.scaler();
       auto reference_run = [&](const Model& model) {
         EngineOptions ro;
-        ro.backend = "ref";
+        ro.backend = BackendKind::ref;
         ro.mode = mode;
         ro.window = window;
         ro.scaler = scaler;
@@ -463,7 +401,7 @@ void add_verify_command(CLI::App& app) {
     }
     if (!all_pass) {
       std::cerr << "hotpath verify: error against the golden outputs exceeds the bound (" << failed << " mode)"
-                << (f->backend.precision == "int8"
+                << (f->engine.precision == Precision::int8
                         ? "; int8 expects inputs scaled to about unit size (raw features of ~100 go over its "
                           "bound): give it --scaler rolling:N, or a model with a fitted scaler (hotpath scaler fit)"
                         : "")
@@ -505,13 +443,12 @@ void add_bench_command(CLI::App& app) {
       "bench", "Tick latency benchmark (docs/model.md, \"Latency\"), or --pingpong for the signalling floor");
   struct Flags {
     bench::BenchOptions o;
-    std::string mode = "window", precision, cpuset, scaler, cpu_options;
-    int window = 0, floats = 0, check_threads = 0, instances = 0;
+    std::string mode = "window";
+    int floats = 0, check_threads = 0, instances = 0;
     double rate = 0, seconds = 0, report_every = 0;
     int64_t seed = 1;
-    bool no_warm = false, progress = false, no_progress = false;
+    bool progress = false, no_progress = false;
     long long batch = 0;
-    long long batch_rows = 0;
     int repeats = 3;
   };
   auto f = std::make_shared<Flags>();
@@ -519,15 +456,12 @@ void add_bench_command(CLI::App& app) {
   using util::add_int_option;
   cmd->add_option("--model", f->o.model, "Model file or zoo name");
   add_load_options(cmd, f->o.load);
-  std::string names;
-  for (const auto& n : backend_names()) names += (names.empty() ? "" : ", ") + n;
-  f->o.backend = "auto";
-  cmd->add_option("--backend", f->o.backend, "Backend: auto (cuda if usable, else cpu), " + names)->capture_default_str();
+  f->o.engine.backend = BackendKind::automatic;
+  add_engine_flags(cmd, f->o.engine, {.live = true});
   cmd->add_option("--mode", f->mode,
                   "window or streaming (tick latency); backtest, backtest-streaming or fresh (throughput: windows/s)")
       ->capture_default_str();
-  add_int_option(cmd, "--window", f->window, "Window length (default: the model's)", 1, kMaxWindow);
-  cmd->add_option("--precision", f->precision, "fp32|bf16 (cpu), fp16|bf16 (cuda)");
+  add_int_option(cmd, "--window", f->o.engine.window, "Window length (default: the model's)", 1, kMaxWindow);
   auto* ticks = add_int_option(cmd, "--ticks", f->o.ticks,
                                "Measured ticks (each sample is kept: 16 bytes a tick); in the throughput modes, "
                                "windows (outputs) per run, default: sized to about --seconds (3) from a probe",
@@ -536,7 +470,6 @@ void add_bench_command(CLI::App& app) {
   add_int_option(cmd, "--batch", f->batch,
                  "Throughput modes: backtest series S (default 1), or fresh windows per call B (default 1024)", 1,
                  bench::kMaxBatch);
-  add_int_option(cmd, "--batch-rows", f->batch_rows, kBatchRowsHelp, 1, kMaxBatchRows);
   add_int_option(cmd, "--repeat", f->repeats, "Backtest modes: measured runs (the rate is their median)", 1,
                  bench::kMaxRepeats)
       ->capture_default_str();
@@ -550,7 +483,6 @@ void add_bench_command(CLI::App& app) {
   add_float_option(cmd, "--rate", f->rate, "Fixed tick rate in Hz; latency counts from each tick's scheduled time", 1e-6,
                    bench::kMaxRateHz)
       ->excludes(gap);
-  cmd->add_option("--cpuset", f->cpuset, "Cores, e.g. 2-5: the first runs the critical step");
   add_int_option(cmd, "--seed", f->seed, "Seed of the random inputs", 0, std::numeric_limits<int64_t>::max())
       ->capture_default_str();
   add_int_option(cmd, "--check-every", f->o.check_every, "Check every K-th tick against float64 (1: all)", 1,
@@ -579,20 +511,10 @@ void add_bench_command(CLI::App& app) {
   idle->needs(idle_every);
   cmd->add_option("--json", f->o.json_path, "Write the report as JSON (schema: bench/SCHEMA.md)");
   cmd->add_option("--samples", f->o.samples_path, "Write every raw latency sample (CSV)");
-  add_float_option(cmd, "--timeout-us", f->o.timeout_us, "cuda: give up on an output after this long", 1,
-                   bench::kMaxTimeoutUs)
-      ->capture_default_str();
-  cmd->add_option("--fallback", f->o.fallback, "cuda: 'cpu' answers from the CPU backend when the GPU is late");
-  cmd->add_option("--variant", f->o.variant, "Backend kernel variant (cuda: auto, smem, regs); default: the backend's");
-  add_kernel_option(cmd, f->o.kernel);
   cmd->add_flag("--pingpong", f->o.pingpong, "Measure only the host->GPU->host floor over the mailbox, no model");
   add_int_option(cmd, "--floats", f->floats, "Ping-pong payload in floats (default: the model's I, else 32)", 1,
                  bench::kMaxFloats);
   cmd->add_flag("--no-pingpong", f->o.skip_pingpong, "cuda: skip the same-process ping-pong");
-  cmd->add_option("--scaler", f->scaler, kScalerHelp);
-  add_cpu_options_option(cmd, f->cpu_options);
-  cmd->add_flag("--no-warm", f->no_warm,
-                "Do not warm the engine on creation (its first 10 ticks, reported apart, then meet it cold)");
   add_int_option(cmd, "--instances", f->instances,
                  "cuda: N independent instances on one GPU, each on SMs of its own; latency per instance and "
                  "over all (docs/cuda.md, \"Many instances\")",
@@ -617,35 +539,29 @@ void add_bench_command(CLI::App& app) {
       util::check_output_files(ins, outs);  // before the run, not after it
     }
     if (const auto workload = bench::parse_workload(f->mode)) {
-      // The throughput modes share the model, backend and input flags; the latency-only ones are refused.
-      for (const char* latency_only : {"--warmup", "--gap-us", "--rate", "--check-every", "--check-threads", "--check-during",
-                                       "--progress", "--no-progress", "--report-every",
-                                       "--idle-every-s", "--idle-s", "--samples", "--timeout-us", "--fallback",
-                                       "--pingpong", "--floats", "--no-pingpong", "--no-warm", "--instances",
-                                       "--lockstep", "--isolation", "--sms-per-instance", "--placement", "--beside-backtest"})
-        if (cmd->count(latency_only))
-          throw Error(std::string(latency_only) + " is for the latency modes (window, streaming), not --mode " + f->mode);
+      // The throughput modes share the model, engine and input flags; the latency-only ones are refused.
+      std::vector<const char*> latency_only = {"--warmup", "--gap-us", "--rate", "--check-every", "--check-threads",
+                                               "--check-during", "--progress", "--no-progress", "--report-every",
+                                               "--idle-every-s", "--idle-s", "--samples", "--pingpong", "--floats",
+                                               "--no-pingpong", "--instances", "--lockstep", "--isolation",
+                                               "--sms-per-instance", "--placement", "--beside-backtest"};
+      latency_only.insert(latency_only.end(), std::begin(kLiveEngineFlags), std::end(kLiveEngineFlags));
+      for (const char* flag : latency_only)
+        if (cmd->count(flag))
+          throw Error(std::string(flag) + " is for the latency modes (window, streaming), not --mode " + f->mode);
       bench::ThroughputOptions t;
       t.model = o.model;
       t.load = o.load;
-      t.backend = o.backend;
+      t.engine = o.engine;
       t.workload = *workload;
-      if (cmd->count("--window")) t.window = f->window;
-      if (!f->precision.empty()) t.precision = parse_precision(f->precision);
       if (cmd->count("--ticks")) t.windows = o.ticks;
       if (cmd->count("--seconds")) t.target_seconds = f->seconds;
       t.batch = f->batch;
-      t.batch_rows = f->batch_rows;
       if (cmd->count("--repeat") && *workload == bench::Workload::fresh)
         throw Error("--repeat is for the backtest modes (fresh times every call)");
       t.repeats = f->repeats;
-      if (cmd->count("--cpuset")) t.cpuset = parse_cpuset(f->cpuset);  // "--cpuset ''" too: refused
       t.seed = uint64_t(f->seed);
       t.json_path = o.json_path;
-      t.variant = o.variant;
-      t.kernel = o.kernel;
-      if (cmd->count("--scaler")) t.scaler = parse_scaler(f->scaler);
-      if (cmd->count("--cpu-options")) t.cpu = cpu_options_over_env(f->cpu_options);
       t.command_line = command_line();
       const auto report = bench::run_throughput(t, std::cout);
       if (!report["pass"].get<bool>()) {
@@ -656,13 +572,8 @@ void add_bench_command(CLI::App& app) {
     }
     if (cmd->count("--batch") || cmd->count("--repeat") || cmd->count("--batch-rows"))
       throw Error("--batch, --batch-rows and --repeat are for the throughput modes (backtest, backtest-streaming, fresh)");
-    o.mode = parse_mode(f->mode);
-    if (!f->precision.empty()) o.precision = parse_precision(f->precision);
-    if (cmd->count("--cpuset")) o.cpuset = parse_cpuset(f->cpuset);
-    if (cmd->count("--scaler")) o.scaler = parse_scaler(f->scaler);
-    if (cmd->count("--cpu-options")) o.cpu = cpu_options_over_env(f->cpu_options);
+    o.engine.mode = parse_mode(f->mode);
     // Flags given are range-checked by their validators; unset ones keep the library's defaults.
-    if (cmd->count("--window")) o.window = f->window;
     if (cmd->count("--floats")) o.floats = f->floats;
     if (cmd->count("--check-threads")) o.check_threads = f->check_threads;
     if (cmd->count("--rate")) o.rate_hz = f->rate;
@@ -670,9 +581,7 @@ void add_bench_command(CLI::App& app) {
     if (cmd->count("--report-every")) o.report_every_s = f->report_every;
     if (cmd->count("--instances")) o.instances = f->instances;
     o.seed = uint64_t(f->seed);
-    o.warm = !f->no_warm;
     o.progress = f->progress ? util::ProgressMode::on : f->no_progress ? util::ProgressMode::off : util::ProgressMode::automatic;
-    if (!o.fallback.empty() && o.fallback != "cpu") throw Error("--fallback must be cpu");
     if (o.pingpong && !o.model.empty()) throw Error("--pingpong measures the floor without a model: drop --model");
     o.command_line = command_line();
     const auto report = o.instances ? bench::run_instances_bench(o, std::cout) : bench::run_bench(o, std::cout);

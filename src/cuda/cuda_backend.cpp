@@ -69,16 +69,17 @@ class CudaBackend final : public Backend {
         copt_(copt),
         precision_(options.precision.value_or(Precision::fp16)),
         scaler_(model, options.scaler) {
-    variant_ = resolve_variant(copt.variant.empty() ? options.variant : copt.variant);
+    asked_variant_ = copt.variant.value_or(options.gpu.variant);
     if (copt.stall_tick >= 0 && precision_ != Precision::fp16)
       throw UnsupportedError("the stall test hook is compiled into the fp16 test kernels only");
-    if (copt.cluster_blocks != 0 && !options.kernel.empty() && options.kernel != "auto" && options.kernel != "cluster")
-      throw UnsupportedError("cluster_blocks sets the cluster kernel's size; the " + options.kernel + " kernel has none");
+    if (copt.cluster_blocks != 0 && options.gpu.kernel != CudaKernel::automatic && options.gpu.kernel != CudaKernel::cluster)
+      throw UnsupportedError(std::string("cluster_blocks sets the cluster kernel's size; the ") +
+                             util::name_of(options.gpu.kernel) + " kernel has none");
     if (copt.grid_cell_lanes != 0 && copt.grid_cell_lanes != 1 && copt.grid_cell_lanes != 2 && copt.grid_cell_lanes != 4)
       throw UnsupportedError("grid_cell_lanes is 1, 2 or 4 lanes a unit (0: automatic), not " +
                              std::to_string(copt.grid_cell_lanes));
     std::string why;
-    if (!cuda::device_available(&why, options.device)) throw UnsupportedError("no usable CUDA device: " + why);
+    if (!cuda::device_available(&why, options.gpu.device)) throw UnsupportedError("no usable CUDA device: " + why);
     if (copt.shared) {
       init_shared_instance(options);
     } else {
@@ -163,7 +164,7 @@ class CudaBackend final : public Backend {
       // Scaled while packed into the mailbox's chunks (a plain copy without a scaler).
       mailbox_->send(t, x, scaler_.active() ? scaler_.shift().data() : nullptr, scaler_.active() ? scaler_.mul().data() : nullptr);
       scaler_.observe(x);  // x joins the history while the GPU computes
-      const auto deadline = t0 + std::chrono::duration<double, std::micro>(options().timeout_us);
+      const auto deadline = t0 + std::chrono::duration<double, std::micro>(options().gpu.timeout_us);
       auto next_check = t0 + kLivenessPeriod;
       long long spins = 0;
       for (;;) {
@@ -177,7 +178,7 @@ class CudaBackend final : public Backend {
           if (now > deadline) {
             ++timeouts_;
             maybe_behind_ = true;
-            why = "no answer to tick " + std::to_string(t) + " within " + std::to_string(options().timeout_us) + " us";
+            why = "no answer to tick " + std::to_string(t) + " within " + std::to_string(options().gpu.timeout_us) + " us";
             break;
           }
           if (now >= next_check) {
@@ -202,14 +203,14 @@ class CudaBackend final : public Backend {
     scaler_.prepare();  // the next tick's input statistics
     if (!gpu_usable(why)) return false;
     const uint32_t want = cuda::wire_seq(t_);
-    const auto deadline = Clock::now() + std::chrono::duration<double, std::micro>(options().timeout_us);
+    const auto deadline = Clock::now() + std::chrono::duration<double, std::micro>(options().gpu.timeout_us);
     long long spins = 0;
     while (mailbox_->status().ready != want) {
       if ((++spins & 255) == 0 && Clock::now() > deadline) {
         ++timeouts_;
         maybe_behind_ = true;
         *why = "precompute for tick " + std::to_string(t_) + " not ready within " +
-               std::to_string(options().timeout_us) + " us";
+               std::to_string(options().gpu.timeout_us) + " us";
         return false;
       }
     }
@@ -371,7 +372,7 @@ class CudaBackend final : public Backend {
   std::map<std::string, std::string> facts() const override {
     std::map<std::string, std::string> f;
     try {
-      f = cuda::device_facts(options().device);
+      f = cuda::device_facts(options().gpu.device);
     } catch (const std::exception&) {
     }
     const auto& p = plan_.params;
@@ -424,24 +425,25 @@ class CudaBackend final : public Backend {
   // This engine's own kernel, on its partition's SMs or the whole device's.
   void init_own_kernel(const BackendOptions& options) {
     const CudaOptions& copt = copt_;
-    claim_ = std::make_unique<cuda::DeviceClaim>(options.device, copt.partition.get());
-    HOTPATH_CUDA_CHECK(cudaSetDevice(options.device));
+    claim_ = std::make_unique<cuda::DeviceClaim>(options.gpu.device, copt.partition.get());
+    HOTPATH_CUDA_CHECK(cudaSetDevice(options.gpu.device));
     // The tick kernel's stream decides its SMs: the partition's, or the whole device's.
-    stream_ = cuda::Stream::adopt(cuda::make_stream(copt.partition.get(), options.device));
-    side_stream_ = cuda::Stream::adopt(cuda::make_stream(copt.partition.get(), options.device));
-    limits_ = cuda::query_stream_limits(options.device, stream_.get());
-    const auto asked = cuda::parse_kernel_family(options.kernel);
+    stream_ = cuda::Stream::adopt(cuda::make_stream(copt.partition.get(), options.gpu.device));
+    side_stream_ = cuda::Stream::adopt(cuda::make_stream(copt.partition.get(), options.gpu.device));
+    limits_ = cuda::query_stream_limits(options.gpu.device, stream_.get());
+    const auto asked = cuda::requested_family(options.gpu.kernel);
     if (copt.stall_tick >= 0 && asked && *asked == cuda::KernelFamily::grid)
       throw UnsupportedError("the stall test hook is compiled into the cta and cluster kernels only");
     choose_and_plan(asked, copt.max_precompute_blocks);
-    if (plan_.params.family != cuda::KernelFamily::cta && variant_ != "auto" && variant_ != "smem")
-      throw UnsupportedError("cuda variant '" + variant_ + "' is a variant of the cta kernel; the " + family() +
+    if (plan_.params.family != cuda::KernelFamily::cta && asked_variant_ == CudaVariant::regs)
+      throw UnsupportedError("cuda variant 'regs' is a variant of the cta kernel; the " + family() +
                              " kernel has one critical-step variant (smem)");
+    variant_ = util::name_of(asked_variant_);
     if (plan_.params.family != cuda::KernelFamily::cta) {
       variant_ = "smem";
-    } else if (variant_ == "regs") {
+    } else if (asked_variant_ == CudaVariant::regs) {
       cuda::use_regs_variant(plan_);
-    } else if (variant_ == "auto") {
+    } else if (asked_variant_ == CudaVariant::automatic) {
       variant_ = "smem";  // serves every model that fits; regs is faster where it is compiled
       cuda::LstmPlan trial = plan_;
       try {
@@ -492,15 +494,15 @@ class CudaBackend final : public Backend {
   // One instance of a shared launch (mechanism b): its plan, SMs and claim are the launch's.
   void init_shared_instance(const BackendOptions& options) {
     cuda::SharedLaunch& sh = *copt_.shared;
-    if (sh.device() != options.device)
-      throw Error("cuda: the shared launch is on GPU " + std::to_string(sh.device()) + ", not " + std::to_string(options.device));
+    if (sh.device() != options.gpu.device)
+      throw Error("cuda: the shared launch is on GPU " + std::to_string(sh.device()) + ", not " + std::to_string(options.gpu.device));
     if (copt_.stall_tick >= 0) throw UnsupportedError("the stall test hook is not compiled into the shared launch's kernel");
-    if (!options.kernel.empty() && options.kernel != "auto" && options.kernel != "cta")
-      throw UnsupportedError("a shared launch runs the cta kernel family, not " + options.kernel);
+    if (options.gpu.kernel != CudaKernel::automatic && options.gpu.kernel != CudaKernel::cta)
+      throw UnsupportedError(std::string("a shared launch runs the cta kernel family, not ") + util::name_of(options.gpu.kernel));
     if (copt_.partition && copt_.partition.get() != sh.partition())
       throw Error("cuda: an instance of a shared launch runs on the launch's SMs; give no partition of its own");
     slot_ = std::make_unique<SlotClaim>(copt_.shared, copt_.slot);
-    HOTPATH_CUDA_CHECK(cudaSetDevice(options.device));
+    HOTPATH_CUDA_CHECK(cudaSetDevice(options.gpu.device));
     // No streams of its own (SharedLaunch::read_words says why): the launch zeroes, starts and reads.
     limits_ = sh.limits();
     plan_ = sh.plan();
@@ -578,8 +580,8 @@ class CudaBackend final : public Backend {
 
   cuda::BatchRunner& batch_runner() {
     if (!batch_)
-      batch_ = std::make_unique<cuda::BatchRunner>(model_, precision_, options().device,
-                                                   cuda::BatchTuning{options().batch_rows, copt_.partition, copt_.batch_priority});
+      batch_ = std::make_unique<cuda::BatchRunner>(model_, precision_, options().gpu.device,
+                                                   cuda::BatchTuning{options().gpu.batch_rows, copt_.partition, copt_.batch_priority});
     return *batch_;
   }
 
@@ -742,16 +744,6 @@ class CudaBackend final : public Backend {
     family_why_ = c.why;
   }
 
-  static std::string resolve_variant(const std::string& v) {
-    if (v.empty()) return kCudaVariants[0];
-    std::string list;
-    for (const char* n : kCudaVariants) {
-      if (v == n) return v;
-      list += (list.empty() ? "" : ", ") + std::string(n);
-    }
-    throw Error("unknown cuda variant '" + v + "' (valid: " + list + "; default " + kCudaVariants[0] + ")");
-  }
-
   std::unique_ptr<cuda::DeviceClaim> claim_;  // first member: released after everything else is gone
   // The instance of copt_.shared this engine holds (given back when the engine goes).
   struct SlotClaim {
@@ -765,7 +757,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<SlotClaim> slot_;
   Model model_;
   CudaOptions copt_;
-  std::string variant_;
+  CudaVariant asked_variant_ = CudaVariant::automatic;
+  std::string variant_;  // the one serving: "regs" or "smem"
   Precision precision_;
   InputScaler scaler_;  // x is scaled while packed into the mailbox (send); statistics in try_finish_precompute
   cuda::DeviceLimits limits_;
@@ -808,9 +801,9 @@ class CudaBatchBackend final : public Backend {
         precision_(options.precision.value_or(Precision::fp16)),
         scaler_(model, options.scaler) {
     std::string why;
-    if (!cuda::device_available(&why, options.device)) throw UnsupportedError("no usable CUDA device: " + why);
-    runner_ = std::make_unique<cuda::BatchRunner>(model, precision_, options.device,
-                                                  cuda::BatchTuning{options.batch_rows, copt.partition, copt.batch_priority});
+    if (!cuda::device_available(&why, options.gpu.device)) throw UnsupportedError("no usable CUDA device: " + why);
+    runner_ = std::make_unique<cuda::BatchRunner>(model, precision_, options.gpu.device,
+                                                  cuda::BatchTuning{options.gpu.batch_rows, copt.partition, copt.batch_priority});
   }
   std::string name() const override { return "cuda"; }
   std::string variant() const override { return std::string("batch-gemm-") + precision_name(precision_); }

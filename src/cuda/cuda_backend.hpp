@@ -56,11 +56,9 @@ struct CudaOptions {
   // must be unset.
   std::shared_ptr<cuda::SharedLaunch> shared;
   int slot = -1;
-  // Critical-step kernel variant: "auto" (default: "regs" where it is compiled for the model, else
-  // "smem"), "smem" (W_ih fragments in shared memory, any model that fits) or "regs" (every W_ih
-  // fragment in registers, SIMT head; compiled for a few shapes, e.g. lstm_s, else UnsupportedError).
-  // "" takes BackendOptions::variant, and "" there is the default.
-  std::string variant;
+  // Critical-step kernel variant (backend/options.hpp, CudaVariant: regs is compiled for a few shapes,
+  // e.g. lstm_s, else UnsupportedError); unset: BackendOptions::gpu's.
+  std::optional<CudaVariant> variant;
   // Test hooks. stall_tick >= 0 stalls stall_us before answering that tick (0-based): the cta family runs
   // a test-only instantiation (fp16 only; its production kernels have no stall code), the cluster kernel
   // checks the tick number once per tick in block 0 (one compare), the grid kernel has no hook.
@@ -68,11 +66,6 @@ struct CudaOptions {
   double stall_us = 0;
   bool heartbeat = true;          // false: never renew the lease (tests its expiry)
 };
-
-// The critical-step variants make_cuda_backend accepts (the first is the default).
-// H200, lstm_s window fp16 (BENCHMARKS.md, run 10): regs 4.05 / 4.77 us p50 / p99 over 1 M ticks, smem
-// 5.58 / 6.77 over 250 k.
-inline constexpr const char* kCudaVariants[] = {"auto", "smem", "regs"};
 
 // The persistent-kernel CUDA backend. Throws UnsupportedError when there is no usable CUDA device or
 // the model does not fit the kernel.

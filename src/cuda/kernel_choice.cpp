@@ -16,14 +16,14 @@ const char* family_name(KernelFamily family) {
   return "?";
 }
 
-std::optional<KernelFamily> parse_kernel_family(std::string_view name) {
-  if (name.empty() || name == "auto") return std::nullopt;
-  if (name == "cta") return KernelFamily::cta;
-  if (name == "cluster") return KernelFamily::cluster;
-  if (name == "grid") return KernelFamily::grid;
-  std::string list;
-  for (const char* n : kKernelChoices) list += (list.empty() ? "" : ", ") + std::string(n);
-  throw Error("unknown cuda kernel '" + std::string(name) + "' (valid: " + list + "; default " + kKernelChoices[0] + ")");
+std::optional<KernelFamily> requested_family(CudaKernel kernel) {
+  switch (kernel) {
+    case CudaKernel::cta: return KernelFamily::cta;
+    case CudaKernel::cluster: return KernelFamily::cluster;
+    case CudaKernel::grid: return KernelFamily::grid;
+    case CudaKernel::automatic: break;
+  }
+  return std::nullopt;
 }
 
 KernelChoice choose_kernel(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,

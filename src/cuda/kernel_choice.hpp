@@ -15,12 +15,9 @@ struct CUstream_st;
 
 namespace hotpath::cuda {
 
-// The names --kernel accepts; the first is the default.
-inline constexpr const char* kKernelChoices[] = {"auto", "cta", "cluster", "grid"};
-
 const char* family_name(KernelFamily family);
-// "" and "auto": nullopt (choose). An unknown name throws hotpath::Error naming the valid choices.
-std::optional<KernelFamily> parse_kernel_family(std::string_view name);
+// The family an option asks for (backend/options.hpp); auto: nullopt (choose).
+std::optional<KernelFamily> requested_family(CudaKernel kernel);
 
 struct KernelChoice {
   KernelFamily family = KernelFamily::cta;

@@ -31,7 +31,7 @@ T* device_view(T* host) {
 
 SharedLaunch::SharedLaunch(const Model& model, const BackendOptions& options, const SharedLaunchOptions& shared,
                            int count)
-    : device_(options.device), count_(count), shared_(shared) {
+    : device_(options.gpu.device), count_(count), shared_(shared) {
   if (count < 1) throw Error("cuda: a shared launch needs at least 1 instance");
   if (options.mode == Mode::batch) throw Error("cuda: a shared launch serves ticks (window or streaming)");
   std::string why;
@@ -52,19 +52,17 @@ SharedLaunch::SharedLaunch(const Model& model, const BackendOptions& options, co
   KernelChoice c = choose_kernel(model, precision, options.mode, options.window, shared_.mailbox, limits_,
                                  KernelFamily::cta, np);
   plan_ = std::move(c.plan);
-  const std::string v = shared_.variant.empty() ? options.variant : shared_.variant;
+  const CudaVariant v = shared_.variant.value_or(options.gpu.variant);
   variant_ = "smem";
-  if (v == "regs" || v.empty() || v == "auto") {
+  if (v != CudaVariant::smem) {
     LstmPlan trial = plan_;
     try {
       use_regs_variant(trial);
       plan_ = std::move(trial);
       variant_ = "regs";
     } catch (const UnsupportedError&) {
-      if (v == "regs") throw;
+      if (v == CudaVariant::regs) throw;
     }
-  } else if (v != "smem") {
-    throw Error("unknown cuda variant '" + v + "' (valid: auto, smem, regs)");
   }
   const LstmParams& p = plan_.params;
   multi_.count = count;

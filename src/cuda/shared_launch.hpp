@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,7 +32,7 @@ namespace hotpath::cuda {
 struct SharedLaunchOptions {
   std::shared_ptr<SmPartition> partition;  // null: the whole device
   MailboxOptions mailbox;                   // every instance's mailbox
-  std::string variant;                      // "", "auto", "smem" or "regs" (as CudaOptions::variant)
+  std::optional<CudaVariant> variant;       // unset: BackendOptions' (as CudaOptions::variant)
   int sms_per_instance = 0;                 // > 0: at most this many blocks (SMs) per instance
   double lease_ms = 1000;                   // the group's lease (every block leaves when it lapses)
   double heartbeat_ms = 20;

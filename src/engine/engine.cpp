@@ -32,37 +32,48 @@ Model open_model_bytes(std::span<const std::byte> bytes, const std::string& name
 
 std::string cpu_int8_note() { return cpu::int8_slow_note(cpu::cpu_features()); }
 
-std::vector<std::string> backend_names() {
+std::vector<BackendKind> built_backends() {
 #ifdef HOTPATH_HAVE_CUDA
-  return {"ref", "cpu", "cuda"};
+  return {BackendKind::ref, BackendKind::cpu, BackendKind::cuda};
 #else
-  return {"ref", "cpu"};
+  return {BackendKind::ref, BackendKind::cpu};
 #endif
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name, const Model& model, const BackendOptions& options) {
+std::string built_backend_names() {
+  std::string s;
+  for (const BackendKind k : built_backends()) s += (s.empty() ? "" : ", ") + std::string(util::name_of(k));
+  return s;
+}
+
+std::unique_ptr<Backend> make_backend(BackendKind kind, const Model& model, const BackendOptions& options) {
   if (options.mode == Mode::window && options.window < 1)
     throw Error("window mode needs a window length >= 1 (--window, or `window` in the model's metadata)");
-  if ((name == "ref" || name == "cpu") && !options.variant.empty())
-    throw Error("backend " + name + " has no kernel variants (--variant is for cuda); the cpu path is chosen "
-                "from the processor at run time (--cpu-options isa=... overrides it)");
-  if ((name == "ref" || name == "cpu") && !options.kernel.empty() && options.kernel != "auto")
-    throw Error("backend " + name + " has no kernel families (--kernel " + options.kernel + " is for cuda)");
-  if ((name == "ref" || name == "cpu") && options.batch_rows != 0)
-    throw Error("backend " + name + " has no batch chunks (--batch-rows " + std::to_string(options.batch_rows) +
-                " is for cuda)");
-  if (name == "ref") return make_reference_backend(model, options);
-  if (name == "cpu") return make_cpu_backend(model, options);
-  if (name == "cuda") {
-#ifdef HOTPATH_HAVE_CUDA
-    return make_cuda_backend(model, options);
-#else
-    throw UnsupportedError("backend cuda: this hotpath was built without CUDA (no usable CUDA device)");
-#endif
+  const std::string name = util::name_of(kind);
+  if (kind == BackendKind::ref || kind == BackendKind::cpu) {
+    // cuda's own options, refused by name where they would silently do nothing
+    const GpuOptions& g = options.gpu;
+    if (g.variant != CudaVariant::automatic)
+      throw Error("backend " + name + " has no kernel variants (--variant is for cuda); the cpu path is chosen "
+                  "from the processor at run time (--cpu-options isa=... overrides it)");
+    if (g.kernel != CudaKernel::automatic)
+      throw Error("backend " + name + " has no kernel families (--kernel " + util::name_of(g.kernel) + " is for cuda)");
+    if (g.batch_rows != 0)
+      throw Error("backend " + name + " has no batch chunks (--batch-rows " + std::to_string(g.batch_rows) +
+                  " is for cuda)");
   }
-  std::string known = "auto";
-  for (const auto& n : backend_names()) known += ", " + n;
-  throw Error("unknown backend '" + name + "' (available: " + known + ")");
+  switch (kind) {
+    case BackendKind::ref: return make_reference_backend(model, options);
+    case BackendKind::cpu: return make_cpu_backend(model, options);
+    case BackendKind::cuda:
+#ifdef HOTPATH_HAVE_CUDA
+      return make_cuda_backend(model, options);
+#else
+      throw UnsupportedError("backend cuda: this hotpath was built without CUDA (no usable CUDA device)");
+#endif
+    case BackendKind::automatic: break;
+  }
+  throw Error("make_backend: auto is resolved by the engine (choose_backend), not a backend of its own");
 }
 
 std::vector<int> parse_cpuset(const std::string& text) {
@@ -112,34 +123,23 @@ int resolve_window(const Model& model, const EngineOptions& o) {
 }  // namespace
 
 BackendOptions backend_options(const Model& model, const EngineOptions& o) {
-  if (!o.fallback.empty() && o.fallback != "cpu")
-    throw Error("unknown fallback '" + o.fallback + "' (expected cpu, or none)");
-  gpu::check_kernel(o.kernel);
-  if (o.batch_rows < 0 || o.batch_rows > kMaxBatchRows)
-    throw Error("batch rows " + std::to_string(o.batch_rows) + " is outside 1.." + std::to_string(kMaxBatchRows) +
+  const GpuOptions& g = o.gpu;
+  if (g.batch_rows < 0 || g.batch_rows > kMaxBatchRows)
+    throw Error("batch rows " + std::to_string(g.batch_rows) + " is outside 1.." + std::to_string(kMaxBatchRows) +
                 " (0: sized to the device)");
-  if (!(o.timeout_us > 0) || o.timeout_us > 3.6e9)
-    throw Error("timeout " + std::to_string(o.timeout_us) + " us is outside (0, 3.6e9] (an hour)");
+  if (!(g.timeout_us > 0) || g.timeout_us > kMaxTimeoutUs)
+    throw Error("timeout " + std::to_string(g.timeout_us) + " us is outside (0, 3.6e9] (an hour)");
   if (!o.cpuset.empty()) {
     for (int c : o.cpuset)
       if (!util::core_usable(c))
         throw Error("--cpuset names cpu " + std::to_string(c) + ", which this process may not use (" +
                     std::to_string(util::allowed_cores().size()) + " cpus allowed to this thread now)");
   }
-  BackendOptions b;
-  b.mode = o.mode;
+  BackendOptions b = o;  // the backend's part of the engine's options
   b.window = resolve_window(model, o);
-  b.precision = o.precision;
-  b.cpuset = o.cpuset;
-  b.timeout_us = o.timeout_us;
-  b.device = o.device;
-  b.variant = o.variant;
-  b.kernel = o.kernel;
-  b.batch_rows = o.batch_rows;
   b.scaler = resolve_scaler(model, o.scaler);  // checked here, named as the option
-  if (o.cpu && o.backend == "ref")
+  if (o.cpu && o.backend == BackendKind::ref)
     throw Error("--cpu-options is for the cpu backend (and cuda's --fallback cpu); backend ref has none");
-  b.cpu = o.cpu;
   return b;
 }
 
@@ -148,18 +148,17 @@ namespace {
 // The primary backend, wrapped with the CPU fallback when asked: the shadow takes the cores after the
 // first (its critical step on the second), at its own default precision. Only a backend that can be
 // late (cuda) is wrapped: ref and cpu answer every tick themselves.
-std::unique_ptr<Backend> make_served(const std::string& name, const Model& model, const BackendOptions& bo,
-                                     const std::string& fallback) {
-  if (!fallback.empty() && (name == "cpu" || name == "ref"))
-    throw Error("--fallback " + fallback + " is for a backend that can miss a deadline (cuda); backend " + name +
+std::unique_ptr<Backend> make_served(BackendKind kind, const Model& model, const BackendOptions& bo,
+                                     Fallback fallback) {
+  if (fallback != Fallback::none && (kind == BackendKind::cpu || kind == BackendKind::ref))
+    throw Error(std::string("--fallback ") + util::name_of(fallback) +
+                " is for a backend that can miss a deadline (cuda); backend " + util::name_of(kind) +
                 " answers every tick itself");
-  auto primary = make_backend(name, model, bo);
-  if (fallback.empty()) return primary;
+  auto primary = make_backend(kind, model, bo);
+  if (fallback == Fallback::none) return primary;
   BackendOptions so = bo;
   so.precision.reset();
-  so.variant.clear();
-  so.kernel.clear();
-  so.batch_rows = 0;
+  so.gpu = GpuOptions{};
   int cpu = -1;
   if (so.cpuset.size() >= 2) {
     so.cpuset.erase(so.cpuset.begin());
@@ -170,7 +169,7 @@ std::unique_ptr<Backend> make_served(const std::string& name, const Model& model
   // The shadow's cpu backend pins the thread that makes it to its first core: give the caller its own
   // cores back (the shadow's worker pins itself when it runs its first tick).
   const std::vector<int> caller_cores = util::allowed_cores();
-  auto shadow = make_backend(fallback, model, so);
+  auto shadow = make_backend(BackendKind::cpu, model, so);  // the one fallback there is
   if (!caller_cores.empty()) util::set_thread_cores(pthread_self(), caller_cores);
   return engine::with_fallback(std::move(primary), std::move(shadow), cpu);
 }
@@ -178,15 +177,16 @@ std::unique_ptr<Backend> make_served(const std::string& name, const Model& model
 // auto fell to the cpu, which answers every tick itself (no fallback) and takes none of cuda's own
 // options: they are dropped, and the note says so.
 void drop_cuda_options(EngineOptions* o, std::string* note) {
-  if (!o->fallback.empty()) *note += "; --fallback " + o->fallback + " dropped";
-  if (!o->variant.empty()) *note += "; --variant " + o->variant + " dropped";
-  if (!o->kernel.empty() && o->kernel != "auto") *note += "; --kernel " + o->kernel + " dropped";
+  GpuOptions& g = o->gpu;
+  if (o->fallback != Fallback::none) *note += std::string("; --fallback ") + util::name_of(o->fallback) + " dropped";
+  if (g.variant != CudaVariant::automatic) *note += std::string("; --variant ") + util::name_of(g.variant) + " dropped";
+  if (g.kernel != CudaKernel::automatic) *note += std::string("; --kernel ") + util::name_of(g.kernel) + " dropped";
   if (o->precision == Precision::fp16) *note += "; precision fp16 (cuda's) dropped";
-  if (o->batch_rows != 0) *note += "; --batch-rows " + std::to_string(o->batch_rows) + " dropped";
-  o->fallback.clear();
-  o->variant.clear();
-  o->kernel.clear();
-  o->batch_rows = 0;
+  if (g.batch_rows != 0) *note += "; --batch-rows " + std::to_string(g.batch_rows) + " dropped";
+  o->fallback = Fallback::none;
+  g.variant = CudaVariant::automatic;
+  g.kernel = CudaKernel::automatic;
+  g.batch_rows = 0;
   if (o->precision == Precision::fp16) o->precision.reset();
 }
 
@@ -195,12 +195,12 @@ void drop_cuda_options(EngineOptions* o, std::string* note) {
 std::unique_ptr<Backend> try_auto_cuda(const Model& model, const BackendOptions& bo, const EngineOptions& o,
                                        std::string* note) {
   std::string why;
-  if (!gpu::available(&why, o.device)) {
+  if (!gpu::available(&why, o.gpu.device)) {
     *note = "auto backend: no usable GPU (" + why + "), using cpu";
     return nullptr;
   }
   try {
-    return make_served("cuda", model, bo, o.fallback);
+    return make_served(BackendKind::cuda, model, bo, o.fallback);
   } catch (const UnsupportedError& e) {
     *note = std::string("auto backend: cuda unavailable for this model (") + e.what() + "), using cpu";
     return nullptr;
@@ -208,12 +208,12 @@ std::unique_ptr<Backend> try_auto_cuda(const Model& model, const BackendOptions&
 }
 }  // namespace
 
-std::string choose_backend(const Model& model, EngineOptions* options, std::string* note) {
-  if (options->backend != "auto") return options->backend;
+BackendKind choose_backend(const Model& model, EngineOptions* options, std::string* note) {
+  if (options->backend != BackendKind::automatic) return options->backend;
   std::string why;
   // A probe: destroyed (its kernel stopped) on return.
   const bool cuda = try_auto_cuda(model, backend_options(model, *options), *options, &why) != nullptr;
-  options->backend = cuda ? "cuda" : "cpu";
+  options->backend = cuda ? BackendKind::cuda : BackendKind::cpu;
   if (!cuda) drop_cuda_options(options, &why);
   if (note) *note = why;
   return options->backend;
@@ -221,13 +221,13 @@ std::string choose_backend(const Model& model, EngineOptions* options, std::stri
 
 Engine::Engine(Model model, const EngineOptions& options) : model_(std::move(model)) {
   BackendOptions bo = backend_options(model_, options);
-  if (options.backend == "auto") {
+  if (options.backend == BackendKind::automatic) {
     backend_ = try_auto_cuda(model_, bo, options, &choice_note_);
     if (!backend_) {
       EngineOptions cpu = options;
       drop_cuda_options(&cpu, &choice_note_);
       bo = backend_options(model_, cpu);
-      backend_ = make_backend("cpu", model_, bo);
+      backend_ = make_backend(BackendKind::cpu, model_, bo);
     }
   } else {
     backend_ = make_served(options.backend, model_, bo, options.fallback);

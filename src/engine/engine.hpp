@@ -28,41 +28,31 @@ Model open_model_bytes(std::span<const std::byte> bytes, const std::string& name
                        const LoadOptions& options = {});
 
 // --- backends ---------------------------------------------------------------------------------------
-// Backends built into this library ("ref", "cpu", and "cuda" when built with CUDA); "auto" is not one.
-std::vector<std::string> backend_names();
+// Backends built into this library (ref, cpu, and cuda when built with CUDA); auto is not one.
+std::vector<BackendKind> built_backends();
+// Their names, "ref, cpu, cuda", for help texts.
+std::string built_backend_names();
 // Why `--precision int8` on the cpu backend would run on the portable kernels here, many times slower
 // than fp32 (this CPU lacks AVX512_VNNI, or the cpu option isa=generic); empty when the VNNI kernels serve
 // it. Such a backend also warns once on stderr and says so in facts()["cpu_int8"]. Throws as the
 // backend would for an ISA this CPU cannot run. No precision is ever chosen as int8 unless asked.
 std::string cpu_int8_note();
-// One backend by name (not "auto", no fallback wrapper). Throws hotpath::Error for an unknown name or bad
-// options, UnsupportedError when the platform or the model cannot be served (e.g. no CUDA device).
-std::unique_ptr<Backend> make_backend(const std::string& name, const Model& model, const BackendOptions& options);
+// One backend (not auto, no fallback wrapper). Throws hotpath::Error for auto or bad options,
+// UnsupportedError when the platform or the model cannot be served (e.g. no CUDA device, or a build
+// without CUDA).
+std::unique_ptr<Backend> make_backend(BackendKind kind, const Model& model, const BackendOptions& options);
 
 // --- engine -----------------------------------------------------------------------------------------
-struct EngineOptions {
-  std::string backend = "auto";          // auto | ref | cpu | cuda. auto: cuda when a GPU is usable and
-                                         // the model fits its kernels, else cpu
-  std::optional<Precision> precision;    // unset: the backend's default
-  Mode mode = Mode::window;              // window | streaming (batch: run_batch only)
-  int window = 0;                        // W (window mode); 0: the model's metadata window
-  int device = 0;                        // CUDA device ordinal
-  std::vector<int> cpuset;               // cores: the first runs the critical step, the rest precompute
-                                         // (and the fallback's shadow, when there is one)
-  double timeout_us = 1'000'000;         // cuda: give up on an output after this long
-  std::string fallback;                  // "" or "cpu": a CPU backend answers when the primary (cuda) is
-                                         // late; refused for ref and cpu, dropped when auto picks cpu
-  std::string variant;                   // backend kernel variant, "" = the backend's default
-  std::string kernel;                    // cuda kernel family: auto (or ""), cta, cluster, grid
-                                         // (gpu::kernel_choices); refused for ref and cpu
-  std::optional<ScalerChoice> scaler;    // input scaling (none, model, rolling:N); unset: the model's
-                                         // scaler when it carries one, else none
-  bool warm = true;                      // warm the backend on creation (engine/warm.hpp); false: the
-                                         // first ticks meet a cold backend (to measure the difference)
-  std::optional<CpuOptions> cpu;         // the cpu backend's options (and cuda's CPU fallback's;
-                                         // backend/cpu_options.hpp); unset: the environment's; refused for ref
-  long long batch_rows = 0;              // cuda: rows of a batch run's chunks (BackendOptions::batch_rows);
-                                         // 0: sized to the device; refused for ref and cpu
+// The backend's options (backend/options.hpp, one definition of each) and which backend serves them.
+struct EngineOptions : BackendOptions {
+  // auto: cuda when a GPU is usable and the model fits its kernels, else cpu (dropping cuda's own options)
+  BackendKind backend = BackendKind::automatic;
+  // cpu: a CPU backend answers when the primary (cuda) is late; refused for ref and cpu, dropped when
+  // auto picks cpu
+  Fallback fallback = Fallback::none;
+  // Warm the backend on creation (engine/warm.hpp); false: the first ticks meet a cold backend (to
+  // measure the difference).
+  bool warm = true;
 };
 
 // "0-3,8" -> {0,1,2,3,8} (the first listed core stays first); throws hotpath::Error naming the bad part.
@@ -73,11 +63,11 @@ std::vector<int> parse_cpuset(const std::string& text);
 // process may use) before any device is touched; throws hotpath::Error naming the bad one.
 BackendOptions backend_options(const Model& model, const EngineOptions& options);
 
-// Resolves "auto" in *options as an Engine would ("auto": cuda when a GPU is usable and a cuda backend
-// can be made for the model, else cpu, dropping cuda's own options: fallback, variant, kernel, fp16), without
-// keeping the probe (its kernel is stopped before returning); returns the backend name. `note` (if
-// given) says why auto chose cpu and what it dropped. A named backend is left as it is.
-std::string choose_backend(const Model& model, EngineOptions* options, std::string* note = nullptr);
+// Resolves auto in *options as an Engine would (auto: cuda when a GPU is usable and a cuda backend can
+// be made for the model, else cpu, dropping cuda's own options: fallback, variant, kernel, fp16), without
+// keeping the probe (its kernel is stopped before returning); returns the backend. `note` (if given)
+// says why auto chose cpu and what it dropped. A named backend is left as it is.
+BackendKind choose_backend(const Model& model, EngineOptions* options, std::string* note = nullptr);
 
 // A model served by one backend. Not thread-safe: one thread at a time per engine (engines are
 // independent: many may run in parallel on different threads).

@@ -1,7 +1,5 @@
 #include "engine/gpu.hpp"
 
-#include <iterator>
-
 #include "util/error.hpp"
 #ifdef HOTPATH_HAVE_CUDA
 #include "cuda/device.hpp"
@@ -38,16 +36,11 @@ PingPongResult pingpong(const PingPongRequest& r) {
   return out;
 }
 
-std::vector<std::string> kernel_choices() { return {std::begin(cuda::kKernelChoices), std::end(cuda::kKernelChoices)}; }
-
-void check_kernel(const std::string& name) { (void)cuda::parse_kernel_family(name); }
-
-KernelReport kernel_for(const Model& model, Precision precision, Mode mode, int window, const std::string& kernel,
+KernelReport kernel_for(const Model& model, Precision precision, Mode mode, int window, CudaKernel kernel,
                         int device) {
-  const auto requested = cuda::parse_kernel_family(kernel);  // a bad name before the device
   const cuda::DeviceLimits limits = cuda::query_device_limits(device);
-  const cuda::KernelChoice c =
-      cuda::choose_kernel(model, precision, mode, window, cuda::MailboxOptions{}, limits, requested);
+  const cuda::KernelChoice c = cuda::choose_kernel(model, precision, mode, window, cuda::MailboxOptions{}, limits,
+                                                   cuda::requested_family(kernel));
   return {cuda::family_name(c.family), c.why};
 }
 
@@ -65,15 +58,7 @@ std::map<std::string, std::string> facts(int) { return {}; }
 long long memory_used_bytes(int) { return -1; }
 std::string served() { return "none: built without CUDA"; }
 PingPongResult pingpong(const PingPongRequest&) { throw UnsupportedError(std::string("the ping-pong needs CUDA: ") + kNoCuda); }
-std::vector<std::string> kernel_choices() { return {"auto"}; }
-void check_kernel(const std::string& name) {
-  if (!name.empty() && name != "auto")
-    throw Error("unknown cuda kernel '" + name + "' (valid: auto; " + kNoCuda + ")");
-}
-KernelReport kernel_for(const Model&, Precision, Mode, int, const std::string& kernel, int) {
-  check_kernel(kernel);
-  throw UnsupportedError(kNoCuda);
-}
+KernelReport kernel_for(const Model&, Precision, Mode, int, CudaKernel, int) { throw UnsupportedError(kNoCuda); }
 
 #endif
 

@@ -39,21 +39,14 @@ struct PingPongResult {
 // without a usable device.
 PingPongResult pingpong(const PingPongRequest& request);
 
-// The cuda kernel families --kernel names, the default ("auto": chosen from the model's size) first;
-// only "auto" without CUDA.
-std::vector<std::string> kernel_choices();
-// Checks a --kernel name without touching a device ("" is auto): throws hotpath::Error naming the valid
-// choices for any other.
-void check_kernel(const std::string& name);
-
 struct KernelReport {
   std::string family;  // cta, cluster or grid
   std::string why;     // one line: why it serves the model (and why the smaller ones do not)
 };
-// The kernel family the cuda backend would serve `model` with on `device` (`kernel` as --kernel takes
-// it), and why. Throws Error for an unknown name, UnsupportedError when there is no usable device or
-// the family asked for (or none) can serve the model.
-KernelReport kernel_for(const Model& model, Precision precision, Mode mode, int window, const std::string& kernel,
+// The kernel family the cuda backend would serve `model` with on `device` (`kernel`: the one asked
+// for, or auto), and why. Throws UnsupportedError when there is no usable device or the family asked
+// for (or none) can serve the model.
+KernelReport kernel_for(const Model& model, Precision precision, Mode mode, int window, CudaKernel kernel,
                         int device = 0);
 
 }  // namespace hotpath::gpu

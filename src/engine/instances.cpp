@@ -117,10 +117,11 @@ namespace {
 // Every option checked before the device is touched ("auto" becomes cuda).
 void check_options(const Model& model, EngineOptions* options, const InstanceOptions& io) {
   check_instance_options(io);
-  if (options->backend == "auto") options->backend = "cuda";
-  if (options->backend != "cuda")
-    throw Error("many instances on one GPU need the cuda backend (--backend cuda), not " + options->backend);
-  if (!options->fallback.empty()) throw Error("--fallback is not available with --instances");
+  if (options->backend == BackendKind::automatic) options->backend = BackendKind::cuda;
+  if (options->backend != BackendKind::cuda)
+    throw Error(std::string("many instances on one GPU need the cuda backend (--backend cuda), not ") +
+                util::name_of(options->backend));
+  if (options->fallback != Fallback::none) throw Error("--fallback is not available with --instances");
   (void)backend_options(model, *options);
 }
 }  // namespace
@@ -135,27 +136,26 @@ struct InstanceSet::Split {
 InstanceSet::InstanceSet(const Model& model, const EngineOptions& options, const InstanceOptions& io)
     : model_(model), options_(options), split_(std::make_unique<Split>()) {
   check_options(model_, &options_, io);
-  const cuda::SmSplitFacts f = cuda::sm_split_facts(options_.device);
-  const int device = options_.device;
+  const cuda::SmSplitFacts f = cuda::sm_split_facts(options_.gpu.device);
+  const int device = options_.gpu.device;
   layout_ = plan_instances(io, f.sm_count, f.min_partition, f.fine_min_partition,
                            [device](int sms, bool fine) { return cuda::sm_groups(device, sms, fine); });
   const bool shared = layout_.isolation == "shared";
   if (!shared) {
-    split_->sms = std::make_unique<cuda::SmSplit>(options_.device, layout_.count, layout_.sms_each, layout_.fine, io.beside);
+    split_->sms = std::make_unique<cuda::SmSplit>(options_.gpu.device, layout_.count, layout_.sms_each, layout_.fine, io.beside);
   } else if (io.beside) {
-    split_->sms = std::make_unique<cuda::SmSplit>(options_.device, 1, layout_.launch_sms, layout_.fine, true);
+    split_->sms = std::make_unique<cuda::SmSplit>(options_.gpu.device, 1, layout_.launch_sms, layout_.fine, true);
     layout_.launch_sms = split_->sms->partitions()[0]->sm_count();
   }
   if (io.beside) layout_.rest_sms = split_->sms->rest() ? split_->sms->rest()->sm_count() : 0;
   if (io.beside && layout_.rest_sms == 0) throw UnsupportedError("no SMs are left beside the instances");
   // Before any tick kernel runs: the throughput kernels loaded (one loaded later would wait for the
   // persistent kernels forever), and the engine beside the instances made.
-  cuda::preload_batch_kernels(options_.device);
+  cuda::preload_batch_kernels(options_.gpu.device);
   if (io.beside) beside_ = make_beside();
   if (shared) {
     cuda::SharedLaunchOptions so;
     if (io.beside) so.partition = split_->sms->partitions()[0];
-    so.variant = options_.variant;
     so.sms_per_instance = layout_.sms_each;  // as planned (an asked 1 became 2)
     so.placement = io.placement;
     split_->launch = std::make_shared<cuda::SharedLaunch>(model_, backend_options(model_, options_), so, layout_.count);

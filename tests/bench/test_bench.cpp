@@ -34,8 +34,8 @@ namespace {
 bench::BenchOptions on_tiny(Mode mode) {
   bench::BenchOptions o;
   o.model = std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors";
-  o.backend = "ref";
-  o.mode = mode;
+  o.engine.backend = BackendKind::ref;
+  o.engine.mode = mode;
   o.check_every = 1;
   return o;
 }
@@ -129,9 +129,9 @@ TEST(Bench, CheckerCoresLeaveTheEngineItsCores) {
 TEST(Bench, ManyCheckerThreadsAgreeWithTheReference) {
   bench::BenchOptions o;
   o.model = std::string(HOTPATH_GOLDEN_DIR) + "/multi_out.model.safetensors";
-  o.backend = "ref";
-  o.mode = Mode::window;
-  o.window = 20;
+  o.engine.backend = BackendKind::ref;
+  o.engine.mode = Mode::window;
+  o.engine.window = 20;
   o.ticks = 400;
   o.warmup = 0;
   o.check_every = 1;
@@ -146,7 +146,7 @@ TEST(Bench, ManyCheckerThreadsAgreeWithTheReference) {
 TEST(Bench, BadOptionsAreRefused) {
   bench::BenchOptions o;
   o.model = "lstm_s";
-  o.backend = "ref";
+  o.engine.backend = BackendKind::ref;
   std::ostringstream out;
   auto refused = [&](auto change, const std::string& needle) {
     auto c = o;
@@ -168,10 +168,10 @@ TEST(Bench, BadOptionsAreRefused) {
   refused([&](auto& c) { c.rate_hz = nan; }, "--rate");
   refused([&](auto& c) { c.seconds = nan; }, "--seconds");
   refused([&](auto& c) { c.gap_us = nan; }, "--gap-us");
-  refused([&](auto& c) { c.timeout_us = nan; }, "--timeout-us");
-  refused([](auto& c) { c.timeout_us = 0; }, "--timeout-us");
-  refused([](auto& c) { c.window = 0; }, "--window");
-  refused([](auto& c) { c.window = 10'000'000; }, "--window");
+  refused([&](auto& c) { c.engine.gpu.timeout_us = nan; }, "--timeout-us");
+  refused([](auto& c) { c.engine.gpu.timeout_us = 0; }, "--timeout-us");
+  refused([](auto& c) { c.engine.window = -1; }, "--window");  // 0: the model's
+  refused([](auto& c) { c.engine.window = 10'000'000; }, "--window");
   refused([](auto& c) { c.check_threads = bench::kMaxCheckThreads + 1; }, "--check-threads");
   refused([](auto& c) { c.report_every_s = 0; }, "--report-every");
   refused([](auto& c) {
@@ -182,7 +182,7 @@ TEST(Bench, BadOptionsAreRefused) {
   refused([](auto& c) { c.idle_every_s = 1; }, "--idle-s");
   refused([](auto& c) { c.model = ""; }, "--model");
   refused([](auto& c) { c.model = "nonexistent"; }, "nonexistent");
-  refused([](auto& c) { c.mode = Mode::batch; }, "--mode");
+  refused([](auto& c) { c.engine.mode = Mode::batch; }, "--mode");
 }
 
 TEST(Stats, HistogramPercentilesBoundTheExactOnes) {
@@ -220,7 +220,7 @@ namespace {
 class FlakyBackend final : public Backend {
  public:
   FlakyBackend(const Model& m, const BackendOptions& o, std::function<bool(long long)> fails, double skew = 0)
-      : Backend(m.config, o), inner_(make_backend("ref", m, o)), fails_(std::move(fails)), skew_(skew) {}
+      : Backend(m.config, o), inner_(make_backend(BackendKind::ref, m, o)), fails_(std::move(fails)), skew_(skew) {}
   std::string name() const override { return "flaky"; }
   std::string variant() const override { return "test"; }
   Precision precision() const override { return Precision::fp32; }  // float outputs: the fp32 bound
@@ -292,7 +292,7 @@ TEST(Bench, TheSplitStreamingCheckScalesItsInputsAsTheBackendDoes) {
   o.warmup = 0;
   o.check_every = 70;
   o.check_threads = 3;
-  o.scaler = ScalerChoice{ScalerKind::rolling, 8};
+  o.engine.scaler = ScalerChoice{ScalerKind::rolling, 8};
   std::ostringstream out;
   const auto r = bench::run_bench(o, out);
   EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"];
@@ -305,7 +305,7 @@ TEST(Bench, TheSplitStreamingCheckScalesItsInputsAsTheBackendDoes) {
 TEST(Bench, TheReportSaysHowLongCheckingTook) {
   for (const Mode mode : {Mode::streaming, Mode::window}) {
     bench::BenchOptions o = on_tiny(mode);
-    o.window = 4;
+    o.engine.window = 4;
     o.ticks = 100;
     o.warmup = 0;
     o.check_threads = 2;
@@ -382,7 +382,7 @@ TEST(Bench, TheCheckRunsAfterTheTimedLoopUnlessAskedOrOpenEnded) {
   for (const Mode mode : {Mode::streaming, Mode::window}) {
     for (const int how : {0, 1, 2}) {  // default, check_during, --seconds
       bench::BenchOptions o = on_tiny(mode);
-      o.window = 4;
+      o.engine.window = 4;
       o.warmup = 0;
       o.check_threads = 2;
       o.check_every = 3;
@@ -487,7 +487,7 @@ namespace {
 class SlowStartBackend final : public Backend {
  public:
   SlowStartBackend(const Model& m, const BackendOptions& o, long long slow_ticks, double slow_us)
-      : Backend(m.config, o), inner_(make_backend("ref", m, o)), slow_ticks_(slow_ticks), slow_us_(slow_us) {}
+      : Backend(m.config, o), inner_(make_backend(BackendKind::ref, m, o)), slow_ticks_(slow_ticks), slow_us_(slow_us) {}
   std::string name() const override { return "slow-start"; }
   std::string variant() const override { return "test"; }
   Precision precision() const override { return Precision::fp64; }
@@ -520,7 +520,7 @@ TEST(Bench, ABackendOfAnotherPrecisionThanAskedIsRefused) {
   o.make_backend = [](const Model& m, const BackendOptions& bo) {
     BackendOptions int8 = bo;
     int8.precision = Precision::int8;
-    return make_backend("cpu", m, int8);
+    return make_backend(BackendKind::cpu, m, int8);
   };
   std::ostringstream out;
   try {
@@ -581,11 +581,11 @@ TEST(Bench, ALostFirstTickIsNullAndCounted) {
 TEST(Bench, TheEngineIsWarmedUnlessAskedNot) {
   for (const bool warm : {true, false}) {
     bench::BenchOptions o = on_tiny(Mode::window);
-    o.backend = "cpu";
-    o.window = 5;
+    o.engine.backend = BackendKind::cpu;
+    o.engine.window = 5;
     o.ticks = 30;
     o.warmup = 0;
-    o.warm = warm;
+    o.engine.warm = warm;
     std::ostringstream out;
     const auto r = bench::run_bench(o, out);
     EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"];
@@ -599,7 +599,7 @@ TEST(Bench, TheEngineIsWarmedUnlessAskedNot) {
 // that together cover every measured tick and every check, and idle gaps in which no tick is sent.
 TEST(Bench, IntervalsCoverEveryTickAndIdleGapsHappen) {
   bench::BenchOptions o = on_tiny(Mode::window);
-  o.window = 6;
+  o.engine.window = 6;
   o.warmup = 7;
   o.check_threads = 2;
   o.seconds = 0.6;
@@ -688,7 +688,7 @@ TEST(Threads, GroupStopsAndJoins) {
 TEST(Bench, LongRunsReuseTheCheckersBuffersWithoutLosingARecord) {
   for (const Mode mode : {Mode::streaming, Mode::window}) {
     bench::BenchOptions o = on_tiny(mode);
-    o.window = 3;
+    o.engine.window = 3;
     o.ticks = 200'000;  // O = 1: 65,536 records a block, so four blocks
     o.warmup = 0;
     o.check_threads = 3;
@@ -711,9 +711,9 @@ namespace {
 bench::ThroughputOptions throughput_on_tiny(bench::Workload w, const std::string& backend) {
   bench::ThroughputOptions o;
   o.model = std::string(HOTPATH_GOLDEN_DIR) + "/tiny.model.safetensors";
-  o.backend = backend;
+  o.engine.backend = util::parse_name<BackendKind>(backend);
   o.workload = w;
-  o.window = 5;  // the golden model's file carries none
+  o.engine.window = 5;  // the golden model's file carries none
   o.windows = 200;
   o.batch = 3;
   o.repeats = 2;
@@ -724,7 +724,7 @@ bench::ThroughputOptions throughput_on_tiny(bench::Workload w, const std::string
 class OffsetBackend final : public Backend {
  public:
   OffsetBackend(const Model& m, const BackendOptions& o, float offset)
-      : Backend(m.config, o), inner_(make_backend("cpu", m, o)), offset_(offset) {}
+      : Backend(m.config, o), inner_(make_backend(BackendKind::cpu, m, o)), offset_(offset) {}
   std::string name() const override { return "offset"; }
   std::string variant() const override { return "test"; }
   Precision precision() const override { return inner_->precision(); }
@@ -848,8 +848,8 @@ TEST(InstancesBench, EveryInstanceIsMeasuredAndCheckedApart) {
     for (const Mode mode : {Mode::streaming, Mode::window}) {
       std::ostringstream out;
       bench::BenchOptions o = instances_options(3);
-      o.mode = mode;
-      if (mode == Mode::window) o.window = 5;
+      o.engine.mode = mode;
+      if (mode == Mode::window) o.engine.window = 5;
       o.lockstep = lockstep;
       const auto r = bench::run_instances_bench(o, out);
       EXPECT_TRUE(r["pass"].get<bool>()) << r["failure"] << out.str();
@@ -929,7 +929,7 @@ TEST(InstancesBench, BadOptionsAreRefused) {
   o.pingpong = true;  // the floor has no instances
   EXPECT_THROW(bench::run_instances_bench(o, out), Error);
   o = instances_options(2);
-  o.fallback = "cpu";
+  o.engine.fallback = Fallback::cpu;
   EXPECT_THROW(bench::run_instances_bench(o, out), Error);
   o = on_tiny(Mode::streaming);
   o.lockstep = true;  // without --instances

@@ -375,6 +375,11 @@ TEST(CapiEngine, OpenErrors) {
     bad([&](auto& c) { c.backend = backend; c.kernel = "bogus"; }, HOTPATH_ERROR_INVALID_ARGUMENT,
         "unknown cuda kernel 'bogus' (valid: auto");
   bad([](auto& c) { c.kernel = "grid"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "kernel");  // cpu has none
+  // Every choice is read by its option's one name table: the same names, and the same refusal, as the
+  // CLI's flags and Python's keywords.
+  bad([](auto& c) { c.fallback = "gpu"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "unknown fallback 'gpu' (valid: none or cpu)");
+  bad([](auto& c) { c.variant = "warp"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "unknown cuda variant 'warp' (valid: auto, smem or regs)");
+  bad([](auto& c) { c.backend = "gpu"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "unknown backend 'gpu' (valid: auto, ref, cpu or cuda)");
 }
 
 // `kernel` reaches the backend's options as given ("auto", the default, is the one a cpu takes), and
@@ -389,7 +394,7 @@ TEST(CapiEngine, KernelAndCpuOptionsReachTheBackend) {
   hotpath_engine* e = nullptr;
   ASSERT_EQ(hotpath_engine_open(m.get(), &o, &e), HOTPATH_OK) << last_error();
   const EnginePtr engine(e);
-  EXPECT_EQ(e->engine.backend().options().kernel, "auto");
+  EXPECT_EQ(e->engine.backend().options().gpu.kernel, hotpath::CudaKernel::automatic);
   EXPECT_EQ(e->engine.backend().facts().at("cpu_options"), "isa=generic,bf16=auto,int8_act=16,prefetch=0,rewarm=0,hugepages=1");
   EXPECT_EQ(e->engine.backend().variant(), "generic-fp32");
   o.cpu_options = "isa=generic";
@@ -488,7 +493,7 @@ TEST(CapiEngine, OptionsOfAnOlderVersion) {
   second.kernel = "bogus";
   second.struct_size = offsetof(hotpath_engine_options, kernel);  // that header's sizeof, padding included
   ASSERT_EQ(hotpath_engine_open(m.get(), &second, &e), HOTPATH_OK) << last_error();
-  EXPECT_EQ(e->engine.backend().options().kernel, "");
+  EXPECT_EQ(e->engine.backend().options().gpu.kernel, hotpath::CudaKernel::automatic);
   hotpath_engine_close(e);
   second.struct_size = sizeof second;
   expect_open_fails(m.get(), &second, HOTPATH_ERROR_INVALID_ARGUMENT, "unknown cuda kernel 'bogus'");
@@ -512,7 +517,7 @@ TEST(CapiEngine, OptionsOfAnOlderVersion) {
   fourth.batch_rows = 128;
   fourth.struct_size = offsetof(hotpath_engine_options, batch_rows);
   ASSERT_EQ(hotpath_engine_open(m.get(), &fourth, &e), HOTPATH_OK) << last_error();
-  EXPECT_EQ(e->engine.backend().options().batch_rows, 0);
+  EXPECT_EQ(e->engine.backend().options().gpu.batch_rows, 0);
   hotpath_engine_close(e);
   fourth.struct_size = sizeof fourth;
   expect_open_fails(m.get(), &fourth, HOTPATH_ERROR_INVALID_ARGUMENT, "backend cpu has no batch chunks");
@@ -557,7 +562,7 @@ TEST(CapiEngine, Scaler) {
     std::vector<float> out(T);
     EXPECT_EQ(hotpath_engine_run(e, x.data(), T, x.size(), out.data(), out.size()), HOTPATH_OK) << last_error();
     hotpath::EngineOptions cpp_options;
-    cpp_options.backend = "cpu";
+    cpp_options.backend = hotpath::BackendKind::cpu;
     cpp_options.mode = hotpath::Mode::streaming;
     cpp_options.scaler = hotpath::parse_scaler(resolved);
     hotpath::Engine cpp(m->model, cpp_options);
@@ -950,7 +955,7 @@ TEST_P(CapiGolden, MatchesPyTorchAndTheEngine) {
 
     // The same engine options through the C++ engine: the same floats.
     hotpath::EngineOptions options;
-    options.backend = c.backend;
+    options.backend = hotpath::util::parse_name<hotpath::BackendKind>(c.backend);
     if (c.precision) options.precision = hotpath::parse_precision(c.precision);
     options.mode = hotpath::parse_mode(mode);
     options.window = g.window;
@@ -1029,7 +1034,7 @@ TEST(CapiInt8, WithinItsBoundOnTheGoldenCases) {
       EXPECT_LE(hotpath::reference::normalized_error(z, exact), bound);
 
       hotpath::EngineOptions options;
-      options.backend = "cpu";
+      options.backend = hotpath::BackendKind::cpu;
       options.precision = hotpath::Precision::int8;
       options.mode = hotpath::parse_mode(mode);
       options.window = g.window;

@@ -172,9 +172,9 @@ TEST(CpuBacktest, ScalersAsStepWouldApplyThem) {
       eo.mode = mode;
       eo.window = 6;
       eo.scaler = parse_scaler(scaler);
-      eo.backend = "ref";
+      eo.backend = BackendKind::ref;
       Engine ref(m, eo);
-      eo.backend = "cpu";
+      eo.backend = BackendKind::cpu;
       Engine cpu(m, eo);
       std::vector<double> zr(S * T), zc(S * T);
       ref.backtest(x, S, T, std::span<double>(zr));
@@ -194,7 +194,7 @@ TEST(CpuBacktest, ScalersAsStepWouldApplyThem) {
 TEST(CpuBacktest, EngineRefusesBadSeriesBeforeRunning) {
   const Model m = random_model(3, 8, 1, 2, true, true, 1);
   EngineOptions eo;
-  eo.backend = "cpu";
+  eo.backend = BackendKind::cpu;
   eo.window = 4;
   Engine e(m, eo);
   const size_t S = 2, T = 10;
@@ -233,7 +233,7 @@ TEST(CpuBacktest, StopEndsItEarlyAndLeavesTheEngineUsable) {
     for (Mode mode : {Mode::streaming, Mode::window}) {
       SCOPED_TRACE(std::string(backend) + " " + mode_name(mode));
       EngineOptions eo;
-      eo.backend = backend;
+      eo.backend = util::parse_name<BackendKind>(backend);
       eo.mode = mode;
       eo.window = 20;
       Engine e(m, eo), fresh(m, eo);

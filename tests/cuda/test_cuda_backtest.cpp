@@ -273,7 +273,7 @@ TEST(CudaBacktestGolden, EngineBacktestTicksAfterAndFreshWindows) {
     const size_t O = size_t(g.model.config.output_size), T = g.ticks, W = size_t(g.window);
     for (const Mode mode : {Mode::window, Mode::streaming}) {
       EngineOptions eo;
-      eo.backend = "cuda";
+      eo.backend = BackendKind::cuda;
       eo.mode = mode;
       eo.window = g.window;
       Engine engine(g.model, eo);
@@ -301,7 +301,7 @@ TEST(CudaBacktestGolden, EngineBacktestTicksAfterAndFreshWindows) {
     }
     // Fresh windows: every window of the golden series as its own request.
     EngineOptions bo;
-    bo.backend = "cuda";
+    bo.backend = BackendKind::cuda;
     bo.mode = Mode::batch;
     Engine batch(g.model, bo);
     const size_t I = size_t(g.model.config.input_size), B = T - W + 1;
@@ -329,9 +329,9 @@ TEST(CudaBacktestGolden, BatchRowsSetTheChunkAndKeepTheAnswers) {
   std::vector<double> chunk;
   for (long long rows : {0LL, 130LL}) {
     EngineOptions eo;
-    eo.backend = "cuda";
+    eo.backend = BackendKind::cuda;
     eo.window = g.window;
-    eo.batch_rows = rows;
+    eo.gpu.batch_rows = rows;
     Engine engine(g.model, eo);
     z.emplace_back(S * T * O);
     engine.backtest(xs, S, T, std::span<double>(z.back()));

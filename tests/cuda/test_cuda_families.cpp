@@ -118,8 +118,8 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
   // from shared memory as their MMAs run ("grid" holds them in registers where the plan allows, GridTiles)
   const bool flags = kernel == "grid-flags", counters = kernel == "grid-counters", separate = kernel == "grid-separate",
              own = kernel == "grid-own", shared = kernel == "grid-shared";
-  o.kernel = flags || counters || separate || own || shared ? "grid" : kernel;
-  o.timeout_us = 5'000'000;
+  o.gpu.kernel = util::parse_name<CudaKernel>(flags || counters || separate || own || shared ? "grid" : kernel);
+  o.gpu.timeout_us = 5'000'000;
   CudaOptions c;
   if (flags) c.grid_exchange = cuda::GridExchange::flags;
   if (counters) c.grid_exchange = cuda::GridExchange::counters;
@@ -128,8 +128,8 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
   if (shared) c.grid_tiles = cuda::GridTiles::shared;
   poison_freed_device_memory();  // every zoo model too: nothing it reads before writing may be left over
   auto b = make_cuda_backend(m, o, c);
-  EXPECT_EQ(b->facts().at("kernel_family"), o.kernel);
-  if (o.kernel == "grid") {
+  EXPECT_EQ(b->facts().at("kernel_family"), util::name_of(o.gpu.kernel));
+  if (o.gpu.kernel == CudaKernel::grid) {
     EXPECT_EQ(b->facts().at("grid_exchange"), flags ? "flags" : counters ? "counters" : "tagged");
     if (separate || own) EXPECT_EQ(b->facts().at("grid_precompute"), separate ? "separate" : "in_critical");
     if (shared) EXPECT_EQ(b->facts().at("grid_tiles"), "shared");
@@ -144,7 +144,7 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
       ++k;
     }
   }
-  if (o.kernel == "grid") {
+  if (o.gpu.kernel == CudaKernel::grid) {
     // the kernel times the parts of its ticks in every block (GridLayerStat): each layer's marks come in the
     // order its warps pass them (a mean over the ticks, then over the blocks, keeps that order). Only marks
     // read on one warp's clock, or the same warps', are compared: the warps' clocks of one SM disagree by up
@@ -319,8 +319,8 @@ TEST_P(CudaEngineReuse, WindowThenStreamingEnginesOfOneModel) {
     for (const bool warm : {true, false}) {
       for (const Mode mode : {Mode::window, Mode::streaming}) {
         EngineOptions o;
-        o.backend = "cuda";
-        o.kernel = kernel;
+        o.backend = BackendKind::cuda;
+        o.gpu.kernel = util::parse_name<CudaKernel>(kernel);
         o.precision = Precision::fp16;
         o.mode = mode;
         o.window = mode == Mode::window ? W : 0;
@@ -359,7 +359,7 @@ TEST(CudaFamilyChoice, ClusterSizesAndExchangesAgree) {
     for (const Config cfg : {Config{16, false}, Config{8, false}, Config{16, true}, Config{8, true}}) {
       BackendOptions o;
       o.mode = Mode::streaming;
-      o.kernel = "cluster";
+      o.gpu.kernel = CudaKernel::cluster;
       CudaOptions c;
       c.cluster_blocks = cfg.blocks;
       c.cluster_async_exchange = cfg.async;
@@ -385,7 +385,7 @@ TEST(CudaFamilyChoice, ClusterSizesAndExchangesAgree) {
   BackendOptions o;
   o.mode = Mode::window;
   o.window = 50;
-  o.kernel = "cluster";
+  o.gpu.kernel = CudaKernel::cluster;
   CudaOptions c;
   c.cluster_blocks = 3;
   expect_refused(m, o, c, "cluster of 3 blocks", "a cluster of 3 for 32 unit groups");
@@ -398,16 +398,14 @@ TEST(CudaFamilyChoice, AModelTooBigForTheFamilyAskedForIsRefused) {
   BackendOptions o;
   o.mode = Mode::window;
   o.window = 50;
-  o.kernel = "cta";
+  o.gpu.kernel = CudaKernel::cta;
   expect_refused(*zoo_model("lstm_l"), o, {}, "cta", "lstm_l on one SM");
-  o.kernel = "warp";
-  EXPECT_THROW((void)make_cuda_backend(*zoo_model("lstm_s"), o), Error);
   // the cta kernel's variants are not the multi-block families', nor is the stall test hook the grid's
-  o.kernel = "cluster";
-  o.variant = "regs";
+  o.gpu.kernel = CudaKernel::cluster;
+  o.gpu.variant = CudaVariant::regs;
   expect_refused(*zoo_model("lstm_s"), o, {}, "variant of the cta kernel", "regs on the cluster kernel");
-  o.variant.clear();
-  o.kernel = "grid";
+  o.gpu.variant = CudaVariant::automatic;
+  o.gpu.kernel = CudaKernel::grid;
   CudaOptions stall;
   stall.stall_tick = 3;
   expect_refused(*zoo_model("lstm_s"), o, stall, "cta and cluster kernels only", "the stall hook on the grid kernel");

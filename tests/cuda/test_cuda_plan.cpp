@@ -519,16 +519,14 @@ TEST(KernelChoice, GoldenCasesPlanOnEveryFamily) {
   }
 }
 
-TEST(KernelChoice, NamesAreParsedOrRefused) {
-  EXPECT_FALSE(cuda::parse_kernel_family("").has_value());
-  EXPECT_FALSE(cuda::parse_kernel_family("auto").has_value());
-  EXPECT_EQ(*cuda::parse_kernel_family("grid"), cuda::KernelFamily::grid);
-  try {
-    (void)cuda::parse_kernel_family("warp");
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("auto, cta, cluster, grid"), std::string::npos) << e.what();
-  }
+TEST(KernelChoice, TheOptionAsksForItsFamily) {
+  EXPECT_FALSE(cuda::requested_family(CudaKernel::automatic).has_value());  // chosen from the model's size
+  EXPECT_EQ(*cuda::requested_family(CudaKernel::cta), cuda::KernelFamily::cta);
+  EXPECT_EQ(*cuda::requested_family(CudaKernel::cluster), cuda::KernelFamily::cluster);
+  EXPECT_EQ(*cuda::requested_family(CudaKernel::grid), cuda::KernelFamily::grid);
+  // each family's name in reports is its option's name
+  for (const CudaKernel k : {CudaKernel::cta, CudaKernel::cluster, CudaKernel::grid})
+    EXPECT_STREQ(cuda::family_name(*cuda::requested_family(k)), util::name_of(k));
 }
 
 TEST(CudaPlan, LstmSFitsAndUsesOneBlockPerHiddenUnit) {

@@ -91,7 +91,7 @@ TEST(Engine, RefAndCpuMatchPyTorchOnTheGoldenCases) {
     for (const char* backend : {"ref", "cpu"}) {
       for (Mode mode : {Mode::window, Mode::streaming}) {
         EngineOptions o;
-        o.backend = backend;
+        o.backend = util::parse_name<BackendKind>(backend);
         o.mode = mode;
         o.window = mode == Mode::window ? g.window : 0;
         Engine e(g.model, o);
@@ -121,7 +121,7 @@ TEST(Engine, WindowComesFromTheModelUnlessGiven) {
   const Model m = *zoo_model("vollo_tiny");
   ASSERT_TRUE(m.config.window.has_value());
   EngineOptions o;
-  o.backend = "ref";
+  o.backend = BackendKind::ref;
   Engine e(m, o);
   EXPECT_EQ(e.window(), *m.config.window);
   o.window = 3;
@@ -137,59 +137,58 @@ TEST(Engine, WindowComesFromTheModelUnlessGiven) {
 
 TEST(Engine, BadOptionsAreNamed) {
   const Model m = *zoo_model("vollo_tiny");
+  // Every choice's name table (backend/options.hpp) refuses a name it lacks, listing the valid ones: the
+  // CLI's flags, the C ABI's strings and Python's keywords all parse through it.
+  EXPECT_ERROR_HAS(util::parse_name<BackendKind>("gpu9"), "unknown backend 'gpu9' (valid: auto, ref, cpu or cuda)");
+  EXPECT_ERROR_HAS(util::parse_name<Fallback>("gpu"), "unknown fallback 'gpu' (valid: none or cpu)");
+  EXPECT_ERROR_HAS(util::parse_name<CudaKernel>("bogus"), "unknown cuda kernel 'bogus' (valid: auto, cta, cluster or grid)");
+  EXPECT_ERROR_HAS(util::parse_name<CudaVariant>("warp"), "unknown cuda variant 'warp' (valid: auto, smem or regs)");
+  EXPECT_ERROR_HAS(util::parse_name<Mode>("sideways"), "unknown mode 'sideways' (valid: window, streaming or batch)");
+  EXPECT_ERROR_HAS(util::parse_name<Precision>("fp8"), "unknown precision 'fp8'");
+  EXPECT_ERROR_HAS(util::parse_name<BackendKind>(""), "unknown backend ''");
+  for (const BackendKind k : {BackendKind::automatic, BackendKind::ref, BackendKind::cpu, BackendKind::cuda})
+    EXPECT_EQ(util::parse_name<BackendKind>(util::name_of(k)), k);  // every name reads back as its value
+  for (const CudaKernel k : {CudaKernel::automatic, CudaKernel::cta, CudaKernel::cluster, CudaKernel::grid})
+    EXPECT_EQ(util::parse_name<CudaKernel>(util::name_of(k)), k);
+  EXPECT_STREQ(util::name_of(BackendKind::automatic), "auto");
+  BackendOptions streaming;
+  streaming.mode = Mode::streaming;
+  EXPECT_ERROR_HAS(make_backend(BackendKind::automatic, m, streaming), "auto is resolved by the engine");
   EngineOptions o;
-  o.backend = "gpu9";
-  EXPECT_ERROR_HAS(Engine(m, o), "unknown backend 'gpu9' (available: auto, ref, cpu");
-  o = {};
-  o.backend = "cpu";
-  o.fallback = "gpu";
-  EXPECT_ERROR_HAS(Engine(m, o), "unknown fallback 'gpu'");
-  o = {};
-  o.backend = "cpu";
+  o.backend = BackendKind::cpu;
   o.window = kMaxWindow + 1;
   EXPECT_ERROR_HAS(Engine(m, o), "outside 1..10000");
   o = {};
-  o.backend = "cpu";
+  o.backend = BackendKind::cpu;
   o.cpuset = {1 << 20};
   EXPECT_ERROR_HAS(Engine(m, o), "which this process may not use");
   o = {};
-  o.timeout_us = 0;
+  o.gpu.timeout_us = 0;
   EXPECT_ERROR_HAS(Engine(m, o), "timeout");
   o = {};
-  o.backend = "ref";
-  o.variant = "regs";
+  o.backend = BackendKind::ref;
+  o.gpu.variant = CudaVariant::regs;
   EXPECT_ERROR_HAS(Engine(m, o), "no kernel variants");
   o = {};
-  o.backend = "cpu";
-  o.kernel = "auto";  // the default, whatever the backend
+  o.backend = BackendKind::cpu;
+  o.gpu.kernel = CudaKernel::automatic;  // the default, whatever the backend
   EXPECT_NO_THROW(Engine(m, o));
-  // An unknown kernel family is bad input, named before any device is looked for (cuda or not).
-  for (const char* b : {"cuda", "auto", "cpu"}) {
-    o = {};
-    o.backend = b;
-    o.kernel = "bogus";
-    EXPECT_ERROR_HAS(Engine(m, o), "unknown cuda kernel 'bogus' (valid: auto");
-    EXPECT_ERROR_HAS(backend_options(m, o), "unknown cuda kernel 'bogus'");
-  }
-  if (gpu::kernel_choices().size() > 1) {  // built with CUDA: the families exist
-    EXPECT_EQ(gpu::kernel_choices(), (std::vector<std::string>{"auto", "cta", "cluster", "grid"}));
-    o = {};
-    o.kernel = "cluster";
-    EXPECT_EQ(backend_options(m, o).kernel, "cluster");  // it reaches the backend as given
-    o.backend = "cpu";
-    EXPECT_ERROR_HAS(Engine(m, o), "backend cpu has no kernel families");
-  }
+  o = {};
+  o.gpu.kernel = CudaKernel::cluster;
+  EXPECT_EQ(backend_options(m, o).gpu.kernel, CudaKernel::cluster);  // it reaches the backend as given
+  o.backend = BackendKind::cpu;
+  EXPECT_ERROR_HAS(Engine(m, o), "backend cpu has no kernel families (--kernel cluster is for cuda)");
   // batch_rows: cuda's chunk size, range-checked before any device; a cpu or ref backend has no chunks
   o = {};
   for (long long bad : {-1LL, kMaxBatchRows + 1}) {
-    o.batch_rows = bad;
+    o.gpu.batch_rows = bad;
     EXPECT_ERROR_HAS(backend_options(m, o), "batch rows " + std::to_string(bad) + " is outside 1..65536");
     EXPECT_ERROR_HAS(Engine(m, o), "is outside 1..65536");
   }
-  o.batch_rows = 4096;
-  EXPECT_EQ(backend_options(m, o).batch_rows, 4096);  // it reaches the backend as given
+  o.gpu.batch_rows = 4096;
+  EXPECT_EQ(backend_options(m, o).gpu.batch_rows, 4096);  // it reaches the backend as given
   for (const char* b : {"cpu", "ref"}) {
-    o.backend = b;
+    o.backend = util::parse_name<BackendKind>(b);
     EXPECT_ERROR_HAS(Engine(m, o), std::string("backend ") + b + " has no batch chunks (--batch-rows 4096 is for cuda)");
   }
   EXPECT_THROW(Engine(m, std::unique_ptr<Backend>()), Error);
@@ -204,28 +203,28 @@ TEST(Engine, AutoTakesTheGpuOnlyWhenItIsUsable) {
     EXPECT_EQ(e.backend_name(), "cpu");
     EXPECT_NE(e.choice_note().find("no usable GPU"), std::string::npos) << e.choice_note();
     EngineOptions probe = o;
-    probe.fallback = "cpu";
-    EXPECT_EQ(choose_backend(m, &probe), "cpu");
-    EXPECT_EQ(probe.backend, "cpu");
-    EXPECT_TRUE(probe.fallback.empty());  // what the Engine would drop: the bench makes its engine from it
+    probe.fallback = Fallback::cpu;
+    EXPECT_EQ(choose_backend(m, &probe), BackendKind::cpu);
+    EXPECT_EQ(probe.backend, BackendKind::cpu);
+    EXPECT_EQ(probe.fallback, Fallback::none);  // what the Engine would drop: the bench makes its engine from it
     EngineOptions rows = o;
-    rows.batch_rows = 4096;
+    rows.gpu.batch_rows = 4096;
     std::string note;
-    EXPECT_EQ(choose_backend(m, &rows, &note), "cpu");
-    EXPECT_EQ(rows.batch_rows, 0);  // cuda's chunk size dropped with the GPU, and said so
+    EXPECT_EQ(choose_backend(m, &rows, &note), BackendKind::cpu);
+    EXPECT_EQ(rows.gpu.batch_rows, 0);  // cuda's chunk size dropped with the GPU, and said so
     EXPECT_NE(note.find("--batch-rows 4096 dropped"), std::string::npos) << note;
     std::printf("[auto] no GPU here (%s): cpu chosen, as it should be\n", why.c_str());
   } else {
     EXPECT_EQ(e.backend_name(), "cuda") << e.choice_note();
   }
-  o.backend = "ref";
-  EXPECT_EQ(choose_backend(m, &o), "ref");
+  o.backend = BackendKind::ref;
+  EXPECT_EQ(choose_backend(m, &o), BackendKind::ref);
 }
 
 TEST(Engine, SizesAndBadTicksAreRefusedWithoutTouchingTheState) {
   const Model m = *zoo_model("vollo_tiny");
   EngineOptions o;
-  o.backend = "cpu";
+  o.backend = BackendKind::cpu;
   Engine e(m, o);
   const size_t I = size_t(e.input_size()), O = size_t(e.output_size());
   std::vector<float> x(I, 0.25f), z(O), z2(O);
@@ -284,7 +283,7 @@ TEST(UtilScopedPin, GivesTheThreadItsCoresBack) {
 class LateBackend final : public Backend {
  public:
   LateBackend(const Model& m, const BackendOptions& o, std::function<bool(long long)> late)
-      : Backend(m.config, o), inner_(make_backend("ref", m, o)), late_(std::move(late)) {}
+      : Backend(m.config, o), inner_(make_backend(BackendKind::ref, m, o)), late_(std::move(late)) {}
   std::string name() const override { return "late"; }
   std::string variant() const override { return "test"; }
   Precision precision() const override { return Precision::fp64; }
@@ -322,8 +321,8 @@ TEST(EngineFallback, ExactOutputsPassAndAFailedPrimaryStopsItUntilReset) {
   bo.window = 1;
   auto late = std::make_unique<LateBackend>(m, bo, [](long long t) { return t == 2; });
   LateBackend* primary = late.get();
-  Engine e(m, engine::with_fallback(std::move(late), make_backend("cpu", m, bo), -1));
-  auto ref = make_backend("ref", m, bo);
+  Engine e(m, engine::with_fallback(std::move(late), make_backend(BackendKind::cpu, m, bo), -1));
+  auto ref = make_backend(BackendKind::ref, m, bo);
   const size_t I = size_t(m.config.input_size), O = size_t(m.config.output_size);
   std::vector<float> series(4 * I);
   for (size_t k = 0; k < series.size(); ++k) series[k] = float(std::sin(0.37 * double(k)));
@@ -355,9 +354,9 @@ TEST(EngineFallback, TheShadowAnswersTheLateTicksOfAnyBackend) {
   bo.mode = Mode::streaming;
   bo.window = 1;
   auto wrapped = engine::with_fallback(std::make_unique<LateBackend>(m, bo, [](long long t) { return t % 5 == 3; }),
-                                       make_backend("cpu", m, bo), -1);
+                                       make_backend(BackendKind::cpu, m, bo), -1);
   Engine e(m, std::move(wrapped));
-  auto want = make_backend("ref", m, bo);
+  auto want = make_backend(BackendKind::ref, m, bo);
   const size_t I = size_t(m.config.input_size), O = size_t(m.config.output_size);
   std::mt19937 rng(3);
   std::normal_distribution<float> d;
@@ -387,23 +386,21 @@ TEST(EngineFallback, TheShadowAnswersTheLateTicksOfAnyBackend) {
 TEST(EngineFallback, OnlyABackendThatCanBeLateIsWrapped) {
   const Model m = *zoo_model("vollo_tiny");
   EngineOptions o;
-  o.fallback = "cpu";
-  for (const char* b : {"ref", "cpu"}) {
+  o.fallback = Fallback::cpu;
+  for (const BackendKind b : {BackendKind::ref, BackendKind::cpu}) {
     o.backend = b;
     EXPECT_ERROR_HAS(Engine(m, o), "answers every tick itself");
   }
   if (gpu::available()) GTEST_SKIP() << "a GPU is here: auto takes cuda (test_cuda_backend covers its fallback)";
-  o.backend = "auto";
-  o.variant = "regs";
+  o.backend = BackendKind::automatic;
+  o.gpu.variant = CudaVariant::regs;
   o.precision = Precision::fp16;
-  const bool families = gpu::kernel_choices().size() > 1;
-  if (families) o.kernel = "grid";
+  o.gpu.kernel = CudaKernel::grid;
   Engine e(m, o);  // auto fell to cpu: cuda's options are dropped, saying so
   EXPECT_EQ(e.backend_name(), "cpu");
   EXPECT_EQ(e.facts().count("fallback"), 0u);
-  for (const char* w : {"--fallback cpu dropped", "--variant regs dropped", "fp16"})
+  for (const char* w : {"--fallback cpu dropped", "--variant regs dropped", "fp16", "--kernel grid dropped"})
     EXPECT_NE(e.choice_note().find(w), std::string::npos) << e.choice_note();
-  if (families) EXPECT_NE(e.choice_note().find("--kernel grid dropped"), std::string::npos) << e.choice_note();
 }
 
 // The thread that makes an engine runs its critical step on the cpuset's first core, for every backend,
@@ -420,9 +417,9 @@ TEST(EngineCpuset, TheCallerRunsOnTheFirstCoreAndGetsItsCoresBack) {
       if (fallback && b != "cuda") continue;
       SCOPED_TRACE(b + (fallback ? " + fallback" : ""));
       EngineOptions o;
-      o.backend = b;
+      o.backend = util::parse_name<BackendKind>(b);
       o.cpuset = {before[1], before[0]};
-      if (fallback) o.fallback = "cpu";
+      if (fallback) o.fallback = Fallback::cpu;
       {
         Engine e(m, o);
         EXPECT_EQ(util::allowed_cores(), std::vector<int>{before[1]});
@@ -438,7 +435,7 @@ TEST(EngineCpuset, TheCallerRunsOnTheFirstCoreAndGetsItsCoresBack) {
   {
     const util::ScopedPin pin({before[0]}, "test thread", true);
     EngineOptions o;
-    o.backend = "ref";
+    o.backend = BackendKind::ref;
     o.cpuset = {before[1]};
     EXPECT_NO_THROW(Engine(m, o));
   }
@@ -563,7 +560,7 @@ TEST(EngineWarm, AWarmedCpuEngineAnswersAsAColdOne) {
         double warm_seconds = 0;
         for (const bool warm : {true, false}) {
           EngineOptions o;
-          o.backend = "cpu";
+          o.backend = BackendKind::cpu;
           o.precision = p;
           o.mode = mode;
           o.window = window;
@@ -612,8 +609,8 @@ TEST(EngineShadow, ResetsStartAFreshStreamEveryTime) {
   const Model m = *zoo_model("vollo_tiny");
   const int I = m.config.input_size, O = m.config.output_size;
   const BackendOptions o = window_options(5);
-  engine::Shadow shadow(make_backend("cpu", m, o), -1);
-  auto ref = make_backend("cpu", m, o);
+  engine::Shadow shadow(make_backend(BackendKind::cpu, m, o), -1);
+  auto ref = make_backend(BackendKind::cpu, m, o);
   std::mt19937 rng(21);
   std::normal_distribution<float> d(0.f, 1.f);
   std::vector<float> x(I), got(O), want(O);
@@ -649,7 +646,7 @@ TEST(EngineShadow, ResetsStartAFreshStreamEveryTime) {
 TEST(EngineShadow, AFailedWorkerMakesEveryWaitThrow) {
   const Model m = *zoo_model("vollo_tiny");
   const int I = m.config.input_size, O = m.config.output_size;
-  engine::Shadow shadow(make_backend("cpu", m, window_options(5)), -1);
+  engine::Shadow shadow(make_backend(BackendKind::cpu, m, window_options(5)), -1);
   std::vector<float> x(I, 0.5f), out(O);
   const long long good = shadow.submit(x);
   shadow.result(good, out);

@@ -82,7 +82,7 @@ TEST(InstanceSet, OptionsTheSetCannotServeAreRefused) {
   io.count = 2;
   EngineOptions eo;
   eo.mode = Mode::streaming;
-  eo.backend = "cpu";
+  eo.backend = BackendKind::cpu;
   try {
     engine::InstanceSet set(m, eo, io);
     FAIL() << "a cpu instance set was made";
@@ -91,8 +91,8 @@ TEST(InstanceSet, OptionsTheSetCannotServeAreRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("need the cuda backend"), std::string::npos) << e.what();
   }
-  eo.backend = "cuda";
-  eo.fallback = "cpu";
+  eo.backend = BackendKind::cuda;
+  eo.fallback = Fallback::cpu;
   try {
     engine::InstanceSet set(m, eo, io);
     FAIL() << "an instance set with a fallback was made";

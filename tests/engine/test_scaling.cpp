@@ -59,7 +59,7 @@ std::vector<float> series(size_t T, size_t I, uint64_t seed) {
 
 EngineOptions options(const BackendCase& b, Mode mode, const std::string& scaler) {
   EngineOptions o;
-  o.backend = b.backend;
+  o.backend = util::parse_name<BackendKind>(b.backend);
   o.precision = b.precision;
   o.mode = mode;
   o.window = 8;
@@ -69,7 +69,7 @@ EngineOptions options(const BackendCase& b, Mode mode, const std::string& scaler
 
 // Skips (with the reason) a backend this machine cannot run.
 std::unique_ptr<Engine> open_or_skip(const Model& m, const EngineOptions& o, std::string* skip) {
-  if (std::string(o.backend) == "cuda") {
+  if (o.backend == BackendKind::cuda) {
     std::string why;
     if (!gpu::available(&why)) {
       *skip = "no usable GPU: " + why;
@@ -155,7 +155,7 @@ TEST(ScaledReference, FixedScalerEqualsPreScaledInputs) {
   }
   for (const Mode mode : {Mode::window, Mode::streaming}) {
     EngineOptions o;
-    o.backend = "ref";
+    o.backend = BackendKind::ref;
     o.mode = mode;
     o.window = 6;
     Engine scaled(m, o);  // the default: the model's scaler
@@ -166,7 +166,7 @@ TEST(ScaledReference, FixedScalerEqualsPreScaledInputs) {
   }
   // Batch (fresh windows): the fixed scaler applies to every element.
   EngineOptions o;
-  o.backend = "ref";
+  o.backend = BackendKind::ref;
   o.mode = Mode::batch;
   o.window = 5;
   Engine scaled(m, o);
@@ -227,7 +227,7 @@ TEST(ScaledEngine, RollingRefusedForBatchAndModelNeedsAScaler) {
   const Model m = scaled_model();
   for (const char* backend : {"ref", "cpu"}) {
     EngineOptions o;
-    o.backend = backend;
+    o.backend = util::parse_name<BackendKind>(backend);
     o.mode = Mode::batch;
     o.window = 4;
     o.scaler = parse_scaler("rolling:3");
@@ -241,7 +241,7 @@ TEST(ScaledEngine, RollingRefusedForBatchAndModelNeedsAScaler) {
     }
   }
   EngineOptions o;
-  o.backend = "ref";
+  o.backend = BackendKind::ref;
   o.window = 4;
   o.scaler = parse_scaler("model");
   try {
