@@ -868,9 +868,9 @@ NB_MODULE(_hotpath, m) {
                                                 std::nullopt, variant, scaler, warm, std::nullopt, std::nullopt);
             hotpath::engine::InstanceOptions io;
             io.count = count;
-            io.isolation = isolation;
+            io.isolation = hotpath::util::parse_name<hotpath::engine::Isolation>(isolation);
             io.sms_each = sms_each;
-            io.placement = placement;
+            io.placement = hotpath::util::parse_name<hotpath::engine::Placement>(placement);
             auto holder = std::make_shared<InstanceSetHolder>();
             {
               nb::gil_scoped_release unlocked;  // the kernels start here
@@ -938,20 +938,20 @@ NB_MODULE(_hotpath, m) {
                      if (!self.holder) throw hotpath::Error("this set of instances is closed");
                      const auto& l = self.holder->set->layout();
                      nb::dict d;
-                     d["isolation"] = l.isolation;
+                     d["isolation"] = hotpath::util::name_of(l.isolation);
                      d["count"] = l.count;
                      d["sms_each"] = l.sms_each;
                      d["fine_split"] = l.fine;
                      d["device_sms"] = l.device_sms;
                      d["launch_sms"] = l.launch_sms;
-                     d["placement"] = l.placement;
+                     d["placement"] = l.placement ? hotpath::util::name_of(*l.placement) : "";
                      return d;
                    })
       .def("__repr__", [](const PyInstances& self) -> std::string {
         if (!self.holder) return "<hotpath.Instances (closed)>";
         const auto& l = self.holder->set->layout();
         return "<hotpath.Instances " + std::to_string(l.count) + " x '" + nb::cast<const hotpath::Model&>(self.model).name +
-               "' isolation=" + l.isolation + " sms_each=" + std::to_string(l.sms_each) + ">";
+               "' isolation=" + hotpath::util::name_of(l.isolation) + " sms_each=" + std::to_string(l.sms_each) + ">";
       });
 
   m.def("_time_step_cpp", &time_step_cpp, "engine"_a, "x"_a, "n"_a,

@@ -232,7 +232,6 @@ class InstancesRun {
     if (hooked_) {
       for (int k = 0; k < n_; ++k)
         engines_.push_back(hooked_engines_.emplace_back(std::make_unique<Engine>(model_, o_.make_backend(model_, bo_))).get());
-      lay_.isolation = "none (test backends)";
       lay_.count = n_;
     } else {
       set_ = std::make_unique<engine::InstanceSet>(model_, eo_, io_);
@@ -246,10 +245,10 @@ class InstancesRun {
     report_["variant"] = first.variant();
     report_["precision"] = precision_name(first.precision());
     report_["scaler"] = scaler_name(scaler_);
-    report_["isolation"] = {{"mechanism", lay_.isolation},     {"sms_per_instance", lay_.sms_each},
+    report_["isolation"] = {{"mechanism", mechanism()},        {"sms_per_instance", lay_.sms_each},
                             {"fine_split", lay_.fine},         {"split_granularity", lay_.granularity},
                             {"rest_sms", lay_.rest_sms},       {"device_sms", lay_.device_sms},
-                            {"launch_sms", lay_.launch_sms},   {"placement", lay_.placement},
+                            {"launch_sms", lay_.launch_sms},   {"placement", placement()},
                             {"setup_s", make_s}};
     report_["driving"] = {
         {"threads", threads_},
@@ -277,10 +276,14 @@ class InstancesRun {
     check_readers_ = Checker::threads_for(o_.engine.mode, check_threads_);
   }
 
+  // The layout's words for reports: the isolation's and the placement's names (none for test backends).
+  std::string mechanism() const { return hooked_ ? "none (test backends)" : util::name_of(lay_.isolation); }
+  std::string placement() const { return lay_.placement ? util::name_of(*lay_.placement) : ""; }
+
   void describe() {
     out_ << "hotpath bench: " << n_ << " instances of " << model_.name << " | " << engines_[0]->backend().variant() << " | "
-         << lay_.isolation << ": " << lay_.sms_each << " SMs each" << (lay_.fine ? " (fine split)" : "")
-         << (lay_.launch_sms > 0 ? ", one launch on " + std::to_string(lay_.launch_sms) + " SMs (placed by " + lay_.placement + ")" : "")
+         << mechanism() << ": " << lay_.sms_each << " SMs each" << (lay_.fine ? " (fine split)" : "")
+         << (lay_.launch_sms > 0 ? ", one launch on " + std::to_string(lay_.launch_sms) + " SMs (placed by " + placement() + ")" : "")
          << (lay_.rest_sms > 0 ? ", " + std::to_string(lay_.rest_sms) + " SMs beside" : "") << " | " << threads_
          << " driver threads" << (pinned_ ? " (pinned)" : "") << (o_.lockstep ? " | lockstep" : "") << "\n";
     if (have_pp_) out_ << "ping-pong p50 " << fmt(pp_.p50) << " p99 " << fmt(pp_.p99) << " us (same process, before the instances)\n";

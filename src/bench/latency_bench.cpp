@@ -699,7 +699,8 @@ std::string run_pingpong(const BenchOptions& o, nlohmann::json& report, std::ost
 nlohmann::json run_bench(const BenchOptions& o, std::ostream& out) {
   if (o.instances) throw Error("--instances: many instances are run_instances_bench's (bench/instances_bench.hpp)");
   nlohmann::json report = start_report(o);
-  if (o.lockstep || o.beside_backtest || o.sms_per_instance != 0 || o.isolation != "green" || o.placement != "sm")
+  if (o.lockstep || o.beside_backtest || o.sms_per_instance != 0 || o.isolation != engine::Isolation::green ||
+      o.placement != engine::Placement::sm)
     throw Error("--lockstep, --beside-backtest, --sms-per-instance, --isolation and --placement need --instances");
   std::string failure;  // why the run does not pass; empty: it passes
   if (o.pingpong) {

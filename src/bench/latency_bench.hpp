@@ -19,6 +19,7 @@
 #include "bench/stats.hpp"
 #include "engine/engine.hpp"
 #include "engine/gpu.hpp"
+#include "engine/instances.hpp"
 #include "model/loader.hpp"
 #include "util/progress_bar.hpp"
 
@@ -86,9 +87,9 @@ struct BenchOptions {
   // Many instances on one GPU (instances_bench.hpp): set, the instances bench runs.
   std::optional<int> instances;
   bool lockstep = false;          // every instance's tick r is sent together
-  std::string isolation = "green";  // engine::kIsolations
+  engine::Isolation isolation = engine::Isolation::green;
   int sms_per_instance = 0;       // 0: the largest equal share
-  std::string placement = "sm";   // shared: where an instance's blocks go (engine::InstanceOptions)
+  engine::Placement placement = engine::Placement::sm;  // shared: where an instance's blocks go
   bool beside_backtest = false;   // measure again with a backtest on the SMs the instances leave
   // Makes the backend instead of the registry (tests: a backend that fails on chosen ticks).
   std::function<std::unique_ptr<Backend>(const Model&, const BackendOptions&)> make_backend;

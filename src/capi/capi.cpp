@@ -490,9 +490,9 @@ hotpath_status hotpath_instances_open(const hotpath_model* model, const hotpath_
     if (const hotpath_status s = read_options(options, &o); s != HOTPATH_OK) return s;
     hotpath::engine::InstanceOptions io;
     io.count = int(std::min<size_t>(instances->count, size_t(1) << 20));
-    io.isolation = opt(instances->isolation, "green");
+    set_choice<hotpath::engine::Isolation>(instances->isolation, io.isolation);
     io.sms_each = instances->sms_each;
-    io.placement = opt(instances->placement, "sm");
+    set_choice<hotpath::engine::Placement>(instances->placement, io.placement);
     *out = new hotpath_instances(model->model, engine_options(o), io);
     return HOTPATH_OK;
   } catch (...) {

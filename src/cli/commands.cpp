@@ -520,16 +520,17 @@ void add_bench_command(CLI::App& app) {
                  "over all (docs/cuda.md, \"Many instances\")",
                  1, bench::kMaxInstances);
   cmd->add_flag("--lockstep", f->o.lockstep, "--instances: every instance's tick r is sent together");
-  cmd->add_option("--isolation", f->o.isolation, "--instances: how instances share the GPU (green: an SM partition and a kernel each; shared: one "
-                  "persistent launch serving all, a critical and precompute blocks each)")
-      ->capture_default_str();
+  util::add_name_option<engine::Isolation>(cmd, "--isolation", f->o.isolation,
+                                           "--instances: how instances share the GPU (green: an SM partition and a "
+                                           "kernel each; shared: one persistent launch serving all, a critical and "
+                                           "precompute blocks each)")
+      ->default_str("green");
   add_int_option(cmd, "--sms-per-instance", f->o.sms_per_instance,
                  "--instances: SMs in each instance's partition (default: the largest equal share)", 1, 1 << 16);
-  cmd->add_option("--placement", f->o.placement,
-                  "--isolation shared: where an instance's blocks go (sm: neighbouring SMs, as a partition; "
-                  "block: by block index, spread over the GPU)")
-      ->check(CLI::IsMember({"sm", "block"}))
-      ->capture_default_str();
+  util::add_name_option<engine::Placement>(cmd, "--placement", f->o.placement,
+                                           "--isolation shared: where an instance's blocks go (sm: neighbouring SMs, "
+                                           "as a partition; block: by block index, spread over the GPU)")
+      ->default_str("sm");
   cmd->add_flag("--beside-backtest", f->o.beside_backtest,
                 "--instances: measure again while a backtest runs on the SMs the instances leave, at low priority");
   cmd->callback([f, cmd] {

@@ -76,9 +76,7 @@ SharedLaunch::SharedLaunch(const Model& model, const BackendOptions& options, co
                            std::to_string(p.smem_bytes) + " for the model and its parameters); " + limits_.name +
                            " gives " + std::to_string(limits_.smem_per_block_optin));
   params_ = DeviceBuffer<LstmParams>(size_t(count));
-  if (shared_.placement != "sm" && shared_.placement != "block")
-    throw Error("cuda: unknown shared-launch placement '" + shared_.placement + "' (valid: sm, block)");
-  multi_.by_sm = shared_.placement == "sm";
+  multi_.by_sm = shared_.by_sm;
   if (multi_.by_sm) {
     sm_keys_ = DeviceBuffer<unsigned>(size_t(count) * size_t(multi_.per_instance));
     multi_.sm_keys = sm_keys_.get();

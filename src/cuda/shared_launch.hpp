@@ -36,9 +36,9 @@ struct SharedLaunchOptions {
   int sms_per_instance = 0;                 // > 0: at most this many blocks (SMs) per instance
   double lease_ms = 1000;                   // the group's lease (every block leaves when it lapses)
   double heartbeat_ms = 20;
-  // Where an instance's blocks go: "sm" (neighbouring SMs, like a partition) or "block" (by block
-  // index, as the hardware spreads them). kernels/lstm_params.hpp, MultiLaunch::by_sm.
-  std::string placement = "sm";
+  // Where an instance's blocks go: neighbouring SMs, like a partition (true), or by block index, as the
+  // hardware spreads them (false). kernels/lstm_params.hpp, MultiLaunch::by_sm.
+  bool by_sm = true;
 };
 
 class SharedLaunch {

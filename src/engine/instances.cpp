@@ -16,17 +16,8 @@ namespace hotpath::engine {
 namespace {
 // The options' own sense, before any device is asked.
 void check_instance_options(const InstanceOptions& io) {
-  bool known = false;
-  std::string list;
-  for (const char* n : kIsolations) {
-    known = known || io.isolation == n;
-    list += (list.empty() ? "" : ", ") + std::string(n);
-  }
-  if (!known) throw Error("unknown isolation '" + io.isolation + "' (valid: " + list + ")");
   if (io.count < 1) throw Error("the instance count (--instances) must be at least 1");
   if (io.sms_each < 0) throw Error("--sms-per-instance must be at least 1 (or 0: as many as fit)");
-  if (io.placement != "sm" && io.placement != "block")
-    throw Error("unknown placement '" + io.placement + "' (valid: sm, block)");
 }
 }  // namespace
 
@@ -39,7 +30,7 @@ InstanceLayout plan_instances(const InstanceOptions& io, int device_sms, int pla
   l.isolation = io.isolation;
   l.count = io.count;
   l.device_sms = device_sms;
-  if (io.isolation == "shared") {
+  if (io.isolation == Isolation::shared) {
     l.placement = io.placement;
     // One launch: a critical and at least one precompute block per instance, one block per SM.
     const int each = io.sms_each > 0 ? std::max(2, io.sms_each) : (io.beside ? 2 : device_sms / io.count);
@@ -140,7 +131,7 @@ InstanceSet::InstanceSet(const Model& model, const EngineOptions& options, const
   const int device = options_.gpu.device;
   layout_ = plan_instances(io, f.sm_count, f.min_partition, f.fine_min_partition,
                            [device](int sms, bool fine) { return cuda::sm_groups(device, sms, fine); });
-  const bool shared = layout_.isolation == "shared";
+  const bool shared = layout_.isolation == Isolation::shared;
   if (!shared) {
     split_->sms = std::make_unique<cuda::SmSplit>(options_.gpu.device, layout_.count, layout_.sms_each, layout_.fine, io.beside);
   } else if (io.beside) {
@@ -157,7 +148,7 @@ InstanceSet::InstanceSet(const Model& model, const EngineOptions& options, const
     cuda::SharedLaunchOptions so;
     if (io.beside) so.partition = split_->sms->partitions()[0];
     so.sms_per_instance = layout_.sms_each;  // as planned (an asked 1 became 2)
-    so.placement = io.placement;
+    so.by_sm = io.placement == Placement::sm;
     split_->launch = std::make_shared<cuda::SharedLaunch>(model_, backend_options(model_, options_), so, layout_.count);
   }
   for (size_t k = 0; k < size_t(layout_.count); ++k) engines_.push_back(make_instance(k));

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,23 +17,32 @@
 
 namespace hotpath::engine {
 
-// The isolation mechanisms an instance set takes (the first is the default).
-inline constexpr const char* kIsolations[] = {"green", "shared"};
+// How instances share the GPU: an SM partition and a kernel each (green), or one launch serving all
+// (shared).
+enum class Isolation { green, shared };
+// shared: where an instance's blocks go: neighbouring SMs, as a partition (sm), or by block index, as
+// the hardware spreads them (block).
+enum class Placement { sm, block };
+constexpr auto name_table(Isolation) {
+  return util::make_names<Isolation>("isolation", {{Isolation::green, "green"}, {Isolation::shared, "shared"}});
+}
+constexpr auto name_table(Placement) {
+  return util::make_names<Placement>("placement", {{Placement::sm, "sm"}, {Placement::block, "block"}});
+}
 
 struct InstanceOptions {
   int count = 1;
-  std::string isolation = "green";
+  Isolation isolation = Isolation::green;
   // SMs per instance; 0: the largest equal share the device's split allows (the SMs of a throughput
   // engine beside them, when asked for, come off first: the instances then get the smallest groups).
   int sms_each = 0;
   bool beside = false;  // keep the SMs the instances leave for a throughput engine (beside_engine)
-  // shared: where an instance's blocks go ("sm": neighbouring SMs; "block": by block index).
-  std::string placement = "sm";
+  Placement placement = Placement::sm;  // shared only
 };
 
 // What the split gave, for reports.
 struct InstanceLayout {
-  std::string isolation;
+  Isolation isolation = Isolation::green;
   int count = 0;
   int sms_each = 0;        // SMs in each instance's partition
   bool fine = false;       // the fine split (groups below the co-scheduled minimum)
@@ -40,7 +50,7 @@ struct InstanceLayout {
   int device_sms = 0;
   int granularity = 0;     // the split's group size: the plain split's, or the fine one's
   int launch_sms = 0;      // shared: the SMs of the launch (its partition's with a throughput engine beside)
-  std::string placement;   // shared: InstanceOptions::placement
+  std::optional<Placement> placement;  // shared: InstanceOptions::placement
 };
 
 class InstanceSet {

@@ -935,7 +935,7 @@ TEST(InstancesBench, BadOptionsAreRefused) {
   o.lockstep = true;  // without --instances
   EXPECT_THROW(bench::run_bench(o, out), Error);
   o = on_tiny(Mode::streaming);
-  o.placement = "block";  // without --instances
+  o.placement = engine::Placement::block;  // without --instances
   try {
     bench::run_bench(o, out);
     FAIL() << "--placement ran without --instances";

@@ -1111,7 +1111,7 @@ TEST(CapiInstances, BadArgumentsAreRefusedByName) {
   io.isolation = "shared";
   io.placement = "gpc";
   EXPECT_EQ(hotpath_instances_open(model.get(), &o, &io, &set), HOTPATH_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(hotpath_last_error()).find("unknown placement 'gpc'"), std::string::npos) << hotpath_last_error();
+  EXPECT_NE(std::string(hotpath_last_error()).find("unknown placement 'gpc' (valid: sm or block)"), std::string::npos) << hotpath_last_error();
   // The set's calls on NULL.
   size_t n = 7;
   EXPECT_EQ(hotpath_instances_count(nullptr, &n), HOTPATH_ERROR_INVALID_ARGUMENT);

@@ -253,7 +253,7 @@ std::shared_ptr<cuda::SharedLaunch> shared_launch(const Model& m, int count, con
   bo.window = *m.config.window;
   bo.precision = Precision::fp16;
   cuda::SharedLaunchOptions so;
-  so.placement = placement;
+  so.by_sm = placement == "sm";
   return std::make_shared<cuda::SharedLaunch>(m, bo, so, count);
 }
 

@@ -69,10 +69,19 @@ TEST(InstancePlan, AskedSizesRoundUpAndRefusalsSayWhatFits) {
   }
   EXPECT_THROW(plan(9, 16), UnsupportedError);
   EXPECT_THROW(plan(0), Error);
-  engine::InstanceOptions io;
-  io.count = 2;
-  io.isolation = "mps";
-  EXPECT_THROW(engine::plan_instances(io, 132, 8, 2, h200_groups), Error);
+  // The mechanism and the placement are read by their name tables (the CLI's, C ABI's and Python's).
+  try {
+    (void)util::parse_name<engine::Isolation>("mps");
+    ADD_FAILURE() << "isolation mps was read";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "unknown isolation 'mps' (valid: green or shared)");
+  }
+  try {
+    (void)util::parse_name<engine::Placement>("gpc");
+    ADD_FAILURE() << "placement gpc was read";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "unknown placement 'gpc' (valid: sm or block)");
+  }
 }
 
 // Refused before any device is asked: a backend other than cuda, a fallback.
@@ -103,7 +112,7 @@ TEST(InstanceSet, OptionsTheSetCannotServeAreRefused) {
 
 TEST(InstancePlan, OneSharedLaunchNeedsTwoSmsAnInstance) {
   engine::InstanceOptions io;
-  io.isolation = "shared";
+  io.isolation = engine::Isolation::shared;
   io.count = 64;
   auto l = engine::plan_instances(io, 132, 8, 2, h200_groups);
   EXPECT_EQ(l.sms_each, 2);
@@ -121,17 +130,10 @@ TEST(InstancePlan, OneSharedLaunchNeedsTwoSmsAnInstance) {
   EXPECT_EQ(l.rest_sms, 116);
   io.count = 20;  // 40 SMs: a plain group of 40
   EXPECT_EQ(engine::plan_instances(io, 132, 8, 2, h200_groups).launch_sms, 40);
-  // Where an instance's blocks go: by SM (the default) or by block index, reported; nothing else.
-  EXPECT_EQ(engine::plan_instances(io, 132, 8, 2, h200_groups).placement, "sm");
-  io.placement = "block";
-  EXPECT_EQ(engine::plan_instances(io, 132, 8, 2, h200_groups).placement, "block");
-  io.placement = "gpc";
-  try {
-    engine::plan_instances(io, 132, 8, 2, h200_groups);
-    FAIL() << "placement gpc was planned";
-  } catch (const UnsupportedError&) {
-    FAIL() << "refused as unsupported, not as a bad option";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown placement 'gpc' (valid: sm, block)"), std::string::npos) << e.what();
-  }
+  // Where an instance's blocks go: by SM (the default) or by block index, reported.
+  EXPECT_EQ(engine::plan_instances(io, 132, 8, 2, h200_groups).placement, engine::Placement::sm);
+  io.placement = engine::Placement::block;
+  EXPECT_EQ(engine::plan_instances(io, 132, 8, 2, h200_groups).placement, engine::Placement::block);
+  io.isolation = engine::Isolation::green;  // a placement only the shared launch has
+  EXPECT_FALSE(engine::plan_instances(io, 132, 8, 2, h200_groups).placement.has_value());
 }
