@@ -5,6 +5,9 @@
 // same backend against the float64 reference (docs/model.md) as `error`.
 //
 //   bench_critical_step [--cpuset=LIST] [google benchmark flags]
+// With a cpuset of 2, 4 or 8 cores or more, lstm_m and stac_b also run with their step split over the
+// first 2, 4, 8 (crit_cores; the rest precompute), and `split_barrier` times the split's own cost: the
+// helpers' go signal and one barrier a layer, no work (per_barrier_ns beside the step's times).
 // --cpuset: the first core runs the critical step, the rest the precompute (as `hotpath bench`); without
 // it the precompute runs inline on the calling thread between samples (it then also evicts the
 // critical weights from the caches of a model as large as lstm_m). HOTPATH_CPU_ISA / HOTPATH_CPU_BF16 /
@@ -32,9 +35,12 @@
 #include "perf_counters.hpp"
 #include "tsc.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/part_barrier.hpp"
+#include "cpu/spin_pool.hpp"
 #include "model/zoo.hpp"
 #include "reference/reference.hpp"
 #include "util/stats.hpp"
+#include "util/threads.hpp"
 
 using namespace hotpath;
 
@@ -53,6 +59,7 @@ struct Case {
   Mode mode;
   Precision precision;
   int64_t iterations;
+  int crit_cores = 1;  // the cores the step is split over (the cpuset's first), CpuOptions::crit_cores
 };
 
 std::vector<float> random_inputs(size_t T, int I, uint64_t seed) {
@@ -76,6 +83,9 @@ void BM_critical_step(benchmark::State& state, Case c) {
   opt.window = W;
   opt.precision = c.precision;
   opt.cpuset = g_cpuset;
+  CpuOptions co = cpu_options_from_env();
+  co.crit_cores = c.crit_cores;
+  opt.cpu = co;
   std::unique_ptr<Backend> b;
   try {
     b = make_cpu_backend(m, opt);
@@ -146,7 +156,56 @@ void BM_critical_step(benchmark::State& state, Case c) {
   if (auto it = counters.find("precompute_busy_us_mean"); it != counters.end())
     state.counters["precompute_us"] = it->second;
   if (auto it = counters.find("critical_weight_kib"); it != counters.end()) state.counters["crit_KiB"] = it->second;
-  state.SetLabel(b->variant() + (g_cpuset.empty() ? " inline-precompute" : " workers=" + std::to_string(g_cpuset.size() - 1)));
+  const size_t workers = g_cpuset.size() > size_t(c.crit_cores) ? g_cpuset.size() - size_t(c.crit_cores) : 0;
+  state.SetLabel(b->variant() + (workers == 0 ? " inline-precompute" : " workers=" + std::to_string(workers)) +
+                 (c.crit_cores > 1 ? " crit_cores=" + std::to_string(c.crit_cores) : ""));
+}
+
+// What splitting the critical step costs by itself: the go signal to the helpers and one barrier a layer
+// (cpu/part_barrier.hpp), on the same pool and barrier the backend uses, with no work between them: the
+// time from the signal to the last layer's barrier passed on the calling thread (the cpuset's first
+// core; the helpers on the next ones). per_barrier_ns = the mean over the layers.
+void BM_split_barrier(benchmark::State& state) {
+  const int parts = int(state.range(0)), layers = int(state.range(1));
+  cpu::SpinPool helpers(std::vector<int>(g_cpuset.begin() + 1, g_cpuset.begin() + parts), "barrier helper", false);
+  cpu::PartBarrier barrier(parts);
+  struct Tick {
+    cpu::PartBarrier* barrier;
+    int layers;
+    uint64_t epoch;
+    static void run(Tick& t, int part) {
+      for (int l = 0; l < t.layers; ++l) {
+        if (l > 0) t.barrier->wait_others(part, t.epoch + uint64_t(l));
+        t.barrier->arrive(part, t.epoch + uint64_t(l) + 1);
+      }
+    }
+    static void job(void* self, int helper, int) { run(*static_cast<Tick*>(self), helper + 1); }
+  } tick{&barrier, layers, 0};
+  util::pin_thread(pthread_self(), {g_cpuset[0]}, "bench_critical_step");
+  std::vector<double> samples;
+  samples.reserve(size_t(state.max_iterations));
+  for (auto _ : state) {
+    const uint64_t t0 = tsc_begin();
+    helpers.start(&Tick::job, &tick);
+    Tick::run(tick, 0);
+    barrier.wait_others(0, tick.epoch + uint64_t(layers));
+    const uint64_t t1 = tsc_end();
+    helpers.wait();
+    tick.epoch += uint64_t(layers);
+    const double ns = double(t1 - t0) / g_tsc_per_ns;
+    samples.push_back(ns);
+    state.SetIterationTime(ns * 1e-9);
+  }
+  std::sort(samples.begin(), samples.end());
+  state.counters["p50_ns"] = percentile(samples, 0.50);
+  state.counters["p99_ns"] = percentile(samples, 0.99);
+  state.counters["p999_ns"] = percentile(samples, 0.999);
+  double sum = 0;
+  for (const double s : samples) sum += s;
+  state.counters["per_barrier_ns"] = samples.empty() ? 0 : sum / double(samples.size()) / layers;
+  std::string cores;
+  for (int k = 0; k < parts; ++k) cores += (k ? "," : "") + std::to_string(g_cpuset[size_t(k)]);
+  state.SetLabel("cores " + cores);
 }
 
 // What a pair of timer reads costs (included in every sample above): the TSC pair used here, and for
@@ -205,14 +264,30 @@ int main(int argc, char** argv) {
       {"lstm_s", Mode::window, Precision::int8, 20000},      {"lstm_s", Mode::streaming, Precision::int8, 50000},
       {"vollo_tiny", Mode::streaming, Precision::int8, 50000}, {"lstm_m", Mode::window, Precision::int8, 5000},
   };
-  for (const Case& c : cases) {
+  std::vector<Case> all(std::begin(cases), std::end(cases));
+  // The step split over the cpuset's first 2, 4 and 8 cores, where the cpuset has them (the rest
+  // precompute): the models whose critical weights outgrow one core's L2.
+  for (const int parts : {2, 4, 8}) {
+    if (g_cpuset.size() < size_t(parts)) break;
+    for (const Precision p : {Precision::fp32, Precision::bf16, Precision::int8}) {
+      all.push_back({"lstm_m", Mode::window, p, 5000, parts});
+      all.push_back({"stac_b", Mode::window, p, 5000, parts});
+    }
+  }
+  for (const Case& c : all) {
     const std::string name = std::string("critical_step/") + c.model + "/" + mode_name(c.mode) + "/" +
-                             precision_name(c.precision);
+                             precision_name(c.precision) + (c.crit_cores > 1 ? "/crit" + std::to_string(c.crit_cores) : "");
     benchmark::RegisterBenchmark(name.c_str(), BM_critical_step, c)
         ->UseManualTime()
         ->Iterations(c.iterations)
         ->Unit(benchmark::kMicrosecond);
   }
+  for (int parts = 2; parts <= std::min<int>(kMaxCriticalCores, int(g_cpuset.size())); ++parts)
+    benchmark::RegisterBenchmark("split_barrier", BM_split_barrier)
+        ->Args({parts, 3})
+        ->UseManualTime()
+        ->Iterations(200000)
+        ->Unit(benchmark::kNanosecond);
   benchmark::RegisterBenchmark("timer_overhead", BM_timer_overhead)->UseManualTime()->Iterations(100000)->Unit(benchmark::kNanosecond);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

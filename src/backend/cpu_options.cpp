@@ -63,6 +63,15 @@ const std::vector<Key>& keys() {
       {"hugepages", "HOTPATH_CPU_HUGEPAGES", "0 or 1",
        [](const std::string& v, CpuOptions& o) { return set_flag(v, o.huge_pages); },
        [](const CpuOptions& o) { return std::string(o.huge_pages ? "1" : "0"); }},
+      {"crit_cores", "HOTPATH_CPU_CRIT_CORES", "auto or 1.." + std::to_string(kMaxCriticalCores),
+       [](const std::string& v, CpuOptions& o) {
+         if (v == "auto") return o.crit_cores = 0, true;
+         const auto n = util::parse_int<int>(v);
+         if (!n || *n < 1 || *n > kMaxCriticalCores) return false;
+         o.crit_cores = *n;
+         return true;
+       },
+       [](const CpuOptions& o) { return o.crit_cores == 0 ? std::string("auto") : std::to_string(o.crit_cores); }},
   };
   return k;
 }

@@ -43,7 +43,14 @@ struct CpuOptions {
   bool rewarm = true;
   // hugepages=1|0: the critical weights and window state madvise'd onto transparent huge pages.
   bool huge_pages = true;
+  // crit_cores=auto|1..kMaxCriticalCores: the cores the critical step is split over, by blocks of hidden
+  // units (each core all four gates of its units), one barrier per layer; the first crit_cores cores of
+  // the cpuset (without one: unpinned helper threads), the precompute on the rest. auto (0): one core
+  // while the critical weights fit half a core's L2, else as many as spread them so (at most the
+  // cpuset's cores less one, kept for the precompute); 1 without a cpuset of three or more cores.
+  int crit_cores = 0;
 };
+inline constexpr int kMaxCriticalCores = 8;
 
 inline const char* cpu_isa_name(CpuIsa isa) { return util::name_of(isa); }
 inline const char* cpu_bf16_name(CpuBf16 bf16) { return util::name_of(bf16); }
@@ -52,7 +59,7 @@ inline const char* cpu_bf16_name(CpuBf16 bf16) { return util::name_of(bf16); }
 // the key accepts.
 CpuOptions parse_cpu_options(const std::string& text, CpuOptions base = {});
 // The defaults under HOTPATH_CPU_ISA, HOTPATH_CPU_BF16, HOTPATH_CPU_INT8_ACT, HOTPATH_CPU_PREFETCH,
-// HOTPATH_CPU_REWARM and HOTPATH_CPU_HUGEPAGES (each the same values as its key): the one place that reads
+// HOTPATH_CPU_REWARM, HOTPATH_CPU_HUGEPAGES and HOTPATH_CPU_CRIT_CORES (each the same values as its key): the one place that reads
 // them. Throws hotpath::Error naming the variable.
 CpuOptions cpu_options_from_env();
 // What a front end's text (--cpu-options, the C ABI's field, Python's keyword) means: its keys over the

@@ -36,10 +36,21 @@ void add_engine_flags(CLI::App* cmd, EngineOptions& o, EngineFlagSet set) {
       "--scaler", [&o](const std::string& v) { o.scaler = parse_scaler(v); },
       "Input scaling: none, model (the file's input_scaler tensors; the default when it has them) or rolling:N "
       "(mean and std of the past N ticks only)");
+  // Both write CpuOptions: the keys --cpu-options names over what --crit-cores set, and the other way round.
   cmd->add_option_function<std::string>(
-      "--cpu-options", [&o](const std::string& v) { o.cpu = cpu_options_over_env(v); },
+      "--cpu-options", [&o](const std::string& v) { o.cpu = parse_cpu_options(v, o.cpu ? *o.cpu : cpu_options_from_env()); },
       "The cpu backend's knobs (and cuda's --fallback cpu's), comma-separated key=value over the environment's:\n" +
           cpu_options_help());
+  util::add_int_option_function<int>(
+      cmd, "--crit-cores",
+      [&o](int n) {
+        CpuOptions c = o.cpu ? *o.cpu : cpu_options_from_env();
+        c.crit_cores = n;
+        o.cpu = c;
+      },
+      "cpu: the cores the critical step is split over, the cpuset's first (--cpu-options crit_cores=N; default: "
+      "from the model's size)",
+      1, kMaxCriticalCores);
   if (!set.live) return;
   util::add_float_option(cmd, "--timeout-us", o.gpu.timeout_us, "cuda: give up on an output after this long", 1,
                          kMaxTimeoutUs)

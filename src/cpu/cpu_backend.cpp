@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unistd.h>
 
 #include "cpu/cpu_backend_impl.hpp"
 #include "util/error.hpp"
@@ -38,7 +39,42 @@ int64_t now_ns() {
       .count();
 }
 
+// The cpuset's cores by role: the first `parts` run the critical step (the first is the caller's, the
+// others the helpers'), the rest the precompute. Without a cpuset the helpers are unpinned (-1) and the
+// precompute runs inline.
+std::vector<int> helper_cores(const std::vector<int>& cpuset, int parts) {
+  if (cpuset.empty()) return std::vector<int>(size_t(parts - 1), -1);
+  return {cpuset.begin() + 1, cpuset.begin() + parts};
+}
+std::vector<int> precompute_cores(const std::vector<int>& cpuset, int parts) {
+  return cpuset.size() > size_t(parts) ? std::vector<int>(cpuset.begin() + parts, cpuset.end()) : std::vector<int>{};
+}
+
 }  // namespace
+
+size_t core_l2_bytes() {
+  const long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return bytes > 0 ? size_t(bytes) : 0;
+}
+
+int choose_critical_cores(int asked, size_t critical_bytes, size_t l2_bytes, size_t cpuset_cores, int blocks) {
+  if (asked > 0) {
+    const std::string n = std::to_string(asked);
+    if (asked > blocks)
+      throw Error("crit_cores=" + n + ": the model's critical step has " + std::to_string(blocks) +
+                  (blocks == 1 ? " block" : " blocks") + " of hidden units to split over cores");
+    if (cpuset_cores > 0 && size_t(asked) > cpuset_cores)
+      throw Error("crit_cores=" + n + " needs a --cpuset of at least " + n + " cores (its first " + n +
+                  " run the critical step); it has " + std::to_string(cpuset_cores));
+    return asked;
+  }
+  // auto: split only where one core's L2 cannot keep the weights (half of it: the scratch, the state
+  // and the precompute's traffic share it), and only with a core left over for the precompute.
+  const size_t share = l2_bytes / 2;
+  if (cpuset_cores < 3 || share == 0 || critical_bytes <= share) return 1;
+  const size_t spread = (critical_bytes + share - 1) / share;
+  return int(std::min<size_t>({spread, size_t(kMaxCriticalCores), cpuset_cores - 1, size_t(std::max(blocks, 1))}));
+}
 
 CpuBackend::Scratch::Scratch(int cols, int Hp, int kmax)
     : max_cols(cols),
@@ -67,8 +103,10 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
       W_(options.mode == Mode::window ? (options.window > 0 ? options.window : model.config.window.value_or(0)) : 1),
       nslots_(options.mode == Mode::window ? std::max(W_, 1) : 1),
       scaler_(model, options.scaler),
-      pool_(options.cpuset.size() > 1 ? std::vector<int>(options.cpuset.begin() + 1, options.cpuset.end())
-                                      : std::vector<int>{}) {
+      crit_parts_(choose_critical_cores(isa.options.crit_cores, pm_.critical_weight_bytes(), core_l2_bytes(),
+                                        options.cpuset.size(), pm_.nb)),
+      crit_pool_(helper_cores(options.cpuset, crit_parts_), "critical-step helper", /*doze=*/false),
+      pool_(precompute_cores(options.cpuset, crit_parts_)) {
   if (options.mode == Mode::window && W_ < 1)
     throw Error("cpu backend: window mode needs a window length >= 1 (none given and none in the model file)");
   const CpuOptions& co = isa.options;
@@ -98,6 +136,9 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
   build_critical_arena(use_huge, kmax);
   scratch_.reserve(nparts_);
   for (int p = 0; p < nparts_; ++p) scratch_.emplace_back(cols, Hp, kmax);
+  for (int k = 0; k <= crit_parts_; ++k) crit_block0_.push_back(int(long(pm_.nb) * k / crit_parts_));
+  for (int k = 1; k < crit_parts_; ++k) crit_part_scratch_.emplace_back(activation_scratch_words(kmax));
+  crit_barrier_ = std::make_unique<PartBarrier>(crit_parts_);
   if (!options.cpuset.empty()) {
     for (size_t i = 0; i < options.cpuset.size(); ++i)
       for (size_t j = i + 1; j < options.cpuset.size(); ++j)
@@ -180,7 +221,10 @@ void CpuBackend::build_critical_arena(bool huge, int kmax) {
 }
 
 CpuBackend::~CpuBackend() {
-  if (pending_) pool_.wait();
+  if (pending_) {
+    crit_pool_.wait();
+    pool_.wait();
+  }
   if (!saved_affinity_.empty() && pthread_equal(pinned_thread_, pthread_self()))
     util::set_thread_cores(pthread_self(), saved_affinity_);
 }
@@ -218,30 +262,20 @@ void CpuBackend::step(std::span<const float> x, std::span<float> out) {
 
   scaler_.scale(x, xbuf_);  // the copy of x, scaled on the way (a plain copy without a scaler)
   const int slot = streaming_ || t < W_ - 1 ? 0 : int((t - W_ + 1) % W_);
-  const int nb = pm_.nb, Hp = pm_.Hp;
-  const float* in = xbuf_;
-  for (int l = 0; l < pm_.num_layers; ++l) {
-    const PackedLayer& layer = pm_.layers[l];
-    float* u = (l == 0 && !streaming_ && W_ > 1) ? u0_.data() : nullptr;
-    float* h = hs_ + size_t(l) * Hp;
-    float* c = cs_ + size_t(l) * Hp;
-    const CriticalLayer& cl = crit_[l];
-    if (pm_.int8)  // u0 comes from the precompute's own fp32 product (advance_windows)
-      k_->crit_i8[int8_act_](static_cast<const int8_t*>(cl.w), cl.scale, cl.corr, layer.in, nb, in, slot_P(slot, l),
-                             slot_c(slot, l), h, c, reinterpret_cast<uint8_t*>(crit_pairs_), prefetch_);
-    else if (pm_.bf16)
-      k_->crit_bf16(static_cast<const uint32_t*>(cl.w), layer.in, nb, in, slot_P(slot, l), slot_c(slot, l), h, c, u,
-                    crit_pairs_, prefetch_);
-    else
-      k_->crit_f32(static_cast<const float*>(cl.w), layer.in, nb, in, slot_P(slot, l), slot_c(slot, l), h, c, u,
-                   crit_pairs_, prefetch_);
-    in = h;
+  crit_slot_ = slot;
+  if (crit_parts_ > 1) crit_pool_.start(&critical_job, this);  // publishes x, the slot and the epoch
+  critical_layers(0);
+  const int L = pm_.num_layers;
+  if (crit_parts_ > 1) {
+    crit_barrier_->wait_others(0, crit_epoch_ + L);  // every part's h of the last layer
+    crit_epoch_ += L;
   }
+  const float* in = hs_ + size_t(L - 1) * pm_.Hp;
   if (crit_head8_)
     k_->head_i8[int8_act_](crit_head8_, crit_head8_scale_, crit_head8_corr_, pm_.head_bias ? pm_.head_b.data() : nullptr,
                            pm_.O, pm_.H, in, z_, reinterpret_cast<uint8_t*>(crit_pairs_));
   else
-    k_->head(crit_head_, pm_.head_bias ? pm_.head_b.data() : nullptr, pm_.O, Hp, in, z_);
+    k_->head(crit_head_, pm_.head_bias ? pm_.head_b.data() : nullptr, pm_.O, pm_.Hp, in, z_);
   for (int o = 0; o < pm_.O; ++o) out[o] = z_[o];
 
   // Off the critical path from here.
@@ -253,9 +287,47 @@ void CpuBackend::step(std::span<const float> x, std::span<float> out) {
   if (pool_.size() > 0) pool_.start(&precompute_job, this);
 }
 
+void CpuBackend::critical_layers(int part) {
+  const uint64_t epoch = crit_epoch_;  // read before the first arrive: the caller moves it on after the last
+  const int slot = crit_slot_;
+  const int b0 = crit_block0_[size_t(part)], n = crit_block0_[size_t(part) + 1] - b0;
+  const int Hp = pm_.Hp, lanes = pm_.lanes;
+  const size_t g0 = size_t(b0) * 4 * lanes, h0 = size_t(b0) * lanes;  // the part's gate vectors, its units
+  uint32_t* scratch = part == 0 ? crit_pairs_ : crit_part_scratch_[size_t(part) - 1].data();
+  const float* in = xbuf_;
+  for (int l = 0; l < pm_.num_layers; ++l) {
+    if (l > 0 && crit_parts_ > 1) crit_barrier_->wait_others(part, epoch + uint64_t(l));  // h of layer l - 1
+    const PackedLayer& layer = pm_.layers[l];
+    float* u = (l == 0 && !streaming_ && W_ > 1) ? u0_.data() + g0 : nullptr;
+    float* h = hs_ + size_t(l) * Hp;
+    float* c = cs_ + size_t(l) * Hp;
+    const CriticalLayer& cl = crit_[l];
+    const float* P = slot_P(slot, l) + g0;
+    const float* c_in = slot_c(slot, l) + h0;
+    // Each block's weights are one contiguous stream (kernels.hpp): the part's start at block b0. (A part
+    // with no blocks, n == 0, only keeps the barrier's count.)
+    if (pm_.int8) {  // u0 comes from the precompute's own fp32 product (advance_windows)
+      const size_t block_bytes = size_t(int8_quads(layer.in)) * 4 * lanes * 4;
+      k_->crit_i8[int8_act_](static_cast<const int8_t*>(cl.w) + b0 * block_bytes, cl.scale + g0, cl.corr + g0, layer.in,
+                             n, in, P, c_in, h + h0, c + h0, reinterpret_cast<uint8_t*>(scratch), prefetch_);
+    } else if (pm_.bf16) {
+      const size_t block_words = size_t((layer.in + 1) / 2) * 4 * lanes;
+      k_->crit_bf16(static_cast<const uint32_t*>(cl.w) + b0 * block_words, layer.in, n, in, P, c_in, h + h0, c + h0, u,
+                    scratch, prefetch_);
+    } else {
+      const size_t block_floats = size_t(layer.in) * 4 * lanes;
+      k_->crit_f32(static_cast<const float*>(cl.w) + b0 * block_floats, layer.in, n, in, P, c_in, h + h0, c + h0, u,
+                   scratch, prefetch_);
+    }
+    if (crit_parts_ > 1) crit_barrier_->arrive(part, epoch + uint64_t(l) + 1);
+    in = h;
+  }
+}
+
 void CpuBackend::finish_precompute() {
   if (!pending_) return;
   const int64_t t0 = now_ns();
+  if (crit_parts_ > 1) crit_pool_.wait();  // the helpers left the tick's last barrier long ago
   scaler_.prepare();  // the next tick's input statistics, while the workers run
   int64_t busy;
   if (pool_.size() > 0) {
@@ -387,6 +459,7 @@ void CpuBackend::reset() {
 
 std::map<std::string, double> CpuBackend::counters() const {
   std::map<std::string, double> m;
+  m["critical_parts"] = crit_parts_;
   m["precompute_parts"] = nparts_;
   m["precompute_workers"] = pool_.size();
   m["precompute_ticks"] = double(precompute_count_);
@@ -410,8 +483,14 @@ std::map<std::string, std::string> CpuBackend::facts() const {
                                                     : "fp32";
   if (pm_.int8) f["cpu_int8"] = int8_slow_.empty() ? "AVX512_VNNI (vpdpbusd)" : "slow: " + int8_slow_;
   f["cpu_critical_core"] = critical_core_ >= 0 ? std::to_string(critical_core_) : "unpinned";
+  std::string crit;
+  for (int k = 0; k < crit_parts_; ++k)
+    crit += (k ? "," : "") + (k < int(options().cpuset.size()) ? std::to_string(options().cpuset[size_t(k)]) : std::string("unpinned"));
+  f["cpu_critical_cores"] = crit + " (the critical step in " + std::to_string(crit_parts_) +
+                            (crit_parts_ == 1 ? " part" : " parts, one barrier a layer") + ")";
   std::string pre;
-  for (size_t i = 1; i < options().cpuset.size(); ++i) pre += (pre.empty() ? "" : ",") + std::to_string(options().cpuset[i]);
+  for (size_t i = size_t(crit_parts_); i < options().cpuset.size(); ++i)
+    pre += (pre.empty() ? "" : ",") + std::to_string(options().cpuset[i]);
   f["cpu_precompute_cores"] = pre.empty() ? "inline (critical thread)" : pre;
   f["cpu_prefetch_bytes"] = std::to_string(prefetch_);
   f["cpu_rewarm"] = rewarm_ && pool_.size() > 0 ? "on" : "off";

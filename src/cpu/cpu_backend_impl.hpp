@@ -7,6 +7,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "cpu/isa_choice.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/packed_model.hpp"
+#include "cpu/part_barrier.hpp"
 #include "cpu/spin_pool.hpp"
 #include "scaling/input_scaler.hpp"
 
@@ -101,6 +103,10 @@ class CpuBackend final : public Backend {
     p->first->tiles_part(*p->second, p->second->scratch[size_t(part)]);
   }
   void pin_caller();
+  // The critical step's layers for blocks [b0, b1) of hidden units (part `part` of crit_parts_): every
+  // layer's gates and cell, after the barrier that says the previous layer's h is whole (several parts).
+  void critical_layers(int part);
+  static void critical_job(void* self, int helper, int) { static_cast<CpuBackend*>(self)->critical_layers(helper + 1); }
 
   const Precision precision_;
   const KernelTable* k_;
@@ -149,8 +155,19 @@ class CpuBackend final : public Backend {
   uint32_t* crit_pairs_ = nullptr;
 
   int int8_act_ = 0;  // index into KernelTable::crit_i8
+  // The critical step over crit_parts_ cores (CpuOptions::crit_cores): part 0 on the calling thread,
+  // parts 1.. on crit_pool_'s helpers, each all four gates of its blocks of hidden units; after each
+  // layer a part publishes the epoch it reached on a line of its own (PartBarrier) and the next layer
+  // waits for every part's. The tick's slot and epoch base are written before crit_pool_.start().
+  int crit_parts_ = 1;
+  std::vector<int> crit_block0_;                  // part k's blocks: [crit_block0_[k], crit_block0_[k + 1])
+  std::vector<AlignedArray<uint32_t>> crit_part_scratch_;  // parts 1..: their activation scratch
+  std::unique_ptr<PartBarrier> crit_barrier_;
+  int crit_slot_ = 0;
+  uint64_t crit_epoch_ = 0;  // the epoch before this tick's first layer (grows by L a tick, never reset)
   std::string options_text_;  // the CpuOptions it was made with (facts)
   std::vector<Scratch> scratch_;  // one per precompute part
+  SpinPool crit_pool_;  // the critical step's helpers (crit_parts_ - 1): they never doze
   SpinPool pool_;
   int nparts_ = 1;
 

@@ -14,16 +14,16 @@ int64_t now_ns() {
 
 }  // namespace
 
-SpinPool::SpinPool(const std::vector<int>& cores)
-    : done_(cores.size()), threads_([this] {
+SpinPool::SpinPool(const std::vector<int>& cores, const char* role, bool doze)
+    : doze_(doze), done_(cores.size()), threads_([this] {
         stop_.store(true, std::memory_order_release);
         gen_.fetch_add(1, std::memory_order_release);
       }) {
   // A worker that cannot be started or pinned throws; threads_ then stops and joins the others.
   for (size_t i = 0; i < cores.size(); ++i) {
-    threads_.start("cpu backend precompute worker " + std::to_string(i + 1) + " of " + std::to_string(cores.size()),
+    threads_.start("cpu backend " + std::string(role) + " " + std::to_string(i + 1) + " of " + std::to_string(cores.size()),
                    [this, i] { worker(static_cast<int>(i)); });
-    util::pin_thread(threads_.back().native_handle(), {cores[i]}, "cpu backend");
+    if (cores[i] >= 0) util::pin_thread(threads_.back().native_handle(), {cores[i]}, "cpu backend");
   }
 }
 
@@ -57,7 +57,7 @@ void SpinPool::worker(int part) {
     unsigned spins = 0;
     while ((g = gen_.load(std::memory_order_acquire)) == seen) {
       cpu_relax();
-      if ((++spins & 1023u) == 0) {
+      if (doze_ && (++spins & 1023u) == 0) {
         const int64_t t = now_ns();
         if (idle_since == 0)
           idle_since = t;

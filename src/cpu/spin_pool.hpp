@@ -16,9 +16,11 @@ using PoolJob = void (*)(void* ctx, int part, int nparts);
 
 class SpinPool {
  public:
-  // One worker per core id; throws hotpath::Error naming a core that cannot be pinned or a worker that
-  // cannot be started (the others are joined first). Empty: no workers.
-  explicit SpinPool(const std::vector<int>& cores);
+  // One worker per core id (-1: a worker left unpinned); throws hotpath::Error naming a core that cannot
+  // be pinned or a worker that cannot be started (the others are joined first). Empty: no workers.
+  // `role` names the threads; `doze` lets an idle worker poll every 50 us after ~2 ms without work (a
+  // pool the critical step itself waits on must not: its next job would wait for the wake-up).
+  explicit SpinPool(const std::vector<int>& cores, const char* role = "precompute worker", bool doze = true);
   ~SpinPool() = default;  // threads_ stops and joins the workers
   SpinPool(const SpinPool&) = delete;
   SpinPool& operator=(const SpinPool&) = delete;
@@ -50,6 +52,7 @@ class SpinPool {
   PoolJob fn_ = nullptr;
   void* ctx_ = nullptr;
   std::atomic<bool> stop_{false};
+  const bool doze_;
   alignas(64) std::vector<Done> done_;
   util::ThreadGroup threads_;  // last: destroyed (stopped, joined) before what the workers use
 };

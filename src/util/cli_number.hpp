@@ -7,8 +7,10 @@
 #include <CLI/CLI.hpp>
 
 #include <charconv>
+#include <functional>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "util/number.hpp"
 
@@ -17,10 +19,9 @@ namespace hotpath::util {
 // The validator's name on every numeric option (tests look it up to find a flag that skipped it).
 inline constexpr const char* kNumberValidator = "decimal-number";
 
-// An integer option in [lo, hi] bound to `var`; --help shows "INT in [lo, hi]".
+// The integer grammar's validator for [lo, hi], and the option's type name ("INT in [lo, hi]").
 template <class T>
-CLI::Option* add_int_option(CLI::App* app, const std::string& name, T& var, const std::string& help,
-                            std::type_identity_t<T> lo, std::type_identity_t<T> hi) {
+std::pair<CLI::Validator, std::string> int_grammar(T lo, T hi) {
   static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   CLI::Validator v(
@@ -31,8 +32,23 @@ CLI::Option* add_int_option(CLI::App* app, const std::string& name, T& var, cons
         return {};
       },
       "", kNumberValidator);
+  return {v, "INT in " + range};
+}
+
+// An integer option in [lo, hi] bound to `var`; --help shows "INT in [lo, hi]".
+template <class T>
+CLI::Option* add_int_option(CLI::App* app, const std::string& name, T& var, const std::string& help,
+                            std::type_identity_t<T> lo, std::type_identity_t<T> hi) {
+  auto [v, type] = int_grammar<T>(lo, hi);
   // transform, not check: CLI11 discards a check's rewrite and would convert the raw text itself.
-  return app->add_option(name, var, help)->transform(v)->type_name(std::string("INT in ") + range);
+  return app->add_option(name, var, help)->transform(v)->type_name(type);
+}
+// The same, handing the value to `set` instead.
+template <class T>
+CLI::Option* add_int_option_function(CLI::App* app, const std::string& name, std::function<void(const T&)> set,
+                                     const std::string& help, std::type_identity_t<T> lo, std::type_identity_t<T> hi) {
+  auto [v, type] = int_grammar<T>(lo, hi);
+  return app->add_option_function<T>(name, std::move(set), help)->transform(v)->type_name(type);
 }
 
 // A finite floating-point option in [lo, hi], or (lo, hi] when `open_lo`; --help shows the range.

@@ -367,14 +367,15 @@ TEST(CpuBackend, OptionErrors) {
 // environment as the layer under it, and a backend made with them does as they say.
 TEST(CpuOptions, TextEnvironmentAndBackend) {
   const CpuOptions d;
-  EXPECT_EQ(cpu_options_text(d), "isa=auto,bf16=auto,int8_act=16,prefetch=auto,rewarm=1,hugepages=1");
+  EXPECT_EQ(cpu_options_text(d), "isa=auto,bf16=auto,int8_act=16,prefetch=auto,rewarm=1,hugepages=1,crit_cores=auto");
   const CpuOptions o = parse_cpu_options("isa=generic,prefetch=0,hugepages=0");
   EXPECT_EQ(o.isa, CpuIsa::generic);
   EXPECT_EQ(o.prefetch_bytes, 0);
   EXPECT_FALSE(o.huge_pages);
   EXPECT_EQ(o.bf16, CpuBf16::automatic);  // keys not named keep their value
   EXPECT_TRUE(o.rewarm);
-  const CpuOptions all = parse_cpu_options("isa=avx2,bf16=cvt,int8_act=8,prefetch=512,rewarm=0,hugepages=0");
+  const CpuOptions all = parse_cpu_options("isa=avx2,bf16=cvt,int8_act=8,prefetch=512,rewarm=0,hugepages=0,crit_cores=3");
+  EXPECT_EQ(all.crit_cores, 3);
   EXPECT_EQ(cpu_options_text(parse_cpu_options(cpu_options_text(all))), cpu_options_text(all));
   EXPECT_EQ(cpu_options_text(parse_cpu_options("")), cpu_options_text(d));
   auto refused = [](const std::string& text, const std::string& needle) {
@@ -386,7 +387,9 @@ TEST(CpuOptions, TextEnvironmentAndBackend) {
     }
   };
   refused("isa=sse", "isa=sse (isa takes auto, avx512, avx2, neon, sve or generic)");
-  refused("speed=11", "unknown key 'speed' (keys: isa, bf16, int8_act, prefetch, rewarm, hugepages)");
+  refused("speed=11", "unknown key 'speed' (keys: isa, bf16, int8_act, prefetch, rewarm, hugepages, crit_cores)");
+  refused("crit_cores=0", "crit_cores takes auto or 1..8");
+  refused("crit_cores=9", "crit_cores takes auto or 1..8");
   refused("isa", "'isa' has no value");
   refused("isa=avx2,,bf16=dot", "an empty pair");
   refused("prefetch=70000", "prefetch takes auto or bytes 0..65536");
@@ -413,7 +416,7 @@ TEST(CpuOptions, TextEnvironmentAndBackend) {
   EnvScope isa("HOTPATH_CPU_ISA", "bogus");  // not read: the options are given
   auto b = make_cpu_backend(m, opt);
   EXPECT_EQ(b->variant(), "generic-fp32");
-  EXPECT_EQ(b->facts().at("cpu_options"), "isa=generic,bf16=auto,int8_act=16,prefetch=0,rewarm=0,hugepages=0");
+  EXPECT_EQ(b->facts().at("cpu_options"), "isa=generic,bf16=auto,int8_act=16,prefetch=0,rewarm=0,hugepages=0,crit_cores=auto");
   opt.cpu.reset();
   EXPECT_THROW(make_cpu_backend(m, opt), Error);  // now the environment's (bogus) is read
 }

@@ -1,0 +1,35 @@
+// The barrier between the parts of a critical step split over several cores (CpuOptions::crit_cores):
+// each part publishes the epoch it has reached on a cache line of its own, and a part that needs the
+// others' results reads their lines until each shows the epoch. No read-modify-write, so no line is
+// fought over: a wait costs one line transfer per part that arrived after the waiter started looking.
+// Epochs only grow (a tick adds one per layer), so the barrier is never reset and never reused wrongly.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "util/arch.hpp"
+
+namespace hotpath::cpu {
+
+class PartBarrier {
+ public:
+  explicit PartBarrier(int parts) : lines_(size_t(parts)) {}
+  int parts() const { return int(lines_.size()); }
+  // Part `part` has finished everything up to `epoch` (its writes before this are visible to a waiter).
+  void arrive(int part, uint64_t epoch) { lines_[size_t(part)].epoch.store(epoch, std::memory_order_release); }
+  // Returns once every part but `part` has arrived at `epoch` or later.
+  void wait_others(int part, uint64_t epoch) const {
+    for (size_t j = 0; j < lines_.size(); ++j)
+      if (int(j) != part)
+        while (lines_[j].epoch.load(std::memory_order_acquire) < epoch) arch::cpu_relax();
+  }
+
+ private:
+  struct alignas(arch::kCacheLine) Line {
+    std::atomic<uint64_t> epoch{0};
+  };
+  std::vector<Line> lines_;
+};
+
+}  // namespace hotpath::cpu
