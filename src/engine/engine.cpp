@@ -159,6 +159,10 @@ std::unique_ptr<Backend> make_served(BackendKind kind, const Model& model, const
   BackendOptions so = bo;
   so.precision.reset();
   so.gpu = GpuOptions{};
+  // The shadow's critical step on one core: the cores after the primary's first are its whole cpuset.
+  CpuOptions shadow_cpu = bo.cpu ? *bo.cpu : cpu_options_from_env();
+  shadow_cpu.crit_cores = 1;
+  so.cpu = shadow_cpu;
   int cpu = -1;
   if (so.cpuset.size() >= 2) {
     so.cpuset.erase(so.cpuset.begin());
