@@ -57,7 +57,8 @@ size_t core_l2_bytes() {
   return bytes > 0 ? size_t(bytes) : 0;
 }
 
-int choose_critical_cores(int asked, size_t critical_bytes, size_t l2_bytes, size_t cpuset_cores, int blocks) {
+int choose_critical_cores(int asked, size_t critical_bytes, size_t l2_bytes, size_t cpuset_cores, int blocks,
+                          size_t usable_cores) {
   if (asked > 0) {
     const std::string n = std::to_string(asked);
     if (asked > blocks)
@@ -66,6 +67,9 @@ int choose_critical_cores(int asked, size_t critical_bytes, size_t l2_bytes, siz
     if (cpuset_cores > 0 && size_t(asked) > cpuset_cores)
       throw Error("crit_cores=" + n + " needs a --cpuset of at least " + n + " cores (its first " + n +
                   " run the critical step); it has " + std::to_string(cpuset_cores));
+    if (cpuset_cores == 0 && size_t(asked) > usable_cores)
+      throw Error("crit_cores=" + n + ": this process may run on " + std::to_string(usable_cores) +
+                  " cores, and each part of the critical step spins on one of its own");
     return asked;
   }
   // auto: split only where one core's L2 cannot keep the weights (half of it: the scratch, the state
@@ -104,7 +108,7 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
       nslots_(options.mode == Mode::window ? std::max(W_, 1) : 1),
       scaler_(model, options.scaler),
       crit_parts_(choose_critical_cores(isa.options.crit_cores, pm_.critical_weight_bytes(), core_l2_bytes(),
-                                        options.cpuset.size(), pm_.nb)),
+                                        options.cpuset.size(), pm_.nb, util::allowed_cores().size())),
       crit_pool_(helper_cores(options.cpuset, crit_parts_), "critical-step helper", /*doze=*/false),
       pool_(precompute_cores(options.cpuset, crit_parts_)) {
   if (options.mode == Mode::window && W_ < 1)

@@ -25,9 +25,12 @@ void override_cpu_features(std::optional<CpuFeatures> features);  // nullopt: de
 std::string int8_slow_note(const CpuFeatures& features, const CpuOptions& options = cpu_options_from_env());
 // The cores the critical step is split over (CpuOptions::crit_cores): `asked` (0: auto), for critical
 // weights of `critical_bytes` in `blocks` blocks of hidden units, one core's L2 of `l2_bytes` (0:
-// unknown) and a cpuset of `cpuset_cores` (0: none). Throws hotpath::Error, naming why, for an ask that
-// cannot be served (more cores than blocks, or than the cpuset has).
-int choose_critical_cores(int asked, size_t critical_bytes, size_t l2_bytes, size_t cpuset_cores, int blocks);
+// unknown), a cpuset of `cpuset_cores` (0: none) and `usable_cores` this process may run on. Throws
+// hotpath::Error, naming why, for an ask that cannot be served: more parts than blocks, than the cpuset
+// has, or (without one) than the process has cores (each part spins on a core of its own: two on one
+// core would wait for the scheduler at every barrier).
+int choose_critical_cores(int asked, size_t critical_bytes, size_t l2_bytes, size_t cpuset_cores, int blocks,
+                          size_t usable_cores);
 // One core's L2 as the C library reports it; 0 when it does not.
 size_t core_l2_bytes();
 }  // namespace cpu
