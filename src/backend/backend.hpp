@@ -129,6 +129,6 @@ class Backend {
   BackendOptions options_;
 };
 
-// The registry of backends (make_backend, backend_names) is the engine layer's: src/engine/engine.hpp.
+// The registry of backends (make_backend, built_backends) is the engine layer's: src/engine/engine.hpp.
 
 }  // namespace hotpath
