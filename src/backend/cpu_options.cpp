@@ -109,6 +109,9 @@ CpuOptions parse_cpu_options(const std::string& text, CpuOptions base) {
 
 CpuOptions cpu_options_over_env(const std::string& text) { return parse_cpu_options(text, cpu_options_from_env()); }
 
+// The environment is read only when no options are given (value_or would read it always).
+CpuOptions cpu_options_or_env(const std::optional<CpuOptions>& given) { return given ? *given : cpu_options_from_env(); }
+
 CpuOptions cpu_options_from_env() {
   CpuOptions o;
   for (const Key& k : keys()) {

@@ -4,6 +4,7 @@
 // environment (HOTPATH_CPU_*), the override layer under them (cpu_options_from_env). The text form is
 // comma-separated key=value pairs, e.g. "isa=avx2,prefetch=0"; a key it does not name keeps its value.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "util/names.hpp"
@@ -65,6 +66,8 @@ CpuOptions cpu_options_from_env();
 // What a front end's text (--cpu-options, the C ABI's field, Python's keyword) means: its keys over the
 // environment's.
 CpuOptions cpu_options_over_env(const std::string& text);
+// The options given, or (none given) the environment's: what a cpu backend is made with.
+CpuOptions cpu_options_or_env(const std::optional<CpuOptions>& given);
 // Every key's value in the text form (parse_cpu_options(cpu_options_text(o)) == o).
 std::string cpu_options_text(const CpuOptions& o);
 // The keys and their values, one line each, for --help.

@@ -38,13 +38,13 @@ void add_engine_flags(CLI::App* cmd, EngineOptions& o, EngineFlagSet set) {
       "(mean and std of the past N ticks only)");
   // Both write CpuOptions: the keys --cpu-options names over what --crit-cores set, and the other way round.
   cmd->add_option_function<std::string>(
-      "--cpu-options", [&o](const std::string& v) { o.cpu = parse_cpu_options(v, o.cpu ? *o.cpu : cpu_options_from_env()); },
+      "--cpu-options", [&o](const std::string& v) { o.cpu = parse_cpu_options(v, cpu_options_or_env(o.cpu)); },
       "The cpu backend's knobs (and cuda's --fallback cpu's), comma-separated key=value over the environment's:\n" +
           cpu_options_help());
   util::add_int_option_function<int>(
       cmd, "--crit-cores",
       [&o](int n) {
-        CpuOptions c = o.cpu ? *o.cpu : cpu_options_from_env();
+        CpuOptions c = cpu_options_or_env(o.cpu);
         c.crit_cores = n;
         o.cpu = c;
       },

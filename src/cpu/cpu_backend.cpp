@@ -311,17 +311,15 @@ void CpuBackend::critical_layers(int part) {
     // Each block's weights are one contiguous stream (kernels.hpp): the part's start at block b0. (A part
     // with no blocks, n == 0, only keeps the barrier's count.)
     if (pm_.int8) {  // u0 comes from the precompute's own fp32 product (advance_windows)
-      const size_t block_bytes = size_t(int8_quads(layer.in)) * 4 * lanes * 4;
-      k_->crit_i8[int8_act_](static_cast<const int8_t*>(cl.w) + b0 * block_bytes, cl.scale + g0, cl.corr + g0, layer.in,
-                             n, in, P, c_in, h + h0, c + h0, reinterpret_cast<uint8_t*>(scratch), prefetch_);
+      const auto* w = static_cast<const uint32_t*>(cl.w) + b0 * int8_block_words(layer.in, lanes);
+      k_->crit_i8[int8_act_](reinterpret_cast<const int8_t*>(w), cl.scale + g0, cl.corr + g0, layer.in, n, in, P, c_in,
+                             h + h0, c + h0, reinterpret_cast<uint8_t*>(scratch), prefetch_);
     } else if (pm_.bf16) {
-      const size_t block_words = size_t((layer.in + 1) / 2) * 4 * lanes;
-      k_->crit_bf16(static_cast<const uint32_t*>(cl.w) + b0 * block_words, layer.in, n, in, P, c_in, h + h0, c + h0, u,
-                    scratch, prefetch_);
+      k_->crit_bf16(static_cast<const uint32_t*>(cl.w) + b0 * bf16_block_words(layer.in, lanes), layer.in, n, in, P,
+                    c_in, h + h0, c + h0, u, scratch, prefetch_);
     } else {
-      const size_t block_floats = size_t(layer.in) * 4 * lanes;
-      k_->crit_f32(static_cast<const float*>(cl.w) + b0 * block_floats, layer.in, n, in, P, c_in, h + h0, c + h0, u,
-                   scratch, prefetch_);
+      k_->crit_f32(static_cast<const float*>(cl.w) + b0 * f32_block_floats(layer.in, lanes), layer.in, n, in, P, c_in,
+                   h + h0, c + h0, u, scratch, prefetch_);
     }
     if (crit_parts_ > 1) crit_barrier_->arrive(part, epoch + uint64_t(l) + 1);
     in = h;
@@ -511,8 +509,7 @@ std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptio
     throw UnsupportedError(std::string("the cpu backend does not support precision ") + precision_name(p) +
                            " (use fp32, bf16 or int8)");
   model.validate();
-  // the environment is read only when no options are given (value_or would read it always)
-  cpu::IsaChoice isa = cpu::choose_isa(p, cpu::cpu_features(), options.cpu ? *options.cpu : cpu_options_from_env());
+  cpu::IsaChoice isa = cpu::choose_isa(p, cpu::cpu_features(), cpu_options_or_env(options.cpu));
   if (!isa.table) throw UnsupportedError(isa.unbuilt);
   if (!isa.int8_slow.empty()) util::warn_once(isa.int8_slow);
   return std::make_unique<cpu::CpuBackend>(model, options, p, std::move(isa));

@@ -37,6 +37,11 @@ constexpr int kMaxTileCols = 4;
 constexpr size_t pair_scratch_words(int kdim) { return size_t((kdim + 1) / 2 + 15) / 16 * 16 * kMaxTileCols; }
 // int8 layout: columns of W_ih padded to a multiple of 8 (two quads per loop turn), in quads.
 constexpr int int8_quads(int kdim) { return (kdim + 7) / 8 * 2; }
+// One block of `lanes` hidden units of a packed gate matrix of `kdim` columns (the layout above), in the
+// units its kernels step through: floats (fp32), uint32 pairs (bf16), uint32 words of four int8 (int8).
+constexpr long f32_block_floats(int kdim, int lanes) { return long(kdim) * 4 * lanes; }
+constexpr long bf16_block_words(int kdim, int lanes) { return long((kdim + 1) / 2) * 4 * lanes; }
+constexpr long int8_block_words(int kdim, int lanes) { return long(int8_quads(kdim)) * 4 * lanes; }
 // The critical step's activation scratch (uint32 words) for inputs of up to `kdim`: bf16 pairs, or
 // int8's activation bytes (two rows of kdim + 64 bytes: crit_i8, head_i8).
 constexpr size_t activation_scratch_words(int kdim) {

@@ -94,7 +94,7 @@ void crit_f32(const float* W, int kdim, int nb, const float* x, const float* P, 
               float* c_out, float* u_out, uint32_t*, int pf) {
   constexpr int L = T::L;
   using V = typename T::V;
-  const long bstride = long(kdim) * 4 * L;
+  const long bstride = f32_block_floats(kdim, L);
   for (int b = 0; b < nb; ++b) {
     const float* w = W + b * bstride;
     V a0 = T::zero(), a1 = T::zero(), a2 = T::zero(), a3 = T::zero();
@@ -133,7 +133,7 @@ void crit_bf16_cvt(const uint32_t* W, int kdim, int nb, const float* x, const fl
   using V = typename T::V;
   using VI = typename T::VI;
   const int nkp = (kdim + 1) / 2, nfull = kdim / 2;
-  const long bstride = long(nkp) * 4 * L;
+  const long bstride = bf16_block_words(kdim, L);
   for (int b = 0; b < nb; ++b) {
     const uint32_t* w = W + b * bstride;
     V a0 = T::zero(), a1 = T::zero(), a2 = T::zero(), a3 = T::zero();
@@ -175,7 +175,7 @@ void crit_bf16_dot(const uint32_t* W, int kdim, int nb, const float* x, const fl
     const int nkp = (kdim + 1) / 2;
     T::cvt_pairs(x, kdim, scratch);
     const uint32_t* xp = scratch;
-    const long bstride = long(nkp) * 4 * L;
+    const long bstride = bf16_block_words(kdim, L);
     for (int b = 0; b < nb; ++b) {
       const uint32_t* w = W + b * bstride;
       V a0 = T::zero(), a1 = T::zero(), a2 = T::zero(), a3 = T::zero();
@@ -244,7 +244,7 @@ void crit_i8(const int8_t* W8, const float* wscale, const int32_t* corr, int kdi
   const uint32_t* xl;
   const V xs = T::set1(quantize_activations<T, ACT16>(x, kdim, scratch, &xh, &xl));
   const uint32_t* W = reinterpret_cast<const uint32_t*>(W8);
-  const long bstride = long(KQ) * 4 * L;  // uint32 words per block of units
+  const long bstride = int8_block_words(kdim, L);
   for (int b = 0; b < nb; ++b) {
     const uint32_t* w = W + b * bstride;
     VI a0 = T::zeroi(), a1 = T::zeroi(), a2 = T::zeroi(), a3 = T::zeroi();
@@ -350,7 +350,7 @@ void gemm_f32_tile(const float* W, int kdim, int b0, int b1, const float* const*
                    float* const* out) {
   constexpr int L = T::L;
   using V = typename T::V;
-  const long bstride = long(kdim) * 4 * L;
+  const long bstride = f32_block_floats(kdim, L);
   for (int b = b0; b < b1; ++b) {
     const float* w = W + b * bstride;
     V acc[NC][4];
@@ -380,7 +380,7 @@ void gemm_bf16_tile(const uint32_t* W, int kdim, int b0, int b1, const float* co
   using V = typename T::V;
   using VI = typename T::VI;
   const int nkp = (kdim + 1) / 2, nfull = kdim / 2;
-  const long bstride = long(nkp) * 4 * L;
+  const long bstride = bf16_block_words(kdim, L);
   const long sstride = long(nkp + 15) / 16 * 16;
   if constexpr (kDot) {
 #pragma GCC unroll 4

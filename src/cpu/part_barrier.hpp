@@ -15,7 +15,6 @@ namespace hotpath::cpu {
 class PartBarrier {
  public:
   explicit PartBarrier(int parts) : lines_(size_t(parts)) {}
-  int parts() const { return int(lines_.size()); }
   // Part `part` has finished everything up to `epoch` (its writes before this are visible to a waiter).
   void arrive(int part, uint64_t epoch) { lines_[size_t(part)].epoch.store(epoch, std::memory_order_release); }
   // Returns once every part but `part` has arrived at `epoch` or later.

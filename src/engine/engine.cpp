@@ -160,7 +160,7 @@ std::unique_ptr<Backend> make_served(BackendKind kind, const Model& model, const
   so.precision.reset();
   so.gpu = GpuOptions{};
   // The shadow's critical step on one core: the cores after the primary's first are its whole cpuset.
-  CpuOptions shadow_cpu = bo.cpu ? *bo.cpu : cpu_options_from_env();
+  CpuOptions shadow_cpu = cpu_options_or_env(bo.cpu);
   shadow_cpu.crit_cores = 1;
   so.cpu = shadow_cpu;
   int cpu = -1;
