@@ -35,9 +35,9 @@ jobs="${HOTPATH_TEST_JOBS:-2}"
 # The tests' hang guards (tests/common/within_seconds.hpp) were set for native speed; qemu runs spinning
 # threads many times slower (EngineShadow's reset cycles: 27 s here against a 30 s guard).
 export HOTPATH_TEST_TIME_SCALE=10
-# The CPU backend's paths, less the portable 16-lane ones outside the golden cases, and three long runs
+# The CPU backend's paths, less the portable 16-lane ones outside the golden cases, and four long runs
 # that test no ISA (threads, series lengths; they run in the native job).
-cpu_skip='(Shapes_|CpuBacktest_|LongRun_|Int8Shapes_)[^ ]*generic|CpuBacktest\.GoldenCasesAsSeveralSeries|CpuBacktest\.LongSeries|CpuBackend\.LstmSWindowThreaded'
+cpu_skip='(Shapes_|CpuBacktest_|LongRun_|Int8Shapes_)[^ ]*generic|CpuBacktest\.GoldenCasesAsSeveralSeries|CpuBacktest\.LongSeries|CpuBackend\.LstmSWindowThreaded|CpuPrecomputeSplit\.RowsAnswerAsWindowsAndInline'
 labels='^(test_util|test_loader|test_npy|test_safetensors|test_scaling|test_input_scaler|test_reference|test_engine|test_capi|test_llm|test_bench|test_instances|test_cuda_plan|test_cpu_backend)$'
 # The test names were listed (at build time) on qemu's default core, 512-bit SVE: a pass on another core
 # leaves out the names of tables that core lacks, which would select no case there and pass empty.

@@ -42,6 +42,9 @@ const std::vector<Key>& keys() {
       {"bf16", "HOTPATH_CPU_BF16", util::names_list<CpuBf16>(),
        [](const std::string& v, CpuOptions& o) { return set_choice(v, o.bf16); },
        [](const CpuOptions& o) { return std::string(cpu_bf16_name(o.bf16)); }},
+      {"amx", "HOTPATH_CPU_AMX", util::names_list<CpuAmx>(),
+       [](const std::string& v, CpuOptions& o) { return set_choice(v, o.amx); },
+       [](const CpuOptions& o) { return std::string(cpu_amx_name(o.amx)); }},
       {"int8_act", "HOTPATH_CPU_INT8_ACT", "16 or 8",
        [](const std::string& v, CpuOptions& o) {
          if (v != "16" && v != "8") return false;
@@ -72,6 +75,18 @@ const std::vector<Key>& keys() {
          return true;
        },
        [](const CpuOptions& o) { return o.crit_cores == 0 ? std::string("auto") : std::to_string(o.crit_cores); }},
+      {"pre_split", "HOTPATH_CPU_PRE_SPLIT", util::names_list<CpuPrecomputeSplit>(),
+       [](const std::string& v, CpuOptions& o) { return set_choice(v, o.pre_split); },
+       [](const CpuOptions& o) { return std::string(util::name_of(o.pre_split)); }},
+      {"pre_cores", "HOTPATH_CPU_PRE_CORES", "auto or 1.." + std::to_string(kMaxPrecomputeCores),
+       [](const std::string& v, CpuOptions& o) {
+         if (v == "auto") return o.pre_cores = 0, true;
+         const auto n = util::parse_int<int>(v);
+         if (!n || *n < 1 || *n > kMaxPrecomputeCores) return false;
+         o.pre_cores = *n;
+         return true;
+       },
+       [](const CpuOptions& o) { return o.pre_cores == 0 ? std::string("auto") : std::to_string(o.pre_cores); }},
   };
   return k;
 }

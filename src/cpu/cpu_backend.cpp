@@ -46,8 +46,15 @@ std::vector<int> helper_cores(const std::vector<int>& cpuset, int parts) {
   if (cpuset.empty()) return std::vector<int>(size_t(parts - 1), -1);
   return {cpuset.begin() + 1, cpuset.begin() + parts};
 }
-std::vector<int> precompute_cores(const std::vector<int>& cpuset, int parts) {
-  return cpuset.size() > size_t(parts) ? std::vector<int>(cpuset.begin() + parts, cpuset.end()) : std::vector<int>{};
+// CpuOptions::pre_cores `asked` (0: auto) of them; without a cpuset, that many unpinned workers.
+std::vector<int> precompute_cores(const std::vector<int>& cpuset, int parts, int asked) {
+  if (cpuset.empty()) return std::vector<int>(size_t(asked), -1);
+  const size_t left = cpuset.size() > size_t(parts) ? cpuset.size() - size_t(parts) : 0;
+  if (asked > 0 && size_t(asked) > left)
+    throw Error("pre_cores=" + std::to_string(asked) + ": the cpuset has " + std::to_string(left) +
+                (left == 1 ? " core" : " cores") + " after the critical step's " + std::to_string(parts));
+  const size_t n = asked > 0 ? size_t(asked) : left;
+  return std::vector<int>(cpuset.begin() + parts, cpuset.begin() + parts + long(n));
 }
 
 }  // namespace
@@ -80,11 +87,11 @@ int choose_critical_cores(int asked, size_t critical_bytes, size_t l2_bytes, siz
   return int(std::min<size_t>({spread, size_t(kMaxCriticalCores), cpuset_cores - 1, size_t(std::max(blocks, 1))}));
 }
 
-CpuBackend::Scratch::Scratch(int cols, int Hp, int kmax)
+CpuBackend::Scratch::Scratch(int cols, int h_cols, int Hp, int kmax)
     : max_cols(cols),
-      h_a(size_t(cols) * Hp),
-      h_b(size_t(cols) * Hp),
-      pairs(pair_scratch_words(kmax)),
+      h_a(size_t(h_cols) * Hp),
+      h_b(size_t(h_cols) * Hp),
+      pairs(gemm_scratch_words(kmax)),
       u0(size_t(Hp) * 4),
       slots(cols),
       in(cols),
@@ -110,7 +117,7 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
       crit_parts_(choose_critical_cores(isa.options.crit_cores, pm_.critical_weight_bytes(), core_l2_bytes(),
                                         options.cpuset.size(), pm_.nb, util::allowed_cores().size())),
       crit_pool_(helper_cores(options.cpuset, crit_parts_), "critical-step helper", /*doze=*/false),
-      pool_(precompute_cores(options.cpuset, crit_parts_)) {
+      pool_(precompute_cores(options.cpuset, crit_parts_, isa.options.pre_cores)) {
   if (options.mode == Mode::window && W_ < 1)
     throw Error("cpu backend: window mode needs a window length >= 1 (none given and none in the model file)");
   const CpuOptions& co = isa.options;
@@ -127,19 +134,31 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
   layer_floats_ = round_to_lines<float>(pm_.gate_floats() + size_t(Hp));
   slot_floats_ = layer_floats_ * pm_.num_layers;
   nparts_ = std::max(1, pool_.size());
-  const int cols = int((static_cast<long long>(nslots_) + nparts_ - 1) / nparts_ + 1);
+  rows_split_ = !streaming_ && nparts_ > 1 &&
+                (co.pre_split == CpuPrecomputeSplit::rows ||
+                 (co.pre_split == CpuPrecomputeSplit::automatic &&
+                  (k_->amx || pm_.precompute_weight_bytes() > core_l2_bytes() / 2)));
+  // Windows a part advances at most in one call: its share of them (window split), or all (row split).
+  const int cols = rows_split_ ? nslots_ : int((static_cast<long long>(nslots_) + nparts_ - 1) / nparts_ + 1);
+  const int h_cols = rows_split_ ? 0 : cols;
   // The window state (P and c per open window, two h columns per window for the precompute) grows
   // with W: refuse a window whose state no machine should be asked for before allocating any of it.
   if (!streaming_)
     check_window_state("cpu", W_,
-                       4.0 * (double(slot_floats_) * nslots_ + double(nparts_) * cols * 2.0 * Hp));
+                       4.0 * (double(slot_floats_) * nslots_ + (rows_split_ ? 2.0 * nslots_ * Hp : 0.0) +
+                              double(nparts_) * h_cols * 2.0 * Hp));
   // The open windows' state: the critical step reads one slot a tick (huge pages: one dTLB entry).
   slots_ = AlignedArray<float>(slot_floats_ * nslots_, use_huge);
   u0_ = AlignedArray<float>(pm_.gate_floats());
   const int kmax = std::max(pm_.I, pm_.H);
   build_critical_arena(use_huge, kmax);
   scratch_.reserve(nparts_);
-  for (int p = 0; p < nparts_; ++p) scratch_.emplace_back(cols, Hp, kmax);
+  for (int p = 0; p < nparts_; ++p) scratch_.emplace_back(cols, h_cols, Hp, kmax);
+  if (rows_split_) {
+    for (int k = 0; k <= nparts_; ++k) pre_block0_.push_back(int(long(pm_.nb) * k / nparts_));
+    pre_barrier_ = std::make_unique<PartBarrier>(nparts_);
+    pre_h_ = AlignedArray<float>(2 * size_t(nslots_) * Hp);
+  }
   for (int k = 0; k <= crit_parts_; ++k) crit_block0_.push_back(int(long(pm_.nb) * k / crit_parts_));
   for (int k = 1; k < crit_parts_; ++k) crit_part_scratch_.emplace_back(activation_scratch_words(kmax));
   crit_barrier_ = std::make_unique<PartBarrier>(crit_parts_);
@@ -343,6 +362,7 @@ void CpuBackend::finish_precompute() {
     busy = now_ns() - t0;
   }
   pending_ = false;
+  if (rows_split_) pre_epoch_ += uint64_t(pm_.num_layers);
   ++precompute_count_;
   precompute_busy_us_sum_ += busy * 1e-3;
   // Pull the next completing window's state into this core's cache now, not during the next step().
@@ -411,10 +431,64 @@ void CpuBackend::advance_windows(Scratch& s, int n) {
   }
 }
 
+// Every open window (other than a kept completing one) consumes x_t through blocks [b0, b1) of this part:
+// the products take all the windows as columns, and the next layer waits until every part's cells of
+// this one are in pre_h_.
+void CpuBackend::advance_windows_rows(Scratch& s, int part) {
+  const long long t = pending_tick_;
+  const long long lo = pending_keep_ ? 1 : std::max(0LL, t - W_ + 2);
+  const int n = int(std::max(0LL, t - lo + 1));
+  const int b0 = pre_block0_[size_t(part)], b1 = pre_block0_[size_t(part) + 1];
+  const int Hp = pm_.Hp, L = pm_.num_layers;
+  const uint64_t epoch = pre_epoch_;  // moved on by the caller only after every part is done
+  auto h_of = [&](int l, int j) { return pre_h_.data() + (size_t(l & 1) * nslots_ + size_t(j)) * Hp; };
+  for (int j = 0; j < n; ++j) s.slots[j] = int((lo + j) % W_);
+  for (int l = 0; l < L; ++l) {
+    const PackedLayer& layer = pm_.layers[l];
+    for (int j = 0; j < n; ++j) {
+      s.P[j] = slot_P(s.slots[j], l);
+      s.c[j] = slot_c(s.slots[j], l);
+      s.h[j] = h_of(l, j);
+    }
+    if (b0 < b1 && n > 0) {
+      if (l == 0) {
+        const float* u0 = u0_.data();
+        if (pm_.int8) {  // the exact fp32 W_ih,0·x_t of this part's blocks (advance_windows says why)
+          const float* x = xbuf_;
+          const float* none = nullptr;
+          float* out = s.u0.data();
+          k_->gemm_f32(layer.wih32.data(), layer.in, b0, b1, 1, &x, &none, &out, s.pairs.data());
+          u0 = s.u0.data();
+        }
+        for (int j = 0; j < n; ++j) k_->cell(s.P[j], u0, s.c[j], s.h[j], b0, b1);
+      } else {
+        for (int j = 0; j < n; ++j) {
+          s.in[j] = h_of(l - 1, j);
+          s.add[j] = s.P[j];
+        }
+        gemm(layer, false, b0, b1, n, s.in.data(), s.add.data(), s.P.data(), s.pairs.data());
+        for (int j = 0; j < n; ++j) k_->cell(s.P[j], nullptr, s.c[j], s.h[j], b0, b1);
+      }
+    }
+    pre_barrier_->arrive(part, epoch + uint64_t(l) + 1);
+    // every part's h of layer l; a wait past ~1,000 polls (tens of us) yields: the workers may be unpinned
+    pre_barrier_->wait_others(part, epoch + uint64_t(l) + 1, /*yield_after=*/1000);
+    if (b0 < b1 && n > 0) {
+      for (int j = 0; j < n; ++j) {
+        s.in[j] = s.h[j];
+        s.add[j] = layer.bias.data();
+      }
+      gemm(layer, true, b0, b1, n, s.in.data(), s.add.data(), s.P.data(), s.pairs.data());
+    }
+  }
+}
+
 void CpuBackend::precompute_part(int part, int nparts) {
   Scratch& s = scratch_[part];
   const long long t = pending_tick_;
-  if (!streaming_) {
+  if (rows_split_) {
+    advance_windows_rows(s, part);
+  } else if (!streaming_) {
     // Open windows (other than a kept completing one) that consume x_t, owned by slot % nparts.
     const long long lo = pending_keep_ ? 1 : std::max(0LL, t - W_ + 2);
     int n = 0;
@@ -491,9 +565,14 @@ std::map<std::string, std::string> CpuBackend::facts() const {
   f["cpu_critical_cores"] = crit + " (the critical step in " + std::to_string(crit_parts_) +
                             (crit_parts_ == 1 ? " part" : " parts, one barrier a layer") + ")";
   std::string pre;
-  for (size_t i = size_t(crit_parts_); i < options().cpuset.size(); ++i)
-    pre += (pre.empty() ? "" : ",") + std::to_string(options().cpuset[i]);
+  for (size_t i = 0; i < size_t(pool_.size()); ++i)
+    pre += (pre.empty() ? "" : ",") + (options().cpuset.empty() ? std::string("unpinned")
+                                                                : std::to_string(options().cpuset[size_t(crit_parts_) + i]));
   f["cpu_precompute_cores"] = pre.empty() ? "inline (critical thread)" : pre;
+  f["cpu_precompute_split"] = streaming_ ? "none (streaming: the completing window's rows over the cores)"
+                              : rows_split_ ? "rows (each core its blocks of units for every window, a barrier a layer)"
+                                            : nparts_ > 1 ? "windows (each core its own windows)" : "none (one core)";
+  f["cpu_gemm"] = k_->amx && pm_.bf16 ? "amx (bf16 tiles, 16 columns a tile)" : "vector";
   f["cpu_prefetch_bytes"] = std::to_string(prefetch_);
   f["cpu_rewarm"] = rewarm_ && pool_.size() > 0 ? "on" : "off";
   f["cpu_critical_weights"] = std::to_string(crit_bytes_) + " B in one private block with the step's scratch" +

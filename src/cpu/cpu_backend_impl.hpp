@@ -57,7 +57,8 @@ class CpuBackend final : public Backend {
     std::vector<int> slots;
     std::vector<const float*> in, add;
     std::vector<float*> P, c, h;
-    Scratch(int cols, int Hp, int kmax);
+    // `cols` windows at most a call; h columns for `h_cols` of them (0: the row split's shared h).
+    Scratch(int cols, int h_cols, int Hp, int kmax);
   };
 
   float* slot_P(int slot, int layer) { return slots_.data() + size_t(slot) * slot_floats_ + size_t(layer) * layer_floats_; }
@@ -66,11 +67,13 @@ class CpuBackend final : public Backend {
   void gemm(const PackedLayer& layer, bool hh, int b0, int b1, int ncols, const float* const* X,
             const float* const* add, float* const* out, uint32_t* pairs) const;
   void advance_windows(Scratch& s, int n);
+  // The row split (CpuOptions::pre_split): every open window through blocks [b0, b1) of part `part`.
+  void advance_windows_rows(Scratch& s, int part);
   void precompute_part(int part, int nparts);
   static void precompute_job(void* self, int part, int nparts) {
     static_cast<CpuBackend*>(self)->precompute_part(part, nparts);
   }
-  // The throughput paths (run_batch, backtest): tiles of up to kMaxTileCols sequences advanced in
+  // The throughput paths (run_batch, backtest): tiles of up to k_->tile_cols sequences advanced in
   // lockstep from zero state, `steps` steps each. Column j reads its step-k input at x[j] + k*I and,
   // from step `emit_from` on, writes each step's output (O values) as row row0[j] + (k - emit_from).
   struct Tile {
@@ -82,7 +85,7 @@ class CpuBackend final : public Backend {
   struct TileScratch {
     AlignedArray<float> P, c, ha, hb, z;
     AlignedArray<uint32_t> pairs;
-    explicit TileScratch(const PackedModel& pm);
+    TileScratch(const PackedModel& pm, int cols);
   };
   struct TileJob {
     size_t count = 0;                    // tiles
@@ -167,6 +170,14 @@ class CpuBackend final : public Backend {
   uint64_t crit_epoch_ = 0;  // the epoch before this tick's first layer (grows by L a tick, never reset)
   std::string options_text_;  // the CpuOptions it was made with (facts)
   std::vector<Scratch> scratch_;  // one per precompute part
+  // The precompute's row split: part k owns blocks [pre_block0_[k], pre_block0_[k + 1]) of every layer;
+  // after each layer's cells the parts meet at pre_barrier_ (epochs as the critical split's), and the
+  // layer's h of every window is in pre_h_ (two buffers by layer parity, [window][Hp]).
+  bool rows_split_ = false;
+  std::vector<int> pre_block0_;
+  std::unique_ptr<PartBarrier> pre_barrier_;
+  AlignedArray<float> pre_h_;
+  uint64_t pre_epoch_ = 0;  // the epoch before this tick's precompute (grows by L a tick)
   SpinPool crit_pool_;  // the critical step's helpers (crit_parts_ - 1): they never doze
   SpinPool pool_;
   int nparts_ = 1;

@@ -1,8 +1,8 @@
-// The CPU backend's throughput path (Backend::run_batch, Backend::backtest): tiles of up to kMaxTileCols
-// sequences advanced in lockstep from zero state on the pool's workers and the caller (or a thread per
-// allowed core without a cpuset), each thread taking the next tile as it finishes one. A backtest's windows
-// (docs/model.md: the partial ones from tick 0, then one full window a tick) are cut into tiles here; the
-// tick path is cpu_backend.cpp.
+// The CPU backend's throughput path (Backend::run_batch, Backend::backtest): tiles of up to the kernel
+// table's tile_cols sequences (4 on the vector kernels, 16 on AMX tiles) advanced in lockstep from zero
+// state on the pool's workers and the caller (or a thread per allowed core without a cpuset), each thread
+// taking the next tile as it finishes one. A backtest's windows (docs/model.md: the partial ones from tick
+// 0, then one full window a tick) are cut into tiles here; the tick path is cpu_backend.cpp.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -13,13 +13,13 @@
 
 namespace hotpath::cpu {
 
-CpuBackend::TileScratch::TileScratch(const PackedModel& pm)
-    : P(size_t(kMaxTileCols) * pm.num_layers * pm.gate_floats()),
-      c(size_t(kMaxTileCols) * pm.num_layers * pm.Hp),
-      ha(size_t(kMaxTileCols) * pm.Hp),
-      hb(size_t(kMaxTileCols) * pm.Hp),
+CpuBackend::TileScratch::TileScratch(const PackedModel& pm, int cols)
+    : P(size_t(cols) * pm.num_layers * pm.gate_floats()),
+      c(size_t(cols) * pm.num_layers * pm.Hp),
+      ha(size_t(cols) * pm.Hp),
+      hb(size_t(cols) * pm.Hp),
       z(pm.Op),
-      pairs(pair_scratch_words(std::max(pm.I, pm.H))) {}
+      pairs(gemm_scratch_words(std::max(pm.I, pm.H))) {}
 
 void CpuBackend::run_tile(const Tile& tile, TileScratch& s, BacktestOutput out, std::atomic<size_t>* done) const {
   const int nb = pm_.nb, Hp = pm_.Hp, L = pm_.num_layers, n = tile.n;
@@ -86,7 +86,7 @@ void CpuBackend::run_tiles(TileJob& job) {
     // The cpuset's workers and its first core (this thread) all take tiles.
     const int n = pool_.size() + 1;
     job.scratch.reserve(size_t(n));
-    for (int p = 0; p < n; ++p) job.scratch.emplace_back(pm_);
+    for (int p = 0; p < n; ++p) job.scratch.emplace_back(pm_, k_->tile_cols);
     std::pair<CpuBackend*, TileJob*> ctx{this, &job};
     pool_.start(&tiles_job, &ctx);
     tiles_part(job, job.scratch.back());
@@ -96,7 +96,7 @@ void CpuBackend::run_tiles(TileJob& job) {
     const size_t cores = std::max<size_t>(1, util::allowed_cores().size());
     const int n = int(std::min(job.count, cores));
     job.scratch.reserve(size_t(n));
-    for (int p = 0; p < n; ++p) job.scratch.emplace_back(pm_);
+    for (int p = 0; p < n; ++p) job.scratch.emplace_back(pm_, k_->tile_cols);
     util::ThreadGroup threads;  // joined however this ends (a thread the system refuses throws)
     for (int p = 1; p < n; ++p)
       threads.start("cpu backend throughput thread " + std::to_string(p) + " of " + std::to_string(n - 1),
@@ -124,15 +124,16 @@ void CpuBackend::run_batch(std::span<const float> x, size_t batch, size_t window
   }
   const float* xs = scaler_.active() ? scaled.data() : x.data();
   TileJob job;
-  job.count = (batch + kMaxTileCols - 1) / kMaxTileCols;
+  const size_t G = size_t(k_->tile_cols);
+  job.count = (batch + G - 1) / G;
   job.out.f32 = out.data();
   job.tile = [&](size_t k) {
     Tile t;
-    t.n = int(std::min<size_t>(kMaxTileCols, batch - k * kMaxTileCols));
+    t.n = int(std::min<size_t>(G, batch - k * G));
     t.steps = window;
     t.emit_from = window - 1;
     for (int j = 0; j < t.n; ++j) {
-      t.row0[j] = k * kMaxTileCols + j;
+      t.row0[j] = k * G + j;
       t.x[j] = xs + t.row0[j] * window * I;
     }
     return t;
@@ -142,7 +143,7 @@ void CpuBackend::run_batch(std::span<const float> x, size_t batch, size_t window
 
 void CpuBackend::backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
                           std::atomic<size_t>* done) {
-  const size_t I = size_t(pm_.I), T = ticks, G = kMaxTileCols;
+  const size_t I = size_t(pm_.I), T = ticks, G = size_t(k_->tile_cols);
   if (series == 0 || ticks == 0) return;
   // Scaled as step() would scale each series: a fixed scaler elementwise, a rolling one restarting
   // with every series (its statistics for tick t come from ticks before t only).

@@ -42,6 +42,15 @@ IsaChoice choose_isa(Precision precision, const CpuFeatures& cpu, const CpuOptio
     if (o.bf16 == CpuBf16::dot && !has_bf16dot) throw UnsupportedError("cpu option bf16=dot: this CPU lacks AVX512_BF16");
     dot = o.bf16 != CpuBf16::cvt && has_bf16dot;
     c.table = kernels_avx512(dot);
+    if (o.amx == CpuAmx::on) {
+      if (!bf16) throw UnsupportedError("cpu option amx=on: AMX runs the bf16 products only (--precision bf16)");
+      if (!dot) throw UnsupportedError("cpu option amx=on needs the bf16 pair-dot path (bf16=auto or dot, AVX512_BF16)");
+      if (!cpu.amx_bf16)
+        throw UnsupportedError("cpu option amx=on: this CPU lacks AMX-BF16, or the kernel refused its tile state");
+    }
+    if (bf16 && dot && cpu.amx_bf16 && o.amx != CpuAmx::off) c.table = kernels_avx512_amx();
+  } else if (o.amx == CpuAmx::on) {
+    throw UnsupportedError(std::string("cpu option amx=on needs isa=avx512 (asked or chosen: ") + cpu_isa_name(isa) + ")");
   } else if (isa == CpuIsa::avx2) {
     if (!has_avx2) throw UnsupportedError("cpu option isa=avx2: this CPU lacks AVX2/FMA");
     if (o.bf16 == CpuBf16::dot) throw UnsupportedError("cpu option bf16=dot needs AVX512_BF16 (or isa=generic)");
@@ -69,7 +78,9 @@ IsaChoice choose_isa(Precision precision, const CpuFeatures& cpu, const CpuOptio
   // (make_cpu_backend refuses it; the choice itself, and int8_slow_note, still answer).
   if (!c.table) c.unbuilt = std::string("cpu option isa=") + cpu_isa_name(isa) + ": its kernels are not built for " + arch::kName;
   c.variant = std::string(c.table ? c.table->isa : cpu_isa_name(isa)) + (int8   ? "-int8"
-                                           : bf16 ? (dot || isa == CpuIsa::avx2 ? "-bf16" : "-bf16cvt")
+                                           : bf16 ? (c.table && c.table->amx         ? "-bf16-amx"
+                                                     : dot || isa == CpuIsa::avx2 ? "-bf16"
+                                                                                  : "-bf16cvt")
                                                   : "-fp32");
   if (int8 && isa == CpuIsa::generic)
     c.int8_slow = std::string("int8 runs on the portable kernels here (") +

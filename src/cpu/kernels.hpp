@@ -31,10 +31,17 @@ namespace hotpath::cpu {
 
 constexpr int kHeadRowMajorMax = 4;
 
-// Scratch (uint32 words: bf16 activation pairs) a gemm/crit call needs for `kdim` inputs: up to 4
-// columns of ceil(kdim/2) pairs, each rounded up to 16 words.
-constexpr int kMaxTileCols = 4;
-constexpr size_t pair_scratch_words(int kdim) { return size_t((kdim + 1) / 2 + 15) / 16 * 16 * kMaxTileCols; }
+// Columns (sequences, open windows) a vector kernel's gemm takes in one pass over the weights, and the
+// throughput path's tile of sequences on a vector table (KernelTable::tile_cols).
+constexpr int kVectorTileCols = 4;
+// Rows of an AMX tile: the columns an AMX gemm takes in one pass (kernels_amx.cpp).
+constexpr int kAmxTileRows = 16;
+// The most sequences a throughput tile advances in lockstep (any table's tile_cols).
+constexpr int kMaxTileCols = kAmxTileRows;
+// Scratch (uint32 words: bf16 activation pairs) a crit call needs for `kdim` inputs: up to
+// kVectorTileCols columns of ceil(kdim/2) pairs, each rounded up to 16 words; a gemm call, kMaxTileCols.
+constexpr size_t pair_scratch_words(int kdim) { return size_t((kdim + 1) / 2 + 15) / 16 * 16 * kVectorTileCols; }
+constexpr size_t gemm_scratch_words(int kdim) { return size_t((kdim + 1) / 2 + 15) / 16 * 16 * kMaxTileCols; }
 // int8 layout: columns of W_ih padded to a multiple of 8 (two quads per loop turn), in quads.
 constexpr int int8_quads(int kdim) { return (kdim + 7) / 8 * 2; }
 // One block of `lanes` hidden units of a packed gate matrix of `kdim` columns (the layout above), in the
@@ -53,6 +60,8 @@ struct KernelTable {
   const char* isa;  // "avx512", "avx2", "neon", "sve", "generic"
   int lanes;        // 16 or 8
   bool bf16_dot;    // bf16 weights use a pair dot product (vdpbf16ps): activations are rounded to bf16
+  bool amx = false;  // gemm_bf16 runs on AMX tiles (kernels_amx.cpp)
+  int tile_cols = kVectorTileCols;  // sequences a throughput tile advances in lockstep (<= kMaxTileCols)
 
   // The critical step of one layer for one column: acc = W·x (x: kdim floats); u_out (if non-null) =
   // acc; gates = acc + P (P may be null); then the LSTM cell on c_in -> h_out, c_out (nb blocks).
@@ -62,7 +71,7 @@ struct KernelTable {
   void (*crit_bf16)(const uint32_t* W, int kdim, int nb, const float* x, const float* P, const float* c_in,
                     float* h_out, float* c_out, float* u_out, uint32_t* scratch, int prefetch);
   // out[j] = W·X[j] + add[j] (add[j] may be null) over row blocks [b0, b1), for ncols >= 1 columns.
-  // out[j] may alias add[j].
+  // out[j] may alias add[j]. scratch: gemm_scratch_words(kdim).
   void (*gemm_f32)(const float* W, int kdim, int b0, int b1, int ncols, const float* const* X,
                    const float* const* add, float* const* out, uint32_t* scratch);
   void (*gemm_bf16)(const uint32_t* W, int kdim, int b0, int b1, int ncols, const float* const* X,
@@ -93,6 +102,8 @@ struct KernelTable {
 // architecture's return nullptr (kernels_absent.cpp).
 const KernelTable* kernels_avx512(bool bf16_dot);
 const KernelTable* kernels_avx2();
+// The AVX-512 pair-dot table with gemm_bf16 on AMX tiles: needs AVX512_BF16 and arch::IsaFlags::amx_bf16.
+const KernelTable* kernels_avx512_amx();
 const KernelTable* kernels_neon_base();               // fp32, bf16 widened; no int8 (crit_i8 null)
 const KernelTable* kernels_neon_ext(bool bf16_dot);   // + BFDOT and USDOT: needs FEAT_BF16 and FEAT_I8MM
 const KernelTable* kernels_sve256(bool bf16_dot);     // SVE, 256-bit vectors (8 lanes), with BF16 and I8MM

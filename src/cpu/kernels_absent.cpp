@@ -6,6 +6,7 @@ namespace hotpath::cpu {
 #if !(defined(__x86_64__) || defined(__i386__))
 const KernelTable* kernels_avx512(bool) { return nullptr; }
 const KernelTable* kernels_avx2() { return nullptr; }
+const KernelTable* kernels_avx512_amx() { return nullptr; }
 #endif
 #if !defined(__aarch64__)
 const KernelTable* kernels_neon_base() { return nullptr; }

@@ -84,6 +84,12 @@ size_t PackedModel::critical_weight_bytes() const {
   return bytes;
 }
 
+size_t PackedModel::precompute_weight_bytes() const {
+  size_t bytes = 0;
+  for (const auto& l : layers) bytes += bf16 ? (l.wih16.size() + l.whh16.size()) * 4 : (l.wih32.size() + l.whh32.size()) * 4;
+  return bytes;
+}
+
 PackedModel pack_model(const Model& model, int lanes, WeightFormat format) {
   const bool bf16 = format == WeightFormat::bf16;
   const ModelConfig& cfg = model.config;

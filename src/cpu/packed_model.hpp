@@ -38,6 +38,8 @@ struct PackedModel {
   size_t gate_floats() const { return size_t(nb) * 4 * lanes; }  // one gate vector, [nb][4][lanes]
   // Bytes of weights the critical step streams per tick: every W_ih and the head.
   size_t critical_weight_bytes() const;
+  // Bytes of weights window mode's precompute reads per tick: every W_ih and W_hh in its format.
+  size_t precompute_weight_bytes() const;
 };
 
 enum class WeightFormat { fp32, bf16, int8 };

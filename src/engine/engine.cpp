@@ -31,6 +31,10 @@ Model open_model_bytes(std::span<const std::byte> bytes, const std::string& name
 }
 
 std::string cpu_int8_note() { return cpu::int8_slow_note(cpu::cpu_features()); }
+bool cpu_has_amx() {
+  const cpu::CpuFeatures f = cpu::cpu_features();
+  return f.amx_bf16 && f.avx512 && f.avx512_bf16;
+}
 
 std::vector<BackendKind> built_backends() {
 #ifdef HOTPATH_HAVE_CUDA

@@ -37,6 +37,8 @@ std::string built_backend_names();
 // it. Such a backend also warns once on stderr and says so in facts()["cpu_int8"]. Throws as the
 // backend would for an ISA this CPU cannot run. No precision is ever chosen as int8 unless asked.
 std::string cpu_int8_note();
+// Whether this CPU runs bf16's matrix products of several columns on AMX tiles (cpu option amx=auto).
+bool cpu_has_amx();
 // One backend (not auto, no fallback wrapper). Throws hotpath::Error for auto or bad options,
 // UnsupportedError when the platform or the model cannot be served (e.g. no CUDA device, or a build
 // without CUDA).

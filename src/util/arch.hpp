@@ -14,6 +14,11 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>  // immintrin.h and, for clang, __rdtsc / __rdtscp
 #define HOTPATH_ARCH_X86 1
+#include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #elif defined(__aarch64__)
 #include <arm_neon.h>
 #if defined(__linux__)
@@ -52,6 +57,9 @@ struct IsaFlags {
   bool avx512 = false;  // F, BW, DQ and VL
   bool avx512_bf16 = false;
   bool avx512_vnni = false;
+  // AMX tiles with bf16 products (TDPBF16PS), and the kernel's leave to use their state: Linux grants the
+  // tile data only to a process that asks (arch_prctl ARCH_REQ_XCOMP_PERM), which detect_isa() does.
+  bool amx_bf16 = false;
   // aarch64 (Advanced SIMD itself is part of the base architecture)
   bool neon = false;
   bool neon_dot = false;   // FEAT_DotProd: SDOT/UDOT
@@ -70,6 +78,13 @@ inline IsaFlags detect_isa() {
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   f.avx512_bf16 = __builtin_cpu_supports("avx512bf16");
   f.avx512_vnni = __builtin_cpu_supports("avx512vnni");
+#if defined(__linux__)
+  unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1) && (d >> 24 & 1)) {
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // asm/prctl.h, the tile data's state
+    f.amx_bf16 = syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }
+#endif
 #elif defined(HOTPATH_ARCH_ARM64)
   f.neon = true;
 #if defined(__linux__)

@@ -30,6 +30,7 @@
 #include "model/npy.hpp"
 #include "model/safetensors.hpp"
 #include "reference/reference.hpp"
+#include "util/arch.hpp"
 #include "util/progress_bar.hpp"
 #include "util/threads.hpp"
 
@@ -216,6 +217,12 @@ TEST_F(Cli, InfoSaysWhetherInt8IsSlowHere) {
   const Result here = hotpath("info --model lstm_s");
   ASSERT_EQ(here.code, 0) << here.err;
   EXPECT_NE(here.out.find("cpu int8:     "), std::string::npos) << here.out;
+  // and whether bf16's products run on AMX tiles (what this CPU has, as the backend detects it)
+  EXPECT_NE(here.out.find(hotpath::arch::detect_isa().amx_bf16 && hotpath::arch::detect_isa().avx512_bf16
+                              ? "cpu amx:      AMX-BF16 tiles"
+                              : "cpu amx:      none here"),
+            std::string::npos)
+      << here.out;
   ::setenv("HOTPATH_CPU_ISA", "generic", 1);
   const Result slow = hotpath("info --model lstm_s");
   ::unsetenv("HOTPATH_CPU_ISA");
@@ -676,7 +683,7 @@ TEST_F(Cli, CpuOptionsReachTheCpuBackend) {
   ASSERT_EQ(r.code, 0) << r.err;
   std::ifstream in(path("b.json"));
   const auto j = nlohmann::json::parse(in);
-  EXPECT_EQ(j["facts"]["cpu_options"], "isa=generic,bf16=auto,int8_act=16,prefetch=0,rewarm=1,hugepages=0,crit_cores=auto") << j.dump();
+  EXPECT_EQ(j["facts"]["cpu_options"], "isa=generic,bf16=auto,amx=auto,int8_act=16,prefetch=0,rewarm=1,hugepages=0,crit_cores=auto,pre_split=auto,pre_cores=auto") << j.dump();
   EXPECT_EQ(j["variant"], "generic-fp32");
   const std::string run = "run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.safetensors");
   expect_refused(run + " --window 5 --backend cpu --cpu-options isa=sse", "isa=sse (isa takes auto, avx512, avx2, neon, sve or generic)");

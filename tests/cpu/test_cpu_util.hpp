@@ -22,24 +22,28 @@ inline bool cpu_has_avx2() { return arch::detect_isa().avx2_fma; }
 inline bool cpu_has_avx512() { return cpu_has_avx2() && arch::detect_isa().avx512; }
 inline bool cpu_has_avx512bf16() { return cpu_has_avx512() && arch::detect_isa().avx512_bf16; }
 inline bool cpu_has_avx512vnni() { return cpu_has_avx512() && arch::detect_isa().avx512_vnni; }
+// AMX tiles with bf16 products, the tile data granted (the pair-dot table's AMX products need both).
+inline bool cpu_has_amx() { return cpu_has_avx512bf16() && arch::detect_isa().amx_bf16; }
 inline bool cpu_has_neon() { return arch::detect_isa().neon; }
 // NEON's extension table (BFDOT, USDOT): FEAT_DotProd, FEAT_I8MM and FEAT_BF16 together.
 inline bool cpu_has_neon_ext() { return cpu::neon_ext_usable(arch::detect_isa()); }
 // An SVE table: 256- or 512-bit vectors with SVE's BF16 and I8MM.
 inline bool cpu_has_sve_table() { return cpu::sve_usable(arch::detect_isa()); }
 
-// One kernel path, forced through HOTPATH_CPU_ISA / HOTPATH_CPU_BF16.
+// One kernel path, forced through HOTPATH_CPU_ISA / HOTPATH_CPU_BF16 / HOTPATH_CPU_AMX.
 struct Variant {
   std::string isa, bf16, label;
+  std::string amx = "off";  // HOTPATH_CPU_AMX: off, or auto for the AMX variant (bf16 products on tiles)
 };
 
 // Every path this CPU can run: the portable 16-lane ones (mirroring AVX-512, with and without the
-// bf16 pair dot) always, AVX2 and AVX-512 where present, NEON (and its bf16 pair dot) and SVE on aarch64.
+// bf16 pair dot) always, AVX2 and AVX-512 (and its AMX products) where present, NEON (and its bf16 pair dot) and SVE on aarch64.
 inline std::vector<Variant> available_variants() {
   std::vector<Variant> v = {{"generic", "dot", "generic_dot"}, {"generic", "cvt", "generic_cvt"}};
   if (cpu_has_avx2()) v.push_back({"avx2", "", "avx2"});
   if (cpu_has_avx512()) v.push_back({"avx512", "cvt", "avx512_cvt"});
   if (cpu_has_avx512bf16()) v.push_back({"avx512", "dot", "avx512_dot"});
+  if (cpu_has_amx()) v.push_back({"avx512", "dot", "avx512_amx", "auto"});
   if (cpu_has_neon()) v.push_back({"neon", "cvt", "neon_cvt"});
   if (cpu_has_neon_ext()) v.push_back({"neon", "dot", "neon_dot"});
   if (cpu_has_sve_table()) {
@@ -54,12 +58,15 @@ class IsaScope {
   explicit IsaScope(const Variant& v) {
     save("HOTPATH_CPU_ISA", isa_);
     save("HOTPATH_CPU_BF16", bf16_);
+    save("HOTPATH_CPU_AMX", amx_);
     set("HOTPATH_CPU_ISA", v.isa);
     set("HOTPATH_CPU_BF16", v.bf16);
+    set("HOTPATH_CPU_AMX", v.amx);
   }
   ~IsaScope() {
     restore("HOTPATH_CPU_ISA", isa_);
     restore("HOTPATH_CPU_BF16", bf16_);
+    restore("HOTPATH_CPU_AMX", amx_);
   }
   IsaScope(const IsaScope&) = delete;
   IsaScope& operator=(const IsaScope&) = delete;
@@ -86,7 +93,7 @@ class IsaScope {
     else
       unsetenv(n);
   }
-  Saved isa_, bf16_;
+  Saved isa_, bf16_, amx_;
 };
 
 // One environment variable set for a scope (the cpu backend's override layer, HOTPATH_CPU_*), restored after.

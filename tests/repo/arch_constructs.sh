@@ -11,7 +11,7 @@ set -euo pipefail
 x86='<(imm|emm|xmm|pmm|smm|tmm|nmm|wmm|avx|x86)intrin\.h>|\b_mm(256|512)?_[a-z]|\b__rdtscp?\b|__builtin_ia32_|__builtin_cpu_(supports|init)'
 arm='<arm_(neon|sve|acle)\.h>|\bv(ld|st)[1-4]q?_|\bvdupq?_n_|\bsv(ld1|st1|dup|ptrue)_?|\bgetauxval\b|\bHWCAP2?_|\bPR_SVE_'
 asm='\b(asm|__asm__)[[:space:]]*(volatile|__volatile__)?[[:space:]]*\('
-mflags='-m(avx|sse|fma|bmi|arch=)'
+mflags='-m(avx|amx|sse|fma|bmi|arch=)'
 
 check() {
   local root="$1" hits=""
@@ -27,7 +27,7 @@ check() {
   host=$(printf '%s\n' "$files" | grep -E '\.(c|cc|cpp|h|hpp)$' | grep -vE '^src/cuda/kernels/|^bench/results/' || true)
   [ -z "$host" ] && return 0
   local f
-  hits+=$(printf '%s\n' "$host" | grep -vE '^src/util/arch\.hpp$|^src/cpu/kernels_avx(2|512)\.cpp$' |
+  hits+=$(printf '%s\n' "$host" | grep -vE '^src/util/arch\.hpp$|^src/cpu/kernels_(avx2|avx512|amx)\.cpp$' |
           xargs -r grep -nHE -- "$x86" 2>/dev/null | sed 's/$/   [x86-only]/' || true)
   hits+=$(printf '%s\n' "$host" | grep -vE '^src/util/arch\.hpp$|^src/cpu/kernels_(neon(_ext|_traits)?|sve(256|512|_traits))\.(cpp|hpp)$' |
           xargs -r grep -nHE -- "$arm" 2>/dev/null | sed 's/$/   [Arm-only]/' || true)

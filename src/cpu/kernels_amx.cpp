@@ -1,0 +1,143 @@
+// The bf16 matrix products of the precompute and the throughput path on AMX tiles (TDPBF16PS), for the
+// AVX-512 pair-dot table (kernels_amx_table): the same packed weights, the same rounding of the activations
+// to bf16, fp32 accumulation. Compiled with -mamx-tile -mamx-bf16 and the AVX-512 flags; called only when
+// the CPU has AMX-BF16 and the kernel granted its tile data (arch::IsaFlags::amx_bf16).
+//
+// One product: C [n columns][16 units] += A [n columns][32 k] x B [32 k][16 units]. A is the columns'
+// activations, rounded to bf16 pairs into the scratch, one row a column; B is one gate of one block of the
+// packed weights (kernels.hpp's bf16 layout: per block [ceil(K/2)][4][16] pairs), 16 k-pairs of one gate
+// being 16 rows 256 bytes apart, which a strided tile load reads in place. Tiles 0-3 accumulate the four
+// gates of a block; 4/5 are A and B for whole 16-pair steps of k, 6/7 for the last, shorter one. A call
+// takes the columns 16 at a time; fewer than kAmxMinCols left over go to the vector kernel, on which one
+// tile row of sixteen would do more work than it saves.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu/kernels.hpp"
+
+namespace hotpath::cpu {
+namespace {
+
+constexpr int kRows = kAmxTileRows;  // columns of the product a tile holds (its rows)
+constexpr int kPairs = 16;           // k-pairs a tile step takes (64 bytes of bf16 a row)
+constexpr int kAmxMinCols = 4;
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// n rows of A and C; `tail` k-pairs in the last, shorter k step (0: none).
+void configure(int n, int tail) {
+  TileConfig c;
+  for (int t = 0; t < 4; ++t) c.colsb[t] = 64, c.rows[t] = uint8_t(n);  // C: n x 16 floats
+  c.colsb[4] = 64, c.rows[4] = uint8_t(n);                               // A: n x 16 pairs
+  c.colsb[5] = 64, c.rows[5] = kPairs;                                   // B: 16 pairs x 16 units
+  if (tail > 0) {
+    c.colsb[6] = uint16_t(4 * tail), c.rows[6] = uint8_t(n);  // A: n x tail pairs
+    c.colsb[7] = 64, c.rows[7] = uint8_t(tail);               // B: tail pairs x 16 units
+  }
+  _tile_loadconfig(&c);
+}
+
+// x (kdim floats) as bf16 pairs, round to nearest even (vcvtne2ps2bf16, as the pair-dot kernels), zero to
+// `words` pairs.
+void to_pairs(const float* x, int kdim, uint32_t* out, int words) {
+  for (int k = 0; k < 2 * words; k += 32, out += 16) {
+    const int left = kdim - k;
+    const __mmask16 m0 = left >= 16 ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1u);
+    const __mmask16 m1 = left >= 32 ? __mmask16(0xffff) : left <= 16 ? __mmask16(0) : __mmask16((1u << (left - 16)) - 1u);
+    const __m512 a = _mm512_maskz_loadu_ps(m0, x + k);
+    const __m512 b = _mm512_maskz_loadu_ps(m1, x + k + 16);
+    _mm512_storeu_si512(out, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+  }
+}
+
+// Columns [c0, c0 + n) of the product, n <= 16, blocks [b0, b1).
+void gemm_rows(const uint32_t* W, int kdim, int b0, int b1, int n, const float* const* X, const float* const* add,
+               float* const* out, uint32_t* scratch) {
+  constexpr int L = 16;
+  const int nkp = (kdim + 1) / 2, full = nkp / kPairs, tail = nkp % kPairs;
+  const int row_words = (full + (tail > 0)) * kPairs;  // A's row: whole steps of pairs, zero padded
+  const long bstride = bf16_block_words(kdim, L);
+  uint32_t* a = scratch;
+  alignas(64) float cbuf[kRows * 4 * L];  // the block's gates, [column][gate][unit]
+  for (int r = 0; r < n; ++r) to_pairs(X[r], kdim, a + r * row_words, row_words);
+  configure(n, tail);
+  const size_t a_stride = size_t(row_words) * 4, b_stride = 4 * L * 4;  // bytes between rows
+  for (int b = b0; b < b1; ++b) {
+    const uint32_t* w = W + b * bstride;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int s = 0; s < full; ++s) {
+      const uint32_t* ws = w + long(s) * kPairs * 4 * L;
+      _tile_loadd(4, a + s * kPairs, a_stride);
+      _tile_loadd(5, ws, b_stride);
+      _tile_dpbf16ps(0, 4, 5);
+      _tile_loadd(5, ws + L, b_stride);
+      _tile_dpbf16ps(1, 4, 5);
+      _tile_loadd(5, ws + 2 * L, b_stride);
+      _tile_dpbf16ps(2, 4, 5);
+      _tile_loadd(5, ws + 3 * L, b_stride);
+      _tile_dpbf16ps(3, 4, 5);
+    }
+    if (tail > 0) {
+      const uint32_t* ws = w + long(full) * kPairs * 4 * L;
+      _tile_loadd(6, a + full * kPairs, a_stride);
+      _tile_loadd(7, ws, b_stride);
+      _tile_dpbf16ps(0, 6, 7);
+      _tile_loadd(7, ws + L, b_stride);
+      _tile_dpbf16ps(1, 6, 7);
+      _tile_loadd(7, ws + 2 * L, b_stride);
+      _tile_dpbf16ps(2, 6, 7);
+      _tile_loadd(7, ws + 3 * L, b_stride);
+      _tile_dpbf16ps(3, 6, 7);
+    }
+    _tile_stored(0, cbuf, 4 * L * 4);
+    _tile_stored(1, cbuf + L, 4 * L * 4);
+    _tile_stored(2, cbuf + 2 * L, 4 * L * 4);
+    _tile_stored(3, cbuf + 3 * L, 4 * L * 4);
+    const int o = b * 4 * L;
+    for (int r = 0; r < n; ++r)
+      for (int g = 0; g < 4; ++g) {
+        __m512 v = _mm512_load_ps(cbuf + r * 4 * L + g * L);
+        if (add[r]) v = _mm512_add_ps(v, _mm512_loadu_ps(add[r] + o + g * L));
+        _mm512_storeu_ps(out[r] + o + g * L, v);
+      }
+  }
+}
+
+const KernelTable* vector_table() { return kernels_avx512(true); }
+
+void gemm_bf16_amx(const uint32_t* W, int kdim, int b0, int b1, int ncols, const float* const* X,
+                   const float* const* add, float* const* out, uint32_t* scratch) {
+  int c = 0;
+  for (; ncols - c >= kAmxMinCols; c += kRows) {
+    const int n = ncols - c < kRows ? ncols - c : kRows;
+    gemm_rows(W, kdim, b0, b1, n, X + c, add + c, out + c, scratch);
+  }
+  if (c > 0) _tile_release();  // no tile state left for the scheduler to save
+  if (c < ncols) vector_table()->gemm_bf16(W, kdim, b0, b1, ncols - c, X + c, add + c, out + c, scratch);
+}
+
+}  // namespace
+
+const KernelTable* kernels_avx512_amx() {
+  static const KernelTable t = [] {
+    KernelTable k = *vector_table();
+    k.gemm_bf16 = &gemm_bf16_amx;
+    k.amx = true;
+    k.tile_cols = kRows;
+    return k;
+  }();
+  return &t;
+}
+
+}  // namespace hotpath::cpu
