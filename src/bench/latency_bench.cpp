@@ -79,7 +79,7 @@ nlohmann::json start_report(const BenchOptions& o) {
   return report_header(o.command_line, o.engine.cpuset);
 }
 
-TickRateEstimate estimate_tick_rate(const ModelConfig& c, Mode mode, int window, int precompute_cores) {
+TickRateEstimate estimate_tick_rate(const ModelConfig& c, Mode mode, int window, int precompute_cores, bool amx) {
   // fp32 GFLOP/s a core keeps up in the precompute's matrix-vector products (L2-resident weights):
   // lstm_s window fp32, W = 50, took 28.6 us a tick on 12 workers of the lent Xeon (55 a core, their
   // sync included) and 126 us on 1 worker of a 2-core AVX-512 VM (150); AVX2 has half the lanes, the
@@ -89,13 +89,17 @@ TickRateEstimate estimate_tick_rate(const ModelConfig& c, Mode mode, int window,
   TickRateEstimate e;
   e.isa = f.avx2_fma && f.avx512 ? "avx512" : f.avx2_fma ? "avx2" : f.neon ? "neon" : "generic";
   e.gflops_per_core = e.isa == "avx512" ? 60.0 : e.isa == "avx2" || e.isa == "neon" ? 30.0 : 5.0;
+  // bf16 on AMX tiles (all open windows as the columns of one product): lstm_m's 129 MFLOP a tick took
+  // 280 us on one core of the AMX VM (~460 GFLOP/s), lstm_s's 19.3 MFLOP 35 us (~550): 400, below both.
+  e.precompute_gflops_per_core = amx ? 400.0 : e.gflops_per_core;
+  if (amx) e.isa += " (precompute: amx bf16)";
   e.precompute_cores = std::max(1, precompute_cores);
   const double I = c.input_size, H = c.hidden_size, L = c.num_layers, O = c.output_size, G = 4 * H;
   e.answer_flops = 2 * G * (I + H * (L - 1)) + 2 * O * H;
   e.precompute_flops = mode == Mode::window ? 2 * G * I + double(std::max(window - 1, 0)) * 2 * G * H * (2 * L - 1)
                                             : 2 * G * H * L;
   e.answer_us = e.answer_flops / (e.gflops_per_core * 1e3);
-  e.precompute_us = e.precompute_flops / (e.gflops_per_core * 1e3 * e.precompute_cores);
+  e.precompute_us = e.precompute_flops / (e.precompute_gflops_per_core * 1e3 * e.precompute_cores);
   e.hz = 1e6 / (e.answer_us + e.precompute_us);
   return e;
 }
@@ -114,6 +118,7 @@ nlohmann::json to_json(const TickRateEstimate& e) {
           {"precompute_flops", e.precompute_flops},
           {"precompute_cores", e.precompute_cores},
           {"gflops_per_core", e.gflops_per_core},
+          {"precompute_gflops_per_core", e.precompute_gflops_per_core},
           {"isa", e.isa}};
 }
 
@@ -514,12 +519,23 @@ class LatencyRun {
     // precompute before the next one (window mode: the open windows, on the precompute's cores). Means,
     // not medians: a queue keeps up with the mean service time, tails included.
     const bool cpu_backend = backend_->name() == "cpu";
-    const int pre_cores = precompute_cores_for_cpuset(o_.engine.cpuset.size());
+    // the cpu backend's own count (crit_cores and pre_cores move it), else the cpuset's cores after the first
+    const auto counters = backend_->counters();
+    const auto workers = counters.find("precompute_workers");
+    const int pre_cores = cpu_backend && workers != counters.end()
+                              ? std::max(1, int(workers->second))
+                              : precompute_cores_for_cpuset(o_.engine.cpuset.size());
     nlohmann::json sustainable = {{"hz", ls_.mean + ps_.mean > 0 ? 1e6 / (ls_.mean + ps_.mean) : 0.0},
                                   {"rule", "1e6 / (latency_us.mean + precompute_us.mean)"},
                                   {"precompute_cores", pre_cores},
-                                  {"precompute_inline", o_.engine.cpuset.size() <= 1}};
-    if (cpu_backend) sustainable["estimate"] = to_json(estimate_tick_rate(cfg_, o_.engine.mode, window_, pre_cores));
+                                  {"precompute_inline", cpu_backend && workers != counters.end() ? workers->second == 0
+                                                                                                 : o_.engine.cpuset.size() <= 1}};
+    if (cpu_backend) {
+      const auto facts = backend_->facts();
+      const auto gemm = facts.find("cpu_gemm");
+      const bool amx = gemm != facts.end() && gemm->second.rfind("amx", 0) == 0;
+      sustainable["estimate"] = to_json(estimate_tick_rate(cfg_, o_.engine.mode, window_, pre_cores, amx));
+    }
     report_["sustainable_tick_rate"] = sustainable;
     report_["elapsed_s"] = elapsed_s;
     report_["pacing"] = {{"gap_us", o_.gap_us},
@@ -588,7 +604,7 @@ class LatencyRun {
       out_ << (o_.engine.mode == Mode::window ? "; the precompute advances the " + std::to_string(window_ - 1) + " open windows"
                                        : std::string("; the precompute prepares W_hh·h"))
            << " on "
-           << (o_.engine.cpuset.size() <= 1 ? std::string("the critical core (inline: no --cpuset workers)")
+           << (sustainable_json["precompute_inline"].get<bool>() ? std::string("the critical core (inline: no workers)")
                                      : std::to_string(pre_cores_shown) + (pre_cores_shown == 1 ? " core" : " cores"))
            << "; estimated from the model's size: " << util::si(sustainable_json["estimate"]["hz"].get<double>())
            << " ticks/s";

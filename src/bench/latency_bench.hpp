@@ -116,10 +116,13 @@ struct TickRateEstimate {
   double answer_us = 0, precompute_us = 0;
   double answer_flops = 0, precompute_flops = 0;
   int precompute_cores = 1;
-  double gflops_per_core = 0;
+  double gflops_per_core = 0;             // the answer's
+  double precompute_gflops_per_core = 0;  // the precompute's: gflops_per_core, or AMX's with amx
   std::string isa;  // whose gflops_per_core
 };
-TickRateEstimate estimate_tick_rate(const ModelConfig& config, Mode mode, int window, int precompute_cores);
+// `amx`: the backend's bf16 products run on AMX tiles (facts "cpu_gemm"), which the precompute's rate takes.
+TickRateEstimate estimate_tick_rate(const ModelConfig& config, Mode mode, int window, int precompute_cores,
+                                    bool amx = false);
 // The cores a cpuset of `cpuset_cores` gives the precompute: those after the first (none or one: 1, inline).
 int precompute_cores_for_cpuset(size_t cpuset_cores);
 // estimate_tick_rate with those cores.

@@ -436,6 +436,13 @@ TEST(TickRateEstimate, FromTheModelsSizeAndTheCores) {
   EXPECT_GT(streaming.hz, 10 * one.hz);
   EXPECT_EQ(slower.isa, "avx2");
   EXPECT_DOUBLE_EQ(slower.hz, one.hz / 2);
+  // bf16 on AMX tiles: the precompute at AMX's rate, the answer at the vector kernels'
+  cpu::override_cpu_features(avx512);
+  const auto amx = bench::estimate_tick_rate(c, Mode::window, 50, 1, /*amx=*/true);
+  cpu::override_cpu_features(std::nullopt);
+  EXPECT_DOUBLE_EQ(amx.precompute_us, one.precompute_flops / 400e3);
+  EXPECT_DOUBLE_EQ(amx.answer_us, one.answer_us);
+  EXPECT_EQ(one.precompute_gflops_per_core, one.gflops_per_core);
   // A cpuset's first core answers; the rest precompute; none or one core: inline, on that core.
   EXPECT_EQ(bench::estimate_tick_rate_for_cpuset(c, Mode::window, 50, 0).precompute_cores, 1);
   EXPECT_EQ(bench::estimate_tick_rate_for_cpuset(c, Mode::window, 50, 1).precompute_cores, 1);
