@@ -34,6 +34,19 @@ bool set_flag(const std::string& v, bool& out) {
   return false;
 }
 
+// A count of cores: auto (0) or 1..max.
+Key count_key(const char* name, const char* env, int max, int CpuOptions::*field) {
+  return {name, env, "auto or 1.." + std::to_string(max),
+          [max, field](const std::string& v, CpuOptions& o) {
+            if (v == "auto") return o.*field = 0, true;
+            const auto n = util::parse_int<int>(v);
+            if (!n || *n < 1 || *n > max) return false;
+            o.*field = *n;
+            return true;
+          },
+          [field](const CpuOptions& o) { return o.*field == 0 ? std::string("auto") : std::to_string(o.*field); }};
+}
+
 const std::vector<Key>& keys() {
   static const std::vector<Key> k = {
       {"isa", "HOTPATH_CPU_ISA", util::names_list<CpuIsa>(),
@@ -66,27 +79,11 @@ const std::vector<Key>& keys() {
       {"hugepages", "HOTPATH_CPU_HUGEPAGES", "0 or 1",
        [](const std::string& v, CpuOptions& o) { return set_flag(v, o.huge_pages); },
        [](const CpuOptions& o) { return std::string(o.huge_pages ? "1" : "0"); }},
-      {"crit_cores", "HOTPATH_CPU_CRIT_CORES", "auto or 1.." + std::to_string(kMaxCriticalCores),
-       [](const std::string& v, CpuOptions& o) {
-         if (v == "auto") return o.crit_cores = 0, true;
-         const auto n = util::parse_int<int>(v);
-         if (!n || *n < 1 || *n > kMaxCriticalCores) return false;
-         o.crit_cores = *n;
-         return true;
-       },
-       [](const CpuOptions& o) { return o.crit_cores == 0 ? std::string("auto") : std::to_string(o.crit_cores); }},
+      count_key("crit_cores", "HOTPATH_CPU_CRIT_CORES", kMaxCriticalCores, &CpuOptions::crit_cores),
       {"pre_split", "HOTPATH_CPU_PRE_SPLIT", util::names_list<CpuPrecomputeSplit>(),
        [](const std::string& v, CpuOptions& o) { return set_choice(v, o.pre_split); },
        [](const CpuOptions& o) { return std::string(util::name_of(o.pre_split)); }},
-      {"pre_cores", "HOTPATH_CPU_PRE_CORES", "auto or 1.." + std::to_string(kMaxPrecomputeCores),
-       [](const std::string& v, CpuOptions& o) {
-         if (v == "auto") return o.pre_cores = 0, true;
-         const auto n = util::parse_int<int>(v);
-         if (!n || *n < 1 || *n > kMaxPrecomputeCores) return false;
-         o.pre_cores = *n;
-         return true;
-       },
-       [](const CpuOptions& o) { return o.pre_cores == 0 ? std::string("auto") : std::to_string(o.pre_cores); }},
+      count_key("pre_cores", "HOTPATH_CPU_PRE_CORES", kMaxPrecomputeCores, &CpuOptions::pre_cores),
   };
   return k;
 }

@@ -58,6 +58,23 @@ void to_pairs(const float* x, int kdim, uint32_t* out, int words) {
   }
 }
 
+// One k step of a block's four gates: A (into tile TA) once, then each gate's B (into TB) and its product
+// into that gate's accumulator, tiles 0-3. The B rows of one gate are 4 gates x 16 units of pairs apart.
+template <int TA, int TB>
+inline void gates_step(const uint32_t* a, size_t a_stride, const uint32_t* w) {
+  constexpr int L = 16;
+  constexpr size_t b_stride = 4 * L * 4;
+  _tile_loadd(TA, a, a_stride);
+  _tile_loadd(TB, w, b_stride);
+  _tile_dpbf16ps(0, TA, TB);
+  _tile_loadd(TB, w + L, b_stride);
+  _tile_dpbf16ps(1, TA, TB);
+  _tile_loadd(TB, w + 2 * L, b_stride);
+  _tile_dpbf16ps(2, TA, TB);
+  _tile_loadd(TB, w + 3 * L, b_stride);
+  _tile_dpbf16ps(3, TA, TB);
+}
+
 // Columns [c0, c0 + n) of the product, n <= 16, blocks [b0, b1).
 void gemm_rows(const uint32_t* W, int kdim, int b0, int b1, int n, const float* const* X, const float* const* add,
                float* const* out, uint32_t* scratch) {
@@ -69,37 +86,15 @@ void gemm_rows(const uint32_t* W, int kdim, int b0, int b1, int n, const float* 
   alignas(64) float cbuf[kRows * 4 * L];  // the block's gates, [column][gate][unit]
   for (int r = 0; r < n; ++r) to_pairs(X[r], kdim, a + r * row_words, row_words);
   configure(n, tail);
-  const size_t a_stride = size_t(row_words) * 4, b_stride = 4 * L * 4;  // bytes between rows
+  const size_t a_stride = size_t(row_words) * 4;  // bytes between A's rows
   for (int b = b0; b < b1; ++b) {
     const uint32_t* w = W + b * bstride;
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
-    for (int s = 0; s < full; ++s) {
-      const uint32_t* ws = w + long(s) * kPairs * 4 * L;
-      _tile_loadd(4, a + s * kPairs, a_stride);
-      _tile_loadd(5, ws, b_stride);
-      _tile_dpbf16ps(0, 4, 5);
-      _tile_loadd(5, ws + L, b_stride);
-      _tile_dpbf16ps(1, 4, 5);
-      _tile_loadd(5, ws + 2 * L, b_stride);
-      _tile_dpbf16ps(2, 4, 5);
-      _tile_loadd(5, ws + 3 * L, b_stride);
-      _tile_dpbf16ps(3, 4, 5);
-    }
-    if (tail > 0) {
-      const uint32_t* ws = w + long(full) * kPairs * 4 * L;
-      _tile_loadd(6, a + full * kPairs, a_stride);
-      _tile_loadd(7, ws, b_stride);
-      _tile_dpbf16ps(0, 6, 7);
-      _tile_loadd(7, ws + L, b_stride);
-      _tile_dpbf16ps(1, 6, 7);
-      _tile_loadd(7, ws + 2 * L, b_stride);
-      _tile_dpbf16ps(2, 6, 7);
-      _tile_loadd(7, ws + 3 * L, b_stride);
-      _tile_dpbf16ps(3, 6, 7);
-    }
+    for (int s = 0; s < full; ++s) gates_step<4, 5>(a + s * kPairs, a_stride, w + long(s) * kPairs * 4 * L);
+    if (tail > 0) gates_step<6, 7>(a + full * kPairs, a_stride, w + long(full) * kPairs * 4 * L);
     _tile_stored(0, cbuf, 4 * L * 4);
     _tile_stored(1, cbuf + L, 4 * L * 4);
     _tile_stored(2, cbuf + 2 * L, 4 * L * 4);
