@@ -134,10 +134,11 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
   layer_floats_ = round_to_lines<float>(pm_.gate_floats() + size_t(Hp));
   slot_floats_ = layer_floats_ * pm_.num_layers;
   nparts_ = std::max(1, pool_.size());
+  const size_t l2 = core_l2_bytes();  // 0: unknown, and then only AMX asks for rows
   rows_split_ = !streaming_ && nparts_ > 1 &&
                 (co.pre_split == CpuPrecomputeSplit::rows ||
                  (co.pre_split == CpuPrecomputeSplit::automatic &&
-                  (k_->amx || pm_.precompute_weight_bytes() > core_l2_bytes() / 2)));
+                  (k_->amx || (l2 > 0 && pm_.precompute_weight_bytes() > l2 / 2))));
   // Windows a part advances at most in one call: its share of them (window split), or all (row split).
   const int cols = rows_split_ ? nslots_ : int((static_cast<long long>(nslots_) + nparts_ - 1) / nparts_ + 1);
   const int h_cols = rows_split_ ? 0 : cols;
