@@ -60,20 +60,20 @@ void to_pairs(const float* x, int kdim, uint32_t* out, int words) {
 
 // One k step of a block's four gates: A (into tile TA) once, then each gate's B (into TB) and its product
 // into that gate's accumulator, tiles 0-3. The B rows of one gate are 4 gates x 16 units of pairs apart.
-template <int TA, int TB>
-inline void gates_step(const uint32_t* a, size_t a_stride, const uint32_t* w) {
-  constexpr int L = 16;
-  constexpr size_t b_stride = 4 * L * 4;
-  _tile_loadd(TA, a, a_stride);
-  _tile_loadd(TB, w, b_stride);
-  _tile_dpbf16ps(0, TA, TB);
-  _tile_loadd(TB, w + L, b_stride);
-  _tile_dpbf16ps(1, TA, TB);
-  _tile_loadd(TB, w + 2 * L, b_stride);
-  _tile_dpbf16ps(2, TA, TB);
-  _tile_loadd(TB, w + 3 * L, b_stride);
-  _tile_dpbf16ps(3, TA, TB);
-}
+// A macro, not a template: the tile intrinsics paste their tile numbers into the assembly as literals.
+#define HOTPATH_AMX_GATES_STEP(TA, TB, a, a_stride, w)   \
+  do {                                                   \
+    constexpr size_t b_stride_ = 4 * 16 * 4;             \
+    _tile_loadd(TA, (a), (a_stride));                    \
+    _tile_loadd(TB, (w), b_stride_);                     \
+    _tile_dpbf16ps(0, TA, TB);                           \
+    _tile_loadd(TB, (w) + 16, b_stride_);                \
+    _tile_dpbf16ps(1, TA, TB);                           \
+    _tile_loadd(TB, (w) + 32, b_stride_);                \
+    _tile_dpbf16ps(2, TA, TB);                           \
+    _tile_loadd(TB, (w) + 48, b_stride_);                \
+    _tile_dpbf16ps(3, TA, TB);                           \
+  } while (0)
 
 // Columns [c0, c0 + n) of the product, n <= 16, blocks [b0, b1).
 void gemm_rows(const uint32_t* W, int kdim, int b0, int b1, int n, const float* const* X, const float* const* add,
@@ -93,8 +93,8 @@ void gemm_rows(const uint32_t* W, int kdim, int b0, int b1, int n, const float* 
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
-    for (int s = 0; s < full; ++s) gates_step<4, 5>(a + s * kPairs, a_stride, w + long(s) * kPairs * 4 * L);
-    if (tail > 0) gates_step<6, 7>(a + full * kPairs, a_stride, w + long(full) * kPairs * 4 * L);
+    for (int s = 0; s < full; ++s) HOTPATH_AMX_GATES_STEP(4, 5, a + s * kPairs, a_stride, w + long(s) * kPairs * 4 * L);
+    if (tail > 0) HOTPATH_AMX_GATES_STEP(6, 7, a + full * kPairs, a_stride, w + long(full) * kPairs * 4 * L);
     _tile_stored(0, cbuf, 4 * L * 4);
     _tile_stored(1, cbuf + L, 4 * L * 4);
     _tile_stored(2, cbuf + 2 * L, 4 * L * 4);
@@ -108,6 +108,8 @@ void gemm_rows(const uint32_t* W, int kdim, int b0, int b1, int n, const float* 
       }
   }
 }
+
+#undef HOTPATH_AMX_GATES_STEP
 
 const KernelTable* vector_table() { return kernels_avx512(true); }
 
