@@ -73,7 +73,7 @@ class CpuBackend final : public Backend {
   static void precompute_job(void* self, int part, int nparts) {
     static_cast<CpuBackend*>(self)->precompute_part(part, nparts);
   }
-  // The throughput paths (run_batch, backtest): tiles of up to k_->tile_cols sequences advanced in
+  // The throughput paths (run_batch, backtest): tiles of up to kMaxTileCols sequences advanced in
   // lockstep from zero state, `steps` steps each. Column j reads its step-k input at x[j] + k*I and,
   // from step `emit_from` on, writes each step's output (O values) as row row0[j] + (k - emit_from).
   struct Tile {

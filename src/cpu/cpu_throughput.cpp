@@ -1,5 +1,5 @@
-// The CPU backend's throughput path (Backend::run_batch, Backend::backtest): tiles of up to the kernel
-// table's tile_cols sequences (4 on the vector kernels, 16 on AMX tiles) advanced in lockstep from zero
+// The CPU backend's throughput path (Backend::run_batch, Backend::backtest): tiles of up to kMaxTileCols
+// sequences (an AMX tile's rows; the vector kernels take them 4 at a time) advanced in lockstep from zero
 // state on the pool's workers and the caller (or a thread per allowed core without a cpuset), each thread
 // taking the next tile as it finishes one. A backtest's windows (docs/model.md: the partial ones from tick
 // 0, then one full window a tick) are cut into tiles here; the tick path is cpu_backend.cpp.
@@ -86,7 +86,7 @@ void CpuBackend::run_tiles(TileJob& job) {
     // The cpuset's workers and its first core (this thread) all take tiles.
     const int n = pool_.size() + 1;
     job.scratch.reserve(size_t(n));
-    for (int p = 0; p < n; ++p) job.scratch.emplace_back(pm_, k_->tile_cols);
+    for (int p = 0; p < n; ++p) job.scratch.emplace_back(pm_, kMaxTileCols);
     std::pair<CpuBackend*, TileJob*> ctx{this, &job};
     pool_.start(&tiles_job, &ctx);
     tiles_part(job, job.scratch.back());
@@ -96,7 +96,7 @@ void CpuBackend::run_tiles(TileJob& job) {
     const size_t cores = std::max<size_t>(1, util::allowed_cores().size());
     const int n = int(std::min(job.count, cores));
     job.scratch.reserve(size_t(n));
-    for (int p = 0; p < n; ++p) job.scratch.emplace_back(pm_, k_->tile_cols);
+    for (int p = 0; p < n; ++p) job.scratch.emplace_back(pm_, kMaxTileCols);
     util::ThreadGroup threads;  // joined however this ends (a thread the system refuses throws)
     for (int p = 1; p < n; ++p)
       threads.start("cpu backend throughput thread " + std::to_string(p) + " of " + std::to_string(n - 1),
@@ -124,7 +124,7 @@ void CpuBackend::run_batch(std::span<const float> x, size_t batch, size_t window
   }
   const float* xs = scaler_.active() ? scaled.data() : x.data();
   TileJob job;
-  const size_t G = size_t(k_->tile_cols);
+  const size_t G = size_t(kMaxTileCols);
   job.count = (batch + G - 1) / G;
   job.out.f32 = out.data();
   job.tile = [&](size_t k) {
@@ -143,7 +143,7 @@ void CpuBackend::run_batch(std::span<const float> x, size_t batch, size_t window
 
 void CpuBackend::backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
                           std::atomic<size_t>* done) {
-  const size_t I = size_t(pm_.I), T = ticks, G = size_t(k_->tile_cols);
+  const size_t I = size_t(pm_.I), T = ticks, G = size_t(kMaxTileCols);
   if (series == 0 || ticks == 0) return;
   // Scaled as step() would scale each series: a fixed scaler elementwise, a rolling one restarting
   // with every series (its statistics for tick t come from ticks before t only).

@@ -31,12 +31,13 @@ namespace hotpath::cpu {
 
 constexpr int kHeadRowMajorMax = 4;
 
-// Columns (sequences, open windows) a vector kernel's gemm takes in one pass over the weights, and the
-// throughput path's tile of sequences on a vector table (KernelTable::tile_cols).
+// Columns (sequences, open windows) a vector kernel's gemm takes in one pass over a chunk of weights.
 constexpr int kVectorTileCols = 4;
+// A gemm's weights are taken kGemmChunkBytes at a time, every column over a chunk before the next chunk.
+constexpr long kGemmChunkBytes = 32 * 1024;
 // Rows of an AMX tile: the columns an AMX gemm takes in one pass (kernels_amx.cpp).
 constexpr int kAmxTileRows = 16;
-// The most sequences a throughput tile advances in lockstep (any table's tile_cols).
+// The sequences a throughput tile advances in lockstep, each gemm's columns (an AMX tile's rows).
 constexpr int kMaxTileCols = kAmxTileRows;
 // Scratch (uint32 words: bf16 activation pairs) a crit call needs for `kdim` inputs: up to
 // kVectorTileCols columns of ceil(kdim/2) pairs, each rounded up to 16 words; a gemm call, kMaxTileCols.
@@ -61,7 +62,6 @@ struct KernelTable {
   int lanes;        // 16 or 8
   bool bf16_dot;    // bf16 weights use a pair dot product (vdpbf16ps): activations are rounded to bf16
   bool amx = false;  // gemm_bf16 runs on AMX tiles (kernels_amx.cpp)
-  int tile_cols = kVectorTileCols;  // sequences a throughput tile advances in lockstep (<= kMaxTileCols)
 
   // The critical step of one layer for one column: acc = W·x (x: kdim floats); u_out (if non-null) =
   // acc; gates = acc + P (P may be null); then the LSTM cell on c_in -> h_out, c_out (nb blocks).
