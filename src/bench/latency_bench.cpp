@@ -522,14 +522,13 @@ class LatencyRun {
     // the cpu backend's own count (crit_cores and pre_cores move it), else the cpuset's cores after the first
     const auto counters = backend_->counters();
     const auto workers = counters.find("precompute_workers");
-    const int pre_cores = cpu_backend && workers != counters.end()
-                              ? std::max(1, int(workers->second))
-                              : precompute_cores_for_cpuset(o_.engine.cpuset.size());
+    const bool own_count = cpu_backend && workers != counters.end();
+    const int pre_cores = own_count ? std::max(1, int(workers->second)) : precompute_cores_for_cpuset(o_.engine.cpuset.size());
+    const bool pre_inline = own_count ? workers->second == 0 : o_.engine.cpuset.size() <= 1;
     nlohmann::json sustainable = {{"hz", ls_.mean + ps_.mean > 0 ? 1e6 / (ls_.mean + ps_.mean) : 0.0},
                                   {"rule", "1e6 / (latency_us.mean + precompute_us.mean)"},
                                   {"precompute_cores", pre_cores},
-                                  {"precompute_inline", cpu_backend && workers != counters.end() ? workers->second == 0
-                                                                                                 : o_.engine.cpuset.size() <= 1}};
+                                  {"precompute_inline", pre_inline}};
     if (cpu_backend) {
       const auto facts = backend_->facts();
       const auto gemm = facts.find("cpu_gemm");

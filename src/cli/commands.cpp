@@ -196,11 +196,16 @@ void add_info_command(CLI::App& app) {
     } catch (const Error& e) {
       std::cout << "cpu int8:     none here: " << e.what() << "\n";
     }
-    std::cout << "cpu amx:      "
-              << (cpu_has_amx() ? "AMX-BF16 tiles for --precision bf16's products of several columns (window precompute, "
-                                  "backtests, batches)"
-                                : "none here: bf16's products run on the vector kernels")
-              << "\n";
+    try {
+      const bool amx = cpu_has_amx();
+      std::cout << "cpu amx:      "
+                << (amx ? "AMX-BF16 tiles for --precision bf16's products of several columns (window precompute, "
+                          "backtests, batches)"
+                        : "none here: bf16's products run on the vector kernels")
+                << "\n";
+    } catch (const Error& e) {
+      std::cout << "cpu amx:      none here: " << e.what() << "\n";
+    }
     if (!cuda) return;
     // Informational: no device, or a model no family can serve, is one line and exit 0.
     std::string why;

@@ -390,6 +390,21 @@ void CpuBackend::rewarm() {
   cpu_relax();
 }
 
+// W_ih,0·x_t for the open windows, blocks [b0, b1) (each part always asks for the same blocks): the
+// critical step's u0, but for int8, whose critical product rounds x_t: there the open windows take the
+// exact fp32 one, one product a part and tick, shared by the part's windows.
+const float* CpuBackend::open_windows_u0(Scratch& s, int b0, int b1) {
+  if (!pm_.int8) return u0_.data();
+  if (s.u0_tick != pending_tick_) {
+    const float* x = xbuf_;
+    const float* none = nullptr;
+    float* out = s.u0.data();
+    k_->gemm_f32(pm_.layers[0].wih32.data(), pm_.layers[0].in, b0, b1, 1, &x, &none, &out, s.pairs.data());
+    s.u0_tick = pending_tick_;
+  }
+  return s.u0.data();
+}
+
 // Windows s.slots[0..n) consume x_t: layer 0 uses u = W_ih,0·x_t from the critical step.
 void CpuBackend::advance_windows(Scratch& s, int n) {
   const int nb = pm_.nb, Hp = pm_.Hp;
@@ -404,19 +419,7 @@ void CpuBackend::advance_windows(Scratch& s, int n) {
       s.in[j] = hin + size_t(j) * Hp;
     }
     if (l == 0) {
-      const float* u0 = u0_.data();
-      if (pm_.int8) {
-        // The critical step's int8 product rounds x_t; the open windows take the exact fp32 one (one
-        // product per part and tick, shared by the part's windows).
-        if (s.u0_tick != pending_tick_) {
-          const float* x = xbuf_;
-          const float* none = nullptr;
-          float* out = s.u0.data();
-          k_->gemm_f32(layer.wih32.data(), layer.in, 0, nb, 1, &x, &none, &out, s.pairs.data());
-          s.u0_tick = pending_tick_;
-        }
-        u0 = s.u0.data();
-      }
+      const float* u0 = open_windows_u0(s, 0, nb);
       for (int j = 0; j < n; ++j) k_->cell(s.P[j], u0, s.c[j], s.h[j], 0, nb);
     } else {
       for (int j = 0; j < n; ++j) s.add[j] = s.P[j];
@@ -453,14 +456,7 @@ void CpuBackend::advance_windows_rows(Scratch& s, int part) {
     }
     if (b0 < b1 && n > 0) {
       if (l == 0) {
-        const float* u0 = u0_.data();
-        if (pm_.int8) {  // the exact fp32 W_ih,0·x_t of this part's blocks (advance_windows says why)
-          const float* x = xbuf_;
-          const float* none = nullptr;
-          float* out = s.u0.data();
-          k_->gemm_f32(layer.wih32.data(), layer.in, b0, b1, 1, &x, &none, &out, s.pairs.data());
-          u0 = s.u0.data();
-        }
+        const float* u0 = open_windows_u0(s, b0, b1);
         for (int j = 0; j < n; ++j) k_->cell(s.P[j], u0, s.c[j], s.h[j], b0, b1);
       } else {
         for (int j = 0; j < n; ++j) {
@@ -573,7 +569,7 @@ std::map<std::string, std::string> CpuBackend::facts() const {
   f["cpu_precompute_split"] = streaming_ ? "none (streaming: the completing window's rows over the cores)"
                               : rows_split_ ? "rows (each core its blocks of units for every window, a barrier a layer)"
                                             : nparts_ > 1 ? "windows (each core its own windows)" : "none (one core)";
-  f["cpu_gemm"] = k_->amx && pm_.bf16 ? "amx (bf16 tiles, 16 columns a tile)" : "vector";
+  f["cpu_gemm"] = k_->amx ? "amx (bf16 tiles, 16 columns a tile)" : "vector";
   f["cpu_prefetch_bytes"] = std::to_string(prefetch_);
   f["cpu_rewarm"] = rewarm_ && pool_.size() > 0 ? "on" : "off";
   f["cpu_critical_weights"] = std::to_string(crit_bytes_) + " B in one private block with the step's scratch" +

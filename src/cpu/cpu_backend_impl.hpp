@@ -66,6 +66,7 @@ class CpuBackend final : public Backend {
   void make_fresh(int slot);
   void gemm(const PackedLayer& layer, bool hh, int b0, int b1, int ncols, const float* const* X,
             const float* const* add, float* const* out, uint32_t* pairs) const;
+  const float* open_windows_u0(Scratch& s, int b0, int b1);
   void advance_windows(Scratch& s, int n);
   // The row split (CpuOptions::pre_split): every open window through blocks [b0, b1) of part `part`.
   void advance_windows_rows(Scratch& s, int part);
@@ -85,7 +86,7 @@ class CpuBackend final : public Backend {
   struct TileScratch {
     AlignedArray<float> P, c, ha, hb, z;
     AlignedArray<uint32_t> pairs;
-    TileScratch(const PackedModel& pm, int cols);
+    explicit TileScratch(const PackedModel& pm);
   };
   struct TileJob {
     size_t count = 0;                    // tiles

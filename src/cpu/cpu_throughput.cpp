@@ -13,11 +13,11 @@
 
 namespace hotpath::cpu {
 
-CpuBackend::TileScratch::TileScratch(const PackedModel& pm, int cols)
-    : P(size_t(cols) * pm.num_layers * pm.gate_floats()),
-      c(size_t(cols) * pm.num_layers * pm.Hp),
-      ha(size_t(cols) * pm.Hp),
-      hb(size_t(cols) * pm.Hp),
+CpuBackend::TileScratch::TileScratch(const PackedModel& pm)
+    : P(size_t(kMaxTileCols) * pm.num_layers * pm.gate_floats()),
+      c(size_t(kMaxTileCols) * pm.num_layers * pm.Hp),
+      ha(size_t(kMaxTileCols) * pm.Hp),
+      hb(size_t(kMaxTileCols) * pm.Hp),
       z(pm.Op),
       pairs(gemm_scratch_words(std::max(pm.I, pm.H))) {}
 
@@ -86,7 +86,7 @@ void CpuBackend::run_tiles(TileJob& job) {
     // The cpuset's workers and its first core (this thread) all take tiles.
     const int n = pool_.size() + 1;
     job.scratch.reserve(size_t(n));
-    for (int p = 0; p < n; ++p) job.scratch.emplace_back(pm_, kMaxTileCols);
+    for (int p = 0; p < n; ++p) job.scratch.emplace_back(pm_);
     std::pair<CpuBackend*, TileJob*> ctx{this, &job};
     pool_.start(&tiles_job, &ctx);
     tiles_part(job, job.scratch.back());
@@ -96,7 +96,7 @@ void CpuBackend::run_tiles(TileJob& job) {
     const size_t cores = std::max<size_t>(1, util::allowed_cores().size());
     const int n = int(std::min(job.count, cores));
     job.scratch.reserve(size_t(n));
-    for (int p = 0; p < n; ++p) job.scratch.emplace_back(pm_, kMaxTileCols);
+    for (int p = 0; p < n; ++p) job.scratch.emplace_back(pm_);
     util::ThreadGroup threads;  // joined however this ends (a thread the system refuses throws)
     for (int p = 1; p < n; ++p)
       threads.start("cpu backend throughput thread " + std::to_string(p) + " of " + std::to_string(n - 1),
@@ -124,16 +124,15 @@ void CpuBackend::run_batch(std::span<const float> x, size_t batch, size_t window
   }
   const float* xs = scaler_.active() ? scaled.data() : x.data();
   TileJob job;
-  const size_t G = size_t(kMaxTileCols);
-  job.count = (batch + G - 1) / G;
+  job.count = (batch + kMaxTileCols - 1) / kMaxTileCols;
   job.out.f32 = out.data();
   job.tile = [&](size_t k) {
     Tile t;
-    t.n = int(std::min<size_t>(G, batch - k * G));
+    t.n = int(std::min<size_t>(kMaxTileCols, batch - k * kMaxTileCols));
     t.steps = window;
     t.emit_from = window - 1;
     for (int j = 0; j < t.n; ++j) {
-      t.row0[j] = k * G + j;
+      t.row0[j] = k * kMaxTileCols + j;
       t.x[j] = xs + t.row0[j] * window * I;
     }
     return t;
@@ -143,7 +142,7 @@ void CpuBackend::run_batch(std::span<const float> x, size_t batch, size_t window
 
 void CpuBackend::backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
                           std::atomic<size_t>* done) {
-  const size_t I = size_t(pm_.I), T = ticks, G = size_t(kMaxTileCols);
+  const size_t I = size_t(pm_.I), T = ticks, G = kMaxTileCols;
   if (series == 0 || ticks == 0) return;
   // Scaled as step() would scale each series: a fixed scaler elementwise, a rolling one restarting
   // with every series (its statistics for tick t come from ticks before t only).

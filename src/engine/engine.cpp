@@ -7,6 +7,7 @@
 #include <set>
 
 #include "cpu/cpu_backend.hpp"
+#include "cpu/isa_choice.hpp"
 #include "engine/fallback.hpp"
 #include "engine/gpu.hpp"
 #include "model/safetensors.hpp"
@@ -32,8 +33,8 @@ Model open_model_bytes(std::span<const std::byte> bytes, const std::string& name
 
 std::string cpu_int8_note() { return cpu::int8_slow_note(cpu::cpu_features()); }
 bool cpu_has_amx() {
-  const cpu::CpuFeatures f = cpu::cpu_features();
-  return f.amx_bf16 && f.avx512 && f.avx512_bf16;
+  const cpu::IsaChoice c = cpu::choose_isa(Precision::bf16, cpu::cpu_features(), cpu_options_from_env());
+  return c.table && c.table->amx;
 }
 
 std::vector<BackendKind> built_backends() {

@@ -37,7 +37,9 @@ std::string built_backend_names();
 // it. Such a backend also warns once on stderr and says so in facts()["cpu_int8"]. Throws as the
 // backend would for an ISA this CPU cannot run. No precision is ever chosen as int8 unless asked.
 std::string cpu_int8_note();
-// Whether this CPU runs bf16's matrix products of several columns on AMX tiles (cpu option amx=auto).
+// Whether a bf16 cpu backend made here with the environment's options would run its matrix products of
+// several columns on AMX tiles (the backend's own choice, choose_isa). Throws as the backend would for an
+// ISA this CPU cannot run.
 bool cpu_has_amx();
 // One backend (not auto, no fallback wrapper). Throws hotpath::Error for auto or bad options,
 // UnsupportedError when the platform or the model cannot be served (e.g. no CUDA device, or a build

@@ -82,7 +82,8 @@ inline IsaFlags detect_isa() {
   unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1) && (d >> 24 & 1)) {
     constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // asm/prctl.h, the tile data's state
-    f.amx_bf16 = syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+    static const bool granted = syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;  // asked once
+    f.amx_bf16 = granted;
   }
 #endif
 #elif defined(HOTPATH_ARCH_ARM64)

@@ -223,6 +223,10 @@ TEST_F(Cli, InfoSaysWhetherInt8IsSlowHere) {
                               : "cpu amx:      none here"),
             std::string::npos)
       << here.out;
+  ::setenv("HOTPATH_CPU_AMX", "off", 1);  // the backend's own choice, the environment's options included
+  const Result no_amx = hotpath("info --model lstm_s");
+  ::unsetenv("HOTPATH_CPU_AMX");
+  EXPECT_NE(no_amx.out.find("cpu amx:      none here"), std::string::npos) << no_amx.out;
   ::setenv("HOTPATH_CPU_ISA", "generic", 1);
   const Result slow = hotpath("info --model lstm_s");
   ::unsetenv("HOTPATH_CPU_ISA");
