@@ -526,6 +526,7 @@ void CpuBackend::precompute_part(int part, int nparts) {
 void CpuBackend::reset() {
   if (pending_) finish_precompute();
   ticks_ = 0;
+  for (Scratch& s : scratch_) s.u0_tick = -1;  // tick numbers start again: no kept product is this run's
   scaler_.reset();
   make_fresh(0);
 }

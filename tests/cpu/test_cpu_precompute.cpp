@@ -167,6 +167,24 @@ TEST(CpuPrecomputeSplit, RowsAnswerAsWindowsAndInline) {
   }
 }
 
+// int8's open windows take an exact fp32 W_ih,0·x_t, computed once a part and tick: after a reset the same
+// tick numbers come again with other inputs, and each must get its own product, not the one kept from
+// before (both splits, and inline). The first windows advance at tick 1, so a reset after ticks 0 and 1
+// meets the kept tick number at once.
+TEST(CpuPrecomputeSplit, AResetTakesNoProductFromBeforeIt) {
+  const size_t T1 = 2, T2 = 30;
+  const Model m = random_model(5, 20, 2, 2, true, true, 7);
+  const auto x1 = random_inputs(T1, 5, 1), x2 = random_inputs(T2, 5, 2);
+  const auto want = run_ticks(*backend(m, Mode::window, Precision::int8, ""), x2, T2);
+  for (const std::string opts : {"", "pre_split=windows,pre_cores=2", "pre_split=rows,pre_cores=2"}) {
+    SCOPED_TRACE(opts);
+    auto b = backend(m, Mode::window, Precision::int8, opts);
+    (void)run_ticks(*b, x1, T1);
+    b->reset();
+    EXPECT_EQ(run_ticks(*b, x2, T2), want);
+  }
+}
+
 // auto: rows where the products run on AMX or the weights overflow half a core's L2, with several workers;
 // streaming has no windows to split; pre_cores past the cpuset is refused.
 TEST(CpuPrecomputeSplit, TheChoiceAndTheCores) {
