@@ -376,6 +376,11 @@ TEST(CpuOptions, TextEnvironmentAndBackend) {
   EXPECT_TRUE(o.rewarm);
   const CpuOptions all = parse_cpu_options("isa=avx2,bf16=cvt,int8_act=8,prefetch=512,rewarm=0,hugepages=0,crit_cores=3");
   EXPECT_EQ(all.crit_cores, 3);
+  const CpuOptions split = parse_cpu_options("amx=off,pre_split=rows,pre_cores=12");
+  EXPECT_EQ(split.amx, CpuAmx::off);
+  EXPECT_EQ(split.pre_split, CpuPrecomputeSplit::rows);
+  EXPECT_EQ(split.pre_cores, 12);
+  EXPECT_EQ(cpu_options_text(parse_cpu_options(cpu_options_text(split))), cpu_options_text(split));
   EXPECT_EQ(cpu_options_text(parse_cpu_options(cpu_options_text(all))), cpu_options_text(all));
   EXPECT_EQ(cpu_options_text(parse_cpu_options("")), cpu_options_text(d));
   auto refused = [](const std::string& text, const std::string& needle) {
@@ -390,6 +395,10 @@ TEST(CpuOptions, TextEnvironmentAndBackend) {
   refused("speed=11", "unknown key 'speed' (keys: isa, bf16, amx, int8_act, prefetch, rewarm, hugepages, crit_cores, pre_split, pre_cores)");
   refused("crit_cores=0", "crit_cores takes auto or 1..8");
   refused("crit_cores=9", "crit_cores takes auto or 1..8");
+  refused("amx=yes", "amx=yes (amx takes auto, on or off)");
+  refused("pre_split=cols", "pre_split=cols (pre_split takes auto, windows or rows)");
+  refused("pre_cores=0", "pre_cores takes auto or 1..256");
+  refused("pre_cores=257", "pre_cores takes auto or 1..256");
   refused("isa", "'isa' has no value");
   refused("isa=avx2,,bf16=dot", "an empty pair");
   refused("prefetch=70000", "prefetch takes auto or bytes 0..65536");
