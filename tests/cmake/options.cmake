@@ -1,6 +1,7 @@
 # The configure-time choices, each in a throwaway tree: CMake says whether the CUDA kernels and the
 # hotpath command are built and why; the C ABI and the Python module configure without CLI11; the
-# tests refuse to configure without it, saying so.
+# tests refuse to configure without it, saying so; HOTPATH_METRICS builds the Prometheus exporter or says
+# why not.
 #   cmake -DSOURCE_DIR= -DWORK_DIR= -DGENERATOR= -DC_COMPILER= -DCXX_COMPILER= -P options.cmake
 cmake_minimum_required(VERSION 3.25)
 file(REMOVE_RECURSE "${WORK_DIR}")
@@ -44,4 +45,14 @@ endif()
 # The tests need the command.
 configure(tests_without_cli OFF -DHOTPATH_CUDA=OFF -DHOTPATH_CLI=OFF)
 expect(tests_without_cli "the tests need the hotpath command and CLI11")
+# The Prometheus exporter: off when asked, a refusal when required but missing, and a bad value named.
+configure(metrics_off ON -DHOTPATH_CUDA=OFF -DHOTPATH_TESTS=OFF -DHOTPATH_METRICS=OFF)
+expect(metrics_off "Prometheus exporter: not built (HOTPATH_METRICS=OFF)")
+configure(metrics_missing OFF -DHOTPATH_CUDA=OFF -DHOTPATH_TESTS=OFF -DHOTPATH_METRICS=ON
+          -DCMAKE_DISABLE_FIND_PACKAGE_prometheus-cpp=ON)
+expect(metrics_missing "HOTPATH_METRICS=ON but prometheus-cpp")
+configure(metrics_auto_missing ON -DHOTPATH_CUDA=OFF -DHOTPATH_TESTS=OFF -DCMAKE_DISABLE_FIND_PACKAGE_prometheus-cpp=ON)
+expect(metrics_auto_missing "Prometheus exporter: not built (prometheus-cpp not found")
+configure(metrics_bad OFF -DHOTPATH_CUDA=OFF -DHOTPATH_TESTS=OFF -DHOTPATH_METRICS=maybe)
+expect(metrics_bad "HOTPATH_METRICS is AUTO, ON or OFF, not 'maybe'")
 file(REMOVE_RECURSE "${WORK_DIR}")
