@@ -7,13 +7,17 @@
 # --aarch64: also the cross compiler and qemu-user of the aarch64 job (scripts/test-aarch64.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-required=(cmake ninja-build g++ clang libclang-rt-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev)
+required=(cmake ninja-build g++ clang libclang-rt-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
+          prometheus-cpp-dev)
 case "${1:-}" in
   --aarch64) required+=(g++-aarch64-linux-gnu qemu-user) ;;
   "") ;;
   *) echo "setup: unknown argument '$1' (scripts/setup.sh [--aarch64])"; exit 2 ;;
 esac
-optional=(libbenchmark-dev libcurl4-openssl-dev)
+# prometheus: Debian's Prometheus server and promtool, for the telemetry tests only (the alert rules' unit
+# tests; the server scraping a live run). Where a service manager runs, installing it also starts a
+# server on :9090.
+optional=(libbenchmark-dev libcurl4-openssl-dev prometheus)
 # A python3 that makes venvs and has its C headers (the distribution's, or one already on PATH).
 python_ok() { python3 -c 'import ensurepip, os, sysconfig, venv; assert os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null; }
 python_ok || required+=(python3 python3-venv python3-dev)
