@@ -3,7 +3,9 @@
 // its MetricFamily values.
 #include "telemetry/prometheus_exporter.hpp"
 
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,11 +43,29 @@ HostPort split_address(const std::string& address) {
   return hp;
 }
 
+std::string unbracketed(const std::string& host) {
+  return host.size() >= 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
+}
+
+// Why `host` is no address to listen on; empty when it is one. civetweb reads a dotted address with
+// sscanf and keeps each part mod 256 (999.1.1.1 listened on 231.1.1.1): the kernel's parser decides here.
+std::string not_an_address(const std::string& host) {
+  if (host.find_first_not_of("0123456789.") == std::string::npos) {
+    in_addr a{};
+    return inet_pton(AF_INET, host.c_str(), &a) == 1 ? "" : "not an IPv4 address";
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(unbracketed(host).c_str(), nullptr, &hints, &found);
+  if (found) freeaddrinfo(found);
+  return rc == 0 ? "" : gai_strerror(rc);
+}
+
 // Why `host:port` cannot be listened on, asked of the kernel the way civetweb binds (SO_REUSEADDR), since
 // prometheus-cpp reports every failure alike. Empty when this bind works (the failure was elsewhere).
 std::string why_cannot_listen(const HostPort& hp) {
-  std::string host = hp.host;
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const std::string host = unbracketed(hp.host);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
@@ -187,11 +207,15 @@ MetricsServer::MetricsServer(const std::string& address) : impl_(std::make_uniqu
   impl_->address = split_address(address);
   if (impl_->address.port < 0)
     throw Error("metrics server: '" + address + "' is not HOST:PORT (e.g. 127.0.0.1:9464; port 0 picks a free one)");
+  if (const std::string why = not_an_address(impl_->address.host); !why.empty())
+    throw Error("metrics server: cannot listen on " + address + ": " + why);
   try {
     impl_->exposer = std::make_unique<prometheus::Exposer>(address, 1);  // one thread: scrapes are rare
   } catch (const std::exception&) {
     const std::string why = why_cannot_listen(impl_->address);
-    throw Error("metrics server: cannot listen on " + address + (why.empty() ? "" : ": " + why));
+    // The kernel would bind it: prometheus-cpp's server (civetweb) refused it, as it does IPv6 here.
+    throw Error("metrics server: cannot listen on " + address +
+                (why.empty() ? " (prometheus-cpp's server refused it; an IPv4 address works)" : ": " + why));
   }
   const auto ports = impl_->exposer->GetListeningPorts();
   if (ports.empty() || ports[0] <= 0) throw Error("metrics server: listening on " + address + " but no port was reported");

@@ -215,6 +215,7 @@ TEST(TelemetryServer, MalformedAddressesAreRefused) {
   expect_one_line_error("127.0.0.1:65536", "not HOST:PORT");
   expect_one_line_error("127.0.0.1:http", "not HOST:PORT");
   expect_one_line_error("192.0.2.1:0", "cannot listen");  // TEST-NET-1: no interface of this machine
+  expect_one_line_error("999.1.1.1:0", "not an IPv4 address");  // civetweb alone would listen on 231.1.1.1
 }
 
 #else  // built without prometheus-cpp
