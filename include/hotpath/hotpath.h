@@ -236,6 +236,43 @@ HOTPATH_API hotpath_status hotpath_engine_facts(hotpath_engine* engine, size_t* 
 HOTPATH_API hotpath_status hotpath_engine_fact(const hotpath_engine* engine, size_t index, const char** name,
                                                const char** value);
 
+/* ---- live model swap (docs/production.md, "Swapping a model while it serves") -------------------- */
+
+/* A model's id: 16 hex digits (and a NUL) of a hash of its content as loaded (config, weights, scaler),
+ * the same whatever the file is called. */
+HOTPATH_API hotpath_status hotpath_model_id(const hotpath_model* model, char id[17]);
+
+typedef struct hotpath_swap_options {
+  size_t struct_size;     /* sizeof(hotpath_swap_options) */
+  const char* precision;  /* the new model's; NULL or "": the engine's precision option, else the
+                             backend's default for the new model */
+  int64_t warm_ticks;     /* streaming: the new model's state is its state after the last K inputs
+                             from zero (0: zero state), K at most 4096; window mode: 0 (its windows
+                             are rebuilt exactly from the last W-1 inputs) */
+} hotpath_swap_options;
+#define HOTPATH_SWAP_OPTIONS_INIT { sizeof(hotpath_swap_options), NULL, 0 }
+
+/* Makes model ready to answer in place of the serving one, and returns once it is: its backend made with
+ * the engine's options and warmed, its state rebuilt from the engine's record of its last inputs, while
+ * the old model keeps answering. The switch is at a tick boundary: the old model answers the next tick,
+ * and the new one every tick after it (window mode: bit-identical to an engine that served the new model
+ * from the start). The one call that may run on another thread while one thread ticks (it blocks the
+ * calling thread only). Refused with the old model still serving (HOTPATH_ERROR_INVALID_ARGUMENT or
+ * _UNSUPPORTED, hotpath_last_error on the calling thread says why): another input or output size, weights
+ * that are not finite, a model the backend cannot serve, another cuda kernel family. options may be NULL.
+ * The engine keeps its own copy of model. */
+HOTPATH_API hotpath_status hotpath_engine_swap(hotpath_engine* engine, const hotpath_model* model,
+                                               const hotpath_swap_options* options);
+
+typedef struct hotpath_swap_state {
+  const char* answering_model_id; /* the model that answered the last tick (before any tick, the serving
+                                     one): valid while the engine is open */
+  int64_t swaps;                  /* swaps that took over */
+  int pending;                    /* 1: a swap is made ready and waits for its tick */
+} hotpath_swap_state;
+/* On the ticking thread (or between ticks), like hotpath_engine_step. */
+HOTPATH_API hotpath_status hotpath_engine_swap_state(const hotpath_engine* engine, hotpath_swap_state* state);
+
 /* Stops and frees the engine (its GPU kernel and threads included). NULL: nothing. An instance's
  * engine (hotpath_instances_engine) belongs to its set: closing it does nothing. */
 HOTPATH_API void hotpath_engine_close(hotpath_engine* engine);

@@ -71,6 +71,12 @@ class model {
   std::string name() const { return info().name; }
 
   const hotpath_model* get() const noexcept { return handle_.get(); }
+  // The content hash that names the model after a live swap (16 hex digits).
+  std::string id() const {
+    char id[17] = {};
+    detail::check(hotpath_model_id(handle_.get(), id));
+    return id;
+  }
 
  private:
   explicit model(hotpath_model* m) : handle_(m) {}
@@ -170,6 +176,21 @@ class engine {
   }
 
   void reset() { detail::check(hotpath_engine_reset(handle_.get())); }
+  // Live swap (hotpath_engine_swap): `m` answers from the tick after the next one; may be called from
+  // another thread while one thread ticks. precision: "" for the engine's; warm_ticks: streaming only.
+  void swap(const model& m, const std::string& precision = "", int64_t warm_ticks = 0) {
+    hotpath_swap_options o = HOTPATH_SWAP_OPTIONS_INIT;
+    o.precision = precision.empty() ? nullptr : precision.c_str();
+    o.warm_ticks = warm_ticks;
+    detail::check(hotpath_engine_swap(handle_.get(), m.get(), &o));
+  }
+  hotpath_swap_state swap_state() const {
+    hotpath_swap_state s{};
+    detail::check(hotpath_engine_swap_state(handle_.get(), &s));
+    return s;
+  }
+  // The id of the model that answered the last tick.
+  std::string answering_model_id() const { return swap_state().answering_model_id; }
   int64_t ticks() const {
     int64_t t = 0;
     detail::check(hotpath_engine_ticks(handle_.get(), &t));

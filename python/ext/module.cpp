@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -151,7 +152,8 @@ struct PyEngine {
   std::shared_ptr<hotpath::Engine> engine;
   std::shared_ptr<CallGuard> guard = std::make_shared<CallGuard>();
   size_t I = 0, O = 0;
-  nb::object model;  // the hotpath.Model served (engine.model, also after close())
+  nb::object model;  // the hotpath.Model served first
+  std::map<std::string, nb::object> swapped_in;  // by model id: every model swap() was given (engine.model)
 };
 
 // Holds the engine for one call: refuses a closed engine, a restarted instance and a concurrent call,
@@ -658,6 +660,9 @@ NB_MODULE(_hotpath, m) {
       .def_prop_ro("bias", [](const hotpath::Model& x) { return x.config.lstm_bias; })
       .def_prop_ro("parameter_count", [](const hotpath::Model& x) { return x.config.parameter_count(); })
       .def_prop_ro("dtype", [](const hotpath::Model& x) { return std::string(hotpath::dtype_name(x.dtype)); })
+      .def_prop_ro("id", [](const hotpath::Model& x) { return hotpath::model_id(x); },
+                   "16 hex digits of a hash of the model's content (config, weights, scaler): names the model\n"
+                   "that answered a tick after a live swap (Engine.model_id).")
       .def_ro("name", &hotpath::Model::name)
       .def_ro("lstm_prefix", &hotpath::Model::lstm_prefix)
       .def_ro("head_prefix", &hotpath::Model::head_prefix)
@@ -796,6 +801,37 @@ NB_MODULE(_hotpath, m) {
            "Fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched.\n"
            "Ctrl-C raises KeyboardInterrupt within ~0.1 s. progress: as for run.")
       .def(
+          "swap",
+          [](PyEngine& self, nb::object model, std::optional<std::string> precision, long long warm_ticks) {
+            if (!self.engine) throw hotpath::Error("this engine is closed (close() or the end of its with block); make a new Engine");
+            if (!nb::isinstance<hotpath::Model>(model)) model = nb::module_::import_("hotpath").attr("load")(model);
+            hotpath::SwapOptions so;
+            if (precision) so.precision = hotpath::util::parse_name<hotpath::Precision>(*precision);
+            so.warm_ticks = warm_ticks;
+            // Not a Use: the one call that may run beside a ticking thread. The copy keeps the engine alive.
+            std::shared_ptr<hotpath::Engine> engine = self.engine;
+            hotpath::Model copy = nb::cast<const hotpath::Model&>(model);
+            std::string id;
+            {
+              nb::gil_scoped_release unlocked;
+              id = engine->swap(std::move(copy), so);
+            }
+            self.swapped_in[id] = model;
+            return id;
+          },
+          "model"_a, "precision"_a = nb::none(), "warm_ticks"_a = 0,
+          "Live swap: makes model (anything hotpath.load takes) ready to answer in place of the serving one\n"
+          "and returns its id once it is, the old model answering meanwhile; the next tick is still the old\n"
+          "model's, every later one the new model's (window mode: bit-identical to an engine that served it\n"
+          "from the start). May be called from another thread while one thread ticks. precision: the new\n"
+          "model's (default: the engine's). warm_ticks: streaming only, the new state from zero over the last\n"
+          "K inputs (0: zero state). Raises Error (the old model still serving) for another input or output\n"
+          "size, bad weights, or a model the backend cannot serve.")
+      .def_prop_ro("model_id", [](PyEngine& self) { return open_engine(self).answering_model_id(); },
+                   "The id (Model.id) of the model that answered the last tick.")
+      .def_prop_ro("swaps", [](PyEngine& self) { return open_engine(self).swaps(); })
+      .def_prop_ro("swap_pending", [](PyEngine& self) { return open_engine(self).swap_pending(); })
+      .def(
           "reset",
           [](PyEngine& self) {
             Use use(self);
@@ -840,7 +876,12 @@ NB_MODULE(_hotpath, m) {
                      d["seconds"] = w.seconds;
                      return d;
                    })
-      .def_prop_ro("model", [](PyEngine& self) { return self.model; })
+      .def_prop_ro("model",
+                   [](PyEngine& self) {
+                     if (!self.engine || self.swapped_in.empty()) return self.model;
+                     const auto it = self.swapped_in.find(self.engine->model_id());
+                     return it == self.swapped_in.end() ? self.model : it->second;
+                   })
       .def("__repr__", [](PyEngine& self) -> std::string {
         if (!self.engine) return "<hotpath.Engine (closed)>";
         if (!self.guard->live.load(std::memory_order_acquire)) return "<hotpath.Engine (instance restarted or closed)>";

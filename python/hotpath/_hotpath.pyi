@@ -43,6 +43,10 @@ class Model:
     def dtype(self) -> str:
         """The weights' dtype in the source: "F32", "F16", "BF16" or "F64" (held exactly in float64)."""
     @property
+    def id(self) -> str:
+        """16 hex digits of a hash of the model's content (config, weights, scaler): names the model that
+        answered a tick after a live swap (Engine.model_id)."""
+    @property
     def name(self) -> str:
         """The zoo name, the file path, "<bytes>", "<state_dict>" or "<ClassName module>"."""
     @property
@@ -136,6 +140,21 @@ class Engine:
     ) -> numpy.typing.NDArray[numpy.float32]:
         """B fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched.
         Ctrl-C raises KeyboardInterrupt within ~0.1 s. progress: as for run."""
+    def swap(self, model: Any, precision: Optional[str] = None, warm_ticks: int = 0) -> str:
+        """Live swap: makes model (anything hotpath.load takes) ready to answer in place of the serving one
+        and returns its id once it is, the old model answering meanwhile; the next tick is still the old
+        model's, every later one the new model's (window mode: bit-identical to an engine that served it
+        from the start). May be called from another thread while one thread ticks. precision: the new
+        model's (default: the engine's). warm_ticks: streaming only, the new state from zero over the last
+        K inputs (0: zero state). Raises Error (the old model still serving) for another input or output
+        size, bad weights, or a model the backend cannot serve."""
+    @property
+    def model_id(self) -> str:
+        """The id (Model.id) of the model that answered the last tick."""
+    @property
+    def swaps(self) -> int: ...
+    @property
+    def swap_pending(self) -> bool: ...
     def reset(self) -> None:
         """Forget all state: the next tick is t = 0."""
     def counters(self) -> Dict[str, float]: ...

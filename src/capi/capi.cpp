@@ -120,6 +120,7 @@ bool covers(size_t size, F S::*field) {
 // The first layout of each struct ended with these fields: a caller built against that
 // header declares at least this much. Fields added since go at the end.
 constexpr size_t kFirstOptionsSize = offsetof(hotpath_engine_options, variant) + sizeof(const char*);
+constexpr size_t kFirstSwapOptionsSize = offsetof(hotpath_swap_options, warm_ticks) + sizeof(int64_t);
 constexpr size_t kFirstEngineInfoSize = offsetof(hotpath_engine_info, choice_note) + sizeof(const char*);
 
 // The options a caller passed, read within the size it declared. An older, smaller layout is read as far
@@ -299,16 +300,17 @@ hotpath_status hotpath_engine_get_info(const hotpath_engine* engine, hotpath_eng
     return bad_argument("hotpath_engine_get_info: info->struct_size is ", str(info->struct_size), ", expected ",
                         str(sizeof(hotpath_engine_info)), " (sizeof(hotpath_engine_info), or at least ",
                         str(kFirstEngineInfoSize), " from an older header)");
-  info->backend = engine->backend.c_str();
-  info->variant = engine->variant.c_str();
-  info->precision = engine->precision.c_str();
-  info->mode = engine->mode.c_str();
-  info->window = engine->window;
+  const hotpath_engine::Description& d = engine->description();
+  info->backend = d.backend.c_str();
+  info->variant = d.variant.c_str();
+  info->precision = d.precision.c_str();
+  info->mode = d.mode.c_str();
+  info->window = d.window;
   info->input_size = int(engine->input_size);
   info->output_size = int(engine->output_size);
-  info->choice_note = engine->choice_note.c_str();
+  info->choice_note = d.choice_note.c_str();
   const size_t size = info->struct_size;
-  if (covers(size, &hotpath_engine_info::scaler)) info->scaler = engine->scaler.c_str();
+  if (covers(size, &hotpath_engine_info::scaler)) info->scaler = d.scaler.c_str();
   if (covers(size, &hotpath_engine_info::warm_ticks)) info->warm_ticks = int64_t(engine->engine.warm_up().ticks);
   if (covers(size, &hotpath_engine_info::warm_seconds)) info->warm_seconds = engine->engine.warm_up().seconds;
   return HOTPATH_OK;
@@ -391,6 +393,44 @@ hotpath_status hotpath_engine_run_batch(hotpath_engine* engine, const float* x, 
   } catch (...) {
     return current_exception_status();
   }
+}
+
+hotpath_status hotpath_engine_swap(hotpath_engine* engine, const hotpath_model* model,
+                                   const hotpath_swap_options* options) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_swap", engine);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_swap", model);
+  if (options && options->struct_size < kFirstSwapOptionsSize)
+    return bad_argument("hotpath_engine_swap: options->struct_size is ", str(options->struct_size), ", expected ",
+                        str(sizeof(hotpath_swap_options)), " (sizeof(hotpath_swap_options))");
+  try {
+    hotpath::SwapOptions so;
+    if (options) {
+      set_choice<hotpath::Precision>(options->precision, so.precision);
+      so.warm_ticks = options->warm_ticks;
+    }
+    engine->engine.swap(model->model, so);
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
+}
+
+hotpath_status hotpath_engine_swap_state(const hotpath_engine* engine, hotpath_swap_state* state) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_swap_state", engine);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_swap_state", state);
+  const hotpath::Engine& e = engine->engine;
+  state->answering_model_id = e.answering_model_id().c_str();
+  state->swaps = int64_t(e.swaps());
+  state->pending = e.swap_pending() ? 1 : 0;
+  return HOTPATH_OK;
+}
+
+hotpath_status hotpath_model_id(const hotpath_model* model, char id[17]) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_model_id", model);
+  HOTPATH_CHECK_NOT_NULL("hotpath_model_id", id);
+  const std::string s = hotpath::model_id(model->model);
+  std::memcpy(id, s.c_str(), 17);
+  return HOTPATH_OK;
 }
 
 hotpath_status hotpath_engine_reset(hotpath_engine* engine) {

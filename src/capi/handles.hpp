@@ -18,38 +18,61 @@ struct hotpath_model {
 struct hotpath_engine {
   hotpath_engine(hotpath::Model model, const hotpath::EngineOptions& options)
       : own(std::make_unique<hotpath::Engine>(std::move(model), options)), engine(*own) {
+    describe_sizes();
     describe();
   }
   hotpath_engine(hotpath::Model model, std::unique_ptr<hotpath::Backend> served_by)
       : own(std::make_unique<hotpath::Engine>(std::move(model), std::move(served_by))), engine(*own) {
+    describe_sizes();
     describe();
   }
   // An engine owned elsewhere (an instance of a hotpath_instances set): hotpath_engine_close leaves it.
-  explicit hotpath_engine(hotpath::Engine& borrowed) : engine(borrowed) { describe(); }
+  explicit hotpath_engine(hotpath::Engine& borrowed) : engine(borrowed) {
+    describe_sizes();
+    describe();
+  }
+  void describe_sizes() {
+    input_size = size_t(engine.input_size());
+    output_size = size_t(engine.output_size());
+  }
 
   std::unique_ptr<hotpath::Engine> own;  // null: borrowed
   hotpath::Engine& engine;
   // Sizes the hot path checks, read once.
   size_t input_size = 0;
   size_t output_size = 0;
-  // The strings hotpath_engine_get_info hands out, valid while the engine is open.
-  std::string backend, variant, precision, mode, choice_note, scaler;
-  int window = 0;
+  // What hotpath_engine_get_info hands out. A swap may change the variant and precision: a new
+  // description is made then, and the older ones are kept, so every string handed out stays valid while
+  // the engine is open.
+  struct Description {
+    std::string backend, variant, precision, mode, choice_note, scaler;
+    int window = 0;
+  };
+  const Description& description() const {
+    if (!current || described_swaps != engine.swaps()) describe();
+    return *current;
+  }
   // The latest snapshots of hotpath_engine_counters / hotpath_engine_facts.
   std::vector<std::pair<std::string, double>> counters;
   std::vector<std::pair<std::string, std::string>> facts;
 
  private:
-  void describe() {
-    input_size = size_t(engine.input_size());
-    output_size = size_t(engine.output_size());
-    backend = engine.backend_name();
-    variant = engine.variant();
-    precision = hotpath::precision_name(engine.precision());
-    mode = hotpath::mode_name(engine.mode());
-    choice_note = engine.choice_note();
-    scaler = hotpath::scaler_name(engine.scaler());
-    window = engine.window();
+  // A cache of what the engine says (hence mutable: get_info takes a const engine).
+  mutable std::vector<std::unique_ptr<Description>> descriptions;
+  mutable Description* current = nullptr;
+  mutable long long described_swaps = -1;
+  void describe() const {
+    auto d = std::make_unique<Description>();
+    d->backend = engine.backend_name();
+    d->variant = engine.variant();
+    d->precision = hotpath::precision_name(engine.precision());
+    d->mode = hotpath::mode_name(engine.mode());
+    d->choice_note = engine.choice_note();
+    d->scaler = hotpath::scaler_name(engine.scaler());
+    d->window = engine.window();
+    current = d.get();
+    descriptions.push_back(std::move(d));
+    described_swaps = engine.swaps();
   }
 };
 

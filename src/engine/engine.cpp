@@ -228,24 +228,31 @@ BackendKind choose_backend(const Model& model, EngineOptions* options, std::stri
   return options->backend;
 }
 
-Engine::Engine(Model model, const EngineOptions& options) : model_(std::move(model)) {
-  BackendOptions bo = backend_options(model_, options);
+Engine::Engine(Model model_in, const EngineOptions& options) {
+  creator_cores_ = util::allowed_cores();
+  creator_thread_ = pthread_self();
+  const Model& model = model_in;
+  BackendOptions bo = backend_options(model, options);
+  std::unique_ptr<Backend> backend;
+  EngineOptions resolved = options;
   if (options.backend == BackendKind::automatic) {
-    backend_ = try_auto_cuda(model_, bo, options, &choice_note_);
-    if (!backend_) {
-      EngineOptions cpu = options;
-      drop_cuda_options(&cpu, &choice_note_);
-      bo = backend_options(model_, cpu);
-      backend_ = make_backend(BackendKind::cpu, model_, bo);
+    backend = try_auto_cuda(model, bo, options, &choice_note_);
+    resolved.backend = BackendKind::cuda;
+    if (!backend) {
+      drop_cuda_options(&resolved, &choice_note_);
+      resolved.backend = BackendKind::cpu;
+      bo = backend_options(model, resolved);
+      backend = make_backend(BackendKind::cpu, model, bo);
     }
   } else {
-    backend_ = make_served(options.backend, model_, bo, options.fallback);
+    backend = make_served(options.backend, model, bo, options.fallback);
   }
+  options_ = resolved;
   // The calling thread runs the critical step: on the cpuset's first core. The cpu backend pins it
   // itself (and again on each new calling thread); for the others it is done here, after the backend's
   // own threads (heartbeat, shadow worker) were started with the caller's cores.
-  if (!bo.cpuset.empty() && backend_->name() != "cpu") {
-    pinned_from_ = util::allowed_cores();
+  if (!bo.cpuset.empty() && backend->name() != "cpu") {
+    pinned_from_ = creator_cores_;
     util::pin_thread(pthread_self(), {bo.cpuset.front()}, "engine caller (--cpuset's first core)");
     pinned_thread_ = pthread_self();
     pinned_ = true;
@@ -253,22 +260,103 @@ Engine::Engine(Model model, const EngineOptions& options) : model_(std::move(mod
   // Here, on the pinned caller: the thread and core that will run the critical step.
   if (options.warm) {
     try {
-      warm_up_ = engine::warm(*backend_);
+      warm_up_ = engine::warm(*backend);
     } catch (...) {
-      backend_.reset();
+      backend.reset();
       restore_caller_cores();
       throw;
     }
   }
+  wrap(std::move(model_in), std::move(backend));
 }
 
-Engine::Engine(Model model, std::unique_ptr<Backend> backend) : model_(std::move(model)), backend_(std::move(backend)) {
-  if (!backend_) throw Error("engine: no backend given");
+Engine::Engine(Model model, std::unique_ptr<Backend> backend) {
+  if (!backend) throw Error("engine: no backend given");
+  creator_cores_ = util::allowed_cores();
+  creator_thread_ = pthread_self();
+  wrap(std::move(model), std::move(backend));
+}
+
+namespace {
+engine::ReplayPlan replay_plan(const BackendOptions& bo, const ScalerChoice& scaler, long long warm_ticks) {
+  engine::ReplayPlan p;
+  p.mode = bo.mode;
+  p.window = bo.mode == Mode::window ? bo.window : 1;
+  p.history = scaler.kind == ScalerKind::rolling ? scaler.window : 0;
+  p.warm_ticks = warm_ticks;
+  return p;
+}
+// The swap worker's cores: the creating thread's, less the critical core (all of them when that is all).
+std::vector<int> swap_worker_cores(const std::vector<int>& creator, const std::vector<int>& cpuset) {
+  std::vector<int> cores;
+  for (int c : creator)
+    if (cpuset.empty() || c != cpuset.front()) cores.push_back(c);
+  return cores.empty() ? creator : cores;
+}
+}  // namespace
+
+void Engine::wrap(Model model, std::unique_ptr<Backend> backend) {
+  input_size_ = model.config.input_size;
+  output_size_ = model.config.output_size;
+  const BackendOptions& bo = backend->options();
+  engine::ReplayPlan plan = replay_plan(bo, resolve_scaler(model, bo.scaler), kMaxSwapWarmTicks);
+  if (bo.mode == Mode::window) plan.warm_ticks = 0;
+  engine::ServedModel first;
+  first.id = hotpath::model_id(model);
+  first.model = std::make_shared<const Model>(std::move(model));
+  first.backend = std::move(backend);
+  auto wrapped = std::make_unique<engine::SwappableBackend>(std::move(first), engine::record_ticks(plan, input_size_),
+                                                           swap_worker_cores(creator_cores_, bo.cpuset));
+  swappable_ = wrapped.get();
+  backend_ = std::move(wrapped);
+}
+
+std::string Engine::swap(Model model, const SwapOptions& swap) {
+  if (!options_)
+    throw Error("swap: this engine was given its backend by the caller; only an engine made from options can "
+                "make the new model's backend");
+  model.validate();  // NaN or Inf weights, sizes that disagree: refused before anything is made
+  if (model.config.input_size != input_size_)
+    throw Error("swap: the new model '" + model.name + "' takes " + std::to_string(model.config.input_size) +
+                " inputs a tick, the serving one " + std::to_string(input_size_) + "; a swap keeps the input size");
+  if (model.config.output_size != output_size_)
+    throw Error("swap: the new model '" + model.name + "' gives " + std::to_string(model.config.output_size) +
+                " outputs a tick, the serving one " + std::to_string(output_size_) +
+                "; a swap keeps the output size (the caller's buffers)");
+  if (swap.warm_ticks < 0 || swap.warm_ticks > kMaxSwapWarmTicks)
+    throw Error("swap: warm ticks " + std::to_string(swap.warm_ticks) + " is outside 0.." +
+                std::to_string(kMaxSwapWarmTicks));
+  if (swap.warm_ticks > 0 && mode() != Mode::streaming)
+    throw Error("swap: warm ticks are for streaming mode; window mode rebuilds the windows from the last W-1 inputs");
+  EngineOptions o = *options_;
+  o.window = window();  // the engine's, not the new model's metadata: the record is kept for it
+  if (swap.precision) o.precision = swap.precision;
+  const BackendOptions bo = backend_options(model, o);
+  const engine::ReplayPlan plan = replay_plan(bo, resolve_scaler(model, bo.scaler), swap.warm_ticks);
+  const std::string id = hotpath::model_id(model);
+  auto shared = std::make_shared<const Model>(std::move(model));
+  const bool warm = o.warm;
+  swappable_->swap(
+      [shared, bo, o, id, warm] {
+        engine::ServedModel s;
+        s.backend = make_served(o.backend, *shared, bo, o.fallback);
+        if (warm) (void)engine::warm(*s.backend);
+        s.model = shared;
+        s.id = id;
+        return s;
+      },
+      plan);
+  return id;
 }
 
 Engine::~Engine() {
+  const bool swapped = swappable_ && swappable_->swaps() > 0;
   backend_.reset();
   restore_caller_cores();
+  // A swapped-in cpu backend was made on the swap worker and would give the creating thread the worker's
+  // cores: the creating thread gets its own back.
+  if (swapped && !creator_cores_.empty() && pthread_equal(creator_thread_, pthread_self()))
+    util::set_thread_cores(pthread_self(), creator_cores_);
 }
 
 void Engine::restore_caller_cores() {
@@ -282,7 +370,7 @@ int Engine::window() const { return backend_->options().mode == Mode::window ? b
 std::string Engine::backend_name() const { return backend_->name(); }
 std::string Engine::variant() const { return backend_->variant(); }
 Precision Engine::precision() const { return backend_->precision(); }
-ScalerChoice Engine::scaler() const { return resolve_scaler(model_, backend_->options().scaler); }
+ScalerChoice Engine::scaler() const { return resolve_scaler(model(), backend_->options().scaler); }
 long long Engine::ticks() const { return backend_->ticks(); }
 std::map<std::string, double> Engine::counters() const { return backend_->counters(); }
 std::map<std::string, std::string> Engine::facts() const { return backend_->facts(); }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "engine/swap.hpp"
 #include "engine/warm.hpp"
 #include "model/loader.hpp"
 #include "model/model.hpp"
@@ -59,6 +60,17 @@ struct EngineOptions : BackendOptions {
   bool warm = true;
 };
 
+// How a model swapped into a running engine starts (Engine::swap).
+struct SwapOptions {
+  // The new model's precision; unset: the engine's --precision, else the new model's default.
+  std::optional<Precision> precision;
+  // Streaming mode: the new model's state is its state after the last K inputs from zero state (0: zero
+  // state, the default); at most kMaxSwapWarmTicks. Window mode has no choice to make: the new model's
+  // windows are rebuilt from the last W-1 inputs exactly.
+  long long warm_ticks = 0;
+};
+inline constexpr long long kMaxSwapWarmTicks = 4096;
+
 // "0-3,8" -> {0,1,2,3,8} (the first listed core stays first); throws hotpath::Error naming the bad part.
 std::vector<int> parse_cpuset(const std::string& text);
 
@@ -88,10 +100,11 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  const Model& model() const { return model_; }
-  const ModelConfig& config() const { return model_.config; }
-  int input_size() const { return model_.config.input_size; }
-  int output_size() const { return model_.config.output_size; }
+  // The model serving now (after a swap, the new one).
+  const Model& model() const { return swappable_->model(); }
+  const ModelConfig& config() const { return model().config; }
+  int input_size() const { return input_size_; }    // the same for every model a swap brings
+  int output_size() const { return output_size_; }
   Mode mode() const;
   int window() const;                 // W in window mode, 1 otherwise
   std::string backend_name() const;   // the backend serving (auto resolved), e.g. "cuda"
@@ -132,14 +145,41 @@ class Engine {
   // The warm-up the backend got on creation (ticks 0: none).
   const engine::WarmUp& warm_up() const { return warm_up_; }
 
+  // Live model swap (docs/production.md, "Swapping a model while it serves"). Makes `model` ready to
+  // answer in place of the serving one and returns its id (model_id) once it is: its backend made with
+  // this engine's options (the precision from `swap`), warmed, and its state rebuilt from the engine's
+  // record of its last inputs while the old model keeps answering. The switch is at a tick boundary: the
+  // tick thread's next finish of a tick hands over, and the tick after it is the new model's (window
+  // mode: bit-identical to an engine that served the new model from the start; streaming: from the
+  // state SwapOptions::warm_ticks says). The one call that may run on another thread while one thread
+  // ticks (it blocks that thread, not the ticking one); or call it between ticks. Throws hotpath::Error
+  // naming the problem, the old model still serving, for another input or output size, a model that
+  // cannot be served (bad weights, too big), another cuda kernel family, or an engine not made from
+  // options (Engine(Model, backend)). A swap asked while one waits for its tick replaces it.
+  std::string swap(Model model, const SwapOptions& swap = {});
+  // The id of the model that answered the last tick (model_id; before any tick, the serving one's).
+  const std::string& answering_model_id() const { return swappable_->answering_id(); }
+  // The id of the model serving now (the one model() returns).
+  const std::string& model_id() const { return swappable_->serving_id(); }
+  // Swaps that took over, and whether one is made ready but not yet switched to.
+  long long swaps() const { return swappable_->swaps(); }
+  bool swap_pending() const { return swappable_->swap_pending(); }
+  // Why a swap that had returned then failed before its switch (empty otherwise).
+  std::string swap_failure() const { return swappable_->late_failure(); }
+
   // The backend itself, for harnesses that time step() and finish_precompute() apart (bench).
   Backend& backend() { return *backend_; }
   const Backend& backend() const { return *backend_; }
 
  private:
-  Model model_;
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> backend_;  // the SwappableBackend below, serving the model
+  engine::SwappableBackend* swappable_ = nullptr;
+  int input_size_ = 0, output_size_ = 0;
+  std::optional<EngineOptions> options_;  // auto resolved; unset for an engine given its backend
+  std::vector<int> creator_cores_;        // the creating thread's cores before any backend pinned it
+  pthread_t creator_thread_{};
   std::string choice_note_;
+  void wrap(Model model, std::unique_ptr<Backend> backend);
   engine::WarmUp warm_up_;
   void restore_caller_cores();
   // The creating thread, pinned to the cpuset's first core (backends other than cpu), and its cores before.

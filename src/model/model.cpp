@@ -115,4 +115,44 @@ void Model::validate() const {
   }
 }
 
+namespace {
+struct Fnv1a {
+  uint64_t h = 0xcbf29ce484222325ull;
+  void bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  }
+  void number(long long v) { bytes(&v, sizeof v); }
+  // The length first, so that [a][b, c] and [a, b][c] differ.
+  void values(const std::vector<double>& v) {
+    number((long long)v.size());
+    bytes(v.data(), v.size() * sizeof(double));
+  }
+};
+}  // namespace
+
+std::string model_id(const Model& m) {
+  Fnv1a f;
+  const ModelConfig& c = m.config;
+  for (long long v : {(long long)c.input_size, (long long)c.hidden_size, (long long)c.num_layers,
+                      (long long)c.output_size, (long long)c.lstm_bias, (long long)c.head_bias})
+    f.number(v);
+  for (const LstmLayer& l : m.layers) {
+    f.values(l.w_ih);
+    f.values(l.w_hh);
+    f.values(l.b_ih);
+    f.values(l.b_hh);
+  }
+  f.values(m.head_w);
+  f.values(m.head_b);
+  f.number(m.input_scaler ? 1 : 0);
+  if (m.input_scaler) {
+    f.values(m.input_scaler->mean);
+    f.values(m.input_scaler->scale);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)f.h);
+  return hex;
+}
+
 }  // namespace hotpath

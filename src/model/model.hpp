@@ -78,4 +78,9 @@ struct Model {
   void validate() const;
 };
 
+// The model's id: 16 hex digits of a 64-bit FNV-1a hash of its content as loaded (the config, every
+// weight and bias as float64, the head, the input scaler), so the same weights give the same id whatever
+// the file's name, dtype of origin aside. Names the model that answered a tick after a live swap.
+std::string model_id(const Model& model);
+
 }  // namespace hotpath

@@ -733,6 +733,68 @@ TEST(CapiEngine, StepErrors) {
   EXPECT_EQ(last_error(), "hotpath_engine_reset: engine is NULL");
 }
 
+// Live swap through the C ABI: lstm_s's engine takes lstm_m (same I and O, another H and L) between
+// ticks; the tick after the next is lstm_m's, bit-identical to an engine that served lstm_m from the
+// start; the state names the answering model; a model of another input size is refused by name.
+TEST(CapiEngine, SwapBetweenTicks) {
+  const ModelPtr s = open_model("lstm_s"), m = open_model("lstm_m"), v = open_model("vollo_tiny");
+  char id_s[17] = {}, id_m[17] = {};
+  ASSERT_EQ(hotpath_model_id(s.get(), id_s), HOTPATH_OK);
+  ASSERT_EQ(hotpath_model_id(m.get(), id_m), HOTPATH_OK);
+  EXPECT_EQ(std::strlen(id_s), 16u);
+  EXPECT_STRNE(id_s, id_m);
+  const Opts opts{"cpu", "fp32", "window", 10};
+  const EnginePtr e = open_engine(s.get(), opts), fresh = open_engine(m.get(), opts);
+  const int T = 25, N = 15;
+  std::vector<float> x(32), z(1), zf(1);
+  for (int t = 0; t < T + N; ++t) {
+    for (int i = 0; i < 32; ++i) x[size_t(i)] = float(std::sin(0.37 * t + 0.11 * i));
+    if (t == T) {
+      hotpath_swap_options o = HOTPATH_SWAP_OPTIONS_INIT;
+      ASSERT_EQ(hotpath_engine_swap(e.get(), m.get(), &o), HOTPATH_OK) << last_error();
+      hotpath_swap_state st{};
+      ASSERT_EQ(hotpath_engine_swap_state(e.get(), &st), HOTPATH_OK);
+      EXPECT_EQ(st.pending, 1);  // ready, waiting for its tick
+    }
+    ASSERT_EQ(hotpath_engine_step(e.get(), x.data(), 32, z.data(), 1), HOTPATH_OK) << last_error();
+    ASSERT_EQ(hotpath_engine_step(fresh.get(), x.data(), 32, zf.data(), 1), HOTPATH_OK) << last_error();
+    hotpath_swap_state st{};
+    ASSERT_EQ(hotpath_engine_swap_state(e.get(), &st), HOTPATH_OK);
+    EXPECT_STREQ(st.answering_model_id, t > T ? id_m : id_s) << t;
+    if (t > T) EXPECT_EQ(std::memcmp(z.data(), zf.data(), sizeof(float)), 0) << t;
+    EXPECT_EQ(st.swaps, t >= T ? 1 : 0) << t;  // switched at the end of tick T
+    EXPECT_EQ(st.pending, 0) << t;
+  }
+  EXPECT_EQ(hotpath_engine_swap(e.get(), v.get(), nullptr), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "takes 128 inputs a tick, the serving one 32")) << last_error();
+  EXPECT_EQ(hotpath_engine_swap(nullptr, m.get(), nullptr), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(last_error(), "hotpath_engine_swap: engine is NULL");
+  EXPECT_EQ(hotpath_engine_swap(e.get(), nullptr, nullptr), HOTPATH_ERROR_INVALID_ARGUMENT);
+  hotpath_swap_options bad = HOTPATH_SWAP_OPTIONS_INIT;
+  bad.struct_size = 4;
+  EXPECT_EQ(hotpath_engine_swap(e.get(), m.get(), &bad), HOTPATH_ERROR_INVALID_ARGUMENT);
+  bad = HOTPATH_SWAP_OPTIONS_INIT;
+  bad.precision = "fp99";
+  EXPECT_EQ(hotpath_engine_swap(e.get(), m.get(), &bad), HOTPATH_ERROR_INVALID_ARGUMENT);
+  bad = HOTPATH_SWAP_OPTIONS_INIT;
+  bad.warm_ticks = 3;  // window mode has nothing to warm
+  EXPECT_EQ(hotpath_engine_swap(e.get(), m.get(), &bad), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "warm ticks are for streaming mode")) << last_error();
+  // a swap to another precision: get_info says so, and what it said before stays readable
+  hotpath_engine_info before{};
+  before.struct_size = sizeof before;
+  ASSERT_EQ(hotpath_engine_get_info(e.get(), &before), HOTPATH_OK);
+  hotpath_swap_options bf = HOTPATH_SWAP_OPTIONS_INIT;
+  bf.precision = "bf16";
+  ASSERT_EQ(hotpath_engine_swap(e.get(), s.get(), &bf), HOTPATH_OK) << last_error();
+  for (int k = 0; k < 2; ++k) ASSERT_EQ(hotpath_engine_step(e.get(), x.data(), 32, z.data(), 1), HOTPATH_OK);
+  hotpath_engine_info after{};
+  after.struct_size = sizeof after;
+  ASSERT_EQ(hotpath_engine_get_info(e.get(), &after), HOTPATH_OK);
+  EXPECT_STREQ(before.precision, "fp32");
+  EXPECT_STREQ(after.precision, "bf16");
+}
+
 // A NaN or Inf tick is a tick error, and the state is exactly as before it: the outputs that follow
 // equal those of an engine that never saw it.
 TEST(CapiEngine, BadTickLeavesTheStateUnchanged) {
