@@ -266,6 +266,11 @@ void SwappableBackend::worker_main(std::function<ServedModel()> make, ReplayPlan
         retired_ = ServedModel{};  // the old model (or the new one that failed), off the tick thread
         return;
       }
+      if (s == kRetry && cancel_.load(std::memory_order_acquire)) {
+        pending_ = ServedModel{};  // handed back, and replaced meanwhile: nothing to chase for
+        state_.store(kIdle, std::memory_order_release);
+        return;
+      }
       if (s == kRetry) break;
       if (s == kReady && cancel_.load(std::memory_order_acquire) &&
           state_.compare_exchange_strong(s, kIdle, std::memory_order_acq_rel)) {

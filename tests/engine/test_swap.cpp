@@ -38,6 +38,7 @@ EngineOptions cpu_options(Mode mode, int window, std::optional<Precision> p = st
   o.mode = mode;
   o.window = window;
   o.precision = p;
+  o.warm = false;  // not what is checked here, and slow beside spinning precompute workers on a small host
   return o;
 }
 
