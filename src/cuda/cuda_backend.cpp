@@ -3,6 +3,7 @@
 // wrapper answers it from its shadow backend).
 #include "cuda/cuda_backend.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -247,6 +248,7 @@ class CudaBackend final : public Backend {
     // Answers the kernel wrote that the host had already given up on (a late GPU answer is discarded).
     c["late_gpu_answers"] = double(late_before_reset_ + late_this_launch());
     c["kernel_running"] = kernel_alive() ? 1.0 : 0.0;
+    c["lease_renewals"] = double(lease_renewals_.load(std::memory_order_relaxed));  // the heartbeat's, all launches
     // In-kernel time from "input complete" to "output stored", SM cycles (read on a side stream).
     cuda::SharedWords w{};
     const bool read = copt_.shared ? copt_.shared->read_words(copt_.slot, w)
@@ -367,6 +369,7 @@ class CudaBackend final : public Backend {
     accepted_base_ -= gpu_answers_;
     gpu_answers_ = timeouts_ = late_before_reset_ = 0;
     launches_ = kernel_running_ ? 1 : 0;
+    lease_renewals_.store(0, std::memory_order_relaxed);
   }
 
   std::map<std::string, std::string> facts() const override {
@@ -686,6 +689,7 @@ class CudaBackend final : public Backend {
       const auto period = std::chrono::duration<double, std::milli>(copt_.heartbeat_ms);
       while (!stop.stop_requested()) {
         mailbox_->beat();
+        lease_renewals_.fetch_add(1, std::memory_order_relaxed);
         std::this_thread::sleep_for(period);
       }
     });
@@ -780,8 +784,10 @@ class CudaBackend final : public Backend {
   std::string family_why_;  // choose_kernel's reason for the plan's family
   std::unique_ptr<HostMailbox> own_mailbox_;  // an instance of a shared launch uses the launch's
   HostMailbox* mailbox_ = nullptr;
+  std::atomic<long long> lease_renewals_{0};  // the heartbeat's beats (counters()), since clear_counters
   // Renews the kernel's lease. A std::jthread: a constructor that throws after starting it stops and
-  // joins it (a joinable std::thread would call std::terminate); declared after mailbox_, which it uses.
+  // joins it (a joinable std::thread would call std::terminate); declared after mailbox_ and
+  // lease_renewals_, which it uses.
   std::jthread heartbeat_;
   std::unique_ptr<cuda::BatchRunner> batch_;  // the throughput kernels, made at the first backtest
   bool parked_ = false;                        // stopped for a backtest: launched again at the next tick

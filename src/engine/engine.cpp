@@ -1,6 +1,7 @@
 #include "engine/engine.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -8,6 +9,7 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/isa_choice.hpp"
+#include "engine/engine_metrics.hpp"
 #include "engine/fallback.hpp"
 #include "engine/gpu.hpp"
 #include "model/safetensors.hpp"
@@ -268,13 +270,15 @@ Engine::Engine(Model model_in, const EngineOptions& options) {
     }
   }
   wrap(std::move(model_in), std::move(backend));
+  if (options.metrics) metrics_ = std::make_unique<engine::EngineMetrics>(*swappable_);
 }
 
-Engine::Engine(Model model, std::unique_ptr<Backend> backend) {
+Engine::Engine(Model model, std::unique_ptr<Backend> backend, bool metrics) {
   if (!backend) throw Error("engine: no backend given");
   creator_cores_ = util::allowed_cores();
   creator_thread_ = pthread_self();
   wrap(std::move(model), std::move(backend));
+  if (metrics) metrics_ = std::make_unique<engine::EngineMetrics>(*swappable_);
 }
 
 namespace {
@@ -350,6 +354,7 @@ std::string Engine::swap(Model model, const SwapOptions& swap) {
 }
 
 Engine::~Engine() {
+  metrics_.reset();  // reads the backend's counters no more
   const bool swapped = swappable_ && swappable_->swaps() > 0;
   backend_.reset();
   restore_caller_cores();
@@ -375,12 +380,46 @@ long long Engine::ticks() const { return backend_->ticks(); }
 std::map<std::string, double> Engine::counters() const { return backend_->counters(); }
 std::map<std::string, std::string> Engine::facts() const { return backend_->facts(); }
 
+std::shared_ptr<const telemetry::TickMetrics> Engine::metrics() const {
+  return metrics_ ? metrics_->metrics() : nullptr;
+}
+
+telemetry::Snapshot Engine::metrics_snapshot() const {
+  if (!metrics_) throw Error("this engine records no telemetry: make it with the metrics option on");
+  return metrics_->metrics()->snapshot();
+}
+
+// One tick. Telemetry off: one branch on a null pointer, never taken.
+inline void Engine::tick(std::span<const float> x, std::span<float> out) {
+  if (metrics_) [[unlikely]] return recorded_tick(x, out);
+  backend_->step(x, out);
+  backend_->finish_precompute();
+}
+
+// One tick, timed from entry into the backend's step to its answer, and recorded once the answer is
+// written and the precompute done: the histogram's writes then delay only a next tick already due.
+void Engine::recorded_tick(std::span<const float> x, std::span<float> out) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point answered;
+  try {
+    backend_->step(x, out);
+    answered = Clock::now();
+    if (swappable_->take_over_due()) [[unlikely]] metrics_->fold(*swappable_);  // the old backend's last counts
+    backend_->finish_precompute();
+  } catch (const BackendError&) {
+    // The caller gets no answer: lost. (A bad input, TickError, is refused before it is consumed.)
+    metrics_->lost();
+    throw;
+  }
+  metrics_->tick(std::chrono::duration_cast<std::chrono::nanoseconds>(answered - start).count(), *swappable_);
+}
+
 void Engine::step(std::span<const float> x, std::span<float> out) {
   if (out.size() != size_t(output_size()))
     throw Error("output buffer holds " + std::to_string(out.size()) + " floats, the model gives " +
                 std::to_string(output_size()));
-  backend_->step(x, out);
-  backend_->finish_precompute();
+  tick(x, out);
 }
 
 namespace {
@@ -398,10 +437,7 @@ void check_series(const Engine& e, std::span<const float> series, size_t ticks, 
 void Engine::run(std::span<const float> series, size_t ticks, std::span<float> out) {
   check_series(*this, series, ticks, out.size());
   const size_t I = size_t(input_size()), O = size_t(output_size());
-  for (size_t t = 0; t < ticks; ++t) {
-    backend_->step(series.subspan(t * I, I), out.subspan(t * O, O));
-    backend_->finish_precompute();
-  }
+  for (size_t t = 0; t < ticks; ++t) tick(series.subspan(t * I, I), out.subspan(t * O, O));
 }
 
 void Engine::run(std::span<const float> series, size_t ticks, std::span<double> out) {
@@ -409,8 +445,7 @@ void Engine::run(std::span<const float> series, size_t ticks, std::span<double> 
   const size_t I = size_t(input_size()), O = size_t(output_size());
   std::vector<float> z(O);
   for (size_t t = 0; t < ticks; ++t) {
-    backend_->step(series.subspan(t * I, I), z);
-    backend_->finish_precompute();
+    tick(series.subspan(t * I, I), z);
     const auto exact = backend_->last_output_f64();
     for (size_t o = 0; o < O; ++o) out[t * O + o] = exact.empty() ? double(z[o]) : exact[o];
   }
@@ -452,17 +487,22 @@ void check_backtest(const Engine& e, std::span<const float> x, size_t series, si
 void Engine::backtest(std::span<const float> x, size_t series, size_t ticks, std::span<float> out,
                       std::atomic<size_t>* done, const std::atomic<bool>* stop) {
   check_backtest(*this, x, series, ticks, out.size());
-  if (out.empty()) return backend_->reset();  // nothing to run, and still the promised reset
+  if (out.empty()) return reset();  // nothing to run, and still the promised reset
   backend_->backtest(x, series, ticks, Backend::BacktestOutput{out.data(), nullptr, stop}, done);
+  if (metrics_) metrics_->fold(*swappable_);
 }
 
 void Engine::backtest(std::span<const float> x, size_t series, size_t ticks, std::span<double> out,
                       std::atomic<size_t>* done, const std::atomic<bool>* stop) {
   check_backtest(*this, x, series, ticks, out.size());
-  if (out.empty()) return backend_->reset();  // nothing to run, and still the promised reset
+  if (out.empty()) return reset();  // nothing to run, and still the promised reset
   backend_->backtest(x, series, ticks, Backend::BacktestOutput{nullptr, out.data(), stop}, done);
+  if (metrics_) metrics_->fold(*swappable_);
 }
 
-void Engine::reset() { backend_->reset(); }
+void Engine::reset() {
+  backend_->reset();
+  if (metrics_) metrics_->fold(*swappable_);
+}
 
 }  // namespace hotpath

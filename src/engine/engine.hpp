@@ -17,8 +17,13 @@
 #include "engine/warm.hpp"
 #include "model/loader.hpp"
 #include "model/model.hpp"
+#include "telemetry/tick_metrics.hpp"
 
 namespace hotpath {
+
+namespace engine {
+class EngineMetrics;
+}
 
 // --- models -----------------------------------------------------------------------------------------
 // A file path, else a zoo name (`hotpath models`); throws hotpath::Error naming both when neither.
@@ -58,6 +63,9 @@ struct EngineOptions : BackendOptions {
   // Warm the backend on creation (engine/warm.hpp); false: the first ticks meet a cold backend (to
   // measure the difference).
   bool warm = true;
+  // Tick telemetry (Engine::metrics): each tick's latency and the backend's counts into a
+  // telemetry::TickMetrics. Off: the tick path pays one untaken branch.
+  bool metrics = false;
 };
 
 // How a model swapped into a running engine starts (Engine::swap).
@@ -94,8 +102,8 @@ class Engine {
   // The backend is warmed (options.warm) on the thread that runs its critical step, once pinned.
   Engine(Model model, const EngineOptions& options);
   // Serves `backend` (already made for `model`, not warmed here): tests, and harnesses that build
-  // their own backend.
-  Engine(Model model, std::unique_ptr<Backend> backend);
+  // their own backend; `metrics` as EngineOptions::metrics.
+  Engine(Model model, std::unique_ptr<Backend> backend, bool metrics = false);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -167,6 +175,17 @@ class Engine {
   // Why a swap that had returned then failed before its switch (empty otherwise).
   std::string swap_failure() const { return swappable_->late_failure(); }
 
+  // Tick telemetry (EngineOptions::metrics; docs/production.md, "Telemetry"); null when off. step() and
+  // run() record each answered tick's latency, from entry into the backend's step to its answer (two
+  // steady-clock reads, written once the answer is), and count it answered; a tick the backend failed
+  // (BackendError) counts lost. The backend's counts (CPU fallback answers, GPU timeouts, lease
+  // renewals) are folded in every engine::kFoldEvery ticks and at reset() and backtest(); swaps and the
+  // serving model as they happen. Any thread may take a snapshot while the tick thread writes; a
+  // telemetry::MetricsServer may hold it past the engine.
+  std::shared_ptr<const telemetry::TickMetrics> metrics() const;
+  // metrics()->snapshot(), from any thread; throws hotpath::Error when the engine was made without.
+  telemetry::Snapshot metrics_snapshot() const;
+
   // The backend itself, for harnesses that time step() and finish_precompute() apart (bench).
   Backend& backend() { return *backend_; }
   const Backend& backend() const { return *backend_; }
@@ -174,6 +193,9 @@ class Engine {
  private:
   std::unique_ptr<Backend> backend_;  // the SwappableBackend below, serving the model
   engine::SwappableBackend* swappable_ = nullptr;
+  std::unique_ptr<engine::EngineMetrics> metrics_;  // null: telemetry off
+  void tick(std::span<const float> x, std::span<float> out);
+  void recorded_tick(std::span<const float> x, std::span<float> out);
   int input_size_ = 0, output_size_ = 0;
   std::optional<EngineOptions> options_;  // auto resolved; unset for an engine given its backend
   std::vector<int> creator_cores_;        // the creating thread's cores before any backend pinned it

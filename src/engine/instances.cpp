@@ -169,7 +169,7 @@ std::unique_ptr<Engine> InstanceSet::make_instance(size_t k) const {
   } else {
     co.partition = split_->sms->partitions().at(k);
   }
-  auto engine = std::make_unique<Engine>(model_, make_cuda_backend(model_, bo, co));
+  auto engine = std::make_unique<Engine>(model_, make_cuda_backend(model_, bo, co), options_.metrics);
   if (options_.warm) (void)warm(engine->backend());
   return engine;
 }

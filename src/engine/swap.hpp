@@ -96,6 +96,9 @@ class SwappableBackend final : public Backend {
   const std::string& serving_id() const { return *serving_id_; }
   long long swaps() const { return swaps_; }
   bool swap_pending() const;
+  // A swap is ready: the next finish_precompute() hands over (unless the tick thread finds it too far
+  // behind). For the engine's telemetry, which folds the old backend's counts before it goes.
+  bool take_over_due() const { return state_.load(std::memory_order_relaxed) == kReady; }
   // Why the last swap that had returned failed before its switch (empty when none did, and after a
   // swap that took over). Any thread.
   std::string late_failure() const;
