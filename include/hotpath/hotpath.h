@@ -19,6 +19,8 @@
  * - An engine is used by one thread at a time (calls on one engine must not overlap; the caller may
  *   hand it from thread to thread). Different engines run in parallel on different threads.
  * - A model is read-only once opened: any number of threads may open engines from it concurrently.
+ * - Two calls may run on another thread while one thread ticks an engine: hotpath_engine_swap() and
+ *   hotpath_engine_metrics() (a scrape of its telemetry).
  * - hotpath_last_error() is per thread: it describes the last failed call made on the calling thread.
  * - hotpath_version() and hotpath_status_name() may be called from anywhere at any time.
  */
@@ -164,10 +166,16 @@ typedef struct hotpath_engine_options {
   int batch_rows;         /* cuda: rows of the chunks hotpath_engine_run_batch and backtests compute at
                              once, 1..65536 (rounded up to 128), as the CLI's --batch-rows; 0: sized to
                              the device's SMs; refused for "ref"/"cpu", dropped when "auto" picks the CPU */
+  /* The second layout ended here. On 64-bit targets padding followed batch_rows, inside that layout's
+     struct_size, and its bytes are whatever the caller's stack held: a field there could not be told
+     from them. It is named and never read. */
+  int unused_padding;     /* ignored */
+  int metrics;            /* nonzero: record tick telemetry (hotpath_engine_metrics); 0: none, and the
+                             tick path pays one untaken branch */
 } hotpath_engine_options;
 
 #define HOTPATH_ENGINE_OPTIONS_INIT \
-  { sizeof(hotpath_engine_options), NULL, NULL, NULL, 0, 0, NULL, 0.0, NULL, NULL, NULL, 0, NULL, NULL, 0 }
+  { sizeof(hotpath_engine_options), NULL, NULL, NULL, 0, 0, NULL, 0.0, NULL, NULL, NULL, 0, NULL, NULL, 0, 0, 0 }
 
 /* Creates an engine serving a copy of model (the model may be closed afterwards). options may be NULL
  * (all defaults). HOTPATH_ERROR_UNSUPPORTED when the chosen backend cannot serve the model here. */
@@ -235,6 +243,48 @@ HOTPATH_API hotpath_status hotpath_engine_counter(const hotpath_engine* engine, 
 HOTPATH_API hotpath_status hotpath_engine_facts(hotpath_engine* engine, size_t* count);
 HOTPATH_API hotpath_status hotpath_engine_fact(const hotpath_engine* engine, size_t index, const char** name,
                                                const char** value);
+
+/* ---- tick telemetry (docs/production.md, "Telemetry") ----------------------------------------- */
+
+/* The latency histogram's buckets: 4 per power of two, from (0, 128 ns] to 2^34 ns (17.2 s), then +Inf. */
+#define HOTPATH_METRICS_BUCKETS 110
+
+/* What an engine opened with options->metrics has recorded since it was opened. Set struct_size =
+ * sizeof(hotpath_metrics_snapshot) before the call: only the fields within struct_size are written (a
+ * larger struct, from a later header, gets the fields this library knows). */
+typedef struct hotpath_metrics_snapshot {
+  size_t struct_size;
+  /* Answered ticks of hotpath_engine_step and _run (not backtests, not run_batch), each timed from entry
+     into the backend's step to its answer. */
+  uint64_t count;
+  uint64_t sum_ns;            /* their latencies added, ns (each capped at 2^34 ns) */
+  double p50_ns;              /* quantiles of the histogram, ns, as PromQL's histogram_quantile computes */
+  double p99_ns;              /* them from the same buckets; NaN before the first tick */
+  double p999_ns;
+  uint64_t answered;          /* ticks answered */
+  uint64_t late;              /* ticks answered past a deadline: 0 here (an engine knows no deadline; the
+                                 hotpath bench counts them) */
+  uint64_t lost;              /* ticks the backend consumed and failed to answer (HOTPATH_ERROR_BACKEND) */
+  uint64_t fallback;          /* ticks answered by the CPU fallback (options->fallback "cpu") */
+  uint64_t gpu_timeouts;      /* GPU answers or precomputes past timeout_us */
+  uint64_t lease_renewals;    /* renewals of the GPU kernel's lease (its heartbeat) */
+  uint64_t swaps;             /* hotpath_engine_swap()s that took over */
+  int64_t precompute_backlog; /* ticks whose precompute is not done: no backend reports one yet (0) */
+  /* The backend's counts (fallback, gpu_timeouts, lease_renewals) are folded in every 1024 ticks and at
+     hotpath_engine_reset: they may trail by up to 1023 ticks. */
+  const char* model_id;       /* the serving model's id (hotpath_model_id); valid while the engine is open */
+  const char* backend;        /* e.g. "cuda"; valid while the engine is open */
+  const char* variant;        /* its kernel variant; valid while the engine is open */
+  double bucket_upper_ns[HOTPATH_METRICS_BUCKETS]; /* bucket i's upper bound, ns; the last one +Inf */
+  uint64_t cumulative[HOTPATH_METRICS_BUCKETS];    /* ticks with latency <= bucket_upper_ns[i]; the last
+                                                      is count */
+} hotpath_metrics_snapshot;
+
+/* Reads the engine's telemetry into *snapshot. Any thread, any time while the engine is open, also
+ * while another thread ticks it: each field is exact when read, the fields read a few nanoseconds
+ * apart (count always equals the last cumulative bucket). HOTPATH_ERROR_INVALID_ARGUMENT when the
+ * engine was opened without options->metrics. */
+HOTPATH_API hotpath_status hotpath_engine_metrics(const hotpath_engine* engine, hotpath_metrics_snapshot* snapshot);
 
 /* ---- live model swap (docs/production.md, "Swapping a model while it serves") -------------------- */
 

@@ -99,6 +99,7 @@ struct engine_options {
   bool warm = true;              // false: no warm-up on open
   std::string cpu_options;       // cpu knobs, e.g. "isa=avx2,prefetch=0"; "": the environment's (HOTPATH_CPU_*)
   int batch_rows = 0;            // cuda: rows of a batch run's chunks; 0: sized to the device
+  bool metrics = false;          // record tick telemetry (engine::metrics)
 };
 
 // A model served by one backend. Move-only; one thread at a time.
@@ -129,6 +130,7 @@ class engine {
     o.kernel = detail::or_null(options.kernel);
     o.cpu_options = detail::or_null(options.cpu_options);
     o.batch_rows = options.batch_rows;
+    o.metrics = options.metrics ? 1 : 0;
     return o;
   }
 
@@ -219,6 +221,16 @@ class engine {
       result[name] = value;
     }
     return result;
+  }
+
+  // The tick telemetry of an engine made with options.metrics (hotpath_engine_metrics): counts,
+  // quantiles in ns, the histogram's buckets. Any thread, also while another one ticks; throws
+  // hotpath::error for an engine made without.
+  hotpath_metrics_snapshot metrics() const {
+    hotpath_metrics_snapshot s{};
+    s.struct_size = sizeof s;
+    detail::check(hotpath_engine_metrics(handle_.get(), &s));
+    return s;
   }
 
   hotpath_engine* get() const noexcept { return handle_.get(); }

@@ -11,7 +11,11 @@
 #include <string>
 
 #include "capi/handles.hpp"
+#include "telemetry/tick_metrics.hpp"
 #include "util/error.hpp"
+
+static_assert(HOTPATH_METRICS_BUCKETS == hotpath::telemetry::kBuckets,
+              "hotpath.h's HOTPATH_METRICS_BUCKETS is the telemetry histogram's bucket count");
 
 namespace {
 
@@ -155,6 +159,8 @@ hotpath_status read_options(const hotpath_engine_options* given, hotpath_engine_
   if (!covers(size, &hotpath_engine_options::kernel)) out->kernel = nullptr;
   if (!covers(size, &hotpath_engine_options::cpu_options)) out->cpu_options = nullptr;
   if (!covers(size, &hotpath_engine_options::batch_rows)) out->batch_rows = 0;
+  // unused_padding is never read: within the second layout's size its bytes are the caller's padding.
+  if (!covers(size, &hotpath_engine_options::metrics)) out->metrics = 0;
   return HOTPATH_OK;
 }
 
@@ -183,6 +189,7 @@ hotpath::EngineOptions engine_options(const hotpath_engine_options& o) {
   e.warm = o.no_warm == 0;
   if (o.cpu_options && *o.cpu_options) e.cpu = cpu_options_over_env(o.cpu_options);
   e.gpu.batch_rows = o.batch_rows;  // the engine refuses a value out of range, or for ref and cpu
+  e.metrics = o.metrics != 0;
   return e;
 }
 
@@ -502,6 +509,49 @@ hotpath_status hotpath_engine_fact(const hotpath_engine* engine, size_t index, c
   *name = engine->facts[index].first.c_str();
   *value = engine->facts[index].second.c_str();
   return HOTPATH_OK;
+}
+
+hotpath_status hotpath_engine_metrics(const hotpath_engine* engine, hotpath_metrics_snapshot* snapshot) {
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_metrics", engine);
+  HOTPATH_CHECK_NOT_NULL("hotpath_engine_metrics", snapshot);
+  if (!info_size_ok(snapshot))
+    return bad_argument("hotpath_engine_metrics: snapshot->struct_size is ", str(snapshot->struct_size),
+                        ", expected ", str(sizeof(hotpath_metrics_snapshot)), " (sizeof(hotpath_metrics_snapshot))");
+  // Set once when the engine opened: no lock needed beside the tick thread.
+  const std::shared_ptr<const hotpath::telemetry::TickMetrics> metrics = engine->engine.metrics();
+  if (!metrics)
+    return bad_argument("hotpath_engine_metrics: this engine records no telemetry (open it with options->metrics = 1)");
+  try {
+    namespace telemetry = hotpath::telemetry;
+    const telemetry::Snapshot s = metrics->snapshot();
+    // Filled apart, then copied whole: a failure (out of memory) leaves the caller's struct untouched.
+    hotpath_metrics_snapshot out{};
+    out.struct_size = snapshot->struct_size;
+    out.count = s.count;
+    out.sum_ns = s.sum_ns;
+    out.p50_ns = telemetry::quantile(s, 0.5);
+    out.p99_ns = telemetry::quantile(s, 0.99);
+    out.p999_ns = telemetry::quantile(s, 0.999);
+    out.answered = s.answered;
+    out.late = s.late;
+    out.lost = s.lost;
+    out.fallback = s.fallback;
+    out.gpu_timeouts = s.gpu_timeouts;
+    out.lease_renewals = s.lease_renewals;
+    out.swaps = s.swaps;
+    out.precompute_backlog = s.precompute_backlog;
+    out.model_id = engine->kept(s.model_id);
+    out.backend = engine->kept(s.backend);
+    out.variant = engine->kept(s.variant);
+    for (int i = 0; i < telemetry::kBuckets; ++i) {
+      out.bucket_upper_ns[i] = telemetry::kBucketUpperNs[size_t(i)];
+      out.cumulative[i] = s.cumulative[size_t(i)];
+    }
+    *snapshot = out;  // the first (and only) layout: struct_size covers all of it
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
 }
 
 void hotpath_engine_close(hotpath_engine* engine) {

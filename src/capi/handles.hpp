@@ -3,6 +3,8 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,11 +58,21 @@ struct hotpath_engine {
   std::vector<std::pair<std::string, double>> counters;
   std::vector<std::pair<std::string, std::string>> facts;
 
+  // A string hotpath_engine_metrics hands out (a model id, a backend or variant name), valid while the
+  // engine is open: a swap changes them, so each one seen is kept. Any thread (a scrape beside the
+  // tick thread), hence the lock.
+  const char* kept(const std::string& s) const {
+    std::lock_guard lock(kept_mutex_);
+    return kept_.insert(s).first->c_str();  // a set's nodes never move
+  }
+
  private:
   // A cache of what the engine says (hence mutable: get_info takes a const engine).
   mutable std::vector<std::unique_ptr<Description>> descriptions;
   mutable Description* current = nullptr;
   mutable long long described_swaps = -1;
+  mutable std::mutex kept_mutex_;
+  mutable std::set<std::string> kept_;
   void describe() const {
     auto d = std::make_unique<Description>();
     d->backend = engine.backend_name();

@@ -1216,6 +1216,135 @@ TEST(CapiErrors, EveryExceptionBecomesAStatus) {
   }
 }
 
+// ---- tick telemetry ------------------------------------------------------------------------------
+
+// Without options->metrics the snapshot is refused by name; with it, every answered tick of step and run
+// is counted and timed, the quantiles ordered and the buckets cumulative, and a snapshot may be taken on
+// another thread while one ticks.
+TEST(CapiMetrics, OffIsRefusedOnCountsEveryTick) {
+  const ModelPtr m = open_model(golden_model("tiny"));
+  hotpath_metrics_snapshot s;
+  std::memset(&s, 0xab, sizeof s);
+  s.struct_size = sizeof s;
+  {
+    const EnginePtr off = open_engine(m.get(), {"cpu", nullptr, "streaming", 0});
+    EXPECT_EQ(hotpath_engine_metrics(off.get(), &s), HOTPATH_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(last_error(),
+              "hotpath_engine_metrics: this engine records no telemetry (open it with options->metrics = 1)");
+    EXPECT_EQ(s.count, 0xababababababababull) << "a refused call writes nothing";
+  }
+  hotpath_engine_options o = HOTPATH_ENGINE_OPTIONS_INIT;
+  o.backend = "cpu";
+  o.mode = "streaming";
+  o.no_warm = 1;
+  o.metrics = 1;
+  hotpath_engine* raw = nullptr;
+  ASSERT_EQ(hotpath_engine_open(m.get(), &o, &raw), HOTPATH_OK) << last_error();
+  const EnginePtr e(raw);
+  EXPECT_EQ(hotpath_engine_metrics(nullptr, &s), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(hotpath_engine_metrics(e.get(), nullptr), HOTPATH_ERROR_INVALID_ARGUMENT);
+  s.struct_size = sizeof s - 1;
+  EXPECT_EQ(hotpath_engine_metrics(e.get(), &s), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "snapshot->struct_size is " + std::to_string(sizeof s - 1))) << last_error();
+
+  s.struct_size = sizeof s;
+  ASSERT_EQ(hotpath_engine_metrics(e.get(), &s), HOTPATH_OK) << last_error();
+  EXPECT_EQ(s.count, 0u);
+  EXPECT_TRUE(std::isnan(s.p99_ns)) << "no tick, no quantile";
+  char id[17] = {};
+  ASSERT_EQ(hotpath_model_id(m.get(), id), HOTPATH_OK);
+  EXPECT_STREQ(s.model_id, id);
+  EXPECT_STREQ(s.backend, "cpu");
+
+  // N ticks, step and run, while another thread takes snapshots.
+  constexpr size_t kSteps = 200, kRun = 300, I = 4;
+  const std::vector<float> x = series(kSteps + kRun, I, 3);
+  std::atomic<bool> done{false};
+  std::atomic<int> bad{0};
+  std::thread scraper([&] {
+    uint64_t last = 0;
+    while (!done.load(std::memory_order_acquire)) {
+      hotpath_metrics_snapshot r;
+      r.struct_size = sizeof r;
+      if (hotpath_engine_metrics(e.get(), &r) != HOTPATH_OK || r.count < last ||
+          r.count != r.cumulative[HOTPATH_METRICS_BUCKETS - 1])
+        ++bad;
+      last = r.count;
+    }
+  });
+  float out = 0;
+  for (size_t t = 0; t < kSteps; ++t) ASSERT_EQ(hotpath_engine_step(e.get(), x.data() + t * I, I, &out, 1), HOTPATH_OK);
+  std::vector<float> z(kRun);
+  ASSERT_EQ(hotpath_engine_run(e.get(), x.data() + kSteps * I, kRun, kRun * I, z.data(), z.size()), HOTPATH_OK);
+  done.store(true, std::memory_order_release);
+  scraper.join();
+  EXPECT_EQ(bad.load(), 0);
+
+  ASSERT_EQ(hotpath_engine_metrics(e.get(), &s), HOTPATH_OK) << last_error();
+  EXPECT_EQ(s.count, kSteps + kRun);
+  EXPECT_EQ(s.answered, kSteps + kRun);
+  EXPECT_EQ(s.lost + s.late + s.fallback + s.gpu_timeouts + s.swaps, 0u);
+  EXPECT_GT(s.sum_ns, 0u);
+  EXPECT_GT(s.p50_ns, 0);
+  EXPECT_LE(s.p50_ns, s.p99_ns);
+  EXPECT_LE(s.p99_ns, s.p999_ns);
+  EXPECT_EQ(s.bucket_upper_ns[0], 128.0);
+  EXPECT_TRUE(std::isinf(s.bucket_upper_ns[HOTPATH_METRICS_BUCKETS - 1]));
+  for (int i = 1; i < HOTPATH_METRICS_BUCKETS; ++i) {
+    EXPECT_LT(s.bucket_upper_ns[i - 1], s.bucket_upper_ns[i]);
+    EXPECT_LE(s.cumulative[i - 1], s.cumulative[i]);
+  }
+  EXPECT_EQ(s.cumulative[HOTPATH_METRICS_BUCKETS - 1], s.count);
+  // p99 lies inside the histogram: at most the bound of the first bucket holding 99% of the ticks.
+  int b = 0;
+  while (double(s.cumulative[b]) < 0.99 * double(s.count)) ++b;
+  EXPECT_LE(s.p99_ns, s.bucket_upper_ns[b]);
+  EXPECT_GE(s.p99_ns, b == 0 ? 0.0 : s.bucket_upper_ns[b - 1]);
+
+  // Each distinct string is kept once, for as long as the engine is open.
+  const std::string model_id = s.model_id;
+  hotpath_metrics_snapshot again;
+  again.struct_size = sizeof again;
+  ASSERT_EQ(hotpath_engine_metrics(e.get(), &again), HOTPATH_OK);
+  EXPECT_EQ(again.model_id, s.model_id) << "the same id, the same kept string";
+  EXPECT_EQ(model_id, id);
+}
+
+// A caller built against the header before `metrics` passes that layout's size (its sizeof, padding
+// included): the engine opens without telemetry, whatever its padding and the bytes after it hold.
+TEST(CapiMetrics, OptionsOfTheLayoutBeforeMetrics) {
+  const ModelPtr m = open_model(golden_model("tiny"));
+  constexpr size_t kAlign = alignof(hotpath_engine_options);
+  constexpr size_t kBeforeMetrics = (offsetof(hotpath_engine_options, unused_padding) + kAlign - 1) / kAlign * kAlign;
+  static_assert(kBeforeMetrics <= offsetof(hotpath_engine_options, metrics));
+  hotpath_engine_options o = HOTPATH_ENGINE_OPTIONS_INIT;
+  o.backend = "cpu";
+  o.mode = "streaming";
+  o.no_warm = 1;
+  o.unused_padding = 0x5a5a5a5a;  // an old caller's padding bytes: never read
+  o.metrics = 1;                  // past that caller's struct
+  o.struct_size = kBeforeMetrics;
+  hotpath_engine* e = nullptr;
+  ASSERT_EQ(hotpath_engine_open(m.get(), &o, &e), HOTPATH_OK) << last_error();
+  EXPECT_EQ(e->engine.metrics(), nullptr);
+  hotpath_engine_close(e);
+  // This header's size reads `metrics`; the padding field is still ignored.
+  o.struct_size = sizeof o;
+  ASSERT_EQ(hotpath_engine_open(m.get(), &o, &e), HOTPATH_OK) << last_error();
+  const EnginePtr on(e);
+  EXPECT_NE(on->engine.metrics(), nullptr);
+  // A snapshot struct from a later header (larger): this library's fields are written, the rest left.
+  struct Later {
+    hotpath_metrics_snapshot known;
+    uint64_t unknown_field;
+  } later;
+  std::memset(&later, 0xab, sizeof later);
+  later.known.struct_size = sizeof later;
+  ASSERT_EQ(hotpath_engine_metrics(on.get(), &later.known), HOTPATH_OK) << last_error();
+  EXPECT_EQ(later.known.count, 0u);
+  EXPECT_EQ(later.unknown_field, 0xababababababababull);
+}
+
 // ---- threads -------------------------------------------------------------------------------------
 
 // Each thread sees its own last error; a success leaves it as it was.

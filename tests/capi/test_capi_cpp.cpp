@@ -60,6 +60,32 @@ TEST(CapiCpp, ModelAndEngine) {
   EXPECT_EQ(moved.ticks(), 1);
 }
 
+// Telemetry through the wrapper: off throws hotpath::error, on counts the ticks.
+TEST(CapiCpp, Metrics) {
+  const hotpath::model m = hotpath::model::open(kTiny);
+  hotpath::engine_options o;
+  o.backend = "cpu";
+  o.mode = "streaming";
+  o.warm = false;
+  {
+    const hotpath::engine off(m, o);
+    try {
+      (void)off.metrics();
+      FAIL() << "metrics of an engine made without";
+    } catch (const hotpath::error& e) {
+      EXPECT_EQ(e.status(), HOTPATH_ERROR_INVALID_ARGUMENT);
+    }
+  }
+  o.metrics = true;
+  hotpath::engine e(m, o);
+  (void)e.run(inputs(4 * 20));
+  const hotpath_metrics_snapshot s = e.metrics();
+  EXPECT_EQ(s.count, 20u);
+  EXPECT_EQ(s.answered, 20u);
+  EXPECT_EQ(std::string(s.model_id), m.id());
+  EXPECT_GT(s.p99_ns, 0);
+}
+
 TEST(CapiCpp, ScalerWarmAndInt8) {
   const hotpath::model m = hotpath::model::open(kTiny);
   hotpath::engine_options o;
