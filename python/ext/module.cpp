@@ -37,6 +37,7 @@
 #include "model/narrowing.hpp"
 #include "model/safetensors.hpp"
 #include "model/zoo.hpp"
+#include "telemetry/tick_metrics.hpp"
 #include "util/error.hpp"
 #include "util/warn.hpp"
 
@@ -578,7 +579,8 @@ hotpath::EngineOptions engine_options(const std::string& backend, const std::opt
                                       nb::handle cpuset, double timeout_us, const std::optional<std::string>& fallback,
                                       const std::optional<std::string>& variant, const std::optional<std::string>& scaler,
                                       bool warm, const std::optional<std::string>& kernel,
-                                      const std::optional<std::string>& cpu_options, long long batch_rows = 0) {
+                                      const std::optional<std::string>& cpu_options, long long batch_rows = 0,
+                                      bool metrics = false) {
   // Every choice parsed by its enum's name table (backend/options.hpp), as the CLI's flags and the C
   // ABI's strings are; None keeps the option's default.
   using hotpath::util::parse_name;
@@ -599,7 +601,40 @@ hotpath::EngineOptions engine_options(const std::string& backend, const std::opt
   // None: the environment's HOTPATH_CPU_*; text: its keys over them (backend/cpu_options.hpp)
   if (cpu_options) o.cpu = hotpath::cpu_options_over_env(*cpu_options);
   o.gpu.batch_rows = batch_rows;  // 0: sized to the device; the engine refuses a bad value, or one for ref and cpu
+  o.metrics = metrics;
   return o;
+}
+
+// Engine.metrics(): the engine's TickMetrics read once, seconds where the C++ side has ns. Not a Use: a
+// scrape may run on another thread while one ticks (TickMetrics::snapshot is made for that).
+nb::dict metrics_dict(const PyEngine& self) {
+  namespace telemetry = hotpath::telemetry;
+  const std::shared_ptr<const telemetry::TickMetrics> metrics = open_engine(self).metrics();
+  if (!metrics)
+    throw hotpath::Error("this engine records no telemetry: make it with hotpath.Engine(..., metrics=True)");
+  const telemetry::Snapshot s = metrics->snapshot();
+  nb::dict d;
+  d["count"] = s.count;
+  d["sum_seconds"] = double(s.sum_ns) / 1e9;
+  d["p50_seconds"] = telemetry::quantile(s, 0.5) / 1e9;
+  d["p99_seconds"] = telemetry::quantile(s, 0.99) / 1e9;
+  d["p999_seconds"] = telemetry::quantile(s, 0.999) / 1e9;
+  d["answered"] = s.answered;
+  d["late"] = s.late;
+  d["lost"] = s.lost;
+  d["fallback"] = s.fallback;
+  d["gpu_timeouts"] = s.gpu_timeouts;
+  d["lease_renewals"] = s.lease_renewals;
+  d["swaps"] = s.swaps;
+  d["precompute_backlog"] = s.precompute_backlog;
+  d["model_id"] = s.model_id;
+  d["backend"] = s.backend;
+  d["variant"] = s.variant;
+  nb::list buckets;
+  for (int i = 0; i < telemetry::kBuckets; ++i)
+    buckets.append(nb::make_tuple(telemetry::kBucketUpperNs[size_t(i)] / 1e9, s.cumulative[size_t(i)]));
+  d["buckets"] = buckets;
+  return d;
 }
 
 void translate(const std::exception_ptr& p, void*) {
@@ -744,16 +779,16 @@ NB_MODULE(_hotpath, m) {
              const std::string& mode, std::optional<int> window, int device, nb::handle cpuset, double timeout_us,
              std::optional<std::string> fallback, std::optional<std::string> variant,
              std::optional<std::string> scaler, bool warm, std::optional<std::string> kernel,
-             std::optional<std::string> cpu_options, long long batch_rows, nb::kwargs extra) {
+             std::optional<std::string> cpu_options, long long batch_rows, bool metrics, nb::kwargs extra) {
             refuse_unknown_keywords("Engine", extra,
                                     {"model", "backend", "precision", "mode", "window", "device", "cpuset",
                                      "timeout_us", "fallback", "variant", "scaler", "warm", "kernel", "cpu_options",
-                                     "batch_rows"});
+                                     "batch_rows", "metrics"});
             // Anything hotpath.load takes (a path, bytes, a zoo name, a torch module) stands for its model.
             if (!nb::isinstance<hotpath::Model>(model)) model = nb::module_::import_("hotpath").attr("load")(model);
             const hotpath::Model& source = nb::cast<const hotpath::Model&>(model);
             const auto options = engine_options(backend, precision, mode, window, device, cpuset, timeout_us, fallback,
-                                                variant, scaler, warm, kernel, cpu_options, batch_rows);
+                                                variant, scaler, warm, kernel, cpu_options, batch_rows, metrics);
             std::shared_ptr<hotpath::Engine> engine;
             {
               nb::gil_scoped_release unlocked;  // a cuda engine launches its kernel here
@@ -772,7 +807,7 @@ NB_MODULE(_hotpath, m) {
           "model"_a, "backend"_a = "auto", "precision"_a = nb::none(), "mode"_a = "window", "window"_a = nb::none(),
           "device"_a = 0, "cpuset"_a = nb::none(), "timeout_us"_a = 1'000'000.0, "fallback"_a = nb::none(),
           "variant"_a = nb::none(), "scaler"_a = nb::none(), "warm"_a = true, "kernel"_a = nb::none(),
-          "cpu_options"_a = nb::none(), "batch_rows"_a = 0, "kwargs"_a)
+          "cpu_options"_a = nb::none(), "batch_rows"_a = 0, "metrics"_a = false, "kwargs"_a)
       .def("step", &step, "x"_a.none(), "out"_a = nb::none(),
            nb::sig("def step(self, x: numpy.typing.ArrayLike, out: numpy.typing.NDArray[numpy.float32] | None = None) "
                    "-> numpy.typing.NDArray[numpy.float32]"),
@@ -843,6 +878,10 @@ NB_MODULE(_hotpath, m) {
            "What the backend counts (e.g. the cuda backend's fallback answers), name -> value.")
       .def("facts", [](PyEngine& self) { return Use(self).engine().facts(); },
            "What the backend reports about itself (e.g. the CPU's instruction set, the GPU), name -> text.")
+      .def("metrics", &metrics_dict,
+           "The tick telemetry of an engine made with metrics=True: count, sum_seconds, p50/p99/p999_seconds,\n"
+           "the counters, model_id, backend, variant and buckets [(upper_bound_seconds, cumulative_count)].\n"
+           "Any thread, also while another one ticks. Raises Error for an engine made without metrics.")
       .def(
           "close",
           [](PyEngine& self) {
@@ -899,14 +938,16 @@ NB_MODULE(_hotpath, m) {
           [](PyInstances* self, nb::object model, int count, const std::string& isolation, int sms_each,
              const std::string& placement, const std::string& backend, std::optional<std::string> precision,
              const std::string& mode, std::optional<int> window, int device, double timeout_us,
-             std::optional<std::string> variant, std::optional<std::string> scaler, bool warm, nb::kwargs extra) {
+             std::optional<std::string> variant, std::optional<std::string> scaler, bool warm, bool metrics,
+             nb::kwargs extra) {
             refuse_unknown_keywords("Instances", extra,
                                     {"model", "count", "isolation", "sms_each", "placement", "backend", "precision",
-                                     "mode", "window", "device", "timeout_us", "variant", "scaler", "warm"});
+                                     "mode", "window", "device", "timeout_us", "variant", "scaler", "warm", "metrics"});
             if (!nb::isinstance<hotpath::Model>(model)) model = nb::module_::import_("hotpath").attr("load")(model);
             const hotpath::Model& source = nb::cast<const hotpath::Model&>(model);
             const auto options = engine_options(backend, precision, mode, window, device, nb::none(), timeout_us,
-                                                std::nullopt, variant, scaler, warm, std::nullopt, std::nullopt);
+                                                std::nullopt, variant, scaler, warm, std::nullopt, std::nullopt, 0,
+                                                metrics);
             hotpath::engine::InstanceOptions io;
             io.count = count;
             io.isolation = hotpath::util::parse_name<hotpath::engine::Isolation>(isolation);
@@ -923,7 +964,7 @@ NB_MODULE(_hotpath, m) {
           "model"_a, "count"_a, nb::kw_only(), "isolation"_a = "green", "sms_each"_a = 0, "placement"_a = "sm",
           "backend"_a = "cuda", "precision"_a = nb::none(), "mode"_a = "window", "window"_a = nb::none(),
           "device"_a = 0, "timeout_us"_a = 1'000'000.0, "variant"_a = nb::none(), "scaler"_a = nb::none(),
-          "warm"_a = true, "kwargs"_a)
+          "warm"_a = true, "metrics"_a = false, "kwargs"_a)
       .def("__len__", [](const PyInstances& self) { return self.holder ? self.holder->set->size() : size_t(0); })
       .def(
           "__getitem__",

@@ -1,7 +1,7 @@
 """Types of hotpath's compiled module (python/ext/module.cpp); the package re-exports them."""
 import os
 from types import TracebackType
-from typing import Any, Dict, List, Optional, Sequence, Type, TypedDict, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, TypedDict, Union
 
 import numpy
 import numpy.typing
@@ -71,6 +71,25 @@ class _WarmUp(TypedDict):
     ticks: int
     seconds: float
 
+class _Metrics(TypedDict):
+    count: int
+    sum_seconds: float
+    p50_seconds: float
+    p99_seconds: float
+    p999_seconds: float
+    answered: int
+    late: int
+    lost: int
+    fallback: int
+    gpu_timeouts: int
+    lease_renewals: int
+    swaps: int
+    precompute_backlog: int
+    model_id: str
+    backend: str
+    variant: str
+    buckets: List[Tuple[float, int]]
+
 class Engine:
     """A model served by one backend. One thread at a time per engine (a second thread's call raises
     Error); many engines may run in parallel. The GIL is released while the engine works."""
@@ -92,6 +111,7 @@ class Engine:
         kernel: Optional[str] = None,
         cpu_options: Optional[str] = None,
         batch_rows: int = 0,
+        metrics: bool = False,
     ) -> None:
         """backend: "auto" (cuda when a GPU is usable and the model fits its kernels, else cpu), "ref",
         "cpu" or "cuda". precision: "fp32" | "bf16" | "int8" (cpu), "fp16" | "bf16" (cuda), "fp64" (ref);
@@ -106,7 +126,8 @@ class Engine:
         fallback's), as --cpu-options, e.g. "isa=avx2,prefetch=0", over the environment's HOTPATH_CPU_*;
         None: the environment's. batch_rows: cuda, rows of the chunks a backtest or run_batch computes at
         once (1..65536, rounded up to 128); 0: sized to the device; refused for "ref" and "cpu".
-        `model` may be anything hotpath.load takes."""
+        metrics: record tick telemetry (metrics(), hotpath.metrics.collector); off, a tick pays one
+        untaken branch. `model` may be anything hotpath.load takes."""
     def step(
         self, x: numpy.typing.ArrayLike, out: Optional[numpy.typing.NDArray[numpy.float32]] = None
     ) -> numpy.typing.NDArray[numpy.float32]:
@@ -159,6 +180,16 @@ class Engine:
         """Forget all state: the next tick is t = 0."""
     def counters(self) -> Dict[str, float]: ...
     def facts(self) -> Dict[str, str]: ...
+    def metrics(self) -> _Metrics:
+        """The tick telemetry of an engine made with metrics=True, read at once: every answered tick of
+        step() and run() (not backtest, not run_batch) timed from entry into the backend's step to its
+        answer. count and sum_seconds; p50/p99/p999_seconds from the histogram's buckets as PromQL's
+        histogram_quantile computes them (NaN before the first tick); the counters answered, late (0:
+        an engine knows no deadline), lost, fallback, gpu_timeouts, lease_renewals, swaps,
+        precompute_backlog (the backend's counts folded in every 1024 ticks and at reset); the serving
+        model_id, backend and variant; buckets as (upper_bound_seconds, cumulative_count), the last bound
+        inf. May be called from any thread, also while another one ticks. Raises Error for an engine
+        made without metrics."""
     def close(self) -> None:
         """Stop and free the engine (idempotent); any later call raises Error."""
     def __enter__(self) -> "Engine": ...
@@ -223,6 +254,7 @@ class Instances:
         variant: Optional[str] = None,
         scaler: Optional[str] = None,
         warm: bool = True,
+        metrics: bool = False,
     ) -> None:
         """isolation: "green" or "shared" (one launch). sms_each: SMs per instance (0: the largest equal
         share). placement: "sm" or "block" (shared only). backend: "cuda" or "auto" (no fallback). The
