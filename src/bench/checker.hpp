@@ -82,13 +82,18 @@ class CheckedOutputs {
     const size_t stride = size_t(outputs) + 1;
     return kRingBlocks * std::max<size_t>(1, kBlockBytes / (stride * sizeof(double)));
   }
-  void publish(double* slot, bool lost) {
-    slot[stride_ - 1] = lost ? 1 : 0;
+  // A record is an answer to check, a lost tick (no answer), or, with a live swap, a tick another
+  // model answered (another checker's: skipped here, counted nowhere).
+  enum class Kind { answer = 0, lost = 1, other_model = 2 };
+  void publish(double* slot, bool lost) { publish(slot, lost ? Kind::lost : Kind::answer); }
+  void publish(double* slot, Kind kind) {
+    slot[stride_ - 1] = double(int(kind));
     published_.store(++count_, std::memory_order_release);
   }
   size_t published() const { return published_.load(std::memory_order_acquire); }
   const double* record(size_t k) const { return blocks_[k / per_block_ % kRingBlocks].get() + (k % per_block_) * stride_; }
-  bool lost(size_t k) const { return record(k)[stride_ - 1] != 0; }
+  bool lost(size_t k) const { return record(k)[stride_ - 1] == double(int(Kind::lost)); }
+  bool other_model(size_t k) const { return record(k)[stride_ - 1] == double(int(Kind::other_model)); }
   // Reader r is done with every record it will read below `next`.
   void consumed(int r, size_t next) { progress_[r].store(next, std::memory_order_release); }
 
@@ -313,6 +318,7 @@ class Checker {
       if (size_t(interval) >= r.intervals.size()) r.intervals.resize(size_t(interval) + 1);
       in = &r.intervals[size_t(interval)];
     }
+    if (outs_.other_model(k)) return;  // a swapped-in model's tick: its own checker files it
     if (outs_.lost(k)) {
       ++r.all.lost;
       if (in) ++in->lost;
@@ -422,7 +428,7 @@ class Checker {
         ks.push_back(ks.back() + n);
       first.assign(ks.size(), -1);
       for (size_t j = 0; j < ks.size(); ++j) {
-        if (outs_.lost(ks[j])) continue;
+        if (outs_.lost(ks[j]) || outs_.other_model(ks[j])) continue;
         const long long t = (long long)(ks[j]) * every_;
         first[j] = std::max(0LL, t - window_ + 1);
         states[j].clear();

@@ -11,8 +11,10 @@
 #include <limits>
 #include <iomanip>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
+#include <stop_token>
 #include <thread>
 
 #include "bench/checker.hpp"
@@ -61,6 +63,17 @@ void validate(const BenchOptions& o) {
     throw between("--report-every", kMinIntervalSeconds, kMaxSeconds);
   if (o.report_every_s && !o.samples_path.empty())
     throw Error("--samples keeps every sample, --report-every keeps histograms: use one of them");
+  if (!o.swap_model.empty() || o.swap_every_s != 0) {
+    if (o.swap_model.empty() || !in(o.swap_every_s, kMinIntervalSeconds, kMaxSeconds))
+      throw Error("--swap-every-s (between " + num(kMinIntervalSeconds) + " and " + num(kMaxSeconds) +
+                  " s) and --swap-model come together");
+    if (o.engine.mode != Mode::window)
+      throw Error("--swap-every-s is for window mode: a streaming model's state after a swap is not the reference's "
+                  "(the swap tests check streaming swaps)");
+    if (o.report_every_s) throw Error("--swap-every-s keeps every sample (to split the swaps' ticks): not with --report-every");
+    if (o.make_backend) throw Error("--swap-every-s needs an engine made from options");
+    if (o.instances) throw Error("--swap-every-s swaps the model of one engine: not with --instances");
+  }
   if (o.idle_every_s != 0 || o.idle_s != 0) {
     if (!in(o.idle_every_s, kMinIntervalSeconds, kMaxSeconds))
       throw Error("--idle-every-s must be between " + num(kMinIntervalSeconds) + " and " + num(kMaxSeconds) +
@@ -225,13 +238,34 @@ class LatencyRun {
     interval_starts_.emplace(intervals_on_ ? kMaxIntervals : 0);
     checker_.emplace(model_, o_.engine.mode, window_, o_.seed, o_.check_every, *outs_, *interval_starts_, scaler_,
                      per_model_bound_ ? std::make_optional(int8_rounded(model_)) : std::nullopt);
+    if (!o_.swap_model.empty()) {
+      // The swapped-in model: its own checker files the ticks it answers (each checker skips the other's).
+      swap_model_.emplace(open_model(o_.swap_model, o_.load));
+      swap_id_ = model_id(*swap_model_);
+      if (swap_id_ == model_id(model_))
+        throw Error("--swap-model holds the same weights as --model (id " + swap_id_ + "): nothing would change");
+      const ModelConfig& sc = swap_model_->config;
+      if (sc.input_size != cfg_.input_size || sc.output_size != cfg_.output_size)
+        throw Error("--swap-model '" + swap_model_->name + "' takes " + std::to_string(sc.input_size) +
+                    " inputs a tick and gives " + std::to_string(sc.output_size) + " outputs, --model " +
+                    std::to_string(cfg_.input_size) + " and " + std::to_string(cfg_.output_size) +
+                    ": a swap keeps both");
+      swap_scaler_ = resolve_scaler(*swap_model_, bo_.scaler);
+      swap_outs_.emplace(cfg_.output_size, Checker::threads_for(o_.engine.mode, check_threads_), true);
+      swap_checker_.emplace(*swap_model_, o_.engine.mode, window_, o_.seed, o_.check_every, *swap_outs_,
+                            *interval_starts_, swap_scaler_,
+                            per_model_bound_ ? std::make_optional(int8_rounded(*swap_model_)) : std::nullopt);
+    }
     // After the timed loop when every checked output fits the buffer (BenchOptions::check_during): the
     // float64 steps stream the model's weights through the host's caches and memory, which would slow the
     // timed thread's mailbox traffic that the ping-pong above measured without them.
     const long long due_checks = (kFirstTicks + o_.warmup + o_.ticks + o_.check_every - 1) / o_.check_every;
     check_after_ =
         !o_.check_during && !o_.seconds && due_checks <= (long long)CheckedOutputs::max_records(cfg_.output_size);
-    if (!check_after_) checker_->start(check_threads_, spare_cores_);  // on cores outside the cpuset where there are any
+    if (!check_after_) {
+      checker_->start(check_threads_, spare_cores_);  // on cores outside the cpuset where there are any
+      if (swap_checker_) swap_checker_->start(check_threads_, spare_cores_);
+    }
 
     // Samples: every one kept (exact percentiles, --samples), or with --report-every histograms per
     // interval, merged into the run's.
@@ -263,6 +297,8 @@ class LatencyRun {
       throw Error("the backend's precision " + std::string(precision_name(backend_->precision())) +
                   " differs from the one asked for; its error bound cannot be checked");
     checker_->set_bound(error_bound(backend_->precision()));
+    if (swap_checker_) swap_checker_->set_bound(error_bound(backend_->precision()));
+    main_id_ = engine_->model_id();
     if (!o_.engine.cpuset.empty()) util::pin_thread(pthread_self(), {o_.engine.cpuset.front()}, "bench timed thread");
   }
 
@@ -316,6 +352,7 @@ class LatencyRun {
       const bool measured = t >= unmeasured_;
       const long long i = t - unmeasured_;  // measured index
       if (t == unmeasured_) {
+        if (swap_model_) start_swapper();
         start_ = origin = idle_end = Clock::now();
         if (intervals_on_) {
           iv_ = Interval{start_, t};
@@ -392,8 +429,28 @@ class LatencyRun {
         first_lat_[size_t(t)] = us_between(due, answered);
         first_pre_[size_t(t)] = us_between(answered, ready);
       }
+      // Which model answered (a live swap switches after a tick's precompute: this tick's answer is
+      // the model the engine names now, unless the switch came in this tick's finish).
+      bool other = false;
+      if (swap_model_) {
+        const std::string& id = engine_->answering_model_id();
+        other = id == swap_id_;
+        if (id != last_id_) {  // a switch
+          if (!last_id_.empty()) {
+            ++switches_;
+            after_switch_ = kTicksAfterSwitch;
+            swap_open_.store(false, std::memory_order_release);
+          }
+          last_id_ = id;
+        }
+      }
       if (measured && !no_answer) {
         const double l = us_between(due, answered), p = us_between(answered, ready);
+        if (swap_model_) {
+          const bool during = swap_open_.load(std::memory_order_acquire) || after_switch_ > 0;
+          sample_kind_.push_back(char((during ? kDuringSwap : 0) | (other ? kSwapModel : 0)));
+          if (after_switch_ > 0) --after_switch_;
+        }
         if (keep_samples_) {
           lat_.push_back(l);
           pre_.push_back(p);
@@ -409,7 +466,23 @@ class LatencyRun {
             if (exact.empty()) std::copy(z_.begin(), z_.end(), slot);
             else std::copy(exact.begin(), exact.end(), slot);
           }
-          outs.publish(slot, no_answer);
+          if (swap_outs_) {
+            double* mine = swap_outs_->next_slot();
+            if (!mine) {
+              stopped_ = "the float64 checker of --swap-model fell 1 GiB of outputs behind; raise --check-every";
+              ++t;
+              break;
+            }
+            std::copy(slot, slot + z_.size(), mine);
+            swap_outs_->publish(mine, no_answer ? CheckedOutputs::Kind::lost
+                                      : other   ? CheckedOutputs::Kind::answer
+                                                : CheckedOutputs::Kind::other_model);
+            outs.publish(slot, no_answer ? CheckedOutputs::Kind::lost
+                               : other   ? CheckedOutputs::Kind::other_model
+                                         : CheckedOutputs::Kind::answer);
+          } else {
+            outs.publish(slot, no_answer);
+          }
         } else {
           stopped_ = "the float64 checker fell 1 GiB of outputs behind (it cannot keep up); lower --rate, raise "
                      "--check-every or --check-threads";
@@ -439,6 +512,7 @@ class LatencyRun {
     }
     end_ = Clock::now();
     ticks_run_ = t;
+    stop_swapper();
     // The last interval is kept whenever a tick was sent or an idle gap fell in it (lost ticks and
     // failures count there too), so the intervals' counts add up to the run's.
     if (intervals_on_ && (t > iv_.first_tick || iv_.idle_s > 0 || intervals_.empty())) close_interval(end_, t, true);
@@ -447,7 +521,10 @@ class LatencyRun {
   void check() {
     bound_ = error_bound(backend_->precision());
     const auto check_begin = Clock::now();
-    if (check_after_) checker_->start(check_threads_, spare_cores_);
+    if (check_after_) {
+      checker_->start(check_threads_, spare_cores_);
+      if (swap_checker_) swap_checker_->start(check_threads_, spare_cores_);
+    }
     {
       // What is left to check after the run, with its progress on a terminal (a long streaming run can
       // leave the checker minutes behind); the bar ends its line before the summary.
@@ -456,6 +533,10 @@ class LatencyRun {
         bar.emplace(checker_->filed(), outs_->published(), stderr,
                     util::ProgressBar::Options{o_.progress == util::ProgressMode::on ? 0.0 : 2.0, 0.25, "checks"});
       totals_ = checker_->finish(&bound_, &int8_error_bound);
+      if (swap_checker_) {
+        swap_bound_ = error_bound(backend_->precision());
+        swap_totals_ = swap_checker_->finish(&swap_bound_, &int8_error_bound);
+      }
     }
     if (check_after_) totals_.timing.after_run_s = us_between(check_begin, Clock::now()) * 1e-6;  // the whole check
     ls_ = keep_samples_ ? summarize(lat_) : lat_all_.summary();
@@ -468,7 +549,7 @@ class LatencyRun {
     error_pass_ = check.checked > 0 && normalized_ <= bound_;
     // Every tick t < ticks_run with t % check_every == 0 was due for checking.
     checks_due_ = (ticks_run_ + o_.check_every - 1) / o_.check_every;
-    unchecked_ = checks_due_ - check.checked - check.lost;
+    unchecked_ = checks_due_ - check.checked - check.lost - swap_totals_.all.checked - swap_totals_.all.lost;
     if (!stopped_.empty()) return stopped_;
     if (ls_.count == 0) return "no tick was measured";
     if (lost_ > 0) return std::to_string(lost_) + " ticks got no answer (lost); the last error: " + last_failure_;
@@ -478,6 +559,13 @@ class LatencyRun {
       return std::to_string(unchecked_) + " ticks due for checking were not checked (the float64 checker fell too far "
              "behind: use a larger --check-every or more --check-threads)";
     if (!error_pass_) return "the error against the float64 reference exceeds the bound";
+    if (swap_model_) {
+      if (!swap_error_.empty()) return swap_error_;
+      if (switches_ == 0) return "--swap-every-s: no swap took over during the run (make the run longer than --swap-every-s)";
+      if (swap_totals_.all.checked == 0) return "no tick answered by --swap-model was checked (raise --ticks or lower --check-every)";
+      if (swap_totals_.all.normalized() > swap_bound_)
+        return "the error of --swap-model's ticks against the float64 reference exceeds the bound";
+    }
     return "";
   }
 
@@ -578,9 +666,80 @@ class LatencyRun {
       report_["report_every_s"] = *o_.report_every_s;
       report_["intervals"] = std::move(intervals_);
     }
+    if (swap_model_) write_swap_report();
     report_["seed"] = o_.seed;
     for (auto& [k, v] : backend_->counters()) report_["counters"][k] = v;
     for (auto& [k, v] : backend_->facts()) report_["facts"][k] = v;
+  }
+
+  // The swapper: every swap_every_s seconds of measuring, the other model is swapped in. It marks the
+  // swap open before the call (the tick thread closes it at the switch); a refused swap ends the swaps.
+  void start_swapper() {
+    swapper_ = util::start_jthread("the bench's swap thread", [this](std::stop_token stop) {
+      const auto every = std::chrono::duration<double>(o_.swap_every_s);
+      auto next = Clock::now() + every;
+      bool to_swap_model = true;
+      while (!stop.stop_requested()) {
+        while (Clock::now() < next && !stop.stop_requested())
+          std::this_thread::sleep_for(std::chrono::microseconds(500));
+        if (stop.stop_requested()) return;
+        const auto called = Clock::now();
+        swap_open_.store(true, std::memory_order_release);
+        try {
+          engine_->swap(to_swap_model ? *swap_model_ : model_);
+        } catch (const Error& e) {
+          swap_open_.store(false, std::memory_order_release);
+          std::lock_guard<std::mutex> lock(swap_mutex_);
+          swap_error_ = std::string("a swap failed: ") + e.what();
+          return;
+        }
+        {
+          std::lock_guard<std::mutex> lock(swap_mutex_);
+          swap_prepare_s_.push_back(std::chrono::duration<double>(Clock::now() - called).count());
+        }
+        to_swap_model = !to_swap_model;
+        next = Clock::now() + every;
+      }
+    });
+  }
+  void stop_swapper() {
+    if (!swapper_.joinable()) return;
+    swapper_.request_stop();
+    swapper_.join();
+  }
+  void write_swap_report() {
+    // Steady: the ticks outside every swap, by the model that answered them (the two models' own
+    // latencies differ); the swaps' worst tick is set against the slower model's steady p99.
+    std::vector<double> during, steady[2];
+    for (size_t k = 0; k < lat_.size() && k < sample_kind_.size(); ++k) {
+      if (sample_kind_[k] & kDuringSwap) during.push_back(lat_[k]);
+      else steady[(sample_kind_[k] & kSwapModel) ? 1 : 0].push_back(lat_[k]);
+    }
+    const Summary d = summarize(during), st = summarize(steady[0]), sb = summarize(steady[1]);
+    const double steady_p99 = std::max(st.count ? st.p99 : 0.0, sb.count ? sb.p99 : 0.0);
+    std::vector<double> prep = swap_prepare_s_;
+    std::sort(prep.begin(), prep.end());
+    const CheckResult& c = swap_totals_.all;
+    const double worst = d.count ? d.max : 0.0;
+    report_["swap"] = {{"model", swap_model_->name},
+                       {"model_id", swap_id_},
+                       {"first_model_id", main_id_},
+                       {"every_s", o_.swap_every_s},
+                       {"calls", (long long)swap_prepare_s_.size()},
+                       {"switches", switches_},
+                       {"error", swap_error_},
+                       {"prepare_s", {{"min", prep.empty() ? 0.0 : prep.front()},
+                                      {"median", prep.empty() ? 0.0 : prep[prep.size() / 2]},
+                                      {"max", prep.empty() ? 0.0 : prep.back()}}},
+                       {"ticks_after_switch_counted", kTicksAfterSwitch},
+                       {"during_swaps_latency_us", to_json(d)},
+                       {"steady_latency_us", to_json(st)},
+                       {"steady_swap_model_latency_us", to_json(sb)},
+                       {"steady_p99_us", steady_p99},
+                       {"worst_during_swaps_over_steady_p99", steady_p99 > 0 ? worst / steady_p99 : 0.0},
+                       {"check", {{"checked_ticks", c.checked}, {"lost_checks", c.lost}, {"max_abs", c.max_abs},
+                                  {"normalized", c.normalized()}, {"bound", swap_bound_},
+                                  {"ticks_over_bound", c.over_bound}}}};
   }
 
   void print_summary() {
@@ -645,6 +804,18 @@ class LatencyRun {
                           : "beside the timed loop, done " + fmt(timing.after_run_s) + " s after it")
          << "\n";
     for (auto& [k, v] : backend_->counters()) out_ << k << ": " << v << "\n";
+    if (swap_model_) {
+      const nlohmann::json& sw = report_["swap"];
+      out_ << "swaps: " << sw["switches"].get<long long>() << " took over (" << sw["calls"].get<long long>()
+           << " made ready, every " << fmt(o_.swap_every_s) << " s, prepared in " << fmt(sw["prepare_s"]["median"].get<double>())
+           << " s median); during swaps p99 " << fmt(sw["during_swaps_latency_us"]["p99"].get<double>()) << " max "
+           << fmt(sw["during_swaps_latency_us"]["max"].get<double>()) << " us, steady p99 "
+           << fmt(sw["steady_p99_us"].get<double>()) << " us (the slower model's): worst/steady p99 "
+           << fmt(sw["worst_during_swaps_over_steady_p99"].get<double>()) << "; " << sw["model"].get<std::string>()
+           << "'s ticks: " << sw["check"]["checked_ticks"].get<long long>() << " checked, error "
+           << fmt(sw["check"]["normalized"].get<double>()) << "\n";
+      if (!swap_error_.empty()) out_ << swap_error_ << "\n";
+    }
   }
 
   void write_samples() const {
@@ -693,6 +864,22 @@ class LatencyRun {
   Summary ls_, ps_;
   bool error_pass_ = false, steady_ = false, first_within_ = false;
   long long checks_due_ = 0, unchecked_ = 0;
+  // --swap-every-s
+  std::optional<Model> swap_model_;
+  std::string swap_id_, main_id_, last_id_;
+  ScalerChoice swap_scaler_;
+  std::optional<CheckedOutputs> swap_outs_;
+  std::optional<Checker> swap_checker_;
+  CheckTotals swap_totals_;
+  double swap_bound_ = 0;
+  std::atomic<bool> swap_open_{false};
+  long long after_switch_ = 0, switches_ = 0;
+  std::vector<char> sample_kind_;  // per measured sample: kDuringSwap | kSwapModel
+  static constexpr char kDuringSwap = 1, kSwapModel = 2;
+  std::mutex swap_mutex_;
+  std::vector<double> swap_prepare_s_;
+  std::string swap_error_;
+  std::jthread swapper_;  // last: stopped and joined before what it uses
 };
 
 // --pingpong: the round trip alone.

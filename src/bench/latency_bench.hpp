@@ -45,6 +45,9 @@ inline constexpr int kMaxFailuresInRow = 100;
 // The first ticks after the engine is made, before the warm-up: timed and checked like measured ticks,
 // reported apart (`first_ticks`), never in the steady-state percentiles.
 inline constexpr int kFirstTicks = 10;
+// With --swap-every-s: the ticks after a switch still counted as the swap's (the new model's caches
+// warming), beside every tick from the swap's call to its switch.
+inline constexpr long long kTicksAfterSwitch = 100;
 
 struct BenchOptions {
   std::string model;          // path or zoo name
@@ -84,6 +87,12 @@ struct BenchOptions {
   // memory does not grow with the run), and idle gaps: every idle_every_s seconds, no tick for idle_s.
   std::optional<double> report_every_s;
   double idle_every_s = 0, idle_s = 0;
+  // Live model swaps during the run (window mode, docs/production.md): every swap_every_s seconds of
+  // measuring, a thread swaps swap_model in (then --model back, and so on); the report splits the ticks
+  // answered while a swap was under way from the steady ones. Every checked tick is checked against the
+  // model that answered it.
+  std::string swap_model;
+  double swap_every_s = 0;
   // Many instances on one GPU (instances_bench.hpp): set, the instances bench runs.
   std::optional<int> instances;
   bool lockstep = false;          // every instance's tick r is sent together

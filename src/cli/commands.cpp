@@ -519,6 +519,16 @@ void add_bench_command(CLI::App& app) {
                                 bench::kMaxIdleSeconds);
   idle_every->needs(idle);
   idle->needs(idle_every);
+  auto* swap_every = add_float_option(cmd, "--swap-every-s", f->o.swap_every_s,
+                                      "Window mode: every this many seconds of measuring, swap --swap-model into the "
+                                      "running engine (then --model back, ...); the report splits the ticks during "
+                                      "swaps from the steady ones (docs/production.md)",
+                                      bench::kMinIntervalSeconds, bench::kMaxSeconds);
+  auto* swap_model = cmd->add_option("--swap-model", f->o.swap_model,
+                                     "The model --swap-every-s swaps in: a file or a zoo name with --model's input "
+                                     "and output sizes");
+  swap_every->needs(swap_model);
+  swap_model->needs(swap_every);
   cmd->add_option("--json", f->o.json_path, "Write the report as JSON (schema: bench/SCHEMA.md)");
   cmd->add_option("--samples", f->o.samples_path, "Write every raw latency sample (CSV)");
   cmd->add_flag("--pingpong", f->o.pingpong, "Measure only the host->GPU->host floor over the mailbox, no model");
@@ -546,7 +556,8 @@ void add_bench_command(CLI::App& app) {
   cmd->callback([f, cmd] {
     auto& o = f->o;
     {
-      const util::FileArg ins[] = {{"--model", o.model}}, outs[] = {{"--json", o.json_path}};
+      const util::FileArg ins[] = {{"--model", o.model}, {"--swap-model", o.swap_model}},
+                          outs[] = {{"--json", o.json_path}};
       util::check_output_files(ins, outs);  // before the run, not after it
     }
     if (const auto workload = bench::parse_workload(f->mode)) {
@@ -555,7 +566,8 @@ void add_bench_command(CLI::App& app) {
                                                "--check-during", "--progress", "--no-progress", "--report-every",
                                                "--idle-every-s", "--idle-s", "--samples", "--pingpong", "--floats",
                                                "--no-pingpong", "--instances", "--lockstep", "--isolation",
-                                               "--sms-per-instance", "--placement", "--beside-backtest"};
+                                               "--sms-per-instance", "--placement", "--beside-backtest",
+                                               "--swap-every-s", "--swap-model"};
       latency_only.insert(latency_only.end(), std::begin(kLiveEngineFlags), std::end(kLiveEngineFlags));
       for (const char* flag : latency_only)
         if (cmd->count(flag))

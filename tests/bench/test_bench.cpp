@@ -183,6 +183,60 @@ TEST(Bench, BadOptionsAreRefused) {
   refused([](auto& c) { c.model = ""; }, "--model");
   refused([](auto& c) { c.model = "nonexistent"; }, "nonexistent");
   refused([](auto& c) { c.engine.mode = Mode::batch; }, "--mode");
+  refused([](auto& c) { c.swap_model = "lstm_m"; }, "--swap-every-s");
+  refused([](auto& c) { c.swap_every_s = 1; }, "--swap-model");
+  refused([](auto& c) {
+    c.swap_model = "lstm_m";
+    c.swap_every_s = 1;
+    c.engine.mode = Mode::streaming;
+  }, "window mode");
+  refused([](auto& c) {
+    c.swap_model = "lstm_m";
+    c.swap_every_s = 1;
+    c.report_every_s = 1;
+  }, "--report-every");
+  refused([](auto& c) {
+    c.swap_model = "lstm_s";
+    c.swap_every_s = 0.5;
+  }, "same weights");
+  refused([](auto& c) {
+    c.swap_model = "vollo_tiny";
+    c.swap_every_s = 0.5;
+  }, "a swap keeps both");
+}
+
+// Live swaps under a paced feed: lstm_s and lstm_m take turns; every checked tick is checked against the
+// model that answered it (two checkers, each skipping the other's ticks), and they account for every
+// tick due for checking between them.
+TEST(Bench, SwapsCheckEachTickAgainstItsModel) {
+  bench::BenchOptions o;
+  o.model = "lstm_s";
+  o.swap_model = "lstm_m";
+  o.swap_every_s = 0.4;
+  o.engine.backend = BackendKind::cpu;
+  o.engine.mode = Mode::window;
+  o.engine.window = 8;
+  o.engine.precision = Precision::fp32;
+  o.ticks = 3000;
+  o.warmup = 100;
+  o.rate_hz = 1000;
+  o.check_every = 4;
+  o.progress = util::ProgressMode::off;
+  std::ostringstream out;
+  const auto r = bench::run_bench(o, out);
+  ASSERT_TRUE(r["pass"].get<bool>()) << r["failure"] << "\n" << out.str();
+  const auto& sw = r["swap"];
+  EXPECT_GE(sw["switches"].get<long long>(), 2);
+  EXPECT_GE(sw["calls"].get<long long>(), sw["switches"].get<long long>());
+  EXPECT_GT(sw["check"]["checked_ticks"].get<long long>(), 0);
+  EXPECT_GT(r["error"]["checked_ticks"].get<long long>(), 0);
+  EXPECT_EQ(r["error"]["unchecked_ticks"], 0);
+  EXPECT_EQ(r["error"]["checked_ticks"].get<long long>() + sw["check"]["checked_ticks"].get<long long>(),
+            r["error"]["checks_due"].get<long long>());
+  EXPECT_EQ(sw["model_id"], model_id(open_model("lstm_m")));
+  EXPECT_EQ(r["counters"]["swaps"].get<double>(), sw["switches"].get<double>());
+  EXPECT_GT(sw["during_swaps_latency_us"]["count"].get<long long>(), 0);
+  EXPECT_NE(out.str().find("took over"), std::string::npos);
 }
 
 TEST(Stats, HistogramPercentilesBoundTheExactOnes) {
