@@ -25,6 +25,7 @@
 #include "engine/gpu.hpp"
 #include "model/quantize.hpp"
 #include "reference/reference.hpp"
+#include "telemetry/prometheus_exporter.hpp"
 #include "util/error.hpp"
 #include "util/progress_bar.hpp"
 #include "util/threads.hpp"
@@ -74,6 +75,11 @@ void validate(const BenchOptions& o) {
     if (o.make_backend) throw Error("--swap-every-s needs an engine made from options");
     if (o.instances) throw Error("--swap-every-s swaps the model of one engine: not with --instances");
   }
+  if (o.metrics_port && (*o.metrics_port < 0 || *o.metrics_port > 65535)) throw between("--metrics-port", 0, 65535);
+  if (!in(o.metrics_hold_s, 0, kMaxIdleSeconds)) throw between("--metrics-hold-s", 0, kMaxIdleSeconds);
+  if (o.metrics_port && o.instances)
+    throw Error("--metrics-port serves one engine's telemetry: not yet with --instances");
+  if (o.metrics_hold_s > 0 && !o.metrics_port) throw Error("--metrics-hold-s keeps the --metrics-port server up: give both");
   if (o.idle_every_s != 0 || o.idle_s != 0) {
     if (!in(o.idle_every_s, kMinIntervalSeconds, kMaxSeconds))
       throw Error("--idle-every-s must be between " + num(kMinIntervalSeconds) + " and " + num(kMaxSeconds) +
@@ -281,10 +287,18 @@ class LatencyRun {
     first_pre_.assign(kFirstTicks, NAN);
     unmeasured_ = kFirstTicks + o_.warmup;
 
+    if (o_.metrics_port) eo_.metrics = true;
     if (o_.make_backend)
-      engine_.emplace(model_, o_.make_backend(model_, bo_));
+      engine_.emplace(model_, o_.make_backend(model_, bo_), eo_.metrics);
     else
       engine_.emplace(model_, eo_);
+    if (o_.metrics_port) {
+      // Served from here on (the warm-up is over); each measured tick is recorded as the table counts it.
+      metrics_server_.emplace(o_.metrics_host + ":" + std::to_string(*o_.metrics_port));
+      metrics_server_->add(engine_->metrics(), {{"engine", "0"}});
+      report_["metrics"] = {{"url", metrics_server_->url()}, {"port", metrics_server_->port()}};
+      out_ << "metrics: " << metrics_server_->url() << std::endl;
+    }
     backend_ = &engine_->backend();  // timed as step() and finish_precompute() apart
     report_["warm"] = {{"ticks", engine_->warm_up().ticks}, {"seconds", engine_->warm_up().seconds}};
     backend_name_ = engine_->backend_name();
@@ -383,6 +397,7 @@ class LatencyRun {
         if (measured) {
           schedule_s_ = schedule_done_s + period_ns * 1e-9 * double(i - origin_i);
           if (late_us > 1.0) {
+            engine_->record_late();
             ++late_;
             ++iv_.late;
             max_late_us_ = std::max(max_late_us_, late_us);
@@ -443,6 +458,10 @@ class LatencyRun {
           }
           last_id_ = id;
         }
+      }
+      if (measured) {
+        if (no_answer) engine_->record_lost();
+        else engine_->record_answered(std::chrono::duration_cast<std::chrono::nanoseconds>(answered - due).count());
       }
       if (measured && !no_answer) {
         const double l = us_between(due, answered), p = us_between(answered, ready);
@@ -513,6 +532,10 @@ class LatencyRun {
     end_ = Clock::now();
     ticks_run_ = t;
     stop_swapper();
+    if (metrics_server_ && o_.metrics_hold_s > 0) {
+      out_ << "metrics: serving the final counts for " << fmt(o_.metrics_hold_s) << " s" << std::endl;
+      std::this_thread::sleep_for(std::chrono::duration<double>(o_.metrics_hold_s));
+    }
     // The last interval is kept whenever a tick was sent or an idle gap fell in it (lost ticks and
     // failures count there too), so the intervals' counts add up to the run's.
     if (intervals_on_ && (t > iv_.first_tick || iv_.idle_s > 0 || intervals_.empty())) close_interval(end_, t, true);
@@ -879,6 +902,7 @@ class LatencyRun {
   std::mutex swap_mutex_;
   std::vector<double> swap_prepare_s_;
   std::string swap_error_;
+  std::optional<telemetry::MetricsServer> metrics_server_;
   std::jthread swapper_;  // last: stopped and joined before what it uses
 };
 

@@ -93,6 +93,12 @@ struct BenchOptions {
   // model that answered it.
   std::string swap_model;
   double swap_every_s = 0;
+  // Tick telemetry served to Prometheus during the run (docs/production.md, "Telemetry"): on
+  // metrics_host:metrics_port (0: a port the kernel picks, printed), and for metrics_hold_s seconds
+  // after the run (a scraper's last look at the final counts).
+  std::optional<int> metrics_port;
+  std::string metrics_host = "127.0.0.1";
+  double metrics_hold_s = 0;
   // Many instances on one GPU (instances_bench.hpp): set, the instances bench runs.
   std::optional<int> instances;
   bool lockstep = false;          // every instance's tick r is sent together

@@ -454,7 +454,7 @@ void add_bench_command(CLI::App& app) {
   struct Flags {
     bench::BenchOptions o;
     std::string mode = "window";
-    int floats = 0, check_threads = 0, instances = 0;
+    int floats = 0, check_threads = 0, instances = 0, metrics_port = 0;
     double rate = 0, seconds = 0, report_every = 0;
     int64_t seed = 1;
     bool progress = false, no_progress = false;
@@ -529,6 +529,13 @@ void add_bench_command(CLI::App& app) {
                                      "and output sizes");
   swap_every->needs(swap_model);
   swap_model->needs(swap_every);
+  add_int_option(cmd, "--metrics-port", f->metrics_port,
+                 "Serve tick telemetry to Prometheus (GET /metrics) on 127.0.0.1:PORT during the run (0: a free port, "
+                 "printed); docs/production.md, \"Telemetry\"",
+                 0, 65535);
+  add_float_option(cmd, "--metrics-hold-s", f->o.metrics_hold_s,
+                   "Keep serving --metrics-port this many seconds after the run (a scraper's look at the final counts)",
+                   0, bench::kMaxIdleSeconds);
   cmd->add_option("--json", f->o.json_path, "Write the report as JSON (schema: bench/SCHEMA.md)");
   cmd->add_option("--samples", f->o.samples_path, "Write every raw latency sample (CSV)");
   cmd->add_flag("--pingpong", f->o.pingpong, "Measure only the host->GPU->host floor over the mailbox, no model");
@@ -567,7 +574,8 @@ void add_bench_command(CLI::App& app) {
                                                "--idle-every-s", "--idle-s", "--samples", "--pingpong", "--floats",
                                                "--no-pingpong", "--instances", "--lockstep", "--isolation",
                                                "--sms-per-instance", "--placement", "--beside-backtest",
-                                               "--swap-every-s", "--swap-model"};
+                                               "--swap-every-s", "--swap-model", "--metrics-port",
+                                               "--metrics-hold-s"};
       latency_only.insert(latency_only.end(), std::begin(kLiveEngineFlags), std::end(kLiveEngineFlags));
       for (const char* flag : latency_only)
         if (cmd->count(flag))
@@ -603,6 +611,7 @@ void add_bench_command(CLI::App& app) {
     if (cmd->count("--seconds")) o.seconds = f->seconds;
     if (cmd->count("--report-every")) o.report_every_s = f->report_every;
     if (cmd->count("--instances")) o.instances = f->instances;
+    if (cmd->count("--metrics-port")) o.metrics_port = f->metrics_port;
     o.seed = uint64_t(f->seed);
     o.progress = f->progress ? util::ProgressMode::on : f->no_progress ? util::ProgressMode::off : util::ProgressMode::automatic;
     if (o.pingpong && !o.model.empty()) throw Error("--pingpong measures the floor without a model: drop --model");

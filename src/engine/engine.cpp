@@ -380,6 +380,16 @@ long long Engine::ticks() const { return backend_->ticks(); }
 std::map<std::string, double> Engine::counters() const { return backend_->counters(); }
 std::map<std::string, std::string> Engine::facts() const { return backend_->facts(); }
 
+void Engine::record_answered(std::int64_t latency_ns) noexcept {
+  if (metrics_) metrics_->tick(latency_ns, *swappable_);
+}
+void Engine::record_lost() noexcept {
+  if (metrics_) metrics_->lost();
+}
+void Engine::record_late() noexcept {
+  if (metrics_) metrics_->metrics()->count_late();
+}
+
 std::shared_ptr<const telemetry::TickMetrics> Engine::metrics() const {
   return metrics_ ? metrics_->metrics() : nullptr;
 }

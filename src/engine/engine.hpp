@@ -185,6 +185,12 @@ class Engine {
   std::shared_ptr<const telemetry::TickMetrics> metrics() const;
   // metrics()->snapshot(), from any thread; throws hotpath::Error when the engine was made without.
   telemetry::Snapshot metrics_snapshot() const;
+  // For a harness that drives backend() itself (the bench): the recording step() does, with the
+  // harness's own latency (the bench's: from the instant the tick was due), a tick it got no answer
+  // for, and a tick sent late on its schedule. Nothing when telemetry is off. The tick thread only.
+  void record_answered(std::int64_t latency_ns) noexcept;
+  void record_lost() noexcept;
+  void record_late() noexcept;
 
   // The backend itself, for harnesses that time step() and finish_precompute() apart (bench).
   Backend& backend() { return *backend_; }

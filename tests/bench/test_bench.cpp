@@ -199,6 +199,8 @@ TEST(Bench, BadOptionsAreRefused) {
     c.swap_model = "lstm_s";
     c.swap_every_s = 0.5;
   }, "same weights");
+  refused([](auto& c) { c.metrics_port = 70000; }, "--metrics-port");
+  refused([](auto& c) { c.metrics_hold_s = 1; }, "--metrics-hold-s");
   refused([](auto& c) {
     c.swap_model = "vollo_tiny";
     c.swap_every_s = 0.5;
