@@ -214,12 +214,12 @@ TEST(Bench, SwapsCheckEachTickAgainstItsModel) {
   bench::BenchOptions o;
   o.model = "lstm_s";
   o.swap_model = "lstm_m";
-  o.swap_every_s = 0.4;
+  o.swap_every_s = 0.3;
   o.engine.backend = BackendKind::cpu;
   o.engine.mode = Mode::window;
   o.engine.window = 8;
   o.engine.precision = Precision::fp32;
-  o.ticks = 3000;
+  o.ticks = 4000;  // 4 s at 1 kHz: a dozen swaps, at least one however busy the host (each prepares in ~0.1 s)
   o.warmup = 100;
   o.rate_hz = 1000;
   o.check_every = 4;
@@ -228,7 +228,7 @@ TEST(Bench, SwapsCheckEachTickAgainstItsModel) {
   const auto r = bench::run_bench(o, out);
   ASSERT_TRUE(r["pass"].get<bool>()) << r["failure"] << "\n" << out.str();
   const auto& sw = r["swap"];
-  EXPECT_GE(sw["switches"].get<long long>(), 2);
+  EXPECT_GE(sw["switches"].get<long long>(), 1);
   EXPECT_GE(sw["calls"].get<long long>(), sw["switches"].get<long long>());
   EXPECT_GT(sw["check"]["checked_ticks"].get<long long>(), 0);
   EXPECT_GT(r["error"]["checked_ticks"].get<long long>(), 0);
