@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "bench/checker.hpp"
+#include "common/random_model.hpp"
 #include "bench/instances_bench.hpp"
 #include "bench/latency_bench.hpp"
 #include "engine/engine.hpp"
@@ -211,15 +212,20 @@ TEST(Bench, BadOptionsAreRefused) {
 // model that answered it (two checkers, each skipping the other's ticks), and they account for every
 // tick due for checking between them.
 TEST(Bench, SwapsCheckEachTickAgainstItsModel) {
+  // Two small models (another H and L, the same I and O), so that the feed is easy to keep up with under
+  // AddressSanitizer too; from files, as a desk's would be.
+  const std::string a_path = ::testing::TempDir() + "swap-a.safetensors", b_path = ::testing::TempDir() + "swap-b.safetensors";
+  save_model_file(test_support::random_model(6, 24, 2, 2, true, true, 5), a_path);
+  save_model_file(test_support::random_model(6, 40, 1, 2, true, true, 6), b_path);
   bench::BenchOptions o;
-  o.model = "lstm_s";
-  o.swap_model = "lstm_m";
+  o.model = a_path;
+  o.swap_model = b_path;
   o.swap_every_s = 0.3;
   o.engine.backend = BackendKind::cpu;
   o.engine.mode = Mode::window;
   o.engine.window = 8;
   o.engine.precision = Precision::fp32;
-  o.ticks = 4000;  // 4 s at 1 kHz: a dozen swaps, at least one however busy the host (each prepares in ~0.1 s)
+  o.ticks = 4000;  // 4 s at 1 kHz: a dozen swaps, at least one however busy the host
   o.warmup = 100;
   o.rate_hz = 1000;
   o.check_every = 4;
@@ -235,7 +241,7 @@ TEST(Bench, SwapsCheckEachTickAgainstItsModel) {
   EXPECT_EQ(r["error"]["unchecked_ticks"], 0);
   EXPECT_EQ(r["error"]["checked_ticks"].get<long long>() + sw["check"]["checked_ticks"].get<long long>(),
             r["error"]["checks_due"].get<long long>());
-  EXPECT_EQ(sw["model_id"], model_id(open_model("lstm_m")));
+  EXPECT_EQ(sw["model_id"], model_id(open_model(b_path)));
   EXPECT_EQ(r["counters"]["swaps"].get<double>(), sw["switches"].get<double>());
   EXPECT_GT(sw["during_swaps_latency_us"]["count"].get<long long>(), 0);
   EXPECT_NE(out.str().find("took over"), std::string::npos);
