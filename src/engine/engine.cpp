@@ -303,8 +303,9 @@ void Engine::wrap(Model model, std::unique_ptr<Backend> backend) {
   input_size_ = model.config.input_size;
   output_size_ = model.config.output_size;
   const BackendOptions& bo = backend->options();
-  engine::ReplayPlan plan = replay_plan(bo, resolve_scaler(model, bo.scaler), kMaxSwapWarmTicks);
-  if (bo.mode == Mode::window) plan.warm_ticks = 0;
+  // The record is sized for the largest replay a swap may ask (streaming's warm ticks; window mode's is
+  // fixed by W and the scaler).
+  const engine::ReplayPlan plan = replay_plan(bo, resolve_scaler(model, bo.scaler), kMaxSwapWarmTicks);
   engine::ServedModel first;
   first.id = hotpath::model_id(model);
   first.model = std::make_shared<const Model>(std::move(model));

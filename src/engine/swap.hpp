@@ -39,8 +39,6 @@ inline constexpr double kMaxReplayPeriodBytes = 64.0 * (1 << 20);
 // feed while it replays.
 long long record_ticks(const ReplayPlan& plan, int input_size);
 inline constexpr long long kRecordSlackTicks = 4096;
-// streaming's warm_ticks at most (the record is kept for it from the engine's creation).
-inline constexpr long long kMaxSwapWarmTicks = 100'000;
 // A new backend more than this many ticks behind the feed when it would take over is left to the worker
 // to catch up: the tick thread only feeds it the last few, between ticks.
 inline constexpr long long kMaxTickThreadCatchUp = 4;

@@ -53,6 +53,22 @@ std::vector<float> fresh_run(const Model& m, const EngineOptions& o, const std::
 
 bool same_bits(const float* a, const float* b, int n) { return std::memcmp(a, b, size_t(n) * sizeof(float)) == 0; }
 
+// Ticks 0..T-1 of x on a, a swap to b between ticks, ticks T..T+N-1: from T+1 on (tick T is still a's)
+// bit-identical to a fresh engine of b over every input.
+void expect_swap_matches_fresh(const Model& a, const Model& b, const EngineOptions& o, const std::vector<float>& x,
+                               int T, int N) {
+  const int I = a.config.input_size, O = a.config.output_size;
+  const auto zb = fresh_run(b, o, x, 0, T + N);
+  Engine e(a, o);
+  std::vector<float> z(O);
+  for (int t = 0; t < T; ++t) e.step(std::span<const float>(x).subspan(size_t(t) * I, I), z);
+  e.swap(b);
+  for (int t = T; t < T + N; ++t) {
+    e.step(std::span<const float>(x).subspan(size_t(t) * I, I), z);
+    if (t > T) ASSERT_TRUE(same_bits(z.data(), &zb[size_t(t) * O], O)) << "swap at " << T << ", tick " << t;
+  }
+}
+
 TEST(SwapReplay, TicksFedToTheNewModel) {
   engine::ReplayPlan w;
   w.mode = Mode::window;
@@ -175,35 +191,16 @@ TEST(EngineSwap, WindowBitIdenticalWithARollingScaler) {
   const Model a = random_model(I, 8, 2, O, true, true, 81), b = random_model(I, 12, 1, O, true, true, 82);
   EngineOptions o = cpu_options(Mode::window, W);
   o.scaler = ScalerChoice{ScalerKind::rolling, 12};
-  for (int T : {4, 11, 12, 13, 29, 30, 31, 32, 33}) {
-    const auto x = series(T + N, I, 10 + uint64_t(T));
-    const auto zb = fresh_run(b, o, x, 0, T + N);
-    Engine e(a, o);
-    std::vector<float> z(O);
-    for (int t = 0; t < T; ++t) e.step(std::span<const float>(x).subspan(size_t(t) * I, I), z);
-    e.swap(b);
-    for (int t = T; t < T + N; ++t) {
-      e.step(std::span<const float>(x).subspan(size_t(t) * I, I), z);
-      if (t > T) ASSERT_TRUE(same_bits(z.data(), &zb[size_t(t) * O], O)) << "swap at " << T << ", tick " << t;
-    }
-  }
+  for (int T : {4, 11, 12, 13, 29, 30, 31, 32, 33})
+    expect_swap_matches_fresh(a, b, o, series(T + N, I, 10 + uint64_t(T)), T, N);
 }
 
 TEST(EngineSwap, ReferenceBackend) {
   const int I = 3, O = 1, W = 5, T = 17, N = 20;
   const Model a = random_model(I, 8, 1, O, true, true, 21), b = random_model(I, 12, 2, O, true, true, 22);
-  const auto x = series(T + N, I, 4);
   EngineOptions o = cpu_options(Mode::window, W);
   o.backend = BackendKind::ref;
-  const auto zb = fresh_run(b, o, x, 0, T + N);
-  Engine e(a, o);
-  std::vector<float> z(O);
-  for (int t = 0; t < T; ++t) e.step(std::span<const float>(x).subspan(size_t(t) * I, I), z);
-  e.swap(b);
-  for (int t = T; t < T + N; ++t) {
-    e.step(std::span<const float>(x).subspan(size_t(t) * I, I), z);
-    if (t > T) ASSERT_TRUE(same_bits(z.data(), &zb[size_t(t) * O], O)) << t;
-  }
+  expect_swap_matches_fresh(a, b, o, series(T + N, I, 4), T, N);
 }
 
 TEST(EngineSwap, StreamingStartsFromZeroOrWarmedState) {
