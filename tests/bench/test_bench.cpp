@@ -1000,6 +1000,23 @@ TEST(InstancesBench, BadOptionsAreRefused) {
   o = instances_options(2);
   o.engine.fallback = Fallback::cpu;
   EXPECT_THROW(bench::run_instances_bench(o, out), Error);
+  for (const bool swap : {false, true}) {  // one engine's telemetry and one engine's swaps only
+    o = instances_options(2);
+    if (swap) {
+      o.swap_model = "lstm_m";
+      o.swap_every_s = 1;
+      o.engine.mode = Mode::window;  // what the swaps need besides, so that --instances is what is refused
+      o.make_backend = nullptr;
+    } else {
+      o.metrics_port = 0;
+    }
+    try {
+      bench::run_instances_bench(o, out);
+      ADD_FAILURE() << (swap ? "--swap-every-s" : "--metrics-port") << " accepted with --instances";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("with --instances"), std::string::npos) << e.what();
+    }
+  }
   o = on_tiny(Mode::streaming);
   o.lockstep = true;  // without --instances
   EXPECT_THROW(bench::run_bench(o, out), Error);
