@@ -9,6 +9,11 @@
 //   telemetry_off        an engine's null TickMetrics pointer: the cost when off
 //   record_tick_scraped  record_tick while another thread takes snapshots without pause (a scrape
 //                        every few seconds in practice: this is the worst case of lines moving away)
+//   engine_tick/M/W      Engine::step over a backend that does nothing (W 0) or a dependent chain of W
+//                        multiply-adds (W 1000: ~1-2 us, a tick's work), telemetry off (M 0) and on (M 1):
+//                        what telemetry costs a tick through the engine, its two clock reads included
+//                        (telemetry/tick_clock.hpp); clock_read: one read of that clock, and
+//                        steady_clock_read: one steady_clock::now(), for comparison
 //   record_tick_cold/B   one record_tick timed alone (TSC pair, its own cost taken off) after B bytes of
 //                        other data were read, as a tick's weights push the histogram's lines out of
 //                        L1 or L2: its cost in a tick whose work is that large; p50_ns / p99_ns of every sample
@@ -25,6 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/engine.hpp"
+#include "telemetry/tick_clock.hpp"
 #include "telemetry/tick_metrics.hpp"
 #include "tsc.hpp"
 
@@ -132,6 +139,55 @@ void BM_RecordTickScraped(benchmark::State& state) {
   scraper.join();
 }
 
+// A backend that answers zeros at once: the engine's own cost per tick.
+class NoopBackend : public hotpath::Backend {
+ public:
+  NoopBackend(const hotpath::ModelConfig& config, int work) : Backend(config, options()), work_(work) {}
+  std::string name() const override { return "noop"; }
+  std::string variant() const override { return "noop"; }
+  hotpath::Precision precision() const override { return hotpath::Precision::fp32; }
+  void step(std::span<const float>, std::span<float> out) override {
+    double acc = 1.0;
+    for (int i = 0; i < work_; ++i) acc = acc * 0.999999 + 1e-9;  // each step waits for the last
+    for (float& z : out) z = float(acc - 1.0);
+    ++ticks_;
+  }
+  void finish_precompute() override {}
+  void reset() override { ticks_ = 0; }
+  long long ticks() const override { return ticks_; }
+
+ private:
+  int work_;
+  static hotpath::BackendOptions options() {
+    hotpath::BackendOptions o;
+    o.mode = hotpath::Mode::streaming;
+    return o;
+  }
+  long long ticks_ = 0;
+};
+
+void BM_EngineTick(benchmark::State& state) {
+  hotpath::Model model = hotpath::open_model("lstm_s");
+  const hotpath::ModelConfig config = model.config;
+  hotpath::Engine engine(std::move(model), std::make_unique<NoopBackend>(config, int(state.range(1))),
+                         state.range(0) != 0);
+  std::vector<float> x(std::size_t(config.input_size), 0.5f), z(std::size_t(config.output_size));
+  for (auto _ : state) {
+    engine.step(x, z);
+    benchmark::ClobberMemory();
+  }
+  state.counters["counter_clock"] = hotpath::telemetry::TickClock::get().uses_counter() ? 1 : 0;
+}
+
+void BM_ClockRead(benchmark::State& state) {
+  const auto& clock = hotpath::telemetry::TickClock::get();
+  for (auto _ : state) benchmark::DoNotOptimize(clock.now());
+}
+
+void BM_SteadyClockRead(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(std::chrono::steady_clock::now());
+}
+
 double percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[std::min(v.size() - 1, std::size_t(q * double(v.size())))];
@@ -176,6 +232,9 @@ BENCHMARK(BM_TickTelemetry);
 BENCHMARK(BM_RecordTickFetchAdd);
 BENCHMARK(BM_TelemetryOff);
 BENCHMARK(BM_RecordTickScraped);
+BENCHMARK(BM_EngineTick)->Args({0, 0})->Args({1, 0})->Args({0, 1000})->Args({1, 1000});
+BENCHMARK(BM_ClockRead);
+BENCHMARK(BM_SteadyClockRead);
 // A fixed count of samples: the manual time is a few ns each, which the default run length would not reach.
 BENCHMARK(BM_RecordTickCold)->UseManualTime()->Iterations(2000)->Arg(0)->Arg(256 << 10)->Arg(4 << 20)->Arg(32 << 20);
 BENCHMARK_MAIN();

@@ -172,10 +172,19 @@ typedef struct hotpath_engine_options {
   int unused_padding;     /* ignored */
   int metrics;            /* nonzero: record tick telemetry (hotpath_engine_metrics); 0: none, and the
                              tick path pays one untaken branch */
+  /* The third layout ended here, its size rounded up to 8 with 4 bytes of padding after metrics: those
+     are named and never read, as above. */
+  int unused_padding2;    /* ignored */
+  int swap_room;          /* cuda: nonzero keeps room for live swaps (hotpath_engine_swap): the GPU split
+                             into two halves of its SMs, the model served on one and a swap's next model
+                             brought up on the other while it answers; without it a cuda engine's swap is
+                             refused (its kernel holds every SM). Refused for "ref"/"cpu", dropped when
+                             "auto" picks the CPU. (4 bytes of padding follow on 64-bit targets: a later
+                             field goes after them.) */
 } hotpath_engine_options;
 
 #define HOTPATH_ENGINE_OPTIONS_INIT \
-  { sizeof(hotpath_engine_options), NULL, NULL, NULL, 0, 0, NULL, 0.0, NULL, NULL, NULL, 0, NULL, NULL, 0, 0, 0 }
+  { sizeof(hotpath_engine_options), NULL, NULL, NULL, 0, 0, NULL, 0.0, NULL, NULL, NULL, 0, NULL, NULL, 0, 0, 0, 0, 0 }
 
 /* Creates an engine serving a copy of model (the model may be closed afterwards). options may be NULL
  * (all defaults). HOTPATH_ERROR_UNSUPPORTED when the chosen backend cannot serve the model here. */

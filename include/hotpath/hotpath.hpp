@@ -100,6 +100,7 @@ struct engine_options {
   std::string cpu_options;       // cpu knobs, e.g. "isa=avx2,prefetch=0"; "": the environment's (HOTPATH_CPU_*)
   int batch_rows = 0;            // cuda: rows of a batch run's chunks; 0: sized to the device
   bool metrics = false;          // record tick telemetry (engine::metrics)
+  bool swap_room = false;        // cuda: serve on half the GPU, so that swap() brings the next model up on the other
 };
 
 // A model served by one backend. Move-only; one thread at a time.
@@ -131,6 +132,7 @@ class engine {
     o.cpu_options = detail::or_null(options.cpu_options);
     o.batch_rows = options.batch_rows;
     o.metrics = options.metrics ? 1 : 0;
+    o.swap_room = options.swap_room ? 1 : 0;
     return o;
   }
 

@@ -580,7 +580,7 @@ hotpath::EngineOptions engine_options(const std::string& backend, const std::opt
                                       const std::optional<std::string>& variant, const std::optional<std::string>& scaler,
                                       bool warm, const std::optional<std::string>& kernel,
                                       const std::optional<std::string>& cpu_options, long long batch_rows = 0,
-                                      bool metrics = false) {
+                                      bool metrics = false, bool swap_room = false) {
   // Every choice parsed by its enum's name table (backend/options.hpp), as the CLI's flags and the C
   // ABI's strings are; None keeps the option's default.
   using hotpath::util::parse_name;
@@ -602,6 +602,7 @@ hotpath::EngineOptions engine_options(const std::string& backend, const std::opt
   if (cpu_options) o.cpu = hotpath::cpu_options_over_env(*cpu_options);
   o.gpu.batch_rows = batch_rows;  // 0: sized to the device; the engine refuses a bad value, or one for ref and cpu
   o.metrics = metrics;
+  o.swap_room = swap_room;
   return o;
 }
 
@@ -779,16 +780,18 @@ NB_MODULE(_hotpath, m) {
              const std::string& mode, std::optional<int> window, int device, nb::handle cpuset, double timeout_us,
              std::optional<std::string> fallback, std::optional<std::string> variant,
              std::optional<std::string> scaler, bool warm, std::optional<std::string> kernel,
-             std::optional<std::string> cpu_options, long long batch_rows, bool metrics, nb::kwargs extra) {
+             std::optional<std::string> cpu_options, long long batch_rows, bool metrics, bool swap_room,
+             nb::kwargs extra) {
             refuse_unknown_keywords("Engine", extra,
                                     {"model", "backend", "precision", "mode", "window", "device", "cpuset",
                                      "timeout_us", "fallback", "variant", "scaler", "warm", "kernel", "cpu_options",
-                                     "batch_rows", "metrics"});
+                                     "batch_rows", "metrics", "swap_room"});
             // Anything hotpath.load takes (a path, bytes, a zoo name, a torch module) stands for its model.
             if (!nb::isinstance<hotpath::Model>(model)) model = nb::module_::import_("hotpath").attr("load")(model);
             const hotpath::Model& source = nb::cast<const hotpath::Model&>(model);
             const auto options = engine_options(backend, precision, mode, window, device, cpuset, timeout_us, fallback,
-                                                variant, scaler, warm, kernel, cpu_options, batch_rows, metrics);
+                                                variant, scaler, warm, kernel, cpu_options, batch_rows, metrics,
+                                                swap_room);
             std::shared_ptr<hotpath::Engine> engine;
             {
               nb::gil_scoped_release unlocked;  // a cuda engine launches its kernel here
@@ -807,7 +810,7 @@ NB_MODULE(_hotpath, m) {
           "model"_a, "backend"_a = "auto", "precision"_a = nb::none(), "mode"_a = "window", "window"_a = nb::none(),
           "device"_a = 0, "cpuset"_a = nb::none(), "timeout_us"_a = 1'000'000.0, "fallback"_a = nb::none(),
           "variant"_a = nb::none(), "scaler"_a = nb::none(), "warm"_a = true, "kernel"_a = nb::none(),
-          "cpu_options"_a = nb::none(), "batch_rows"_a = 0, "metrics"_a = false, "kwargs"_a)
+          "cpu_options"_a = nb::none(), "batch_rows"_a = 0, "metrics"_a = false, "swap_room"_a = false, "kwargs"_a)
       .def("step", &step, "x"_a.none(), "out"_a = nb::none(),
            nb::sig("def step(self, x: numpy.typing.ArrayLike, out: numpy.typing.NDArray[numpy.float32] | None = None) "
                    "-> numpy.typing.NDArray[numpy.float32]"),

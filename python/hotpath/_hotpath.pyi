@@ -112,6 +112,7 @@ class Engine:
         cpu_options: Optional[str] = None,
         batch_rows: int = 0,
         metrics: bool = False,
+        swap_room: bool = False,
     ) -> None:
         """backend: "auto" (cuda when a GPU is usable and the model fits its kernels, else cpu), "ref",
         "cpu" or "cuda". precision: "fp32" | "bf16" | "int8" (cpu), "fp16" | "bf16" (cuda), "fp64" (ref);
@@ -127,7 +128,9 @@ class Engine:
         None: the environment's. batch_rows: cuda, rows of the chunks a backtest or run_batch computes at
         once (1..65536, rounded up to 128); 0: sized to the device; refused for "ref" and "cpu".
         metrics: record tick telemetry (metrics(), hotpath.metrics.collector); off, a tick pays one
-        untaken branch. `model` may be anything hotpath.load takes."""
+        untaken branch. swap_room: cuda, serve on half the GPU's SMs so that swap() brings the next model
+        up on the other half while this one answers (a cuda engine's swap is refused without it); refused
+        for "ref" and "cpu". `model` may be anything hotpath.load takes."""
     def step(
         self, x: numpy.typing.ArrayLike, out: Optional[numpy.typing.NDArray[numpy.float32]] = None
     ) -> numpy.typing.NDArray[numpy.float32]:

@@ -116,6 +116,10 @@ class Backend {
   virtual void clear_counters() {}
   // Free-form facts for the report (e.g. "sm_clock_mhz", "gpu_name"), name -> value.
   virtual std::map<std::string, std::string> facts() const { return {}; }
+  // A backend made with BackendOptions::staging_cores (a live swap's new model, made beside the serving
+  // one) moves its own threads onto their cpuset cores: called once it serves and the old backend is gone.
+  // Any thread, while another steps. Default: no threads of its own to move.
+  virtual void settle_threads() {}
 
  protected:
   Backend(const ModelConfig& config, const BackendOptions& options) : config_(config), options_(options) {}

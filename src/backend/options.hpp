@@ -83,6 +83,10 @@ struct BackendOptions {
                                          // is the model's metadata window
   std::optional<Precision> precision;    // unset: the backend's default
   std::vector<int> cpuset;               // cores; the first runs the critical step, the rest precompute
+  // Set by a live swap (engine/swap.hpp) for a backend made beside a serving one on the same cpuset: until
+  // Backend::settle_threads(), its threads (the caller's critical step included) run on these cores
+  // instead, so the serving backend keeps its cores to itself. Empty: on the cpuset from the start.
+  std::vector<int> staging_cores;
   // Input scaling (scaling/input_scaler.hpp); unset: the model's scaler when it has one, else none.
   // Each backend scales with an InputScaler of its own, in step(), fused into its copy of x.
   std::optional<ScalerChoice> scaler;

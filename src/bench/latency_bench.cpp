@@ -288,6 +288,8 @@ class LatencyRun {
     unmeasured_ = kFirstTicks + o_.warmup;
 
     if (o_.metrics_port) eo_.metrics = true;
+    // A swap on cuda brings the next model up on the other half of the GPU (engine/swap_room.hpp).
+    if (!o_.swap_model.empty() && eo_.backend == BackendKind::cuda) eo_.swap_room = true;
     if (o_.make_backend)
       engine_.emplace(model_, o_.make_backend(model_, bo_), eo_.metrics);
     else

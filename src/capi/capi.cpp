@@ -161,6 +161,8 @@ hotpath_status read_options(const hotpath_engine_options* given, hotpath_engine_
   if (!covers(size, &hotpath_engine_options::batch_rows)) out->batch_rows = 0;
   // unused_padding is never read: within the second layout's size its bytes are the caller's padding.
   if (!covers(size, &hotpath_engine_options::metrics)) out->metrics = 0;
+  // unused_padding2 likewise: the third layout's tail padding.
+  if (!covers(size, &hotpath_engine_options::swap_room)) out->swap_room = 0;
   return HOTPATH_OK;
 }
 
@@ -190,6 +192,7 @@ hotpath::EngineOptions engine_options(const hotpath_engine_options& o) {
   if (o.cpu_options && *o.cpu_options) e.cpu = cpu_options_over_env(o.cpu_options);
   e.gpu.batch_rows = o.batch_rows;  // the engine refuses a value out of range, or for ref and cpu
   e.metrics = o.metrics != 0;
+  e.swap_room = o.swap_room != 0;
   return e;
 }
 

@@ -46,6 +46,11 @@ std::vector<int> helper_cores(const std::vector<int>& cpuset, int parts) {
   if (cpuset.empty()) return std::vector<int>(size_t(parts - 1), -1);
   return {cpuset.begin() + 1, cpuset.begin() + parts};
 }
+// Where the threads start: the staging cores of a swap's new backend (pinned there only with a cpuset).
+const std::vector<int>& staging(const BackendOptions& o) {
+  static const std::vector<int> none;
+  return o.cpuset.empty() ? none : o.staging_cores;
+}
 // CpuOptions::pre_cores `asked` (0: auto) of them; without a cpuset, that many unpinned workers.
 std::vector<int> precompute_cores(const std::vector<int>& cpuset, int parts, int asked) {
   if (cpuset.empty()) return std::vector<int>(size_t(asked), -1);
@@ -116,8 +121,10 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
       scaler_(model, options.scaler),
       crit_parts_(choose_critical_cores(isa.options.crit_cores, pm_.critical_weight_bytes(), core_l2_bytes(),
                                         options.cpuset.size(), pm_.nb, util::allowed_cores().size())),
-      crit_pool_(helper_cores(options.cpuset, crit_parts_), "critical-step helper", /*doze=*/false),
-      pool_(precompute_cores(options.cpuset, crit_parts_, isa.options.pre_cores)) {
+      crit_pool_(helper_cores(options.cpuset, crit_parts_), "critical-step helper", /*doze=*/false,
+                 staging(options)),
+      pool_(precompute_cores(options.cpuset, crit_parts_, isa.options.pre_cores), "precompute worker", /*doze=*/true,
+            staging(options)) {
   if (options.mode == Mode::window && W_ < 1)
     throw Error("cpu backend: window mode needs a window length >= 1 (none given and none in the model file)");
   const CpuOptions& co = isa.options;
@@ -171,7 +178,14 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
     pin_ = true;
     critical_core_ = options.cpuset[0];
     saved_affinity_ = util::allowed_cores();
-    pin_caller();
+    if (staging(options).empty()) {
+      pin_caller();
+    } else {
+      // A swap's new backend: its maker (the swap worker) steps it on the staging cores; the thread that
+      // steps it once it serves is pinned to the critical core at its first tick (a new calling thread).
+      util::pin_thread(pthread_self(), options.staging_cores, "cpu backend (staged for a swap)");
+      pinned_thread_ = pthread_self();
+    }
   }
   make_fresh(0);
 }
@@ -251,6 +265,11 @@ CpuBackend::~CpuBackend() {
   }
   if (!saved_affinity_.empty() && pthread_equal(pinned_thread_, pthread_self()))
     util::set_thread_cores(pthread_self(), saved_affinity_);
+}
+
+void CpuBackend::settle_threads() {
+  crit_pool_.settle();
+  pool_.settle();
 }
 
 void CpuBackend::pin_caller() {

@@ -45,6 +45,7 @@ class CpuBackend final : public Backend {
     precompute_busy_us_sum_ = precompute_wait_us_sum_ = 0;
   }
   std::map<std::string, std::string> facts() const override;
+  void settle_threads() override;
 
  private:
   // Per part (worker) scratch for advancing several windows at once.

@@ -14,8 +14,8 @@ int64_t now_ns() {
 
 }  // namespace
 
-SpinPool::SpinPool(const std::vector<int>& cores, const char* role, bool doze)
-    : doze_(doze), done_(cores.size()), threads_([this] {
+SpinPool::SpinPool(const std::vector<int>& cores, const char* role, bool doze, const std::vector<int>& staging)
+    : doze_(doze), cores_(cores), done_(cores.size()), threads_([this] {
         stop_.store(true, std::memory_order_release);
         gen_.fetch_add(1, std::memory_order_release);
       }) {
@@ -23,8 +23,16 @@ SpinPool::SpinPool(const std::vector<int>& cores, const char* role, bool doze)
   for (size_t i = 0; i < cores.size(); ++i) {
     threads_.start("cpu backend " + std::string(role) + " " + std::to_string(i + 1) + " of " + std::to_string(cores.size()),
                    [this, i] { worker(static_cast<int>(i)); });
-    if (cores[i] >= 0) util::pin_thread(threads_.back().native_handle(), {cores[i]}, "cpu backend");
+    if (!staging.empty())
+      util::pin_thread(threads_.back().native_handle(), staging, "cpu backend (staged for a swap)");
+    else if (cores[i] >= 0)
+      util::pin_thread(threads_.back().native_handle(), {cores[i]}, "cpu backend");
   }
+}
+
+void SpinPool::settle() {
+  for (size_t i = 0; i < cores_.size(); ++i)
+    if (cores_[i] >= 0) util::pin_thread(threads_.native_handle(i), {cores_[i]}, "cpu backend");
 }
 
 void SpinPool::start(PoolJob fn, void* ctx) {

@@ -20,7 +20,10 @@ class SpinPool {
   // be pinned or a worker that cannot be started (the others are joined first). Empty: no workers.
   // `role` names the threads; `doze` lets an idle worker poll every 50 us after ~2 ms without work (a
   // pool the critical step itself waits on must not: its next job would wait for the wake-up).
-  explicit SpinPool(const std::vector<int>& cores, const char* role = "precompute worker", bool doze = true);
+  // `staging` (non-empty): every worker starts on those cores instead, until settle() (a live swap's new
+  // backend, made beside the serving one: engine/swap.hpp).
+  explicit SpinPool(const std::vector<int>& cores, const char* role = "precompute worker", bool doze = true,
+                    const std::vector<int>& staging = {});
   ~SpinPool() = default;  // threads_ stops and joins the workers
   SpinPool(const SpinPool&) = delete;
   SpinPool& operator=(const SpinPool&) = delete;
@@ -37,6 +40,9 @@ class SpinPool {
     for (const Done& d : done_)
       while (d.gen.load(std::memory_order_acquire) != g) idle();
   }
+  // Pins each worker to its own core (the constructor's `cores`); any thread, while jobs run. Throws
+  // hotpath::Error naming a core that cannot be pinned.
+  void settle();
   // Nanoseconds the slowest worker spent in the last job (valid after wait()).
   int64_t last_busy_ns() const;
 
@@ -53,6 +59,7 @@ class SpinPool {
   void* ctx_ = nullptr;
   std::atomic<bool> stop_{false};
   const bool doze_;
+  const std::vector<int> cores_;
   alignas(64) std::vector<Done> done_;
   util::ThreadGroup threads_;  // last: destroyed (stopped, joined) before what the workers use
 };

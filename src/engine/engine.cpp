@@ -155,13 +155,14 @@ namespace {
 // The primary backend, wrapped with the CPU fallback when asked: the shadow takes the cores after the
 // first (its critical step on the second), at its own default precision. Only a backend that can be
 // late (cuda) is wrapped: ref and cpu answer every tick themselves.
+// `room` (cuda only): the primary's kernels on half `half` of it.
 std::unique_ptr<Backend> make_served(BackendKind kind, const Model& model, const BackendOptions& bo,
-                                     Fallback fallback) {
+                                     Fallback fallback, const engine::SwapRoom* room = nullptr, int half = 0) {
   if (fallback != Fallback::none && (kind == BackendKind::cpu || kind == BackendKind::ref))
     throw Error(std::string("--fallback ") + util::name_of(fallback) +
                 " is for a backend that can miss a deadline (cuda); backend " + util::name_of(kind) +
                 " answers every tick itself");
-  auto primary = make_backend(kind, model, bo);
+  auto primary = room && kind == BackendKind::cuda ? room->make(model, bo, half) : make_backend(kind, model, bo);
   if (fallback == Fallback::none) return primary;
   BackendOptions so = bo;
   so.precision.reset();
@@ -182,7 +183,7 @@ std::unique_ptr<Backend> make_served(BackendKind kind, const Model& model, const
   const std::vector<int> caller_cores = util::allowed_cores();
   auto shadow = make_backend(BackendKind::cpu, model, so);  // the one fallback there is
   if (!caller_cores.empty()) util::set_thread_cores(pthread_self(), caller_cores);
-  return engine::with_fallback(std::move(primary), std::move(shadow), cpu);
+  return engine::with_fallback(std::move(primary), std::move(shadow), cpu, bo.staging_cores);
 }
 
 // auto fell to the cpu, which answers every tick itself (no fallback) and takes none of cuda's own
@@ -194,6 +195,8 @@ void drop_cuda_options(EngineOptions* o, std::string* note) {
   if (g.kernel != CudaKernel::automatic) *note += std::string("; --kernel ") + util::name_of(g.kernel) + " dropped";
   if (o->precision == Precision::fp16) *note += "; precision fp16 (cuda's) dropped";
   if (g.batch_rows != 0) *note += "; --batch-rows " + std::to_string(g.batch_rows) + " dropped";
+  if (o->swap_room) *note += "; swap_room dropped (a cpu engine's swap needs none)";
+  o->swap_room = false;
   o->fallback = Fallback::none;
   g.variant = CudaVariant::automatic;
   g.kernel = CudaKernel::automatic;
@@ -204,13 +207,22 @@ void drop_cuda_options(EngineOptions* o, std::string* note) {
 // auto: the cuda backend when a GPU is usable and one can be made for the model; nullptr (and `note`
 // saying why) otherwise.
 std::unique_ptr<Backend> try_auto_cuda(const Model& model, const BackendOptions& bo, const EngineOptions& o,
-                                       std::string* note) {
+                                       std::string* note, std::shared_ptr<engine::SwapRoom>* room = nullptr) {
   std::string why;
   if (!gpu::available(&why, o.gpu.device)) {
     *note = "auto backend: no usable GPU (" + why + "), using cpu";
     return nullptr;
   }
   try {
+    if (room && o.swap_room) {
+      *room = std::make_shared<engine::SwapRoom>(o.gpu.device);
+      try {
+        return make_served(BackendKind::cuda, model, bo, o.fallback, room->get(), 0);
+      } catch (...) {
+        room->reset();
+        throw;
+      }
+    }
     return make_served(BackendKind::cuda, model, bo, o.fallback);
   } catch (const UnsupportedError& e) {
     *note = std::string("auto backend: cuda unavailable for this model (") + e.what() + "), using cpu";
@@ -237,8 +249,11 @@ Engine::Engine(Model model_in, const EngineOptions& options) {
   BackendOptions bo = backend_options(model, options);
   std::unique_ptr<Backend> backend;
   EngineOptions resolved = options;
+  if (options.swap_room && (options.backend == BackendKind::cpu || options.backend == BackendKind::ref))
+    throw Error(std::string("swap_room is for cuda: backend ") + util::name_of(options.backend) +
+                " swaps without it (the new model's threads are made on cores beside the cpuset)");
   if (options.backend == BackendKind::automatic) {
-    backend = try_auto_cuda(model, bo, options, &choice_note_);
+    backend = try_auto_cuda(model, bo, options, &choice_note_, &room_);
     resolved.backend = BackendKind::cuda;
     if (!backend) {
       drop_cuda_options(&resolved, &choice_note_);
@@ -247,7 +262,8 @@ Engine::Engine(Model model_in, const EngineOptions& options) {
       backend = make_backend(BackendKind::cpu, model, bo);
     }
   } else {
-    backend = make_served(options.backend, model, bo, options.fallback);
+    if (options.swap_room) room_ = std::make_shared<engine::SwapRoom>(options.gpu.device);
+    backend = make_served(options.backend, model, bo, options.fallback, room_.get(), 0);
   }
   options_ = resolved;
   // The calling thread runs the critical step: on the cpuset's first core. The cpu backend pins it
@@ -269,7 +285,7 @@ Engine::Engine(Model model_in, const EngineOptions& options) {
       throw;
     }
   }
-  wrap(std::move(model_in), std::move(backend));
+  wrap(std::move(model_in), std::move(backend), room_ ? 0 : -1);
   if (options.metrics) metrics_ = std::make_unique<engine::EngineMetrics>(*swappable_);
 }
 
@@ -290,16 +306,29 @@ engine::ReplayPlan replay_plan(const BackendOptions& bo, const ScalerChoice& sca
   p.warm_ticks = warm_ticks;
   return p;
 }
-// The swap worker's cores: the creating thread's, less the critical core (all of them when that is all).
+// The swap worker's cores: the creating thread's beyond the cpuset (the serving backend's), else those
+// less the critical core, else all of them.
 std::vector<int> swap_worker_cores(const std::vector<int>& creator, const std::vector<int>& cpuset) {
-  std::vector<int> cores;
+  std::vector<int> beyond, but_critical;
+  for (int c : creator) {
+    if (std::find(cpuset.begin(), cpuset.end(), c) == cpuset.end()) beyond.push_back(c);
+    if (cpuset.empty() || c != cpuset.front()) but_critical.push_back(c);
+  }
+  return !beyond.empty() ? beyond : !but_critical.empty() ? but_critical : creator;
+}
+// Where a swap's new backend makes its threads until it serves (BackendOptions::staging_cores): the
+// creating thread's cores beyond the cpuset; none (on the cpuset from the start, sharing the serving
+// backend's cores) when there are none beyond it.
+std::vector<int> staging_cores(const std::vector<int>& creator, const std::vector<int>& cpuset) {
+  if (cpuset.empty()) return {};
+  std::vector<int> beyond;
   for (int c : creator)
-    if (cpuset.empty() || c != cpuset.front()) cores.push_back(c);
-  return cores.empty() ? creator : cores;
+    if (std::find(cpuset.begin(), cpuset.end(), c) == cpuset.end()) beyond.push_back(c);
+  return beyond;
 }
 }  // namespace
 
-void Engine::wrap(Model model, std::unique_ptr<Backend> backend) {
+void Engine::wrap(Model model, std::unique_ptr<Backend> backend, int slot) {
   input_size_ = model.config.input_size;
   output_size_ = model.config.output_size;
   const BackendOptions& bo = backend->options();
@@ -310,6 +339,7 @@ void Engine::wrap(Model model, std::unique_ptr<Backend> backend) {
   first.id = hotpath::model_id(model);
   first.model = std::make_shared<const Model>(std::move(model));
   first.backend = std::move(backend);
+  first.slot = slot;
   auto wrapped = std::make_unique<engine::SwappableBackend>(std::move(first), engine::record_ticks(plan, input_size_),
                                                            swap_worker_cores(creator_cores_, bo.cpuset));
   swappable_ = wrapped.get();
@@ -333,18 +363,26 @@ std::string Engine::swap(Model model, const SwapOptions& swap) {
                 std::to_string(kMaxSwapWarmTicks));
   if (swap.warm_ticks > 0 && mode() != Mode::streaming)
     throw Error("swap: warm ticks are for streaming mode; window mode rebuilds the windows from the last W-1 inputs");
+  if (backend_name() == "cuda" && !room_)
+    throw Error("swap: this engine's cuda kernel holds every SM of GPU " + std::to_string(options_->gpu.device) +
+                "; a live swap on cuda needs the engine made with swap_room (which serves on half the SMs and "
+                "brings the next model up on the other half; hotpath bench --swap-model sets it)");
   EngineOptions o = *options_;
   o.window = window();  // the engine's, not the new model's metadata: the record is kept for it
   if (swap.precision) o.precision = swap.precision;
-  const BackendOptions bo = backend_options(model, o);
+  BackendOptions bo = backend_options(model, o);
+  bo.staging_cores = staging_cores(creator_cores_, bo.cpuset);
   const engine::ReplayPlan plan = replay_plan(bo, resolve_scaler(model, bo.scaler), swap.warm_ticks);
   const std::string id = hotpath::model_id(model);
   auto shared = std::make_shared<const Model>(std::move(model));
   const bool warm = o.warm;
+  engine::SwappableBackend* served = swappable_;
   swappable_->swap(
-      [shared, bo, o, id, warm] {
+      [shared, bo, o, id, warm, room = room_, served] {
         engine::ServedModel s;
-        s.backend = make_served(o.backend, *shared, bo, o.fallback);
+        // The half the serving model leaves (no other backend holds it: the last swap's is gone).
+        s.slot = room ? 1 - served->serving_slot() : -1;
+        s.backend = make_served(o.backend, *shared, bo, o.fallback, room.get(), std::max(0, s.slot));
         if (warm) (void)engine::warm(*s.backend);
         s.model = shared;
         s.id = id;
@@ -379,7 +417,11 @@ Precision Engine::precision() const { return backend_->precision(); }
 ScalerChoice Engine::scaler() const { return resolve_scaler(model(), backend_->options().scaler); }
 long long Engine::ticks() const { return backend_->ticks(); }
 std::map<std::string, double> Engine::counters() const { return backend_->counters(); }
-std::map<std::string, std::string> Engine::facts() const { return backend_->facts(); }
+std::map<std::string, std::string> Engine::facts() const {
+  auto f = backend_->facts();
+  if (room_) f["swap_room"] = room_->describe() + ", serving on half " + std::to_string(swappable_->serving_slot());
+  return f;
+}
 
 void Engine::record_answered(std::int64_t latency_ns) noexcept {
   if (metrics_) metrics_->tick(latency_ns, *swappable_);
@@ -407,15 +449,16 @@ inline void Engine::tick(std::span<const float> x, std::span<float> out) {
   backend_->finish_precompute();
 }
 
-// One tick, timed from entry into the backend's step to its answer, and recorded once the answer is
-// written and the precompute done: the histogram's writes then delay only a next tick already due.
+// One tick, timed from entry into the backend's step to its answer (telemetry::TickClock: the CPU's
+// counter, a few ns a read), and recorded once the answer is written and the precompute done: the
+// histogram's writes then delay only a next tick already due.
 void Engine::recorded_tick(std::span<const float> x, std::span<float> out) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
-  Clock::time_point answered;
+  const telemetry::TickClock& clock = metrics_->clock();
+  const std::uint64_t start = clock.now();
+  std::uint64_t answered;
   try {
     backend_->step(x, out);
-    answered = Clock::now();
+    answered = clock.now();
     if (swappable_->take_over_due()) [[unlikely]] metrics_->fold(*swappable_);  // the old backend's last counts
     backend_->finish_precompute();
   } catch (const BackendError&) {
@@ -423,7 +466,7 @@ void Engine::recorded_tick(std::span<const float> x, std::span<float> out) {
     metrics_->lost();
     throw;
   }
-  metrics_->tick(std::chrono::duration_cast<std::chrono::nanoseconds>(answered - start).count(), *swappable_);
+  metrics_->tick(clock.ns(start, answered), *swappable_);
 }
 
 void Engine::step(std::span<const float> x, std::span<float> out) {

@@ -14,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "engine/swap.hpp"
+#include "engine/swap_room.hpp"
 #include "engine/warm.hpp"
 #include "model/loader.hpp"
 #include "model/model.hpp"
@@ -66,6 +67,12 @@ struct EngineOptions : BackendOptions {
   // Tick telemetry (Engine::metrics): each tick's latency and the backend's counts into a
   // telemetry::TickMetrics. Off: the tick path pays one untaken branch.
   bool metrics = false;
+  // cuda: keep room for live swaps (engine/swap_room.hpp): the GPU split into two equal SM partitions, the
+  // model served on one half and a swap's next model made on the other while it answers. Without it a
+  // cuda engine's swap is refused (its kernel holds every SM). Costs half the SMs (the window precompute's
+  // rate of the smaller models; a large model may not fit half). Refused for ref and cpu (their swaps
+  // need no room), dropped when auto picks cpu.
+  bool swap_room = false;
 };
 
 // How a model swapped into a running engine starts (Engine::swap).
@@ -197,6 +204,7 @@ class Engine {
   const Backend& backend() const { return *backend_; }
 
  private:
+  std::shared_ptr<engine::SwapRoom> room_;  // EngineOptions::swap_room's halves (outlives every backend)
   std::unique_ptr<Backend> backend_;  // the SwappableBackend below, serving the model
   engine::SwappableBackend* swappable_ = nullptr;
   std::unique_ptr<engine::EngineMetrics> metrics_;  // null: telemetry off
@@ -207,7 +215,7 @@ class Engine {
   std::vector<int> creator_cores_;        // the creating thread's cores before any backend pinned it
   pthread_t creator_thread_{};
   std::string choice_note_;
-  void wrap(Model model, std::unique_ptr<Backend> backend);
+  void wrap(Model model, std::unique_ptr<Backend> backend, int slot = -1);
   engine::WarmUp warm_up_;
   void restore_caller_cores();
   // The creating thread, pinned to the cpuset's first core (backends other than cpu), and its cores before.

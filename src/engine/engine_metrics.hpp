@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "engine/swap.hpp"
+#include "telemetry/tick_clock.hpp"
 #include "telemetry/tick_metrics.hpp"
 
 namespace hotpath::engine {
@@ -21,6 +22,8 @@ class EngineMetrics {
   explicit EngineMetrics(const SwappableBackend& served);
 
   const std::shared_ptr<telemetry::TickMetrics>& metrics() const { return metrics_; }
+  // What the engine times each tick with (its rate measured when the first engine with telemetry was made).
+  const telemetry::TickClock& clock() const { return clock_; }
 
   // The tick thread, once a tick is answered (its output written) and its precompute finished:
   // `latency_ns` from entry into the backend's step to the answer.
@@ -41,6 +44,7 @@ class EngineMetrics {
   void swapped(const SwappableBackend& served) noexcept;
 
   std::shared_ptr<telemetry::TickMetrics> metrics_;
+  const telemetry::TickClock& clock_ = telemetry::TickClock::get();
   int until_fold_ = kFoldEvery;
   long long swaps_seen_ = 0;
   // The backend's counts at the last fold.

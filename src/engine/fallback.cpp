@@ -10,10 +10,11 @@ namespace {
 
 class FallbackBackend final : public Backend {
  public:
-  FallbackBackend(std::unique_ptr<Backend> primary, std::unique_ptr<Backend> shadow, int shadow_cpu)
+  FallbackBackend(std::unique_ptr<Backend> primary, std::unique_ptr<Backend> shadow, int shadow_cpu,
+                  std::vector<int> staging)
       : Backend(primary->config(), primary->options()),
         primary_(std::move(primary)),
-        shadow_(std::make_unique<Shadow>(std::move(shadow), shadow_cpu)) {}
+        shadow_(std::make_unique<Shadow>(std::move(shadow), shadow_cpu, std::move(staging))) {}
 
   std::string name() const override { return primary_->name(); }
   std::string variant() const override { return primary_->variant(); }
@@ -83,6 +84,10 @@ class FallbackBackend final : public Backend {
     f["fallback"] = shadow_->backend().name();
     return f;
   }
+  void settle_threads() override {
+    primary_->settle_threads();
+    shadow_->settle();
+  }
 
  private:
   std::unique_ptr<Backend> primary_;
@@ -94,9 +99,10 @@ class FallbackBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> with_fallback(std::unique_ptr<Backend> primary, std::unique_ptr<Backend> shadow, int shadow_cpu) {
+std::unique_ptr<Backend> with_fallback(std::unique_ptr<Backend> primary, std::unique_ptr<Backend> shadow, int shadow_cpu,
+                                       std::vector<int> staging) {
   if (!primary || !shadow) throw Error("fallback: both a primary and a shadow backend are needed");
-  return std::make_unique<FallbackBackend>(std::move(primary), std::move(shadow), shadow_cpu);
+  return std::make_unique<FallbackBackend>(std::move(primary), std::move(shadow), shadow_cpu, std::move(staging));
 }
 
 }  // namespace hotpath::engine

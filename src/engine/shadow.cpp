@@ -10,13 +10,20 @@
 
 namespace hotpath::engine {
 
-Shadow::Shadow(std::unique_ptr<Backend> backend, int cpu)
+Shadow::Shadow(std::unique_ptr<Backend> backend, int cpu, std::vector<int> staging)
     : backend_(std::move(backend)),
       I_(backend_->config().input_size),
       O_(backend_->config().output_size),
       x_(size_t(kRing) * I_),
       z_(size_t(kRing) * O_),
-      worker_(util::start_jthread("the fallback worker", [this, cpu](std::stop_token stop) { run(stop, cpu); })) {}
+      cpu_(cpu),
+      staging_(std::move(staging)),
+      worker_(util::start_jthread("the fallback worker", [this](std::stop_token stop) { run(stop, cpu_, staging_); })) {}
+
+void Shadow::settle() {
+  if (cpu_ >= 0 && !staging_.empty()) util::try_pin_thread(worker_.native_handle(), {cpu_}, "fallback worker");
+  backend_->settle_threads();
+}
 
 Shadow::~Shadow() = default;  // worker_ (the last member) requests stop and joins first
 
@@ -53,9 +60,9 @@ void Shadow::check_failure() const {
   if (failed_.load(std::memory_order_acquire)) throw BackendError("fallback: the " + backend_->name() + " backend failed: " + failure_);
 }
 
-void Shadow::run(std::stop_token stop, int cpu) {
+void Shadow::run(std::stop_token stop, int cpu, const std::vector<int>& staging) {
   // A preference: a failure is recorded (and reported by bench), the fallback still answers.
-  if (cpu >= 0) util::try_pin_thread(pthread_self(), {cpu}, "fallback worker");
+  if (cpu >= 0) util::try_pin_thread(pthread_self(), staging.empty() ? std::vector<int>{cpu} : staging, "fallback worker");
   while (!stop.stop_requested()) {
     const long long t = done_.load(std::memory_order_relaxed);  // this thread is its only writer
     if (t >= submitted_.load(std::memory_order_acquire)) {

@@ -14,8 +14,9 @@ namespace hotpath::engine {
 
 class Shadow {
  public:
-  // cpu >= 0: the worker thread runs on that core (a preference: a failure to pin is recorded).
-  Shadow(std::unique_ptr<Backend> backend, int cpu);
+  // cpu >= 0: the worker thread runs on that core (a preference: a failure to pin is recorded);
+  // `staging` (non-empty): on those cores instead until settle() (a live swap's new backend).
+  Shadow(std::unique_ptr<Backend> backend, int cpu, std::vector<int> staging = {});
   ~Shadow();
   Shadow(const Shadow&) = delete;
   Shadow& operator=(const Shadow&) = delete;
@@ -29,12 +30,15 @@ class Shadow {
   // Ticks the worker has answered since construction (never rewound).
   long long answered() const { return done_.load(std::memory_order_acquire); }
   const Backend& backend() const { return *backend_; }
+  Backend& backend() { return *backend_; }
+  // The worker onto its own core, and the backend's threads onto theirs (Backend::settle_threads).
+  void settle();
 
   static constexpr int kRing = 64;
 
  private:
   void check_failure() const;
-  void run(std::stop_token stop, int cpu);
+  void run(std::stop_token stop, int cpu, const std::vector<int>& staging);
 
   std::unique_ptr<Backend> backend_;
   int I_, O_;
@@ -45,6 +49,8 @@ class Shadow {
   alignas(64) std::atomic<long long> done_{0};
   alignas(64) std::atomic<bool> failed_{false};
   std::string failure_;  // written by the worker before failed_ is released
+  int cpu_;
+  std::vector<int> staging_;
   std::jthread worker_;  // last member: stopped and joined before the rest is destroyed
 };
 

@@ -179,6 +179,7 @@ void SwappableBackend::take_over() {
   }
   retired_ = std::move(serving_);
   serving_ = std::move(pending_);
+  settle_ = serving_.backend.get();
   ids_.push_back(std::make_unique<std::string>(serving_.id));
   serving_id_ = ids_.back().get();
   ++swaps_;
@@ -243,7 +244,7 @@ void SwappableBackend::worker_main(std::function<ServedModel()> make, ReplayPlan
     b = make();
     keep_off_critical_core();  // the cpu backend pins the thread that makes it to the critical core
     const std::string fam = family_of(*b.backend);
-    if (fam != family_)
+    if (fam != family_ && b.slot < 0)
       throw Error("swap: the new model would run on the " + fam + " kernel family, the serving one on " + family_ +
                   "; a live swap stays within one family (make a new engine instead)");
     if (!chase(*b.backend, plan, &consumed, &epoch, &why)) throw Error("swap: the new model failed to catch up: " + why);
@@ -264,6 +265,14 @@ void SwappableBackend::worker_main(std::function<ServedModel()> make, ReplayPlan
       int s = state_.load(std::memory_order_acquire);
       if (s == kTaken || s == kFailed) {
         retired_ = ServedModel{};  // the old model (or the new one that failed), off the tick thread
+        if (s == kTaken) {
+          family_ = family_of(*settle_);  // read by the next swap's worker, after this one is joined
+          try {
+            settle_->settle_threads();  // onto the cores the old one just left
+          } catch (const std::exception& e) {
+            set_late_failure(std::string("the new model serves, but its threads stay on their staging cores: ") + e.what());
+          }
+        }
         return;
       }
       if (s == kRetry && cancel_.load(std::memory_order_acquire)) {

@@ -48,6 +48,7 @@ struct ServedModel {
   std::unique_ptr<Backend> backend;
   std::shared_ptr<const Model> model;
   std::string id;  // model_id(): the content hash
+  int slot = -1;   // the half of the engine's swap room its kernels run on (engine/swap_room.hpp); -1: none
 };
 
 class SwappableBackend final : public Backend {
@@ -83,7 +84,9 @@ class SwappableBackend final : public Backend {
   // the few inputs it has not yet seen; from the tick after that on, the new model answers. Safe to call
   // from any thread while one thread ticks (the only call that is), or from the tick thread between
   // ticks. Throws hotpath::Error (nothing changed, the old model serving) when the new backend cannot be
-  // made, is of another kernel family than the serving one, or fails while catching up. A swap asked
+  // made, is of another kernel family than the serving one (unless made in a swap room: its own SMs), or
+  // fails while catching up. Once it serves, the worker destroys the old backend and then moves the new
+  // one's threads from their staging cores onto their own (Backend::settle_threads). A swap asked
   // while another is still waiting for its tick replaces it.
   void swap(const std::function<ServedModel()>& make, const ReplayPlan& plan);
 
@@ -92,6 +95,9 @@ class SwappableBackend final : public Backend {
   // The model that answered the last tick (the serving one before any tick).
   const std::string& answering_id() const { return *answering_id_; }
   const std::string& serving_id() const { return *serving_id_; }
+  // The serving model's ServedModel::slot. Also read by a swap's make() on the worker (no other swap
+  // runs then, so the serving model cannot change under it).
+  int serving_slot() const { return serving_.slot; }
   long long swaps() const { return swaps_; }
   bool swap_pending() const;
   // A swap is ready: the next finish_precompute() hands over (unless the tick thread finds it too far
@@ -138,6 +144,7 @@ class SwappableBackend final : public Backend {
   std::atomic<int> outcome_{kOutcomePending};
   std::atomic<bool> cancel_{false};
   ServedModel pending_, retired_;
+  Backend* settle_ = nullptr;      // the new serving backend, for the worker to settle once retired_ is gone
   ReplayPlan plan_;                // the swap in flight's
   long long ready_seq_ = 0;        // the inputs the new backend has consumed (head_ when it was ready)
   long long ready_from_ = 0;       // the first of them since its reset

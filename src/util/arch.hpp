@@ -207,6 +207,36 @@ inline uint64_t counter_end() {
 #endif
 }
 
+// The same counter read without a fence (a few ns where the fenced pair costs ~10): for spans of
+// microseconds, where the few cycles the read may move by do not matter (telemetry/tick_clock.hpp).
+// steady_clock's nanoseconds where there is no counter.
+inline uint64_t counter_now() {
+#if defined(HOTPATH_ARCH_X86)
+  return __rdtsc();
+#elif defined(HOTPATH_ARCH_ARM64)
+  uint64_t t;
+  asm volatile("mrs %0, cntvct_el0" : "=r"(t));
+  return t;
+#else
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch()).count());
+#endif
+}
+// Whether that counter runs at one rate whatever the core's clock and sleep state: x86's invariant-TSC
+// bit (CPUID.80000007H:EDX[8]; a VM may hide it); Arm's generic timer always does; false elsewhere.
+inline bool counter_invariant() {
+#if defined(HOTPATH_ARCH_X86)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_max(0x80000000u, nullptr) < 0x80000007u) return false;
+  __cpuid(0x80000007u, a, b, c, d);
+  return (d & (1u << 8)) != 0;
+#elif defined(HOTPATH_ARCH_ARM64)
+  return true;
+#else
+  return false;
+#endif
+}
+
 // Counter ticks per nanosecond, against steady_clock over 200 ms (Arm: CNTFRQ_EL0 says it exactly, but
 // one method for every architecture keeps the benchmarks' calibration the same).
 inline double counts_per_ns() {

@@ -101,6 +101,7 @@ class ThreadGroup {
   // stop_and_join().
   void start(const std::string& what, std::function<void()> fn);
   std::thread& back() { return threads_.back(); }
+  std::thread::native_handle_type native_handle(size_t i) { return threads_.at(i).native_handle(); }
   size_t size() const { return threads_.size(); }
   // Joins every thread (they must be returning on their own).
   void join();

@@ -1310,6 +1310,30 @@ TEST(CapiMetrics, OffIsRefusedOnCountsEveryTick) {
   EXPECT_EQ(model_id, id);
 }
 
+// A caller built against the header before `swap_room` passes that layout's size (120 on 64-bit: its
+// sizeof, the padding after metrics included): its padding bytes are never read as swap_room, so a cpu
+// engine opens (swap_room is refused for cpu when it is set).
+TEST(CapiSwap, OptionsOfTheLayoutBeforeSwapRoom) {
+  const ModelPtr m = open_model(golden_model("tiny"));
+  constexpr size_t kAlign = alignof(hotpath_engine_options);
+  constexpr size_t kBefore = (offsetof(hotpath_engine_options, unused_padding2) + kAlign - 1) / kAlign * kAlign;
+  static_assert(kBefore <= offsetof(hotpath_engine_options, swap_room));
+  hotpath_engine_options o = HOTPATH_ENGINE_OPTIONS_INIT;
+  o.backend = "cpu";
+  o.mode = "streaming";
+  o.no_warm = 1;
+  o.unused_padding2 = 0x5a5a5a5a;  // an old caller's padding bytes: never read
+  o.swap_room = 1;                 // past that caller's struct
+  o.struct_size = kBefore;
+  hotpath_engine* e = nullptr;
+  ASSERT_EQ(hotpath_engine_open(m.get(), &o, &e), HOTPATH_OK) << last_error();
+  hotpath_engine_close(e);
+  // This header's size reads swap_room: refused by name for the cpu backend.
+  o.struct_size = sizeof o;
+  EXPECT_EQ(hotpath_engine_open(m.get(), &o, &e), HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(last_error()).find("swap_room is for cuda"), std::string::npos) << last_error();
+}
+
 // A caller built against the header before `metrics` passes that layout's size (its sizeof, padding
 // included): the engine opens without telemetry, whatever its padding and the bytes after it hold.
 TEST(CapiMetrics, OptionsOfTheLayoutBeforeMetrics) {

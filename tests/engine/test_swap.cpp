@@ -17,6 +17,7 @@
 #include "engine/engine.hpp"
 #include "engine/swap.hpp"
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 namespace hotpath {
 namespace {
@@ -183,6 +184,28 @@ TEST(EngineSwap, WindowBitIdenticalWithPrecomputeWorkers) {
     cpu.pre_cores = 2;  // two unpinned workers (no cpuset)
     check_window_swap({Precision::bf16, Precision::bf16, 30}, cpu);
   }
+}
+
+// With a cpuset and cores beyond it, the new model is made and replayed on those (staged), and its
+// threads move onto the cpuset once it serves: the same bits, and the tick thread stays on its core.
+TEST(EngineSwap, StagedBesideTheCpusetThenSettled) {
+  const std::vector<int> before = util::allowed_cores();
+  if (before.size() < 2) GTEST_SKIP() << "needs two cores (one for the cpuset, one beyond it)";
+  const int I = 4, O = 2, W = 6, T = 20, N = 20;
+  const Model a = random_model(I, 16, 2, O, true, true, 61), b = random_model(I, 20, 1, O, true, true, 62);
+  EngineOptions o = cpu_options(Mode::window, W, Precision::fp32);
+  o.cpuset = {before.back()};
+  expect_swap_matches_fresh(a, b, o, series(T + N, I, 63), T, N);
+  {
+    Engine e(a, o);
+    std::vector<float> z(O), x(size_t(I), 0.25f);
+    for (int t = 0; t < T; ++t) e.step(x, z);
+    e.swap(b);
+    for (int t = 0; t < 5; ++t) e.step(x, z);
+    EXPECT_EQ(e.swaps(), 1);
+    EXPECT_EQ(util::allowed_cores(), std::vector<int>{before.back()}) << "the tick thread on the critical core";
+  }
+  EXPECT_EQ(util::allowed_cores(), before) << "the creating thread gets its cores back";
 }
 
 // A rolling scaler's statistics span the last N raw inputs: the replay covers them too.

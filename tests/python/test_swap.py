@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import hotpath
+from conftest import cuda_engine
 
 
 def inputs(ticks, seed=3):
@@ -81,3 +82,29 @@ def test_swap_from_another_thread_while_ticking():
     first_b = ids.index(b.id)
     assert all(i == a.id for i in ids[:first_b]) and all(i == b.id for i in ids[first_b:])
     assert np.array_equal(out[:first_b], za[:first_b]) and np.array_equal(out[first_b:], zb[first_b:])
+
+
+def test_swap_room_is_for_cuda():
+    with pytest.raises(hotpath.Error, match="swap_room is for cuda"):
+        hotpath.Engine("lstm_s", backend="cpu", swap_room=True)
+    with pytest.raises(TypeError):
+        hotpath.Engine("lstm_s", backend="cpu", swap_room="yes please")
+
+
+def test_cuda_swap_on_the_other_half():
+    small, medium = hotpath.load("lstm_s"), hotpath.load("lstm_m")
+    x = inputs(80, seed=8)
+    with cuda_engine(small, window=8) as whole:
+        with pytest.raises(hotpath.Error, match="swap_room"):
+            whole.swap(medium)
+    with cuda_engine(medium, window=8, swap_room=True) as e:
+        fresh = e.run(x)
+    e = cuda_engine(small, window=8, swap_room=True)
+    for t in range(40):
+        e.step(x[t])
+    e.swap(medium)
+    e.step(x[40])
+    for t in range(41, 80):
+        assert np.array_equal(e.step(x[t]), fresh[t]), t
+    assert e.swaps == 1 and "serving on half 1" in e.facts()["swap_room"]
+    e.close()
