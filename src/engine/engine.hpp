@@ -184,7 +184,7 @@ class Engine {
 
   // Tick telemetry (EngineOptions::metrics; docs/production.md, "Telemetry"); null when off. step() and
   // run() record each answered tick's latency, from entry into the backend's step to its answer (two
-  // steady-clock reads, written once the answer is), and count it answered; a tick the backend failed
+  // telemetry::TickClock reads, written once the answer is), and count it answered; a tick the backend failed
   // (BackendError) counts lost. The backend's counts (CPU fallback answers, GPU timeouts, lease
   // renewals) are folded in every engine::kFoldEvery ticks and at reset() and backtest(); swaps and the
   // serving model as they happen. Any thread may take a snapshot while the tick thread writes; a
