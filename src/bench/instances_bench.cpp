@@ -17,6 +17,7 @@
 #include "bench/machine.hpp"
 #include "bench/stats.hpp"
 #include "engine/instances.hpp"
+#include "telemetry/prometheus_exporter.hpp"
 #include "util/error.hpp"
 #include "util/progress_bar.hpp"
 #include "util/threads.hpp"
@@ -53,6 +54,7 @@ class SpinBarrier {
 
 // One instance through one phase: its samples, failures and checked outputs.
 struct InstanceRun {
+  Engine* engine = nullptr;  // the telemetry's (record_answered / record_lost: nothing when it is off)
   Backend* backend = nullptr;
   uint64_t seed = 0;
   long long next_tick = 0;  // the instance's next tick (0 at the start of each phase)
@@ -184,6 +186,19 @@ class InstancesRun {
     for (auto& [k, v] : engines_[0]->backend().facts()) report_["facts"][k] = v;
     report_["seed"] = o_.seed;
     report_["check_every"] = o_.check_every;
+    if (metrics_server_) {
+      // What each instance's telemetry holds at the end (the scrape's numbers, for the report's reader).
+      nlohmann::json per = nlohmann::json::array();
+      for (Engine* e : engines_) {
+        const telemetry::Snapshot sn = e->metrics_snapshot();
+        per.push_back({{"answered", sn.answered}, {"lost", sn.lost}, {"count", sn.count}});
+      }
+      report_["metrics"]["per_instance"] = per;
+      if (o_.metrics_hold_s > 0) {
+        out_ << "metrics: serving the final counts for " << fmt(o_.metrics_hold_s) << " s" << std::endl;
+        std::this_thread::sleep_for(std::chrono::duration<double>(o_.metrics_hold_s));
+      }
+    }
     return failure;
   }
 
@@ -191,6 +206,7 @@ class InstancesRun {
   void set_up() {
     eo_ = o_.engine;
     eo_.cpuset.clear();  // --cpuset places the driver threads; the engines' own threads stay unpinned
+    eo_.metrics = o_.metrics_port.has_value();
     bo_ = backend_options(model_, eo_);
     window_ = o_.engine.mode == Mode::window ? bo_.window : 1;
     io_.count = n_;
@@ -231,7 +247,8 @@ class InstancesRun {
     const auto made = Clock::now();
     if (hooked_) {
       for (int k = 0; k < n_; ++k)
-        engines_.push_back(hooked_engines_.emplace_back(std::make_unique<Engine>(model_, o_.make_backend(model_, bo_))).get());
+        engines_.push_back(
+            hooked_engines_.emplace_back(std::make_unique<Engine>(model_, o_.make_backend(model_, bo_), eo_.metrics)).get());
       lay_.count = n_;
     } else {
       set_ = std::make_unique<engine::InstanceSet>(model_, eo_, io_);
@@ -265,8 +282,17 @@ class InstancesRun {
       throw Error("--instances checks against the precision's fixed bound; int8 needs the single-instance bench");
     bound_ = error_bound(first.precision());
 
+    if (o_.metrics_port) {
+      // Every instance's telemetry on one server, labelled by its index (docs/production.md, "Telemetry").
+      metrics_server_.emplace(o_.metrics_host + ":" + std::to_string(*o_.metrics_port));
+      for (size_t k = 0; k < engines_.size(); ++k) metrics_server_->add(engines_[k]->metrics(), {{"engine", std::to_string(k)}});
+      report_["metrics"] = {{"url", metrics_server_->url()}, {"port", metrics_server_->port()}};
+      out_ << "metrics: " << metrics_server_->url() << " (" << engines_.size() << " instances, label engine=0.."
+           << engines_.size() - 1 << ")" << std::endl;
+    }
     runs_.resize(static_cast<size_t>(n_));
     for (int k = 0; k < n_; ++k) {
+      runs_[size_t(k)].engine = engines_[size_t(k)];
       runs_[size_t(k)].backend = &engines_[size_t(k)]->backend();
       runs_[size_t(k)].seed = instance_seed(o_.seed, k);
     }
@@ -402,6 +428,10 @@ class InstancesRun {
     }
     const auto got = Clock::now();
     if (measured && ok) r.lat.push_back(us_between(due, got));
+    if (measured) {
+      if (ok) r.engine->record_answered(std::chrono::duration_cast<std::chrono::nanoseconds>(got - due).count());
+      else r.engine->record_lost();
+    }
     if (t % o_.check_every == 0) {
       double* slot = r.outs->next_slot();
       if (!slot) throw Error("the float64 checker's buffer is full; raise --check-every");
@@ -564,6 +594,7 @@ class InstancesRun {
   std::vector<std::unique_ptr<Engine>> hooked_engines_;
   std::vector<Engine*> engines_;
   engine::InstanceLayout lay_;
+  std::optional<telemetry::MetricsServer> metrics_server_;  // declared after the engines: stopped first
   ScalerChoice scaler_{};
   double bound_ = 0;
   std::vector<InstanceRun> runs_;

@@ -77,8 +77,6 @@ void validate(const BenchOptions& o) {
   }
   if (o.metrics_port && (*o.metrics_port < 0 || *o.metrics_port > 65535)) throw between("--metrics-port", 0, 65535);
   if (!in(o.metrics_hold_s, 0, kMaxIdleSeconds)) throw between("--metrics-hold-s", 0, kMaxIdleSeconds);
-  if (o.metrics_port && o.instances)
-    throw Error("--metrics-port serves one engine's telemetry: not yet with --instances");
   if (o.metrics_hold_s > 0 && !o.metrics_port) throw Error("--metrics-hold-s keeps the --metrics-port server up: give both");
   if (o.idle_every_s != 0 || o.idle_s != 0) {
     if (!in(o.idle_every_s, kMinIntervalSeconds, kMaxSeconds))
