@@ -467,7 +467,11 @@ class LatencyRun {
         const double l = us_between(due, answered), p = us_between(answered, ready);
         if (swap_model_) {
           const bool during = swap_open_.load(std::memory_order_acquire) || after_switch_ > 0;
-          sample_kind_.push_back(char((during ? kDuringSwap : 0) | (other ? kSwapModel : 0)));
+          // Where in the swap: being prepared, the first few ticks of the new model, or the rest after.
+          const char part = after_switch_ == 0                                       ? kPreparing
+                            : after_switch_ > kTicksAfterSwitch - kFirstTicksAfterSwitch ? kFirstAfterSwitch
+                                                                                         : 0;
+          sample_kind_.push_back(char((during ? kDuringSwap | part : 0) | (other ? kSwapModel : 0)));
           if (after_switch_ > 0) --after_switch_;
         }
         if (keep_samples_) {
@@ -733,10 +737,15 @@ class LatencyRun {
   void write_swap_report() {
     // Steady: the ticks outside every swap, by the model that answered them (the two models' own
     // latencies differ); the swaps' worst tick is set against the slower model's steady p99.
-    std::vector<double> during, steady[2];
+    std::vector<double> during, steady[2], preparing, first_after, rest_after;
     for (size_t k = 0; k < lat_.size() && k < sample_kind_.size(); ++k) {
-      if (sample_kind_[k] & kDuringSwap) during.push_back(lat_[k]);
-      else steady[(sample_kind_[k] & kSwapModel) ? 1 : 0].push_back(lat_[k]);
+      const char kind = sample_kind_[k];
+      if (kind & kDuringSwap) {
+        during.push_back(lat_[k]);
+        (kind & kPreparing ? preparing : kind & kFirstAfterSwitch ? first_after : rest_after).push_back(lat_[k]);
+      } else {
+        steady[(kind & kSwapModel) ? 1 : 0].push_back(lat_[k]);
+      }
     }
     const Summary d = summarize(during), st = summarize(steady[0]), sb = summarize(steady[1]);
     const double steady_p99 = std::max(st.count ? st.p99 : 0.0, sb.count ? sb.p99 : 0.0);
@@ -756,6 +765,11 @@ class LatencyRun {
                                       {"max", prep.empty() ? 0.0 : prep.back()}}},
                        {"ticks_after_switch_counted", kTicksAfterSwitch},
                        {"during_swaps_latency_us", to_json(d)},
+                       {"during_swaps_parts_latency_us",
+                        {{"preparing", to_json(summarize(preparing))},
+                         {"first_ticks_after_switch", to_json(summarize(first_after))},
+                         {"first_ticks_counted", kFirstTicksAfterSwitch},
+                         {"later_ticks_after_switch", to_json(summarize(rest_after))}}},
                        {"steady_latency_us", to_json(st)},
                        {"steady_swap_model_latency_us", to_json(sb)},
                        {"steady_p99_us", steady_p99},
@@ -897,8 +911,9 @@ class LatencyRun {
   double swap_bound_ = 0;
   std::atomic<bool> swap_open_{false};
   long long after_switch_ = 0, switches_ = 0;
-  std::vector<char> sample_kind_;  // per measured sample: kDuringSwap | kSwapModel
-  static constexpr char kDuringSwap = 1, kSwapModel = 2;
+  std::vector<char> sample_kind_;  // per measured sample: kDuringSwap | kSwapModel | kPreparing | kFirstAfterSwitch
+  static constexpr char kDuringSwap = 1, kSwapModel = 2, kPreparing = 4, kFirstAfterSwitch = 8;
+  static constexpr long long kFirstTicksAfterSwitch = 3;
   std::mutex swap_mutex_;
   std::vector<double> swap_prepare_s_;
   std::string swap_error_;

@@ -868,4 +868,12 @@ std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOpti
   return std::make_unique<CudaBackend>(model, options, cuda);
 }
 
+void preload_cuda_kernels(int device) {
+  HOTPATH_CUDA_CHECK(cudaSetDevice(device));
+  HOTPATH_CUDA_CHECK(cuda::preload_cta_kernels());
+  HOTPATH_CUDA_CHECK(cuda::preload_cluster_kernels());
+  HOTPATH_CUDA_CHECK(cuda::preload_grid_kernels());
+  cuda::preload_batch_kernels(device);
+}
+
 }  // namespace hotpath

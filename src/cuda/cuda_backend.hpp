@@ -72,4 +72,10 @@ struct CudaOptions {
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options);
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options, const CudaOptions& cuda);
 
+// Loads every kernel a cuda backend may launch (each family's tick kernels, the throughput path's) on
+// `device`. CUDA loads a kernel at its first use, and that load waits for the kernels already running:
+// a second tick kernel of another shape started beside a running persistent one (a live swap's next
+// model, engine/swap_room.hpp) would wait forever. Call before any persistent kernel starts.
+void preload_cuda_kernels(int device);
+
 }  // namespace hotpath

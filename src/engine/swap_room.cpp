@@ -24,6 +24,8 @@ SwapRoom::SwapRoom(int device) : impl_(std::make_unique<Impl>()) {
   if (!cuda::device_available(&why, device)) throw UnsupportedError("swap room: no usable CUDA device (" + why + ")");
   const cuda::SmSplitFacts f = cuda::sm_split_facts(device);
   impl_->device = device;
+  // Every kernel the next model may need, loaded while nothing runs (a load waits for running kernels).
+  preload_cuda_kernels(device);
   // The largest half the split gives two of: the plain split first (co-scheduled groups, so clusters fit),
   // then the fine one.
   for (const bool fine : {false, true}) {

@@ -57,6 +57,36 @@ std::vector<float> fresh_run(const Model& m, const EngineOptions& o, const std::
     if (!gpu::available(&why)) GTEST_SKIP() << "no usable GPU: " << why; \
   } while (0)
 
+// First in this file, so that no earlier test has loaded the second family's kernel: lstm_s on the cta
+// family, lstm_m on the cluster family, its kernel never run in this process before the swap (the swap
+// room loads every kernel before the first one starts: a kernel loaded beside a running persistent one
+// waits for it forever). Then the fresh engine of lstm_m, for the bits.
+TEST(CudaSwap, AcrossKernelFamiliesWithAKernelNotYetRun) {
+  SKIP_WITHOUT_GPU();
+  const Model a = open_model("lstm_s"), b = open_model("lstm_m");
+  const int I = a.config.input_size, O = a.config.output_size, W = 8, T = 30, N = 60;
+  ASSERT_EQ(b.config.input_size, I);
+  ASSERT_EQ(b.config.output_size, O);
+  const auto x = series(N, I, 13);
+  std::vector<float> got(size_t(N) * O);
+  std::string family_a, family_b;
+  {
+    Engine e(a, cuda_options(Mode::window, W, true));
+    family_a = e.facts().at("kernel_family");
+    std::vector<float> z(O);
+    for (int t = 0; t < N; ++t) {
+      if (t == T) e.swap(b);
+      e.step(std::span<const float>(x).subspan(size_t(t) * I, I), z);
+      std::copy(z.begin(), z.end(), got.begin() + long(t) * O);
+    }
+    EXPECT_EQ(e.swaps(), 1);
+    family_b = e.facts().at("kernel_family");
+  }
+  EXPECT_NE(family_a, family_b) << "the two models ran on one family: this test checks a swap across two";
+  const auto zb = fresh_run(b, cuda_options(Mode::window, W, true), x, 0, N);
+  for (int t = T + 1; t < N; ++t) ASSERT_TRUE(same_bits(&got[size_t(t) * O], &zb[size_t(t) * O], O)) << "tick " << t;
+}
+
 TEST(CudaSwap, RefusedWithoutASwapRoomBeforeAnythingIsMade) {
   SKIP_WITHOUT_GPU();
   const int I = 4, O = 2, W = 6;

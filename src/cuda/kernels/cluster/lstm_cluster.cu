@@ -600,6 +600,23 @@ const void* cluster_kernel_for(int regs) {
   return nullptr;
 }
 
+template <size_t N = 0>
+cudaError_t preload_cluster_slots(cudaFuncAttributes& a) {
+  if constexpr (N < std::size(ClusterPolicy::reg_slots)) {
+    constexpr int rs = ClusterPolicy::reg_slots[N];
+    for (const void* fn : {(const void*)&lstm_cluster<false, rs, false>, (const void*)&lstm_cluster<true, rs, false>,
+                           (const void*)&lstm_cluster<false, rs, true>, (const void*)&lstm_cluster<true, rs, true>})
+      if (const cudaError_t e = cudaFuncGetAttributes(&a, fn); e != cudaSuccess) return e;
+    return preload_cluster_slots<N + 1>(a);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t preload_cluster_kernels_here() {
+  cudaFuncAttributes a{};
+  return preload_cluster_slots(a);
+}
+
 const void* cluster_kernel(const LstmParams& p) {
   if (p.cl.async_exchange)
     return p.bf16 ? cluster_kernel_for<true, true>(p.cl.regs) : cluster_kernel_for<false, true>(p.cl.regs);
@@ -636,6 +653,8 @@ cudaError_t cluster_config(const LstmParams& p, cudaStream_t stream, const void*
 }
 
 }  // namespace
+
+cudaError_t preload_cluster_kernels() { return preload_cluster_kernels_here(); }
 
 int max_lstm_cluster_size() {
   const void* fn = cluster_kernel_for<false, false>(ClusterPolicy::reg_slots[0]);

@@ -32,6 +32,15 @@ cudaError_t multiblock_max_coresident(const LstmParams& params, cudaStream_t str
 cudaError_t cluster_max_coresident(const LstmParams& params, cudaStream_t stream, long long* fits);
 cudaError_t grid_max_coresident(const LstmParams& params, cudaStream_t stream, long long* fits);
 
+// Loads every production tick kernel of each family on the current device (a query loads a lazily loaded
+// kernel). CUDA loads kernels at their first use by default, and a load waits for the kernels running
+// in the context: a tick kernel of another shape started beside a running persistent one (a live swap's
+// next model) would wait forever. Call before any persistent kernel starts. The test-only stall kernels
+// are left out.
+cudaError_t preload_cta_kernels();
+cudaError_t preload_cluster_kernels();
+cudaError_t preload_grid_kernels();
+
 // The largest thread-block cluster the cluster kernel can be launched with on the current device (16
 // where non-portable sizes are allowed, else 8).
 int max_lstm_cluster_size();

@@ -575,6 +575,26 @@ const void* lstm_kernel(const LstmParams& p) {
   }
 }
 
+template <size_t N = 0>
+cudaError_t preload_regs_kernels(cudaFuncAttributes& a) {
+  if constexpr (N < std::size(kRegsShapes)) {
+    constexpr RegsShape r = kRegsShapes[N];
+    for (const void* fn : {(const void*)&lstm_persistent_regs<false, r.kt0, r.kth, r.layers, false>,
+                           (const void*)&lstm_persistent_regs<true, r.kt0, r.kth, r.layers, false>})
+      if (const cudaError_t e = cudaFuncGetAttributes(&a, fn); e != cudaSuccess) return e;
+    return preload_regs_kernels<N + 1>(a);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t preload_cta_kernels_here() {
+  cudaFuncAttributes a{};
+  for (const void* fn : {(const void*)&lstm_persistent<false, 0, false>, (const void*)&lstm_persistent<true, 0, false>,
+                         (const void*)&lstm_persistent<false, 4, false>, (const void*)&lstm_persistent<true, 4, false>})
+    if (const cudaError_t e = cudaFuncGetAttributes(&a, fn); e != cudaSuccess) return e;
+  return preload_regs_kernels(a);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // many instances in one launch (MultiLaunch, lstm_params.hpp)
 
@@ -707,6 +727,8 @@ cudaError_t cooperative_launch(const void* fn, long long grid, int threads, int 
   return cudaLaunchCooperativeKernel(fn, dim3(unsigned(grid)), dim3(threads), args, smem_bytes, stream);
 }
 }  // namespace
+
+cudaError_t preload_cta_kernels() { return preload_cta_kernels_here(); }
 
 cudaError_t launch_lstm(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
   if (p.family == KernelFamily::cluster) return launch_lstm_cluster(p, stream, max_coresident);

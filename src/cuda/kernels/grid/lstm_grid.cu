@@ -1203,6 +1203,16 @@ const void* grid_instance(bool bf16) {
   return bf16 ? (const void*)&lstm_grid<true, kThreads, kRegWGs, kRegTiles>
               : (const void*)&lstm_grid<false, kThreads, kRegWGs, kRegTiles>;
 }
+cudaError_t preload_grid_kernels_here() {
+  constexpr GridRegWGChoice regs = kGridRegWGChoices[0];
+  cudaFuncAttributes a{};
+  for (const bool bf16 : {false, true})
+    for (const void* fn : {grid_instance<kMaxBlockThreads, 0, 0>(bf16), grid_instance<kGridBlockThreads, 0, 0>(bf16),
+                           grid_instance<regs.threads, regs.wgs, regs.tiles>(bf16)})
+      if (const cudaError_t e = cudaFuncGetAttributes(&a, fn); e != cudaSuccess) return e;
+  return cudaSuccess;
+}
+
 const void* grid_kernel(const LstmParams& p) {
   static_assert(std::size(kGridRegWGChoices) == 1 && kGridRegWGChoices[0].threads == kGridBlockThreads,
                 "the instantiations below");
@@ -1231,6 +1241,8 @@ cudaError_t grid_fits(const LstmParams& p, cudaStream_t stream, const void* fn, 
 }
 
 }  // namespace
+
+cudaError_t preload_grid_kernels() { return preload_grid_kernels_here(); }
 
 cudaError_t grid_max_coresident(const LstmParams& p, cudaStream_t stream, long long* fits) {
   return grid_fits(p, stream, grid_kernel(p), fits);
