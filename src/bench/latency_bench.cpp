@@ -139,6 +139,15 @@ nlohmann::json to_json(const TickRateEstimate& e) {
           {"isa", e.isa}};
 }
 
+// Room for n appends, its pages written now: the timed loop's appends then never fault a fresh page (a
+// fault waits while another thread holds the process's memory map, mapping or pinning memory, as a
+// swap's preparation does: milliseconds, measured as the tick's own latency).
+template <class T>
+void reserve_touched(std::vector<T>& v, size_t n) {
+  v.assign(n, T{});
+  v.clear();
+}
+
 nlohmann::json pingpong_json(int floats, long long count, long long warmup, const std::vector<int>& cpuset,
                              Summary* summary) {
   gpu::PingPongRequest p;
@@ -277,8 +286,10 @@ class LatencyRun {
     x_.resize(cfg_.input_size);
     z_.resize(cfg_.output_size);
     if (keep_samples_) {
-      lat_.reserve(o_.seconds ? 1 << 20 : o_.ticks);
-      pre_.reserve(o_.seconds ? 1 << 20 : o_.ticks);
+      const size_t n = size_t(o_.seconds ? 1 << 20 : o_.ticks);
+      reserve_touched(lat_, n);
+      reserve_touched(pre_, n);
+      if (!o_.swap_model.empty()) reserve_touched(sample_kind_, n);
     }
     // The first kFirstTicks ticks (NaN: no answer), then the bench's warm-up, then the measured ticks.
     first_lat_.assign(kFirstTicks, NAN);

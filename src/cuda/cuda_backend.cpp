@@ -16,6 +16,7 @@
 #include "cuda/cuda_raii.hpp"
 #include "cuda/device_claim.hpp"
 #include "cuda/kernel_choice.hpp"
+#include "cuda/kernels/cluster/cluster_policy.hpp"
 #include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "cuda/mailbox_host.hpp"
@@ -733,6 +734,18 @@ class CudaBackend final : public Backend {
     grid.compute_warps = copt_.grid_compute_warps;
     cuda::KernelChoice c = cuda::choose_kernel(model_, precision_, options().mode, options().window, copt_.mailbox,
                                                limits_, asked, max_precompute_blocks, copt_.cluster_blocks, grid);
+    // A cluster wider than the context's co-scheduled SM groups fits nowhere there (none co-resident: a
+    // green context of groups of 8 SMs, where the device's clusters go to 16); smaller clusters then, or
+    // whatever family the planner falls to. A cluster size asked for is left as asked.
+    while (c.family == cuda::KernelFamily::cluster && copt_.cluster_blocks == 0 &&
+           limits_.max_cluster_size / 2 >= cuda::ClusterPolicy::min_blocks) {
+      long long fits = 0;
+      HOTPATH_CUDA_CHECK(cuda::multiblock_max_coresident(c.plan.params, stream_.get(), &fits));
+      if (fits > 0) break;
+      limits_.max_cluster_size /= 2;
+      c = cuda::choose_kernel(model_, precision_, options().mode, options().window, copt_.mailbox, limits_, asked,
+                              max_precompute_blocks, copt_.cluster_blocks, grid);
+    }
     if (c.family != cuda::KernelFamily::cta) {
       long long fits = 0;
       HOTPATH_CUDA_CHECK(cuda::multiblock_max_coresident(c.plan.params, stream_.get(), &fits));
