@@ -714,6 +714,10 @@ class LatencyRun {
   // swap open before the call (the tick thread closes it at the switch); a refused swap ends the swaps.
   void start_swapper() {
     swapper_ = util::start_jthread("the bench's swap thread", [this](std::stop_token stop) {
+      // Off the critical core, which this thread would inherit from the timed one: a swap call validates,
+      // hashes and copies the new model on its caller (milliseconds of a medium model's weights), which
+      // on the critical core would be time taken from the ticks.
+      if (!spare_cores_.empty()) util::try_pin_thread(pthread_self(), spare_cores_, "the bench's swap thread");
       const auto every = std::chrono::duration<double>(o_.swap_every_s);
       auto next = Clock::now() + every;
       bool to_swap_model = true;

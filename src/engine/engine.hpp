@@ -167,7 +167,9 @@ class Engine {
   // tick thread's next finish of a tick hands over, and the tick after it is the new model's (window
   // mode: bit-identical to an engine that served the new model from the start; streaming: from the
   // state SwapOptions::warm_ticks says). The one call that may run on another thread while one thread
-  // ticks (it blocks that thread, not the ticking one); or call it between ticks. Throws hotpath::Error
+  // ticks (it blocks that thread, not the ticking one); or call it between ticks. It checks, hashes and
+  // copies the model on the calling thread (milliseconds for a model of megabytes): call it from a
+  // thread off the critical core, or the ticks share the core with that work. Throws hotpath::Error
   // naming the problem, the old model still serving, for another input or output size, a model that
   // cannot be served (bad weights, too big), another cuda kernel family, or an engine not made from
   // options (Engine(Model, backend)). A swap asked while one waits for its tick replaces it.
