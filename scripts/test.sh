@@ -20,8 +20,8 @@ if [ -d "$shared" ]; then
   done
 fi
 cmake --preset asan -DHOTPATH_FUZZ_SECONDS="${HOTPATH_FUZZ_SECONDS:-60}" >/dev/null
-cmake --build --preset asan --target test_safetensors test_loader test_reference test_cli test_bench test_engine test_engine_metrics test_llm test_capi test_cuda_plan test_telemetry hotpath fuzzers
-ctest --preset asan -j2 -L '^(test_safetensors|test_loader|test_reference|test_cli|test_bench|test_engine|test_engine_metrics|test_llm|test_capi|test_cuda_plan|test_telemetry|fuzz)$'
+cmake --build --preset asan --target test_safetensors test_loader test_reference test_cli test_bench test_engine test_engine_metrics test_swap test_llm test_capi test_cuda_plan test_telemetry hotpath fuzzers
+ctest --preset asan -j2 -L '^(test_safetensors|test_loader|test_reference|test_cli|test_bench|test_engine|test_engine_metrics|test_swap|test_llm|test_capi|test_cuda_plan|test_telemetry|fuzz)$'
 # The Python package. `pip install .` proven without compiling the C++ core again: a wheel built from
 # the release tree (same interpreter, nanobind and cache values as scripts/build.sh, so only the
 # install step runs) is installed into an empty venv, which pulls numpy, and imported there. Then the

@@ -7,6 +7,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <limits>
 
 #include "util/arch.hpp"
 
@@ -24,9 +25,12 @@ class TickClock {
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
             .count());
   }
-  // Nanoseconds between two now() reads.
+  // Nanoseconds between two now() reads: a fixed-point multiply, cheaper than the conversions to double
+  // and back; a span too long for it (hours at any counter's rate, or backwards) saturates.
   std::int64_t ns(std::uint64_t from, std::uint64_t to) const noexcept {
-    return std::int64_t(double(std::int64_t(to - from)) * ns_per_count_);
+    const std::uint64_t counts = to - from;
+    if (counts > max_counts_) [[unlikely]] return std::numeric_limits<std::int64_t>::max();
+    return std::int64_t((counts * ns_per_count_q24_) >> 24);
   }
   bool uses_counter() const { return counter_; }  // false: steady_clock
   double ns_per_count() const { return ns_per_count_; }
@@ -35,6 +39,8 @@ class TickClock {
   TickClock();
   bool counter_ = false;
   double ns_per_count_ = 1.0;
+  std::uint64_t ns_per_count_q24_ = std::uint64_t(1) << 24;  // ns_per_count_ in 40.24 fixed point
+  std::uint64_t max_counts_ = std::numeric_limits<std::int64_t>::max() / (std::uint64_t(1) << 24);  // no overflow
 };
 
 }  // namespace hotpath::telemetry
