@@ -306,25 +306,27 @@ engine::ReplayPlan replay_plan(const BackendOptions& bo, const ScalerChoice& sca
   p.warm_ticks = warm_ticks;
   return p;
 }
-// The swap worker's cores: the creating thread's beyond the cpuset (the serving backend's), else those
-// less the critical core, else all of them.
-std::vector<int> swap_worker_cores(const std::vector<int>& creator, const std::vector<int>& cpuset) {
-  std::vector<int> beyond, but_critical;
-  for (int c : creator) {
-    if (std::find(cpuset.begin(), cpuset.end(), c) == cpuset.end()) beyond.push_back(c);
-    if (cpuset.empty() || c != cpuset.front()) but_critical.push_back(c);
-  }
-  return !beyond.empty() ? beyond : !but_critical.empty() ? but_critical : creator;
-}
-// Where a swap's new backend makes its threads until it serves (BackendOptions::staging_cores): the
-// creating thread's cores beyond the cpuset; none (on the cpuset from the start, sharing the serving
-// backend's cores) when there are none beyond it.
-std::vector<int> staging_cores(const std::vector<int>& creator, const std::vector<int>& cpuset) {
-  if (cpuset.empty()) return {};
+// The creating thread's cores beyond the cpuset (the serving backend's).
+std::vector<int> cores_beyond(const std::vector<int>& creator, const std::vector<int>& cpuset) {
   std::vector<int> beyond;
   for (int c : creator)
     if (std::find(cpuset.begin(), cpuset.end(), c) == cpuset.end()) beyond.push_back(c);
   return beyond;
+}
+// The swap worker's cores: the creating thread's beyond the cpuset, else those less the critical core,
+// else all of them.
+std::vector<int> swap_worker_cores(const std::vector<int>& creator, const std::vector<int>& cpuset) {
+  if (auto beyond = cores_beyond(creator, cpuset); !beyond.empty()) return beyond;
+  std::vector<int> but_critical;
+  for (int c : creator)
+    if (cpuset.empty() || c != cpuset.front()) but_critical.push_back(c);
+  return !but_critical.empty() ? but_critical : creator;
+}
+// Where a swap's new backend makes its threads until it serves (BackendOptions::staging_cores): the
+// creating thread's cores beyond the cpuset; none (on the cpuset from the start, sharing the serving
+// backend's cores) without a cpuset or cores beyond it.
+std::vector<int> staging_cores(const std::vector<int>& creator, const std::vector<int>& cpuset) {
+  return cpuset.empty() ? std::vector<int>{} : cores_beyond(creator, cpuset);
 }
 }  // namespace
 

@@ -51,8 +51,6 @@ std::unique_ptr<Backend> SwapRoom::make(const Model& model, const BackendOptions
   return make_cuda_backend(model, options, co);
 }
 
-int SwapRoom::sms_each() const { return impl_->sms_each; }
-
 std::string SwapRoom::describe() const {
   return "two halves of " + std::to_string(impl_->sms_each) + " SMs of GPU " + std::to_string(impl_->device);
 }
@@ -66,7 +64,6 @@ SwapRoom::SwapRoom(int) {
 }
 SwapRoom::~SwapRoom() = default;
 std::unique_ptr<Backend> SwapRoom::make(const Model&, const BackendOptions&, int) const { return nullptr; }
-int SwapRoom::sms_each() const { return 0; }
 std::string SwapRoom::describe() const { return ""; }
 
 #endif

@@ -26,7 +26,6 @@ class SwapRoom {
   // A cuda backend for `model` whose kernels run on half `half` (0 or 1) only; throws as
   // make_cuda_backend does (UnsupportedError when the model does not fit half the GPU).
   std::unique_ptr<Backend> make(const Model& model, const BackendOptions& options, int half) const;
-  int sms_each() const;
   std::string describe() const;  // e.g. "two halves of 64 SMs of GPU 0"
 
  private:

@@ -237,13 +237,14 @@ inline bool counter_invariant() {
 #endif
 }
 
-// Counter ticks per nanosecond, against steady_clock over 200 ms (Arm: CNTFRQ_EL0 says it exactly, but
-// one method for every architecture keeps the benchmarks' calibration the same).
-inline double counts_per_ns() {
+// Counter ticks per nanosecond, against steady_clock over `span` (Arm: CNTFRQ_EL0 says it exactly, but
+// one method for every architecture keeps the calibrations the same): 200 ms for the benchmarks, a few ms
+// for the telemetry's clock (its error, two clock reads over the span, is then ~1e-5).
+inline double counts_per_ns(std::chrono::nanoseconds span = std::chrono::milliseconds(200)) {
   using clock = std::chrono::steady_clock;
   const auto c0 = clock::now();
   const uint64_t t0 = counter_begin();
-  while (clock::now() - c0 < std::chrono::milliseconds(200)) {
+  while (clock::now() - c0 < span) {
   }
   const uint64_t t1 = counter_end();
   const auto c1 = clock::now();

@@ -5,9 +5,7 @@
 
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +13,7 @@
 #include "common/random_model.hpp"
 #include "common/within_seconds.hpp"
 #include "engine/engine.hpp"
+#include "engine/swap_test_support.hpp"
 #include "engine/swap.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
@@ -22,16 +21,11 @@
 namespace hotpath {
 namespace {
 
+using test_support::fresh_run;
 using test_support::random_model;
+using test_support::same_bits;
+using test_support::series;
 using test_support::within_seconds;
-
-std::vector<float> series(int ticks, int I, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> n(0.f, 1.f);
-  std::vector<float> x(size_t(ticks) * I);
-  for (float& v : x) v = n(rng);
-  return x;
-}
 
 EngineOptions cpu_options(Mode mode, int window, std::optional<Precision> p = std::nullopt) {
   EngineOptions o;
@@ -42,17 +36,6 @@ EngineOptions cpu_options(Mode mode, int window, std::optional<Precision> p = st
   o.warm = false;  // not what is checked here, and slow beside spinning precompute workers on a small host
   return o;
 }
-
-// Outputs of a fresh engine over ticks [from, to) of x, each row [O].
-std::vector<float> fresh_run(const Model& m, const EngineOptions& o, const std::vector<float>& x, int from, int to) {
-  Engine e(m, o);
-  const int I = e.input_size(), O = e.output_size();
-  std::vector<float> z(size_t(to - from) * O);
-  e.run(std::span<const float>(x).subspan(size_t(from) * I, size_t(to - from) * I), size_t(to - from), z);
-  return z;
-}
-
-bool same_bits(const float* a, const float* b, int n) { return std::memcmp(a, b, size_t(n) * sizeof(float)) == 0; }
 
 // Ticks 0..T-1 of x on a, a swap to b between ticks, ticks T..T+N-1: from T+1 on (tick T is still a's)
 // bit-identical to a fresh engine of b over every input.

@@ -6,29 +6,23 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "common/random_model.hpp"
 #include "engine/engine.hpp"
 #include "engine/gpu.hpp"
+#include "engine/swap_test_support.hpp"
 #include "util/error.hpp"
 
 namespace hotpath {
 namespace {
 
+using test_support::fresh_run;
 using test_support::random_model;
-
-std::vector<float> series(int ticks, int I, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> n(0.f, 1.f);
-  std::vector<float> x(size_t(ticks) * I);
-  for (float& v : x) v = n(rng);
-  return x;
-}
+using test_support::same_bits;
+using test_support::series;
 
 EngineOptions cuda_options(Mode mode, int window, bool room, std::optional<Precision> p = std::nullopt) {
   EngineOptions o;
@@ -38,17 +32,6 @@ EngineOptions cuda_options(Mode mode, int window, bool room, std::optional<Preci
   o.precision = p;
   o.swap_room = room;
   return o;
-}
-
-bool same_bits(const float* a, const float* b, int n) { return std::memcmp(a, b, size_t(n) * sizeof(float)) == 0; }
-
-// A fresh engine's outputs over ticks [from, to) of x (rows [O]).
-std::vector<float> fresh_run(const Model& m, const EngineOptions& o, const std::vector<float>& x, int from, int to) {
-  Engine e(m, o);
-  const int I = e.input_size(), O = e.output_size();
-  std::vector<float> z(size_t(to - from) * O);
-  e.run(std::span<const float>(x).subspan(size_t(from) * I, size_t(to - from) * I), size_t(to - from), z);
-  return z;
 }
 
 #define SKIP_WITHOUT_GPU()                                        \
