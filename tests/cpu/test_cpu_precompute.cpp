@@ -45,8 +45,8 @@ std::unique_ptr<Backend> backend(const Model& m, Mode mode, Precision p, const s
 }
 
 // The AMX product against the vector one, on the packed weights of a random layer, for inputs whose width
-// has no tail, a short tail and a long one, for 1..40 columns (tiles of 16, the rest under kAmxMinCols on
-// the vector kernel), blocks from the middle, with and without the added term, out aliasing it.
+// has no tail, a short tail and a long one, for 1..99 columns (groups of even sizes up to 16 a tile; under
+// kAmxMinCols in all on the vector kernel), blocks from the middle, with and without the added term, out aliasing it.
 TEST(CpuAmx, TheTileProductMatchesTheVectorOne) {
   if (!cpu_has_amx()) GTEST_SKIP() << "this CPU has no AMX-BF16 (or the kernel refused its tile data): not tested here";
   const cpu::KernelTable* amx = cpu::kernels_avx512_amx();
@@ -59,7 +59,7 @@ TEST(CpuAmx, TheTileProductMatchesTheVectorOne) {
     const cpu::PackedModel pm = cpu::pack_model(m, 16, cpu::WeightFormat::bf16);
     const cpu::PackedLayer& layer = pm.layers[0];
     const size_t G = pm.gate_floats();
-    for (const int ncols : {1, 3, 4, 5, 16, 17, 19, 32, 40}) {
+    for (const int ncols : {1, 3, 4, 5, 16, 17, 19, 32, 33, 40, 49, 64, 99}) {
       for (const bool with_add : {false, true}) {
         SCOPED_TRACE("kdim " + std::to_string(kdim) + ", " + std::to_string(ncols) + " columns" +
                      (with_add ? ", added" : ""));
