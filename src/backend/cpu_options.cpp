@@ -84,6 +84,7 @@ const std::vector<Key>& keys() {
        [](const std::string& v, CpuOptions& o) { return set_choice(v, o.pre_split); },
        [](const CpuOptions& o) { return std::string(util::name_of(o.pre_split)); }},
       count_key("pre_cores", "HOTPATH_CPU_PRE_CORES", kMaxPrecomputeCores, &CpuOptions::pre_cores),
+      count_key("pre_row_cores", "HOTPATH_CPU_PRE_ROW_CORES", kMaxPrecomputeCores, &CpuOptions::pre_row_cores),
   };
   return k;
 }

@@ -72,6 +72,13 @@ struct CpuOptions {
   // as a column (an AMX tile takes 16). auto: rows where the precompute's weights overflow half a core's
   // L2 or its products run on AMX, and more than one core shares it.
   CpuPrecomputeSplit pre_split = CpuPrecomputeSplit::automatic;
+  // pre_row_cores=auto|1..kMaxPrecomputeCores: with the rows split, the cores that share one group of
+  // open windows. The precompute's cores form groups of this many; each group advances its own windows
+  // (by slot, so their state stays in that group's caches), each core of a group its blocks of units, the
+  // barrier a layer among the group alone (a barrier over fewer cores, fewer columns to round to bf16 a
+  // core, the blocks shared out over fewer cores). auto (0): as few as keep each core's share of the
+  // precompute's weights within half its L2 (all the cores, one group, where the L2 size is unknown).
+  int pre_row_cores = 0;
   // pre_cores=auto|1..kMaxPrecomputeCores: the precompute's worker threads. auto (0): one per cpuset core
   // after the critical ones, none without a cpuset (the precompute then runs on the critical thread
   // between ticks). A number: the first that many of those cores (refused past them), or without a

@@ -162,11 +162,7 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
   build_critical_arena(use_huge, kmax);
   scratch_.reserve(nparts_);
   for (int p = 0; p < nparts_; ++p) scratch_.emplace_back(cols, h_cols, Hp, kmax);
-  if (rows_split_) {
-    for (int k = 0; k <= nparts_; ++k) pre_block0_.push_back(int(long(pm_.nb) * k / nparts_));
-    pre_barrier_ = std::make_unique<PartBarrier>(nparts_);
-    pre_h_ = AlignedArray<float>(2 * size_t(nslots_) * Hp);
-  }
+  if (rows_split_) plan_row_groups(co.pre_row_cores, l2);
   for (int k = 0; k <= crit_parts_; ++k) crit_block0_.push_back(int(long(pm_.nb) * k / crit_parts_));
   for (int k = 1; k < crit_parts_; ++k) crit_part_scratch_.emplace_back(activation_scratch_words(kmax));
   crit_barrier_ = std::make_unique<PartBarrier>(crit_parts_);
@@ -188,6 +184,31 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
     }
   }
   make_fresh(0);
+}
+
+// The row split's groups: `row_cores` parts a group (0: as few as keep a part's share of the weights within
+// half of `l2`; all of them where l2 is unknown), the groups' sizes within one of each other; the slots
+// shared out in proportion to them; each group's blocks shared out among its parts.
+void CpuBackend::plan_row_groups(int row_cores, size_t l2) {
+  int R = row_cores;
+  if (R == 0) {
+    const size_t share = l2 / 2, bytes = pm_.precompute_weight_bytes();
+    R = share == 0 ? nparts_ : int((bytes + share - 1) / share);
+  }
+  R = std::clamp(R, 1, nparts_);
+  const int groups = nparts_ / R;
+  for (int g = 0; g < groups; ++g) {
+    const int first = int(long(nparts_) * g / groups), size = int(long(nparts_) * (g + 1) / groups) - first;
+    pre_barriers_.push_back(std::make_unique<PartBarrier>(size));
+    for (int r = 0; r < size; ++r) {
+      pre_group_.push_back(g);
+      pre_rank_.push_back(r);
+      pre_block0_.push_back(int(long(pm_.nb) * r / size));
+      pre_block1_.push_back(int(long(pm_.nb) * (r + 1) / size));
+    }
+  }
+  for (int slot = 0; slot < nslots_; ++slot) pre_slot_group_.push_back(pre_group_[size_t(long(slot) * nparts_ / nslots_)]);
+  pre_h_ = AlignedArray<float>(2 * size_t(nslots_) * size_t(pm_.Hp));
 }
 
 void CpuBackend::build_critical_arena(bool huge, int kmax) {
@@ -454,24 +475,30 @@ void CpuBackend::advance_windows(Scratch& s, int n) {
   }
 }
 
-// Every open window (other than a kept completing one) consumes x_t through blocks [b0, b1) of this part:
-// the products take all the windows as columns, and the next layer waits until every part's cells of
-// this one are in pre_h_.
+// The open windows of this part's group (other than a kept completing one) consume x_t through blocks
+// [b0, b1) of this part: the products take all the group's windows as columns, and the next layer waits
+// until every part of the group has its cells of this one in pre_h_.
 void CpuBackend::advance_windows_rows(Scratch& s, int part) {
   const long long t = pending_tick_;
   const long long lo = pending_keep_ ? 1 : std::max(0LL, t - W_ + 2);
-  const int n = int(std::max(0LL, t - lo + 1));
-  const int b0 = pre_block0_[size_t(part)], b1 = pre_block0_[size_t(part) + 1];
+  const int group = pre_group_[size_t(part)], rank = pre_rank_[size_t(part)];
+  const int b0 = pre_block0_[size_t(part)], b1 = pre_block1_[size_t(part)];
   const int Hp = pm_.Hp, L = pm_.num_layers;
+  PartBarrier& barrier = *pre_barriers_[size_t(group)];
   const uint64_t epoch = pre_epoch_;  // moved on by the caller only after every part is done
-  auto h_of = [&](int l, int j) { return pre_h_.data() + (size_t(l & 1) * nslots_ + size_t(j)) * Hp; };
-  for (int j = 0; j < n; ++j) s.slots[j] = int((lo + j) % W_);
+  auto h_of = [&](int l, int slot) { return pre_h_.data() + (size_t(l & 1) * nslots_ + size_t(slot)) * Hp; };
+  int n = 0;
+  for (long long st = lo; st <= t; ++st) {
+    const int slot = int(st % W_);
+    if (pre_slot_group_[size_t(slot)] == group) s.slots[n++] = slot;
+  }
+  int64_t waited = 0;
   for (int l = 0; l < L; ++l) {
     const PackedLayer& layer = pm_.layers[l];
     for (int j = 0; j < n; ++j) {
       s.P[j] = slot_P(s.slots[j], l);
       s.c[j] = slot_c(s.slots[j], l);
-      s.h[j] = h_of(l, j);
+      s.h[j] = h_of(l, s.slots[j]);
     }
     if (b0 < b1 && n > 0) {
       if (l == 0) {
@@ -479,16 +506,18 @@ void CpuBackend::advance_windows_rows(Scratch& s, int part) {
         for (int j = 0; j < n; ++j) k_->cell(s.P[j], u0, s.c[j], s.h[j], b0, b1);
       } else {
         for (int j = 0; j < n; ++j) {
-          s.in[j] = h_of(l - 1, j);
+          s.in[j] = h_of(l - 1, s.slots[j]);
           s.add[j] = s.P[j];
         }
         gemm(layer, false, b0, b1, n, s.in.data(), s.add.data(), s.P.data(), s.pairs.data());
         for (int j = 0; j < n; ++j) k_->cell(s.P[j], nullptr, s.c[j], s.h[j], b0, b1);
       }
     }
-    pre_barrier_->arrive(part, epoch + uint64_t(l) + 1);
+    barrier.arrive(rank, epoch + uint64_t(l) + 1);
     // every part's h of layer l; a wait past ~1,000 polls (tens of us) yields: the workers may be unpinned
-    pre_barrier_->wait_others(part, epoch + uint64_t(l) + 1, /*yield_after=*/1000);
+    const int64_t w0 = now_ns();
+    barrier.wait_others(rank, epoch + uint64_t(l) + 1, /*yield_after=*/1000);
+    waited += now_ns() - w0;
     if (b0 < b1 && n > 0) {
       for (int j = 0; j < n; ++j) {
         s.in[j] = s.h[j];
@@ -497,6 +526,8 @@ void CpuBackend::advance_windows_rows(Scratch& s, int part) {
       gemm(layer, true, b0, b1, n, s.in.data(), s.add.data(), s.P.data(), s.pairs.data());
     }
   }
+  std::atomic_ref<int64_t> total(s.wait_ns);
+  total.store(total.load(std::memory_order_relaxed) + waited, std::memory_order_relaxed);
 }
 
 void CpuBackend::precompute_part(int part, int nparts) {
@@ -560,9 +591,24 @@ std::map<std::string, double> CpuBackend::counters() const {
     // busy: the slowest part's own time; wait: what finish_precompute() cost the caller.
     m["precompute_busy_us_mean"] = precompute_busy_us_sum_ / double(precompute_count_);
     m["precompute_wait_us_mean"] = precompute_wait_us_sum_ / double(precompute_count_);
+    if (rows_split_) {
+      // the row split's barriers: what a part waited for the rest of its group, a tick, mean over the parts
+      const double waited = double(barrier_wait_ns() - barrier_wait_base_ns_);
+      m["precompute_barrier_wait_us_mean"] = waited * 1e-3 / double(nparts_) / double(precompute_count_);
+    }
   }
+  if (rows_split_) m["precompute_groups"] = double(pre_barriers_.size());
   m["critical_weight_kib"] = double(pm_.critical_weight_bytes()) / 1024.0;
   return m;
+}
+
+std::string CpuBackend::row_split_text() const {
+  const size_t groups = pre_barriers_.size();
+  const int most = *std::max_element(pre_rank_.begin(), pre_rank_.end()) + 1;
+  const int least = int(size_t(nparts_) / groups);
+  const std::string cores = least == most ? std::to_string(most) : std::to_string(least) + "-" + std::to_string(most);
+  return "rows (" + std::to_string(groups) + (groups == 1 ? " group" : " groups") + " of windows, " + cores +
+         (most == 1 ? " core" : " cores") + " a group, each core its blocks of units; a barrier a layer within a group)";
 }
 
 std::map<std::string, std::string> CpuBackend::facts() const {
@@ -587,7 +633,7 @@ std::map<std::string, std::string> CpuBackend::facts() const {
                                                                 : std::to_string(options().cpuset[size_t(crit_parts_) + i]));
   f["cpu_precompute_cores"] = pre.empty() ? "inline (critical thread)" : pre;
   f["cpu_precompute_split"] = streaming_ ? "none (streaming: the completing window's rows over the cores)"
-                              : rows_split_ ? "rows (each core its blocks of units for every window, a barrier a layer)"
+                              : rows_split_ ? row_split_text()
                                             : nparts_ > 1 ? "windows (each core its own windows)" : "none (one core)";
   f["cpu_gemm"] = k_->amx ? "amx (bf16 tiles, 16 columns a tile)" : "vector";
   f["cpu_prefetch_bytes"] = std::to_string(prefetch_);

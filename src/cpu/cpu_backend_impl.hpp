@@ -43,6 +43,7 @@ class CpuBackend final : public Backend {
   void clear_counters() override {
     precompute_count_ = 0;
     precompute_busy_us_sum_ = precompute_wait_us_sum_ = 0;
+    barrier_wait_base_ns_ = barrier_wait_ns();  // the workers may be running: their totals only grow
   }
   std::map<std::string, std::string> facts() const override;
   void settle_threads() override;
@@ -55,6 +56,7 @@ class CpuBackend final : public Backend {
     AlignedArray<uint32_t> pairs;  // bf16 activation pairs
     AlignedArray<float> u0;        // int8: this part's W_ih,0·x_t from the dequantized fp32 weights
     long long u0_tick = -1;        // the tick u0 holds
+    alignas(8) int64_t wait_ns = 0;  // the row split: time waited at the group's barrier (std::atomic_ref: read by counters())
     std::vector<int> slots;
     std::vector<const float*> in, add;
     std::vector<float*> P, c, h;
@@ -69,8 +71,18 @@ class CpuBackend final : public Backend {
             const float* const* add, float* const* out, uint32_t* pairs) const;
   const float* open_windows_u0(Scratch& s, int b0, int b1);
   void advance_windows(Scratch& s, int n);
-  // The row split (CpuOptions::pre_split): every open window through blocks [b0, b1) of part `part`.
+  // The row split (CpuOptions::pre_split): the open windows of the part's group through its blocks.
   void advance_windows_rows(Scratch& s, int part);
+  void plan_row_groups(int row_cores, size_t l2);
+  std::string row_split_text() const;
+  // The row split's barrier waits so far, every part's together.
+  int64_t barrier_wait_ns() const {
+    int64_t sum = 0;
+    for (const Scratch& s : scratch_)
+      sum += std::atomic_ref<int64_t>(const_cast<int64_t&>(s.wait_ns)).load(std::memory_order_relaxed);
+    return sum;
+  }
+  int64_t barrier_wait_base_ns_ = 0;
   void precompute_part(int part, int nparts);
   static void precompute_job(void* self, int part, int nparts) {
     static_cast<CpuBackend*>(self)->precompute_part(part, nparts);
@@ -172,12 +184,17 @@ class CpuBackend final : public Backend {
   uint64_t crit_epoch_ = 0;  // the epoch before this tick's first layer (grows by L a tick, never reset)
   std::string options_text_;  // the CpuOptions it was made with (facts)
   std::vector<Scratch> scratch_;  // one per precompute part
-  // The precompute's row split: part k owns blocks [pre_block0_[k], pre_block0_[k + 1]) of every layer;
-  // after each layer's cells the parts meet at pre_barrier_ (epochs as the critical split's), and the
-  // layer's h of every window is in pre_h_ (two buffers by layer parity, [window][Hp]).
+  // The precompute's row split (CpuOptions::pre_split, pre_row_cores): the parts form groups of
+  // consecutive parts; group g advances the open windows whose slot maps to it (pre_slot_group_, slots
+  // shared out in proportion to the groups' parts); part k owns blocks [pre_block0_[k], pre_block1_[k])
+  // of every layer within its group; after each layer's cells a group's parts meet at its barrier
+  // (pre_barriers_[g], a part there by its rank; epochs as the critical split's), and the layer's h of
+  // every window is in pre_h_ (two buffers by layer parity, [slot][Hp]).
   bool rows_split_ = false;
-  std::vector<int> pre_block0_;
-  std::unique_ptr<PartBarrier> pre_barrier_;
+  std::vector<int> pre_block0_, pre_block1_;  // per part: its blocks [first, end)
+  std::vector<int> pre_group_, pre_rank_;     // per part
+  std::vector<int> pre_slot_group_;        // per slot
+  std::vector<std::unique_ptr<PartBarrier>> pre_barriers_;
   AlignedArray<float> pre_h_;
   uint64_t pre_epoch_ = 0;  // the epoch before this tick's precompute (grows by L a tick)
   SpinPool crit_pool_;  // the critical step's helpers (crit_parts_ - 1): they never doze

@@ -395,7 +395,7 @@ TEST(CapiEngine, KernelAndCpuOptionsReachTheBackend) {
   ASSERT_EQ(hotpath_engine_open(m.get(), &o, &e), HOTPATH_OK) << last_error();
   const EnginePtr engine(e);
   EXPECT_EQ(e->engine.backend().options().gpu.kernel, hotpath::CudaKernel::automatic);
-  EXPECT_EQ(e->engine.backend().facts().at("cpu_options"), "isa=generic,bf16=auto,amx=auto,int8_act=16,prefetch=0,rewarm=0,hugepages=1,crit_cores=auto,pre_split=auto,pre_cores=auto");
+  EXPECT_EQ(e->engine.backend().facts().at("cpu_options"), "isa=generic,bf16=auto,amx=auto,int8_act=16,prefetch=0,rewarm=0,hugepages=1,crit_cores=auto,pre_split=auto,pre_cores=auto,pre_row_cores=auto");
   EXPECT_EQ(e->engine.backend().variant(), "generic-fp32");
   o.cpu_options = "isa=generic";
   o.backend = "ref";

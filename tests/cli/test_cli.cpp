@@ -687,7 +687,7 @@ TEST_F(Cli, CpuOptionsReachTheCpuBackend) {
   ASSERT_EQ(r.code, 0) << r.err;
   std::ifstream in(path("b.json"));
   const auto j = nlohmann::json::parse(in);
-  EXPECT_EQ(j["facts"]["cpu_options"], "isa=generic,bf16=auto,amx=auto,int8_act=16,prefetch=0,rewarm=1,hugepages=0,crit_cores=auto,pre_split=auto,pre_cores=auto") << j.dump();
+  EXPECT_EQ(j["facts"]["cpu_options"], "isa=generic,bf16=auto,amx=auto,int8_act=16,prefetch=0,rewarm=1,hugepages=0,crit_cores=auto,pre_split=auto,pre_cores=auto,pre_row_cores=auto") << j.dump();
   EXPECT_EQ(j["variant"], "generic-fp32");
   const std::string run = "run --model " + golden_model("tiny") + " --inputs " + golden_file("tiny") + " --out " + path("o.safetensors");
   expect_refused(run + " --window 5 --backend cpu --cpu-options isa=sse", "isa=sse (isa takes auto, avx512, avx2, neon, sve or generic)");

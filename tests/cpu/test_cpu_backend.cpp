@@ -367,7 +367,7 @@ TEST(CpuBackend, OptionErrors) {
 // environment as the layer under it, and a backend made with them does as they say.
 TEST(CpuOptions, TextEnvironmentAndBackend) {
   const CpuOptions d;
-  EXPECT_EQ(cpu_options_text(d), "isa=auto,bf16=auto,amx=auto,int8_act=16,prefetch=auto,rewarm=1,hugepages=1,crit_cores=auto,pre_split=auto,pre_cores=auto");
+  EXPECT_EQ(cpu_options_text(d), "isa=auto,bf16=auto,amx=auto,int8_act=16,prefetch=auto,rewarm=1,hugepages=1,crit_cores=auto,pre_split=auto,pre_cores=auto,pre_row_cores=auto");
   const CpuOptions o = parse_cpu_options("isa=generic,prefetch=0,hugepages=0");
   EXPECT_EQ(o.isa, CpuIsa::generic);
   EXPECT_EQ(o.prefetch_bytes, 0);
@@ -392,7 +392,7 @@ TEST(CpuOptions, TextEnvironmentAndBackend) {
     }
   };
   refused("isa=sse", "isa=sse (isa takes auto, avx512, avx2, neon, sve or generic)");
-  refused("speed=11", "unknown key 'speed' (keys: isa, bf16, amx, int8_act, prefetch, rewarm, hugepages, crit_cores, pre_split, pre_cores)");
+  refused("speed=11", "unknown key 'speed' (keys: isa, bf16, amx, int8_act, prefetch, rewarm, hugepages, crit_cores, pre_split, pre_cores, pre_row_cores)");
   refused("crit_cores=0", "crit_cores takes auto or 1..8");
   refused("crit_cores=9", "crit_cores takes auto or 1..8");
   refused("amx=yes", "amx=yes (amx takes auto, on or off)");
@@ -425,7 +425,7 @@ TEST(CpuOptions, TextEnvironmentAndBackend) {
   EnvScope isa("HOTPATH_CPU_ISA", "bogus");  // not read: the options are given
   auto b = make_cpu_backend(m, opt);
   EXPECT_EQ(b->variant(), "generic-fp32");
-  EXPECT_EQ(b->facts().at("cpu_options"), "isa=generic,bf16=auto,amx=auto,int8_act=16,prefetch=0,rewarm=0,hugepages=0,crit_cores=auto,pre_split=auto,pre_cores=auto");
+  EXPECT_EQ(b->facts().at("cpu_options"), "isa=generic,bf16=auto,amx=auto,int8_act=16,prefetch=0,rewarm=0,hugepages=0,crit_cores=auto,pre_split=auto,pre_cores=auto,pre_row_cores=auto");
   opt.cpu.reset();
   EXPECT_THROW(make_cpu_backend(m, opt), Error);  // now the environment's (bogus) is read
 }

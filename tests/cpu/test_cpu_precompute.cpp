@@ -1,5 +1,5 @@
 // The precompute's and the throughput path's matrix products: on AMX tiles (CpuOptions::amx) and split
-// over cores by rows (CpuOptions::pre_split, pre_cores).
+// over cores by rows (CpuOptions::pre_split, pre_cores, pre_row_cores).
 //
 // AMX: the tile product rounds the activations to bf16 as the pair-dot kernels do and accumulates in fp32,
 // in another order; against the vector kernel it may differ by the accumulation's rounding alone:
@@ -133,10 +133,10 @@ TEST(CpuAmx, TheOptionIsCheckedAndNamed) {
   }
 }
 
-// Window mode, every precision: the row split over 2 and 3 unpinned workers (3 parts leave one with no
-// block of a 20-unit model on 16 lanes) against the window split and the inline precompute; across a
-// reset (the barrier's epochs only grow). L = 1 and 3, W = 7 (the first ticks keep the completing
-// window open).
+// Window mode, every precision: the row split over 2, 3 and 5 unpinned workers, in groups of 1, 2 (5 workers:
+// groups of 2 and 3) and all of them (3 parts in one group leave one with no block of a 20-unit model on
+// 16 lanes), against the window split and the inline precompute; across a reset (the barriers' epochs only
+// grow). L = 1 and 3, W = 7 (the first ticks keep the completing window open).
 TEST(CpuPrecomputeSplit, RowsAnswerAsWindowsAndInline) {
   const size_t T = 17;  // every slot of W = 7 reused twice
   for (const int L : {1, 3}) {
@@ -146,13 +146,22 @@ TEST(CpuPrecomputeSplit, RowsAnswerAsWindowsAndInline) {
     for (const Precision p : {Precision::fp32, Precision::bf16, Precision::int8}) {
       auto inline_b = backend(m, Mode::window, p, "");
       const auto want = run_ticks(*inline_b, x, T);
-      for (const int workers : {2, 3}) {
-        for (const std::string split : {"windows", "rows"}) {
+      for (const int workers : {2, 3, 5}) {
+        // row_cores: 0 auto (this small model: one core a group), 1, 2 (5 workers: groups of 2 and 3), all
+        for (const int row_cores : {-1, 0, 1, 2, workers}) {
+          const std::string split = row_cores < 0 ? "windows" : "rows";
           SCOPED_TRACE(std::string(precision_name(p)) + " L=" + std::to_string(L) + ", " + std::to_string(workers) +
-                       " workers, " + split);
-          auto b = backend(m, Mode::window, p, "pre_split=" + split + ",pre_cores=" + std::to_string(workers));
+                       " workers, " + split + ", row cores " + std::to_string(row_cores));
+          auto b = backend(m, Mode::window, p,
+                           "pre_split=" + split + ",pre_cores=" + std::to_string(workers) +
+                               (row_cores > 0 ? ",pre_row_cores=" + std::to_string(row_cores) : ""));
           EXPECT_EQ(b->counters().at("precompute_parts"), double(workers));
           EXPECT_EQ(b->facts().at("cpu_precompute_split").rfind(split, 0), 0u) << b->facts().at("cpu_precompute_split");
+          if (row_cores > 0) {
+            EXPECT_EQ(b->counters().at("precompute_groups"), double(workers / row_cores));
+            EXPECT_NE(b->facts().at("cpu_precompute_split").find(std::to_string(workers / row_cores) + " group"),
+                      std::string::npos) << b->facts().at("cpu_precompute_split");
+          }
           for (int pass = 0; pass < 2; ++pass) {
             const auto z = run_ticks(*b, x, T);
             if (p == Precision::bf16 && b->facts().at("cpu_gemm") != "vector")

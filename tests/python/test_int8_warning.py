@@ -31,7 +31,7 @@ def test_cpu_options_choose_the_kernels_over_the_environment(monkeypatch):
     """cpu_options= (as --cpu-options) reaches the cpu backend; a key it names wins over HOTPATH_CPU_*."""
     monkeypatch.setenv("HOTPATH_CPU_PREFETCH", "256")
     with hotpath.Engine("lstm_s", backend="cpu", cpu_options="isa=generic,hugepages=0") as engine:
-        assert engine.facts()["cpu_options"] == "isa=generic,bf16=auto,amx=auto,int8_act=16,prefetch=256,rewarm=1,hugepages=0,crit_cores=auto,pre_split=auto,pre_cores=auto"
+        assert engine.facts()["cpu_options"] == "isa=generic,bf16=auto,amx=auto,int8_act=16,prefetch=256,rewarm=1,hugepages=0,crit_cores=auto,pre_split=auto,pre_cores=auto,pre_row_cores=auto"
     with pytest.raises(hotpath.Error, match=r"isa=sse \(isa takes auto, avx512, avx2, neon, sve or generic\)"):
         hotpath.Engine("lstm_s", backend="cpu", cpu_options="isa=sse")
     with pytest.raises(hotpath.Error, match=r"--cpu-options is for the cpu backend"):
