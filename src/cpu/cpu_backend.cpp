@@ -145,7 +145,7 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
   rows_split_ = !streaming_ && nparts_ > 1 &&
                 (co.pre_split == CpuPrecomputeSplit::rows ||
                  (co.pre_split == CpuPrecomputeSplit::automatic &&
-                  (k_->amx || (l2 > 0 && pm_.precompute_weight_bytes() > l2 / 2))));
+                  (k_->amx || (l2 > 0 && pm_.precompute_weight_bytes(k_->gemm_i8 != nullptr) > l2 / 2))));
   // Windows a part advances at most in one call: its share of them (window split), or all (row split).
   const int cols = rows_split_ ? nslots_ : int((static_cast<long long>(nslots_) + nparts_ - 1) / nparts_ + 1);
   const int h_cols = rows_split_ ? 0 : cols;
@@ -192,7 +192,7 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
 void CpuBackend::plan_row_groups(int row_cores, size_t l2) {
   int R = row_cores;
   if (R == 0) {
-    const size_t share = l2 / 2, bytes = pm_.precompute_weight_bytes();
+    const size_t share = l2 / 2, bytes = pm_.precompute_weight_bytes(k_->gemm_i8 != nullptr);
     R = share == 0 ? nparts_ : int((bytes + share - 1) / share);
   }
   R = std::clamp(R, 1, nparts_);
@@ -310,6 +310,9 @@ void CpuBackend::gemm(const PackedLayer& layer, bool hh, int b0, int b1, int nco
   const int kdim = hh ? pm_.H : layer.in;
   if (pm_.bf16)
     k_->gemm_bf16((hh ? layer.whh16 : layer.wih16).data(), kdim, b0, b1, ncols, X, add, out, pairs);
+  else if (pm_.int8 && k_->gemm_i8)
+    k_->gemm_i8((hh ? layer.whh8 : layer.wih8).data(), (hh ? layer.whh8_scale : layer.wih8_scale).data(), kdim, b0, b1,
+                ncols, X, add, out, pairs);
   else
     k_->gemm_f32((hh ? layer.whh32 : layer.wih32).data(), kdim, b0, b1, ncols, X, add, out, pairs);
 }
@@ -615,7 +618,9 @@ std::map<std::string, std::string> CpuBackend::facts() const {
   std::map<std::string, std::string> f;
   f["cpu_isa"] = k_->isa;
   f["cpu_lanes"] = std::to_string(k_->lanes);
-  f["cpu_weights"] = pm_.int8 ? "int8 (per-row scales; precompute on the dequantized fp32)" : pm_.bf16 ? "bf16" : "fp32";
+  f["cpu_weights"] = pm_.int8 ? (k_->gemm_i8 ? "int8 (per-row scales; the precompute's products in int8 on AMX)"
+                                              : "int8 (per-row scales; precompute on the dequantized fp32)")
+                    : pm_.bf16 ? "bf16" : "fp32";
   f["cpu_options"] = options_text_;
   f["cpu_activations"] = pm_.int8 ? (int8_act_ ? "16-bit per tick (hi/lo bytes, 2x vpdpbusd)" : "int8 per tick (vpdpbusd)")
                          : pm_.bf16 && k_->bf16_dot ? "bf16 (vdpbf16ps operands)"
@@ -635,7 +640,10 @@ std::map<std::string, std::string> CpuBackend::facts() const {
   f["cpu_precompute_split"] = streaming_ ? "none (streaming: the completing window's rows over the cores)"
                               : rows_split_ ? row_split_text()
                                             : nparts_ > 1 ? "windows (each core its own windows)" : "none (one core)";
-  f["cpu_gemm"] = k_->amx ? "amx (bf16 tiles, 16 columns a tile)" : "vector";
+  f["cpu_gemm"] = !k_->amx                 ? "vector"
+                  : pm_.int8 && k_->gemm_i8 ? "amx (int8 tiles, 16 columns a tile, 16-bit activations as two bytes)"
+                  : pm_.bf16                ? "amx (bf16 tiles, 16 columns a tile)"
+                                            : "vector";
   f["cpu_prefetch_bytes"] = std::to_string(prefetch_);
   f["cpu_rewarm"] = rewarm_ && pool_.size() > 0 ? "on" : "off";
   f["cpu_critical_weights"] = std::to_string(crit_bytes_) + " B in one private block with the step's scratch" +

@@ -43,12 +43,16 @@ IsaChoice choose_isa(Precision precision, const CpuFeatures& cpu, const CpuOptio
     dot = o.bf16 != CpuBf16::cvt && has_bf16dot;
     c.table = kernels_avx512(dot);
     if (o.amx == CpuAmx::on) {
-      if (!bf16) throw UnsupportedError("cpu option amx=on: AMX runs the bf16 products only (--precision bf16)");
-      if (!dot) throw UnsupportedError("cpu option amx=on needs the bf16 pair-dot path (bf16=auto or dot, AVX512_BF16)");
-      if (!cpu.amx_bf16)
+      if (!bf16 && !int8)
+        throw UnsupportedError("cpu option amx=on: AMX runs the bf16 and int8 products only (--precision bf16 or int8)");
+      if (bf16 && !dot) throw UnsupportedError("cpu option amx=on needs the bf16 pair-dot path (bf16=auto or dot, AVX512_BF16)");
+      if (bf16 && !cpu.amx_bf16)
         throw UnsupportedError("cpu option amx=on: this CPU lacks AMX-BF16, or the kernel refused its tile state");
+      if (int8 && !cpu.amx_int8)
+        throw UnsupportedError("cpu option amx=on: this CPU lacks AMX-INT8, or the kernel refused its tile state");
     }
     if (bf16 && dot && cpu.amx_bf16 && o.amx != CpuAmx::off) c.table = kernels_avx512_amx();
+    if (int8 && cpu.amx_int8 && o.amx != CpuAmx::off) c.table = kernels_avx512_amx_i8(dot);
   } else if (o.amx == CpuAmx::on) {
     throw UnsupportedError(std::string("cpu option amx=on needs isa=avx512 (asked or chosen: ") + cpu_isa_name(isa) + ")");
   } else if (isa == CpuIsa::avx2) {
@@ -77,7 +81,7 @@ IsaChoice choose_isa(Precision precision, const CpuFeatures& cpu, const CpuOptio
   // Features given by override_cpu_features() may name the other architecture's ISA: not built here
   // (make_cpu_backend refuses it; the choice itself, and int8_slow_note, still answer).
   if (!c.table) c.unbuilt = std::string("cpu option isa=") + cpu_isa_name(isa) + ": its kernels are not built for " + arch::kName;
-  c.variant = std::string(c.table ? c.table->isa : cpu_isa_name(isa)) + (int8   ? "-int8"
+  c.variant = std::string(c.table ? c.table->isa : cpu_isa_name(isa)) + (int8   ? (c.table && c.table->amx ? "-int8-amx" : "-int8")
                                            : bf16 ? (c.table && c.table->amx         ? "-bf16-amx"
                                                      : dot || isa == CpuIsa::avx2 ? "-bf16"
                                                                                   : "-bf16cvt")

@@ -24,6 +24,7 @@
 //     unsigned bytes, q_x + 128, and corr takes the 128s back out), both [nb][4][lanes]. Every other
 //     product (the precompute, the head) uses the dequantized values q * scale in the fp32 layout.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -42,9 +43,13 @@ constexpr int kMaxTileCols = kAmxTileRows;
 // Scratch (uint32 words: bf16 activation pairs) a crit call needs for `kdim` inputs: up to
 // kVectorTileCols columns of ceil(kdim/2) pairs, each rounded up to 16 words; a gemm call, kMaxTileCols.
 constexpr size_t pair_scratch_words(int kdim) { return size_t((kdim + 1) / 2 + 15) / 16 * 16 * kVectorTileCols; }
-constexpr size_t gemm_scratch_words(int kdim) { return size_t((kdim + 1) / 2 + 15) / 16 * 16 * kMaxTileCols; }
 // int8 layout: columns of W_ih padded to a multiple of 8 (two quads per loop turn), in quads.
 constexpr int int8_quads(int kdim) { return (kdim + 7) / 8 * 2; }
+// gemm_i8 on AMX: a column's activations as two rows of bytes (high and low), whole 64-byte tile steps.
+constexpr size_t int8_tile_row_bytes(int kdim) { return size_t(int8_quads(kdim) + 15) / 16 * 64; }
+constexpr size_t gemm_scratch_words(int kdim) {
+  return std::max(size_t((kdim + 1) / 2 + 15) / 16 * 16, int8_tile_row_bytes(kdim) * 2 / 4) * kMaxTileCols;
+}
 // One block of `lanes` hidden units of a packed gate matrix of `kdim` columns (the layout above), in the
 // units its kernels step through: floats (fp32), uint32 pairs (bf16), uint32 words of four int8 (int8).
 constexpr long f32_block_floats(int kdim, int lanes) { return long(kdim) * 4 * lanes; }
@@ -61,7 +66,7 @@ struct KernelTable {
   const char* isa;  // "avx512", "avx2", "neon", "sve", "generic"
   int lanes;        // 16 or 8
   bool bf16_dot;    // bf16 weights use a pair dot product (vdpbf16ps): activations are rounded to bf16
-  bool amx = false;  // gemm_bf16 runs on AMX tiles (kernels_amx.cpp)
+  bool amx = false;  // gemm_bf16 (bf16 tables) or gemm_i8 (int8) runs on AMX tiles (kernels_amx.cpp)
 
   // The critical step of one layer for one column: acc = W·x (x: kdim floats); u_out (if non-null) =
   // acc; gates = acc + P (P may be null); then the LSTM cell on c_in -> h_out, c_out (nb blocks).
@@ -76,6 +81,13 @@ struct KernelTable {
                    const float* const* add, float* const* out, uint32_t* scratch);
   void (*gemm_bf16)(const uint32_t* W, int kdim, int b0, int b1, int ncols, const float* const* X,
                     const float* const* add, float* const* out, uint32_t* scratch);
+  // int8 weights in the critical step's layout (W [nb][KQ][4][lanes][4], row scales [nb][4][lanes]), the
+  // same product as gemm_f32 on their dequantized values: out[j] = (W·q(X[j])) * scale * s_j + add[j],
+  // each column quantized to 16 bits on its own (q = round(x * 32767 / max|x|), s_j = max|x| / 32767), as
+  // two bytes, the int32 sums exact. Null but where the CPU has AMX-INT8 (kernels_avx512_amx_i8): the
+  // backend then uses gemm_f32 on the dequantized weights. scratch: gemm_scratch_words(kdim).
+  void (*gemm_i8)(const int8_t* W, const float* scale, int kdim, int b0, int b1, int ncols, const float* const* X,
+                  const float* const* add, float* const* out, uint32_t* scratch) = nullptr;
   // LSTM cell over blocks [b0, b1): gates (+ add if non-null) with c (in/out) -> h.
   void (*cell)(const float* gates, const float* add, float* c, float* h, int b0, int b1);
   // z = head_w·h + head_b (head_b may be null); z needs room for O rounded up to lanes.
@@ -104,6 +116,9 @@ const KernelTable* kernels_avx512(bool bf16_dot);
 const KernelTable* kernels_avx2();
 // The AVX-512 pair-dot table with gemm_bf16 on AMX tiles: needs AVX512_BF16 and arch::IsaFlags::amx_bf16.
 const KernelTable* kernels_avx512_amx();
+// The AVX-512 table (pair dot or not, as kernels_avx512) with gemm_i8 on AMX tiles: for int8 where the CPU
+// has AVX512_VNNI and arch::IsaFlags::amx_int8.
+const KernelTable* kernels_avx512_amx_i8(bool bf16_dot);
 const KernelTable* kernels_neon_base();               // fp32, bf16 widened; no int8 (crit_i8 null)
 const KernelTable* kernels_neon_ext(bool bf16_dot);   // + BFDOT and USDOT: needs FEAT_BF16 and FEAT_I8MM
 const KernelTable* kernels_sve256(bool bf16_dot);     // SVE, 256-bit vectors (8 lanes), with BF16 and I8MM

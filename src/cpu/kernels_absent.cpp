@@ -7,6 +7,7 @@ namespace hotpath::cpu {
 const KernelTable* kernels_avx512(bool) { return nullptr; }
 const KernelTable* kernels_avx2() { return nullptr; }
 const KernelTable* kernels_avx512_amx() { return nullptr; }
+const KernelTable* kernels_avx512_amx_i8(bool) { return nullptr; }
 #endif
 #if !defined(__aarch64__)
 const KernelTable* kernels_neon_base() { return nullptr; }

@@ -1,7 +1,8 @@
-// The bf16 matrix products of the precompute and the throughput path on AMX tiles (TDPBF16PS), for the
-// AVX-512 pair-dot table (kernels_amx_table): the same packed weights, the same rounding of the activations
-// to bf16, fp32 accumulation. Compiled with -mamx-tile -mamx-bf16 and the AVX-512 flags; called only when
-// the CPU has AMX-BF16 and the kernel granted its tile data (arch::IsaFlags::amx_bf16).
+// The matrix products of the precompute and the throughput path on AMX tiles: bf16 (TDPBF16PS) for the
+// AVX-512 pair-dot table, with the same packed weights, the same rounding of the activations to bf16, fp32
+// accumulation; and int8 (TDPBSSD/TDPBUSD, below) on the critical step's int8 weights. Compiled with
+// -mamx-tile -mamx-bf16 -mamx-int8 and the AVX-512 flags; called only when the CPU has AMX-BF16 / AMX-INT8
+// and the kernel granted its tile data (arch::IsaFlags::amx_bf16, amx_int8).
 //
 // One product: C [n columns][16 units] += A [n columns][32 k] x B [32 k][16 units]. A is the columns'
 // activations, rounded to bf16 pairs into the scratch, one row a column; B is one gate of one block of the
@@ -17,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "cpu/kernels.hpp"
 
@@ -26,6 +28,8 @@ namespace {
 constexpr int kRows = kAmxTileRows;  // columns of the product a tile holds (its rows)
 constexpr int kPairs = 16;           // k-pairs a tile step takes (64 bytes of bf16 a row)
 constexpr int kAmxMinCols = 4;
+constexpr int kL = 16;                   // units of a block (the AVX-512 table's lanes)
+constexpr size_t kBStride = 4 * kL * 4;  // bytes between a gate's B rows (4 gates x 16 words)
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
@@ -135,7 +139,126 @@ void gemm_bf16_amx(const uint32_t* W, int kdim, int b0, int b1, int ncols, const
   _tile_release();  // no tile state left for the scheduler to save
 }
 
+// int8 (AMX-INT8). One tile product: C [n columns][16 units] int32 += A [n][64 k bytes] x B [16 k-quads][16
+// units x 4 bytes]. B is one gate of one block of the critical step's int8 layout ([nb][KQ][4][16][4]: the
+// quads of one gate 256 bytes apart, in place for a strided tile load, like bf16's pairs). A column's 16-bit
+// activations q = hi * 256 + lo travel as two rows of bytes: hi signed (TDPBSSD), lo unsigned (TDPBUSD), so
+// the block's four gates take two passes of two gates, tiles 0/1 the gates' hi sums, 2/3 their lo sums, 4/5
+// A's hi and lo rows, 6/7 the gates' B. The last, shorter step takes its B rows from a zero-padded copy,
+// and A's rows are zero past kdim, so every step is a whole one and no load reads past the block.
+constexpr int kQuads = 16;  // k-quads a tile step takes (64 bytes of int8 a row)
+
+void configure_i8(int n) {
+  TileConfig c;
+  for (int t = 0; t < 8; ++t) c.colsb[t] = 64, c.rows[t] = uint8_t(t < 6 ? n : kQuads);
+  _tile_loadconfig(&c);
+}
+
+// x (kdim floats) as q = round(x * 32767 / max|x|) (nearest even, as the critical step's 16-bit
+// activations): hi = q >> 8 (signed) and lo = q & 255 bytes, zero up to `bytes`. Returns max|x| / 32767.
+float to_hi_lo(const float* x, int kdim, int8_t* hi, uint8_t* lo, int bytes) {
+  auto mask = [&](int k) {
+    const int left = kdim - k;
+    return left >= 16 ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1u);
+  };
+  __m512 m = _mm512_setzero_ps();
+  for (int k = 0; k < kdim; k += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_maskz_loadu_ps(mask(k), x + k)));
+  const float amax = _mm512_reduce_max_ps(m);
+  const __m512 inv = _mm512_set1_ps(amax > 0.0f ? 32767.0f / amax : 0.0f);
+  for (int k = 0; k < bytes; k += 16) {
+    const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mask(k), x + k), inv));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + k), _mm512_cvtepi32_epi8(_mm512_srai_epi32(q, 8)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + k), _mm512_cvtepi32_epi8(q));
+  }
+  return amax / 32767.0f;
+}
+
+// Columns X[0..n), n <= 16, blocks [b0, b1).
+void gemm_i8_rows(const int8_t* W, const float* scale, int kdim, int b0, int b1, int n, const float* const* X,
+                  const float* const* add, float* const* out, uint32_t* scratch) {
+  const int KQ = int8_quads(kdim), full = KQ / kQuads, tail = KQ % kQuads;
+  const int steps = full + (tail > 0);
+  const size_t row_bytes = size_t(steps) * 64;
+  int8_t* hi = reinterpret_cast<int8_t*>(scratch);
+  uint8_t* lo = reinterpret_cast<uint8_t*>(scratch) + size_t(n) * row_bytes;
+  float xs[kRows];
+  for (int r = 0; r < n; ++r) xs[r] = to_hi_lo(X[r], kdim, hi + r * row_bytes, lo + r * row_bytes, int(row_bytes));
+  const long bwords = int8_block_words(kdim, kL);  // a block, in uint32 words of four bytes
+  constexpr long kStepWords = long(kQuads) * 4 * kL;
+  alignas(64) uint32_t btail[kStepWords];  // the last step's B rows of the four gates, then zero rows
+  if (tail > 0) std::memset(btail, 0, sizeof btail);
+  alignas(64) int32_t chi[kRows * 4 * kL], clo[kRows * 4 * kL];  // [column][gate][unit]
+  configure_i8(n);
+  for (int b = b0; b < b1; ++b) {
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(W) + b * bwords;
+    if (tail > 0) std::memcpy(btail, w + full * kStepWords, size_t(tail) * kBStride);
+    auto bsrc = [&](int s, int g) -> const void* { return (s < full ? w + s * kStepWords : btail) + g * kL; };
+    for (int g = 0; g < 4; g += 2) {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      for (int s = 0; s < steps; ++s) {
+        _tile_loadd(4, hi + s * 64, row_bytes);
+        _tile_loadd(6, bsrc(s, g), kBStride);
+        _tile_dpbssd(0, 4, 6);
+        _tile_loadd(5, lo + s * 64, row_bytes);
+        _tile_dpbusd(2, 5, 6);
+        _tile_loadd(7, bsrc(s, g + 1), kBStride);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbusd(3, 5, 7);
+      }
+      _tile_stored(0, chi + g * kL, kBStride);
+      _tile_stored(1, chi + (g + 1) * kL, kBStride);
+      _tile_stored(2, clo + g * kL, kBStride);
+      _tile_stored(3, clo + (g + 1) * kL, kBStride);
+    }
+    const int o = b * 4 * kL;
+    const __m512 k256 = _mm512_set1_ps(256.0f);
+    for (int r = 0; r < n; ++r) {
+      const __m512 s = _mm512_set1_ps(xs[r]);
+      for (int g = 0; g < 4; ++g) {
+        const __m512 h = _mm512_cvtepi32_ps(_mm512_load_si512(chi + (r * 4 + g) * kL));
+        const __m512 l = _mm512_cvtepi32_ps(_mm512_load_si512(clo + (r * 4 + g) * kL));
+        const __m512 ws = _mm512_mul_ps(_mm512_loadu_ps(scale + o + g * kL), s);
+        __m512 v = _mm512_mul_ps(_mm512_fmadd_ps(h, k256, l), ws);
+        if (add[r]) v = _mm512_add_ps(v, _mm512_loadu_ps(add[r] + o + g * kL));
+        _mm512_storeu_ps(out[r] + o + g * kL, v);
+      }
+    }
+  }
+}
+
+// As gemm_bf16_amx: the columns in groups of even sizes up to 16, each group over all the blocks. Every
+// column count takes the tiles (a vector fallback would need the dequantized weights).
+void gemm_i8_amx(const int8_t* W, const float* scale, int kdim, int b0, int b1, int ncols, const float* const* X,
+                 const float* const* add, float* const* out, uint32_t* scratch) {
+  const int groups = (ncols + kRows - 1) / kRows, base = ncols / groups, extra = ncols % groups;
+  for (int g = 0, c = 0; g < groups; ++g) {
+    const int n = base + (g < extra ? 1 : 0);
+    gemm_i8_rows(W, scale, kdim, b0, b1, n, X + c, add + c, out + c, scratch);
+    c += n;
+  }
+  _tile_release();
+}
+
 }  // namespace
+
+const KernelTable* kernels_avx512_amx_i8(bool bf16_dot) {
+  static const KernelTable dot = [] {
+    KernelTable k = *kernels_avx512(true);
+    k.gemm_i8 = &gemm_i8_amx;
+    k.amx = true;
+    return k;
+  }();
+  static const KernelTable cvt = [] {
+    KernelTable k = *kernels_avx512(false);
+    k.gemm_i8 = &gemm_i8_amx;
+    k.amx = true;
+    return k;
+  }();
+  return bf16_dot ? &dot : &cvt;
+}
 
 const KernelTable* kernels_avx512_amx() {
   static const KernelTable t = [] {

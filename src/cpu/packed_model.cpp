@@ -45,24 +45,26 @@ AlignedArray<uint32_t> pack_bf16(const std::vector<double>& src, int H, int K, i
   return dst;
 }
 
-// The int8 layout of W_ih [4H, K] (kernels.hpp): [nb][KQ][4][lanes][4] bytes, scale and corr [nb][4][lanes].
-void pack_int8(const Int8Rows& q, int H, int lanes, PackedLayer& dst) {
+// The int8 layout of a gate matrix [4H, K] (kernels.hpp): [nb][KQ][4][lanes][4] bytes, scale and corr
+// [nb][4][lanes] (corr only if asked for).
+void pack_int8(const Int8Rows& q, int H, int lanes, AlignedArray<int8_t>& w, AlignedArray<float>& scale,
+               AlignedArray<int32_t>* corr) {
   const int K = q.cols, nb = (H + lanes - 1) / lanes, KQ = int8_quads(K);
-  dst.wih8 = AlignedArray<int8_t>(size_t(nb) * KQ * 4 * lanes * 4);
-  dst.wih8_scale = AlignedArray<float>(size_t(nb) * 4 * lanes);
-  dst.wih8_corr = AlignedArray<int32_t>(size_t(nb) * 4 * lanes);
+  w = AlignedArray<int8_t>(size_t(nb) * KQ * 4 * lanes * 4);
+  scale = AlignedArray<float>(size_t(nb) * 4 * lanes);
+  if (corr) *corr = AlignedArray<int32_t>(size_t(nb) * 4 * lanes);
   for (int g = 0; g < 4; ++g)
     for (int unit = 0; unit < H; ++unit) {
       const int row = g * H + unit, b = unit / lanes, j = unit % lanes;
       const size_t vec = (size_t(b) * 4 + g) * lanes + j;
-      dst.wih8_scale[vec] = q.scale[row];
+      scale[vec] = q.scale[row];
       int32_t sum = 0;
       for (int k = 0; k < K; ++k) {
         const int8_t v = q.q[size_t(row) * K + k];
         sum += v;
-        dst.wih8[(((size_t(b) * KQ + k / 4) * 4 + g) * lanes + j) * 4 + k % 4] = v;
+        w[(((size_t(b) * KQ + k / 4) * 4 + g) * lanes + j) * 4 + k % 4] = v;
       }
-      dst.wih8_corr[vec] = 128 * sum;
+      if (corr) (*corr)[vec] = 128 * sum;
     }
 }
 
@@ -84,9 +86,12 @@ size_t PackedModel::critical_weight_bytes() const {
   return bytes;
 }
 
-size_t PackedModel::precompute_weight_bytes() const {
+size_t PackedModel::precompute_weight_bytes(bool int8_products) const {
   size_t bytes = 0;
-  for (const auto& l : layers) bytes += bf16 ? (l.wih16.size() + l.whh16.size()) * 4 : (l.wih32.size() + l.whh32.size()) * 4;
+  for (const auto& l : layers)
+    bytes += int8 && int8_products ? l.wih8.size() + l.whh8.size()
+             : bf16                ? (l.wih16.size() + l.whh16.size()) * 4
+                                   : (l.wih32.size() + l.whh32.size()) * 4;
   return bytes;
 }
 
@@ -114,10 +119,11 @@ PackedModel pack_model(const Model& model, int lanes, WeightFormat format) {
       dst.wih16 = pack_bf16(src.w_ih, H, dst.in, lanes);
       dst.whh16 = pack_bf16(src.w_hh, H, H, lanes);
     } else if (p.int8) {
-      const Int8Rows qih = quantize_rows_int8(src.w_ih, 4 * H, dst.in);
-      pack_int8(qih, H, lanes, dst);
+      const Int8Rows qih = quantize_rows_int8(src.w_ih, 4 * H, dst.in), qhh = quantize_rows_int8(src.w_hh, 4 * H, H);
+      pack_int8(qih, H, lanes, dst.wih8, dst.wih8_scale, &dst.wih8_corr);
+      pack_int8(qhh, H, lanes, dst.whh8, dst.whh8_scale, nullptr);
       dst.wih32 = pack_f32(dequantized(qih), H, dst.in, lanes);
-      dst.whh32 = pack_f32(dequantized(quantize_rows_int8(src.w_hh, 4 * H, H)), H, H, lanes);
+      dst.whh32 = pack_f32(dequantized(qhh), H, H, lanes);
     } else {
       dst.wih32 = pack_f32(src.w_ih, H, dst.in, lanes);
       dst.whh32 = pack_f32(src.w_hh, H, H, lanes);

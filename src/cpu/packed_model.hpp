@@ -14,11 +14,12 @@ struct PackedLayer {
   AlignedArray<float> wih32, whh32;  // fp32 weights (fp32 mode)
   AlignedArray<uint32_t> wih16, whh16;  // bf16 pairs (bf16 mode)
   AlignedArray<float> bias;         // b_ih + b_hh as [nb][4][lanes]; zeros without bias
-  // int8 mode: the critical step's W_ih (kernels.hpp: int8 layout); wih32/whh32 then hold the
-  // dequantized values for the precompute.
-  AlignedArray<int8_t> wih8;
-  AlignedArray<float> wih8_scale;   // [nb][4][lanes]
-  AlignedArray<int32_t> wih8_corr;  // [nb][4][lanes]: 128 * sum of the row's q
+  // int8 mode: the critical step's W_ih and W_hh (kernels.hpp: int8 layout; W_hh for the precompute's
+  // int8 products where the CPU has them, KernelTable::gemm_i8); wih32/whh32 then hold the dequantized
+  // values for the vector kernels' products.
+  AlignedArray<int8_t> wih8, whh8;
+  AlignedArray<float> wih8_scale, whh8_scale;  // [nb][4][lanes]
+  AlignedArray<int32_t> wih8_corr;             // [nb][4][lanes]: 128 * sum of the row's q
 };
 
 struct PackedModel {
@@ -38,8 +39,9 @@ struct PackedModel {
   size_t gate_floats() const { return size_t(nb) * 4 * lanes; }  // one gate vector, [nb][4][lanes]
   // Bytes of weights the critical step streams per tick: every W_ih and the head.
   size_t critical_weight_bytes() const;
-  // Bytes of weights window mode's precompute reads per tick: every W_ih and W_hh in its format.
-  size_t precompute_weight_bytes() const;
+  // Bytes of weights window mode's precompute reads per tick: every W_ih and W_hh in its format (int8:
+  // the int8 weights with `int8_products`, else their dequantized fp32).
+  size_t precompute_weight_bytes(bool int8_products = false) const;
 };
 
 enum class WeightFormat { fp32, bf16, int8 };

@@ -60,6 +60,7 @@ struct IsaFlags {
   // AMX tiles with bf16 products (TDPBF16PS), and the kernel's leave to use their state: Linux grants the
   // tile data only to a process that asks (arch_prctl ARCH_REQ_XCOMP_PERM), which detect_isa() does.
   bool amx_bf16 = false;
+  bool amx_int8 = false;  // AMX tiles with int8 products (TDPBSSD, TDPBUSD), the same leave
   // aarch64 (Advanced SIMD itself is part of the base architecture)
   bool neon = false;
   bool neon_dot = false;   // FEAT_DotProd: SDOT/UDOT
@@ -79,11 +80,12 @@ inline IsaFlags detect_isa() {
   f.avx512_bf16 = __builtin_cpu_supports("avx512bf16");
   f.avx512_vnni = __builtin_cpu_supports("avx512vnni");
 #if defined(__linux__)
-  unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE
-  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1) && (d >> 24 & 1)) {
+  unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE, bit 25 AMX-INT8
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && ((d >> 22 & 1) || (d >> 25 & 1))) {
     constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // asm/prctl.h, the tile data's state
     static const bool granted = syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;  // asked once
-    f.amx_bf16 = granted;
+    f.amx_bf16 = granted && (d >> 22 & 1);
+    f.amx_int8 = granted && (d >> 25 & 1);
   }
 #endif
 #elif defined(HOTPATH_ARCH_ARM64)

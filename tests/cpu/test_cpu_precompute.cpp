@@ -97,7 +97,71 @@ TEST(CpuAmx, TheTileProductMatchesTheVectorOne) {
   }
 }
 
-// amx=on where it cannot run is refused by name; auto takes AMX for bf16 where the CPU has it.
+// int8's AMX product (the critical step's int8 weights, each column's activations quantized to 16 bits as
+// two bytes) against the vector fp32 product on the same weights dequantized: within the activations'
+// rounding, half a step of max|x| / 32767 a column, times sum |w| of the row, plus fp32's own rounding. For
+// widths with and without a tail of k-quads, 1..99 columns, blocks from the middle, with and without the
+// added term, out aliasing it.
+TEST(CpuAmx, TheInt8TileProductMatchesTheDequantizedOne) {
+  if (!cpu_has_amx_int8()) GTEST_SKIP() << "this CPU has no AMX-INT8 (or the kernel refused its tile data): not tested here";
+  const cpu::KernelTable* amx = cpu::kernels_avx512_amx_i8(cpu_has_avx512bf16());
+  ASSERT_TRUE(amx && amx->gemm_i8);
+  std::mt19937_64 rng(12);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const int kdim : {1, 7, 8, 31, 64, 65, 250, 500}) {
+    const Model m = random_model(kdim, 40, 1, 1, true, true, uint64_t(100 + kdim));  // 40 units: 3 blocks of 16
+    const cpu::PackedModel pm = cpu::pack_model(m, 16, cpu::WeightFormat::int8);
+    const cpu::PackedLayer& layer = pm.layers[0];
+    const size_t G = pm.gate_floats();
+    for (const int ncols : {1, 3, 4, 16, 17, 33, 49, 99}) {
+      for (const bool with_add : {false, true}) {
+        SCOPED_TRACE("kdim " + std::to_string(kdim) + ", " + std::to_string(ncols) + " columns" +
+                     (with_add ? ", added" : ""));
+        const size_t cols = size_t(ncols), width = size_t(kdim);
+        std::vector<std::vector<float>> x(cols, std::vector<float>(width));
+        std::vector<std::vector<float>> add(cols, std::vector<float>(G)), o_amx, o_vec;
+        for (auto& c : x)
+          for (auto& v : c) v = nd(rng);
+        for (auto& c : add)
+          for (auto& v : c) v = nd(rng);
+        o_amx = add, o_vec = add;  // out aliases add
+        std::vector<const float*> X, A_amx, A_vec;
+        std::vector<float*> out_amx, out_vec;
+        for (int j = 0; j < ncols; ++j) {
+          X.push_back(x[size_t(j)].data());
+          A_amx.push_back(with_add ? o_amx[size_t(j)].data() : nullptr);
+          A_vec.push_back(with_add ? o_vec[size_t(j)].data() : nullptr);
+          out_amx.push_back(o_amx[size_t(j)].data());
+          out_vec.push_back(o_vec[size_t(j)].data());
+        }
+        std::vector<uint32_t> scratch(cpu::gemm_scratch_words(kdim));
+        const int b0 = 1, b1 = 3;  // the last two blocks: the first must stay untouched
+        amx->gemm_i8(layer.wih8.data(), layer.wih8_scale.data(), kdim, b0, b1, ncols, X.data(), A_amx.data(),
+                     out_amx.data(), scratch.data());
+        amx->gemm_f32(layer.wih32.data(), kdim, b0, b1, ncols, X.data(), A_vec.data(), out_vec.data(), scratch.data());
+        for (int j = 0; j < ncols; ++j) {
+          double amax = 0;
+          for (const float v : x[size_t(j)]) amax = std::max(amax, double(std::fabs(v)));
+          for (size_t i = 0; i < size_t(b0) * 64; ++i) ASSERT_EQ(o_amx[size_t(j)][i], add[size_t(j)][i]) << "block 0 written";
+          for (size_t i = size_t(b0) * 64; i < size_t(b1) * 64; ++i) {
+            // row (block b, gate g, lane l) of the fp32 layout [nb][K][4][16]
+            const size_t b = i / 64, g = i % 64 / 16, l = i % 16;
+            double wsum = 0, wx = 0;
+            for (size_t k = 0; k < width; ++k) {
+              const double w = layer.wih32[((b * width + k) * 4 + g) * 16 + l];
+              wsum += std::fabs(w);
+              wx += std::fabs(w * x[size_t(j)][k]);
+            }
+            const double bound = wsum * amax / 32767.0 * 0.5 + 1e-6 * (1.0 + wx + (with_add ? 4.0 : 0.0));
+            ASSERT_NEAR(o_amx[size_t(j)][i], o_vec[size_t(j)][i], bound) << "column " << j << " row " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// amx=on where it cannot run is refused by name; auto takes AMX for bf16 and int8 where the CPU has it.
 TEST(CpuAmx, TheOptionIsCheckedAndNamed) {
   const Model m = random_model(5, 20, 2, 1, true, true, 2);
   auto refused = [&](Precision p, const std::string& opts, const std::string& needle) {
@@ -109,7 +173,7 @@ TEST(CpuAmx, TheOptionIsCheckedAndNamed) {
     }
   };
   if (cpu_has_avx512bf16()) {
-    refused(Precision::fp32, "isa=avx512,amx=on", "AMX runs the bf16 products only");
+    refused(Precision::fp32, "isa=avx512,amx=on", "AMX runs the bf16 and int8 products only");
     refused(Precision::bf16, "isa=avx512,bf16=cvt,amx=on", "needs the bf16 pair-dot path");
   }
   refused(Precision::bf16, "isa=generic,amx=on", "amx=on needs isa=avx512");
@@ -130,6 +194,25 @@ TEST(CpuAmx, TheOptionIsCheckedAndNamed) {
     EXPECT_EQ(backend(m, Mode::window, Precision::fp32, "amx=auto")->facts().at("cpu_gemm"), "vector");
   } else {
     std::printf("[amx] this CPU has no AMX-BF16: the AMX path is not tested here\n");
+  }
+  if (cpu_has_avx512vnni()) {
+    // int8: AMX-INT8 where the CPU has it, refused by name where not; off keeps the vector products.
+    cpu::CpuFeatures f = arch::detect_isa();
+    f.amx_int8 = false;
+    cpu::override_cpu_features(f);
+    refused(Precision::int8, "amx=on", "lacks AMX-INT8");
+    EXPECT_EQ(backend(m, Mode::window, Precision::int8, "amx=auto")->variant(), "avx512-int8");
+    cpu::override_cpu_features(std::nullopt);
+  }
+  if (cpu_has_amx_int8()) {
+    auto b = backend(m, Mode::window, Precision::int8, "amx=auto");
+    EXPECT_EQ(b->variant(), "avx512-int8-amx");
+    EXPECT_EQ(b->facts().at("cpu_gemm").rfind("amx (int8", 0), 0u) << b->facts().at("cpu_gemm");
+    auto off = backend(m, Mode::window, Precision::int8, "amx=off");
+    EXPECT_EQ(off->variant(), "avx512-int8");
+    EXPECT_EQ(off->facts().at("cpu_gemm"), "vector");
+  } else {
+    std::printf("[amx] this CPU has no AMX-INT8: int8's AMX path is not tested here\n");
   }
 }
 

@@ -24,6 +24,8 @@ inline bool cpu_has_avx512bf16() { return cpu_has_avx512() && arch::detect_isa()
 inline bool cpu_has_avx512vnni() { return cpu_has_avx512() && arch::detect_isa().avx512_vnni; }
 // AMX tiles with bf16 products, the tile data granted (the pair-dot table's AMX products need both).
 inline bool cpu_has_amx() { return cpu_has_avx512bf16() && arch::detect_isa().amx_bf16; }
+// AMX tiles with int8 products, the tile data granted, beside the int8 table's AVX512_VNNI.
+inline bool cpu_has_amx_int8() { return cpu_has_avx512vnni() && arch::detect_isa().amx_int8; }
 inline bool cpu_has_neon() { return arch::detect_isa().neon; }
 // NEON's extension table (BFDOT, USDOT): FEAT_DotProd, FEAT_I8MM and FEAT_BF16 together.
 inline bool cpu_has_neon_ext() { return cpu::neon_ext_usable(arch::detect_isa()); }
@@ -33,7 +35,7 @@ inline bool cpu_has_sve_table() { return cpu::sve_usable(arch::detect_isa()); }
 // One kernel path, forced through HOTPATH_CPU_ISA / HOTPATH_CPU_BF16 / HOTPATH_CPU_AMX.
 struct Variant {
   std::string isa, bf16, label;
-  std::string amx = "off";  // HOTPATH_CPU_AMX: off, or auto for the AMX variant (bf16 products on tiles)
+  std::string amx = "off";  // HOTPATH_CPU_AMX: off, or auto for the AMX variant (bf16 and int8 products on tiles)
 };
 
 // Every path this CPU can run: the portable 16-lane ones (mirroring AVX-512, with and without the
