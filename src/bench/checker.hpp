@@ -191,6 +191,9 @@ struct CheckTiming {
   long long steps = 0;      // float64 LSTM steps computed (with a rounded model, each counted once)
   double busy_s = 0;        // the longest any checker thread spent computing, not waiting for outputs
   double after_run_s = 0;   // from finish() (the end of the timed loop) until every output was checked
+  // Streaming checked after the run (Checker::run_chunks): the chunks, and those whose start the
+  // previous chunk's end did not confirm, computed again from it.
+  int chunks = 0, chunks_redone = 0;
 };
 
 struct CheckTotals {
@@ -233,9 +236,17 @@ class Checker {
   // whose steps are split over up to `threads` (as many as the model's size makes worth a barrier per
   // layer). The weights are packed here, on the calling thread and the new ones. The threads need the
   // bound from the first record on: set_bound() before any record is published.
-  void start(int threads, const std::vector<int>& cores) {
+  // all_published: every record is already published (the check after the run); streaming then checks
+  // its ticks in chunks side by side (see run_chunks) on `threads` threads, when they make two chunks or
+  // more.
+  void start(int threads, const std::vector<int>& cores, bool all_published = false) {
     const int readers = threads_for(mode_, threads);
-    threads_used_ = mode_ == Mode::streaming ? reference::SplitF64::useful_threads(model_.config, threads) : readers;
+    const size_t records = outs_.published();
+    const long long ticks = records > 0 ? (long long)(records - 1) * every_ + 1 : 0;  // 0 .. the last checked one
+    chunked_ = mode_ == Mode::streaming && all_published && ticks >= 2 * chunk_min_ticks_;
+    threads_used_ = chunked_                 ? std::max(1, threads)
+                    : mode_ == Mode::streaming ? reference::SplitF64::useful_threads(model_.config, threads)
+                                               : readers;
     auto name = [n = threads_used_](int k) {
       return "bench checker thread " + std::to_string(k + 1) + " of " + std::to_string(n);
     };
@@ -243,7 +254,11 @@ class Checker {
       // Only a preference: a failure is reported (pin_failures), the check still runs.
       if (!cores.empty()) util::try_pin_thread(pthread_self(), cores, name(k));
     };
-    if (mode_ == Mode::streaming) {
+    if (chunked_) {
+      team_.emplace(threads_used_, pin);  // the reading thread below is its worker 0
+      f64_.emplace(model_);
+      if (rounded_model_) rounded_f64_.emplace(*rounded_model_);
+    } else if (mode_ == Mode::streaming) {
       team_.emplace(threads_used_, pin);  // the reading thread below is its worker 0
       split_.emplace(model_, *team_);
       if (rounded_model_) rounded_split_.emplace(*rounded_model_, *team_);
@@ -290,6 +305,8 @@ class Checker {
       for (size_t k = 0; k < p.intervals.size(); ++k) r.intervals[k].merge(p.intervals[k]);
       r.timing.steps += p.timing.steps;
       r.timing.busy_s = std::max(r.timing.busy_s, p.timing.busy_s);
+      r.timing.chunks += p.timing.chunks;
+      r.timing.chunks_redone += p.timing.chunks_redone;
     }
     if (rounded_model_ && bound && bound_of) {
       *bound = bound_of(r.all.rounding_normalized());
@@ -367,6 +384,10 @@ class Checker {
       scaler.prepare();
       next = s + 1;
     };
+    if (chunked_) {
+      run_chunks(r);
+      return;
+    }
     const bool split = mode_ == Mode::streaming;
     // Time spent computing, from the moment a record is there to its filing: waits are left out.
     Clock::time_point busy_from;
@@ -469,6 +490,180 @@ class Checker {
     }
   }
 
+  // Streaming, every record published: the ticks 0 .. T (T the last checked one) cut into chunks, checked
+  // side by side, a few chunks a thread stepped together (FastF64::step_batch: each weight read once for
+  // all of them; the same bits as one at a time). Chunk 0 starts from the zero state at tick 0, as the run
+  // did; chunk c > 0 starts from the zero state `washout` ticks before its first tick, unchecked, so that
+  // the state it reaches at its first tick is the one the run's inputs force from any start (an LSTM
+  // forgets its start: the zoo's models within ~100 ticks). That is not taken on trust: after every chunk
+  // is done, each chunk's state at its first tick is compared with the state the previous chunk reached
+  // there (h and c of every layer, within kChunkAgree of each other, relatively); where they differ (a
+  // model with a long memory), that chunk is checked again from the previous chunk's end, in order, so
+  // each chunk's reference is the chain's from tick 0. The errors filed are then those of one float64
+  // state carried from tick 0, up to the agreement's 1e-12.
+  struct Chunk {
+    long long from = 0, first = 0, end = 0;  // stepped [from, end), checked [first, end)
+    std::optional<reference::LstmState> state, qstate;                   // the truth's, the rounded model's
+    std::optional<reference::LstmState> at_first, q_at_first, at_end, q_at_end;
+    CheckTotals totals;
+    long long interval = -1;
+    std::optional<InputScaler> scaler;
+    long long next = 0;  // the next tick `scaler` takes
+    long long steps = 0;
+  };
+  struct ChunkJob {
+    Checker* self;
+    std::vector<Chunk>* chunks;
+    int workers;
+  };
+  static constexpr int kChunksAThread = 8;           // a thread's chunks, stepped together
+  static constexpr long long kChunkWashout = 256;    // unchecked ticks before a chunk's first
+  static constexpr double kChunkAgree = 1e-12;       // |a - b| <= kChunkAgree * max(1, |b|)
+  long long chunk_washout_ = kChunkWashout, chunk_min_ticks_ = 8 * kChunkWashout;  // washout <= 1/8 of the steps
+
+ public:
+  // Streaming after the run: the unchecked ticks before a chunk and the least ticks a chunk has (a test
+  // lowers them to make several chunks of a short run). Before start().
+  void set_chunking(long long washout, long long min_ticks) {
+    chunk_washout_ = std::max(0LL, washout);
+    chunk_min_ticks_ = std::max(1LL, min_ticks);
+  }
+
+ private:
+  static bool states_agree(const reference::LstmState& a, const reference::LstmState& b) {
+    auto close = [](const std::vector<std::vector<double>>& x, const std::vector<std::vector<double>>& y) {
+      for (size_t l = 0; l < x.size(); ++l)
+        for (size_t i = 0; i < x[l].size(); ++i)
+          if (!(std::abs(x[l][i] - y[l][i]) <= kChunkAgree * std::max(1.0, std::abs(y[l][i])))) return false;
+      return true;
+    };
+    return close(a.h, b.h) && close(a.c, b.c);
+  }
+
+  // Steps `group` (chunks stepped together, each from its own `from`) to their ends, filing their checked
+  // ticks into their own totals; keeps each one's state at its first tick and at its end.
+  void step_chunks(std::vector<Chunk*> group, bool count = true) {
+    const auto& cfg = model_.config;
+    const size_t I = size_t(cfg.input_size);
+    const bool rounded = rounded_model_.has_value();
+    std::vector<float> x(I);
+    std::vector<double> xs(group.size() * I), z(cfg.output_size), zq(rounded ? cfg.output_size : 0);
+    std::vector<const double*> step_x;
+    std::vector<reference::LstmState*> step_s, step_q;
+    for (Chunk* c : group) {
+      c->scaler.emplace(scaler_proto_);
+      c->next = 0;
+    }
+    long long longest = 0;
+    for (const Chunk* c : group) longest = std::max(longest, c->end - c->from);
+    for (long long i = 0; i < longest && !abort_.load(std::memory_order_acquire); ++i) {
+      step_x.clear();
+      step_s.clear();
+      step_q.clear();
+      for (size_t j = 0; j < group.size(); ++j) {
+        Chunk& c = *group[j];
+        const long long t = c.from + i;
+        if (t >= c.end) continue;
+        if (t == c.first) {
+          c.at_first = *c.state;
+          if (rounded) c.q_at_first = *c.qstate;
+        }
+        // tick t's input, scaled (a rolling scaler first takes the raw ticks its window needs)
+        InputScaler& sc = *c.scaler;
+        if (rolling_ > 0 && c.next != t) {
+          for (c.next = std::max(0LL, t - rolling_); c.next < t; ++c.next) {
+            tick_input(seed_, c.next, x);
+            sc.observe(x);
+            sc.prepare();
+          }
+        }
+        tick_input(seed_, t, x);
+        sc.scale(x, xs.data() + j * I);
+        sc.prepare();
+        c.next = t + 1;
+        step_x.push_back(xs.data() + j * I);
+        step_s.push_back(&*c.state);
+        if (rounded) step_q.push_back(&*c.qstate);
+        ++c.steps;
+      }
+      f64_->step_batch(step_x, step_s);
+      if (rounded) rounded_f64_->step_batch(step_x, step_q);
+      for (Chunk* c : group) {
+        const long long t = c->from + i;
+        if (t >= c->end) continue;
+        if (t >= c->first && t % every_ == 0) {
+          f64_->head(*c->state, z);
+          if (rounded) rounded_f64_->head(*c->qstate, zq);
+          file(size_t(t / every_), t, z, zq, c->totals, c->interval);
+          if (count) {  // a chunk checked again is not counted twice
+            filed_.fetch_add(1, std::memory_order_relaxed);
+            if (also_count_) also_count_->fetch_add(1, std::memory_order_relaxed);
+          }
+        }
+        if (t == c->end - 1) {
+          c->at_end = *c->state;
+          if (rounded) c->q_at_end = *c->qstate;
+        }
+      }
+    }
+  }
+
+  static void chunk_job(void* ctx, int worker) {
+    auto& job = *static_cast<ChunkJob*>(ctx);
+    std::vector<Chunk*> mine;
+    for (size_t c = size_t(worker); c < job.chunks->size(); c += size_t(job.workers)) mine.push_back(&(*job.chunks)[c]);
+    if (!mine.empty()) job.self->step_chunks(mine);
+  }
+
+  void run_chunks(CheckTotals& r) {
+    const auto& cfg = model_.config;
+    const bool rounded = rounded_model_.has_value();
+    const auto began = Clock::now();
+    const size_t records = outs_.published();
+    if (records == 0) return;
+    const long long ticks = (long long)(records - 1) * every_ + 1;  // 0 .. the last checked tick
+    const int workers = team_->size();
+    const long long most = std::max(1LL, ticks / chunk_min_ticks_);
+    const int n = int(std::min<long long>(most, (long long)workers * kChunksAThread));
+    std::vector<Chunk> chunks(static_cast<size_t>(n));
+    for (int c = 0; c < n; ++c) {
+      Chunk& k = chunks[size_t(c)];
+      k.first = ticks * c / n;
+      k.end = ticks * (c + 1) / n;
+      k.from = std::max(0LL, k.first - chunk_washout_);
+      k.state.emplace(cfg);
+      if (rounded) k.qstate.emplace(cfg);
+    }
+    ChunkJob job{this, &chunks, workers};
+    team_->run(&Checker::chunk_job, &job);
+    if (abort_.load(std::memory_order_acquire)) return;
+    // Each chunk's start against the previous chunk's end, in order; a chunk whose start differs is
+    // stepped again from that end (its totals replaced).
+    int redone = 0;
+    for (int c = 1; c < n && !abort_.load(std::memory_order_acquire); ++c) {
+      Chunk& k = chunks[size_t(c)];
+      const Chunk& prev = chunks[size_t(c) - 1];
+      if (states_agree(*k.at_first, *prev.at_end) && (!rounded || states_agree(*k.q_at_first, *prev.q_at_end))) continue;
+      ++redone;
+      k.from = k.first;
+      *k.state = *prev.at_end;
+      if (rounded) *k.qstate = *prev.q_at_end;
+      k.totals = CheckTotals{};
+      k.interval = -1;
+      step_chunks({&k}, /*count=*/false);
+    }
+    for (Chunk& k : chunks) {
+      r.all.merge(k.totals.all);
+      if (k.totals.intervals.size() > r.intervals.size()) r.intervals.resize(k.totals.intervals.size());
+      for (size_t i = 0; i < k.totals.intervals.size(); ++i) r.intervals[i].merge(k.totals.intervals[i]);
+      r.timing.steps += k.steps;
+    }
+    r.timing.chunks = n;
+    r.timing.chunks_redone = redone;
+    r.timing.busy_s = std::chrono::duration<double>(Clock::now() - began).count();
+    outs_.consumed(0, records);
+  }
+
   // Windows a checker thread steps together: up to kWindowBatch, fewer where their inputs would pass
   // kWindowBatchBytes (a batch's W x I float64 inputs a window are made before its steps); at least one.
   static constexpr size_t kWindowBatch = 16, kWindowBatchBytes = size_t(64) << 20;
@@ -500,6 +695,7 @@ class Checker {
   std::optional<reference::F64Team> team_;
   std::optional<reference::SplitF64> split_, rounded_split_;
   int threads_used_ = 0;
+  bool chunked_ = false;  // streaming, checked after the run: run_chunks
   std::atomic<size_t> filed_{0};
   std::atomic<size_t>* also_count_ = nullptr;
   InputScaler scaler_proto_;          // fresh, copied for each thread

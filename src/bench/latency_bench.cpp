@@ -560,8 +560,8 @@ class LatencyRun {
     bound_ = error_bound(backend_->precision());
     const auto check_begin = Clock::now();
     if (check_after_) {
-      checker_->start(check_threads_, spare_cores_);
-      if (swap_checker_) swap_checker_->start(check_threads_, spare_cores_);
+      checker_->start(check_threads_, spare_cores_, /*all_published=*/true);
+      if (swap_checker_) swap_checker_->start(check_threads_, spare_cores_, /*all_published=*/true);
     }
     {
       // What is left to check after the run, with its progress on a terminal (a long streaming run can
@@ -683,7 +683,8 @@ class LatencyRun {
                         {"unchecked_ticks", unchecked_},
                         {"ticks_over_bound", check.over_bound}, {"worst_tick", check.worst_tick}};
     const double busy_s = timing.busy_s;
-    report_["checker"] = {{"reference", o_.engine.mode == Mode::streaming ? "split" : "per_window"},
+    const bool chunked = timing.chunks > 0;
+    report_["checker"] = {{"reference", chunked ? "chunks" : o_.engine.mode == Mode::streaming ? "split" : "per_window"},
                           {"threads", timing.threads},
                           {"steps", timing.steps},
                           {"busy_s", busy_s},
@@ -691,6 +692,10 @@ class LatencyRun {
                           {"when", check_after_ ? "after" : "during"},
                           {"checked_ticks_per_s", busy_s > 0 ? double(check.checked) / busy_s : 0.0},
                           {"steps_per_s", busy_s > 0 ? double(timing.steps) / busy_s : 0.0}};
+    if (chunked) {
+      report_["checker"]["chunks"] = timing.chunks;
+      report_["checker"]["chunks_redone"] = timing.chunks_redone;
+    }
     if (per_model_bound_) {
       report_["error"]["bound_rule"] = "int8: 1.5 x the weight rounding's own error (floor 1e-5, cap 2e-3)";
       report_["error"]["weight_rounding_error"] = check.rounding_normalized();
@@ -846,9 +851,11 @@ class LatencyRun {
       out_ << check.over_bound << " checked ticks over the bound; the worst is tick " << check.worst_tick << "\n";
     const double busy_s = timing.busy_s;
     out_ << "float64 checker: " << timing.threads << (timing.threads == 1 ? " thread" : " threads")
-         << (timing.threads == 1              ? ""
-             : o_.engine.mode == Mode::streaming ? " (each step split by hidden units)"
-                                          : " (taking turns over the windows)")
+         << (timing.chunks > 0 ? " (the ticks in " + std::to_string(timing.chunks) + " chunks side by side, " +
+                                     std::to_string(timing.chunks_redone) + " checked again from the previous one's end)"
+             : timing.threads == 1              ? std::string()
+             : o_.engine.mode == Mode::streaming ? std::string(" (each step split by hidden units)")
+                                                 : std::string(" (taking turns over the windows)"))
          << ", " << timing.steps << " steps in " << fmt(busy_s) << " s of work ("
          << util::si(report_["checker"]["steps_per_s"].get<double>()) << " steps/s, "
          << util::si(report_["checker"]["checked_ticks_per_s"].get<double>()) << " checked ticks/s); "

@@ -441,6 +441,78 @@ TEST(Bench, TheWindowCheckerBatchedAndOneAtATimeAgree) {
   }
 }
 
+// Streaming, checked after the run: the ticks in chunks side by side, each chunk's start confirmed by the
+// previous chunk's end, agree with one float64 state carried from tick 0 (the split checker beside the
+// loop): the same ticks checked, the same verdict, the errors within 1e-12; an answer off by 1e-3 is found
+// and named by its tick either way. A model that forgets fast needs no chunk checked again; one whose
+// forget gates are held open (bias +20: c keeps everything) has its chunks' starts refused and checked
+// again from the previous chunk's end, and still agrees.
+TEST(Bench, TheStreamingCheckInChunksAgreesWithOneStateFromTickZero) {
+  const int I = 5, H = 24, O = 2, every = 7;
+  const long long ticks = 3000;
+  for (const bool long_memory : {false, true}) {
+    Model m = test_support::random_model(I, H, 2, O, true, true, 21);
+    if (long_memory)
+      for (auto& layer : m.layers)
+        for (int j = H; j < 2 * H; ++j) layer.b_ih[size_t(j)] = 20.0;  // the forget gate's rows
+    std::vector<float> xs(size_t(ticks) * I);
+    for (long long t = 0; t < ticks; ++t) bench::tick_input(7, t, std::span<float>(xs.data() + t * I, size_t(I)));
+    const auto z = reference::streaming(m, xs, size_t(ticks));
+    for (const bool wrong : {false, true}) {
+      SCOPED_TRACE(std::string(long_memory ? "long memory" : "forgets fast") + (wrong ? ", tick 1001 off" : ""));
+      bench::CheckTotals got[2];
+      for (const bool chunks : {false, true}) {
+        bench::CheckedOutputs outs(O, 1, true);
+        bench::IntervalStarts intervals(0);
+        bench::Checker checker(m, Mode::streaming, 0, 7, every, outs, intervals, ScalerChoice{});
+        checker.set_bound(1e-9);
+        checker.set_chunking(/*washout=*/64, /*min_ticks=*/256);  // 2,995 ticks: 11 chunks
+        for (long long t = 0; t < ticks; t += every) {
+          double* slot = outs.next_slot();
+          ASSERT_NE(slot, nullptr);
+          for (int o = 0; o < O; ++o) slot[o] = z[size_t(t) * O + o] + (wrong && t == 1001 ? 1e-3 : 0.0);
+          outs.publish(slot, false);
+        }
+        checker.start(2, {}, /*all_published=*/chunks);
+        got[chunks] = checker.finish();
+      }
+      const auto &one = got[0], &chunked = got[1];
+      EXPECT_EQ(one.timing.chunks, 0);
+      EXPECT_EQ(chunked.timing.chunks, 11);
+      if (long_memory) EXPECT_GT(chunked.timing.chunks_redone, 0);
+      else EXPECT_EQ(chunked.timing.chunks_redone, 0);
+      EXPECT_EQ(chunked.all.checked, (ticks + every - 1) / every);
+      EXPECT_EQ(chunked.all.checked, one.all.checked);
+      EXPECT_EQ(chunked.all.over_bound, wrong ? 1 : 0);
+      EXPECT_EQ(chunked.all.over_bound, one.all.over_bound);
+      if (wrong) EXPECT_EQ(chunked.all.worst_tick, 1001);
+      EXPECT_NEAR(chunked.all.max_abs, one.all.max_abs, 1e-12);
+      EXPECT_LE(chunked.all.max_abs, wrong ? 1.001e-3 : 1e-11);
+      // every tick stepped once, and each chunk after the first 64 more (or again, from its start)
+      EXPECT_GE(chunked.timing.steps, ticks - every + 1);
+    }
+  }
+}
+
+// Through the bench: a streaming run long enough for two chunks is checked in chunks after the loop, and
+// says so; it passes.
+TEST(Bench, ALongStreamingRunIsCheckedInChunks) {
+  bench::BenchOptions o = on_tiny(Mode::streaming);
+  o.ticks = 5000;
+  o.warmup = 0;
+  o.check_every = 5;
+  o.check_threads = 2;
+  std::ostringstream out;
+  const auto r = bench::run_bench(o, out);
+  ASSERT_TRUE(r["pass"].get<bool>()) << r["failure"];
+  EXPECT_EQ(r["checker"]["reference"], "chunks") << r["checker"].dump();
+  EXPECT_GE(r["checker"]["chunks"].get<int>(), 2);
+  EXPECT_EQ(r["checker"]["chunks_redone"], 0);
+  EXPECT_EQ(r["checker"]["threads"], 2);
+  EXPECT_LE(r["error"]["max_abs"].get<double>(), 1e-12);
+  EXPECT_NE(out.str().find("chunks side by side"), std::string::npos) << out.str();
+}
+
 TEST(Bench, TheCheckRunsAfterTheTimedLoopUnlessAskedOrOpenEnded) {
   for (const Mode mode : {Mode::streaming, Mode::window}) {
     for (const int how : {0, 1, 2}) {  // default, check_during, --seconds
