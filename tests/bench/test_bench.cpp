@@ -1073,6 +1073,22 @@ TEST(InstancesBench, TheReportIsWrittenAsJson) {
   EXPECT_EQ(j["pass"], r["pass"]);
 }
 
+// Instances' streaming checks run after the timed threads: long enough, each in chunks; a wrong answer of
+// one instance is still found and named by its tick.
+TEST(InstancesBench, LongStreamingRunsAreCheckedInChunks) {
+  bench::BenchOptions o = instances_options(2, nullptr, [](int k) { return k == 1 ? 1e-3 : 0.0; });
+  o.ticks = 5000;
+  o.check_every = 5;
+  o.check_threads = 2;
+  std::ostringstream out;
+  const auto r = bench::run_instances_bench(o, out);
+  const auto& ph = r["phases"][0];
+  EXPECT_EQ(ph["checker"]["reference"], "chunks") << ph["checker"].dump();
+  EXPECT_TRUE(ph["per_instance"][0]["pass"].get<bool>());
+  EXPECT_FALSE(ph["per_instance"][1]["pass"].get<bool>());
+  EXPECT_FALSE(r["pass"].get<bool>());
+}
+
 // One instance's lost ticks or wrong answers fail the run, naming that instance; the others pass.
 TEST(InstancesBench, OneInstancesFaultsFailTheRunAndNameIt) {
   {
