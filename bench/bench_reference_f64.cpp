@@ -1,8 +1,8 @@
 // Google Benchmark micro-benchmark of the float64 streaming references the bench checker runs: one
 // FastF64::step (one thread, transposed weights) against one SplitF64::step on 1, 2, 4, 8 and 14 threads
 // (each owning a slice of the hidden units), and SplitF64::step_many over batches of 16 ticks (the
-// checker's batch at its default --check-every), for vollo_small, lstm_m and vollo_large; the head is not
-// included. Wall time per step (the split's helper threads work while the caller waits in the barrier).
+// checker's batch at its default --check-every), and FastF64::step_batch of 1, 8 and 16 states on one thread
+// (the checker's chunks), for vollo_small, lstm_m and vollo_large; the head is not included. Wall time per step (the split's helper threads work while the caller waits in the barrier).
 // Thread counts above the machine's cores are skipped (spinning threads that share a core measure the
 // scheduler, not the reference).
 //
@@ -46,6 +46,27 @@ void BM_fast_f64(benchmark::State& st, const std::string& model) {
   st.SetItemsProcessed(st.iterations());  // items/s: steps a second
 }
 
+// FastF64::step_batch of `states` independent states on one thread (the checker's chunks side by side):
+// items/s are state-steps a second.
+void BM_fast_f64_states(benchmark::State& st, const std::string& model, int states) {
+  const Model m = *zoo_model(model);
+  const reference::FastF64 f(m);
+  std::vector<reference::LstmState> s(size_t(states), reference::LstmState(m.config));
+  std::vector<reference::LstmState*> ps;
+  for (auto& x : s) ps.push_back(&x);
+  const int I = m.config.input_size;
+  const auto x = inputs(I, kTicks * states);
+  std::vector<const double*> xs(static_cast<size_t>(states));
+  size_t t = 0;
+  for (auto _ : st) {
+    for (int k = 0; k < states; ++k) xs[size_t(k)] = x.data() + ((t % kTicks) * size_t(states) + size_t(k)) * size_t(I);
+    ++t;
+    f.step_batch(xs, ps);
+    benchmark::DoNotOptimize(s.back().h.back().data());
+  }
+  st.SetItemsProcessed(st.iterations() * states);
+}
+
 // batch 1: step(); more: step_many over that many ticks at a time.
 void BM_split_f64(benchmark::State& st, const std::string& model, int threads, int batch) {
   const Model m = *zoo_model(model);
@@ -72,6 +93,11 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("fast_f64/" + model).c_str(), BM_fast_f64, model)
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
+    for (const int states : {1, 8, 16})
+      benchmark::RegisterBenchmark(("fast_f64_states/" + model + "/states:" + std::to_string(states)).c_str(),
+                                   BM_fast_f64_states, model, states)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
     for (int n : {1, 2, 4, 8, 14})
       if (n <= cores)
         benchmark::RegisterBenchmark(("split_f64/" + model + "/threads:" + std::to_string(n)).c_str(), BM_split_f64,

@@ -516,7 +516,7 @@ class Checker {
     std::vector<Chunk>* chunks;
     int workers;
   };
-  static constexpr int kChunksAThread = 8;           // a thread's chunks, stepped together
+  static constexpr int kChunksAThread = 16;          // a thread's chunks, stepped together
   static constexpr long long kChunkWashout = 256;    // unchecked ticks before a chunk's first
   static constexpr double kChunkAgree = 1e-12;       // |a - b| <= kChunkAgree * max(1, |b|)
   long long chunk_washout_ = kChunkWashout, chunk_min_ticks_ = 8 * kChunkWashout;  // washout <= 1/8 of the steps
@@ -623,8 +623,13 @@ class Checker {
     if (records == 0) return;
     const long long ticks = (long long)(records - 1) * every_ + 1;  // 0 .. the last checked tick
     const int workers = team_->size();
+    // As many chunks as keep each one chunk_min_ticks_ long, up to kChunksAThread a thread, the same count
+    // a thread, a multiple of 8 where a thread has 8 or more (FastF64 steps its states in groups of eight:
+    // a group of one or two beside them costs nearly as much again).
     const long long most = std::max(1LL, ticks / chunk_min_ticks_);
-    const int n = int(std::min<long long>(most, (long long)workers * kChunksAThread));
+    long long each = std::min<long long>(kChunksAThread, most / workers);
+    if (each >= 8) each -= each % 8;
+    const int n = int(each > 0 ? each * workers : most);
     std::vector<Chunk> chunks(static_cast<size_t>(n));
     for (int c = 0; c < n; ++c) {
       Chunk& k = chunks[size_t(c)];
