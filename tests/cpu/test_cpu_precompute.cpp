@@ -44,6 +44,32 @@ std::unique_ptr<Backend> backend(const Model& m, Mode mode, Precision p, const s
   return make_cpu_backend(m, o);
 }
 
+// The columns of one product two kernels compute side by side: random inputs, random added terms (when
+// asked), each kernel's outputs starting as those terms (out aliases add), and the pointer arrays a
+// KernelTable product takes.
+struct TwoProducts {
+  std::vector<std::vector<float>> x, add, out_a, out_b;
+  std::vector<const float*> X, add_a, add_b;
+  std::vector<float*> a, b;
+  TwoProducts(int ncols, int kdim, size_t gate_floats, bool with_add, std::mt19937_64& rng) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    x.assign(size_t(ncols), std::vector<float>(size_t(kdim)));
+    add.assign(size_t(ncols), std::vector<float>(gate_floats));
+    for (auto& c : x)
+      for (auto& v : c) v = nd(rng);
+    for (auto& c : add)
+      for (auto& v : c) v = nd(rng);
+    out_a = add, out_b = add;
+    for (int j = 0; j < ncols; ++j) {
+      X.push_back(x[size_t(j)].data());
+      add_a.push_back(with_add ? out_a[size_t(j)].data() : nullptr);
+      add_b.push_back(with_add ? out_b[size_t(j)].data() : nullptr);
+      a.push_back(out_a[size_t(j)].data());
+      b.push_back(out_b[size_t(j)].data());
+    }
+  }
+};
+
 // The AMX product against the vector one, on the packed weights of a random layer, for inputs whose width
 // has no tail, a short tail and a long one, for 1..99 columns (groups of even sizes up to 16 a tile; under
 // kAmxMinCols in all on the vector kernel), blocks from the middle, with and without the added term, out aliasing it.
@@ -53,7 +79,6 @@ TEST(CpuAmx, TheTileProductMatchesTheVectorOne) {
   const cpu::KernelTable* vec = cpu::kernels_avx512(true);
   ASSERT_TRUE(amx && amx->amx);
   std::mt19937_64 rng(11);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   for (const int kdim : {1, 31, 32, 33, 64, 250, 500}) {
     const Model m = random_model(kdim, 40, 1, 1, true, true, uint64_t(kdim));  // 40 units: 3 blocks of 16
     const cpu::PackedModel pm = cpu::pack_model(m, 16, cpu::WeightFormat::bf16);
@@ -63,27 +88,13 @@ TEST(CpuAmx, TheTileProductMatchesTheVectorOne) {
       for (const bool with_add : {false, true}) {
         SCOPED_TRACE("kdim " + std::to_string(kdim) + ", " + std::to_string(ncols) + " columns" +
                      (with_add ? ", added" : ""));
-        const size_t cols = size_t(ncols), width = size_t(kdim);
-        std::vector<std::vector<float>> x(cols, std::vector<float>(width));
-        std::vector<std::vector<float>> add(cols, std::vector<float>(G)), o_amx, o_vec;
-        for (auto& c : x)
-          for (auto& v : c) v = nd(rng);
-        for (auto& c : add)
-          for (auto& v : c) v = nd(rng);
-        o_amx = add, o_vec = add;  // out aliases add
-        std::vector<const float*> X, A_amx, A_vec;
-        std::vector<float*> out_amx, out_vec;
-        for (int j = 0; j < ncols; ++j) {
-          X.push_back(x[size_t(j)].data());
-          A_amx.push_back(with_add ? o_amx[size_t(j)].data() : nullptr);
-          A_vec.push_back(with_add ? o_vec[size_t(j)].data() : nullptr);
-          out_amx.push_back(o_amx[size_t(j)].data());
-          out_vec.push_back(o_vec[size_t(j)].data());
-        }
+        const size_t width = size_t(kdim);
+        TwoProducts p(ncols, kdim, G, with_add, rng);  // a: AMX, b: the vector kernel
+        const auto &x = p.x, &add = p.add, &o_amx = p.out_a, &o_vec = p.out_b;
         std::vector<uint32_t> scratch(cpu::gemm_scratch_words(kdim));
         const int b0 = 1, b1 = 3;  // the last two blocks: the first must stay untouched
-        amx->gemm_bf16(layer.wih16.data(), kdim, b0, b1, ncols, X.data(), A_amx.data(), out_amx.data(), scratch.data());
-        vec->gemm_bf16(layer.wih16.data(), kdim, b0, b1, ncols, X.data(), A_vec.data(), out_vec.data(), scratch.data());
+        amx->gemm_bf16(layer.wih16.data(), kdim, b0, b1, ncols, p.X.data(), p.add_a.data(), p.a.data(), scratch.data());
+        vec->gemm_bf16(layer.wih16.data(), kdim, b0, b1, ncols, p.X.data(), p.add_b.data(), p.b.data(), scratch.data());
         for (int j = 0; j < ncols; ++j) {
           for (size_t i = 0; i < size_t(b0) * 64; ++i) ASSERT_EQ(o_amx[size_t(j)][i], add[size_t(j)][i]) << "block 0 written";
           for (size_t i = size_t(b0) * 64; i < size_t(b1) * 64; ++i) {
@@ -107,7 +118,6 @@ TEST(CpuAmx, TheInt8TileProductMatchesTheDequantizedOne) {
   const cpu::KernelTable* amx = cpu::kernels_avx512_amx_i8(cpu_has_avx512bf16());
   ASSERT_TRUE(amx && amx->gemm_i8);
   std::mt19937_64 rng(12);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   for (const int kdim : {1, 7, 8, 31, 64, 65, 250, 500}) {
     const Model m = random_model(kdim, 40, 1, 1, true, true, uint64_t(100 + kdim));  // 40 units: 3 blocks of 16
     const cpu::PackedModel pm = cpu::pack_model(m, 16, cpu::WeightFormat::int8);
@@ -117,28 +127,14 @@ TEST(CpuAmx, TheInt8TileProductMatchesTheDequantizedOne) {
       for (const bool with_add : {false, true}) {
         SCOPED_TRACE("kdim " + std::to_string(kdim) + ", " + std::to_string(ncols) + " columns" +
                      (with_add ? ", added" : ""));
-        const size_t cols = size_t(ncols), width = size_t(kdim);
-        std::vector<std::vector<float>> x(cols, std::vector<float>(width));
-        std::vector<std::vector<float>> add(cols, std::vector<float>(G)), o_amx, o_vec;
-        for (auto& c : x)
-          for (auto& v : c) v = nd(rng);
-        for (auto& c : add)
-          for (auto& v : c) v = nd(rng);
-        o_amx = add, o_vec = add;  // out aliases add
-        std::vector<const float*> X, A_amx, A_vec;
-        std::vector<float*> out_amx, out_vec;
-        for (int j = 0; j < ncols; ++j) {
-          X.push_back(x[size_t(j)].data());
-          A_amx.push_back(with_add ? o_amx[size_t(j)].data() : nullptr);
-          A_vec.push_back(with_add ? o_vec[size_t(j)].data() : nullptr);
-          out_amx.push_back(o_amx[size_t(j)].data());
-          out_vec.push_back(o_vec[size_t(j)].data());
-        }
+        const size_t width = size_t(kdim);
+        TwoProducts p(ncols, kdim, G, with_add, rng);  // a: AMX, b: the vector kernel
+        const auto &x = p.x, &add = p.add, &o_amx = p.out_a, &o_vec = p.out_b;
         std::vector<uint32_t> scratch(cpu::gemm_scratch_words(kdim));
         const int b0 = 1, b1 = 3;  // the last two blocks: the first must stay untouched
-        amx->gemm_i8(layer.wih8.data(), layer.wih8_scale.data(), kdim, b0, b1, ncols, X.data(), A_amx.data(),
-                     out_amx.data(), scratch.data());
-        amx->gemm_f32(layer.wih32.data(), kdim, b0, b1, ncols, X.data(), A_vec.data(), out_vec.data(), scratch.data());
+        amx->gemm_i8(layer.wih8.data(), layer.wih8_scale.data(), kdim, b0, b1, ncols, p.X.data(), p.add_a.data(),
+                     p.a.data(), scratch.data());
+        amx->gemm_f32(layer.wih32.data(), kdim, b0, b1, ncols, p.X.data(), p.add_b.data(), p.b.data(), scratch.data());
         for (int j = 0; j < ncols; ++j) {
           double amax = 0;
           for (const float v : x[size_t(j)]) amax = std::max(amax, double(std::fabs(v)));
