@@ -21,8 +21,10 @@
 //     [nb][KQ][4][lanes][4] int8, KQ = K rounded up to 8, in quads: the 4 bytes of lane j are columns
 //     4kq..4kq+3 of row (g, b*lanes+j), what one 32-bit lane of vpdpbusd multiplies by 4 broadcast
 //     activation bytes; per row a float scale and corr = 128 * sum(q) (the activations travel as
-//     unsigned bytes, q_x + 128, and corr takes the 128s back out), both [nb][4][lanes]. Every other
-//     product (the precompute, the head) uses the dequantized values q * scale in the fp32 layout.
+//     unsigned bytes, q_x + 128, and corr takes the 128s back out), both [nb][4][lanes]. W_hh is packed
+//     the same way (no corr) for the precompute's int8 products on AMX (gemm_i8); the other products (the
+//     precompute without AMX-INT8, a head of up to kHeadRowMajorMax outputs) use the dequantized values
+//     q * scale in the fp32 layout.
 #pragma once
 #include <algorithm>
 #include <cstddef>

@@ -26,7 +26,7 @@ struct PackedModel {
   int lanes = 0;
   int I = 0, H = 0, Hp = 0, nb = 0, O = 0, Op = 0, num_layers = 0;
   bool bf16 = false;
-  bool int8 = false;  // model/quantize.hpp's rounding: int8 critical step, dequantized fp32 elsewhere
+  bool int8 = false;  // model/quantize.hpp's rounding: int8 critical step (and AMX products), dequantized fp32 elsewhere
   bool head_bias = false;
   std::vector<PackedLayer> layers;
   AlignedArray<float> head_w;  // kernels.hpp: row-major [O][Hp] or [Op/lanes][Hp][lanes]
