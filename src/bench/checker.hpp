@@ -241,9 +241,7 @@ class Checker {
   // more.
   void start(int threads, const std::vector<int>& cores, bool all_published = false) {
     const int readers = threads_for(mode_, threads);
-    const size_t records = outs_.published();
-    const long long ticks = records > 0 ? (long long)(records - 1) * every_ + 1 : 0;  // 0 .. the last checked one
-    chunked_ = mode_ == Mode::streaming && all_published && ticks >= 2 * chunk_min_ticks_;
+    chunked_ = mode_ == Mode::streaming && all_published && ticks_to_check() >= 2 * chunk_min_ticks_;
     threads_used_ = chunked_                 ? std::max(1, threads)
                     : mode_ == Mode::streaming ? reference::SplitF64::useful_threads(model_.config, threads)
                                                : readers;
@@ -353,6 +351,29 @@ class Checker {
     r.all.add(t, tick_abs, tick_ref, bound_, rounding_abs, keep);
     if (in) in->add(t, tick_abs, tick_ref, bound_, rounding_abs, keep);
   }
+  // Tick s's input, scaled by `scaler` into `out` (`raw`: its values, already made; x: room for them).
+  // `next` is the next tick the scaler takes: a rolling scaler first takes the raw ticks its window needs.
+  void scaled_input(InputScaler& scaler, long long& next, long long s, const float* raw, std::vector<float>& x,
+                    double* out) const {
+    if (rolling_ > 0 && next != s) {
+      // A scaler cannot go back, and a long way forward is cheaper from N ticks before s.
+      const long long from = std::max(0LL, s - rolling_);
+      if (next > s || next < from) {
+        scaler.reset();
+        next = from;
+      }
+      for (; next < s; ++next) {
+        tick_input(seed_, next, x);
+        scaler.observe(x);
+        scaler.prepare();
+      }
+    }
+    if (raw) std::copy(raw, raw + x.size(), x.begin());
+    else tick_input(seed_, s, x);
+    scaler.scale(x, out);
+    scaler.prepare();
+    next = s + 1;
+  }
   void run(int id, int n) {
     const auto& cfg = model_.config;
     const bool rounded = rounded_model_.has_value();
@@ -364,26 +385,7 @@ class Checker {
     long long next = 0;  // the next tick `scaler` takes
     // Tick s's input, scaled, into xd (`raw`: its values, already made); the scaler first takes the raw
     // ticks a rolling window needs.
-    auto input = [&](long long s, const float* raw = nullptr) {
-      if (rolling_ > 0 && next != s) {
-        // A scaler cannot go back, and a long way forward is cheaper from N ticks before s.
-        const long long from = std::max(0LL, s - rolling_);
-        if (next > s || next < from) {
-          scaler.reset();
-          next = from;
-        }
-        for (; next < s; ++next) {
-          tick_input(seed_, next, x);
-          scaler.observe(x);
-          scaler.prepare();
-        }
-      }
-      if (raw) std::copy(raw, raw + x.size(), x.begin());
-      else tick_input(seed_, s, x);
-      scaler.scale(x, xd.data());
-      scaler.prepare();
-      next = s + 1;
-    };
+    auto input = [&](long long s, const float* raw = nullptr) { scaled_input(scaler, next, s, raw, x, xd.data()); };
     if (chunked_) {
       run_chunks(r);
       return;
@@ -530,6 +532,12 @@ class Checker {
   }
 
  private:
+  // Ticks 0 .. the last published record's: what a streaming check steps through.
+  long long ticks_to_check() const {
+    const size_t records = outs_.published();
+    return records > 0 ? (long long)(records - 1) * every_ + 1 : 0;
+  }
+
   static bool states_agree(const reference::LstmState& a, const reference::LstmState& b) {
     auto close = [](const std::vector<std::vector<double>>& x, const std::vector<std::vector<double>>& y) {
       for (size_t l = 0; l < x.size(); ++l)
@@ -568,19 +576,7 @@ class Checker {
           c.at_first = *c.state;
           if (rounded) c.q_at_first = *c.qstate;
         }
-        // tick t's input, scaled (a rolling scaler first takes the raw ticks its window needs)
-        InputScaler& sc = *c.scaler;
-        if (rolling_ > 0 && c.next != t) {
-          for (c.next = std::max(0LL, t - rolling_); c.next < t; ++c.next) {
-            tick_input(seed_, c.next, x);
-            sc.observe(x);
-            sc.prepare();
-          }
-        }
-        tick_input(seed_, t, x);
-        sc.scale(x, xs.data() + j * I);
-        sc.prepare();
-        c.next = t + 1;
+        scaled_input(*c.scaler, c.next, t, nullptr, x, xs.data() + j * I);
         step_x.push_back(xs.data() + j * I);
         step_s.push_back(&*c.state);
         if (rounded) step_q.push_back(&*c.qstate);
@@ -620,8 +616,8 @@ class Checker {
     const bool rounded = rounded_model_.has_value();
     const auto began = Clock::now();
     const size_t records = outs_.published();
-    if (records == 0) return;
-    const long long ticks = (long long)(records - 1) * every_ + 1;  // 0 .. the last checked tick
+    const long long ticks = ticks_to_check();
+    if (ticks == 0) return;
     const int workers = team_->size();
     // As many chunks as keep each one chunk_min_ticks_ long, up to kChunksAThread a thread, the same count
     // a thread, a multiple of 8 where a thread has 8 or more (FastF64 steps its states in groups of eight:

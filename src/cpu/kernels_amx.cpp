@@ -120,6 +120,20 @@ void gemm_rows(const uint32_t* W, int kdim, int b0, int b1, int n, const float* 
 
 const KernelTable* vector_table() { return kernels_avx512(true); }
 
+// `ncols` columns cut into groups of at most a tile's rows, of even sizes (49: 13, 12, 12, 12):
+// run(first column, columns) for each, in order; then the tiles released (no tile state left for the
+// scheduler to save).
+template <class Run>
+void in_groups(int ncols, Run run) {
+  const int groups = (ncols + kRows - 1) / kRows, base = ncols / groups, extra = ncols % groups;
+  for (int g = 0, c = 0; g < groups; ++g) {
+    const int n = base + (g < extra ? 1 : 0);
+    run(c, n);
+    c += n;
+  }
+  _tile_release();
+}
+
 // Each group of columns over all the blocks. Unlike the vector kernels, the weights are not taken a chunk
 // at a time: a group's activations are converted to bf16 once a pass, and a 32 KB chunk (one block of
 // lstm_m) would convert them again for every block (lstm_m's bf16 backtest on the VM: 5,534-5,661 windows/s
@@ -130,13 +144,7 @@ void gemm_bf16_amx(const uint32_t* W, int kdim, int b0, int b1, int ncols, const
     vector_table()->gemm_bf16(W, kdim, b0, b1, ncols, X, add, out, scratch);
     return;
   }
-  const int groups = (ncols + kRows - 1) / kRows, base = ncols / groups, extra = ncols % groups;
-  for (int g = 0, c = 0; g < groups; ++g) {
-    const int n = base + (g < extra ? 1 : 0);
-    gemm_rows(W, kdim, b0, b1, n, X + c, add + c, out + c, scratch);
-    c += n;
-  }
-  _tile_release();  // no tile state left for the scheduler to save
+  in_groups(ncols, [&](int c, int n) { gemm_rows(W, kdim, b0, b1, n, X + c, add + c, out + c, scratch); });
 }
 
 // int8 (AMX-INT8). One tile product: C [n columns][16 units] int32 += A [n][64 k bytes] x B [16 k-quads][16
@@ -177,8 +185,8 @@ float to_hi_lo(const float* x, int kdim, int8_t* hi, uint8_t* lo, int bytes) {
 void gemm_i8_rows(const int8_t* W, const float* scale, int kdim, int b0, int b1, int n, const float* const* X,
                   const float* const* add, float* const* out, uint32_t* scratch) {
   const int KQ = int8_quads(kdim), full = KQ / kQuads, tail = KQ % kQuads;
-  const int steps = full + (tail > 0);
-  const size_t row_bytes = size_t(steps) * 64;
+  const size_t row_bytes = int8_tile_row_bytes(kdim);  // whole steps of 64 k: the scratch's own measure
+  const int steps = int(row_bytes / 64);
   int8_t* hi = reinterpret_cast<int8_t*>(scratch);
   uint8_t* lo = reinterpret_cast<uint8_t*>(scratch) + size_t(n) * row_bytes;
   float xs[kRows];
@@ -233,13 +241,7 @@ void gemm_i8_rows(const int8_t* W, const float* scale, int kdim, int b0, int b1,
 // column count takes the tiles (a vector fallback would need the dequantized weights).
 void gemm_i8_amx(const int8_t* W, const float* scale, int kdim, int b0, int b1, int ncols, const float* const* X,
                  const float* const* add, float* const* out, uint32_t* scratch) {
-  const int groups = (ncols + kRows - 1) / kRows, base = ncols / groups, extra = ncols % groups;
-  for (int g = 0, c = 0; g < groups; ++g) {
-    const int n = base + (g < extra ? 1 : 0);
-    gemm_i8_rows(W, scale, kdim, b0, b1, n, X + c, add + c, out + c, scratch);
-    c += n;
-  }
-  _tile_release();
+  in_groups(ncols, [&](int c, int n) { gemm_i8_rows(W, scale, kdim, b0, b1, n, X + c, add + c, out + c, scratch); });
 }
 
 }  // namespace

@@ -173,15 +173,16 @@ TEST(CpuAmx, TheOptionIsCheckedAndNamed) {
     refused(Precision::bf16, "isa=avx512,bf16=cvt,amx=on", "needs the bf16 pair-dot path");
   }
   refused(Precision::bf16, "isa=generic,amx=on", "amx=on needs isa=avx512");
-  // A CPU without AMX (its features given): on is refused, auto takes the vector kernels.
-  if (cpu_has_avx512bf16()) {
+  // A CPU without AMX's `flag` (its features given): on is refused by name, auto takes the vector kernels.
+  auto without = [&](bool arch::IsaFlags::*flag, Precision p, const std::string& needle, const std::string& variant) {
     cpu::CpuFeatures f = arch::detect_isa();
-    f.amx_bf16 = false;
+    f.*flag = false;
     cpu::override_cpu_features(f);
-    refused(Precision::bf16, "amx=on", "lacks AMX-BF16");
-    EXPECT_EQ(backend(m, Mode::window, Precision::bf16, "amx=auto")->variant(), "avx512-bf16");
+    refused(p, "amx=on", needle);
+    EXPECT_EQ(backend(m, Mode::window, p, "amx=auto")->variant(), variant);
     cpu::override_cpu_features(std::nullopt);
-  }
+  };
+  if (cpu_has_avx512bf16()) without(&arch::IsaFlags::amx_bf16, Precision::bf16, "lacks AMX-BF16", "avx512-bf16");
   if (cpu_has_amx()) {
     auto b = backend(m, Mode::window, Precision::bf16, "amx=auto");
     EXPECT_EQ(b->variant(), "avx512-bf16-amx");
@@ -191,15 +192,8 @@ TEST(CpuAmx, TheOptionIsCheckedAndNamed) {
   } else {
     std::printf("[amx] this CPU has no AMX-BF16: the AMX path is not tested here\n");
   }
-  if (cpu_has_avx512vnni()) {
-    // int8: AMX-INT8 where the CPU has it, refused by name where not; off keeps the vector products.
-    cpu::CpuFeatures f = arch::detect_isa();
-    f.amx_int8 = false;
-    cpu::override_cpu_features(f);
-    refused(Precision::int8, "amx=on", "lacks AMX-INT8");
-    EXPECT_EQ(backend(m, Mode::window, Precision::int8, "amx=auto")->variant(), "avx512-int8");
-    cpu::override_cpu_features(std::nullopt);
-  }
+  // int8: AMX-INT8 where the CPU has it, refused by name where not; off keeps the vector products.
+  if (cpu_has_avx512vnni()) without(&arch::IsaFlags::amx_int8, Precision::int8, "lacks AMX-INT8", "avx512-int8");
   if (cpu_has_amx_int8()) {
     auto b = backend(m, Mode::window, Precision::int8, "amx=auto");
     EXPECT_EQ(b->variant(), "avx512-int8-amx");
