@@ -495,22 +495,27 @@ TEST(Bench, TheStreamingCheckInChunksAgreesWithOneStateFromTickZero) {
 }
 
 // Through the bench: a streaming run long enough for two chunks is checked in chunks after the loop, and
-// says so; it passes.
+// says so; it passes, also with a rolling scaler (each chunk's scaler first takes the ticks its window
+// needs before the chunk's first).
 TEST(Bench, ALongStreamingRunIsCheckedInChunks) {
-  bench::BenchOptions o = on_tiny(Mode::streaming);
-  o.ticks = 5000;
-  o.warmup = 0;
-  o.check_every = 5;
-  o.check_threads = 2;
-  std::ostringstream out;
-  const auto r = bench::run_bench(o, out);
-  ASSERT_TRUE(r["pass"].get<bool>()) << r["failure"];
-  EXPECT_EQ(r["checker"]["reference"], "chunks") << r["checker"].dump();
-  EXPECT_GE(r["checker"]["chunks"].get<int>(), 2);
-  EXPECT_EQ(r["checker"]["chunks_redone"], 0);
-  EXPECT_EQ(r["checker"]["threads"], 2);
-  EXPECT_LE(r["error"]["max_abs"].get<double>(), 1e-12);
-  EXPECT_NE(out.str().find("chunks side by side"), std::string::npos) << out.str();
+  for (const bool rolling : {false, true}) {
+    SCOPED_TRACE(rolling ? "rolling scaler" : "no scaler");
+    bench::BenchOptions o = on_tiny(Mode::streaming);
+    o.ticks = 5000;
+    o.warmup = 0;
+    o.check_every = 5;
+    o.check_threads = 2;
+    if (rolling) o.engine.scaler = ScalerChoice{ScalerKind::rolling, 8};
+    std::ostringstream out;
+    const auto r = bench::run_bench(o, out);
+    ASSERT_TRUE(r["pass"].get<bool>()) << r["failure"];
+    EXPECT_EQ(r["checker"]["reference"], "chunks") << r["checker"].dump();
+    EXPECT_GE(r["checker"]["chunks"].get<int>(), 2);
+    EXPECT_EQ(r["checker"]["chunks_redone"], 0);
+    EXPECT_EQ(r["checker"]["threads"], 2);
+    EXPECT_LE(r["error"]["max_abs"].get<double>(), 1e-12);
+    EXPECT_NE(out.str().find("chunks side by side"), std::string::npos) << out.str();
+  }
 }
 
 TEST(Bench, TheCheckRunsAfterTheTimedLoopUnlessAskedOrOpenEnded) {
