@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "cuda/batch_runner.hpp"
 #include "cuda/cuda_check.hpp"
@@ -17,6 +18,7 @@
 #include "cuda/device_claim.hpp"
 #include "cuda/kernel_choice.hpp"
 #include "cuda/kernels/cluster/cluster_policy.hpp"
+#include "cuda/kernels/common/cycle_histogram.hpp"
 #include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "cuda/mailbox_host.hpp"
@@ -260,10 +262,19 @@ class CudaBackend final : public Backend {
     if (read && w.ticks_timed > 0) {
       c["kernel_compute_cycles_mean"] = double(w.compute_cycles_sum) / double(w.ticks_timed);
       c["kernel_compute_cycles_max"] = double(w.compute_cycles_max);
+      // input complete -> output stored, every tick (SharedWords::tick_hist): where a tail lies
+      const std::pair<const char*, double> quantiles[] = {{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}, {"p999", 0.999}};
+      for (const auto& [name, q] : quantiles)
+        c[std::string("kernel_tick_cycles_") + name] = cuda::cycle_quantile(w.tick_hist, q);
       if (w.clock_cycles_sum > 0) {  // the SM clock over the served ticks (SharedWords::clock_*)
         const double ns_per_cycle = double(w.clock_ns_sum) / double(w.clock_cycles_sum);
         c["kernel_compute_ns_mean"] = double(w.compute_cycles_sum) / double(w.ticks_timed) * ns_per_cycle;
         c["kernel_sm_clock_mhz"] = 1e3 / ns_per_cycle;
+        for (const auto& [name, q] : quantiles)  // at the mean clock of the run
+          c[std::string("kernel_tick_us_") + name] = cuda::cycle_quantile(w.tick_hist, q) * ns_per_cycle * 1e-3;
+        // the SM clock over each span between two ticks: its 1st percentile shows slow stretches
+        c["kernel_sm_clock_mhz_p1"] = cuda::clock_quantile_mhz(w.clock_hist, 0.01);
+        c["kernel_sm_clock_mhz_p50"] = cuda::clock_quantile_mhz(w.clock_hist, 0.5);
       }
       // wake: warp 0 has the whole input -> past the barrier every compute warp waited at
       const char* seg[5] = {"wake", "layer0", "layers", "head", "store"};

@@ -1,6 +1,7 @@
 // Host-only checks of the kernel plan: run on every machine, GPU or not.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <random>
@@ -9,6 +10,7 @@
 #include "cuda/device_error.hpp"
 #include "cuda/kernel_choice.hpp"
 #include "cuda/kernels/cluster/cluster_policy.hpp"
+#include "cuda/kernels/common/cycle_histogram.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "util/error.hpp"
 #include "util/half.hpp"
@@ -723,6 +725,57 @@ TEST(GridPlan, TilesFallBackToSharedMemoryAndForcedChoicesAreCheckedByName) {
   p = e.params;
   p.share_tiles[2] = 10;
   EXPECT_NE(cuda::grid_register_tiles_misfit(p).find("layer 2 gives a warp 10 k16 tiles"), std::string::npos);
+}
+
+// ---- the in-kernel tick time's histogram (SharedWords::tick_hist) -------------------------------------
+
+TEST(CycleHistogram, EveryValueLiesInItsBucketAndBucketsStayNarrow) {
+  std::mt19937_64 rng(7);
+  std::vector<unsigned long long> values = {0, 1, 31, 32, 1023, 1024, 1025, 2047, 2048, 13358, (1ull << 26) - 1};
+  for (int i = 0; i < 20000; ++i) values.push_back(rng() >> (38 + rng() % 26));
+  for (unsigned long long v : values) {
+    const int b = cuda::cycle_bucket(v);
+    ASSERT_GE(b, 0);
+    ASSERT_LT(b, cuda::kCycleBuckets);
+    EXPECT_LE(cuda::cycle_bucket_lo(b), v) << v;
+    EXPECT_LT(v, cuda::cycle_bucket_hi(b)) << v;
+    // no wider than 32 cycles or 1/32 of where it starts
+    const unsigned long long width = cuda::cycle_bucket_hi(b) - cuda::cycle_bucket_lo(b);
+    EXPECT_LE(width, std::max<unsigned long long>(32, cuda::cycle_bucket_lo(b) / 32)) << v;
+  }
+  for (int b = 0; b + 1 < cuda::kCycleBuckets; ++b) EXPECT_EQ(cuda::cycle_bucket_hi(b), cuda::cycle_bucket_lo(b + 1));
+  // at and beyond the top: the last bucket, never out of range
+  EXPECT_EQ(cuda::cycle_bucket(1ull << 26), cuda::kCycleBuckets - 1);
+  EXPECT_EQ(cuda::cycle_bucket(~0ull), cuda::kCycleBuckets - 1);
+}
+
+TEST(CycleHistogram, QuantilesComeWithinABucketOfTheExactOnes) {
+  unsigned long long counts[cuda::kCycleBuckets] = {};
+  EXPECT_EQ(cuda::cycle_quantile(counts, 0.5), -1);  // nothing counted
+  std::mt19937_64 rng(3);
+  std::lognormal_distribution<double> ticks(std::log(13000.0), 0.15);
+  std::vector<double> exact;
+  for (int i = 0; i < 100000; ++i) {
+    const auto v = (unsigned long long)ticks(rng);
+    exact.push_back(double(v));
+    counts[cuda::cycle_bucket(v)] += 1;
+  }
+  std::sort(exact.begin(), exact.end());
+  for (double q : {0.5, 0.9, 0.99, 0.999}) {
+    const double want = exact[size_t(q * double(exact.size()))];
+    EXPECT_NEAR(cuda::cycle_quantile(counts, q), want, want / 32) << q;
+  }
+}
+
+TEST(CycleHistogram, TheClockBucketsHoldMhzAndTheirPercentiles) {
+  EXPECT_EQ(cuda::clock_bucket(1980, 1000), 1980 / cuda::kClockBucketMhz);  // 1,980 cycles in 1 us
+  EXPECT_EQ(cuda::clock_bucket(1, 0), cuda::kClockBuckets - 1);             // no time: never out of range
+  EXPECT_EQ(cuda::clock_bucket(1000000, 1), cuda::kClockBuckets - 1);
+  unsigned long long counts[cuda::kClockBuckets] = {};
+  for (int i = 0; i < 990; ++i) counts[cuda::clock_bucket(1980, 1000)] += 1;
+  for (int i = 0; i < 10; ++i) counts[cuda::clock_bucket(1500, 1000)] += 1;  // 1 % of spans at 1,500 MHz
+  EXPECT_NEAR(cuda::clock_quantile_mhz(counts, 0.5), 1980, cuda::kClockBucketMhz);
+  EXPECT_NEAR(cuda::clock_quantile_mhz(counts, 0.005), 1500, cuda::kClockBucketMhz);
 }
 }  // namespace
 }  // namespace hotpath

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/kernels/common/cycle_histogram.hpp"
 #include "cuda/kernels/common/mailbox_layout.hpp"
 
 namespace hotpath::cuda {
@@ -229,11 +230,15 @@ struct SharedWords {
   // barrier), layer 0, layers 1..L-1, head, output store.
   unsigned long long seg_sum[5];
   unsigned long long seg_max[5];
+  // Every timed tick's SM cycles from "input complete" (warp 0) to "output chunks stored", counted in
+  // log-linear buckets (cycle_histogram.hpp): the in-kernel part of a tail, beside the host's latency.
+  unsigned long long tick_hist[kCycleBuckets];
   // The SM clock while serving: globaltimer ns and SM cycles between consecutive ticks' records, both
   // read after the answer is out (a globaltimer read on the critical path would cost its latency every
   // tick); the previous record's pair.
   unsigned long long clock_ns_sum, clock_cycles_sum;
   unsigned long long clock_prev_ns, clock_prev_cycles;
+  unsigned long long clock_hist[kClockBuckets];  // the same pairs' MHz, one count a tick (cycle_histogram.hpp)
   // cluster family: per critical block (ClusterLayout, kClusterStatSlots)
   unsigned long long cl_sum[kMaxClusterBlocks][kClusterStatSlots];
   // The precompute's rounds as its block 0 lives them (PrecomputeStat), SM cycles summed over rounds.

@@ -42,6 +42,7 @@ __device__ __forceinline__ void record_tick_timing(SharedWords* w, const long lo
   if (w->clock_prev_ns != 0) {
     w->clock_ns_sum += ns - w->clock_prev_ns;
     w->clock_cycles_sum += cycles - w->clock_prev_cycles;
+    w->clock_hist[clock_bucket(cycles - w->clock_prev_cycles, ns - w->clock_prev_ns)] += 1;
   }
   w->clock_prev_ns = ns;
   w->clock_prev_cycles = cycles;
@@ -49,6 +50,7 @@ __device__ __forceinline__ void record_tick_timing(SharedWords* w, const long lo
   w->compute_cycles_sum += dt;
   if (dt > w->compute_cycles_max) w->compute_cycles_max = dt;
   w->ticks_timed += 1;
+  w->tick_hist[cycle_bucket((unsigned long long)(marks[5] - marks[0]))] += 1;
 #pragma unroll
   for (int i = 0; i < 5; ++i) {
     const unsigned long long seg = (unsigned long long)(marks[i + 1] - marks[i]);
