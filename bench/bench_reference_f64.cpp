@@ -2,7 +2,8 @@
 // FastF64::step (one thread, transposed weights) against one SplitF64::step on 1, 2, 4, 8 and 14 threads
 // (each owning a slice of the hidden units), and SplitF64::step_many over batches of 16 ticks (the
 // checker's batch at its default --check-every), and FastF64::step_batch of 1, 8 and 16 states on one thread
-// (the checker's chunks), for vollo_small, lstm_m and vollo_large; the head is not included. Wall time per step (the split's helper threads work while the caller waits in the barrier).
+// (the checker's chunks as they were), and SplitStatesF64 of 16 states a thread on 1, 2, 4, 8 and 14 threads
+// (the checker's chunks now), for vollo_small, lstm_m and vollo_large; the head is not included. Wall time per step (the split's helper threads work while the caller waits in the barrier).
 // Thread counts above the machine's cores are skipped (spinning threads that share a core measure the
 // scheduler, not the reference).
 //
@@ -85,6 +86,29 @@ void BM_split_f64(benchmark::State& st, const std::string& model, int threads, i
 
 constexpr int kBatch = 16;
 
+// SplitStatesF64: `states` states stepped together on `threads` threads (the checker's chunks after a
+// streaming run): items/s are state-steps a second.
+void BM_split_states(benchmark::State& st, const std::string& model, int threads, int states) {
+  const Model m = *zoo_model(model);
+  reference::F64Team team(threads);
+  reference::SplitStatesF64 f(m, team, states);
+  const int I = m.config.input_size;
+  const auto x = inputs(I, kTicks * states);
+  struct Job {
+    reference::SplitStatesF64* f;
+    const double* xs;
+  } job{&f, nullptr};
+  size_t t = 0;
+  for (auto _ : st) {
+    job.xs = x.data() + (t++ % kTicks) * size_t(states) * size_t(I);
+    team.run([](void* ctx, int worker) {
+      auto& j = *static_cast<Job*>(ctx);
+      j.f->step_worker(worker, j.xs);
+    }, &job);
+  }
+  st.SetItemsProcessed(st.iterations() * states);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,6 +126,13 @@ int main(int argc, char** argv) {
       if (n <= cores)
         benchmark::RegisterBenchmark(("split_f64/" + model + "/threads:" + std::to_string(n)).c_str(), BM_split_f64,
                                      model, n, 1)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+    for (int n : {1, 2, 4, 8, 14})
+      if (n <= cores)
+        benchmark::RegisterBenchmark(("split_states/" + model + "/threads:" + std::to_string(n) + "/states:" +
+                                      std::to_string(16 * n)).c_str(),
+                                     BM_split_states, model, n, 16 * n)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
     for (int n : {1, 2, 4, 8, 14})

@@ -493,8 +493,9 @@ class Checker {
   }
 
   // Streaming, every record published: the ticks 0 .. T (T the last checked one) cut into chunks, checked
-  // side by side, a few chunks a thread stepped together (FastF64::step_batch: each weight read once for
-  // all of them; the same bits as one at a time). Chunk 0 starts from the zero state at tick 0, as the run
+  // side by side: every chunk's state stepped together, each step split over the team by hidden units
+  // (reference::SplitStatesF64: each weight read by one thread once a step for all the chunks; each
+  // chunk's bits those of FastF64 stepping it alone). Chunk 0 starts from the zero state at tick 0, as the run
   // did; chunk c > 0 starts from the zero state `washout` ticks before its first tick, unchecked, so that
   // the state it reaches at its first tick is the one the run's inputs force from any start (an LSTM
   // forgets its start: the zoo's models within ~100 ticks). That is not taken on trust: after every chunk
@@ -513,12 +514,16 @@ class Checker {
     long long next = 0;  // the next tick `scaler` takes
     long long steps = 0;
   };
-  struct ChunkJob {
+  // One step of every chunk on the team (chunk_step_job): worker k makes the inputs of chunks k, k + n,
+  // ... and files their outputs, every worker steps its slice of every chunk's state.
+  struct ChunkStep {
     Checker* self;
     std::vector<Chunk>* chunks;
+    std::vector<double>* xs;  // [chunks][I]: this step's inputs
+    long long i = 0;          // the step: chunk c is at tick from + i
     int workers;
   };
-  static constexpr int kChunksAThread = 16;          // a thread's chunks, stepped together
+  static constexpr int kChunksAThread = 16;          // chunks per thread of the team, at most
   static constexpr long long kChunkWashout = 256;    // unchecked ticks before a chunk's first
   static constexpr double kChunkAgree = 1e-12;       // |a - b| <= kChunkAgree * max(1, |b|)
   long long chunk_washout_ = kChunkWashout, chunk_min_ticks_ = 8 * kChunkWashout;  // washout <= 1/8 of the steps
@@ -604,11 +609,48 @@ class Checker {
     }
   }
 
-  static void chunk_job(void* ctx, int worker) {
-    auto& job = *static_cast<ChunkJob*>(ctx);
-    std::vector<Chunk*> mine;
-    for (size_t c = size_t(worker); c < job.chunks->size(); c += size_t(job.workers)) mine.push_back(&(*job.chunks)[c]);
-    if (!mine.empty()) job.self->step_chunks(mine);
+  static void chunk_step_job(void* ctx, int worker) {
+    auto& job = *static_cast<ChunkStep*>(ctx);
+    Checker& self = *job.self;
+    const auto& cfg = self.model_.config;
+    const size_t I = size_t(cfg.input_size), n = job.chunks->size();
+    const bool rounded = self.rounded_states_.has_value();
+    std::vector<float> x(I);
+    std::vector<double> z(size_t(cfg.output_size)), zq(rounded ? size_t(cfg.output_size) : 0);
+    for (size_t c = size_t(worker); c < n; c += size_t(job.workers)) {
+      Chunk& k = (*job.chunks)[c];
+      const long long t = k.from + job.i;
+      double* xc = job.xs->data() + c * I;
+      if (t >= k.end) {  // done: stepped on zeros, never read again
+        std::fill(xc, xc + I, 0.0);
+        continue;
+      }
+      if (t == k.first) {
+        k.at_first = self.states_->state(int(c));
+        if (rounded) k.q_at_first = self.rounded_states_->state(int(c));
+      }
+      self.scaled_input(*k.scaler, k.next, t, nullptr, x, xc);
+      ++k.steps;
+    }
+    self.team_->sync();  // every chunk's input is there
+    self.states_->step_worker(worker, job.xs->data());
+    if (rounded) self.rounded_states_->step_worker(worker, job.xs->data());
+    for (size_t c = size_t(worker); c < n; c += size_t(job.workers)) {
+      Chunk& k = (*job.chunks)[c];
+      const long long t = k.from + job.i;
+      if (t >= k.end) continue;
+      if (t >= k.first && t % self.every_ == 0) {
+        self.states_->head(int(c), z);
+        if (rounded) self.rounded_states_->head(int(c), zq);
+        self.file(size_t(t / self.every_), t, z, zq, k.totals, k.interval);
+        self.filed_.fetch_add(1, std::memory_order_relaxed);
+        if (self.also_count_) self.also_count_->fetch_add(1, std::memory_order_relaxed);
+      }
+      if (t == k.end - 1) {
+        k.at_end = self.states_->state(int(c));
+        if (rounded) k.q_at_end = self.rounded_states_->state(int(c));
+      }
+    }
   }
 
   void run_chunks(CheckTotals& r) {
@@ -619,24 +661,27 @@ class Checker {
     const long long ticks = ticks_to_check();
     if (ticks == 0) return;
     const int workers = team_->size();
-    // As many chunks as keep each one chunk_min_ticks_ long, up to kChunksAThread a thread, the same count
-    // a thread, a multiple of 8 where a thread has 8 or more (FastF64 steps its states in groups of eight:
-    // a group of one or two beside them costs nearly as much again).
-    const long long most = std::max(1LL, ticks / chunk_min_ticks_);
-    long long each = std::min<long long>(kChunksAThread, most / workers);
-    if (each >= 8) each -= each % 8;
-    const int n = int(each > 0 ? each * workers : most);
+    // As many chunks as keep each one chunk_min_ticks_ long (each costs its washout again), up to
+    // kChunksAThread a thread of the team.
+    const long long n = std::min<long long>(std::max(1LL, ticks / chunk_min_ticks_), (long long)kChunksAThread * workers);
     std::vector<Chunk> chunks(static_cast<size_t>(n));
-    for (int c = 0; c < n; ++c) {
+    long long longest = 0;
+    for (long long c = 0; c < n; ++c) {
       Chunk& k = chunks[size_t(c)];
       k.first = ticks * c / n;
       k.end = ticks * (c + 1) / n;
       k.from = std::max(0LL, k.first - chunk_washout_);
-      k.state.emplace(cfg);
-      if (rounded) k.qstate.emplace(cfg);
+      k.scaler.emplace(scaler_proto_);
+      longest = std::max(longest, k.end - k.from);
     }
-    ChunkJob job{this, &chunks, workers};
-    team_->run(&Checker::chunk_job, &job);
+    states_.emplace(model_, *team_, int(n));
+    if (rounded) rounded_states_.emplace(*rounded_model_, *team_, int(n));
+    std::vector<double> xs(size_t(n) * size_t(cfg.input_size));
+    ChunkStep job{this, &chunks, &xs, 0, workers};
+    for (job.i = 0; job.i < longest && !abort_.load(std::memory_order_acquire); ++job.i)
+      team_->run(&Checker::chunk_step_job, &job);
+    states_.reset();
+    rounded_states_.reset();
     if (abort_.load(std::memory_order_acquire)) return;
     // Each chunk's start against the previous chunk's end, in order; a chunk whose start differs is
     // stepped again from that end (its totals replaced).
@@ -647,8 +692,8 @@ class Checker {
       if (states_agree(*k.at_first, *prev.at_end) && (!rounded || states_agree(*k.q_at_first, *prev.q_at_end))) continue;
       ++redone;
       k.from = k.first;
-      *k.state = *prev.at_end;
-      if (rounded) *k.qstate = *prev.q_at_end;
+      k.state = *prev.at_end;
+      if (rounded) k.qstate = *prev.q_at_end;
       k.totals = CheckTotals{};
       k.interval = -1;
       step_chunks({&k}, /*count=*/false);
@@ -691,10 +736,12 @@ class Checker {
   const Model& model_;
   std::optional<Model> rounded_model_;
   // Window mode: FastF64, shared by the reading threads. Streaming: the split reference on a team of
-  // threads whose worker 0 is the one reading thread.
+  // threads whose worker 0 is the one reading thread; checked after the run, every chunk's state on the
+  // team (states_), and FastF64 for a chunk checked again from the previous one's end.
   std::optional<reference::FastF64> f64_, rounded_f64_;
   std::optional<reference::F64Team> team_;
   std::optional<reference::SplitF64> split_, rounded_split_;
+  std::optional<reference::SplitStatesF64> states_, rounded_states_;  // run_chunks: every chunk's state
   int threads_used_ = 0;
   bool chunked_ = false;  // streaming, checked after the run: run_chunks
   std::atomic<size_t> filed_{0};

@@ -242,9 +242,68 @@ bool lstm_weights_are_floats(const Model& m) {
 
 }  // namespace
 
+namespace {
+
+// Worker-owned weights of blocks [b0, b1): per layer [blocks][in + H][16], the w_ih columns then the w_hh
+// columns (as floats when `floats`), and [blocks][16] of b_ih + b_hh. Run by the worker that uses them, so
+// that its pages are first touched there.
+void pack_blocks(const Model& m, int b0, int b1, bool floats, std::vector<Buf>& ws, std::vector<FloatBuf>& wfs,
+                 std::vector<Buf>& biases) {
+  const ModelConfig& cfg = m.config;
+  const int H = cfg.hidden_size, nb = b1 - b0;
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    const LstmLayer& layer = m.layers[size_t(l)];
+    const size_t in = size_t(cfg.layer_input_size(l)), K = in + size_t(H);
+    Buf w(nullptr, std::free), bias = zeros(size_t(nb) * kRows);
+    FloatBuf wf(nullptr, std::free);
+    if (floats) wf = zeroed<float>(size_t(nb) * K * kRows);
+    else w = zeros(size_t(nb) * K * kRows);
+    const std::vector<double> bsum = layer.bias_sum(H);
+    for (int b = 0; b < nb; ++b)
+      for (int j = 0; j < kRows; ++j) {
+        const int unit = (b0 + b) * kUnits + j / 4, gate = j % 4;
+        if (unit >= H) continue;
+        const size_t r = size_t(gate) * H + unit, at = size_t(b) * K * kRows + j;
+        bias[size_t(b) * kRows + j] = bsum[r];
+        for (size_t k = 0; k < K; ++k) {
+          const double v = k < in ? layer.w_ih[r * in + k] : layer.w_hh[r * H + (k - in)];
+          if (floats) wf[at + k * kRows] = float(v);
+          else w[at + k * kRows] = v;
+        }
+      }
+    ws.push_back(std::move(w));
+    wfs.push_back(std::move(wf));
+    biases.push_back(std::move(bias));
+  }
+}
+
+// The head's weights as [ceil(O / 16)][H][16] and its biases [ceil(O / 16) * 16] (zeros without a bias).
+void pack_head(const Model& m, Buf& w, std::vector<double>& b) {
+  const int H = m.config.hidden_size, O = m.config.output_size;
+  const size_t ob = (size_t(O) + kRows - 1) / kRows;
+  w = zeros(ob * H * kRows);
+  b.assign(ob * kRows, 0.0);
+  for (int o = 0; o < O; ++o) {
+    if (!m.head_b.empty()) b[size_t(o)] = m.head_b[size_t(o)];
+    for (int k = 0; k < H; ++k) w[(size_t(o) / kRows * H + k) * kRows + o % kRows] = m.head_w[size_t(o) * H + k];
+  }
+}
+
+// The head on h (H values): O values into z, each from its bias adding w[o][k] h[k] in order.
+void head_on(const double* w, const std::vector<double>& b, const double* h, size_t H, size_t O, std::span<double> z) {
+  alignas(64) double acc[kRows];
+  for (size_t ob = 0; ob * kRows < O; ++ob) {
+    std::memcpy(acc, &b[ob * kRows], sizeof acc);
+    dot_blocks(w + ob * H * kRows, static_cast<const double*>(nullptr), h, H, 1, acc, nullptr);
+    for (size_t o = ob * kRows; o < std::min(O, (ob + 1) * kRows); ++o) z[o] = acc[o - ob * kRows];
+  }
+}
+
+}  // namespace
+
 SplitF64::SplitF64(const Model& m, F64Team& team)
     : cfg_(m.config), team_(team), floats_(lstm_weights_are_floats(m)), head_w_(nullptr, std::free) {
-  const int H = cfg_.hidden_size, L = cfg_.num_layers, O = cfg_.output_size, n = team.size();
+  const int H = cfg_.hidden_size, L = cfg_.num_layers, n = team.size();
   const int blocks = (H + kUnits - 1) / kUnits;
   for (int k = 0; k < n; ++k) {
     auto s = std::make_unique<Slice>();
@@ -260,13 +319,7 @@ SplitF64::SplitF64(const Model& m, F64Team& team)
   h_[0].assign(size_t(L) * H, 0.0);
   h_[1].assign(size_t(L) * H, 0.0);
   x_.assign(size_t(cfg_.input_size), 0.0);
-  const size_t ob = (size_t(O) + kRows - 1) / kRows;
-  head_w_ = zeros(ob * H * kRows);
-  head_b_.assign(ob * kRows, 0.0);
-  for (int o = 0; o < O; ++o) {
-    if (!m.head_b.empty()) head_b_[size_t(o)] = m.head_b[size_t(o)];
-    for (int k = 0; k < H; ++k) head_w_[(size_t(o) / kRows * H + k) * kRows + o % kRows] = m.head_w[size_t(o) * H + k];
-  }
+  pack_head(m, head_w_, head_b_);
 }
 
 SplitF64::~SplitF64() = default;
@@ -276,33 +329,8 @@ void SplitF64::pack_job(void* ctx, int worker) {
   SplitF64& self = *p.self;
   Slice& s = *self.slices_[size_t(worker)];
   try {
-    const Model& m = *p.model;
-    const int H = self.cfg_.hidden_size, nb = s.b1 - s.b0;
-    for (int l = 0; l < self.cfg_.num_layers; ++l) {
-      const LstmLayer& layer = m.layers[size_t(l)];
-      const size_t in = size_t(self.cfg_.layer_input_size(l)), K = in + size_t(H);
-      Buf w(nullptr, std::free), bias = zeros(size_t(nb) * kRows);
-      FloatBuf wf(nullptr, std::free);
-      if (self.floats_) wf = zeroed<float>(size_t(nb) * K * kRows);
-      else w = zeros(size_t(nb) * K * kRows);
-      const std::vector<double> bsum = layer.bias_sum(H);
-      for (int b = 0; b < nb; ++b)
-        for (int j = 0; j < kRows; ++j) {
-          const int unit = (s.b0 + b) * kUnits + j / 4, gate = j % 4;
-          if (unit >= H) continue;
-          const size_t r = size_t(gate) * H + unit, at = size_t(b) * K * kRows + j;
-          bias[size_t(b) * kRows + j] = bsum[r];
-          for (size_t k = 0; k < K; ++k) {
-            const double v = k < in ? layer.w_ih[r * in + k] : layer.w_hh[r * H + (k - in)];
-            if (self.floats_) wf[at + k * kRows] = float(v);
-            else w[at + k * kRows] = v;
-          }
-        }
-      s.w.push_back(std::move(w));
-      s.wf.push_back(std::move(wf));
-      s.bias.push_back(std::move(bias));
-    }
-    s.c.assign(size_t(self.cfg_.num_layers) * nb * kUnits, 0.0);
+    pack_blocks(*p.model, s.b0, s.b1, self.floats_, s.w, s.wf, s.bias);
+    s.c.assign(size_t(self.cfg_.num_layers) * (s.b1 - s.b0) * kUnits, 0.0);
   } catch (...) {
     s.error = std::current_exception();  // a job must not throw: the constructor rethrows it
   }
@@ -442,13 +470,7 @@ void SplitF64::step_many(std::span<const double> xs) {
 
 void SplitF64::head(std::span<double> z) const {
   const size_t H = size_t(cfg_.hidden_size), O = size_t(cfg_.output_size);
-  const double* h = h_[cur_].data() + (size_t(cfg_.num_layers) - 1) * H;
-  alignas(64) double acc[kRows];
-  for (size_t ob = 0; ob * kRows < O; ++ob) {
-    std::memcpy(acc, &head_b_[ob * kRows], sizeof acc);
-    dot_blocks(head_w_.get() + ob * H * kRows, nullptr, h, H, 1, acc, nullptr);
-    for (size_t o = ob * kRows; o < std::min(O, (ob + 1) * kRows); ++o) z[o] = acc[o - ob * kRows];
-  }
+  head_on(head_w_.get(), head_b_, h_[cur_].data() + (size_t(cfg_.num_layers) - 1) * H, H, O, z);
 }
 
 void SplitF64::reset() {
@@ -479,6 +501,155 @@ int SplitF64::useful_threads(const ModelConfig& cfg, int asked) {
   for (int l = 0; l < cfg.num_layers; ++l) mac += 4 * H * (cfg.layer_input_size(l) + H);
   const long long by_work = std::max(1LL, mac / kMinMultiplyAdds), by_units = std::max(1LL, (H + kUnits - 1) / kUnits);
   return int(std::max(1LL, std::min({(long long)asked, by_work, by_units})));
+}
+
+// ---- SplitStatesF64 ----------------------------------------------------------------------------------
+
+// Worker k's blocks [b0, b1) of every state: its weights (as SplitF64's slice, always as doubles: read
+// from cache for four states at a time, a float's widening would cost more than its bytes save), its
+// units' c of every state [L][S][blocks * 4], and the gate sums of one layer for every state [S][blocks][16].
+struct SplitStatesF64::Slice {
+  int b0 = 0, b1 = 0;
+  std::vector<Buf> w;
+  std::vector<FloatBuf> unused;  // pack_blocks' float weights: none here
+  std::vector<Buf> bias;
+  std::vector<double> c;
+  std::vector<double> acc;
+  std::exception_ptr error;
+};
+
+namespace {
+struct StatesPacking {
+  SplitStatesF64* self;
+  const Model* model;
+  void (*pack)(StatesPacking&, int);
+};
+}  // namespace
+
+SplitStatesF64::SplitStatesF64(const Model& m, F64Team& team, int states)
+    : cfg_(m.config), team_(team), states_(std::max(1, states)), head_w_(nullptr, std::free) {
+  const int H = cfg_.hidden_size, L = cfg_.num_layers, n = team.size();
+  const int blocks = (H + kUnits - 1) / kUnits;
+  for (int k = 0; k < n; ++k) {
+    auto s = std::make_unique<Slice>();
+    s->b0 = int(long(blocks) * k / n);
+    s->b1 = int(long(blocks) * (k + 1) / n);
+    slices_.push_back(std::move(s));
+  }
+  StatesPacking packing{this, &m, [](StatesPacking& p, int worker) {
+                          SplitStatesF64& self = *p.self;
+                          Slice& s = *self.slices_[size_t(worker)];
+                          try {
+                            const size_t nb = size_t(s.b1 - s.b0), S = size_t(self.states_);
+                            pack_blocks(*p.model, s.b0, s.b1, /*floats=*/false, s.w, s.unused, s.bias);
+                            s.c.assign(size_t(self.cfg_.num_layers) * S * nb * kUnits, 0.0);
+                            s.acc.assign(S * nb * kRows, 0.0);
+                          } catch (...) {
+                            s.error = std::current_exception();  // a job must not throw: rethrown below
+                          }
+                        }};
+  team_.run([](void* ctx, int worker) {
+    auto& p = *static_cast<StatesPacking*>(ctx);
+    p.pack(p, worker);
+  }, &packing);
+  for (const auto& s : slices_)
+    if (s->error) std::rethrow_exception(s->error);
+  h_.assign(size_t(states_) * L * H, 0.0);
+  pack_head(m, head_w_, head_b_);
+}
+
+SplitStatesF64::~SplitStatesF64() = default;
+
+// One layer at a time: every state's gate sums of the worker's blocks (a pair of blocks and a run of
+// kChunkColumns columns at a time, four states at a time through them), a barrier (every worker has read
+// the layer's old h), the cells, a barrier (the new h is everyone's). Each row's sum is SplitF64's: bias,
+// the input's terms in order, then the recurrent ones.
+void SplitStatesF64::step_slice(Slice& s, const double* xs) {
+  const int H = cfg_.hidden_size, L = cfg_.num_layers, I = cfg_.input_size, nb = s.b1 - s.b0, S = states_;
+  const size_t astride = size_t(nb) * kRows;
+  double* const acc = s.acc.data();
+  for (int l = 0; l < L; ++l) {
+    const size_t n_in = size_t(cfg_.layer_input_size(l)), K = n_in + size_t(H);
+    const double* w = s.w[size_t(l)].get();
+    const double* bias = s.bias[size_t(l)].get();
+    // state j's input at in + j * in_stride (x, or this tick's h of layer l - 1), its old h at
+    // hold + j * hstride
+    const double* in = l == 0 ? xs : h_.data() + size_t(l - 1) * H;
+    const size_t in_stride = l == 0 ? size_t(I) : size_t(L) * H;
+    const double* hold = h_.data() + size_t(l) * H;
+    const size_t hstride = size_t(L) * H;
+    for (int j = 0; j < S; ++j) std::memcpy(acc + j * astride, bias, sizeof(double) * astride);
+    for (int b = 0; b < nb; b += 2) {
+      const int pair = std::min(2, nb - b);
+      const double* w0 = w + size_t(b) * K * kRows;
+      const double* w1 = w0 + K * kRows;
+      // the input's columns [0, n_in), then the recurrent ones [n_in, K): each in runs of kChunkColumns
+      auto terms = [&](size_t col0, size_t ncols, const double* v, size_t vstride) {
+        for (size_t k0 = 0; k0 < ncols; k0 += kChunkColumns) {
+          const size_t kc = std::min<size_t>(kChunkColumns, ncols - k0);
+          const double* p0 = w0 + (col0 + k0) * kRows;
+          const double* p1 = w1 + (col0 + k0) * kRows;
+          int j = 0;
+          if (pair == 2)
+            for (; j + 4 <= S; j += 4) dot_four_ticks(p0, p1, v + j * vstride + k0, vstride, kc, acc + j * astride + b * kRows, astride);
+          for (; j < S; ++j) {
+            double* a = acc + j * astride + b * kRows;
+            dot_blocks(p0, p1, v + j * vstride + k0, kc, pair, a, a + kRows);
+          }
+        }
+      };
+      terms(0, n_in, in, in_stride);
+      terms(n_in, size_t(H), hold, hstride);
+    }
+    team_.sync();  // every worker is done with the old h of layer l (and the new h of l - 1)
+    double* c = s.c.data() + size_t(l) * S * nb * kUnits;
+    for (int j = 0; j < S; ++j)
+      for (int b = 0; b < nb; b += 2) {
+        const int pair = std::min(2, nb - b);
+        cells(acc + j * astride + b * kRows, (s.b0 + b) * kUnits, pair * kUnits, H, c + (size_t(j) * nb + b) * kUnits,
+              h_.data() + (size_t(j) * L + l) * H);
+      }
+    team_.sync();  // the new h of layer l, every unit of every state
+  }
+}
+
+void SplitStatesF64::step_worker(int worker, const double* xs) {
+  step_slice(*slices_[size_t(worker)], xs);
+}
+
+void SplitStatesF64::head(int s, std::span<double> z) const {
+  const size_t H = size_t(cfg_.hidden_size), L = size_t(cfg_.num_layers), O = size_t(cfg_.output_size);
+  head_on(head_w_.get(), head_b_, h_.data() + (size_t(s) * L + L - 1) * H, H, O, z);
+}
+
+LstmState SplitStatesF64::state(int s) const {
+  LstmState st(cfg_);
+  const int H = cfg_.hidden_size, L = cfg_.num_layers, S = states_;
+  for (int l = 0; l < L; ++l) {
+    std::copy_n(h_.begin() + (ptrdiff_t(s) * L + l) * H, H, st.h[size_t(l)].begin());
+    for (const auto& sl : slices_) {
+      const int nb = sl->b1 - sl->b0;
+      for (int u = 0; u < nb * kUnits; ++u) {
+        const int unit = sl->b0 * kUnits + u;
+        if (unit < H) st.c[size_t(l)][size_t(unit)] = sl->c[(size_t(l) * S + s) * nb * kUnits + u];
+      }
+    }
+  }
+  return st;
+}
+
+void SplitStatesF64::set_state(int s, const LstmState& st) {
+  const int H = cfg_.hidden_size, L = cfg_.num_layers, S = states_;
+  for (int l = 0; l < L; ++l) {
+    std::copy_n(st.h[size_t(l)].begin(), H, h_.begin() + (ptrdiff_t(s) * L + l) * H);
+    for (const auto& sl : slices_) {
+      const int nb = sl->b1 - sl->b0;
+      for (int u = 0; u < nb * kUnits; ++u) {
+        const int unit = sl->b0 * kUnits + u;
+        sl->c[(size_t(l) * S + s) * nb * kUnits + u] = unit < H ? st.c[size_t(l)][size_t(unit)] : 0.0;
+      }
+    }
+  }
 }
 
 }  // namespace hotpath::reference

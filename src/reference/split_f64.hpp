@@ -121,4 +121,54 @@ class SplitF64 {
   std::vector<double> head_b_;             // [ceil(O / 16) * 16], zeros without a bias
 };
 
+// Many independent streaming states stepped in lockstep, every step split over a team's workers by hidden
+// units: worker k owns the same units of every state, so each weight is read by one thread once per step
+// for all the states (from that thread's caches, in runs of kChunkColumns columns per four states),
+// instead of once per state or per thread. For the checker's chunks of a long streaming run (a run cut in
+// S pieces checked side by side): a model like vollo_large, whose weights no cache holds, then costs its
+// arithmetic rather than its memory traffic.
+//
+// The arithmetic and every row's summation order are SplitF64's (and so FastF64's): the same bits for
+// each state as FastF64::step on it alone, whatever the thread and state counts.
+//
+// step_worker() runs inside a team job on every worker (each with its own index), so that a job can do
+// its own work around the step (the checker makes each state's input and checks its outputs on the
+// worker that owns it); it syncs the team inside, and on return every state's new h is visible to every
+// worker. head(), state() and set_state() read or write one state; they may run on any worker after a
+// step has returned, each state from one worker at a time (the checker's: its owner's), or outside jobs.
+class SplitStatesF64 {
+ public:
+  // Packs the model for `team`'s workers (each packs and first touches its own slice); `states` zero states.
+  SplitStatesF64(const Model& m, F64Team& team, int states);
+  ~SplitStatesF64();
+  SplitStatesF64(const SplitStatesF64&) = delete;
+  SplitStatesF64& operator=(const SplitStatesF64&) = delete;
+
+  int states() const { return states_; }
+  const ModelConfig& config() const { return cfg_; }
+  // One step of every state: state s on xs[s * I .. s * I + I). Every worker of the team calls it, in a
+  // job, with the same xs (written before the call and not changed until every worker has returned).
+  void step_worker(int worker, const double* xs);
+  // The head on state s's last layer: O values into z.
+  void head(int s, std::span<double> z) const;
+  LstmState state(int s) const;
+  void set_state(int s, const LstmState& st);
+
+  // Columns of a weight block read per pass over the states (16 rows x 128 columns of two blocks: 32 KiB,
+  // in a core's L1 while four states at a time use them).
+  static constexpr int kChunkColumns = 128;
+
+ private:
+  struct Slice;
+  void step_slice(Slice& s, const double* xs);
+
+  ModelConfig cfg_;
+  F64Team& team_;
+  int states_;
+  std::vector<std::unique_ptr<Slice>> slices_;  // one per worker
+  std::vector<double> h_;                        // [S][L][H]: every state's h, one buffer (two barriers a layer)
+  std::unique_ptr<double[], void (*)(void*)> head_w_;
+  std::vector<double> head_b_;
+};
+
 }  // namespace hotpath::reference

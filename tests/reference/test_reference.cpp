@@ -402,6 +402,63 @@ TEST(Reference, SplitFloat64UsesOnlyThreadsWorthABarrier) {
   EXPECT_EQ(reference::SplitF64::useful_threads(wide, 64), 3);
 }
 
+// SplitStatesF64: S states stepped together, split over the team, give each state FastF64's bits (equal,
+// not close) whatever the thread and state counts: states in groups of four and a remainder, a state count
+// below four, more threads than blocks; weights kept as floats and as doubles. A state set mid-run
+// (set_state) carries on from there, and state() reads back what the steps made.
+TEST(Reference, SplitStatesFloat64IsFastF64StateByState) {
+  struct Shape { int I, H, L, O; };
+  struct StepJob {
+    reference::SplitStatesF64* split;
+    const double* xs;
+  };
+  auto step = [](reference::F64Team& team, StepJob& job) {
+    team.run([](void* ctx, int worker) {
+      auto& j = *static_cast<StepJob*>(ctx);
+      j.split->step_worker(worker, j.xs);
+    }, &job);
+  };
+  for (const Shape sh : {Shape{1, 13, 4, 3}, Shape{7, 65, 3, 2}, Shape{33, 9, 1, 1}, Shape{300, 30, 2, 17}, Shape{5, 150, 2, 1}})
+    for (const bool floats : {true, false}) {
+      const Model base = random_model(sh.I, sh.H, sh.L, sh.O, true, true, 700 + sh.H);
+      const Model m = floats ? base : off_the_float_grid(base);
+      const reference::FastF64 fast(m);
+      for (const int threads : {1, 2, 3})
+        for (const int S : {1, 3, 4, 9}) {
+          SCOPED_TRACE("I=" + std::to_string(sh.I) + " H=" + std::to_string(sh.H) + " L=" + std::to_string(sh.L) +
+                       (floats ? " float" : " double") + " weights, threads=" + std::to_string(threads) +
+                       " states=" + std::to_string(S));
+          reference::F64Team team(threads);
+          reference::SplitStatesF64 split(m, team, S);
+          ASSERT_EQ(split.states(), S);
+          std::vector<reference::LstmState> want(size_t(S), reference::LstmState(m.config));
+          const int T = 7;
+          const auto x = reference::normal_inputs(size_t(T) * S * sh.I, 800 + S);
+          const std::vector<double> xd(x.begin(), x.end());
+          std::vector<double> za(sh.O), zb(sh.O);
+          for (int t = 0; t < T; ++t) {
+            if (t == 4) {  // state S - 1 restarts from another state's h and c
+              want[size_t(S) - 1] = want[0];
+              split.set_state(S - 1, want[0]);
+            }
+            StepJob job{&split, xd.data() + size_t(t) * S * sh.I};
+            step(team, job);
+            for (int j = 0; j < S; ++j) {
+              fast.step(std::span<const double>(job.xs + size_t(j) * sh.I, size_t(sh.I)), want[size_t(j)]);
+              fast.head(want[size_t(j)], za);
+              split.head(j, zb);
+              EXPECT_EQ(za, zb) << "state " << j << " tick " << t;
+              const reference::LstmState got = split.state(j);
+              for (int l = 0; l < sh.L; ++l) {
+                EXPECT_EQ(got.h[l], want[size_t(j)].h[l]) << "h of layer " << l << ", state " << j << " tick " << t;
+                EXPECT_EQ(got.c[l], want[size_t(j)].c[l]) << "c of layer " << l << ", state " << j << " tick " << t;
+              }
+            }
+          }
+        }
+    }
+}
+
 // The team: every worker runs each job, sync() holds every worker until all arrive, helpers start with
 // on_start, and a team can be made and destroyed without running anything.
 TEST(Reference, TeamRunsEveryWorkerAndSyncs) {
