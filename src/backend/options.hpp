@@ -62,6 +62,7 @@ inline Precision parse_precision(const std::string& s) { return util::parse_name
 // The most rows a batch run's chunk may take (the runner's working set: ~4 KiB a row for a 1024-unit
 // layer, so a few hundred MB at this size).
 inline constexpr long long kMaxBatchRows = 1 << 16;
+inline constexpr int kMaxBatchCopyThreads = 64;  // GpuOptions::batch_copy_threads
 // The longest a cuda backend waits for an output (an hour: past it a run is stuck, not slow).
 inline constexpr double kMaxTimeoutUs = 3.6e9;
 
@@ -75,6 +76,9 @@ struct GpuOptions {
   // Rows of the chunks a batch run (backtest, fresh windows) computes at once, 1..kMaxBatchRows (rounded
   // up to the GEMM's row tile); 0: sized to the device's SMs (cuda/batch_runner.hpp).
   long long batch_rows = 0;
+  // Host threads that copy a batch run's chunks into and out of pinned memory, 1..kMaxBatchCopyThreads;
+  // 0: half the machine's cores, 1 to 8.
+  int batch_copy_threads = 0;
 };
 
 struct BackendOptions {

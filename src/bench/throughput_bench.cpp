@@ -370,6 +370,17 @@ class ThroughputRun {
     report["backend"]["counters"] = engine.counters();
     report["bytes_in_per_run"] = in_bytes;
     report["bytes_out_per_run"] = out_bytes;
+    // cuda: the host link's own rate each way (measured now, the engine idle) and the share of it the
+    // run's inputs and outputs took, over the whole run (copies overlapped with compute or not)
+    double link_in = 0, link_out = 0;
+    if (engine.backend_name() == "cuda") {
+      const gpu::LinkRate link = gpu::link_rate(eo_.gpu.device);
+      link_in = link.h2d_gb_per_s;
+      link_out = link.d2h_gb_per_s;
+      report["link"] = {{"h2d_gb_per_s", link_in}, {"d2h_gb_per_s", link_out},
+                        {"measured_as", "one 64 MiB pinned copy each way, the best of 3"}};
+      report["link_share"] = {{"in", in_bytes / med_s / 1e9 / link_in}, {"out", out_bytes / med_s / 1e9 / link_out}};
+    }
     report["error"] = {{"max_normalized", error}, {"bound", bound}, {"values_checked", got.size()}};
     report["pass"] = pass;
     report["failure"] = pass ? nlohmann::json(nullptr)
@@ -405,6 +416,10 @@ class ThroughputRun {
     }
     out << "  data      in " << sci(in_bytes / 1e6) << " MB, out " << sci(out_bytes / 1e6) << " MB per run ("
         << sci((in_bytes + out_bytes) / med_s / 1e9) << " GB/s)\n";
+    if (link_in > 0)
+      out << "  link      in " << sci(in_bytes / med_s / 1e9) << " of the host link's " << sci(link_in) << " GB/s ("
+          << sci(100.0 * in_bytes / med_s / 1e9 / link_in) << " %), out " << sci(out_bytes / med_s / 1e9) << " of "
+          << sci(link_out) << " GB/s (" << sci(100.0 * out_bytes / med_s / 1e9 / link_out) << " %)\n";
  out << "  error     " << sci(error) << " over " << got.size() << " checked output values (bound " << sci(bound) << "): "
         << (pass ? "PASS" : "FAIL") << "\n";
   }

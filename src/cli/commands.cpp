@@ -601,8 +601,9 @@ void add_bench_command(CLI::App& app) {
       }
       return;
     }
-    if (cmd->count("--batch") || cmd->count("--repeat") || cmd->count("--batch-rows"))
-      throw Error("--batch, --batch-rows and --repeat are for the throughput modes (backtest, backtest-streaming, fresh)");
+    if (cmd->count("--batch") || cmd->count("--repeat") || cmd->count("--batch-rows") || cmd->count("--batch-copy-threads"))
+      throw Error("--batch, --batch-rows, --batch-copy-threads and --repeat are for the throughput modes (backtest, "
+                  "backtest-streaming, fresh)");
     o.engine.mode = parse_mode(f->mode);
     // Flags given are range-checked by their validators; unset ones keep the library's defaults.
     if (cmd->count("--floats")) o.floats = f->floats;

@@ -32,6 +32,10 @@ void add_engine_flags(CLI::App* cmd, EngineOptions& o, EngineFlagSet set) {
                        "cuda: rows of the chunks a backtest or a batch of fresh windows computes at once (rounded up "
                        "to 128; default: sized to the device's SMs)",
                        1, kMaxBatchRows);
+  util::add_int_option(cmd, "--batch-copy-threads", o.gpu.batch_copy_threads,
+                       "cuda: host threads that copy a backtest's or a batch's chunks into and out of pinned memory "
+                       "(default: half the cores, up to 8)",
+                       1, kMaxBatchCopyThreads);
   cmd->add_option_function<std::string>(
       "--scaler", [&o](const std::string& v) { o.scaler = parse_scaler(v); },
       "Input scaling: none, model (the file's input_scaler tensors; the default when it has them) or rolling:N "

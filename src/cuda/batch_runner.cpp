@@ -12,12 +12,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 
 #include "cuda/batch_chunks.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_raii.hpp"
 #include "cuda/kernels/batch/lstm_batch.hpp"
 #include "util/error.hpp"
+#include "util/parallel_ranges.hpp"
 
 namespace hotpath::cuda {
 
@@ -168,6 +170,29 @@ struct BatchRunner::Impl {
     bool busy = false;
   };
   std::array<Slot, 2> slots;
+  // The host's copies into and out of pinned memory, split over a few threads: one core copies a few GB/s,
+  // the PCIe link several times that (BatchTuning::copy_threads).
+  std::unique_ptr<util::ParallelRanges> copier;
+
+  // Rows [b, e) of the pieces `copies` (each n rows of `width` values, from src row to dst row), counted
+  // over the pieces in order: fn(piece, first row, rows) for each part of a piece that falls inside.
+  template <class Fn>
+  static void rows_of(const std::vector<Chunk::Copy>& copies, size_t b, size_t e, Fn fn) {
+    size_t at = 0;
+    for (const auto& c : copies) {
+      const size_t lo = std::max(b, at), hi = std::min(e, at + c.n);
+      if (lo < hi) fn(c, lo - at, hi - lo);
+      at += c.n;
+      if (at >= e) break;
+    }
+  }
+  static size_t total_rows(const std::vector<Chunk::Copy>& copies) {
+    size_t n = 0;
+    for (const auto& c : copies) n += c.n;
+    return n;
+  }
+  // Rows per worker at least: a wake-up costs more than copying a few hundred KB.
+  static size_t grain_rows(size_t width) { return std::max<size_t>(1, (size_t(256) << 10) / (width * sizeof(float))); }
 
   void ensure(long long rows, long long in_rows) {
     const size_t I = size_t(wts.I), O = size_t(wts.O), Hp = size_t(wts.Hp), Np = size_t(wts.Np), L = size_t(wts.L);
@@ -274,11 +299,14 @@ struct BatchRunner::Impl {
       stats.h2d_s += elapsed_ms(s.h2d_begin, s.h2d_end) * 1e-3;
       stats.compute_s += elapsed_ms(s.comp_begin, s.comp_end) * 1e-3;
       stats.d2h_s += elapsed_ms(s.d2h_begin, s.d2h_end) * 1e-3;
-      for (const auto& c : s.chunk.out) {
-        const float* src = s.out_pin.get() + c.src * O;
-        if (out.f64) std::copy(src, src + c.n * O, out.f64 + c.dst * O);
-        else std::memcpy(out.f32 + c.dst * O, src, c.n * O * sizeof(float));
-      }
+      const auto& outs = s.chunk.out;
+      copier->run(total_rows(outs), grain_rows(O), [&](size_t b, size_t e) {
+        rows_of(outs, b, e, [&](const Chunk::Copy& c, size_t r, size_t n) {
+          const float* src = s.out_pin.get() + (c.src + r) * O;
+          if (out.f64) std::copy(src, src + n * O, out.f64 + (c.dst + r) * O);
+          else std::memcpy(out.f32 + (c.dst + r) * O, src, n * O * sizeof(float));
+        });
+      });
       if (done) done->fetch_add(s.chunk.done, std::memory_order_relaxed);
       s.busy = false;
     };
@@ -287,7 +315,11 @@ struct BatchRunner::Impl {
       if (s.busy) drain(s);
       if (!next(s.chunk)) break;
       Chunk& ch = s.chunk;
-      for (const auto& c : ch.in) std::memcpy(s.in_pin.get() + c.dst * I, x + c.src * I, c.n * I * sizeof(float));
+      copier->run(total_rows(ch.in), grain_rows(I), [&](size_t b, size_t e) {
+        rows_of(ch.in, b, e, [&](const Chunk::Copy& c, size_t r, size_t n) {
+          std::memcpy(s.in_pin.get() + (c.dst + r) * I, x + (c.src + r) * I, n * I * sizeof(float));
+        });
+      });
       std::copy(ch.row_p0.begin(), ch.row_p0.end(), s.meta_pin.get());
       std::copy(ch.row_first.begin(), ch.row_first.end(), s.meta_pin.get() + ch.rows);
       const size_t meta = ch.row_p0.size() + ch.row_first.size();
@@ -339,6 +371,8 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
   long long R = rows > 0 ? rows : (16LL * sms + col_blocks - 1) / col_blocks * kBatchRowTile;
   m.R = std::clamp<long long>((R + kBatchRowTile - 1) / kBatchRowTile * kBatchRowTile, kBatchRowTile, kMaxBatchRows);
   m.P = 4 * m.R;
+  m.copier = std::make_unique<util::ParallelRanges>(
+      tuning.copy_threads > 0 ? tuning.copy_threads : util::ParallelRanges::default_threads(), "cuda backtest copy");
   const cudaStream_t st = m.compute.get();
   auto upload16 = [&](const std::vector<uint16_t>& v) {
     DeviceBuffer<uint16_t> d(v.size());
@@ -371,6 +405,7 @@ BatchRunner::~BatchRunner() {
 }
 
 long long BatchRunner::rows_per_chunk() const { return impl_->R; }
+int BatchRunner::copy_threads() const { return impl_->copier->threads(); }
 
 void BatchRunner::backtest(const float* x, size_t series, size_t ticks, int window, Backend::BacktestOutput out,
                            std::atomic<size_t>* done) {

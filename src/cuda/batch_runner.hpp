@@ -44,6 +44,9 @@ struct BatchTuning {
   // of the streams as cudaStreamCreateWithPriority takes it (a backtest beside live instances runs low).
   std::shared_ptr<SmPartition> partition;
   int priority = 0;
+  // Host threads that copy a chunk's inputs into pinned memory and its outputs out of it (0: half the
+  // machine's cores, 1 to 8; util::ParallelRanges::default_threads).
+  int copy_threads = 0;
 };
 
 // Loads every throughput-path kernel on `device` now (BatchRunner does too): call before persistent tick
@@ -66,6 +69,7 @@ class BatchRunner {
 
   const BatchStats& stats() const { return stats_; }
   long long rows_per_chunk() const;
+  int copy_threads() const;
 
  private:
   struct Impl;

@@ -48,6 +48,7 @@ void add_batch_counters(const cuda::BatchRunner& runner, std::map<std::string, d
   c["batch_chunks"] = double(st.chunks);
   c["batch_copy_overlap"] = st.overlap();
   c["batch_rows_per_chunk"] = double(runner.rows_per_chunk());
+  c["batch_copy_threads"] = double(runner.copy_threads());
 }
 
 // A backtest on the throughput kernels, each series scaled as the tick path scales it (the scaler's
@@ -596,7 +597,7 @@ class CudaBackend final : public Backend {
   cuda::BatchRunner& batch_runner() {
     if (!batch_)
       batch_ = std::make_unique<cuda::BatchRunner>(model_, precision_, options().gpu.device,
-                                                   cuda::BatchTuning{options().gpu.batch_rows, copt_.partition, copt_.batch_priority});
+                                                   cuda::BatchTuning{options().gpu.batch_rows, copt_.partition, copt_.batch_priority, options().gpu.batch_copy_threads});
     return *batch_;
   }
 
@@ -833,7 +834,7 @@ class CudaBatchBackend final : public Backend {
     std::string why;
     if (!cuda::device_available(&why, options.gpu.device)) throw UnsupportedError("no usable CUDA device: " + why);
     runner_ = std::make_unique<cuda::BatchRunner>(model, precision_, options.gpu.device,
-                                                  cuda::BatchTuning{options.gpu.batch_rows, copt.partition, copt.batch_priority});
+                                                  cuda::BatchTuning{options.gpu.batch_rows, copt.partition, copt.batch_priority, options.gpu.batch_copy_threads});
   }
   std::string name() const override { return "cuda"; }
   std::string variant() const override { return std::string("batch-gemm-") + precision_name(precision_); }

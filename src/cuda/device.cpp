@@ -4,6 +4,7 @@
 #include <cuda.h>  // driver API types only: its entry points are fetched through the runtime
 #include <cudaTypedefs.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -227,6 +228,36 @@ long long device_memory_used_bytes(int device) {
     return -1;
   }
   return (long long)(total_b - free_b);
+}
+
+LinkRate measure_link_rate(int device, size_t bytes, int repeats) {
+  HOTPATH_CUDA_CHECK(cudaSetDevice(device));
+  const unsigned flags = cudaHostAllocDefault;
+  void* host = pinned_alloc(bytes, flags);
+  LinkRate out;
+  try {
+    DeviceBuffer<char> dev(bytes);
+    Stream s(cudaStreamNonBlocking);
+    auto best_of = [&](cudaMemcpyKind kind) {
+      double best = 0;
+      for (int i = 0; i < std::max(1, repeats); ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        HOTPATH_CUDA_CHECK(kind == cudaMemcpyHostToDevice ? cudaMemcpyAsync(dev.get(), host, bytes, kind, s.get())
+                                                          : cudaMemcpyAsync(host, dev.get(), bytes, kind, s.get()));
+        HOTPATH_CUDA_CHECK(cudaStreamSynchronize(s.get()));
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::max(best, double(bytes) / sec / 1e9);
+      }
+      return best;
+    };
+    out.h2d_gb_per_s = best_of(cudaMemcpyHostToDevice);
+    out.d2h_gb_per_s = best_of(cudaMemcpyDeviceToHost);
+  } catch (...) {
+    pinned_free(host, bytes, flags);
+    throw;
+  }
+  pinned_free(host, bytes, flags);
+  return out;
 }
 
 std::map<std::string, std::string> device_facts(int device) {

@@ -56,6 +56,13 @@ long long device_memory_used_bytes(int device = 0);
 // gpu_name, driver_version, sm_count, compute_capability, sm_clock_mhz (read at run time, or "unknown").
 std::map<std::string, std::string> device_facts(int device = 0);
 
+// What the host link moves in each direction: GB/s of one pinned copy of `bytes` (the best of `repeats`),
+// on a stream of its own. The yardstick of the throughput path's copies (their share of the link).
+struct LinkRate {
+  double h2d_gb_per_s = 0, d2h_gb_per_s = 0;
+};
+LinkRate measure_link_rate(int device = 0, size_t bytes = size_t(64) << 20, int repeats = 3);
+
 // Which of the kernels' input paths the ping-pong measures.
 enum class PingPongPath {
   automatic,     // single_warp when the input fits one warp's lanes and one poll set, else poller_warps

@@ -68,6 +68,9 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const Model& model, cons
     if (g.batch_rows != 0)
       throw Error("backend " + name + " has no batch chunks (--batch-rows " + std::to_string(g.batch_rows) +
                   " is for cuda)");
+    if (g.batch_copy_threads != 0)
+      throw Error("backend " + name + " has no batch chunks to copy (--batch-copy-threads " +
+                  std::to_string(g.batch_copy_threads) + " is for cuda)");
   }
   switch (kind) {
     case BackendKind::ref: return make_reference_backend(model, options);
@@ -134,6 +137,9 @@ BackendOptions backend_options(const Model& model, const EngineOptions& o) {
   if (g.batch_rows < 0 || g.batch_rows > kMaxBatchRows)
     throw Error("batch rows " + std::to_string(g.batch_rows) + " is outside 1.." + std::to_string(kMaxBatchRows) +
                 " (0: sized to the device)");
+  if (g.batch_copy_threads < 0 || g.batch_copy_threads > kMaxBatchCopyThreads)
+    throw Error("batch copy threads " + std::to_string(g.batch_copy_threads) + " is outside 1.." +
+                std::to_string(kMaxBatchCopyThreads) + " (0: half the cores, up to 8)");
   if (!(g.timeout_us > 0) || g.timeout_us > kMaxTimeoutUs)
     throw Error("timeout " + std::to_string(g.timeout_us) + " us is outside (0, 3.6e9] (an hour)");
   if (!o.cpuset.empty()) {
@@ -195,12 +201,14 @@ void drop_cuda_options(EngineOptions* o, std::string* note) {
   if (g.kernel != CudaKernel::automatic) *note += std::string("; --kernel ") + util::name_of(g.kernel) + " dropped";
   if (o->precision == Precision::fp16) *note += "; precision fp16 (cuda's) dropped";
   if (g.batch_rows != 0) *note += "; --batch-rows " + std::to_string(g.batch_rows) + " dropped";
+  if (g.batch_copy_threads != 0) *note += "; --batch-copy-threads " + std::to_string(g.batch_copy_threads) + " dropped";
   if (o->swap_room) *note += "; swap_room dropped (a cpu engine's swap needs none)";
   o->swap_room = false;
   o->fallback = Fallback::none;
   g.variant = CudaVariant::automatic;
   g.kernel = CudaKernel::automatic;
   g.batch_rows = 0;
+  g.batch_copy_threads = 0;
   if (o->precision == Precision::fp16) o->precision.reset();
 }
 

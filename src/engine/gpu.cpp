@@ -21,6 +21,13 @@ long long memory_used_bytes(int device) { return cuda::device_memory_used_bytes(
 
 std::string served() { return cuda::served_gpus(); }
 
+LinkRate link_rate(int device) {
+  std::string why;
+  if (!cuda::device_available(&why, device)) throw UnsupportedError("no usable CUDA device: " + why);
+  const cuda::LinkRate r = cuda::measure_link_rate(device);
+  return {r.h2d_gb_per_s, r.d2h_gb_per_s};
+}
+
 PingPongResult pingpong(const PingPongRequest& r) {
   std::string why;
   if (!cuda::device_available(&why, r.device)) throw UnsupportedError("no usable CUDA device: " + why);
@@ -57,6 +64,7 @@ bool available(std::string* why, int) {
 std::map<std::string, std::string> facts(int) { return {}; }
 long long memory_used_bytes(int) { return -1; }
 std::string served() { return "none: built without CUDA"; }
+LinkRate link_rate(int) { throw UnsupportedError(std::string("the link's rate needs CUDA: ") + kNoCuda); }
 PingPongResult pingpong(const PingPongRequest&) { throw UnsupportedError(std::string("the ping-pong needs CUDA: ") + kNoCuda); }
 KernelReport kernel_for(const Model&, Precision, Mode, int, CudaKernel, int) { throw UnsupportedError(kNoCuda); }
 

@@ -24,6 +24,14 @@ long long memory_used_bytes(int device = 0);
 // The GPUs this build's kernels serve, in words ("none: built without CUDA" without CUDA).
 std::string served();
 
+// GB/s of one 64 MiB pinned copy each way between host and `device`, the best of three: the host link's
+// own rate, against which a throughput run's copies are reported. Throws UnsupportedError without a
+// usable device.
+struct LinkRate {
+  double h2d_gb_per_s = 0, d2h_gb_per_s = 0;
+};
+LinkRate link_rate(int device = 0);
+
 struct PingPongRequest {
   int floats = 32;           // payload per round trip (the model's input path is chosen from it)
   long long warmup = 1000;

@@ -191,6 +191,19 @@ TEST(Engine, BadOptionsAreNamed) {
     o.backend = util::parse_name<BackendKind>(b);
     EXPECT_ERROR_HAS(Engine(m, o), std::string("backend ") + b + " has no batch chunks (--batch-rows 4096 is for cuda)");
   }
+  // batch_copy_threads: the host threads of cuda's chunk copies, likewise
+  o = {};
+  for (int bad : {-1, kMaxBatchCopyThreads + 1}) {
+    o.gpu.batch_copy_threads = bad;
+    EXPECT_ERROR_HAS(backend_options(m, o), "batch copy threads " + std::to_string(bad) + " is outside 1..64");
+  }
+  o.gpu.batch_copy_threads = 3;
+  EXPECT_EQ(backend_options(m, o).gpu.batch_copy_threads, 3);
+  for (const char* b : {"cpu", "ref"}) {
+    o.backend = util::parse_name<BackendKind>(b);
+    EXPECT_ERROR_HAS(Engine(m, o), std::string("backend ") + b +
+                                       " has no batch chunks to copy (--batch-copy-threads 3 is for cuda)");
+  }
   EXPECT_THROW(Engine(m, std::unique_ptr<Backend>()), Error);
 }
 
