@@ -1,6 +1,7 @@
 // Measures mailbox and kernel variants side by side in one process (one device call), for docs/cuda.md.
 // Not a test. Usage: cuda_sweep [--ticks N] [--pp N] [--json FILE] [--cpu C] [--quick | --families | --large |
-// --large-default (the grid models with the default exchange and precompute only) | --pp-widths W,W,...
+// --large-default (the grid models with the default exchange and precompute only) [--quiet-answer (each grid
+// row beside the same with CudaOptions::grid_quiet_answer)] [--model M ... (those models only)] | --pp-widths W,W,...
 // (the ping-pong alone at each input width, with each mailbox knob: where a wide input's round trip goes)]
 #include <algorithm>
 #include <chrono>
@@ -281,7 +282,8 @@ int main(int argc, char** argv) {
   long long ticks = 1'000'000, pp = 200'000;
   int cpu = 2;
   std::string json;
-  bool quick = false, families = false, large = false, large_default = false;
+  bool quick = false, families = false, large = false, large_default = false, quiet_answer = false;
+  std::vector<std::string> only;  // --model M (repeatable): the --large cases of these models only
   std::vector<int> widths;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -294,6 +296,8 @@ int main(int argc, char** argv) {
     else if (a == "--families") families = true;
     else if (a == "--large") large = true;
     else if (a == "--large-default") large = large_default = true;
+    else if (a == "--quiet-answer") quiet_answer = true;
+    else if (a == "--model" && i + 1 < argc) only.push_back(argv[++i]);
     else if (a == "--pp-widths") {
       std::stringstream list(next());
       for (std::string w; std::getline(list, w, ',');) widths.push_back(std::stoi(w));
@@ -332,6 +336,7 @@ int main(int argc, char** argv) {
                             {"lstm_l", Mode::streaming, 32, 40},      {"vollo_med", Mode::streaming, 480, 100},
                             {"vollo_large", Mode::streaming, 960, 40}};
       for (const Case& k : cases) {
+        if (!only.empty() && std::find(only.begin(), only.end(), std::string(k.zoo)) == only.end()) continue;
         pingpong(std::to_string(k.floats) + "f default", k.floats, pp, def, cpu);
         for (auto xch : {cuda::GridExchange::tagged, cuda::GridExchange::counters}) {
           for (auto pre : {cuda::GridPrecompute::in_critical, cuda::GridPrecompute::separate}) {
@@ -348,7 +353,14 @@ int main(int argc, char** argv) {
             model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid " + cuda::grid_exchange_name(xch) + " " +
                           (own ? "in_critical" : "separate"),
                       k.zoo, k.mode, Precision::fp16, ticks, c, cpu, k.check, "grid", own ? 8.0 : 5.0);
-            if (xch == cuda::GridExchange::tagged && own) {
+            if (xch == cuda::GridExchange::tagged && own && quiet_answer) {
+              // beside: the blocks' next precompute round held until block 0's answer is out
+              CudaOptions quiet = c;
+              quiet.grid_quiet_answer = true;
+              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, quiet answer",
+                        k.zoo, k.mode, Precision::fp16, ticks, quiet, cpu, k.check, "grid", 8.0);
+            }
+            if (xch == cuda::GridExchange::tagged && own && !large_default) {
               // beside: the tiles read from shared memory as their MMAs run, with every compute warp that
               // fits (GridTiles::shared, the kernel before tiles in registers)
               CudaOptions shared = c;

@@ -411,6 +411,7 @@ class CudaBackend final : public Backend {
         f["grid_cell_lanes_per_unit"] = std::to_string(cuda::grid_cell_lanes(p, copt_.grid_cell_lanes));
         f["grid_tiles"] = cuda::grid_tiles_name(p.grid_reg_wgs > 0 ? cuda::GridTiles::registers : cuda::GridTiles::shared);
         f["grid_compute_warps"] = std::to_string(p.compute_warps);
+        f["grid_quiet_answer"] = copt_.grid_quiet_answer ? "1" : "0";
       }
       if (p.family == cuda::KernelFamily::cluster) {
         f["cluster_exchange"] = copt_.cluster_async_exchange ? "st.async+mbarrier" : "tagged words";
@@ -613,6 +614,7 @@ class CudaBackend final : public Backend {
     p.gate_sleep_ns = copt_.gate_sleep_ns;
     p.keep_warm = copt_.keep_warm;
     p.grid_cell_lanes = copt_.grid_cell_lanes;
+    p.grid_quiet_answer = copt_.grid_quiet_answer ? 1 : 0;
     if (copt_.shared) {
       mailbox_->clear();
       copt_.shared->start(copt_.slot, p);

@@ -42,6 +42,10 @@ struct CudaOptions {
   // Grid family: compute warps a block (0: the most that fit; with tiles in registers, 8). A tuning
   // knob for side-by-side runs (cuda_sweep --large); a count that does not fit is refused.
   int grid_compute_warps = 0;
+  // Grid family, own precompute: the blocks start the next tick's precompute round only once block 0 has
+  // stored the answer and fenced it to the system (SharedWords::answer_out), so the answer's write to host
+  // memory never queues behind 125 blocks' weight reads. A tuning knob for side-by-side runs (cuda_sweep).
+  bool grid_quiet_answer = false;
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.

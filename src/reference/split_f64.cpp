@@ -579,16 +579,17 @@ void SplitStatesF64::step_slice(Slice& s, const double* xs) {
     const double* hold = h_.data() + size_t(l) * H;
     const size_t hstride = size_t(L) * H;
     for (int j = 0; j < S; ++j) std::memcpy(acc + j * astride, bias, sizeof(double) * astride);
-    for (int b = 0; b < nb; b += 2) {
-      const int pair = std::min(2, nb - b);
-      const double* w0 = w + size_t(b) * K * kRows;
-      const double* w1 = w0 + K * kRows;
-      // the input's columns [0, n_in), then the recurrent ones [n_in, K): each in runs of kChunkColumns
-      auto terms = [&](size_t col0, size_t ncols, const double* v, size_t vstride) {
-        for (size_t k0 = 0; k0 < ncols; k0 += kChunkColumns) {
-          const size_t kc = std::min<size_t>(kChunkColumns, ncols - k0);
-          const double* p0 = w0 + (col0 + k0) * kRows;
-          const double* p1 = w1 + (col0 + k0) * kRows;
+    // The input's columns [0, n_in), then the recurrent ones [n_in, K), a run of kChunkColumns at a time
+    // over all the worker's blocks and all the states: one run's weights (its blocks) and inputs (every
+    // state's) stay in L2 together, a pair of blocks' in L1 while the states pass four at a time. Each
+    // row still adds its columns in order.
+    auto terms = [&](size_t col0, size_t ncols, const double* v, size_t vstride) {
+      for (size_t k0 = 0; k0 < ncols; k0 += kChunkColumns) {
+        const size_t kc = std::min<size_t>(kChunkColumns, ncols - k0);
+        for (int b = 0; b < nb; b += 2) {
+          const int pair = std::min(2, nb - b);
+          const double* p0 = w + (size_t(b) * K + col0 + k0) * kRows;
+          const double* p1 = p0 + K * kRows;
           int j = 0;
           if (pair == 2)
             for (; j + 4 <= S; j += 4) dot_four_ticks(p0, p1, v + j * vstride + k0, vstride, kc, acc + j * astride + b * kRows, astride);
@@ -597,10 +598,10 @@ void SplitStatesF64::step_slice(Slice& s, const double* xs) {
             dot_blocks(p0, p1, v + j * vstride + k0, kc, pair, a, a + kRows);
           }
         }
-      };
-      terms(0, n_in, in, in_stride);
-      terms(n_in, size_t(H), hold, hstride);
-    }
+      }
+    };
+    terms(0, n_in, in, in_stride);
+    terms(n_in, size_t(H), hold, hstride);
     team_.sync();  // every worker is done with the old h of layer l (and the new h of l - 1)
     double* c = s.c.data() + size_t(l) * S * nb * kUnits;
     for (int j = 0; j < S; ++j)

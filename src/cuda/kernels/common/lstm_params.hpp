@@ -220,7 +220,9 @@ struct SharedWords {
   unsigned long long barrier;    // precompute grid barrier arrivals
   unsigned long long prefetched; // multi-block: critical blocks that have read the precompute round, summed
   unsigned int quit;             // set by the critical block: every block leaves
-  unsigned int pad;
+  // grid, quiet answer: the seq of the last tick whose output block 0 has stored and fenced to the system;
+  // the other blocks start their own precompute only once it is there
+  unsigned int answer_out;
   // Instrumentation, written by the critical block after each answer (off the critical path): SM
   // cycles from "input complete in shared memory" to "output chunks stored".
   unsigned long long compute_cycles_sum;
@@ -253,6 +255,7 @@ struct LstmParams {
   int gate_sleep_ns = 0;         // tuning: pollers nap this long while waiting for the consumer
   int keep_warm = 0;             // tuning: every compute warp waits for the input issuing dummy mma
   int grid_cell_lanes = 0;       // tuning, grid: lanes a unit in the cell warp (1, 2, 4; 0: grid_cell_lanes' choice)
+  int grid_quiet_answer = 0;     // tuning, grid: no block starts its own precompute before the answer is out
   CriticalVariant variant = kVariantSmem;  // critical-step variant of the cta family
   KernelFamily family = KernelFamily::cta;
 

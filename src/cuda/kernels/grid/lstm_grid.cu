@@ -933,6 +933,10 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
         if (lane == 0) {
           marks.block(L, kGrSent);
           record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()});
+          if (own && p.grid_quiet_answer) {  // the answer is on its way to the host: the rounds may start
+            __threadfence_system();
+            st_release_gpu(&p.words->answer_out, seq);
+          }
         }
         __syncwarp();
         if (lane == 0) f->answered = s + 1;
@@ -941,7 +945,12 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       marks.block(L, kGrSent);
     }
     if (warp == 0) marks.flush(p, b, t_in);
-    // (7) own precompute: the round that prepares tick s+1
+    // (7) own precompute: the round that prepares tick s+1 (quiet answer: once block 0's answer is out; a
+    // quit ends the wait, and the round's garbage is never read)
+    if (own && p.grid_quiet_answer && b != 0) {
+      if (warp == 0) wait_flags(&p.words->answer_out, 1, seq, f);
+      dev::named_barrier(nct);
+    }
     if (own) own_round<BF16>(p, smem, own_state(p, b), s, b, f);
   }
   bar_arrive(kBarSums, nbar);  // the cell warp wakes, sees the decision and leaves
