@@ -1,12 +1,14 @@
 // Measures mailbox and kernel variants side by side in one process (one device call), for docs/cuda.md.
 // Not a test. Usage: cuda_sweep [--ticks N] [--pp N] [--json FILE] [--cpu C] [--quick | --families | --large |
 // --large-default (the grid models with the default exchange and precompute only) [--quiet-answer (each grid
-// row beside the same with CudaOptions::grid_quiet_answer)] [--model M ... (those models only)] | --pp-widths W,W,...
+// row beside the same with CudaOptions::grid_quiet_answer)] [--input-nap NS (... with grid_input_nap_ns)]
+// [--model M ... (those models only)] | --pp-widths W,W,...
 // (the ping-pong alone at each input width, with each mailbox knob: where a wide input's round trip goes)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -284,6 +286,7 @@ int main(int argc, char** argv) {
   std::string json;
   bool quick = false, families = false, large = false, large_default = false, quiet_answer = false;
   std::vector<std::string> only;  // --model M (repeatable): the --large cases of these models only
+  int input_nap_ns = 0;           // --input-nap NS: each grid row beside the same with grid_input_nap_ns
   std::vector<int> widths;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -298,6 +301,7 @@ int main(int argc, char** argv) {
     else if (a == "--large-default") large = large_default = true;
     else if (a == "--quiet-answer") quiet_answer = true;
     else if (a == "--model" && i + 1 < argc) only.push_back(argv[++i]);
+    else if (a == "--input-nap" && i + 1 < argc) input_nap_ns = std::atoi(argv[++i]);
     else if (a == "--pp-widths") {
       std::stringstream list(next());
       for (std::string w; std::getline(list, w, ',');) widths.push_back(std::stoi(w));
@@ -359,6 +363,14 @@ int main(int argc, char** argv) {
               quiet.grid_quiet_answer = true;
               model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, quiet answer",
                         k.zoo, k.mode, Precision::fp16, ticks, quiet, cpu, k.check, "grid", 8.0);
+            }
+            if (xch == cuda::GridExchange::tagged && own && input_nap_ns > 0) {
+              // beside: blocks 1.. nap between looks for the input's words
+              CudaOptions nap = c;
+              nap.grid_input_nap_ns = input_nap_ns;
+              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, input nap " +
+                            std::to_string(input_nap_ns) + " ns",
+                        k.zoo, k.mode, Precision::fp16, ticks, nap, cpu, k.check, "grid", 8.0);
             }
             if (xch == cuda::GridExchange::tagged && own && !large_default) {
               // beside: the tiles read from shared memory as their MMAs run, with every compute warp that

@@ -412,6 +412,7 @@ class CudaBackend final : public Backend {
         f["grid_tiles"] = cuda::grid_tiles_name(p.grid_reg_wgs > 0 ? cuda::GridTiles::registers : cuda::GridTiles::shared);
         f["grid_compute_warps"] = std::to_string(p.compute_warps);
         f["grid_quiet_answer"] = copt_.grid_quiet_answer ? "1" : "0";
+        f["grid_input_nap_ns"] = std::to_string(copt_.grid_input_nap_ns);
       }
       if (p.family == cuda::KernelFamily::cluster) {
         f["cluster_exchange"] = copt_.cluster_async_exchange ? "st.async+mbarrier" : "tagged words";
@@ -615,6 +616,7 @@ class CudaBackend final : public Backend {
     p.keep_warm = copt_.keep_warm;
     p.grid_cell_lanes = copt_.grid_cell_lanes;
     p.grid_quiet_answer = copt_.grid_quiet_answer ? 1 : 0;
+    p.grid_input_nap_ns = copt_.grid_input_nap_ns;
     if (copt_.shared) {
       mailbox_->clear();
       copt_.shared->start(copt_.slot, p);

@@ -46,6 +46,10 @@ struct CudaOptions {
   // stored the answer and fenced it to the system (SharedWords::answer_out), so the answer's write to host
   // memory never queues behind 125 blocks' weight reads. A tuning knob for side-by-side runs (cuda_sweep).
   bool grid_quiet_answer = false;
+  // Grid family: blocks other than block 0 nap this long (__nanosleep) between looks for the tick's input
+  // words, so that 124 blocks' threads do not hammer the input's few L2 lines while block 0 polls the host.
+  // A tuning knob for side-by-side runs (cuda_sweep); 0: no nap.
+  int grid_input_nap_ns = 0;
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.

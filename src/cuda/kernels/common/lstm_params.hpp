@@ -256,6 +256,7 @@ struct LstmParams {
   int keep_warm = 0;             // tuning: every compute warp waits for the input issuing dummy mma
   int grid_cell_lanes = 0;       // tuning, grid: lanes a unit in the cell warp (1, 2, 4; 0: grid_cell_lanes' choice)
   int grid_quiet_answer = 0;     // tuning, grid: no block starts its own precompute before the answer is out
+  int grid_input_nap_ns = 0;     // tuning, grid: blocks 1.. nap this long between looks for the input's words
   CriticalVariant variant = kVariantSmem;  // critical-step variant of the cta family
   KernelFamily family = KernelFamily::cta;
 

@@ -79,7 +79,8 @@ __device__ __forceinline__ bool wait_flags(const unsigned* flags, int n, unsigne
 // thread with two pairs waits one L2 round trip, not two. `rounds` counts the thread's rounds of loads.
 // False if the block quits first (the rows then hold garbage nobody reads).
 __device__ __forceinline__ bool take_words(const unsigned long long* words, int from, int n, unsigned seq, uint16_t* rows,
-                                           int stride, int first, int step, volatile CtaFlags* f, int& rounds) {
+                                           int stride, int first, int step, volatile CtaFlags* f, int& rounds,
+                                           int nap_ns = 0) {
   uint32_t* const hi = reinterpret_cast<uint32_t*>(rows);
   uint32_t* const lo = hi + stride / 2;
   for (int i = from / 2 + first; 2 * i < n; i += 2 * step) {
@@ -95,6 +96,7 @@ __device__ __forceinline__ bool take_words(const unsigned long long* words, int 
         ok = ok && dev::reached(dev::tag_of(w[2]), seq) && (2 * i2 + 1 >= n || dev::reached(dev::tag_of(w[3]), seq));
       if (ok) break;
       if (f->quit) return false;
+      if (nap_ns > 0) __nanosleep(unsigned(nap_ns));  // grid_input_nap_ns: fewer looks at the hot lines
     }
     const uint32_t va = dev::value_of(w[0]), vb = 2 * i + 1 < n ? dev::value_of(w[1]) : 0u;
     hi[i] = dev::b_pair(va, vb, 0x5410);
@@ -737,7 +739,8 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     // which passes it on)
     long long t_seen = 0;
     if (tagged && b != 0) {  // every compute thread takes its words of the input
-      if (!take_words(p.xch_words, 0, p.I, seq, m.xin0, stride, tid, nct, f)) f->decision = 1u;
+      int rounds = 0;
+      if (!take_words(p.xch_words, 0, p.I, seq, m.xin0, stride, tid, nct, f, rounds, p.grid_input_nap_ns)) f->decision = 1u;
     } else if (warp == 0) {
       bool ok;
       const int n4 = p.kt[0] * 2;  // uint4 of one row (kt[0] x 16 halves)
