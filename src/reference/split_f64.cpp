@@ -299,18 +299,26 @@ void head_on(const double* w, const std::vector<double>& b, const double* h, siz
   }
 }
 
-}  // namespace
-
-SplitF64::SplitF64(const Model& m, F64Team& team)
-    : cfg_(m.config), team_(team), floats_(lstm_weights_are_floats(m)), head_w_(nullptr, std::free) {
-  const int H = cfg_.hidden_size, L = cfg_.num_layers, n = team.size();
+// Worker k of n owns the blocks of 4 units [blocks k / n, blocks (k + 1) / n).
+template <class Slice>
+std::vector<std::unique_ptr<Slice>> split_blocks(int H, int n) {
   const int blocks = (H + kUnits - 1) / kUnits;
+  std::vector<std::unique_ptr<Slice>> out;
   for (int k = 0; k < n; ++k) {
     auto s = std::make_unique<Slice>();
     s->b0 = int(long(blocks) * k / n);
     s->b1 = int(long(blocks) * (k + 1) / n);
-    slices_.push_back(std::move(s));
+    out.push_back(std::move(s));
   }
+  return out;
+}
+
+}  // namespace
+
+SplitF64::SplitF64(const Model& m, F64Team& team)
+    : cfg_(m.config), team_(team), floats_(lstm_weights_are_floats(m)), head_w_(nullptr, std::free) {
+  const int H = cfg_.hidden_size, L = cfg_.num_layers;
+  slices_ = split_blocks<Slice>(H, team.size());
   Packing packing{this, &m};
   team_.run(&SplitF64::pack_job, &packing);
   for (const auto& s : slices_)
@@ -528,14 +536,8 @@ struct StatesPacking {
 
 SplitStatesF64::SplitStatesF64(const Model& m, F64Team& team, int states)
     : cfg_(m.config), team_(team), states_(std::max(1, states)), head_w_(nullptr, std::free) {
-  const int H = cfg_.hidden_size, L = cfg_.num_layers, n = team.size();
-  const int blocks = (H + kUnits - 1) / kUnits;
-  for (int k = 0; k < n; ++k) {
-    auto s = std::make_unique<Slice>();
-    s->b0 = int(long(blocks) * k / n);
-    s->b1 = int(long(blocks) * (k + 1) / n);
-    slices_.push_back(std::move(s));
-  }
+  const int H = cfg_.hidden_size, L = cfg_.num_layers;
+  slices_ = split_blocks<Slice>(H, team.size());
   StatesPacking packing{this, &m, [](StatesPacking& p, int worker) {
                           SplitStatesF64& self = *p.self;
                           Slice& s = *self.slices_[size_t(worker)];
