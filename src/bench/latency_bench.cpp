@@ -799,6 +799,18 @@ class LatencyRun {
                                   {"ticks_over_bound", c.over_bound}}}};
   }
 
+  // cuda: the in-kernel part of each tick ("input complete" to "output stored", the kernel's own
+  // histogram at the run's mean SM clock), beside the tick latency: what lies outside is the link's.
+  void print_kernel_row() const {
+    if (!report_.contains("counters") || !report_["counters"].contains("kernel_tick_us_p50")) return;
+    const nlohmann::json& c = report_["counters"];
+    out_ << std::left << std::setw(22) << "  in the kernel" << std::right;
+    for (const char* q : {"kernel_tick_us_p50", "kernel_tick_us_p90", "kernel_tick_us_p99", "kernel_tick_us_p999"})
+      out_ << std::setw(10) << fmt(c[q].get<double>());
+    out_ << std::setw(10) << "-" << std::setw(10) << "-" << std::setw(10) << "-"
+         << "  (input complete -> output stored, inside the GPU)\n";
+  }
+
   void print_summary() {
     const CheckResult& check = totals_.all;
     const CheckTiming& timing = totals_.timing;
@@ -810,6 +822,7 @@ class LatencyRun {
     if (report_["machine"].contains("gpu")) out_ << "gpu: " << report_["machine"]["gpu"].dump() << "\n";
     print_header(out_);
     print_row(out_, "tick latency", ls_);
+    print_kernel_row();
     print_row(out_, "precompute", ps_);
     const nlohmann::json& sustainable_json = report_["sustainable_tick_rate"];
     const int pre_cores_shown = sustainable_json["precompute_cores"].get<int>();
