@@ -413,7 +413,8 @@ void SplitF64::many_slice(SplitF64& self, Slice& s) {
     const size_t in_stride = l == 0 ? size_t(I) : size_t(H);
     double* out = self.seq_[l & 1].data();  // [T][H]
     double* c = s.c.data() + size_t(l) * nb * kUnits;
-    for (int t = 0; t < T; ++t) std::memcpy(acc + t * astride, bias, sizeof(double) * astride);
+    if (nb > 0)  // a worker with no blocks has no sums, only the barriers
+      for (int t = 0; t < T; ++t) std::memcpy(acc + t * astride, bias, sizeof(double) * astride);
     for (int b = 0; b < nb; b += 2) {
       const int pair = std::min(2, nb - b);
       const W* w0 = w + size_t(b) * K * kRows;
@@ -580,7 +581,8 @@ void SplitStatesF64::step_slice(Slice& s, const double* xs) {
     const size_t in_stride = l == 0 ? size_t(I) : size_t(L) * H;
     const double* hold = h_.data() + size_t(l) * H;
     const size_t hstride = size_t(L) * H;
-    for (int j = 0; j < S; ++j) std::memcpy(acc + j * astride, bias, sizeof(double) * astride);
+    if (nb > 0)  // a worker with no blocks (more workers than blocks) has no sums, only the barriers
+      for (int j = 0; j < S; ++j) std::memcpy(acc + j * astride, bias, sizeof(double) * astride);
     // The input's columns [0, n_in), then the recurrent ones [n_in, K), a run of kChunkColumns at a time
     // over all the worker's blocks and all the states: one run's weights (its blocks) and inputs (every
     // state's) stay in L2 together, a pair of blocks' in L1 while the states pass four at a time. Each
