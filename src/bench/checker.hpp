@@ -495,7 +495,7 @@ class Checker {
   // Streaming, every record published: the ticks 0 .. T (T the last checked one) cut into chunks, checked
   // side by side: every chunk's state stepped together, each step split over the team by hidden units
   // (reference::SplitStatesF64: each weight read by one thread once a step for all the chunks; each
-  // chunk's bits those of FastF64 stepping it alone). Chunk 0 starts from the zero state at tick 0, as the run
+  // chunk's bits those of FastF64 stepping it alone, on x86-64). Chunk 0 starts from the zero state at tick 0, as the run
   // did; chunk c > 0 starts from the zero state `washout` ticks before its first tick, unchecked, so that
   // the state it reaches at its first tick is the one the run's inputs force from any start (an LSTM
   // forgets its start: the zoo's models within ~100 ticks). That is not taken on trust: after every chunk

@@ -128,8 +128,8 @@ class SplitF64 {
 // S pieces checked side by side): a model like vollo_large, whose weights no cache holds, then costs its
 // arithmetic rather than its memory traffic.
 //
-// The arithmetic and every row's summation order are SplitF64's (and so FastF64's): the same bits for
-// each state as FastF64::step on it alone, whatever the thread and state counts.
+// The arithmetic and every row's summation order are SplitF64's: the same bits for each state whatever
+// the thread and state counts, and on x86-64 the bits of FastF64::step on it alone (as SplitF64's).
 //
 // step_worker() runs inside a team job on every worker (each with its own index), so that a job can do
 // its own work around the step (the checker makes each state's input and checks its outputs on the
