@@ -519,8 +519,15 @@ class Checker {
   struct ChunkStep {
     Checker* self;
     std::vector<Chunk>* chunks;
-    std::vector<double>* xs;  // [chunks][I]: this step's inputs
-    long long i = 0;          // the step: chunk c is at tick from + i
+    reference::SplitStatesF64* truth;    // every chunk's state
+    reference::SplitStatesF64* rounded;  // the rounded model's, or null
+    std::vector<double> xs;              // [chunks][I]: this step's inputs
+    struct Scratch {
+      std::vector<float> x;         // a raw input
+      std::vector<double> z, zq;    // a chunk's outputs, the rounded model's
+    };
+    std::vector<Scratch> scratch;   // one per worker, made once
+    long long i = 0;                // the step: chunk c is at tick from + i
     int workers;
   };
   static constexpr int kChunksAThread = 16;          // chunks per thread of the team, at most
@@ -612,43 +619,40 @@ class Checker {
   static void chunk_step_job(void* ctx, int worker) {
     auto& job = *static_cast<ChunkStep*>(ctx);
     Checker& self = *job.self;
-    const auto& cfg = self.model_.config;
-    const size_t I = size_t(cfg.input_size), n = job.chunks->size();
-    const bool rounded = self.rounded_states_.has_value();
-    std::vector<float> x(I);
-    std::vector<double> z(size_t(cfg.output_size)), zq(rounded ? size_t(cfg.output_size) : 0);
+    const size_t I = size_t(self.model_.config.input_size), n = job.chunks->size();
+    ChunkStep::Scratch& mine = job.scratch[size_t(worker)];
     for (size_t c = size_t(worker); c < n; c += size_t(job.workers)) {
       Chunk& k = (*job.chunks)[c];
       const long long t = k.from + job.i;
-      double* xc = job.xs->data() + c * I;
+      double* xc = job.xs.data() + c * I;
       if (t >= k.end) {  // done: stepped on zeros, never read again
         std::fill(xc, xc + I, 0.0);
         continue;
       }
       if (t == k.first) {
-        k.at_first = self.states_->state(int(c));
-        if (rounded) k.q_at_first = self.rounded_states_->state(int(c));
+        k.at_first = job.truth->state(int(c));
+        if (job.rounded) k.q_at_first = job.rounded->state(int(c));
       }
-      self.scaled_input(*k.scaler, k.next, t, nullptr, x, xc);
+      self.scaled_input(*k.scaler, k.next, t, nullptr, mine.x, xc);
       ++k.steps;
     }
     self.team_->sync();  // every chunk's input is there
-    self.states_->step_worker(worker, job.xs->data());
-    if (rounded) self.rounded_states_->step_worker(worker, job.xs->data());
+    job.truth->step_worker(worker, job.xs.data());
+    if (job.rounded) job.rounded->step_worker(worker, job.xs.data());
     for (size_t c = size_t(worker); c < n; c += size_t(job.workers)) {
       Chunk& k = (*job.chunks)[c];
       const long long t = k.from + job.i;
       if (t >= k.end) continue;
       if (t >= k.first && t % self.every_ == 0) {
-        self.states_->head(int(c), z);
-        if (rounded) self.rounded_states_->head(int(c), zq);
-        self.file(size_t(t / self.every_), t, z, zq, k.totals, k.interval);
+        job.truth->head(int(c), mine.z);
+        if (job.rounded) job.rounded->head(int(c), mine.zq);
+        self.file(size_t(t / self.every_), t, mine.z, mine.zq, k.totals, k.interval);
         self.filed_.fetch_add(1, std::memory_order_relaxed);
         if (self.also_count_) self.also_count_->fetch_add(1, std::memory_order_relaxed);
       }
       if (t == k.end - 1) {
-        k.at_end = self.states_->state(int(c));
-        if (rounded) k.q_at_end = self.rounded_states_->state(int(c));
+        k.at_end = job.truth->state(int(c));
+        if (job.rounded) k.q_at_end = job.rounded->state(int(c));
       }
     }
   }
@@ -674,14 +678,18 @@ class Checker {
       k.scaler.emplace(scaler_proto_);
       longest = std::max(longest, k.end - k.from);
     }
-    states_.emplace(model_, *team_, int(n));
-    if (rounded) rounded_states_.emplace(*rounded_model_, *team_, int(n));
-    std::vector<double> xs(size_t(n) * size_t(cfg.input_size));
-    ChunkStep job{this, &chunks, &xs, 0, workers};
-    for (job.i = 0; job.i < longest && !abort_.load(std::memory_order_acquire); ++job.i)
-      team_->run(&Checker::chunk_step_job, &job);
-    states_.reset();
-    rounded_states_.reset();
+    {
+      reference::SplitStatesF64 truth(model_, *team_, int(n));
+      std::optional<reference::SplitStatesF64> rounded_truth;
+      if (rounded) rounded_truth.emplace(*rounded_model_, *team_, int(n));
+      ChunkStep job{this, &chunks, &truth, rounded ? &*rounded_truth : nullptr,
+                    std::vector<double>(size_t(n) * size_t(cfg.input_size)), {}, 0, workers};
+      const size_t O = size_t(cfg.output_size);
+      job.scratch.assign(size_t(workers), {std::vector<float>(size_t(cfg.input_size)), std::vector<double>(O),
+                                           std::vector<double>(rounded ? O : 0)});
+      for (job.i = 0; job.i < longest && !abort_.load(std::memory_order_acquire); ++job.i)
+        team_->run(&Checker::chunk_step_job, &job);
+    }
     if (abort_.load(std::memory_order_acquire)) return;
     // Each chunk's start against the previous chunk's end, in order; a chunk whose start differs is
     // stepped again from that end (its totals replaced).
@@ -737,11 +745,10 @@ class Checker {
   std::optional<Model> rounded_model_;
   // Window mode: FastF64, shared by the reading threads. Streaming: the split reference on a team of
   // threads whose worker 0 is the one reading thread; checked after the run, every chunk's state on the
-  // team (states_), and FastF64 for a chunk checked again from the previous one's end.
+  // team (run_chunks' SplitStatesF64), and FastF64 for a chunk checked again from the previous one's end.
   std::optional<reference::FastF64> f64_, rounded_f64_;
   std::optional<reference::F64Team> team_;
   std::optional<reference::SplitF64> split_, rounded_split_;
-  std::optional<reference::SplitStatesF64> states_, rounded_states_;  // run_chunks: every chunk's state
   int threads_used_ = 0;
   bool chunked_ = false;  // streaming, checked after the run: run_chunks
   std::atomic<size_t> filed_{0};

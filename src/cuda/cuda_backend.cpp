@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <iterator>
 #include <set>
 #include <thread>
 #include <utility>
@@ -265,14 +266,16 @@ class CudaBackend final : public Backend {
       c["kernel_compute_cycles_max"] = double(w.compute_cycles_max);
       // input complete -> output stored, every tick (SharedWords::tick_hist): where a tail lies
       const std::pair<const char*, double> quantiles[] = {{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}, {"p999", 0.999}};
-      for (const auto& [name, q] : quantiles)
-        c[std::string("kernel_tick_cycles_") + name] = cuda::cycle_quantile(w.tick_hist, q);
+      double tick_cycles[std::size(quantiles)];
+      for (size_t i = 0; i < std::size(quantiles); ++i)
+        c[std::string("kernel_tick_cycles_") + quantiles[i].first] = tick_cycles[i] =
+            cuda::cycle_quantile(w.tick_hist, quantiles[i].second);
       if (w.clock_cycles_sum > 0) {  // the SM clock over the served ticks (SharedWords::clock_*)
         const double ns_per_cycle = double(w.clock_ns_sum) / double(w.clock_cycles_sum);
         c["kernel_compute_ns_mean"] = double(w.compute_cycles_sum) / double(w.ticks_timed) * ns_per_cycle;
         c["kernel_sm_clock_mhz"] = 1e3 / ns_per_cycle;
-        for (const auto& [name, q] : quantiles)  // at the mean clock of the run
-          c[std::string("kernel_tick_us_") + name] = cuda::cycle_quantile(w.tick_hist, q) * ns_per_cycle * 1e-3;
+        for (size_t i = 0; i < std::size(quantiles); ++i)  // at the mean clock of the run
+          c[std::string("kernel_tick_us_") + quantiles[i].first] = tick_cycles[i] * ns_per_cycle * 1e-3;
         // the SM clock over each span between two ticks: its 1st percentile shows slow stretches
         c["kernel_sm_clock_mhz_p1"] = cuda::clock_quantile_mhz(w.clock_hist, 0.01);
         c["kernel_sm_clock_mhz_p50"] = cuda::clock_quantile_mhz(w.clock_hist, 0.5);
