@@ -151,6 +151,11 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
                 err, c.count("kernel_compute_cycles_mean") ? c.at("kernel_compute_cycles_mean") : -1.0,
                 c.count("kernel_compute_cycles_max") ? c.at("kernel_compute_cycles_max") : -1.0);
   row(name, p, extra);
+  if (c.count("kernel_tick_us_p50"))  // the in-kernel span of each tick ("input complete" to "output stored")
+    std::printf("%-44s   in the kernel: p50 %.2f  p99 %.2f  p99.9 %.2f us; SM clock p1/p50 %.0f/%.0f MHz\n", "",
+                c.at("kernel_tick_us_p50"), c.at("kernel_tick_us_p99"), c.at("kernel_tick_us_p999"),
+                c.count("kernel_sm_clock_mhz_p1") ? c.at("kernel_sm_clock_mhz_p1") : -1.0,
+                c.count("kernel_sm_clock_mhz_p50") ? c.at("kernel_sm_clock_mhz_p50") : -1.0);
   if (c.count("kernel_cycles_layer0_mean"))
     std::printf("%-44s   compute %.0f ns mean; cycles mean/max: wake %.0f/%.0f  layer0 %.0f/%.0f  layers1.. %.0f/%.0f  head "
                 "%.0f/%.0f  store %.0f/%.0f\n",

@@ -115,9 +115,13 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
   // "grid-flags", "grid-counters": the grid family with its other exchanges (lstm_params.hpp, GridExchange;
   // "grid" has the tagged words); "grid-separate" and "grid-own": its precompute on blocks of their own, or
   // in the critical blocks (GridPrecompute; "grid" places it automatically); "grid-shared": its tiles read
-  // from shared memory as their MMAs run ("grid" holds them in registers where the plan allows, GridTiles)
+  // from shared memory as their MMAs run ("grid" holds them in registers where the plan allows, GridTiles);
+  // "grid-quiet", "grid-nap": the precompute in the critical blocks, each block's round held until the answer
+  // is out (CudaOptions::grid_quiet_answer), or blocks 1.. napping between looks at the input's words
+  // (grid_input_nap_ns)
   const bool flags = kernel == "grid-flags", counters = kernel == "grid-counters", separate = kernel == "grid-separate",
-             own = kernel == "grid-own", shared = kernel == "grid-shared";
+             quiet = kernel == "grid-quiet", nap = kernel == "grid-nap", own = kernel == "grid-own" || quiet || nap,
+             shared = kernel == "grid-shared";
   o.gpu.kernel = util::parse_name<CudaKernel>(flags || counters || separate || own || shared ? "grid" : kernel);
   o.gpu.timeout_us = 5'000'000;
   CudaOptions c;
@@ -126,6 +130,8 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
   if (separate) c.grid_precompute = cuda::GridPrecompute::separate;
   if (own) c.grid_precompute = cuda::GridPrecompute::in_critical;
   if (shared) c.grid_tiles = cuda::GridTiles::shared;
+  c.grid_quiet_answer = quiet;
+  if (nap) c.grid_input_nap_ns = 200;
   poison_freed_device_memory();  // every zoo model too: nothing it reads before writing may be left over
   auto b = make_cuda_backend(m, o, c);
   EXPECT_EQ(b->facts().at("kernel_family"), util::name_of(o.gpu.kernel));
@@ -133,6 +139,8 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
     EXPECT_EQ(b->facts().at("grid_exchange"), flags ? "flags" : counters ? "counters" : "tagged");
     if (separate || own) EXPECT_EQ(b->facts().at("grid_precompute"), separate ? "separate" : "in_critical");
     if (shared) EXPECT_EQ(b->facts().at("grid_tiles"), "shared");
+    EXPECT_EQ(b->facts().at("grid_quiet_answer"), quiet ? "1" : "0");
+    EXPECT_EQ(b->facts().at("grid_input_nap_ns"), nap ? "200" : "0");
     std::printf("[family] %s %s: tiles in %s, %s compute warps\n", kernel.c_str(), mode_name(mode),
                 b->facts().at("grid_tiles").c_str(), b->facts().at("grid_compute_warps").c_str());
   }
@@ -246,6 +254,8 @@ std::vector<FamilyCase> family_cases() {
   v.push_back({"lstm_l", "grid-counters"});
   v.push_back({"lstm_l", "grid-shared"});
   v.push_back({"stac_c", "grid-shared"});
+  for (const char* m : {"lstm_s", "stac_b", "lstm_l", "stac_c"})
+    for (const char* k : {"grid-quiet", "grid-nap"}) v.push_back({m, k});
   return v;
 }
 
