@@ -235,6 +235,31 @@ HOTPATH_API hotpath_status hotpath_engine_run_batch(hotpath_engine* engine, cons
                                                     size_t window, size_t input_len, float* out,
                                                     size_t output_len);
 
+/* Where a call's arrays are: the flags of hotpath_engine_backtest and hotpath_engine_run_batch_ex.
+ * HOTPATH_ARRAYS_ON_DEVICE: x and out are memory of the engine's GPU (the cuda backend; float32), copied
+ * on the device into the throughput kernels and out of them, never through the host. x must be ready when
+ * the call starts (the work that wrote it finished, or queued on the legacy default stream); out is
+ * complete when the call returns. A pointer that is not memory of that GPU, an allocation shorter than
+ * the lengths given, or arrays that overlap are HOTPATH_ERROR_INVALID_ARGUMENT; another backend is
+ * HOTPATH_ERROR_UNSUPPORTED. */
+#define HOTPATH_ARRAYS_IN_HOST 0u
+#define HOTPATH_ARRAYS_ON_DEVICE 1u
+
+/* Backtest: num_series recorded series [num_series, ticks, I] row-major (input_len = num_series * ticks
+ * * I) -> every tick's output [num_series, ticks, O] (output_len = num_series * ticks * O), each series
+ * from zero state by the engine's mode (docs/model.md, "Backtests"), on the throughput path. Every input
+ * is checked first: a NaN/Inf is HOTPATH_ERROR_TICK naming series, tick and input, nothing computed.
+ * Leaves the engine reset. flags: HOTPATH_ARRAYS_IN_HOST or HOTPATH_ARRAYS_ON_DEVICE. */
+HOTPATH_API hotpath_status hotpath_engine_backtest(hotpath_engine* engine, const float* series, size_t num_series,
+                                                   size_t ticks, size_t input_len, float* out, size_t output_len,
+                                                   unsigned flags);
+
+/* hotpath_engine_run_batch with the flags above (HOTPATH_ARRAYS_ON_DEVICE: fresh windows in GPU memory;
+ * the engine opened in mode "batch"). */
+HOTPATH_API hotpath_status hotpath_engine_run_batch_ex(hotpath_engine* engine, const float* x, size_t batch,
+                                                       size_t window, size_t input_len, float* out,
+                                                       size_t output_len, unsigned flags);
+
 /* Forgets all state: the next tick is t = 0. */
 HOTPATH_API hotpath_status hotpath_engine_reset(hotpath_engine* engine);
 

@@ -179,6 +179,26 @@ class engine {
     return out;
   }
 
+  // Backtest: series [num_series, ticks, I] -> every tick's output [num_series, ticks, O], each series from
+  // zero state; leaves the engine reset.
+  std::vector<float> backtest(const std::vector<float>& series, size_t num_series, size_t ticks) {
+    std::vector<float> out(num_series * ticks * output_size());
+    detail::check(hotpath_engine_backtest(handle_.get(), series.data(), num_series, ticks, series.size(), out.data(),
+                                          out.size(), HOTPATH_ARRAYS_IN_HOST));
+    return out;
+  }
+  // The same with both arrays in the engine's GPU's memory (HOTPATH_ARRAYS_ON_DEVICE): device pointers of
+  // num_series * ticks * I and num_series * ticks * O floats.
+  void backtest_on_device(const float* series, size_t num_series, size_t ticks, float* out) {
+    detail::check(hotpath_engine_backtest(handle_.get(), series, num_series, ticks, num_series * ticks * input_size(),
+                                          out, num_series * ticks * output_size(), HOTPATH_ARRAYS_ON_DEVICE));
+  }
+  // Fresh windows in GPU memory: x [batch, window, I] -> out [batch, O], device pointers.
+  void run_batch_on_device(const float* x, size_t batch, size_t window, float* out) {
+    detail::check(hotpath_engine_run_batch_ex(handle_.get(), x, batch, window, batch * window * input_size(), out,
+                                              batch * output_size(), HOTPATH_ARRAYS_ON_DEVICE));
+  }
+
   void reset() { detail::check(hotpath_engine_reset(handle_.get())); }
   // Live swap (hotpath_engine_swap): `m` answers from the tick after the next one; may be called from
   // another thread while one thread ticks. precision: "" for the engine's; warm_ticks: streaming only.

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
+#include "engine/gpu.hpp"
 #include "engine/instances.hpp"
 #include "model/loader.hpp"
 #include "model/narrowing.hpp"
@@ -474,13 +475,153 @@ nb::object run(PyEngine& self, nb::handle series_in, nb::handle dtype, nb::handl
   return c.out;
 }
 
+// --- arrays in GPU memory (docs/python.md, "Arrays on the GPU") ----------------------------------------
+// An array that describes itself by __cuda_array_interface__ (versions 2 and 3: torch, CuPy, JAX, Numba):
+// its shape and data pointer, taken as they are. Only float32 C-contiguous arrays are: converting another
+// would be a copy on the device that the array's own library does better (x.float().contiguous()). The
+// stream its producer works on (version 3) is waited for before the engine reads or writes it.
+struct DeviceArray {
+  nb::object obj;
+  std::vector<size_t> shape;
+  std::uintptr_t data = 0;
+  std::string shape_text() const {
+    std::string s = "(";
+    for (size_t d = 0; d < shape.size(); ++d) s += (d ? ", " : "") + std::to_string(shape[d]);
+    return s + (shape.size() == 1 ? ",)" : ")");
+  }
+};
+
+bool is_device_array(nb::handle x) { return !x.is_none() && nb::hasattr(x, "__cuda_array_interface__"); }
+
+DeviceArray as_device_array(nb::handle x, const std::string& what, bool writable) {
+  const nb::object cai_obj = x.attr("__cuda_array_interface__");
+  if (!nb::isinstance<nb::dict>(cai_obj)) throw hotpath::Error(what + ": its __cuda_array_interface__ is not a dict");
+  const nb::dict cai = nb::borrow<nb::dict>(cai_obj);
+  auto get = [&](const char* key) { return cai.contains(key) ? nb::object(cai[key]) : nb::none(); };
+  DeviceArray a;
+  a.obj = nb::borrow(x);
+  const std::string type = get("typestr").is_none() ? "" : std::string(nb::str(get("typestr")).c_str());
+  for (nb::handle d : nb::cast<nb::tuple>(get("shape"))) a.shape.push_back(nb::cast<size_t>(d));
+  if (type != "<f4" && type != "=f4")
+    throw hotpath::Error(what + ": a CUDA array must be float32 (typestr '<f4'), got '" + type +
+                         "'; convert it on the device first (torch: x.float(), CuPy: x.astype('float32'))");
+  const nb::tuple data = nb::cast<nb::tuple>(get("data"));
+  a.data = nb::cast<std::uintptr_t>(data[0]);
+  if (writable && nb::cast<bool>(data[1])) throw hotpath::Error(what + ": the CUDA array is read-only");
+  if (!get("mask").is_none()) throw hotpath::Error(what + ": a masked CUDA array is not taken");
+  if (const nb::object strides = get("strides"); !strides.is_none()) {
+    const nb::tuple st = nb::cast<nb::tuple>(strides);
+    size_t expect = sizeof(float);
+    for (size_t d = a.shape.size(); d-- > 0;) {
+      if (a.shape[d] > 1 && nb::cast<long long>(st[d]) != (long long)expect)
+        throw hotpath::Error(what + ": the CUDA array of shape " + a.shape_text() +
+                             " is not C-contiguous; pass a contiguous one (torch: x.contiguous(), CuPy: "
+                             "cupy.ascontiguousarray(x))");
+      expect *= a.shape[d];
+    }
+  }
+  // version 3: the producer's stream (None: nothing to wait for; 0 is not allowed)
+  if (const nb::object stream = get("stream"); !stream.is_none()) {
+    const auto handle = nb::cast<std::uintptr_t>(stream);
+    if (handle != 0) {
+      nb::gil_scoped_release unlocked;
+      hotpath::gpu::synchronize_stream(handle);
+    }
+  }
+  return a;
+}
+
+// The output of a call on device arrays: the caller's `out` (a writable float32 C-contiguous CUDA array
+// of `shape`), else a new one from the input's own library (torch, CuPy) on the input's device.
+DeviceArray device_output(const DeviceArray& like, const std::vector<size_t>& shape, nb::handle out, const char* method) {
+  nb::object made;
+  if (out.is_none()) {
+    const std::string module = nb::cast<std::string>(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(like.obj.ptr()))).attr("__module__"));
+    nb::list dims;
+    for (size_t d : shape) dims.append(d);
+    const nb::tuple shp = nb::tuple(dims);
+    if (module.rfind("torch", 0) == 0) {
+      const nb::object torch = nb::module_::import_("torch");
+      made = torch.attr("empty")(shp, "dtype"_a = torch.attr("float32"), "device"_a = like.obj.attr("device"));
+    } else if (module.rfind("cupy", 0) == 0) {
+      const nb::object cupy = nb::module_::import_("cupy"), device = like.obj.attr("device");
+      device.attr("__enter__")();
+      try {
+        made = cupy.attr("empty")(shp, "dtype"_a = cupy.attr("float32"));
+      } catch (...) {
+        device.attr("__exit__")(nb::none(), nb::none(), nb::none());
+        throw;
+      }
+      device.attr("__exit__")(nb::none(), nb::none(), nb::none());
+    } else {
+      std::string shape_text = "(";
+      for (size_t d = 0; d < shape.size(); ++d) shape_text += (d ? ", " : "") + std::to_string(shape[d]);
+      throw hotpath::Error(std::string(method) + ": the outputs for a CUDA array of " + module +
+                           " need out= (a writable float32 CUDA array of shape " + shape_text +
+                           ")); hotpath makes torch and CuPy outputs itself");
+    }
+    out = made;
+  }
+  DeviceArray o = as_device_array(out, std::string(method) + ": out", true);
+  if (o.shape != shape) {
+    DeviceArray want;
+    want.shape = shape;
+    throw hotpath::Error(std::string(method) + ": out has shape " + o.shape_text() + ", the outputs need " +
+                         want.shape_text());
+  }
+  return o;
+}
+
+nb::object backtest_on_device(PyEngine& self, nb::handle series_in, nb::handle dtype, nb::handle progress, nb::handle out) {
+  if (!dtype.is_none() && output_type(dtype, "backtest") != NPY_FLOAT32)
+    throw hotpath::Error("backtest: outputs in GPU memory are float32 (dtype=float64 is for host arrays)");
+  const DeviceArray x = as_device_array(series_in, "backtest: series", false);
+  const size_t I = self.I, O = self.O, nd = x.shape.size();
+  if ((nd != 2 && nd != 3) || x.shape[nd - 1] != I)
+    throw hotpath::Error("backtest takes a series of shape (T, " + std::to_string(I) + ") or series of shape (S, T, " +
+                         std::to_string(I) + "), got a CUDA array of shape " + x.shape_text());
+  const size_t S = nd == 3 ? x.shape[0] : 1, T = x.shape[nd - 2];
+  const std::vector<size_t> shape = nd == 3 ? std::vector<size_t>{S, T, O} : std::vector<size_t>{T, O};
+  const DeviceArray z = device_output(x, shape, out, "backtest");
+  Use use(self);
+  hotpath::Engine& e = use.engine();
+  Watch watch(progress, S * T, "rows", "backtest");
+  std::atomic<size_t> done{0};
+  {
+    nb::gil_scoped_release unlocked;
+    e.backtest_on_device(reinterpret_cast<const float*>(x.data), S, T, reinterpret_cast<float*>(z.data), &done);
+  }
+  watch.finish(done.load());
+  return z.obj;
+}
+
+nb::object run_batch_on_device(PyEngine& self, nb::handle x_in, nb::handle out) {
+  const DeviceArray x = as_device_array(x_in, "run_batch: x", false);
+  const size_t I = self.I, O = self.O;
+  if (x.shape.size() != 3 || x.shape[2] != I)
+    throw hotpath::Error("run_batch takes windows of shape (B, W, " + std::to_string(I) + "), got a CUDA array of shape " +
+                         x.shape_text());
+  const size_t B = x.shape[0], W = x.shape[1];
+  if (W == 0) throw hotpath::Error("run_batch: windows of length 0 have no output");
+  const DeviceArray z = device_output(x, {B, O}, out, "run_batch");
+  Use use(self);
+  hotpath::Engine& e = use.engine();
+  {
+    nb::gil_scoped_release unlocked;
+    e.run_batch_on_device(reinterpret_cast<const float*>(x.data), B, W, reinterpret_cast<float*>(z.data));
+  }
+  return z.obj;
+}
+
 // Backtest: [T, I] -> [T, O] or [S, T, I] -> [S, T, O] on the engine's throughput path, each series from
 // zero state, every input checked before anything runs; the engine is left reset. On the ref and cpu
 // backends it runs on a thread of its own while this one watches for signals (the backend stops within
 // a step when asked); cuda keeps to the calling thread (its device is current there) and runs to the end.
-nb::object backtest(PyEngine& self, nb::handle series_in, nb::handle dtype, nb::handle progress,
+nb::object backtest(PyEngine& self, nb::handle series_in, nb::handle dtype, nb::handle progress, nb::handle out,
                     const nb::kwargs& extra) {
-  refuse_unknown_keywords("backtest", extra, {"series", "dtype", "progress"});
+  refuse_unknown_keywords("backtest", extra, {"series", "dtype", "progress", "out"});
+  if (is_device_array(series_in)) return backtest_on_device(self, series_in, dtype, progress, out);
+  if (!out.is_none()) throw hotpath::Error("backtest: out= is for series in GPU memory (a CUDA array)");
   const Input series = as_input(series_in, "backtest: series");
   const int type = output_type(dtype, "backtest");
   Use use(self);
@@ -511,8 +652,10 @@ nb::object backtest(PyEngine& self, nb::handle series_in, nb::handle dtype, nb::
 // Fresh windows in chunks of 20-80 ms, between which Python gets control (Ctrl-C, the progress bar);
 // each window is computed alone, so the chunks give what one call gives. The state of step/run is
 // untouched either way.
-nb::object run_batch(PyEngine& self, nb::handle x_in, nb::handle progress, const nb::kwargs& extra) {
-  refuse_unknown_keywords("run_batch", extra, {"x", "progress"});
+nb::object run_batch(PyEngine& self, nb::handle x_in, nb::handle progress, nb::handle out_in, const nb::kwargs& extra) {
+  refuse_unknown_keywords("run_batch", extra, {"x", "progress", "out"});
+  if (is_device_array(x_in)) return run_batch_on_device(self, x_in, out_in);
+  if (!out_in.is_none()) throw hotpath::Error("run_batch: out= is for windows in GPU memory (a CUDA array)");
   const Input x = as_input(x_in, "run_batch: x");
   Use use(self);
   hotpath::Engine& e = use.engine();
@@ -825,19 +968,23 @@ NB_MODULE(_hotpath, m) {
            "Ctrl-C raises KeyboardInterrupt within ~0.1 s and leaves the engine reset. progress: None (a bar on\n"
            "stderr once the call has run 1 s, when stderr is a terminal), True (from the start), False (never).")
       .def("backtest", &backtest, "series"_a.none(), nb::kw_only(), "dtype"_a = nb::none(), "progress"_a = nb::none(),
-           "kwargs"_a,
+           "out"_a = nb::none(), "kwargs"_a,
            nb::sig("def backtest(self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None, "
-                   "progress: bool | None = None) -> numpy.typing.NDArray[numpy.floating]"),
+                   "progress: bool | None = None, out: typing.Any = None) -> typing.Any"),
            "Backtest: a series [T, I] -> every output [T, O], or S series [S, T, I] -> [S, T, O], each from\n"
            "zero state by the engine's mode, on the backend's throughput path. Every input is checked first (a\n"
            "NaN/Inf raises TickError naming series, tick and input; nothing is computed); the engine is left\n"
            "reset. dtype: float32 (default) or float64. Ctrl-C raises KeyboardInterrupt within ~0.1 s (ref, cpu;\n"
-           "cuda at the end). progress: as for run.")
-      .def("run_batch", &run_batch, "x"_a.none(), nb::kw_only(), "progress"_a = nb::none(), "kwargs"_a,
-           nb::sig("def run_batch(self, x: numpy.typing.ArrayLike, *, progress: bool | None = None) "
-                   "-> numpy.typing.NDArray[numpy.float32]"),
+           "cuda at the end). progress: as for run. A CUDA array (torch, CuPy, JAX: __cuda_array_interface__,\n"
+           "float32, C-contiguous; cuda backend) stays on the GPU: the outputs are a CUDA array of the same\n"
+           "library on the same device, or out= (a writable float32 CUDA array of the outputs' shape).")
+      .def("run_batch", &run_batch, "x"_a.none(), nb::kw_only(), "progress"_a = nb::none(), "out"_a = nb::none(),
+           "kwargs"_a,
+           nb::sig("def run_batch(self, x: numpy.typing.ArrayLike, *, progress: bool | None = None, "
+                   "out: typing.Any = None) -> typing.Any"),
            "Fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched.\n"
-           "Ctrl-C raises KeyboardInterrupt within ~0.1 s. progress: as for run.")
+           "Ctrl-C raises KeyboardInterrupt within ~0.1 s. progress: as for run. A CUDA array stays on the GPU\n"
+           "as for backtest (out= likewise).")
       .def(
           "swap",
           [](PyEngine& self, nb::object model, std::optional<std::string> precision, long long warm_ticks) {

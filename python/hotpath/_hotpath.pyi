@@ -149,8 +149,13 @@ class Engine:
         raises KeyboardInterrupt within ~0.1 s and leaves the engine reset. progress: None (a bar on
         stderr once the call has run 1 s, when stderr is a terminal), True (from the start), False."""
     def backtest(
-        self, series: numpy.typing.ArrayLike, *, dtype: numpy.typing.DTypeLike = None, progress: Optional[bool] = None
-    ) -> numpy.typing.NDArray[numpy.floating]:
+        self,
+        series: numpy.typing.ArrayLike,
+        *,
+        dtype: numpy.typing.DTypeLike = None,
+        progress: Optional[bool] = None,
+        out: Any = None,
+    ) -> Any:
         """Backtest: a series [T, I] -> every output [T, O], or S series [S, T, I] -> [S, T, O] (2-D/3-D
         even when O = 1), each series from zero state by the engine's mode (window: row t is the window
         ending at t, partial while t < W-1; streaming: the stream from tick 0), on the backend's
@@ -158,12 +163,18 @@ class Engine:
         raises TickError naming series, tick and input. Afterwards the engine is reset (the next step()
         is t = 0). dtype: float32 (default) or float64 (exact for the "ref" backend). Ctrl-C raises
         KeyboardInterrupt within ~0.1 s (ref, cpu; cuda when its backtest ends), the engine left reset.
-        progress: as for run."""
+        progress: as for run. A CUDA array (anything with __cuda_array_interface__: torch, CuPy, JAX;
+        float32, C-contiguous; the cuda backend) stays on the GPU: nothing crosses the host link, and the
+        outputs are a CUDA array of the input's library on its device (torch, CuPy), or go into out= (a
+        writable float32 CUDA array of the outputs' shape; needed for other libraries). The engine waits
+        for the stream the array's library reports before reading it; the outputs are complete on
+        return. Returns a numpy array for host input."""
     def run_batch(
-        self, x: numpy.typing.ArrayLike, *, progress: Optional[bool] = None
-    ) -> numpy.typing.NDArray[numpy.float32]:
+        self, x: numpy.typing.ArrayLike, *, progress: Optional[bool] = None, out: Any = None
+    ) -> Any:
         """B fresh windows [B, W, I] -> [B, O], each from zero state; the state of step/run is untouched.
-        Ctrl-C raises KeyboardInterrupt within ~0.1 s. progress: as for run."""
+        Ctrl-C raises KeyboardInterrupt within ~0.1 s. progress: as for run. A CUDA array stays on the
+        GPU, as for backtest (out= likewise; the engine made with mode="batch")."""
     def swap(self, model: Any, precision: Optional[str] = None, warm_ticks: int = 0) -> str:
         """Live swap: makes model (anything hotpath.load takes) ready to answer in place of the serving one
         and returns its id once it is, the old model answering meanwhile; the next tick is still the old

@@ -65,14 +65,31 @@ void Backend::check_tick_input(std::span<const float> x, long long tick) const {
 }
 
 void Backend::check_batch_input(std::span<const float> x, size_t window) const {
+  if (const size_t i = first_non_finite(x); i < x.size()) throw_batch_input_error(i, window);
+}
+
+void Backend::throw_batch_input_error(size_t k, size_t window) const {
   const size_t I = size_t(config_.input_size);
-  if (const size_t i = first_non_finite(x); i < x.size())
-    throw TickError(name() + " backend: run_batch input of window " + std::to_string(i / (window * I)) + ", step " +
-                    std::to_string(i / I % window) + " holds NaN or Inf");
+  throw TickError(name() + " backend: run_batch input of window " + std::to_string(k / (window * I)) + ", step " +
+                  std::to_string(k / I % window) + " holds NaN or Inf");
+}
+
+void throw_backtest_input_error(size_t k, size_t ticks, size_t inputs, float value) {
+  throw TickError("backtest input: series " + std::to_string(k / inputs / ticks) + ", tick " +
+                  std::to_string(k / inputs % ticks) + ", input " + std::to_string(k % inputs) + " is " +
+                  (std::isnan(value) ? "NaN" : "Inf") + "; nothing was computed");
 }
 
 void Backend::run_batch(std::span<const float>, size_t, size_t, std::span<float>) {
   throw UnsupportedError("backend " + name() + " does not run the batch workload");
+}
+
+void Backend::backtest_on_device(const float*, size_t, size_t, float*, std::atomic<size_t>*) {
+  throw UnsupportedError(name() + " backend: arrays in GPU memory need the cuda backend (this one takes host arrays)");
+}
+
+void Backend::run_batch_on_device(const float*, size_t, size_t, float*) {
+  throw UnsupportedError(name() + " backend: arrays in GPU memory need the cuda backend (this one takes host arrays)");
 }
 
 void Backend::backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,

@@ -39,6 +39,10 @@ inline constexpr double kMaxWindowStateBytes = double(1ull << 30);
 // kMaxWindowStateBytes.
 void check_window_state(const std::string& backend, long long window, double bytes);
 
+// The TickError a backtest's input gets for `value` (NaN or Inf) at index k of x [S, ticks, inputs]: its
+// series, tick and input named, and that nothing was computed.
+[[noreturn]] void throw_backtest_input_error(size_t k, size_t ticks, size_t inputs, float value);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -109,6 +113,16 @@ class Backend {
   virtual void backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
                         std::atomic<size_t>* done);
 
+  // The backtest and batch workloads with their arrays in the memory of the backend's GPU, float32: x
+  // [S, T, I] -> out [S, T, O] (as backtest, leaving the tick state reset), x [B, W, I] -> out [B, O] (as
+  // run_batch). The cuda backend's throughput path copies them on the device, never through the host. The
+  // engine has checked that both are memory of that GPU and hold the sizes; the backend checks the inputs
+  // (a NaN/Inf is named as the host calls name it, nothing computed). Device arrays must be ready when the
+  // call starts (work on them finished, or queued on the legacy default stream); the outputs are complete
+  // when it returns. Default: UnsupportedError (host arrays only).
+  virtual void backtest_on_device(const float* x, size_t series, size_t ticks, float* out, std::atomic<size_t>* done);
+  virtual void run_batch_on_device(const float* x, size_t batch, size_t window, float* out);
+
   // Counters worth reporting (e.g. "fallback_answers", "late_gpu_answers"), name -> value.
   virtual std::map<std::string, double> counters() const { return {}; }
   // Puts counters() back to what a new backend reports: the engine's warm-up (engine/warm.hpp) calls it
@@ -127,6 +141,8 @@ class Backend {
   void check_tick_input(std::span<const float> x, long long tick) const;
   // Throws TickError naming the window and step of the first NaN/Inf of fresh windows x [B, window, I].
   void check_batch_input(std::span<const float> x, size_t window) const;
+  // The same TickError for the NaN/Inf at index k of x [B, window, I].
+  [[noreturn]] void throw_batch_input_error(size_t k, size_t window) const;
 
  private:
   ModelConfig config_;

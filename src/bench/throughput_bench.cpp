@@ -133,6 +133,8 @@ class ThroughputRun {
     // The float64 reference backend's backtest outputs are kept in float64 (its bound is below float's
     // rounding); run_batch answers in float32 only.
     f64_out_ = !fresh_ && engine_->precision() == Precision::fp64;
+    if (o_.device_arrays && engine_->backend_name() != "cuda")
+      throw Error("--device-arrays needs the cuda backend (the engine runs on " + engine_->backend_name() + ")");
     // The outputs of the last run: z (float32; fresh: the last call's) or z64 (the ref backend's backtest).
     z_.resize(fresh_ ? B_ * O_ : 0);
   }
@@ -169,22 +171,59 @@ class ThroughputRun {
                      std::span<float>(batches[b]).subspan((w * W + t) * I, I));
     return batches;
   }
+  // --device-arrays: `x` in GPU memory (uploaded once, before the clock; again only for other inputs)
+  const float* on_device(const std::vector<float>& x, size_t k = 0) {
+    if (dx_.size() <= k) dx_.resize(k + 1);
+    auto& d = dx_[k];
+    if (!d.array || d.source != x.data() || d.array->size() != x.size()) {
+      d.array.reset();  // the old one freed first: inputs of several GB
+      d.array = std::make_unique<gpu::DeviceFloats>(x.size(), eo_.gpu.device);
+      d.array->upload(x.data(), x.size());
+      d.source = x.data();
+    }
+    return d.array->data();
+  }
+  float* device_out(size_t n) {
+    if (!dz_ || dz_->size() != n) {
+      dz_.reset();
+      dz_ = std::make_unique<gpu::DeviceFloats>(n, eo_.gpu.device);
+    }
+    return dz_->data();
+  }
   double run_backtest(const std::vector<float>& x, size_t T) {
     const size_t n = S_ * T * O_;
     f64_out_ ? z64_.resize(n) : z_.resize(n);  // sized once for the run, before the clock starts
+    if (o_.device_arrays) {
+      const float* dx = on_device(x);
+      float* dz = device_out(n);
+      const auto t0 = Clock::now();
+      engine_->backtest_on_device(dx, S_, T, dz);
+      const double secs = seconds_since(t0);
+      dz_->download(z_.data(), n);  // for the check, off the clock
+      return secs;
+    }
     const auto t0 = Clock::now();
     if (f64_out_) engine_->backtest(x, S_, T, std::span<double>(z64_));
     else engine_->backtest(x, S_, T, std::span<float>(z_));
     return seconds_since(t0);
   }
   double run_fresh_calls(const std::vector<std::vector<float>>& batches, size_t calls, std::vector<double>* lat_us) {
+    std::vector<const float*> dx;
+    float* dz = nullptr;
+    if (o_.device_arrays) {
+      for (size_t b = 0; b < batches.size(); ++b) dx.push_back(on_device(batches[b], b));
+      dz = device_out(B_ * O_);
+    }
     const auto t0 = Clock::now();
     for (size_t c = 0; c < calls; ++c) {
       const auto c0 = Clock::now();
-      engine_->run_batch(batches[c % batches.size()], B_, W_, std::span<float>(z_));
+      if (dz) engine_->run_batch_on_device(dx[c % dx.size()], B_, W_, dz);
+      else engine_->run_batch(batches[c % batches.size()], B_, W_, std::span<float>(z_));
       if (lat_us) lat_us->push_back(std::chrono::duration<double, std::micro>(Clock::now() - c0).count());
     }
-    return seconds_since(t0);
+    const double secs = seconds_since(t0);
+    if (dz) dz_->download(z_.data(), B_ * O_);  // the last call's outputs, for the check
+    return secs;
   }
 
   // Sizing: a probe run (unmeasured; it also warms the backend) gives the rate, and the measured run is
@@ -373,7 +412,8 @@ class ThroughputRun {
     // cuda: the host link's own rate each way (measured now, the engine idle) and the share of it the
     // run's inputs and outputs took, over the whole run (copies overlapped with compute or not)
     double link_in = 0, link_out = 0;
-    if (engine.backend_name() == "cuda") {
+    report["arrays"] = o.device_arrays ? "device" : "host";
+    if (engine.backend_name() == "cuda" && !o.device_arrays) {
       const gpu::LinkRate link = gpu::link_rate(eo_.gpu.device);
       link_in = link.h2d_gb_per_s;
       link_out = link.d2h_gb_per_s;
@@ -415,12 +455,13 @@ class ThroughputRun {
             << sci(c.at("batch_wall_s") * 1e3) << " ms)\n";
     }
     out << "  data      in " << sci(in_bytes / 1e6) << " MB, out " << sci(out_bytes / 1e6) << " MB per run ("
-        << sci((in_bytes + out_bytes) / med_s / 1e9) << " GB/s)\n";
+        << sci((in_bytes + out_bytes) / med_s / 1e9) << " GB/s)"
+        << (o.device_arrays ? ", in GPU memory (uploaded before the clock)" : "") << "\n";
     if (link_in > 0)
       out << "  link      in " << sci(in_bytes / med_s / 1e9) << " of the host link's " << sci(link_in) << " GB/s ("
           << sci(100.0 * in_bytes / med_s / 1e9 / link_in) << " %), out " << sci(out_bytes / med_s / 1e9) << " of "
           << sci(link_out) << " GB/s (" << sci(100.0 * out_bytes / med_s / 1e9 / link_out) << " %)\n";
- out << "  error     " << sci(error) << " over " << got.size() << " checked output values (bound " << sci(bound) << "): "
+    out << "  error     " << sci(error) << " over " << got.size() << " checked output values (bound " << sci(bound) << "): "
         << (pass ? "PASS" : "FAIL") << "\n";
   }
 
@@ -445,6 +486,13 @@ class ThroughputRun {
   std::vector<double> run_seconds_, lat_us_;
   std::vector<float> x_;
   std::vector<std::vector<float>> batches_;
+  // --device-arrays: the inputs in GPU memory (by the host vector they came from) and the outputs
+  struct DeviceInput {
+    std::unique_ptr<gpu::DeviceFloats> array;
+    const float* source = nullptr;
+  };
+  std::vector<DeviceInput> dx_;
+  std::unique_ptr<gpu::DeviceFloats> dz_;
   // the check
   Precision prec_ = Precision::fp32;
   ScalerChoice scaler_;

@@ -50,6 +50,9 @@ struct ThroughputOptions {
   int repeats = 3;      // measured runs (backtest) after one unmeasured one; fresh: all calls are samples
   uint64_t seed = 1;
   int check_rows = 64;  // outputs checked against float64
+  // cuda: inputs and outputs in GPU memory (uploaded before the clock, read back after it), through
+  // Engine::backtest_on_device / run_batch_on_device: the rate without the host link.
+  bool device_arrays = false;
   std::string json_path;
   std::string command_line;
   // Makes the backend instead of the registry (tests: a backend that answers wrongly).

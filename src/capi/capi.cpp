@@ -383,22 +383,65 @@ hotpath_status hotpath_engine_run_f64(hotpath_engine* engine, const float* serie
   return run_series("hotpath_engine_run_f64", engine, series, ticks, series_len, out, output_len);
 }
 
-hotpath_status hotpath_engine_run_batch(hotpath_engine* engine, const float* x, size_t batch, size_t window,
-                                        size_t input_len, float* out, size_t output_len) {
-  HOTPATH_CHECK_NOT_NULL("hotpath_engine_run_batch", engine);
-  HOTPATH_CHECK_NOT_NULL("hotpath_engine_run_batch", x);
-  HOTPATH_CHECK_NOT_NULL("hotpath_engine_run_batch", out);
+namespace {
+hotpath_status run_batch_call(const char* fn, hotpath_engine* engine, const float* x, size_t batch, size_t window,
+                              size_t input_len, float* out, size_t output_len, unsigned flags) {
+  if (!engine) return bad_argument(fn, ": engine is NULL");
+  if (!x) return bad_argument(fn, ": x is NULL");
+  if (!out) return bad_argument(fn, ": out is NULL");
+  if (flags & ~HOTPATH_ARRAYS_ON_DEVICE)
+    return bad_argument(fn, ": flags ", str(flags), " holds bits that are not HOTPATH_ARRAYS_ON_DEVICE");
   size_t rows = 0, in_expected = 0, out_expected = 0;
   if (!checked_mul(batch, window, &rows) || !checked_mul(rows, engine->input_size, &in_expected) ||
       !checked_mul(batch, engine->output_size, &out_expected))
-    return bad_argument("hotpath_engine_run_batch: batch ", str(batch), " x window ", str(window),
-                        " overflows the buffer sizes");
-  HOTPATH_CHECK_LEN("hotpath_engine_run_batch", "input_len", input_len, in_expected,
-                    "batch ", str(batch), " x window ", str(window), " x input size ", str(engine->input_size));
-  HOTPATH_CHECK_LEN("hotpath_engine_run_batch", "output_len", output_len, out_expected,
-                    "batch ", str(batch), " x output size ", str(engine->output_size));
+    return bad_argument(fn, ": batch ", str(batch), " x window ", str(window), " overflows the buffer sizes");
+  if (input_len != in_expected)
+    return bad_argument(fn, ": input_len is ", str(input_len), ", expected ", str(in_expected), " (",
+                    "batch ", str(batch), " x window ", str(window), " x input size ", str(engine->input_size), ")");
+  if (output_len != out_expected)
+    return bad_argument(fn, ": output_len is ", str(output_len), ", expected ", str(out_expected), " (",
+                    "batch ", str(batch), " x output size ", str(engine->output_size), ")");
   try {
-    engine->engine.run_batch({x, input_len}, batch, window, {out, output_len});
+    if (flags & HOTPATH_ARRAYS_ON_DEVICE) engine->engine.run_batch_on_device(x, batch, window, out);
+    else engine->engine.run_batch({x, input_len}, batch, window, {out, output_len});
+    return HOTPATH_OK;
+  } catch (...) {
+    return current_exception_status();
+  }
+}
+}  // namespace
+
+hotpath_status hotpath_engine_run_batch(hotpath_engine* engine, const float* x, size_t batch, size_t window,
+                                        size_t input_len, float* out, size_t output_len) {
+  return run_batch_call("hotpath_engine_run_batch", engine, x, batch, window, input_len, out, output_len, 0);
+}
+
+hotpath_status hotpath_engine_run_batch_ex(hotpath_engine* engine, const float* x, size_t batch, size_t window,
+                                           size_t input_len, float* out, size_t output_len, unsigned flags) {
+  return run_batch_call("hotpath_engine_run_batch_ex", engine, x, batch, window, input_len, out, output_len, flags);
+}
+
+hotpath_status hotpath_engine_backtest(hotpath_engine* engine, const float* series, size_t num_series, size_t ticks,
+                                       size_t input_len, float* out, size_t output_len, unsigned flags) {
+  const char* fn = "hotpath_engine_backtest";
+  if (!engine) return bad_argument(fn, ": engine is NULL");
+  if (!series) return bad_argument(fn, ": series is NULL");
+  if (!out) return bad_argument(fn, ": out is NULL");
+  if (flags & ~HOTPATH_ARRAYS_ON_DEVICE)
+    return bad_argument(fn, ": flags ", str(flags), " holds bits that are not HOTPATH_ARRAYS_ON_DEVICE");
+  size_t rows = 0, in_expected = 0, out_expected = 0;
+  if (!checked_mul(num_series, ticks, &rows) || !checked_mul(rows, engine->input_size, &in_expected) ||
+      !checked_mul(rows, engine->output_size, &out_expected))
+    return bad_argument(fn, ": ", str(num_series), " series x ", str(ticks), " ticks overflows the buffer sizes");
+  if (input_len != in_expected)
+    return bad_argument(fn, ": input_len is ", str(input_len), ", expected ", str(in_expected), " (", str(num_series), " series x ", str(ticks),
+                    " ticks x input size ", str(engine->input_size), ")");
+  if (output_len != out_expected)
+    return bad_argument(fn, ": output_len is ", str(output_len), ", expected ", str(out_expected), " (", str(num_series), " series x ", str(ticks),
+                    " ticks x output size ", str(engine->output_size), ")");
+  try {
+    if (flags & HOTPATH_ARRAYS_ON_DEVICE) engine->engine.backtest_on_device(series, num_series, ticks, out);
+    else engine->engine.backtest({series, input_len}, num_series, ticks, {out, output_len});
     return HOTPATH_OK;
   } catch (...) {
     return current_exception_status();

@@ -457,7 +457,7 @@ void add_bench_command(CLI::App& app) {
     int floats = 0, check_threads = 0, instances = 0, metrics_port = 0;
     double rate = 0, seconds = 0, report_every = 0;
     int64_t seed = 1;
-    bool progress = false, no_progress = false;
+    bool progress = false, no_progress = false, device_arrays = false;
     long long batch = 0;
     int repeats = 3;
   };
@@ -560,6 +560,9 @@ void add_bench_command(CLI::App& app) {
       ->default_str("sm");
   cmd->add_flag("--beside-backtest", f->o.beside_backtest,
                 "--instances: measure again while a backtest runs on the SMs the instances leave, at low priority");
+  cmd->add_flag("--device-arrays", f->device_arrays,
+                "Throughput modes, cuda: inputs and outputs in GPU memory (uploaded before the clock): the rate "
+                "without the host link");
   cmd->callback([f, cmd] {
     auto& o = f->o;
     {
@@ -591,6 +594,7 @@ void add_bench_command(CLI::App& app) {
       if (cmd->count("--repeat") && *workload == bench::Workload::fresh)
         throw Error("--repeat is for the backtest modes (fresh times every call)");
       t.repeats = f->repeats;
+      t.device_arrays = f->device_arrays;
       t.seed = uint64_t(f->seed);
       t.json_path = o.json_path;
       t.command_line = command_line();
@@ -601,9 +605,10 @@ void add_bench_command(CLI::App& app) {
       }
       return;
     }
-    if (cmd->count("--batch") || cmd->count("--repeat") || cmd->count("--batch-rows") || cmd->count("--batch-copy-threads"))
-      throw Error("--batch, --batch-rows, --batch-copy-threads and --repeat are for the throughput modes (backtest, "
-                  "backtest-streaming, fresh)");
+    if (cmd->count("--batch") || cmd->count("--repeat") || cmd->count("--batch-rows") || cmd->count("--batch-copy-threads") ||
+        cmd->count("--device-arrays"))
+      throw Error("--batch, --batch-rows, --batch-copy-threads, --device-arrays and --repeat are for the throughput modes "
+                  "(backtest, backtest-streaming, fresh)");
     o.engine.mode = parse_mode(f->mode);
     // Flags given are range-checked by their validators; unset ones keep the library's defaults.
     if (cmd->count("--floats")) o.floats = f->floats;

@@ -71,6 +71,31 @@ ChunkSource streaming_chunks(size_t S, size_t T, size_t R, size_t P) {
   };
 }
 
+std::vector<CopyRun> copy_runs(const std::vector<BatchChunk::Copy>& pieces) {
+  std::vector<CopyRun> runs;
+  for (const BatchChunk::Copy& c : pieces) {
+    if (c.n == 0) continue;
+    if (!runs.empty()) {
+      CopyRun& r = runs.back();
+      const size_t last_src = r.src + (r.count - 1) * r.src_step, last_dst = r.dst + (r.count - 1) * r.dst_step;
+      if (c.n == r.n && c.src > last_src && c.dst > last_dst) {
+        const size_t ds = c.src - last_src, dd = c.dst - last_dst;
+        // a 2D copy's rows may not overlap (step >= n); a run of one piece takes the first step it sees
+        if (r.count == 1 && ds >= r.n && dd >= r.n) {
+          r.src_step = ds, r.dst_step = dd, r.count = 2;
+          continue;
+        }
+        if (r.count > 1 && ds == r.src_step && dd == r.dst_step) {
+          ++r.count;
+          continue;
+        }
+      }
+    }
+    runs.push_back({c.src, c.dst, c.n, 1, c.n, c.n});
+  }
+  return runs;
+}
+
 ChunkSource fresh_chunks(size_t B, size_t W, size_t R) {
   if (W < 1 || R < 1) throw Error("fresh_chunks: needs W >= 1 and rows >= 1");
   size_t b0 = 0;

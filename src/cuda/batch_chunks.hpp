@@ -22,6 +22,15 @@ struct BatchChunk {
   size_t done = 0;  // workload outputs this chunk completes
 };
 
+// Pieces of a chunk's copies (rows of one width each) gathered into strided runs: `count` pieces of `n`
+// rows each, the k-th from src + k * src_step to dst + k * dst_step (rows). Consecutive pieces of one
+// length at even steps (a streaming chunk's series, a window chunk's whole series) make one run: one 2D
+// copy on the device instead of one copy each.
+struct CopyRun {
+  size_t src = 0, dst = 0, n = 0, count = 0, src_step = 0, dst_step = 0;
+};
+std::vector<CopyRun> copy_runs(const std::vector<BatchChunk::Copy>& pieces);
+
 // Fills the next chunk; false when there are none.
 using ChunkSource = std::function<bool(BatchChunk&)>;
 

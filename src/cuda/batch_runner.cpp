@@ -170,6 +170,8 @@ struct BatchRunner::Impl {
     bool busy = false;
   };
   std::array<Slot, 2> slots;
+  Event legacy_done;  // device arrays: the legacy default stream's work so far, which the copies wait for
+  DeviceBuffer<unsigned long long> first_bad;  // first_nonfinite's answer
   // The host's copies into and out of pinned memory, split over a few threads: one core copies a few GB/s,
   // the PCIe link several times that (BatchTuning::copy_threads).
   std::unique_ptr<util::ParallelRanges> copier;
@@ -193,6 +195,15 @@ struct BatchRunner::Impl {
   }
   // Rows per worker at least: a wake-up costs more than copying a few hundred KB.
   static size_t grain_rows(size_t width) { return std::max<size_t>(1, (size_t(256) << 10) / (width * sizeof(float))); }
+
+  // Device arrays: the pieces as 2D copies on the device (copy_runs: a streaming chunk's rows in one).
+  static void copy_on_device(float* dst, const float* src, size_t width, const std::vector<Chunk::Copy>& pieces,
+                             cudaStream_t st) {
+    const size_t row = width * sizeof(float);
+    for (const CopyRun& r : copy_runs(pieces))
+      HOTPATH_CUDA_CHECK(cudaMemcpy2DAsync(dst + r.dst * width, r.dst_step * row, src + r.src * width, r.src_step * row,
+                                           r.n * row, r.count, cudaMemcpyDeviceToDevice, st));
+  }
 
   void ensure(long long rows, long long in_rows) {
     const size_t I = size_t(wts.I), O = size_t(wts.O), Hp = size_t(wts.Hp), Np = size_t(wts.Np), L = size_t(wts.L);
@@ -290,16 +301,29 @@ struct BatchRunner::Impl {
   // Runs chunks from `next` (which fills a Chunk and returns false when there are none) through the
   // two slots: while the GPU computes chunk j, the host stages chunk j+1 and drains chunk j-1.
   void run(const ChunkSource& next, const float* x, size_t I, Backend::BacktestOutput out, size_t O,
-           std::atomic<size_t>* done, BatchStats& stats) {
+           std::atomic<size_t>* done, BatchStats& stats, ArraysIn where) {
     stats = BatchStats{};
+    const bool on_device = where == ArraysIn::device;
+    if (on_device && !out.f32) throw Error("cuda throughput path: outputs in GPU memory are float32");
+    stats.device_arrays = on_device;
     const auto t0 = Clock::now();
     int parity = 0;
+    if (on_device) {  // the caller's arrays were made on the legacy default stream, or before this call
+      HOTPATH_CUDA_CHECK(cudaEventRecord(legacy_done.get(), cudaStreamLegacy));
+      HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(h2d.get(), legacy_done.get()));
+      HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(d2h.get(), legacy_done.get()));
+    }
     auto drain = [&](Slot& s) {
       HOTPATH_CUDA_CHECK(cudaEventSynchronize(s.d2h_end.get()));
       stats.h2d_s += elapsed_ms(s.h2d_begin, s.h2d_end) * 1e-3;
       stats.compute_s += elapsed_ms(s.comp_begin, s.comp_end) * 1e-3;
       stats.d2h_s += elapsed_ms(s.d2h_begin, s.d2h_end) * 1e-3;
       const auto& outs = s.chunk.out;
+      if (on_device) {  // the outputs are already where they belong
+        if (done) done->fetch_add(s.chunk.done, std::memory_order_relaxed);
+        s.busy = false;
+        return;
+      }
       copier->run(total_rows(outs), grain_rows(O), [&](size_t b, size_t e) {
         rows_of(outs, b, e, [&](const Chunk::Copy& c, size_t r, size_t n) {
           const float* src = s.out_pin.get() + (c.src + r) * O;
@@ -315,24 +339,31 @@ struct BatchRunner::Impl {
       if (s.busy) drain(s);
       if (!next(s.chunk)) break;
       Chunk& ch = s.chunk;
-      copier->run(total_rows(ch.in), grain_rows(I), [&](size_t b, size_t e) {
-        rows_of(ch.in, b, e, [&](const Chunk::Copy& c, size_t r, size_t n) {
-          std::memcpy(s.in_pin.get() + (c.dst + r) * I, x + (c.src + r) * I, n * I * sizeof(float));
+      if (!on_device)
+        copier->run(total_rows(ch.in), grain_rows(I), [&](size_t b, size_t e) {
+          rows_of(ch.in, b, e, [&](const Chunk::Copy& c, size_t r, size_t n) {
+            std::memcpy(s.in_pin.get() + (c.dst + r) * I, x + (c.src + r) * I, n * I * sizeof(float));
+          });
         });
-      });
       std::copy(ch.row_p0.begin(), ch.row_p0.end(), s.meta_pin.get());
       std::copy(ch.row_first.begin(), ch.row_first.end(), s.meta_pin.get() + ch.rows);
       const size_t meta = ch.row_p0.size() + ch.row_first.size();
       HOTPATH_CUDA_CHECK(cudaEventRecord(s.h2d_begin.get(), h2d.get()));
-      HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.x.get(), s.in_pin.get(), size_t(ch.n_in) * I * sizeof(float),
-                                         cudaMemcpyHostToDevice, h2d.get()));
+      if (on_device)
+        copy_on_device(s.x.get(), x, I, ch.in, h2d.get());
+      else
+        HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.x.get(), s.in_pin.get(), size_t(ch.n_in) * I * sizeof(float),
+                                           cudaMemcpyHostToDevice, h2d.get()));
       HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.meta.get(), s.meta_pin.get(), meta * sizeof(int), cudaMemcpyHostToDevice, h2d.get()));
       HOTPATH_CUDA_CHECK(cudaEventRecord(s.h2d_end.get(), h2d.get()));
       enqueue_compute(s, parity);
       const size_t out_floats = size_t(ch.rows) * (ch.emit_every ? size_t(ch.steps) : 1) * O;
       HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(d2h.get(), s.comp_end.get()));
       HOTPATH_CUDA_CHECK(cudaEventRecord(s.d2h_begin.get(), d2h.get()));
-      HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.out_pin.get(), s.out.get(), out_floats * sizeof(float), cudaMemcpyDeviceToHost, d2h.get()));
+      if (on_device)
+        copy_on_device(out.f32, s.out.get(), O, ch.out, d2h.get());
+      else
+        HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.out_pin.get(), s.out.get(), out_floats * sizeof(float), cudaMemcpyDeviceToHost, d2h.get()));
       HOTPATH_CUDA_CHECK(cudaEventRecord(s.d2h_end.get(), d2h.get()));
       s.busy = true;
       stats.copy_bytes += double(size_t(ch.n_in) * I * sizeof(float) + meta * sizeof(int) + out_floats * sizeof(float));
@@ -408,7 +439,7 @@ long long BatchRunner::rows_per_chunk() const { return impl_->R; }
 int BatchRunner::copy_threads() const { return impl_->copier->threads(); }
 
 void BatchRunner::backtest(const float* x, size_t series, size_t ticks, int window, Backend::BacktestOutput out,
-                           std::atomic<size_t>* done) {
+                           std::atomic<size_t>* done, ArraysIn where) {
   Impl& m = *impl_;
   HOTPATH_CUDA_CHECK(cudaSetDevice(m.device));
   const size_t I = size_t(m.wts.I), O = size_t(m.wts.O), T = ticks, S = series;
@@ -417,15 +448,15 @@ void BatchRunner::backtest(const float* x, size_t series, size_t ticks, int wind
     // Rule 1: the window ending at t consumes ticks t-W+1 .. t; steps before tick 0 leave its state zero.
     const long long P = std::max(m.P, m.R + window);  // a whole chunk of windows and one history always fit
     m.ensure(m.R, P);
-    m.run(window_chunks(S, T, size_t(window), size_t(m.R), size_t(P)), x, I, out, O, done, stats_);
+    m.run(window_chunks(S, T, size_t(window), size_t(m.R), size_t(P)), x, I, out, O, done, stats_, where);
     return;
   }
   const StreamingShape sh = streaming_shape(S, T, size_t(m.R), size_t(m.P));
   m.ensure(static_cast<long long>(sh.group), static_cast<long long>(sh.group * sh.slice));
-  m.run(streaming_chunks(S, T, size_t(m.R), size_t(m.P)), x, I, out, O, done, stats_);
+  m.run(streaming_chunks(S, T, size_t(m.R), size_t(m.P)), x, I, out, O, done, stats_, where);
 }
 
-void BatchRunner::fresh(const float* x, size_t batch, size_t window, float* out) {
+void BatchRunner::fresh(const float* x, size_t batch, size_t window, float* out, ArraysIn where) {
   Impl& m = *impl_;
   HOTPATH_CUDA_CHECK(cudaSetDevice(m.device));
   const size_t I = size_t(m.wts.I), O = size_t(m.wts.O), W = window;
@@ -437,7 +468,23 @@ void BatchRunner::fresh(const float* x, size_t batch, size_t window, float* out)
   const size_t per = std::max<size_t>(1, std::min<size_t>(size_t(m.R), p0_rows / W));
   const size_t rows = std::min(per, batch);
   m.ensure(static_cast<long long>(rows), static_cast<long long>(rows * W));
-  m.run(fresh_chunks(batch, W, rows), x, I, Backend::BacktestOutput{out, nullptr}, O, nullptr, stats_);
+  m.run(fresh_chunks(batch, W, rows), x, I, Backend::BacktestOutput{out, nullptr}, O, nullptr, stats_, where);
+}
+
+size_t BatchRunner::first_nonfinite(const float* x, size_t n) {
+  Impl& m = *impl_;
+  HOTPATH_CUDA_CHECK(cudaSetDevice(m.device));
+  if (!m.first_bad.get()) m.first_bad = DeviceBuffer<unsigned long long>(1);
+  const cudaStream_t st = m.compute.get();
+  unsigned long long first = n;
+  // the caller's array was made on the legacy default stream, or before this call (ArraysIn::device)
+  HOTPATH_CUDA_CHECK(cudaEventRecord(m.legacy_done.get(), cudaStreamLegacy));
+  HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(st, m.legacy_done.get()));
+  HOTPATH_CUDA_CHECK(cudaMemcpyAsync(m.first_bad.get(), &first, sizeof first, cudaMemcpyHostToDevice, st));
+  HOTPATH_CUDA_CHECK(launch_find_nonfinite(x, n, m.first_bad.get(), st));
+  HOTPATH_CUDA_CHECK(cudaMemcpyAsync(&first, m.first_bad.get(), sizeof first, cudaMemcpyDeviceToHost, st));
+  HOTPATH_CUDA_CHECK(cudaStreamSynchronize(st));
+  return size_t(std::min<unsigned long long>(first, n));
 }
 
 }  // namespace hotpath::cuda

@@ -32,7 +32,8 @@ struct BatchStats {
   double wall_s = 0;     // the whole call
   double compute_s = 0;  // the kernels, summed over chunks (compute stream events)
   double h2d_s = 0, d2h_s = 0;  // the copies, summed over chunks
-  double copy_bytes = 0;
+  double copy_bytes = 0;  // host <-> device, or device -> device with device arrays
+  bool device_arrays = false;  // the call's arrays were in GPU memory (ArraysIn::device)
   long long chunks = 0;
   // Share of the copy time hidden under compute: 1 - (wall - compute) / (h2d + d2h), clamped to [0, 1].
   double overlap() const;
@@ -53,6 +54,12 @@ struct BatchTuning {
 // kernels start when a backtest may run beside them, since a kernel loaded later waits for them.
 void preload_batch_kernels(int device);
 
+// Where a call's arrays are: host memory (staged through the pinned buffers) or the runner's GPU (the
+// inputs copied on the device into the chunks, the outputs from them; nothing crosses the host link). Device
+// arrays must be ready when the call starts: written by work already finished or queued on the legacy
+// default stream (the call's copies wait for that stream); the outputs are complete when it returns.
+enum class ArraysIn { host, device };
+
 class BatchRunner {
  public:
   BatchRunner(const Model& model, Precision precision, int device, BatchTuning tuning = {});
@@ -62,10 +69,13 @@ class BatchRunner {
 
   // x [S, T, I] (already scaled) -> out [S, T, O]; window > 0: the window rule with that window, 0:
   // streaming.
+  // Device arrays: outputs in float32 only (out.f32).
   void backtest(const float* x, size_t series, size_t ticks, int window, Backend::BacktestOutput out,
-                std::atomic<size_t>* done);
+                std::atomic<size_t>* done, ArraysIn where = ArraysIn::host);
   // x [B, W, I] -> out [B, O], every window from zero state.
-  void fresh(const float* x, size_t batch, size_t window, float* out);
+  void fresh(const float* x, size_t batch, size_t window, float* out, ArraysIn where = ArraysIn::host);
+  // x [0, n) in the runner's GPU's memory: the index of its first NaN or Inf, or n when there is none.
+  size_t first_nonfinite(const float* x, size_t n);
 
   const BatchStats& stats() const { return stats_; }
   long long rows_per_chunk() const;

@@ -50,6 +50,7 @@ void add_batch_counters(const cuda::BatchRunner& runner, std::map<std::string, d
   c["batch_copy_overlap"] = st.overlap();
   c["batch_rows_per_chunk"] = double(runner.rows_per_chunk());
   c["batch_copy_threads"] = double(runner.copy_threads());
+  c["batch_device_arrays"] = st.device_arrays ? 1.0 : 0.0;  // copied on the device (ArraysIn::device)
 }
 
 // A backtest on the throughput kernels, each series scaled as the tick path scales it (the scaler's
@@ -65,6 +66,31 @@ void run_backtest(cuda::BatchRunner& runner, InputScaler& scaler, const BackendO
   scaler.reset();
   runner.backtest(scaled.empty() ? x.data() : scaled.data(), series, ticks,
                   options.mode == Mode::window ? options.window : 0, out, done);
+}
+
+// The same with arrays in GPU memory (Backend::backtest_on_device): the first NaN/Inf found on the device and
+// named before anything runs; a model with an input scaler takes its inputs through the host (the scaler
+// is host code: a rolling one scans each series in order) and sends its outputs back, the rest as above.
+void run_backtest_on_device(cuda::BatchRunner& runner, InputScaler& scaler, const BackendOptions& options,
+                            const ModelConfig& config, const float* x, size_t series, size_t ticks, float* out,
+                            std::atomic<size_t>* done) {
+  const size_t I = size_t(config.input_size), O = size_t(config.output_size), n = series * ticks * I;
+  scaler.reset();
+  if (n == 0) return;
+  if (const size_t k = runner.first_nonfinite(x, n); k < n) {
+    float v = 0;
+    HOTPATH_CUDA_CHECK(cudaMemcpy(&v, x + k, sizeof v, cudaMemcpyDeviceToHost));
+    throw_backtest_input_error(k, ticks, I, v);
+  }
+  if (scaler.active()) {
+    std::vector<float> xs(n), zs(series * ticks * O);
+    HOTPATH_CUDA_CHECK(cudaMemcpy(xs.data(), x, n * sizeof(float), cudaMemcpyDeviceToHost));
+    run_backtest(runner, scaler, options, xs, series, ticks, Backend::BacktestOutput{zs.data(), nullptr}, done);
+    HOTPATH_CUDA_CHECK(cudaMemcpy(out, zs.data(), zs.size() * sizeof(float), cudaMemcpyHostToDevice));
+    return;
+  }
+  runner.backtest(x, series, ticks, options.mode == Mode::window ? options.window : 0,
+                  Backend::BacktestOutput{out, nullptr}, done, cuda::ArraysIn::device);
 }
 
 class CudaBackend final : public Backend {
@@ -243,6 +269,16 @@ class CudaBackend final : public Backend {
     t_ = 0;
     accepted_base_ = gpu_answers_;
     run_backtest(batch_runner(), scaler_, options(), x, series, ticks, out, done);
+  }
+  void backtest_on_device(const float* x, size_t series, size_t ticks, float* out, std::atomic<size_t>* done) override {
+    if (copt_.shared)
+      throw UnsupportedError("cuda backend: an instance of a shared launch has no SMs for backtests (the launch holds "
+                             "them); run backtests on an engine beside the launch");
+    stop_kernel();
+    parked_ = true;
+    t_ = 0;
+    accepted_base_ = gpu_answers_;
+    run_backtest_on_device(batch_runner(), scaler_, options(), config(), x, series, ticks, out, done);
   }
 
   std::map<std::string, double> counters() const override {
@@ -855,6 +891,10 @@ class CudaBatchBackend final : public Backend {
     if (options().mode == Mode::batch) throw Error("cuda backend: a backtest needs the window or streaming mode");
     run_backtest(*runner_, scaler_, options(), x, series, ticks, out, done);
   }
+  void backtest_on_device(const float* x, size_t series, size_t ticks, float* out, std::atomic<size_t>* done) override {
+    if (options().mode == Mode::batch) throw Error("cuda backend: a backtest needs the window or streaming mode");
+    run_backtest_on_device(*runner_, scaler_, options(), config(), x, series, ticks, out, done);
+  }
   void finish_precompute() override {}
   void reset() override {}
   long long ticks() const override { return 0; }
@@ -874,6 +914,21 @@ class CudaBatchBackend final : public Backend {
       scaler_.scale_batch(x, scaled.data());
     }
     runner_->fresh(scaled.empty() ? x.data() : scaled.data(), batch, window, out.data());
+  }
+  // Fresh windows in GPU memory: checked there; a fixed scaler (host code) takes them through the host.
+  void run_batch_on_device(const float* x, size_t batch, size_t window, float* out) override {
+    const size_t I = size_t(config().input_size), O = size_t(config().output_size), n = batch * window * I;
+    if (window < 1) throw Error("cuda backend: run_batch needs a window length >= 1");
+    if (n == 0) return;
+    if (const size_t k = runner_->first_nonfinite(x, n); k < n) throw_batch_input_error(k, window);
+    if (scaler_.active()) {
+      std::vector<float> xs(n), zs(batch * O);
+      HOTPATH_CUDA_CHECK(cudaMemcpy(xs.data(), x, n * sizeof(float), cudaMemcpyDeviceToHost));
+      run_batch(xs, batch, window, zs);
+      HOTPATH_CUDA_CHECK(cudaMemcpy(out, zs.data(), zs.size() * sizeof(float), cudaMemcpyHostToDevice));
+      return;
+    }
+    runner_->fresh(x, batch, window, out, cuda::ArraysIn::device);
   }
 
   std::map<std::string, double> counters() const override {

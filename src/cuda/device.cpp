@@ -18,6 +18,7 @@
 #include "cuda/device_error.hpp"
 #include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/mailbox_host.hpp"
+#include "cuda/memory.hpp"
 #include "util/arch.hpp"
 #include "util/error.hpp"
 #include "util/nvml.hpp"
@@ -155,6 +156,51 @@ void* driver_entry_point(const char* name, int version) {
     return nullptr;
   }
   return fn;
+}
+
+PointerExtent pointer_extent(const void* p) {
+  PointerExtent e;
+  cudaPointerAttributes a{};
+  if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return e;
+  }
+  if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) return e;
+  e.device = a.device;
+  using AddressRange = PFN_cuMemGetAddressRange_v3020;
+  if (void* fn = driver_entry_point("cuMemGetAddressRange", 3020)) {
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    const auto at = reinterpret_cast<CUdeviceptr>(p);
+    if (reinterpret_cast<AddressRange>(fn)(&base, &size, at) == CUDA_SUCCESS && at >= base && at - base <= size)
+      e.bytes_from = size - size_t(at - base);
+  }
+  return e;
+}
+
+void* device_array_alloc(size_t bytes, int device) {
+  HOTPATH_CUDA_CHECK(cudaSetDevice(device));
+  return device_alloc(bytes);
+}
+
+void device_array_free(void* p, int device) noexcept {
+  if (!p || cudaSetDevice(device) != cudaSuccess) return;
+  device_free(p);
+}
+
+void copy_bytes(void* dst, const void* src, size_t bytes, int device) {
+  HOTPATH_CUDA_CHECK(cudaSetDevice(device));
+  HOTPATH_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+}
+
+void synchronize_stream_handle(std::uintptr_t handle) {
+  const cudaStream_t s = handle == 1   ? cudaStreamLegacy
+                         : handle == 2 ? cudaStreamPerThread
+                                       : reinterpret_cast<cudaStream_t>(handle);
+  if (const cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error("cuda: waiting for the array's stream (" + std::to_string(handle) + ") failed: " + cudaGetErrorString(e));
+  }
 }
 
 SmReport query_stream_sms(CUstream_st* stream) {

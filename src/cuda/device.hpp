@@ -2,6 +2,7 @@
 // code that is built without nvcc. Every function throws UnsupportedError when there is no usable
 // CUDA device (the message says so).
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -48,6 +49,26 @@ void* driver_entry_point(const char* name, int version);
 // Blocks of one kernel that can be co-resident in a context: the kernel's occupancy per SM (as
 // cudaOccupancyMaxActiveBlocksPerMultiprocessor reports it) x the context's SMs; 0 when either is <= 0.
 long long coresident_blocks(int blocks_per_sm, int sms);
+
+// What `p` points into: the GPU whose memory it is (-1: not device memory: host memory, pageable or pinned,
+// or a pointer the runtime does not know) and the bytes of its allocation from p to the allocation's end
+// (cuMemGetAddressRange; 0 where the driver will not say). Managed memory counts as its device's.
+struct PointerExtent {
+  int device = -1;
+  size_t bytes_from = 0;
+};
+PointerExtent pointer_extent(const void* p);
+
+// Waits for a stream another library of this process handed over (1: the legacy default stream, 2: the
+// per-thread default stream, else a cudaStream_t); throws Error naming the failure.
+void synchronize_stream_handle(std::uintptr_t handle);
+
+// Device memory for arrays the front ends hand the engine (gpu::DeviceFloats): memory.hpp's stream-ordered
+// allocation on `device` (freeing never waits for running kernels); and a synchronous copy between host
+// and device memory (either way, cudaMemcpyDefault).
+void* device_array_alloc(size_t bytes, int device);
+void device_array_free(void* p, int device) noexcept;
+void copy_bytes(void* dst, const void* src, size_t bytes, int device);
 
 // Memory in use on the device (total - free, as cudaMemGetInfo reports it: every process's, not only
 // this one's); -1 when the runtime will not say. For soak runs, which check that it stays flat.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -541,10 +542,7 @@ void check_backtest(const Engine& e, std::span<const float> x, size_t series, si
                 " series of " + std::to_string(ticks) + " ticks of " + std::to_string(O) + " outputs need " +
                 std::to_string(series * ticks * O));
   for (size_t k = 0; k < x.size(); ++k)
-    if (!std::isfinite(x[k]))
-      throw TickError("backtest input: series " + std::to_string(k / I / ticks) + ", tick " +
-                      std::to_string(k / I % ticks) + ", input " + std::to_string(k % I) + " is " +
-                      (std::isnan(x[k]) ? "NaN" : "Inf") + "; nothing was computed");
+    if (!std::isfinite(x[k])) throw_backtest_input_error(k, ticks, I, x[k]);
 }
 }  // namespace
 
@@ -562,6 +560,60 @@ void Engine::backtest(std::span<const float> x, size_t series, size_t ticks, std
   if (out.empty()) return reset();  // nothing to run, and still the promised reset
   backend_->backtest(x, series, ticks, Backend::BacktestOutput{nullptr, out.data(), stop}, done);
   if (metrics_) metrics_->fold(*swappable_);
+}
+
+namespace {
+// A device array of `bytes` for `what` on `device`: memory of that GPU, its allocation long enough.
+void check_device_array(const void* p, size_t bytes, const char* what, int device) {
+  if (bytes == 0) return;
+  if (!p) throw Error(std::string(what) + ": a null pointer where " + std::to_string(bytes) + " bytes of GPU memory belong");
+  const gpu::DevicePointer d = gpu::device_pointer(p);
+  if (d.device < 0)
+    throw Error(std::string(what) + ": the pointer is not GPU memory (host memory, or unknown to CUDA); the device "
+                "calls take arrays in the memory of GPU " + std::to_string(device));
+  if (d.device != device)
+    throw Error(std::string(what) + ": the pointer is memory of GPU " + std::to_string(d.device) + ", the engine runs on GPU " +
+                std::to_string(device));
+  if (d.bytes_from > 0 && d.bytes_from < bytes)
+    throw Error(std::string(what) + ": its allocation holds " + std::to_string(d.bytes_from) + " bytes from the pointer, " +
+                std::to_string(bytes) + " are needed");
+}
+// Sizes in floats of `count` rows of `width`, refusing a product that overflows.
+size_t floats_of(size_t a, size_t b, size_t c, const char* what) {
+  if ((b != 0 && a > SIZE_MAX / b) || (c != 0 && a * b > SIZE_MAX / c / sizeof(float)))
+    throw Error(std::string(what) + ": " + std::to_string(a) + " x " + std::to_string(b) + " x " + std::to_string(c) +
+                " floats is more than memory can hold");
+  return a * b * c;
+}
+void check_apart(const void* x, size_t xb, const void* out, size_t ob) {
+  const auto a = reinterpret_cast<uintptr_t>(x), b = reinterpret_cast<uintptr_t>(out);
+  if (xb > 0 && ob > 0 && a < b + ob && b < a + xb) throw Error("device arrays: the output overlaps the input");
+}
+}  // namespace
+
+void Engine::backtest_on_device(const float* x, size_t series, size_t ticks, float* out, std::atomic<size_t>* done) {
+  const size_t I = size_t(input_size()), O = size_t(output_size());
+  const int device = backend_->options().gpu.device;
+  const size_t nx = floats_of(series, ticks, I, "backtest input"), no = floats_of(series, ticks, O, "backtest output");
+  check_device_array(x, nx * sizeof(float), "backtest input", device);
+  check_device_array(out, no * sizeof(float), "backtest output", device);
+  check_apart(x, nx * sizeof(float), out, no * sizeof(float));
+  if (no == 0) return reset();  // nothing to run, and still the promised reset
+  backend_->backtest_on_device(x, series, ticks, out, done);
+  if (metrics_) metrics_->fold(*swappable_);
+}
+
+void Engine::run_batch_on_device(const float* x, size_t batch, size_t window, float* out) {
+  const size_t I = size_t(input_size()), O = size_t(output_size());
+  if (window < 1 || window > size_t(kMaxWindow))
+    throw Error("batch window " + std::to_string(window) + " is outside 1.." + std::to_string(kMaxWindow));
+  const int device = backend_->options().gpu.device;
+  const size_t nx = floats_of(batch, window, I, "batch input"), no = floats_of(batch, 1, O, "batch output");
+  check_device_array(x, nx * sizeof(float), "batch input", device);
+  check_device_array(out, no * sizeof(float), "batch output", device);
+  check_apart(x, nx * sizeof(float), out, no * sizeof(float));
+  if (no == 0) return;
+  backend_->run_batch_on_device(x, batch, window, out);
 }
 
 void Engine::reset() {

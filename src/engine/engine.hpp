@@ -152,6 +152,15 @@ class Engine {
   // The same with float64 outputs: exact for the float64 reference backend, widened from float otherwise.
   void backtest(std::span<const float> x, size_t series, size_t ticks, std::span<double> out,
                 std::atomic<size_t>* done = nullptr, const std::atomic<bool>* stop = nullptr);
+  // The backtest (float32 outputs) and fresh windows with their arrays in the memory of the engine's GPU:
+  // x and out device pointers, row-major as above (cuda backend; docs/cuda.md, "Arrays in GPU memory").
+  // The throughput path copies them on the device, never through the host. x must be ready when the call
+  // starts (work on it finished, or queued on the legacy default stream); out is complete when it returns.
+  // Throws hotpath::Error when a pointer is not memory of the engine's GPU, its allocation ends before the
+  // sizes given, or the two overlap; TickError for a NaN/Inf input, named as above, nothing computed;
+  // UnsupportedError on the other backends. The backtest leaves the engine reset, as above.
+  void backtest_on_device(const float* x, size_t series, size_t ticks, float* out, std::atomic<size_t>* done = nullptr);
+  void run_batch_on_device(const float* x, size_t batch, size_t window, float* out);
   // Forget all state: the next tick is t = 0.
   void reset();
   long long ticks() const;

@@ -70,6 +70,13 @@ class FallbackBackend final : public Backend {
     primary_->backtest(x, series, ticks, out, done);
     reset();
   }
+  void run_batch_on_device(const float* x, size_t batch, size_t window, float* out) override {
+    primary_->run_batch_on_device(x, batch, window, out);
+  }
+  void backtest_on_device(const float* x, size_t series, size_t ticks, float* out, std::atomic<size_t>* done) override {
+    primary_->backtest_on_device(x, series, ticks, out, done);
+    reset();
+  }
   std::map<std::string, double> counters() const override {
     auto c = primary_->counters();
     c["fallback_answers"] = double(fallback_answers_);

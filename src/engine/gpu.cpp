@@ -1,5 +1,7 @@
 #include "engine/gpu.hpp"
 
+#include <algorithm>
+
 #include "util/error.hpp"
 #ifdef HOTPATH_HAVE_CUDA
 #include "cuda/device.hpp"
@@ -26,6 +28,26 @@ LinkRate link_rate(int device) {
   if (!cuda::device_available(&why, device)) throw UnsupportedError("no usable CUDA device: " + why);
   const cuda::LinkRate r = cuda::measure_link_rate(device);
   return {r.h2d_gb_per_s, r.d2h_gb_per_s};
+}
+
+DevicePointer device_pointer(const void* p) {
+  const cuda::PointerExtent e = cuda::pointer_extent(p);
+  return {e.device, e.bytes_from};
+}
+
+void synchronize_stream(std::uintptr_t handle) { cuda::synchronize_stream_handle(handle); }
+
+DeviceFloats::DeviceFloats(size_t count, int device) : n_(count), device_(device) {
+  std::string why;
+  if (!cuda::device_available(&why, device)) throw UnsupportedError("no usable CUDA device: " + why);
+  p_ = static_cast<float*>(cuda::device_array_alloc(std::max<size_t>(count, 1) * sizeof(float), device));
+}
+DeviceFloats::~DeviceFloats() { cuda::device_array_free(p_, device_); }
+void DeviceFloats::upload(const float* src, size_t count) {
+  cuda::copy_bytes(p_, src, std::min(count, n_) * sizeof(float), device_);
+}
+void DeviceFloats::download(float* dst, size_t count) const {
+  cuda::copy_bytes(dst, p_, std::min(count, n_) * sizeof(float), device_);
 }
 
 PingPongResult pingpong(const PingPongRequest& r) {
@@ -65,6 +87,12 @@ std::map<std::string, std::string> facts(int) { return {}; }
 long long memory_used_bytes(int) { return -1; }
 std::string served() { return "none: built without CUDA"; }
 LinkRate link_rate(int) { throw UnsupportedError(std::string("the link's rate needs CUDA: ") + kNoCuda); }
+DevicePointer device_pointer(const void*) { return {}; }
+void synchronize_stream(std::uintptr_t) { throw UnsupportedError(std::string("arrays in GPU memory need CUDA: ") + kNoCuda); }
+DeviceFloats::DeviceFloats(size_t, int) { throw UnsupportedError(std::string("arrays in GPU memory need CUDA: ") + kNoCuda); }
+DeviceFloats::~DeviceFloats() = default;
+void DeviceFloats::upload(const float*, size_t) {}
+void DeviceFloats::download(float*, size_t) const {}
 PingPongResult pingpong(const PingPongRequest&) { throw UnsupportedError(std::string("the ping-pong needs CUDA: ") + kNoCuda); }
 KernelReport kernel_for(const Model&, Precision, Mode, int, CudaKernel, int) { throw UnsupportedError(kNoCuda); }
 

@@ -2,6 +2,7 @@
 // usable, facts for reports, and the bare signalling floor (ping-pong). Built with or without CUDA;
 // without it every query says so (no device, UnsupportedError for the ping-pong).
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,6 +32,40 @@ struct LinkRate {
   double h2d_gb_per_s = 0, d2h_gb_per_s = 0;
 };
 LinkRate link_rate(int device = 0);
+
+// Where `p` points: the GPU whose memory it is (-1: host memory, a pointer the runtime does not know, or a
+// build without CUDA) and the bytes of its allocation from p on (0: the driver will not say).
+struct DevicePointer {
+  int device = -1;
+  size_t bytes_from = 0;
+};
+DevicePointer device_pointer(const void* p);
+
+// Blocks until the work queued so far on a CUDA stream of this process is done: `handle` as another
+// library passes it (__cuda_array_interface__'s "stream": 1 the legacy default stream, 2 the per-thread
+// default stream, else a cudaStream_t). Throws hotpath::Error when CUDA refuses it, UnsupportedError
+// without CUDA.
+void synchronize_stream(std::uintptr_t handle);
+
+// A float array in the memory of GPU `device`, for front ends that hand the engine device arrays (the
+// benchmark's --device-arrays): made, filled and read back through the cuda layer. Throws UnsupportedError
+// without CUDA or a usable device.
+class DeviceFloats {
+ public:
+  DeviceFloats(size_t count, int device);
+  ~DeviceFloats();
+  DeviceFloats(const DeviceFloats&) = delete;
+  DeviceFloats& operator=(const DeviceFloats&) = delete;
+  float* data() const { return p_; }
+  size_t size() const { return n_; }
+  void upload(const float* src, size_t count);      // the first count floats, from host memory
+  void download(float* dst, size_t count) const;    // the first count floats, into host memory
+
+ private:
+  float* p_ = nullptr;
+  size_t n_ = 0;
+  int device_ = 0;
+};
 
 struct PingPongRequest {
   int floats = 32;           // payload per round trip (the model's input path is chosen from it)

@@ -111,6 +111,12 @@ void SwappableBackend::backtest(std::span<const float> x, size_t series, size_t 
   epoch_start_.store(head_.load(std::memory_order_relaxed), std::memory_order_release);
 }
 
+void SwappableBackend::backtest_on_device(const float* x, size_t series, size_t ticks, float* out,
+                                          std::atomic<size_t>* done) {
+  serving_.backend->backtest_on_device(x, series, ticks, out, done);  // leaves the serving backend reset
+  epoch_start_.store(head_.load(std::memory_order_relaxed), std::memory_order_release);
+}
+
 std::map<std::string, double> SwappableBackend::counters() const {
   auto c = serving_.backend->counters();
   if (swaps_ > 0) {

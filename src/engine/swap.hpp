@@ -72,6 +72,10 @@ class SwappableBackend final : public Backend {
   void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out) override {
     serving_.backend->run_batch(x, batch, window, out);
   }
+  void run_batch_on_device(const float* x, size_t batch, size_t window, float* out) override {
+    serving_.backend->run_batch_on_device(x, batch, window, out);
+  }
+  void backtest_on_device(const float* x, size_t series, size_t ticks, float* out, std::atomic<size_t>* done) override;
   void backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
                 std::atomic<size_t>* done) override;
   std::map<std::string, double> counters() const override;

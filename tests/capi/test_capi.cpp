@@ -915,6 +915,57 @@ TEST(CapiEngine, RunBatchErrorsAndResults) {
   EXPECT_EQ(out, cpp);
 }
 
+// hotpath_engine_backtest (host arrays): each series from zero state, as the engine's backtest; its length
+// checks; the flags (an unknown bit refused; device arrays refused by name for host pointers: the check
+// holds with or without a GPU, host memory is never GPU memory); run_batch_ex as run_batch.
+TEST(CapiEngine, BacktestAndTheDeviceFlag) {
+  const ModelPtr m = open_model(golden_model("multi_out"));
+  const EnginePtr e = open_engine(m.get(), {"cpu", nullptr, "window", 5});
+  const size_t S = 3, T = 11, I = 16, O = 4;
+  const std::vector<float> x = series(S * T, I, 4);
+  std::vector<float> out(S * T * O);
+  EXPECT_EQ(hotpath_engine_backtest(e.get(), x.data(), S, T, x.size(), out.data(), out.size() - 1, HOTPATH_ARRAYS_IN_HOST),
+            HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(last_error(), "hotpath_engine_backtest: output_len is 131, expected 132 (3 series x 11 ticks x output size 4)");
+  EXPECT_EQ(hotpath_engine_backtest(e.get(), x.data(), S, T + 1, x.size(), out.data(), out.size(), 0),
+            HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(last_error(), "hotpath_engine_backtest: input_len is 528, expected 576 (3 series x 12 ticks x input size 16)");
+  EXPECT_EQ(hotpath_engine_backtest(e.get(), x.data(), S, T, x.size(), out.data(), out.size(), 6u),
+            HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(last_error(), "hotpath_engine_backtest: flags 6 holds bits that are not HOTPATH_ARRAYS_ON_DEVICE");
+  EXPECT_EQ(hotpath_engine_backtest(e.get(), nullptr, S, T, x.size(), out.data(), out.size(), 0),
+            HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(last_error(), "hotpath_engine_backtest: series is NULL");
+  EXPECT_EQ(hotpath_engine_backtest(e.get(), x.data(), S, T, x.size(), out.data(), out.size(), HOTPATH_ARRAYS_ON_DEVICE),
+            HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "backtest input: the pointer is not GPU memory")) << last_error();
+
+  ASSERT_EQ(hotpath_engine_backtest(e.get(), x.data(), S, T, x.size(), out.data(), out.size(), HOTPATH_ARRAYS_IN_HOST),
+            HOTPATH_OK)
+      << last_error();
+  std::vector<float> cpp(S * T * O);
+  e->engine.backtest(x, S, T, std::span<float>(cpp));
+  EXPECT_EQ(out, cpp);
+  for (size_t s = 0; s < S; ++s) {  // each series alone, from zero state (the tick path: its own kernels)
+    std::vector<float> one(T * O);
+    e->engine.reset();
+    e->engine.run(std::span<const float>(x).subspan(s * T * I, T * I), T, std::span<float>(one));
+    const std::vector<float> part(out.begin() + long(s * T * O), out.begin() + long((s + 1) * T * O));
+    EXPECT_LE(hotpath::reference::normalized_error(to_f64(part), to_f64(one)), hotpath::error_bound(hotpath::Precision::fp32))
+        << "series " << s;
+  }
+
+  const EnginePtr b = open_engine(m.get(), {"cpu", nullptr, "batch", 5});
+  const std::vector<float> w = series(2 * 5, I, 6);
+  std::vector<float> z(2 * O), zx(2 * O);
+  ASSERT_EQ(hotpath_engine_run_batch(b.get(), w.data(), 2, 5, w.size(), z.data(), z.size()), HOTPATH_OK);
+  ASSERT_EQ(hotpath_engine_run_batch_ex(b.get(), w.data(), 2, 5, w.size(), zx.data(), zx.size(), 0), HOTPATH_OK);
+  EXPECT_EQ(z, zx);
+  EXPECT_EQ(hotpath_engine_run_batch_ex(b.get(), w.data(), 2, 5, w.size(), zx.data(), zx.size(), HOTPATH_ARRAYS_ON_DEVICE),
+            HOTPATH_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "batch input: the pointer is not GPU memory")) << last_error();
+}
+
 TEST(CapiEngine, ResetStartsOver) {
   const ModelPtr m = open_model(golden_model("tiny"));
   const EnginePtr e = open_engine(m.get(), {"cpu", nullptr, "window", 5});

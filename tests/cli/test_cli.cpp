@@ -592,7 +592,7 @@ TEST_F(Cli, BenchThroughputModes) {
   expect_refused("bench" + m + "--mode fresh --warmup 5", "--warmup is for the latency modes");
   expect_refused("bench" + m + "--mode backtest --check-during", "--check-during is for the latency modes");
   expect_refused("bench" + m + "--mode fresh --repeat 2", "--repeat is for the backtest modes");
-  expect_refused("bench" + m + "--mode window --batch 8", "--batch, --batch-rows, --batch-copy-threads and --repeat are for the throughput modes");
+  expect_refused("bench" + m + "--mode window --batch 8", "--batch, --batch-rows, --batch-copy-threads, --device-arrays and --repeat are for the throughput modes");
   expect_refused("bench" + m + "--mode backtest --batch 0", "--batch");
 }
 
@@ -671,11 +671,13 @@ TEST_F(Cli, KernelFlagIsCheckedBeforeAnyDevice) {
   expect_refused("bench --model lstm_s --backend cpu --mode backtest --batch-rows 4096 --seconds 0.1",
                  "backend cpu has no batch chunks (--batch-rows 4096 is for cuda)");
   expect_refused("bench --model lstm_s --backend cpu --batch-rows 4096 --ticks 10",
-                 "--batch, --batch-rows, --batch-copy-threads and --repeat are for the throughput modes");
+                 "--batch, --batch-rows, --batch-copy-threads, --device-arrays and --repeat are for the throughput modes");
   expect_refused("bench --model lstm_s --backend cpu --mode backtest --batch-copy-threads 0 --seconds 0.1",
                  "--batch-copy-threads");
   expect_refused("bench --model lstm_s --backend cpu --mode backtest --batch-copy-threads 4 --seconds 0.1",
                  "backend cpu has no batch chunks to copy (--batch-copy-threads 4 is for cuda)");
+  expect_refused("bench --model lstm_s --backend cpu --mode backtest --device-arrays --seconds 0.1",
+                 "--device-arrays needs the cuda backend (the engine runs on cpu)");
   expect_refused(run + " --window 5 --backend cpu --batch-rows 256", "backend cpu has no batch chunks");
   EXPECT_FALSE(fs::exists(path("o.safetensors")));
   EXPECT_NE(hotpath("bench --help").out.find("--batch-rows"), std::string::npos);

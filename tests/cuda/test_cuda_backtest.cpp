@@ -8,9 +8,12 @@
 // The packing layout is checked without a GPU.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime.h>
+
 #include <atomic>
 #include <cstring>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -214,6 +217,65 @@ TEST(BatchChunks, FreshPlansGiveEachWindowItsOwnTicks) {
   EXPECT_THROW(cuda::window_chunks(1, 10, 5, 8, 8), Error);  // no room for a chunk and its history
 }
 
+// The device path's copies (arrays already in GPU memory): the runs copy_runs() gathers give back exactly
+// the pieces, in order, with rows that never overlap (a 2D copy's pitch at least its width); a streaming
+// chunk's pieces are one run, a fresh chunk's one piece.
+std::vector<cuda::BatchChunk::Copy> unrolled(const std::vector<cuda::CopyRun>& runs) {
+  std::vector<cuda::BatchChunk::Copy> v;
+  for (const auto& r : runs) {
+    EXPECT_GE(r.count, 1u);
+    if (r.count > 1) {
+      EXPECT_GE(r.src_step, r.n);
+      EXPECT_GE(r.dst_step, r.n);
+    }
+    for (size_t k = 0; k < r.count; ++k) v.push_back({r.src + k * r.src_step, r.dst + k * r.dst_step, r.n});
+  }
+  return v;
+}
+bool same_pieces(const std::vector<cuda::BatchChunk::Copy>& a, const std::vector<cuda::BatchChunk::Copy>& b) {
+  std::vector<cuda::BatchChunk::Copy> nonempty;
+  for (const auto& c : a)
+    if (c.n > 0) nonempty.push_back(c);
+  if (nonempty.size() != b.size()) return false;
+  for (size_t i = 0; i < b.size(); ++i)
+    if (nonempty[i].src != b[i].src || nonempty[i].dst != b[i].dst || nonempty[i].n != b[i].n) return false;
+  return true;
+}
+
+TEST(BatchChunks, CopyRunsGiveBackEveryPieceInOrder) {
+  using Copy = cuda::BatchChunk::Copy;
+  // hand-made: a regular run, a change of length, a step that would overlap, an empty piece, a step change
+  const std::vector<Copy> pieces = {{0, 0, 4},    {10, 4, 4},  {20, 8, 4},  {30, 12, 3}, {31, 15, 3},
+                                    {40, 30, 0},  {50, 40, 3}, {60, 50, 3}, {80, 60, 3}};
+  const auto runs = cuda::copy_runs(pieces);
+  EXPECT_TRUE(same_pieces(pieces, unrolled(runs)));
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0].count, 3u);  // 0, 10, 20 -> 0, 4, 8
+  EXPECT_EQ(runs[1].count, 1u);  // 30 alone: 31 is 1 away, its rows would overlap
+  EXPECT_EQ(runs[2].count, 2u);  // 31, 50 (the empty piece skipped); 60 is another step
+  EXPECT_EQ(runs[3].count, 2u);  // 60, 80
+  EXPECT_EQ(runs[3].src_step, 20u);
+  EXPECT_EQ(runs[3].dst_step, 10u);
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t S = 1 + rng() % 9, T = 1 + rng() % 60, R = 1 + rng() % 6, P = 1 + rng() % 50, W = 1 + rng() % 9;
+    auto stream = cuda::streaming_chunks(S, T, R, P);
+    cuda::BatchChunk ch;
+    while (stream(ch)) {
+      EXPECT_TRUE(same_pieces(ch.in, unrolled(cuda::copy_runs(ch.in))));
+      EXPECT_TRUE(same_pieces(ch.out, unrolled(cuda::copy_runs(ch.out))));
+      EXPECT_EQ(cuda::copy_runs(ch.in).size(), 1u);
+      EXPECT_EQ(cuda::copy_runs(ch.out).size(), 1u);
+    }
+    auto win = cuda::window_chunks(S, T, W, R + W, R + 2 * W + P);
+    while (win(ch)) {
+      EXPECT_TRUE(same_pieces(ch.in, unrolled(cuda::copy_runs(ch.in))));
+      EXPECT_TRUE(same_pieces(ch.out, unrolled(cuda::copy_runs(ch.out))));
+    }
+  }
+}
+
+
 // --- GPU --------------------------------------------------------------------------------------------
 
 struct Case {
@@ -380,6 +442,141 @@ TEST(CudaFresh, ZooModelsMatchTheReference) {
     EXPECT_LE(err, error_bound(Precision::fp16)) << name;
     std::printf("[fresh] %s %s error %.2e over %zu windows\n", name.c_str(), backend->variant().c_str(), err, n);
   }
+}
+
+// --- arrays in GPU memory (Engine::backtest_on_device, run_batch_on_device) ----------------------------
+
+// A device buffer for the tests (cudaMalloc: an allocation of exactly `n` floats, so that the extent
+// checks see its end).
+struct DeviceFloats {
+  float* p = nullptr;
+  size_t n = 0;
+  explicit DeviceFloats(size_t count) : n(count) { EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(float)), cudaSuccess); }
+  DeviceFloats(const std::vector<float>& v) : DeviceFloats(v.size()) {
+    EXPECT_EQ(cudaMemcpy(p, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~DeviceFloats() { cudaFree(p); }
+  DeviceFloats(const DeviceFloats&) = delete;
+  DeviceFloats& operator=(const DeviceFloats&) = delete;
+  std::vector<float> host() const {
+    std::vector<float> v(n);
+    EXPECT_EQ(cudaMemcpy(v.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    return v;
+  }
+};
+
+// The same kernels and chunks as the host arrays' path: the outputs equal bit for bit, window and
+// streaming, with and without a rolling scaler (which takes the inputs through the host), over chunks small
+// enough that series and windows span several; the done count reaches every row.
+TEST(CudaDeviceArrays, BacktestEqualsTheHostArraysBitForBit) {
+  std::string why;
+  if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
+  const Model m = random_model(7, 65, 2, 3, true, 41);
+  const size_t S = 37, T = 90, I = 7, O = 3;
+  const auto xs = reference::normal_inputs(S * T * I, 8);
+  const DeviceFloats dx(xs);
+  for (const int W : {0, 17}) {
+    for (const bool rolling : {false, true}) {
+      EngineOptions eo;
+      eo.backend = BackendKind::cuda;
+      eo.mode = W > 0 ? Mode::window : Mode::streaming;
+      eo.window = W;
+      eo.gpu.batch_rows = 128;
+      if (rolling) eo.scaler = ScalerChoice{ScalerKind::rolling, 8};
+      Engine engine(m, eo);
+      std::vector<float> host(S * T * O);
+      engine.backtest(xs, S, T, std::span<float>(host));
+      EXPECT_EQ(engine.counters().at("batch_device_arrays"), 0.0);
+      DeviceFloats dz(S * T * O);
+      std::atomic<size_t> done{0};
+      engine.backtest_on_device(dx.p, S, T, dz.p, &done);
+      EXPECT_EQ(done.load(), S * T);
+      // the scaler's way goes through the host: its copies are the host path's
+      EXPECT_EQ(engine.counters().at("batch_device_arrays"), rolling ? 0.0 : 1.0);
+      const auto got = dz.host();
+      EXPECT_EQ(std::memcmp(got.data(), host.data(), host.size() * sizeof(float)), 0)
+          << "W " << W << (rolling ? " rolling" : "");
+      EXPECT_EQ(engine.ticks(), 0);  // left reset
+    }
+  }
+}
+
+TEST(CudaDeviceArrays, FreshWindowsEqualTheHostArraysBitForBit) {
+  std::string why;
+  if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
+  const Model m = random_model(5, 40, 2, 2, true, 43);
+  const size_t B = 700, W = 9, I = 5, O = 2;
+  const auto xs = reference::normal_inputs(B * W * I, 9);
+  EngineOptions eo;
+  eo.backend = BackendKind::cuda;
+  eo.mode = Mode::batch;
+  eo.window = int(W);
+  eo.gpu.batch_rows = 256;
+  Engine engine(m, eo);
+  std::vector<float> host(B * O);
+  engine.run_batch(xs, B, W, host);
+  const DeviceFloats dx(xs);
+  DeviceFloats dz(B * O);
+  engine.run_batch_on_device(dx.p, B, W, dz.p);
+  const auto got = dz.host();
+  EXPECT_EQ(std::memcmp(got.data(), host.data(), host.size() * sizeof(float)), 0);
+  EXPECT_EQ(engine.counters().at("batch_device_arrays"), 1.0);
+}
+
+// Bad device arrays: a NaN named as the host arrays' call names it (nothing computed, the output
+// untouched), a host pointer, an allocation shorter than the sizes, overlapping arrays, another backend.
+TEST(CudaDeviceArrays, BadArraysAreRefusedByName) {
+  std::string why;
+  if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
+  const Model m = random_model(4, 16, 1, 2, true, 44);
+  const size_t S = 3, T = 20, I = 4, O = 2;
+  auto xs = reference::normal_inputs(S * T * I, 10);
+  xs[(2 * T + 13) * I + 1] = std::numeric_limits<float>::quiet_NaN();
+  EngineOptions eo;
+  eo.backend = BackendKind::cuda;
+  eo.mode = Mode::streaming;
+  Engine engine(m, eo);
+  std::string host_message, device_message;
+  std::vector<float> host(S * T * O);
+  try {
+    engine.backtest(xs, S, T, std::span<float>(host));
+  } catch (const TickError& e) {
+    host_message = e.what();
+  }
+  const DeviceFloats dx(xs);
+  DeviceFloats dz(std::vector<float>(S * T * O, 7.f));
+  try {
+    engine.backtest_on_device(dx.p, S, T, dz.p);
+  } catch (const TickError& e) {
+    device_message = e.what();
+  }
+  EXPECT_NE(host_message.find("series 2, tick 13, input 1 is NaN"), std::string::npos) << host_message;
+  EXPECT_EQ(device_message, host_message);
+  for (float v : dz.host()) ASSERT_EQ(v, 7.f) << "an output written before the NaN was found";
+
+  const auto good = reference::normal_inputs(S * T * I, 11);
+  const DeviceFloats gx(good);
+  auto refused = [&](auto&& call, const std::string& words) {
+    try {
+      call();
+      ADD_FAILURE() << "not refused: " << words;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused([&] { engine.backtest_on_device(good.data(), S, T, dz.p); }, "backtest input: the pointer is not GPU memory");
+  refused([&] { engine.backtest_on_device(gx.p, S, T, host.data()); }, "backtest output: the pointer is not GPU memory");
+  DeviceFloats short_out(S * T * O - 1);
+  refused([&] { engine.backtest_on_device(gx.p, S, T, short_out.p); }, "backtest output: its allocation holds");
+  DeviceFloats both(S * T * I + 8);
+  refused([&] { engine.backtest_on_device(both.p, S, T, both.p + 8); }, "overlaps");
+  EXPECT_EQ(engine.ticks(), 0);
+
+  EngineOptions co;
+  co.backend = BackendKind::cpu;
+  co.mode = Mode::streaming;
+  Engine cpu(m, co);
+  EXPECT_THROW(cpu.backtest_on_device(gx.p, S, T, dz.p), UnsupportedError);
 }
 
 }  // namespace

@@ -228,6 +228,19 @@ cudaError_t launch_batch_gemm(const BatchGemm& g, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// Grid-stride over x; each thread keeps the first bad index it saw (its indices only grow), one atomicMin
+// a thread at the end.
+__global__ void find_nonfinite(const float* __restrict__ x, unsigned long long n, unsigned long long* first) {
+  unsigned long long mine = ~0ull;
+  const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long k = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += step)
+    if (!isfinite(__ldg(x + k))) {
+      mine = k;
+      break;
+    }
+  if (mine != ~0ull) atomicMin(first, mine);
+}
+
 cudaError_t prepare_batch_kernels() {
   for (auto kernel : {batch_gemm<false>, batch_gemm<true>}) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(SMEM_BYTES));
@@ -237,7 +250,8 @@ cudaError_t prepare_batch_kernels() {
   // loading one while persistent tick kernels run waits for them forever (a backtest beside live
   // instances hung in cuKernelGetFunction).
   cudaFuncAttributes a{};
-  for (const void* kernel : {(const void*)batch_split<false>, (const void*)batch_split<true>, (const void*)batch_head}) {
+  for (const void* kernel : {(const void*)batch_split<false>, (const void*)batch_split<true>, (const void*)batch_head,
+                             (const void*)find_nonfinite}) {
     const cudaError_t e = cudaFuncGetAttributes(&a, kernel);
     if (e != cudaSuccess) return e;
   }
@@ -253,6 +267,13 @@ cudaError_t launch_batch_split(const float* x, int rows, int I, int Ip, bool bf1
   auto* l = static_cast<unsigned short*>(lo);
   if (bf16) batch_split<true><<<blocks, 256, 0, stream>>>(x, rows, I, Ip, h, l);
   else batch_split<false><<<blocks, 256, 0, stream>>>(x, rows, I, Ip, h, l);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_find_nonfinite(const float* x, unsigned long long n, unsigned long long* first, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  const int blocks = int(std::min<unsigned long long>((n + 255) / 256, 4096));
+  find_nonfinite<<<blocks, 256, 0, stream>>>(x, n, first);
   return cudaGetLastError();
 }
 

@@ -55,6 +55,10 @@ cudaError_t launch_batch_gemm(const BatchGemm& g, cudaStream_t stream);
 // every running kernel: forever beside persistent tick kernels).
 cudaError_t prepare_batch_kernels();
 
+// Arrays already in GPU memory: the smallest index k < n with x[k] NaN or Inf is left in *first (which
+// the caller sets to n or more first; an atomicMin), so that a bad input is named before anything runs.
+cudaError_t launch_find_nonfinite(const float* x, unsigned long long n, unsigned long long* first, cudaStream_t stream);
+
 // x [rows, I] fp32 -> [rows, Ip] hi and [rows, Ip] lo 16-bit halves (hi + lo = x to ~2^-22), zero pad.
 cudaError_t launch_batch_split(const float* x, int rows, int I, int Ip, bool bf16, void* hi, void* lo,
                                cudaStream_t stream);
