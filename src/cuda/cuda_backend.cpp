@@ -261,16 +261,14 @@ class CudaBackend final : public Backend {
   // SM, so it stops first ("parked") and starts again, reset, at the next tick or reset().
   void backtest(std::span<const float> x, size_t series, size_t ticks, BacktestOutput out,
                 std::atomic<size_t>* done) override {
-    if (copt_.shared)
-      throw UnsupportedError("cuda backend: an instance of a shared launch has no SMs for backtests (the launch holds "
-                             "them); run backtests on an engine beside the launch");
-    stop_kernel();
-    parked_ = true;
-    t_ = 0;
-    accepted_base_ = gpu_answers_;
+    park_for_backtest();
     run_backtest(batch_runner(), scaler_, options(), x, series, ticks, out, done);
   }
   void backtest_on_device(const float* x, size_t series, size_t ticks, float* out, std::atomic<size_t>* done) override {
+    park_for_backtest();
+    run_backtest_on_device(batch_runner(), scaler_, options(), config(), x, series, ticks, out, done);
+  }
+  void park_for_backtest() {
     if (copt_.shared)
       throw UnsupportedError("cuda backend: an instance of a shared launch has no SMs for backtests (the launch holds "
                              "them); run backtests on an engine beside the launch");
@@ -278,7 +276,6 @@ class CudaBackend final : public Backend {
     parked_ = true;
     t_ = 0;
     accepted_base_ = gpu_answers_;
-    run_backtest_on_device(batch_runner(), scaler_, options(), config(), x, series, ticks, out, done);
   }
 
   std::map<std::string, double> counters() const override {
