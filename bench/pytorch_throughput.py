@@ -1,7 +1,8 @@
 """PyTorch's throughput on the zoo's shapes, to sit beside `hotpath bench --mode backtest|fresh`.
 
     python3 bench/pytorch_throughput.py --hotpath build/hotpath [--device cuda] [--dtype fp16]
-        [--models lstm_s,nv_small] [--batches 1024,8192,65536] [--seconds 2] [--threads N] [--json out.json]
+        [--models lstm_s,nv_small] [--batches 1024,8192,65536] [--seconds 2] [--threads N]
+        [--inputs device|host|both] [--json out.json]
 
 What is measured: nn.LSTM (cuDNN on the GPU, PyTorch's CPU kernels on the CPU) and nn.Linear on the
 last step, over full windows [B, W, I] -> [B, O] under torch.inference_mode(), each window from zero
@@ -11,6 +12,11 @@ calls for about --seconds after 3 warm-up calls, synchronising once at the end (
 latency); the rate is windows per second, and the best batch size is reported per model as
 "best_windows_per_s". Streaming backtests (W = 1 in the zoo's vollo shapes): one step of B independent
 streams per call, [B, 1, I] with (h, c) carried, reported as steps per second.
+
+--inputs (cuda): where each call's inputs start. device (the default): already on the GPU, as a PyTorch
+pipeline that keeps its data there has them. host: in pinned host memory, copied to the GPU by each call
+(non_blocking) and its outputs copied back into pinned host memory, as hotpath's own calls with host arrays
+do: the like-for-like of `hotpath bench` without --device-arrays. both: each batch size both ways.
 
 The error column is PyTorch's own: max |z - z64| / max(1, max |z64|) of its outputs on 64 windows against
 the same module in float64 on the CPU (docs/model.md's error measure), so its precision is judged like
@@ -61,22 +67,34 @@ def error_against_f64(s: dict, net: Net, x: torch.Tensor) -> float:
     return float((z - z64).abs().max() / max(1.0, float(z64.abs().max())))
 
 
-def measure(s: dict, device: str, dtype: torch.dtype, batch: int, seconds: float) -> dict:
+def measure(s: dict, device: str, dtype: torch.dtype, batch: int, seconds: float, inputs: str = "device") -> dict:
     torch.manual_seed(1)
     net = Net(s).to(device=device, dtype=dtype).eval()
     W = s["W"]
     x = torch.randn(batch, W, s["I"], device=device, dtype=dtype)
+    from_host = inputs == "host" and device == "cuda"
+    if from_host:  # the inputs in pinned host memory, float32 as a caller holds them; outputs back there
+        x_host = torch.randn(batch, W, s["I"], dtype=torch.float32).pin_memory()
+        z_host = torch.empty(batch, s["O"], dtype=torch.float32).pin_memory()
     streaming = W == 1
     state = None
+
+    def call(state):
+        if not from_host:
+            return net(x, state)
+        z, st = net(x_host.to(device, non_blocking=True).to(dtype), state)
+        z_host.copy_(z, non_blocking=True)
+        return z, st
+
     with torch.inference_mode():
         for _ in range(3):
-            _, st = net(x, state)
+            _, st = call(state)
             state = st if streaming else None
         if device == "cuda":
             torch.cuda.synchronize()
         calls, t0 = 0, time.perf_counter()
         while True:
-            _, st = net(x, state)
+            _, st = call(state)
             state = st if streaming else None
             calls += 1
             if calls % 4 == 0:
@@ -87,8 +105,8 @@ def measure(s: dict, device: str, dtype: torch.dtype, batch: int, seconds: float
         elapsed = time.perf_counter() - t0
     rate = calls * batch / elapsed
     flops = 2.0 * sum(4 * s["H"] * ((s["I"] if l == 0 else s["H"]) + s["H"]) for l in range(s["L"])) * W + 2.0 * s["O"] * s["H"]
-    return {"batch": batch, "calls": calls, "seconds": elapsed, "windows_per_s": rate, "tflops": rate * flops / 1e12,
-            "error": error_against_f64(s, net, x[:64])}
+    return {"batch": batch, "inputs": "host" if from_host else "device", "calls": calls, "seconds": elapsed,
+            "windows_per_s": rate, "tflops": rate * flops / 1e12, "error": error_against_f64(s, net, x[:64])}
 
 
 def main() -> int:
@@ -100,6 +118,8 @@ def main() -> int:
     p.add_argument("--batches", default="1024,8192,65536")
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--threads", type=int, default=0, help="CPU: torch.set_num_threads (default: PyTorch's)")
+    p.add_argument("--inputs", default="device", choices=["device", "host", "both"],
+                   help="cuda: inputs already on the GPU, or copied from pinned host memory by each call (and outputs back)")
     p.add_argument("--json", default="")
     a = p.parse_args()
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -119,21 +139,31 @@ def main() -> int:
     report = {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "device": a.device,
               "gpu": torch.cuda.get_device_name() if a.device == "cuda" else None, "cpu": platform.processor(),
               "threads": torch.get_num_threads(), "dtype": str(dtype).replace("torch.", ""), "models": {}}
+    kinds = ["device", "host"] if a.inputs == "both" else [a.inputs]
+    if a.device != "cuda":
+        kinds = ["device"]  # on the CPU the inputs are where the work is
     for n in names:
         runs = []
         for b in [int(v) for v in a.batches.split(",") if v]:
-            try:
-                runs.append(measure(shapes[n], a.device, dtype, b, a.seconds))
-            except torch.OutOfMemoryError:
-                runs.append({"batch": b, "skipped": "out of memory"})
-                torch.cuda.empty_cache()
+            for kind in kinds:
+                try:
+                    runs.append(measure(shapes[n], a.device, dtype, b, a.seconds, kind))
+                except torch.OutOfMemoryError:
+                    runs.append({"batch": b, "inputs": kind, "skipped": "out of memory"})
+                    torch.cuda.empty_cache()
+        entry = {"shape": shapes[n], "runs": runs}
+        for kind in kinds:  # best_windows_per_s: inputs on the device (as before); *_host_inputs: from the host
+            ok = [r for r in runs if "windows_per_s" in r and r.get("inputs", "device") == kind]
+            best = max(ok, key=lambda r: r["windows_per_s"]) if ok else None
+            suffix = "" if kind == "device" else "_host_inputs"
+            entry.update({"best_windows_per_s" + suffix: best and best["windows_per_s"],
+                          "best_batch" + suffix: best and best["batch"], "best_tflops" + suffix: best and best["tflops"]})
+        report["models"][n] = entry
         ok = [r for r in runs if "windows_per_s" in r]
-        best = max(ok, key=lambda r: r["windows_per_s"]) if ok else None
-        report["models"][n] = {"shape": shapes[n], "runs": runs, "best_windows_per_s": best and best["windows_per_s"],
-                               "best_batch": best and best["batch"], "best_tflops": best and best["tflops"]}
         print(f"{n:12s} W={shapes[n]['W']:<4d} " + "  ".join(
-            f"B={r['batch']}: {r['windows_per_s']:,.0f}/s" if "windows_per_s" in r else f"B={r['batch']}: {r['skipped']}"
-            for r in runs) + (f"  error {best['error']:.2g}" if best else ""), flush=True)
+            (f"B={r['batch']} ({r['inputs']}): {r['windows_per_s']:,.0f}/s" if "windows_per_s" in r
+             else f"B={r['batch']} ({r['inputs']}): {r['skipped']}") for r in runs)
+            + (f"  error {max(r['error'] for r in ok):.2g}" if ok else ""), flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=2)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The throughput benchmarks (docs/cuda.md, "Throughput") on the GPU machine, side by side in one run:
 # hotpath's `bench --mode backtest | backtest-streaming | fresh` per zoo model on each backend given, and
-# bench/pytorch_throughput.py (nn.LSTM: cuDNN on the GPU, PyTorch's CPU kernels on the same cores).
+# bench/pytorch_throughput.py (nn.LSTM: cuDNN on the GPU, PyTorch's CPU kernels on the same cores); on the
+# GPU both with inputs from host memory and already in GPU memory (hotpath --device-arrays, PyTorch
+# --inputs both), so that every ratio compares the same thing.
 #   scripts/throughput-bench.sh [--build DIR] [--out DIR] [--backends "cpu cuda"]
 #     --build DIR   the built tree (default build-gpu)     --out DIR   results (default $OUT, else gpu-out)
 #     --backends    the backends run, "cpu cuda" by default
@@ -41,11 +43,17 @@ for backend in $BACKENDS; do
       [ "$mode" = backtest-streaming ] && extra+=(--batch 1024)
       [ "$mode" = fresh ] && extra+=(--batch 4096)
       [ "$backend" = cpu ] && extra+=(--cpuset "$CORES")
-      j="$R/$backend-$m-$mode.json"
-      timeout 300 "$BUILD/hotpath" bench --model "$m" --backend "$backend" --mode "$mode" "${extra[@]}" --json "$j" \
-        >"$R/$backend-$m-$mode.txt" 2>&1
-      rc=$?
-      say "$backend $m $mode rc=$rc $(grep -E 'rate|error' "$R/$backend-$m-$mode.txt" | tr -s ' ' | tr '\n' ' ')"
+      # cuda: the inputs from host memory (as a caller's arrays), then already in GPU memory (--device-arrays),
+      # the two ways PyTorch runs below too
+      arrays="host"; [ "$backend" = cuda ] && arrays="host device"
+      for a in $arrays; do
+        tag=$backend-$m-$mode; [ "$a" = device ] && tag+=-device-arrays
+        dev=(); [ "$a" = device ] && dev=(--device-arrays)
+        timeout 300 "$BUILD/hotpath" bench --model "$m" --backend "$backend" --mode "$mode" "${extra[@]}" "${dev[@]}" \
+          --json "$R/$tag.json" >"$R/$tag.txt" 2>&1
+        rc=$?
+        say "$backend $m $mode ($a arrays) rc=$rc $(grep -E 'rate|error' "$R/$tag.txt" | tr -s ' ' | tr '\n' ' ')"
+      done
     done
   done
 done
@@ -72,8 +80,8 @@ PY=${PYTHON:-python3}
 if $PY -c 'import torch' 2>/dev/null; then
   for backend in $BACKENDS; do
     if [ "$backend" = cuda ]; then
-      timeout 600 $PY bench/pytorch_throughput.py --hotpath "$BUILD/hotpath" --device cuda --models "${MODELS// /,}" \
-        --json "$R/pytorch-cuda.json" 2>&1 | tee -a "$LOG"
+      timeout 900 $PY bench/pytorch_throughput.py --hotpath "$BUILD/hotpath" --device cuda --models "${MODELS// /,}" \
+        --inputs both --json "$R/pytorch-cuda.json" 2>&1 | tee -a "$LOG"
     else
       timeout 600 taskset -c "$CORES" $PY bench/pytorch_throughput.py --hotpath "$BUILD/hotpath" --device cpu \
         --threads $((NCPU >= 4 ? NCPU - 2 : NCPU)) --batches 256,1024,4096 --models "${CPU_TORCH_MODELS:-${MODELS// /,}}" \
