@@ -3,7 +3,9 @@
 // --large-default (the grid models with the default exchange and precompute only) [--quiet-answer (each grid
 // row beside the same with CudaOptions::grid_quiet_answer)] [--input-nap NS (... with grid_input_nap_ns)]
 // [--model M ... (those models only)] | --pp-widths W,W,...
-// (the ping-pong alone at each input width, with each mailbox knob: where a wide input's round trip goes)]
+// (the ping-pong alone at each input width, with each mailbox knob: where a wide input's round trip goes) |
+// --tile (the throughput path's backtests of the small zoo models on the per-step GEMMs and on the fused
+// chunk kernel, CudaOptions::batch_tile, side by side)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -24,6 +26,7 @@
 #include "cuda/kernels/common/lstm_launch.hpp"
 #include "model/zoo.hpp"
 #include "reference/parallel_outputs.hpp"
+#include "reference/reference.hpp"
 #include "util/error.hpp"
 #include "util/stats.hpp"
 
@@ -283,13 +286,69 @@ void run_widths(const std::vector<int>& widths, long long pp, int cpu, const cud
   }
 }
 
+// The throughput path's backtests, the per-step GEMMs beside the fused chunk kernel: windows a second
+// (median of 3 runs after an unmeasured one) and each kernel's error against float64 on the first ticks
+// of the first series.
+void tile_rows() {
+  struct Case {
+    const char* zoo;
+    size_t S, T;
+  };
+  for (const Case k : {Case{"lstm_s", 256, 2048}, Case{"nv_small", 256, 2048}, Case{"stac_a", 256, 2048},
+                       Case{"vollo_tiny", 4096, 256}}) {
+    const Model m = *zoo_model(k.zoo);
+    const int W = m.config.window.value_or(1);
+    const bool streaming = W == 1;
+    const size_t I = size_t(m.config.input_size), O = size_t(m.config.output_size), n = k.S * k.T;
+    std::vector<float> x(n * I);
+    std::mt19937_64 rng(7);
+    std::normal_distribution<float> d(0.f, 1.f);
+    for (float& v : x) v = d(rng);
+    const size_t checked = 64;
+    const auto want = streaming ? reference::streaming(m, std::span<const float>(x.data(), checked * I), checked)
+                                : reference::sliding_window(m, std::span<const float>(x.data(), checked * I), checked, W);
+    for (const bool tile : {false, true}) {
+      BackendOptions o;
+      o.mode = streaming ? Mode::streaming : Mode::window;
+      o.window = streaming ? 0 : W;
+      CudaOptions c;
+      c.throughput_only = true;
+      c.batch_tile = tile;
+      auto b = make_cuda_backend(m, o, c);
+      std::vector<float> z(n * O);
+      b->backtest(x, k.S, k.T, Backend::BacktestOutput{z.data(), nullptr}, nullptr);  // unmeasured
+      std::vector<double> secs;
+      for (int r = 0; r < 3; ++r) {
+        const auto t0 = Clock::now();
+        b->backtest(x, k.S, k.T, Backend::BacktestOutput{z.data(), nullptr}, nullptr);
+        secs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      std::sort(secs.begin(), secs.end());
+      const auto c2 = b->counters();
+      const double err = reference::normalized_error(std::vector<double>(z.begin(), z.begin() + long(checked * O)), want);
+      const std::string name = std::string(k.zoo) + (streaming ? " backtest-streaming" : " backtest") +
+                               (tile ? " tile" : " gemm");
+      std::printf("%-44s %.3g windows/s (%zu series x %zu ticks), compute %.3g ms, wall %.3g ms, tile kernel %g, "
+                  "err %.2e\n",
+                  name.c_str(), double(n) / secs[1], k.S, k.T, c2.at("batch_compute_s") * 1e3, c2.at("batch_wall_s") * 1e3,
+                  c2.at("batch_tile_kernel"), err);
+      std::ostringstream js;
+      js << "{\"kind\":\"throughput\",\"name\":\"" << name << "\",\"windows_per_s\":" << double(n) / secs[1]
+         << ",\"series\":" << k.S << ",\"ticks\":" << k.T << ",\"error\":" << err;
+      for (const auto& [key, v] : c2) js << ",\"" << key << "\":" << v;
+      js << "}";
+      json_rows.push_back(js.str());
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   long long ticks = 1'000'000, pp = 200'000;
   int cpu = 2;
   std::string json;
-  bool quick = false, families = false, large = false, large_default = false, quiet_answer = false;
+  bool quick = false, families = false, large = false, large_default = false, quiet_answer = false, tile = false;
   std::vector<std::string> only;  // --model M (repeatable): the --large cases of these models only
   int input_nap_ns = 0;           // --input-nap NS: each grid row beside the same with grid_input_nap_ns
   std::vector<int> widths;
@@ -305,6 +364,7 @@ int main(int argc, char** argv) {
     else if (a == "--large") large = true;
     else if (a == "--large-default") large = large_default = true;
     else if (a == "--quiet-answer") quiet_answer = true;
+    else if (a == "--tile") tile = true;
     else if (a == "--model" && i + 1 < argc) only.push_back(argv[++i]);
     else if (a == "--input-nap" && i + 1 < argc) input_nap_ns = std::atoi(argv[++i]);
     else if (a == "--pp-widths") {
@@ -326,7 +386,9 @@ int main(int argc, char** argv) {
     json_rows.push_back(fj.str());
 
     cuda::MailboxOptions def;
-    if (!widths.empty()) {
+    if (tile) {
+      tile_rows();
+    } else if (!widths.empty()) {
       run_widths(widths, pp, cpu, def);
     } else if (large) {
       // The grid family's models: its exchanges side by side (tagged words, the default, and arrival

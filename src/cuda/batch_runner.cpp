@@ -148,6 +148,7 @@ float elapsed_ms(const Event& a, const Event& b) {
 struct BatchRunner::Impl {
   BatchWeights wts;
   int device = 0;
+  bool tile = false;  // the fused chunk kernel (BatchTuning::tile, where the shape fits)
   long long R = 0;  // rows per chunk
   long long P = 0;  // staged input ticks per chunk
   Stream compute, h2d, d2h;
@@ -240,12 +241,40 @@ struct BatchRunner::Impl {
 
   // The kernels of one chunk on the compute stream; `parity` carries the h double buffer across a
   // streaming group's chunks.
+  // The fused kernel: the whole chunk in one launch, its state in cbuf/hbuf(0, .) between chunks.
+  void enqueue_tile(Slot& s, cudaStream_t st) {
+    const Chunk& ch = s.chunk;
+    BatchTile t;
+    t.x = s.x.get();
+    t.I = wts.I, t.Ip = wts.Ip, t.Hp = wts.Hp, t.Np = wts.Np, t.L = wts.L, t.O = wts.O, t.H = wts.H;
+    t.rows = ch.rows, t.steps = ch.steps;
+    t.bf16 = wts.bf16, t.reset = ch.reset, t.emit_every = ch.emit_every;
+    t.row_p0 = s.meta.get();
+    t.row_first = ch.row_first.empty() ? nullptr : s.meta.get() + ch.rows;
+    t.w0 = w0.get();
+    for (int l = 0; l < wts.L; ++l) {
+      t.w[l] = w[size_t(l)].get();
+      t.bias[l] = l == 0 ? bias0.get() : bias[size_t(l)].get();
+    }
+    t.c = cbuf(0), t.c_stride = cap_rows * wts.Hp;
+    t.h = hbuf(0, 0), t.h_stride = cap_rows * wts.Hp;
+    t.head_w = head_w.get();
+    t.head_b = wts.head_b.empty() ? nullptr : head_b.get();
+    t.out = s.out.get();
+    HOTPATH_CUDA_CHECK(launch_batch_tile(t, st));
+  }
+
   void enqueue_compute(Slot& s, int& parity) {
     const Chunk& ch = s.chunk;
     const cudaStream_t st = compute.get();
     const int Hp = wts.Hp, Np = wts.Np, L = wts.L;
     HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(st, s.h2d_end.get()));
     HOTPATH_CUDA_CHECK(cudaEventRecord(s.comp_begin.get(), st));
+    if (tile) {
+      enqueue_tile(s, st);
+      HOTPATH_CUDA_CHECK(cudaEventRecord(s.comp_end.get(), st));
+      return;
+    }
     HOTPATH_CUDA_CHECK(launch_batch_split(s.x.get(), ch.n_in, wts.I, wts.Ip, wts.bf16, xhi.get(), xlo.get(), st));
     BatchGemm pg;
     pg.a1 = xhi.get(), pg.lda1 = wts.Ip, pg.k1 = wts.Ip;
@@ -303,6 +332,7 @@ struct BatchRunner::Impl {
   void run(const ChunkSource& next, const float* x, size_t I, Backend::BacktestOutput out, size_t O,
            std::atomic<size_t>* done, BatchStats& stats, ArraysIn where) {
     stats = BatchStats{};
+    stats.tile = tile;
     const bool on_device = where == ArraysIn::device;
     if (on_device && !out.f32) throw Error("cuda throughput path: outputs in GPU memory are float32");
     stats.device_arrays = on_device;
@@ -402,6 +432,7 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
   long long R = rows > 0 ? rows : (16LL * sms + col_blocks - 1) / col_blocks * kBatchRowTile;
   m.R = std::clamp<long long>((R + kBatchRowTile - 1) / kBatchRowTile * kBatchRowTile, kBatchRowTile, kMaxBatchRows);
   m.P = 4 * m.R;
+  m.tile = tuning.tile && batch_tile_fits(m.wts.Ip, m.wts.Hp, m.wts.L, m.wts.O, device);
   m.copier = std::make_unique<util::ParallelRanges>(
       tuning.copy_threads > 0 ? tuning.copy_threads : util::ParallelRanges::default_threads(), "cuda backtest copy");
   const cudaStream_t st = m.compute.get();
@@ -437,6 +468,7 @@ BatchRunner::~BatchRunner() {
 
 long long BatchRunner::rows_per_chunk() const { return impl_->R; }
 int BatchRunner::copy_threads() const { return impl_->copier->threads(); }
+bool BatchRunner::tile() const { return impl_->tile; }
 
 void BatchRunner::backtest(const float* x, size_t series, size_t ticks, int window, Backend::BacktestOutput out,
                            std::atomic<size_t>* done, ArraysIn where) {

@@ -34,6 +34,7 @@ struct BatchStats {
   double h2d_s = 0, d2h_s = 0;  // the copies, summed over chunks
   double copy_bytes = 0;  // host <-> device, or device -> device with device arrays
   bool device_arrays = false;  // the call's arrays were in GPU memory (ArraysIn::device)
+  bool tile = false;           // the chunks ran on the fused kernel (BatchTuning::tile)
   long long chunks = 0;
   // Share of the copy time hidden under compute: 1 - (wall - compute) / (h2d + d2h), clamped to [0, 1].
   double overlap() const;
@@ -48,6 +49,9 @@ struct BatchTuning {
   // Host threads that copy a chunk's inputs into pinned memory and its outputs out of it (0: half the
   // machine's cores, 1 to 8; util::ParallelRanges::default_threads).
   int copy_threads = 0;
+  // The fused chunk kernel (lstm_batch.hpp, BatchTile) where the shape fits it, instead of a GEMM per
+  // (step, layer): a tuning knob while it is measured (CudaOptions::batch_tile).
+  bool tile = false;
 };
 
 // Loads every throughput-path kernel on `device` now (BatchRunner does too): call before persistent tick
@@ -80,6 +84,7 @@ class BatchRunner {
   const BatchStats& stats() const { return stats_; }
   long long rows_per_chunk() const;
   int copy_threads() const;
+  bool tile() const;  // the fused chunk kernel serves this model (asked for, and its shape fits)
 
  private:
   struct Impl;

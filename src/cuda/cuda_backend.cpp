@@ -51,6 +51,7 @@ void add_batch_counters(const cuda::BatchRunner& runner, std::map<std::string, d
   c["batch_rows_per_chunk"] = double(runner.rows_per_chunk());
   c["batch_copy_threads"] = double(runner.copy_threads());
   c["batch_device_arrays"] = st.device_arrays ? 1.0 : 0.0;  // copied on the device (ArraysIn::device)
+  c["batch_tile_kernel"] = st.tile ? 1.0 : 0.0;  // the chunks on the fused kernel (CudaOptions::batch_tile)
 }
 
 // A backtest on the throughput kernels, each series scaled as the tick path scales it (the scaler's
@@ -635,7 +636,8 @@ class CudaBackend final : public Backend {
   cuda::BatchRunner& batch_runner() {
     if (!batch_)
       batch_ = std::make_unique<cuda::BatchRunner>(model_, precision_, options().gpu.device,
-                                                   cuda::BatchTuning{options().gpu.batch_rows, copt_.partition, copt_.batch_priority, options().gpu.batch_copy_threads});
+                                                   cuda::BatchTuning{options().gpu.batch_rows, copt_.partition, copt_.batch_priority, options().gpu.batch_copy_threads,
+                                                                     copt_.batch_tile});
     return *batch_;
   }
 
@@ -874,7 +876,8 @@ class CudaBatchBackend final : public Backend {
     std::string why;
     if (!cuda::device_available(&why, options.gpu.device)) throw UnsupportedError("no usable CUDA device: " + why);
     runner_ = std::make_unique<cuda::BatchRunner>(model, precision_, options.gpu.device,
-                                                  cuda::BatchTuning{options.gpu.batch_rows, copt.partition, copt.batch_priority, options.gpu.batch_copy_threads});
+                                                  cuda::BatchTuning{options.gpu.batch_rows, copt.partition, copt.batch_priority, options.gpu.batch_copy_threads,
+                                                                    copt.batch_tile});
   }
   std::string name() const override { return "cuda"; }
   std::string variant() const override { return std::string("batch-gemm-") + precision_name(precision_); }

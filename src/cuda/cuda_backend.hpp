@@ -50,6 +50,9 @@ struct CudaOptions {
   // words, so that 124 blocks' threads do not hammer the input's few L2 lines while block 0 polls the host.
   // A tuning knob for side-by-side runs (cuda_sweep); 0: no nap.
   int grid_input_nap_ns = 0;
+  // Throughput path: the fused chunk kernel (lstm_batch.hpp, BatchTile) where the model fits it, one launch
+  // a chunk instead of a GEMM per (step, layer). A tuning knob for side-by-side runs (cuda_sweep --tile).
+  bool batch_tile = false;
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.

@@ -6,18 +6,19 @@
 
 #include <algorithm>
 
+#include "cuda/kernels/batch/batch_mma.cuh"
 #include "cuda/kernels/batch/lstm_batch.hpp"
 
 namespace hotpath::cuda {
 namespace {
+
+using namespace batch;
 
 constexpr int BM = kBatchRowTile, BN = 4 * kBatchUnitGroup, BK = 32, STAGES = 3;
 constexpr int PITCH = BK + 8;  // halves per smem row: 80 bytes, ldmatrix rows fall on distinct banks
 constexpr int THREADS = 256;   // 8 warps: 2 (rows) x 4 (columns), 64 x 32 each
 constexpr size_t SMEM_BYTES = size_t(STAGES) * 2 * BM * PITCH * 2;
 static_assert(BM == 128 && BN == 128, "the warp layout below assumes 128 x 128 blocks");
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
 
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
   // src-size 0 fills the 16 bytes with zeros (rows past the end)
@@ -28,42 +29,6 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-template <bool BF16>
-__device__ __forceinline__ void mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  if constexpr (BF16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-template <bool BF16>
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-  if constexpr (BF16) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<unsigned*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<unsigned*>(&v);
-  }
-}
-
-__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 
 template <bool BF16>
 __global__ void __launch_bounds__(THREADS) batch_gemm(const BatchGemm g) {
@@ -255,7 +220,9 @@ cudaError_t prepare_batch_kernels() {
     const cudaError_t e = cudaFuncGetAttributes(&a, kernel);
     if (e != cudaSuccess) return e;
   }
-  return cudaSuccess;
+  int device = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  return prepare_batch_tile_kernels(device);
 }
 
 cudaError_t launch_batch_split(const float* x, int rows, int I, int Ip, bool bf16, void* hi, void* lo,

@@ -50,6 +50,40 @@ struct BatchGemm {
   float* h32 = nullptr;            // optional fp32 copy of h (the last layer's, for the head)
 };
 cudaError_t launch_batch_gemm(const BatchGemm& g, cudaStream_t stream);
+// The fused chunk (lstm_batch_tile.cu; docs/cuda.md, "The fused chunk kernel"): a block takes
+// kBatchTileRows rows and runs every step of every layer and the head itself, h and c kept in shared
+// memory from the first step to the last, the weights read from L2 by each warp for its own gate
+// columns, the input split into hi + lo halves as it is staged (so P0 is never made). Shapes up to
+// kBatchTileMaxNp gate columns and kBatchTileMaxLayers layers; the state is read from c/h at the start
+// (unless reset) and written back at the end, so a streaming series carries over to its next chunk.
+inline constexpr int kBatchTileRows = 32;
+inline constexpr int kBatchTileMaxNp = 512;
+inline constexpr int kBatchTileMaxLayers = 4;
+struct BatchTile {
+  const float* x = nullptr;  // staged ticks [n_in, I], fp32
+  int I = 0, Ip = 0, Hp = 0, Np = 0, L = 0, O = 0;
+  int rows = 0, steps = 0;
+  bool bf16 = false, reset = true, emit_every = false;
+  const int* row_p0 = nullptr;     // row r at step k reads staged tick row_p0[r] + k
+  const int* row_first = nullptr;  // may be null; a step before row_first[r] keeps zero state
+  const void* w0 = nullptr;        // [Np, 2 Ip]: layer 0's W_ih for x's hi and lo halves
+  const void* w[kBatchTileMaxLayers] = {};  // layer 0 [Np, Hp] W_hh; l > 0 [Np, 2 Hp] [W_ih | W_hh]
+  const float* bias[kBatchTileMaxLayers] = {};  // [Np] permuted, may be null
+  float* c = nullptr;     // [L][c_stride] fp32 state, row r at r * Hp
+  void* h = nullptr;      // [L][h_stride] 16-bit state, row r at r * Hp
+  long long c_stride = 0, h_stride = 0;
+  const float* head_w = nullptr;  // [O, H]
+  const float* head_b = nullptr;  // [O] or null
+  int H = 0;
+  float* out = nullptr;  // emit_every: [rows, steps, O]; else [rows, O]
+};
+// False (nothing launched) when the shape is beyond the kernel's limits or its shared memory beyond the
+// device's: the caller uses the per-step GEMMs.
+bool batch_tile_fits(int Ip, int Hp, int L, int O, int device);
+cudaError_t launch_batch_tile(const BatchTile& t, cudaStream_t stream);
+// Called by prepare_batch_kernels (the fused kernel loaded with the rest).
+cudaError_t prepare_batch_tile_kernels(int device);
+
 // Once per device before the first launch there: the GEMM's shared memory beyond 48 KiB, and every
 // kernel of the throughput path loaded (lazy loading would load it at its first launch, which waits for
 // every running kernel: forever beside persistent tick kernels).
