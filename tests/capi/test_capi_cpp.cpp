@@ -56,8 +56,29 @@ TEST(CapiCpp, ModelAndEngine) {
   (void)e.counters();
   (void)e.facts();
 
+  // A backtest of two series: each from zero state (the first as run() gave it, within float's rounding:
+  // the throughput path has kernels of its own), the engine left reset; device pointers are refused here
+  // (host memory is not GPU memory) with the status and the message.
+  std::vector<float> two(x);
+  two.insert(two.end(), x.begin(), x.end());
+  const std::vector<float> bt = e.backtest(two, 2, 12);
+  ASSERT_EQ(bt.size(), 24u);
+  for (size_t t = 0; t < 12; ++t) {
+    EXPECT_NEAR(bt[t], by_run[t], 1e-5) << "tick " << t;
+    EXPECT_EQ(bt[12 + t], bt[t]) << "tick " << t;
+  }
+  EXPECT_EQ(e.ticks(), 0);
+  std::vector<float> out(24);
+  try {
+    e.backtest_on_device(two.data(), 2, 12, out.data());
+    ADD_FAILURE() << "host memory taken as device arrays";
+  } catch (const hotpath::error& err) {
+    EXPECT_EQ(err.status(), HOTPATH_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(err.what()).find("not GPU memory"), std::string::npos) << err.what();
+  }
+
   hotpath::engine moved = std::move(e);
-  EXPECT_EQ(moved.ticks(), 1);
+  EXPECT_EQ(moved.ticks(), 0);
 }
 
 // Telemetry through the wrapper: off throws hotpath::error, on counts the ticks.
