@@ -91,6 +91,7 @@ def test_torch_tensors_on_the_gpu_give_the_numpy_outputs(mode, window):
         "lstm.weight_ih_l0": series(64, 5),
         "lstm.weight_hh_l0": series(64, 16) * 0.2,
         "lstm.bias_ih_l0": series(64),
+        "lstm.bias_hh_l0": series(64),
         "fc.weight": series(3, 16),
     }
     e = cuda_engine(hotpath.load(sd, window=window or 1), mode=mode)
