@@ -1,4 +1,4 @@
-// Tensor-core building blocks of the throughput kernels (lstm_batch.cu, lstm_batch_tile.cu): ldmatrix,
+// Tensor-core building blocks of the throughput kernels (lstm_batch.cu, lstm_batch_tile.cu): cp.async, ldmatrix,
 // mma.sync m16n8k16 with fp32 accumulation, 16-bit packing, the cell's sigmoid. Device code only.
 #pragma once
 #include <cuda_bf16.h>
@@ -7,6 +7,16 @@
 namespace hotpath::cuda::batch {
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  // src-size 0 fills the 16 bytes with zeros (rows past the end)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

@@ -20,16 +20,6 @@ constexpr int THREADS = 256;   // 8 warps: 2 (rows) x 4 (columns), 64 x 32 each
 constexpr size_t SMEM_BYTES = size_t(STAGES) * 2 * BM * PITCH * 2;
 static_assert(BM == 128 && BN == 128, "the warp layout below assumes 128 x 128 blocks");
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  // src-size 0 fills the 16 bytes with zeros (rows past the end)
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 template <bool BF16>
 __global__ void __launch_bounds__(THREADS) batch_gemm(const BatchGemm g) {
   extern __shared__ __align__(16) unsigned short smem[];

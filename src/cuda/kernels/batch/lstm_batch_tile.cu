@@ -7,8 +7,9 @@
 // of its two units for its rows and runs their cells itself. Shared memory holds, per block: the step's
 // input as hi | lo 16-bit halves [rows][2 Ip], each layer's h twice (this step's and the last, 16-bit)
 // [L][2][rows][Hp], each layer's c (fp32) [L][rows][Hp] and the last layer's h in fp32 for the head
-// [rows][Hp]. A warp reads its weights' B fragments straight from global memory (L2 after the first
-// rows' blocks: every block reads the same weights), its A fragments from shared memory by ldmatrix.
+// [rows][Hp], and two slabs of weights. The block copies each layer's weights through shared memory a slab
+// of K at a time (16-byte cp.async; L2 after the first blocks: every block reads the same weights), and every
+// warp takes its A and B fragments from there by ldmatrix.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -24,13 +25,15 @@ using namespace batch;
 
 constexpr int BM = kBatchTileRows;
 static_assert(BM == 32, "two m16 tiles a warp");
+constexpr int kSlab = 32;               // weight columns of K a slab
+constexpr int kSlabPitch = kSlab + 8;   // halves a slab row: ldmatrix's 8 rows on distinct banks
 
 // Pitches (16-bit elements) of the shared rows: K + 8 keeps ldmatrix's 8 rows on distinct banks.
 __host__ __device__ constexpr int x_pitch(int Ip) { return 2 * Ip + 8; }
 __host__ __device__ constexpr int h_pitch(int Hp) { return Hp + 8; }
 
 struct TileSmem {
-  size_t xs, hs, cs, h32, total;  // byte offsets of each region, and the whole
+  size_t xs, hs, cs, h32, ws, total;  // byte offsets of each region, and the whole
 };
 __host__ __device__ inline TileSmem tile_smem(int Ip, int Hp, int L) {
   TileSmem m{};
@@ -38,32 +41,54 @@ __host__ __device__ inline TileSmem tile_smem(int Ip, int Hp, int L) {
   m.hs = m.xs + size_t(BM) * x_pitch(Ip) * 2;
   m.cs = m.hs + size_t(L) * 2 * BM * h_pitch(Hp) * 2;
   m.h32 = m.cs + size_t(L) * BM * Hp * 4;
-  m.total = m.h32 + size_t(BM) * Hp * 4;
+  m.ws = m.h32 + size_t(BM) * Hp * 4;
+  m.total = m.ws + size_t(2) * 4 * Hp * kSlabPitch * 2;  // two slabs of Np = 4 Hp rows
   return m;
 }
 
-// acc[mi][q] += A [32 rows, K] (shared, pitch lda) x W[n, k0 .. k0 + K)^T for the warp's 32 columns.
+// acc[mi][q] += A [32 rows, K] (shared, pitch lda) x W[n, k0 .. k0 + K)^T for the warp's 32 columns. The
+// block's threads (one per gate column) copy the weights into shared memory a slab of kSlab columns of K at a
+// time (16-byte cp.async, two slabs in flight), and every warp takes its B fragments from there by ldmatrix;
+// called by every thread of the block alike (it synchronises them).
 template <bool BF16>
-__device__ __forceinline__ void warp_product(float (&acc)[2][4][4], const unsigned short* a, int lda, int K,
-                                             const unsigned short* __restrict__ w, int ldw, int k0, int col0, int lane) {
-  const unsigned short* wrow[4];
+__device__ __forceinline__ void block_product(float (&acc)[2][4][4], const unsigned short* a, int lda, int K,
+                                              const unsigned short* __restrict__ w, int ldw, int k0, int Np,
+                                              unsigned short* ws, int col0, int tid, int lane) {
+  const int slabs = K / kSlab;
+  auto load = [&](int j) {
+    if (tid < Np) {
+      unsigned short* dst = ws + size_t((j & 1) * Np + tid) * kSlabPitch;
+      const unsigned short* src = w + size_t(tid) * ldw + k0 + j * kSlab;
 #pragma unroll
-  for (int q = 0; q < 4; ++q) wrow[q] = w + size_t(col0 + q * 8 + (lane >> 2)) * ldw + k0 + (lane & 3) * 2;
-#pragma unroll 2
-  for (int kk = 0; kk < K; kk += 16) {
-    unsigned b[4][2];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      b[q][0] = __ldg(reinterpret_cast<const unsigned*>(wrow[q] + kk));
-      b[q][1] = __ldg(reinterpret_cast<const unsigned*>(wrow[q] + kk + 8));
+      for (int c = 0; c < kSlab / 8; ++c) cp_async16(dst + c * 8, src + c * 8, true);
     }
-    unsigned af[2][4];
+    cp_async_commit();
+  };
+  load(0);
+  for (int j = 0; j < slabs; ++j) {
+    if (j + 1 < slabs) {
+      load(j + 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // slab j whole for every warp
+    const unsigned short* bs = ws + size_t((j & 1) * Np) * kSlabPitch;
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi) ldmatrix_x4(af[mi], a + (mi * 16 + (lane & 15)) * lda + kk + (lane >> 4) * 8);
+    for (int kk = 0; kk < kSlab; kk += 16) {
+      unsigned af[2][4], bf[2][4];
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
+      for (int mi = 0; mi < 2; ++mi)
+        ldmatrix_x4(af[mi], a + (mi * 16 + (lane & 15)) * lda + j * kSlab + kk + (lane >> 4) * 8);
 #pragma unroll
-      for (int q = 0; q < 4; ++q) mma16816<BF16>(acc[mi][q], af[mi], b[q][0], b[q][1]);
+      for (int nj = 0; nj < 2; ++nj)
+        ldmatrix_x4(bf[nj], bs + (col0 + nj * 16 + (lane & 7) + (lane >> 4) * 8) * kSlabPitch + kk + ((lane >> 3) & 1) * 8);
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) mma16816<BF16>(acc[mi][q], af[mi], bf[q >> 1][(q & 1) * 2], bf[q >> 1][(q & 1) * 2 + 1]);
+    }
+    __syncthreads();  // every warp done with slab j before slab j + 2 lands in its buffer
   }
 }
 
@@ -87,6 +112,7 @@ __global__ void __launch_bounds__(kBatchTileMaxNp) batch_tile(const BatchTile t)
   auto* hs = reinterpret_cast<unsigned short*>(smem + lay.hs);  // [L][2][BM][h_pitch]
   auto* cs = reinterpret_cast<float*>(smem + lay.cs);           // [L][BM][Hp]
   auto* h32 = reinterpret_cast<float*>(smem + lay.h32);         // [BM][Hp]
+  auto* ws = reinterpret_cast<unsigned short*>(smem + lay.ws);  // [2][Np][kSlabPitch]: weight slabs
   const int xp = x_pitch(Ip), hp = h_pitch(Hp);
   auto hbuf = [&](int l, int parity) { return hs + size_t(l * 2 + parity) * BM * hp; };
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nthreads = blockDim.x;
@@ -126,12 +152,13 @@ __global__ void __launch_bounds__(kBatchTileMaxNp) batch_tile(const BatchTile t)
       float acc[2][4][4] = {};
       const auto* wl = static_cast<const unsigned short*>(t.w[l]);
       const bool from_zero = t.reset && k == 0;  // the recurrent operand is all zeros
+      const int Np = t.Np;
       if (l == 0) {
-        warp_product<BF16>(acc, xs, xp, 2 * Ip, w0, 2 * Ip, 0, col0, lane);
-        if (!from_zero) warp_product<BF16>(acc, hbuf(0, parity), hp, Hp, wl, Hp, 0, col0, lane);
+        block_product<BF16>(acc, xs, xp, 2 * Ip, w0, 2 * Ip, 0, Np, ws, col0, tid, lane);
+        if (!from_zero) block_product<BF16>(acc, hbuf(0, parity), hp, Hp, wl, Hp, 0, Np, ws, col0, tid, lane);
       } else {
-        warp_product<BF16>(acc, hbuf(l - 1, 1 - parity), hp, Hp, wl, 2 * Hp, 0, col0, lane);
-        if (!from_zero) warp_product<BF16>(acc, hbuf(l, parity), hp, Hp, wl, 2 * Hp, Hp, col0, lane);
+        block_product<BF16>(acc, hbuf(l - 1, 1 - parity), hp, Hp, wl, 2 * Hp, 0, Np, ws, col0, tid, lane);
+        if (!from_zero) block_product<BF16>(acc, hbuf(l, parity), hp, Hp, wl, 2 * Hp, Hp, Np, ws, col0, tid, lane);
       }
       // the cells: gate q of unit u + e is acc[mi][q][half * 2 + e]
       unsigned short* hn16 = hbuf(l, 1 - parity);
