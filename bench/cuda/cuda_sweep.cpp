@@ -4,7 +4,8 @@
 // row beside the same with CudaOptions::grid_quiet_answer)] [--input-nap NS (... with grid_input_nap_ns)]
 // [--model M ... (those models only)] | --pp-widths W,W,...
 // (the ping-pong alone at each input width, with each mailbox knob: where a wide input's round trip goes) |
-// --tile (the throughput path's backtests of the small zoo models on the per-step GEMMs and on the fused
+// [--trace (each grid row's ticks split into input side, kernel and output side: CudaOptions::tick_trace)]
+// | --tile (the throughput path's backtests of the small zoo models on the per-step GEMMs and on the fused
 // chunk kernel, CudaOptions::batch_tile, side by side)]
 #include <algorithm>
 #include <chrono>
@@ -154,6 +155,15 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
                 err, c.count("kernel_compute_cycles_mean") ? c.at("kernel_compute_cycles_mean") : -1.0,
                 c.count("kernel_compute_cycles_max") ? c.at("kernel_compute_cycles_max") : -1.0);
   row(name, p, extra);
+  if (c.count("tick_trace_ticks"))  // CudaOptions::tick_trace: each tick's latency in three parts
+    std::printf("%-44s   traced (%.0f ticks, us p50/p99/p99.9): total %.2f/%.2f/%.2f  input above its floor "
+                "%.2f/%.2f/%.2f  kernel %.2f/%.2f/%.2f  output and floors %.2f/%.2f/%.2f\n",
+                "", c.at("tick_trace_ticks"), c.at("tick_trace_total_us_p50"), c.at("tick_trace_total_us_p99"),
+                c.at("tick_trace_total_us_p999"), c.at("tick_trace_input_excess_us_p50"),
+                c.at("tick_trace_input_excess_us_p99"), c.at("tick_trace_input_excess_us_p999"),
+                c.at("tick_trace_kernel_us_p50"), c.at("tick_trace_kernel_us_p99"), c.at("tick_trace_kernel_us_p999"),
+                c.at("tick_trace_output_and_floors_us_p50"), c.at("tick_trace_output_and_floors_us_p99"),
+                c.at("tick_trace_output_and_floors_us_p999"));
   if (c.count("kernel_tick_us_p50"))  // the in-kernel span of each tick ("input complete" to "output stored")
     std::printf("%-44s   in the kernel: p50 %.2f  p99 %.2f  p99.9 %.2f us; SM clock p1/p50 %.0f/%.0f MHz\n", "",
                 c.at("kernel_tick_us_p50"), c.at("kernel_tick_us_p99"), c.at("kernel_tick_us_p999"),
@@ -348,7 +358,8 @@ int main(int argc, char** argv) {
   long long ticks = 1'000'000, pp = 200'000;
   int cpu = 2;
   std::string json;
-  bool quick = false, families = false, large = false, large_default = false, quiet_answer = false, tile = false;
+  bool quick = false, families = false, large = false, large_default = false, quiet_answer = false, tile = false,
+       trace = false;
   std::vector<std::string> only;  // --model M (repeatable): the --large cases of these models only
   int input_nap_ns = 0;           // --input-nap NS: each grid row beside the same with grid_input_nap_ns
   std::vector<int> widths;
@@ -365,6 +376,7 @@ int main(int argc, char** argv) {
     else if (a == "--large-default") large = large_default = true;
     else if (a == "--quiet-answer") quiet_answer = true;
     else if (a == "--tile") tile = true;
+    else if (a == "--trace") trace = true;
     else if (a == "--model" && i + 1 < argc) only.push_back(argv[++i]);
     else if (a == "--input-nap" && i + 1 < argc) input_nap_ns = std::atoi(argv[++i]);
     else if (a == "--pp-widths") {
@@ -420,6 +432,7 @@ int main(int argc, char** argv) {
             CudaOptions c;
             c.grid_precompute = pre;
             c.grid_exchange = xch;
+            c.tick_trace = trace;  // --trace: every grid row's ticks split into input, kernel and output
             const bool own = pre == cuda::GridPrecompute::in_critical;
             model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid " + cuda::grid_exchange_name(xch) + " " +
                           (own ? "in_critical" : "separate"),

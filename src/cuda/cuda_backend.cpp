@@ -23,7 +23,9 @@
 #include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "cuda/mailbox_host.hpp"
+#include "cuda/tick_trace.hpp"
 #include "util/error.hpp"
+#include "util/stats.hpp"
 #include "util/threads.hpp"
 
 namespace hotpath {
@@ -34,6 +36,13 @@ using Clock = std::chrono::steady_clock;
 // after that): above the answer time of every model that answers in microseconds, and short next to
 // a timeout (a dead kernel is still noticed within 50 us of waiting).
 constexpr std::chrono::microseconds kLivenessPeriod{50};
+// CudaOptions::tick_trace: the ticks the kernel's ring and the host's stamps hold (a power of two), and the
+// stretch of ticks whose fastest input marks the input side's floor (tick_trace.hpp).
+constexpr long long kTickTraceTicks = 1 << 18;
+constexpr size_t kTraceStretch = 256;
+long long steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 using cuda::HostMailbox;
 
 using cuda::DeviceBuffer;
@@ -193,6 +202,7 @@ class CudaBackend final : public Backend {
     if (!kernel_running_) why = "the kernel is not running";
     else usable = !maybe_behind_ || gpu_usable(&why);
     if (usable) {
+      if (!trace_send_ns_.empty()) trace_send_ns_[size_t(t) & (kTickTraceTicks - 1)] = steady_ns();
       // Scaled while packed into the mailbox's chunks (a plain copy without a scaler).
       mailbox_->send(t, x, scaler_.active() ? scaler_.shift().data() : nullptr, scaler_.active() ? scaler_.mul().data() : nullptr);
       // The deadline's clock is read once the input is out (a steady_clock read costs 17-33 ns: the GPU
@@ -204,6 +214,7 @@ class CudaBackend final : public Backend {
       long long spins = 0;
       for (;;) {
         if (mailbox_->try_receive(t, out)) {
+          if (!trace_recv_ns_.empty()) trace_recv_ns_[size_t(t) & (kTickTraceTicks - 1)] = steady_ns();
           ++gpu_answers_;
           maybe_behind_ = false;  // the kernel has answered every tick up to this one
           return true;
@@ -325,6 +336,8 @@ class CudaBackend final : public Backend {
       if (plan_.params.family == cuda::KernelFamily::cluster) add_cluster_counters(w, c);
     }
     if (read && grid_stats_.get() && side_stream_) add_grid_counters(c);
+    if (read && trace_.get() && side_stream_ && w.clock_cycles_sum > 0)
+      add_trace_counters(double(w.clock_ns_sum) / double(w.clock_cycles_sum), c);
     if (read && w.pre_sum[cuda::kPreRounds] > 0) {
       // the precompute's rounds as its block 0 lives them (PrecomputeStat), SM cycles a round
       const double rounds = double(w.pre_sum[cuda::kPreRounds]);
@@ -371,6 +384,32 @@ class CudaBackend final : public Backend {
         part(L + names[i] + "_cycles", {at + i});
       }
       part(L + "compute_cycles", {at + cuda::kClTiles, at + cuda::kClMeet, at + cuda::kClCell, at + cuda::kClSend});
+    }
+  }
+
+  // CudaOptions::tick_trace: the kernel's ring and the host's stamps, split (tick_trace.hpp) into each
+  // traced tick's input side, kernel span and output side; percentiles in us.
+  void add_trace_counters(double ns_per_cycle, std::map<std::string, double>& c) const {
+    std::vector<unsigned long long> ring(size_t(3) * kTickTraceTicks);
+    if (cudaMemcpyAsync(ring.data(), trace_.get(), ring.size() * sizeof(ring[0]), cudaMemcpyDeviceToHost,
+                        side_stream_.get()) != cudaSuccess ||
+        cudaStreamSynchronize(side_stream_.get()) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    const cuda::TickTraceSplit split = cuda::split_tick_trace(ring.data(), kTickTraceTicks, trace_send_ns_.data(),
+                                                              trace_recv_ns_.data(), t_, ns_per_cycle, kTraceStretch);
+    if (split.total.empty()) return;
+    c["tick_trace_ticks"] = double(split.total.size());
+    const std::pair<const char*, const std::vector<double>*> parts[] = {{"total", &split.total},
+                                                                        {"kernel", &split.kernel},
+                                                                        {"input_excess", &split.input_excess},
+                                                                        {"output_and_floors", &split.output_and_floors}};
+    for (const auto& [name, v] : parts) {
+      const auto q = util::summarize(*v, util::Percentile::index_floor);
+      c[std::string("tick_trace_") + name + "_us_p50"] = q.p50;
+      c[std::string("tick_trace_") + name + "_us_p99"] = q.p99;
+      c[std::string("tick_trace_") + name + "_us_p999"] = q.p999;
     }
   }
 
@@ -532,6 +571,11 @@ class CudaBackend final : public Backend {
       if (copt_.grid_exchange == cuda::GridExchange::tagged)  // the plan's params leave the exchange to launch()
         xch_words_ = DeviceBuffer<unsigned long long>(size_t(cuda::grid_words(p).total()));
       grid_stats_ = DeviceBuffer<unsigned long long>(size_t(p.nc) * cuda::kGridStatSlots);
+      if (copt_.tick_trace) {
+        trace_ = DeviceBuffer<unsigned long long>(size_t(3) * kTickTraceTicks);
+        trace_send_ns_.assign(kTickTraceTicks, 0);
+        trace_recv_ns_.assign(kTickTraceTicks, 0);
+      }
       if (p.grid_precompute == cuda::GridPrecompute::in_critical) {
         hh_frags_ = DeviceBuffer<uint32_t>(plan_.hh_frags.size());
         own_bias_ = DeviceBuffer<float>(plan_.own_bias.size());
@@ -582,6 +626,7 @@ class CudaBackend final : public Backend {
     (void)xch_flag_.release();
     (void)xch_words_.release();
     (void)grid_stats_.release();
+    (void)trace_.release();
     (void)hh_frags_.release();
     (void)own_bias_.release();
     (void)own_state_.release();
@@ -687,6 +732,8 @@ class CudaBackend final : public Backend {
     p.xch_head = xch_head_.get();
     p.xch_words = xch_words_.get();
     p.grid_stats = grid_stats_.get();
+    p.tick_trace = trace_.get();
+    p.tick_trace_mask = kTickTraceTicks - 1;
     mailbox_->clear();
     words_.zero(stream_.get());
     h_state_.zero(stream_.get());
@@ -698,6 +745,7 @@ class CudaBackend final : public Backend {
     if (xch_head_.get()) xch_head_.zero(stream_.get());
     if (xch_words_.get()) xch_words_.zero(stream_.get());  // tag 0: no tick (an earlier run's tags would pass)
     if (grid_stats_.get()) grid_stats_.zero(stream_.get());  // the timing sums restart with the launch
+    if (trace_.get()) trace_.zero(stream_.get());  // the launch's ticks start at 0 again, as the host's
     if (own_h_.get()) own_h_.zero(stream_.get());  // the padding units' columns are read (times zero weights)
     HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     long long max_blocks = 0;
@@ -846,6 +894,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer<unsigned> xch_flag_;           // grid: per-(layer, block) flags, the counters
   DeviceBuffer<unsigned long long> xch_words_;  // grid, tagged exchange: the words (GridWords)
   DeviceBuffer<unsigned long long> grid_stats_;  // grid: each block's timing sums [nc][kGridStatSlots]
+  // CudaOptions::tick_trace: the kernel's ring [kTickTraceTicks][3] and the host's stamps (steady_clock ns)
+  DeviceBuffer<unsigned long long> trace_;
+  std::vector<long long> trace_send_ns_, trace_recv_ns_;
   // grid, own precompute (GridPrecompute::in_critical): W_hh fragments, biases, each block's state, the h columns
   DeviceBuffer<uint32_t> hh_frags_;
   DeviceBuffer<float> own_bias_, own_state_;

@@ -50,6 +50,11 @@ struct CudaOptions {
   // words, so that 124 blocks' threads do not hammer the input's few L2 lines while block 0 polls the host.
   // A tuning knob for side-by-side runs (cuda_sweep); 0: no nap.
   int grid_input_nap_ns = 0;
+  // Grid family, a measurement: the host stamps each tick's send and answer, the kernel the instant its
+  // output is stored (%globaltimer) and its span from "input complete"; the counters split each tick's
+  // latency into input side, kernel and output side (tick_trace_* in bench/SCHEMA.md), over the last
+  // kTickTraceTicks ticks. Costs two steady_clock reads a tick on the host. cuda_sweep --trace.
+  bool tick_trace = false;
   // Throughput path: the fused chunk kernel (lstm_batch.hpp, BatchTile) where the model fits it, one launch
   // a chunk instead of a GEMM per (step, layer). A tuning knob for side-by-side runs (cuda_sweep --tile).
   bool batch_tile = false;

@@ -118,11 +118,11 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
   // from shared memory as their MMAs run ("grid" holds them in registers where the plan allows, GridTiles);
   // "grid-quiet", "grid-nap": the precompute in the critical blocks, each block's round held until the answer
   // is out (CudaOptions::grid_quiet_answer), or blocks 1.. napping between looks at the input's words
-  // (grid_input_nap_ns)
+  // (grid_input_nap_ns); "grid-trace": the tick trace on (CudaOptions::tick_trace)
   const bool flags = kernel == "grid-flags", counters = kernel == "grid-counters", separate = kernel == "grid-separate",
              quiet = kernel == "grid-quiet", nap = kernel == "grid-nap", own = kernel == "grid-own" || quiet || nap,
-             shared = kernel == "grid-shared";
-  o.gpu.kernel = util::parse_name<CudaKernel>(flags || counters || separate || own || shared ? "grid" : kernel);
+             shared = kernel == "grid-shared", trace = kernel == "grid-trace";
+  o.gpu.kernel = util::parse_name<CudaKernel>(flags || counters || separate || own || shared || trace ? "grid" : kernel);
   o.gpu.timeout_us = 5'000'000;
   CudaOptions c;
   if (flags) c.grid_exchange = cuda::GridExchange::flags;
@@ -131,6 +131,7 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
   if (own) c.grid_precompute = cuda::GridPrecompute::in_critical;
   if (shared) c.grid_tiles = cuda::GridTiles::shared;
   c.grid_quiet_answer = quiet;
+  c.tick_trace = trace;  // "grid-trace": the tick trace on (its counters checked below)
   if (nap) c.grid_input_nap_ns = 200;
   poison_freed_device_memory();  // every zoo model too: nothing it reads before writing may be left over
   auto b = make_cuda_backend(m, o, c);
@@ -150,6 +151,17 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
     if (k < checked.size() && checked[k] == t) {
       got.insert(got.end(), out.begin(), out.end());
       ++k;
+    }
+  }
+  if (trace) {  // every tick traced: each split into parts that add up to its latency
+    const auto c = b->counters();
+    EXPECT_EQ(c.count("tick_trace_ticks") ? c.at("tick_trace_ticks") : -1.0, double(ticks));
+    for (const char* part : {"total", "kernel", "input_excess", "output_and_floors"})
+      EXPECT_TRUE(c.count(std::string("tick_trace_") + part + "_us_p99")) << part;
+    if (c.count("tick_trace_total_us_p50")) {
+      EXPECT_GT(c.at("tick_trace_kernel_us_p50"), 0.0);
+      EXPECT_LT(c.at("tick_trace_kernel_us_p50"), c.at("tick_trace_total_us_p50"));
+      EXPECT_GE(c.at("tick_trace_input_excess_us_p99"), 0.0);
     }
   }
   if (o.gpu.kernel == CudaKernel::grid) {
@@ -256,6 +268,8 @@ std::vector<FamilyCase> family_cases() {
   v.push_back({"stac_c", "grid-shared"});
   for (const char* m : {"lstm_s", "stac_b", "lstm_l", "stac_c"})
     for (const char* k : {"grid-quiet", "grid-nap"}) v.push_back({m, k});
+  v.push_back({"lstm_s", "grid-trace"});
+  v.push_back({"stac_c", "grid-trace"});
   return v;
 }
 

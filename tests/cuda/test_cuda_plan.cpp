@@ -12,6 +12,7 @@
 #include "cuda/kernels/cluster/cluster_policy.hpp"
 #include "cuda/kernels/common/cycle_histogram.hpp"
 #include "cuda/lstm_plan.hpp"
+#include "cuda/tick_trace.hpp"
 #include "util/error.hpp"
 #include "util/half.hpp"
 
@@ -777,5 +778,54 @@ TEST(CycleHistogram, TheClockBucketsHoldMhzAndTheirPercentiles) {
   EXPECT_NEAR(cuda::clock_quantile_mhz(counts, 0.5), 1980, cuda::kClockBucketMhz);
   EXPECT_NEAR(cuda::clock_quantile_mhz(counts, 0.005), 1500, cuda::kClockBucketMhz);
 }
+// The tick trace's split: ticks with known input and output delays, the GPU's clock off the host's by an
+// offset that drifts 20 ppm (0.6 us over a stretch of 1,000 ticks): each tick's parts add up to its latency, the input side's excess over its floor
+// is recovered within the drift a stretch allows, and entries of other ticks (a ring wrapped, a tick never
+// answered) are left out.
+TEST(TickTrace, SplitsEachTickIntoInputKernelAndOutput) {
+  const long long ring_ticks = 1 << 12, ticks = 10000;  // the ring wrapped: the last 4,096 ticks are read
+  const double ns_per_cycle = 0.5;
+  const size_t n = static_cast<size_t>(ring_ticks);
+  std::vector<unsigned long long> ring(3 * n);
+  std::vector<long long> send(n), recv(n);
+  std::mt19937_64 rng(3);
+  std::vector<double> want_in(static_cast<size_t>(ticks)), want_kernel(static_cast<size_t>(ticks));
+  long long host = 1'000'000'000;
+  for (long long t = 0; t < ticks; ++t) {
+    const size_t k = size_t(t) & size_t(ring_ticks - 1);
+    const double in = 1000 + double(rng() % 200) + (t % 97 == 0 ? 5000 : 0);  // ns; every 97th tick late
+    const double kernel = 7000 + double(rng() % 300), out = 1500 + double(rng() % 100);
+    const double offset = 5e8 + 20e-6 * double(host - 1'000'000'000);  // the GPU's clock: offset + drift
+    send[k] = host;
+    const double stamp = double(host) + in + kernel + offset;
+    ring[3 * k] = (unsigned long long)t + 1;
+    ring[3 * k + 1] = (unsigned long long)stamp;
+    ring[3 * k + 2] = (unsigned long long)(kernel / ns_per_cycle);
+    recv[k] = host + (long long)(in + kernel + out);
+    want_in[size_t(t)] = in, want_kernel[size_t(t)] = kernel;
+    host += 30'000;
+  }
+  // tick ticks - 5 was never answered; tick ticks - 9's entry is an older tick's
+  recv[size_t(ticks - 5) & size_t(ring_ticks - 1)] = 0;
+  ring[3 * (size_t(ticks - 9) & size_t(ring_ticks - 1))] = 7;
+  const auto split = cuda::split_tick_trace(ring.data(), ring_ticks, send.data(), recv.data(), ticks, ns_per_cycle, 1000);
+  ASSERT_EQ(split.total.size(), size_t(ring_ticks - 2));
+  size_t i = 0;
+  for (long long t = ticks - ring_ticks; t < ticks; ++t) {
+    if (t == ticks - 5 || t == ticks - 9) continue;
+    const size_t k = size_t(t) & size_t(ring_ticks - 1);
+    EXPECT_NEAR(split.total[i], double(recv[k] - send[k]) * 1e-3, 1e-9);
+    EXPECT_NEAR(split.kernel[i], want_kernel[size_t(t)] * 1e-3, 1e-3);
+    EXPECT_NEAR(split.total[i], split.kernel[i] + split.input_excess[i] + split.output_and_floors[i], 1e-9);
+    // the floor: a line through each stretch's fastest input (1,000 ns and a little); the drift (0.6 ns a
+    // tick, 0.6 us a stretch) followed
+    EXPECT_NEAR(split.input_excess[i], (want_in[size_t(t)] - 1000) * 1e-3, 0.02) << "tick " << t;
+    ++i;
+  }
+  const auto late = std::max_element(split.input_excess.begin(), split.input_excess.end());
+  EXPECT_GT(*late, 4.9);  // a late input is on the input side
+  EXPECT_LT(*std::max_element(split.output_and_floors.begin(), split.output_and_floors.end()), 3.0);
+}
+
 }  // namespace
 }  // namespace hotpath

@@ -37,7 +37,8 @@ __device__ __forceinline__ void split_store(uint16_t* hi, uint16_t* lo, float x)
 // critical path). marks: clock64 at input seen (warp 0), past the barrier, after layer 0, after the
 // last layer, after the head, after the output store. Always the same thread, so its SM's clock64 and
 // the globaltimer read here give the SM clock over the ticks (SharedWords::clock_*).
-__device__ __forceinline__ void record_tick_timing(SharedWords* w, const long long (&marks)[6]) {
+// Returns the %globaltimer it read (right after the output's store: the tick trace's stamp).
+__device__ __forceinline__ unsigned long long record_tick_timing(SharedWords* w, const long long (&marks)[6]) {
   const unsigned long long ns = dev::globaltimer_ns(), cycles = (unsigned long long)marks[5];
   if (w->clock_prev_ns != 0) {
     w->clock_ns_sum += ns - w->clock_prev_ns;
@@ -57,6 +58,7 @@ __device__ __forceinline__ void record_tick_timing(SharedWords* w, const long lo
     w->seg_sum[i] += seg;
     if (seg > w->seg_max[i]) w->seg_max[i] = seg;
   }
+  return ns;
 }
 
 // Test hook (the cta family's STALL instantiations; the cluster kernel's block 0, one compare a tick):

@@ -935,7 +935,12 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
         dev::store_output_chunk(p.mb, seq, O, za, zb);
         if (lane == 0) {
           marks.block(L, kGrSent);
-          record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, clock64()});
+          const long long t_out = clock64();
+          const unsigned long long g_out = record_tick_timing(p.words, {t_seen, t_in, t_l0, t_layers, t_head, t_out});
+          if (p.tick_trace) {  // off the answer's path: the store is out
+            unsigned long long* e = p.tick_trace + 3 * (s & p.tick_trace_mask);
+            e[0] = s + 1, e[1] = g_out, e[2] = (unsigned long long)(t_out - t_seen);
+          }
           if (own && p.grid_quiet_answer) {  // the answer is on its way to the host: the rounds may start
             __threadfence_system();
             st_release_gpu(&p.words->answer_out, seq);
