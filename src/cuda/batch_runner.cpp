@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 
 #include "cuda/batch_chunks.hpp"
@@ -213,7 +214,7 @@ struct BatchRunner::Impl {
       h32 = DeviceBuffer<float>(size_t(rows) * Hp);
       for (auto& hb : h) hb = DeviceBuffer<uint16_t>(L * size_t(rows) * Hp);
     }
-    if (in_rows > cap_in) {
+    if (in_rows > cap_in && !tile) {  // the fused kernel splits x itself and makes no P0
       xhi = DeviceBuffer<uint16_t>(size_t(in_rows) * size_t(wts.Ip));
       xlo = DeviceBuffer<uint16_t>(size_t(in_rows) * size_t(wts.Ip));
       p0 = DeviceBuffer<float>(size_t(in_rows) * Np);
@@ -239,8 +240,13 @@ struct BatchRunner::Impl {
   }
   float* cbuf(int layer) const { return c.get() + size_t(layer) * size_t(cap_rows) * size_t(wts.Hp); }
 
-  // The kernels of one chunk on the compute stream; `parity` carries the h double buffer across a
-  // streaming group's chunks.
+  // Device arrays: `streams` wait for the work queued on the legacy default stream so far (where the
+  // caller's arrays were made, or before this call).
+  void after_legacy_stream(std::initializer_list<cudaStream_t> streams) {
+    HOTPATH_CUDA_CHECK(cudaEventRecord(legacy_done.get(), cudaStreamLegacy));
+    for (cudaStream_t st : streams) HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(st, legacy_done.get()));
+  }
+
   // The fused kernel: the whole chunk in one launch, its state in cbuf/hbuf(0, .) between chunks.
   void enqueue_tile(Slot& s, cudaStream_t st) {
     const Chunk& ch = s.chunk;
@@ -264,6 +270,8 @@ struct BatchRunner::Impl {
     HOTPATH_CUDA_CHECK(launch_batch_tile(t, st));
   }
 
+  // The kernels of one chunk on the compute stream; `parity` carries the h double buffer across a
+  // streaming group's chunks.
   void enqueue_compute(Slot& s, int& parity) {
     const Chunk& ch = s.chunk;
     const cudaStream_t st = compute.get();
@@ -338,11 +346,7 @@ struct BatchRunner::Impl {
     stats.device_arrays = on_device;
     const auto t0 = Clock::now();
     int parity = 0;
-    if (on_device) {  // the caller's arrays were made on the legacy default stream, or before this call
-      HOTPATH_CUDA_CHECK(cudaEventRecord(legacy_done.get(), cudaStreamLegacy));
-      HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(h2d.get(), legacy_done.get()));
-      HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(d2h.get(), legacy_done.get()));
-    }
+    if (on_device) after_legacy_stream({h2d.get(), d2h.get()});
     auto drain = [&](Slot& s) {
       HOTPATH_CUDA_CHECK(cudaEventSynchronize(s.d2h_end.get()));
       stats.h2d_s += elapsed_ms(s.h2d_begin, s.h2d_end) * 1e-3;
@@ -509,9 +513,7 @@ size_t BatchRunner::first_nonfinite(const float* x, size_t n) {
   if (!m.first_bad.get()) m.first_bad = DeviceBuffer<unsigned long long>(1);
   const cudaStream_t st = m.compute.get();
   unsigned long long first = n;
-  // the caller's array was made on the legacy default stream, or before this call (ArraysIn::device)
-  HOTPATH_CUDA_CHECK(cudaEventRecord(m.legacy_done.get(), cudaStreamLegacy));
-  HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(st, m.legacy_done.get()));
+  m.after_legacy_stream({st});
   HOTPATH_CUDA_CHECK(cudaMemcpyAsync(m.first_bad.get(), &first, sizeof first, cudaMemcpyHostToDevice, st));
   HOTPATH_CUDA_CHECK(launch_find_nonfinite(x, n, m.first_bad.get(), st));
   HOTPATH_CUDA_CHECK(cudaMemcpyAsync(&first, m.first_bad.get(), sizeof first, cudaMemcpyDeviceToHost, st));
