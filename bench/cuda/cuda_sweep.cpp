@@ -5,6 +5,8 @@
 // [--model M ... (those models only)] | --pp-widths W,W,...
 // (the ping-pong alone at each input width, with each mailbox knob: where a wide input's round trip goes) |
 // [--trace (each grid row's ticks split into input side, kernel and output side: CudaOptions::tick_trace)]
+// [--warm-l2 (... beside the same with CudaOptions::grid_warm_l2_tiles)] [--send-gap US (... beside the same
+// with the host waiting US microseconds between "ready" and the next tick's input)]
 // | --tile (the throughput path's backtests of the small zoo models on the per-step GEMMs and on the fused
 // chunk kernel, CudaOptions::batch_tile, side by side)]
 #include <algorithm>
@@ -92,7 +94,8 @@ Pct pingpong(const std::string& name, int floats, long long count, cuda::Mailbox
 
 // budget_s > 0: stop measuring after that many seconds (ticks then says how many were measured).
 void model_run(const std::string& name, const std::string& zoo, Mode mode, Precision prec, long long ticks,
-               const CudaOptions& copt, int cpu, size_t check_ticks, const std::string& kernel = "", double budget_s = 0) {
+               const CudaOptions& copt, int cpu, size_t check_ticks, const std::string& kernel = "", double budget_s = 0,
+               double send_gap_us = 0) {
   const Model m = *zoo_model(zoo);
   const int W = m.config.window.value_or(1);
   BackendOptions o;
@@ -135,6 +138,11 @@ void model_run(const std::string& name, const std::string& zoo, Mode mode, Preci
     b->step(x, out);
     const auto t1 = Clock::now();
     b->finish_precompute();
+    if (send_gap_us > 0) {  // --send-gap: the next input comes this long after "ready", not at once
+      const auto until = Clock::now() + std::chrono::duration<double, std::micro>(send_gap_us);
+      while (Clock::now() < until) {
+      }
+    }
     if (t >= warm) lat.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     if (size_t(t) < check_ticks) std::copy(out.begin(), out.end(), first.begin() + t * O);
   }
@@ -362,6 +370,8 @@ int main(int argc, char** argv) {
        trace = false;
   std::vector<std::string> only;  // --model M (repeatable): the --large cases of these models only
   int input_nap_ns = 0;           // --input-nap NS: each grid row beside the same with grid_input_nap_ns
+  bool warm_l2 = false;           // --warm-l2: ... with grid_warm_l2_tiles
+  double send_gap_us = 0;         // --send-gap US: ... with the next input US after "ready"
   std::vector<int> widths;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -379,6 +389,8 @@ int main(int argc, char** argv) {
     else if (a == "--trace") trace = true;
     else if (a == "--model" && i + 1 < argc) only.push_back(argv[++i]);
     else if (a == "--input-nap" && i + 1 < argc) input_nap_ns = std::atoi(argv[++i]);
+    else if (a == "--warm-l2") warm_l2 = true;
+    else if (a == "--send-gap" && i + 1 < argc) send_gap_us = std::atof(argv[++i]);
     else if (a == "--pp-widths") {
       std::stringstream list(next());
       for (std::string w; std::getline(list, w, ',');) widths.push_back(std::stoi(w));
@@ -451,6 +463,20 @@ int main(int argc, char** argv) {
               model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, input nap " +
                             std::to_string(input_nap_ns) + " ns",
                         k.zoo, k.mode, Precision::fp16, ticks, nap, cpu, k.check, "grid", 8.0);
+            }
+            if (xch == cuda::GridExchange::tagged && own && warm_l2) {
+              // beside: the L2 layers' tiles loaded and waited for before "ready" (not only prefetched)
+              CudaOptions w = c;
+              w.grid_warm_l2_tiles = true;
+              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, warm L2 tiles",
+                        k.zoo, k.mode, Precision::fp16, ticks, w, cpu, k.check, "grid", 8.0);
+            }
+            if (xch == cuda::GridExchange::tagged && own && send_gap_us > 0) {
+              // beside: the input sent a while after "ready" (what the round left in flight has settled)
+              char gap[64];
+              std::snprintf(gap, sizeof gap, ", input %g us after ready", send_gap_us);
+              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical" + gap, k.zoo,
+                        k.mode, Precision::fp16, ticks, c, cpu, k.check, "grid", 8.0, send_gap_us);
             }
             if (xch == cuda::GridExchange::tagged && own && !large_default) {
               // beside: the tiles read from shared memory as their MMAs run, with every compute warp that

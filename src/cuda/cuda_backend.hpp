@@ -50,6 +50,11 @@ struct CudaOptions {
   // words, so that 124 blocks' threads do not hammer the input's few L2 lines while block 0 polls the host.
   // A tuning knob for side-by-side runs (cuda_sweep); 0: no nap.
   int grid_input_nap_ns = 0;
+  // Grid family, models with critical layers read from L2 each tick: before a block counts itself ready for
+  // the next tick it loads those layers' tiles into L2 and waits for them, where by default it only issues
+  // prefetches, which may still be on their way from HBM (the precompute round evicted them) when the
+  // host's input comes. A tuning knob for side-by-side runs (cuda_sweep --warm-l2).
+  bool grid_warm_l2_tiles = false;
   // Grid family, a measurement: the host stamps each tick's send and answer, the kernel the instant its
   // output is stored (%globaltimer) and its span from "input complete"; the counters split each tick's
   // latency into input side, kernel and output side (tick_trace_* in bench/SCHEMA.md), over the last

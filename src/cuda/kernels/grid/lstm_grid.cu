@@ -109,11 +109,6 @@ __device__ __forceinline__ bool take_words(const unsigned long long* words, int 
   }
   return true;
 }
-__device__ __forceinline__ bool take_words(const unsigned long long* words, int from, int n, unsigned seq, uint16_t* rows,
-                                           int stride, int first, int step, volatile CtaFlags* f) {
-  int rounds = 0;
-  return take_words(words, from, n, seq, rows, stride, first, step, f, rounds);
-}
 
 // The producer side for the input: block 0's warp 0 stores the first n elements of the two rows (hi, lo)
 // it polled as tagged words.
@@ -537,6 +532,8 @@ struct GridMarks {
 // the input is there it loads every tile of its share at once (one L2 round trip, not one per tile pair)
 // and runs the MMAs from registers.
 inline constexpr int kL2TilesInFlight = 4;
+// Block 0's gather of the head's partial sums: the outputs a warp takes at once (4 x 4 words a lane in flight).
+inline constexpr int kHeadOutputsAtOnce = 4;
 static_assert(kL2TilesInFlight % 2 == 0, "whole pairs of tiles");
 __device__ __forceinline__ void prefetch_l2_last(const void* p) {
   asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p));
@@ -561,6 +558,27 @@ __device__ __forceinline__ void prefetch_tiles(const uint4* frag, int kt, int k0
     const int m = i / (4 * (k1 - k0)), r = i % (4 * (k1 - k0));
     prefetch_l2_last(frag + (m * kt + k0 + r / 4) * 32 + (r % 4) * 8);
   }
+}
+// GridWarm (LstmParams::grid_warm_l2_tiles): the same tiles read, not prefetched, and a value of them
+// returned, so that the caller can wait for them: every 32-byte sector in L2 once the loads are back. A
+// prefetch is never waited for, so a block would count itself prefetched with up to ~190 KB of its tiles
+// still on their way from HBM, while the host's input (sent once every block has counted) is polled.
+__device__ __forceinline__ uint32_t warm_tiles(const uint4* frag, int kt, int k0, int k1) {
+  const int lane = threadIdx.x & 31;
+  const unsigned long long pol = l2_evict_last_policy();
+  uint32_t acc = 0;
+  for (int k = k0; k < k1; k += kL2TilesInFlight) {
+    uint4 w[2][kL2TilesInFlight];
+#pragma unroll
+    for (int i = 0; i < kL2TilesInFlight; ++i) {
+      const bool ok = k + i < k1;
+      w[0][i] = ok ? ld_l2_last(frag + (k + i) * 32 + lane, pol) : make_uint4(0, 0, 0, 0);
+      w[1][i] = ok ? ld_l2_last(frag + (kt + k + i) * 32 + lane, pol) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kL2TilesInFlight; ++i) acc ^= w[0][i].x ^ w[0][i].w ^ w[1][i].y ^ w[1][i].z;
+  }
+  return acc;
 }
 template <bool BF16>
 __device__ __forceinline__ void gates_l2(const uint4* frag, int kt, int k0, int k1, const uint32_t* xin32, int stride32,
@@ -724,11 +742,18 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       own_load_pc(p, own_state(p, b), s, m.sP, m.sc, nct);
     else
       dev::load_pc_slice(p, u0, Ub, m.sP, m.sc, nct);
+    uint32_t warm = 0;
     for (int l = 0; l < p.grid_l2_layers; ++l) {
       int k0, k1;
       share(l, k0, k1);
-      prefetch_tiles(l2_frag(l), p.kt[l], k0, k1);
+      if (p.grid_warm_l2_tiles)
+        warm ^= warm_tiles(l2_frag(l), p.kt[l], k0, k1);
+      else
+        prefetch_tiles(l2_frag(l), p.kt[l], k0, k1);
     }
+    // grid_warm_l2_tiles: the store waits for the loads, the barrier for every warp's store (m.red holds
+    // nothing until this tick's layer 0 sums)
+    if (p.grid_warm_l2_tiles && p.grid_l2_layers > 0 && lane == 0) m.red[warp] = __uint_as_float(warm);
     if constexpr (kRegTiles > 0) load_layer_tiles(0);  // while the input is on its way
     dev::named_barrier(nct);
     if (tid == 0) {
@@ -888,33 +913,57 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
     if (b == 0) {
       float z = hb;
       if (tagged) {
-        // output o: warp o % compute_warps takes every block's word, four per lane in flight, and adds them
-        // in a tree; with one output warp 0 keeps its sum, else the sums meet in shared memory (sP: free
-        // after the last layer until the next tick's load; [L][4][Ub] >= 32 floats)
-        for (int o = warp; o < O; o += p.compute_warps) {
-          float zo = 0.f;
+        // outputs o0, o0 + compute_warps, .. (kHeadOutputsAtOnce of them): warp o0 takes every block's word of
+        // each, all in flight at once, a lane re-reading only the words not yet there, and adds each output's
+        // in a tree: one L2 round trip for a warp's outputs, where one output at a time made vollo_med's 32
+        // outputs on 8 warps four in a row (its head took ~4,500 cycles from the last block's words to block
+        // 0's sums, a layer's exchange ~1,300). With one output warp 0 keeps its sum, else the sums meet in
+        // shared memory (sP: free after the last layer until the next tick's load; [L][4][Ub] >= 32 floats)
+        const int cw = p.compute_warps;
+        for (int o0 = warp; o0 < O; o0 += kHeadOutputsAtOnce * cw) {
+          float zo[kHeadOutputsAtOnce] = {};
           for (int r0 = 0; r0 < nc; r0 += 128) {
-            unsigned long long w[4];
-            for (;;) {
-              bool ok = true;
+            unsigned long long w[kHeadOutputsAtOnce][4];
+            unsigned want = 0;  // bit 4 j + i: this lane's word i of output o0 + j cw, not yet there
+#pragma unroll
+            for (int j = 0; j < kHeadOutputsAtOnce; ++j)
 #pragma unroll
               for (int i = 0; i < 4; ++i) {
-                const int r = r0 + lane + 32 * i;
-                w[i] = r < nc ? dev::ld_word_gpu(p.xch_words + gw.head(o) + r) : dev::tagged(seq, 0u);
-                ok &= dev::reached(dev::tag_of(w[i]), seq);
+                w[j][i] = dev::tagged(seq, 0u);  // a word past O or nc adds nothing
+                if (o0 + j * cw < O && r0 + lane + 32 * i < nc) want |= 1u << (4 * j + i);
               }
-              if (ok || f->quit) break;  // a quit: garbage, never read
+            while (want) {
+#pragma unroll
+              for (int j = 0; j < kHeadOutputsAtOnce; ++j)
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                  if (want >> (4 * j + i) & 1u)
+                    w[j][i] = dev::ld_word_gpu(p.xch_words + gw.head(o0 + j * cw) + r0 + lane + 32 * i);
+#pragma unroll
+              for (int j = 0; j < kHeadOutputsAtOnce; ++j)
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                  if (dev::reached(dev::tag_of(w[j][i]), seq)) want &= ~(1u << (4 * j + i));
+              if (f->quit) break;  // a quit: garbage, never read
             }
 #pragma unroll
-            for (int i = 0; i < 4; ++i) zo += __uint_as_float(dev::value_of(w[i]));
+            for (int j = 0; j < kHeadOutputsAtOnce; ++j)
+#pragma unroll
+              for (int i = 0; i < 4; ++i) zo[j] += __uint_as_float(dev::value_of(w[j][i]));
           }
 #pragma unroll
-          for (int d = 16; d > 0; d >>= 1) zo += __shfl_xor_sync(0xffffffffu, zo, d);
+          for (int d = 16; d > 0; d >>= 1)
+#pragma unroll
+            for (int j = 0; j < kHeadOutputsAtOnce; ++j) zo[j] += __shfl_xor_sync(0xffffffffu, zo[j], d);
           if (lane == 0) marks.warp(warp, L, 0);
-          if (O == 1)
-            z += zo;
-          else if (lane == 0)
-            m.sP[o] = zo;
+#pragma unroll
+          for (int j = 0; j < kHeadOutputsAtOnce; ++j) {
+            const int o = o0 + j * cw;
+            if (O == 1 && j == 0)
+              z += zo[0];
+            else if (o < O && lane == 0)
+              m.sP[o] = zo[j];
+          }
         }
         if (O > 1) {
           dev::named_barrier(nct);
