@@ -5,7 +5,8 @@
 // [--model M ... (those models only)] | --pp-widths W,W,...
 // (the ping-pong alone at each input width, with each mailbox knob: where a wide input's round trip goes) |
 // [--trace (each grid row's ticks split into input side, kernel and output side: CudaOptions::tick_trace)]
-// [--warm-l2 (... beside the same with CudaOptions::grid_warm_l2_tiles)] [--send-gap US (... beside the same
+// [--warm-l2 (... beside the same with CudaOptions::grid_warm_l2_tiles)] [--no-pollers-publish (... with
+// CudaOptions::grid_pollers_publish off)] [--send-gap US (... beside the same
 // with the host waiting US microseconds between "ready" and the next tick's input)]
 // | --tile (the throughput path's backtests of the small zoo models on the per-step GEMMs and on the fused
 // chunk kernel, CudaOptions::batch_tile, side by side)]
@@ -371,6 +372,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> only;  // --model M (repeatable): the --large cases of these models only
   int input_nap_ns = 0;           // --input-nap NS: each grid row beside the same with grid_input_nap_ns
   bool warm_l2 = false;           // --warm-l2: ... with grid_warm_l2_tiles
+  bool warp0_gives = false;       // --no-pollers-publish: ... with grid_pollers_publish off
   double send_gap_us = 0;         // --send-gap US: ... with the next input US after "ready"
   std::vector<int> widths;
   for (int i = 1; i < argc; ++i) {
@@ -390,6 +392,7 @@ int main(int argc, char** argv) {
     else if (a == "--model" && i + 1 < argc) only.push_back(argv[++i]);
     else if (a == "--input-nap" && i + 1 < argc) input_nap_ns = std::atoi(argv[++i]);
     else if (a == "--warm-l2") warm_l2 = true;
+    else if (a == "--no-pollers-publish") warp0_gives = true;
     else if (a == "--send-gap" && i + 1 < argc) send_gap_us = std::atof(argv[++i]);
     else if (a == "--pp-widths") {
       std::stringstream list(next());
@@ -470,6 +473,13 @@ int main(int argc, char** argv) {
               w.grid_warm_l2_tiles = true;
               model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, warm L2 tiles",
                         k.zoo, k.mode, Precision::fp16, ticks, w, cpu, k.check, "grid", 8.0);
+            }
+            if (xch == cuda::GridExchange::tagged && own && warp0_gives) {
+              // beside: the input's words stored by block 0's warp 0 once the whole input is in
+              CudaOptions pp = c;
+              pp.grid_pollers_publish = false;
+              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, warp 0 gives the input",
+                        k.zoo, k.mode, Precision::fp16, ticks, pp, cpu, k.check, "grid", 8.0);
             }
             if (xch == cuda::GridExchange::tagged && own && send_gap_us > 0) {
               // beside: the input sent a while after "ready" (what the round left in flight has settled)

@@ -492,6 +492,7 @@ class CudaBackend final : public Backend {
         f["grid_quiet_answer"] = copt_.grid_quiet_answer ? "1" : "0";
         f["grid_input_nap_ns"] = std::to_string(copt_.grid_input_nap_ns);
         f["grid_warm_l2_tiles"] = copt_.grid_warm_l2_tiles ? "1" : "0";
+        f["grid_pollers_publish"] = copt_.grid_pollers_publish ? "1" : "0";
       }
       if (p.family == cuda::KernelFamily::cluster) {
         f["cluster_exchange"] = copt_.cluster_async_exchange ? "st.async+mbarrier" : "tagged words";
@@ -704,6 +705,7 @@ class CudaBackend final : public Backend {
     p.grid_quiet_answer = copt_.grid_quiet_answer ? 1 : 0;
     p.grid_input_nap_ns = copt_.grid_input_nap_ns;
     p.grid_warm_l2_tiles = copt_.grid_warm_l2_tiles ? 1 : 0;
+    p.grid_pollers_publish = copt_.grid_pollers_publish ? 1 : 0;
     if (copt_.shared) {
       mailbox_->clear();
       copt_.shared->start(copt_.slot, p);

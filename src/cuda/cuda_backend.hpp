@@ -55,6 +55,11 @@ struct CudaOptions {
   // prefetches, which may still be on their way from HBM (the precompute round evicted them) when the
   // host's input comes. A tuning knob for side-by-side runs (cuda_sweep --warm-l2).
   bool grid_warm_l2_tiles = false;
+  // Grid family, tagged words: block 0's poller warps store each input element's word the moment its chunk
+  // comes from the host. Off: block 0's warp 0 stores them all once the whole input is in (500-960 words from
+  // one warp took the widest inputs 0.4-0.9 us more in the kernel on an H100: docs/cuda.md). A tuning knob
+  // for side-by-side runs (cuda_sweep --no-pollers-publish).
+  bool grid_pollers_publish = true;
   // Grid family, a measurement: the host stamps each tick's send and answer, the kernel the instant its
   // output is stored (%globaltimer) and its span from "input complete"; the counters split each tick's
   // latency into input side, kernel and output side (tick_trace_* in bench/SCHEMA.md), over the last

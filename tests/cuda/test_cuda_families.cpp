@@ -119,11 +119,14 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
   // "grid-quiet", "grid-nap": the precompute in the critical blocks, each block's round held until the answer
   // is out (CudaOptions::grid_quiet_answer), or blocks 1.. napping between looks at the input's words
   // (grid_input_nap_ns); "grid-trace": the tick trace on (CudaOptions::tick_trace); "grid-warm": the L2
-  // layers' tiles loaded and waited for before each tick's "ready" (CudaOptions::grid_warm_l2_tiles)
+  // layers' tiles loaded and waited for before each tick's "ready" (CudaOptions::grid_warm_l2_tiles);
+  // "grid-give": block 0's warp 0 stores the input's words once the whole input is in (grid_pollers_publish
+  // off; by default the pollers store each as its chunk comes)
   const bool flags = kernel == "grid-flags", counters = kernel == "grid-counters", separate = kernel == "grid-separate",
              quiet = kernel == "grid-quiet", nap = kernel == "grid-nap", own = kernel == "grid-own" || quiet || nap,
-             shared = kernel == "grid-shared", trace = kernel == "grid-trace", warm = kernel == "grid-warm";
-  o.gpu.kernel = util::parse_name<CudaKernel>(flags || counters || separate || own || shared || trace || warm ? "grid" : kernel);
+             shared = kernel == "grid-shared", trace = kernel == "grid-trace", warm = kernel == "grid-warm",
+             give = kernel == "grid-give";
+  o.gpu.kernel = util::parse_name<CudaKernel>(flags || counters || separate || own || shared || trace || warm || give ? "grid" : kernel);
   o.gpu.timeout_us = 5'000'000;
   CudaOptions c;
   if (flags) c.grid_exchange = cuda::GridExchange::flags;
@@ -135,6 +138,7 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
   c.tick_trace = trace;  // "grid-trace": the tick trace on (its counters checked below)
   if (nap) c.grid_input_nap_ns = 200;
   c.grid_warm_l2_tiles = warm;
+  c.grid_pollers_publish = !give;
   poison_freed_device_memory();  // every zoo model too: nothing it reads before writing may be left over
   auto b = make_cuda_backend(m, o, c);
   EXPECT_EQ(b->facts().at("kernel_family"), util::name_of(o.gpu.kernel));
@@ -145,6 +149,7 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
     EXPECT_EQ(b->facts().at("grid_quiet_answer"), quiet ? "1" : "0");
     EXPECT_EQ(b->facts().at("grid_input_nap_ns"), nap ? "200" : "0");
     EXPECT_EQ(b->facts().at("grid_warm_l2_tiles"), warm ? "1" : "0");
+    EXPECT_EQ(b->facts().at("grid_pollers_publish"), give ? "0" : "1");
     std::printf("[family] %s %s: tiles in %s, %s compute warps\n", kernel.c_str(), mode_name(mode),
                 b->facts().at("grid_tiles").c_str(), b->facts().at("grid_compute_warps").c_str());
   }
@@ -274,6 +279,8 @@ std::vector<FamilyCase> family_cases() {
   v.push_back({"lstm_s", "grid-trace"});
   v.push_back({"stac_c", "grid-trace"});
   for (const char* m : {"lstm_s", "lstm_l", "stac_c"}) v.push_back({m, "grid-warm"});  // lstm_s: no L2 layer
+  // inputs of a few chunks, of many, and of more than one poll warp covers
+  for (const char* m : {"lstm_s", "vollo_tiny", "stac_c", "vollo_large"}) v.push_back({m, "grid-give"});
   return v;
 }
 

@@ -258,6 +258,7 @@ struct LstmParams {
   int grid_quiet_answer = 0;     // tuning, grid: no block starts its own precompute before the answer is out
   int grid_input_nap_ns = 0;     // tuning, grid: blocks 1.. nap this long between looks for the input's words
   int grid_warm_l2_tiles = 0;    // tuning, grid: the L2 layers' tiles loaded (not prefetched) before `ready`
+  int grid_pollers_publish = 1;  // grid (tagged): block 0's pollers store each input word as its chunk comes
   // grid, a measurement (CudaOptions::tick_trace): block 0 writes each tick s's {s + 1, %globaltimer right
   // after the output's store, SM cycles from "input complete" to the stamp} at tick_trace[3 (s & mask)]
   unsigned long long* tick_trace = nullptr;

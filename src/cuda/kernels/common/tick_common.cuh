@@ -8,6 +8,7 @@
 #include "cuda/kernels/common/device_util.cuh"
 #include "cuda/kernels/common/lstm_params.hpp"
 #include "cuda/kernels/common/mailbox.cuh"
+#include "cuda/kernels/common/tagged_words.cuh"
 
 namespace hotpath::cuda::dev {
 
@@ -30,6 +31,19 @@ __device__ __forceinline__ void split_store(uint16_t* hi, uint16_t* lo, float x)
     const __half l = __float2half_rn(x - __half2float(h));
     *hi = __half_as_ushort(h);
     *lo = __half_as_ushort(l);
+  }
+}
+// The same halves as one word, hi | lo << 16 (a tagged input word's value).
+template <bool BF16>
+__device__ __forceinline__ uint32_t split_pair(float x) {
+  if constexpr (BF16) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(x);
+    const __nv_bfloat16 l = __float2bfloat16_rn(x - __bfloat162float(h));
+    return uint32_t(__bfloat16_as_ushort(h)) | uint32_t(__bfloat16_as_ushort(l)) << 16;
+  } else {
+    const __half h = __float2half_rn(x);
+    const __half l = __float2half_rn(x - __half2float(h));
+    return uint32_t(__half_as_ushort(h)) | uint32_t(__half_as_ushort(l)) << 16;
   }
 }
 
@@ -74,11 +88,13 @@ __device__ __forceinline__ void stall_if(const LstmParams& p, unsigned long long
 
 // Poller warp pw: the tick's input chunks -> x32 (fp32, for the precompute) and the layer-0 buffer as hi
 // and lo halves (row stride `stride` halves). gate_forward: a tick is polled only once the previous one
-// was forwarded (x32 is read by the forwarder); gate_answered: only once it was answered.
+// was forwarded (x32 is read by the forwarder); gate_answered: only once it was answered. words (the grid
+// family's tagged input words, LstmParams::grid_pollers_publish; null: none): each element also goes out as
+// its word, hi | lo << 16 under the tick's seq, the moment its chunk arrives.
 template <bool BF16>
 __device__ __forceinline__ void poll_input(const LstmParams& p, int pw, unsigned* seqw, unsigned* claim, float* x32,
                                            uint16_t* xin0, volatile CtaFlags* f, bool gate_forward,
-                                           bool gate_answered) {
+                                           bool gate_answered, unsigned long long* words = nullptr) {
   const int per_set = (p.mb.n_in + 31) / 32;
   const int I = p.I, stride = p.xin_stride, fpc = p.mb.in_fpc;
   poll_loop<PollLoad::volatile_v4>(
@@ -90,7 +106,14 @@ __device__ __forceinline__ void poll_input(const LstmParams& p, int pw, unsigned
           const int k = fpc * c + i;
           if (i < fpc && k < I) {
             x32[k] = xs[i];
-            split_store<BF16>(xin0 + k, xin0 + stride + k, xs[i]);
+            if (words) {
+              const uint32_t hl = split_pair<BF16>(xs[i]);
+              xin0[k] = uint16_t(hl);
+              xin0[stride + k] = uint16_t(hl >> 16);
+              st_word_gpu(words + k, tagged(v.x, hl));  // v.x: the tick's seq
+            } else {
+              split_store<BF16>(xin0 + k, xin0 + stride + k, xs[i]);
+            }
           }
         }
       },

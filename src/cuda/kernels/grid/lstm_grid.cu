@@ -772,7 +772,7 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
       if (!counters || b == 0) {
         ok = dev::wait_tick(m.seqw, p.mb.n_in, seq, f);
         t_seen = clock64();
-        if (ok && tagged) {
+        if (ok && tagged && !p.grid_pollers_publish) {  // (else the pollers sent each word as it came)
           give_words(p.xch_words, p.I, seq, m.xin0, stride);
         } else if (ok && counters) {
           uint4* dst = reinterpret_cast<uint4*>(input_slot(par));
@@ -1238,7 +1238,8 @@ __device__ void multi_critical(const LstmParams& p, char* smem, int b) {
       // (mailbox.cuh, gate_answered)
       if (b == 0 || p.grid_exchange == GridExchange::flags)
         dev::poll_input<BF16>(p, warp - first_poller, m.seqw, smem_at<unsigned>(smem, p.s_claim), m.x32, m.xin0, f,
-                              b == 0, true);
+                              b == 0, true,
+                              p.grid_pollers_publish && p.grid_exchange == GridExchange::tagged ? p.xch_words : nullptr);
     } else if (warp == first_poller + p.poll_warps) {
       multi_service(p, smem, f, b);
     }  // else: a warp that only fills the last warpgroup (kRegWGs)
