@@ -79,6 +79,10 @@ struct GpuOptions {
   // Host threads that copy a batch run's chunks into and out of pinned memory, 1..kMaxBatchCopyThreads;
   // 0: half the machine's cores, 1 to 8.
   int batch_copy_threads = 0;
+  // The grid kernel's tick trace (docs/cuda.md, "Where the grid kernel's tail lies"): each tick's latency
+  // split into the input side, the kernel's span and the output side (counters tick_trace_*). Costs two
+  // clock reads a tick; the other kernel families refuse it.
+  bool tick_trace = false;
 };
 
 struct BackendOptions {

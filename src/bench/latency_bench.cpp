@@ -811,6 +811,25 @@ class LatencyRun {
          << "  (input complete -> output stored, inside the GPU)\n";
   }
 
+  // cuda, grid kernel, --tick-trace: each tick split into its parts (tick_trace.hpp), p50 / p99 / p99.9.
+  void print_trace_rows() const {
+    if (!report_.contains("counters") || !report_["counters"].contains("tick_trace_total_us_p50")) return;
+    const nlohmann::json& c = report_["counters"];
+    const std::pair<const char*, const char*> parts[] = {{"  traced: input side", "input_excess"},
+                                                         {"  traced: kernel", "kernel"},
+                                                         {"  traced: output side", "output_and_floors"}};
+    for (const auto& [label, part] : parts) {
+      out_ << std::left << std::setw(22) << label << std::right;
+      const std::string k = std::string("tick_trace_") + part + "_us_";
+      out_ << std::setw(10) << fmt(c[k + "p50"].get<double>()) << std::setw(10) << "-" << std::setw(10)
+           << fmt(c[k + "p99"].get<double>()) << std::setw(10) << fmt(c[k + "p999"].get<double>()) << std::setw(10) << "-"
+           << std::setw(10) << "-" << std::setw(10) << "-";
+      if (std::string(part) == "input_excess") out_ << "  (send -> input complete, above its floor)";
+      if (std::string(part) == "output_and_floors") out_ << "  (the answer's way back, and both floors)";
+      out_ << "\n";
+    }
+  }
+
   void print_summary() {
     const CheckResult& check = totals_.all;
     const CheckTiming& timing = totals_.timing;
@@ -823,6 +842,7 @@ class LatencyRun {
     print_header(out_);
     print_row(out_, "tick latency", ls_);
     print_kernel_row();
+    print_trace_rows();
     print_row(out_, "precompute", ps_);
     const nlohmann::json& sustainable_json = report_["sustainable_tick_rate"];
     const int pre_cores_shown = sustainable_json["precompute_cores"].get<int>();

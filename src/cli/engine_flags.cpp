@@ -64,6 +64,9 @@ void add_engine_flags(CLI::App* cmd, EngineOptions& o, EngineFlagSet set) {
       ->default_str(util::name_of(o.fallback));
   cmd->add_flag_callback("--no-warm", [&o] { o.warm = false; },
                          "Do not warm the engine on creation (its first 10 ticks, reported apart, then meet it cold)");
+  cmd->add_flag_callback("--tick-trace", [&o] { o.gpu.tick_trace = true; },
+                         "cuda, grid kernel: split each tick's latency into the input side, the kernel's span and the "
+                         "output side (counters tick_trace_*; two clock reads a tick)");
 }
 
 }  // namespace hotpath::cli

@@ -19,6 +19,6 @@ void add_engine_flags(CLI::App* cmd, EngineOptions& o, EngineFlagSet set = {});
 
 // The flags add_engine_flags adds for `set` that a run of live ticks alone reads (for commands that
 // refuse them in other modes).
-inline constexpr const char* kLiveEngineFlags[] = {"--timeout-us", "--fallback", "--no-warm"};
+inline constexpr const char* kLiveEngineFlags[] = {"--timeout-us", "--fallback", "--no-warm", "--tick-trace"};
 
 }  // namespace hotpath::cli

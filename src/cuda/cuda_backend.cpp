@@ -112,6 +112,7 @@ class CudaBackend final : public Backend {
         precision_(options.precision.value_or(Precision::fp16)),
         scaler_(model, options.scaler) {
     asked_variant_ = copt.variant.value_or(options.gpu.variant);
+    if (options.gpu.tick_trace) copt_.tick_trace = true;  // the CLI's --tick-trace
     if (copt.stall_tick >= 0 && precision_ != Precision::fp16)
       throw UnsupportedError("the stall test hook is compiled into the fp16 test kernels only");
     if (copt.cluster_blocks != 0 && options.gpu.kernel != CudaKernel::automatic && options.gpu.kernel != CudaKernel::cluster)
@@ -491,8 +492,10 @@ class CudaBackend final : public Backend {
         f["grid_compute_warps"] = std::to_string(p.compute_warps);
         f["grid_quiet_answer"] = copt_.grid_quiet_answer ? "1" : "0";
         f["grid_input_nap_ns"] = std::to_string(copt_.grid_input_nap_ns);
-        f["grid_warm_l2_tiles"] = copt_.grid_warm_l2_tiles ? "1" : "0";
-        f["grid_pollers_publish"] = copt_.grid_pollers_publish ? "1" : "0";
+        // the two knobs as they act: warming needs layers read from L2, the pollers' words the tagged exchange
+        f["grid_warm_l2_tiles"] = copt_.grid_warm_l2_tiles && p.grid_l2_layers > 0 ? "1" : "0";
+        f["grid_pollers_publish"] =
+            copt_.grid_pollers_publish && copt_.grid_exchange == cuda::GridExchange::tagged ? "1" : "0";
       }
       if (p.family == cuda::KernelFamily::cluster) {
         f["cluster_exchange"] = copt_.cluster_async_exchange ? "st.async+mbarrier" : "tagged words";
@@ -533,6 +536,9 @@ class CudaBackend final : public Backend {
     if (copt.stall_tick >= 0 && asked && *asked == cuda::KernelFamily::grid)
       throw UnsupportedError("the stall test hook is compiled into the cta and cluster kernels only");
     choose_and_plan(asked, copt.max_precompute_blocks);
+    if (copt.tick_trace && plan_.params.family != cuda::KernelFamily::grid)
+      throw UnsupportedError("the tick trace is the grid kernel's; this model runs on the " + family() +
+                             " kernel (--kernel grid runs it there)");
     if (plan_.params.family != cuda::KernelFamily::cta && asked_variant_ == CudaVariant::regs)
       throw UnsupportedError("cuda variant 'regs' is a variant of the cta kernel; the " + family() +
                              " kernel has one critical-step variant (smem)");
@@ -600,6 +606,7 @@ class CudaBackend final : public Backend {
     if (sh.device() != options.gpu.device)
       throw Error("cuda: the shared launch is on GPU " + std::to_string(sh.device()) + ", not " + std::to_string(options.gpu.device));
     if (copt_.stall_tick >= 0) throw UnsupportedError("the stall test hook is not compiled into the shared launch's kernel");
+    if (copt_.tick_trace) throw UnsupportedError("the tick trace is the grid kernel's, not the shared launch's");
     if (options.gpu.kernel != CudaKernel::automatic && options.gpu.kernel != CudaKernel::cta)
       throw UnsupportedError(std::string("a shared launch runs the cta kernel family, not ") + util::name_of(options.gpu.kernel));
     if (copt_.partition && copt_.partition.get() != sh.partition())

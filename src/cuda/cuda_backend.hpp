@@ -57,7 +57,7 @@ struct CudaOptions {
   bool grid_warm_l2_tiles = false;
   // Grid family, tagged words: block 0's poller warps store each input element's word the moment its chunk
   // comes from the host. Off: block 0's warp 0 stores them all once the whole input is in (500-960 words from
-  // one warp took the widest inputs 0.4-0.9 us more in the kernel on an H100: docs/cuda.md). A tuning knob
+  // one warp cost the widest inputs 0.3-0.6 us of latency at p50 on an H100: docs/cuda.md). A tuning knob
   // for side-by-side runs (cuda_sweep --no-pollers-publish).
   bool grid_pollers_publish = true;
   // Grid family, a measurement: the host stamps each tick's send and answer, the kernel the instant its

@@ -72,6 +72,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const Model& model, cons
     if (g.batch_copy_threads != 0)
       throw Error("backend " + name + " has no batch chunks to copy (--batch-copy-threads " +
                   std::to_string(g.batch_copy_threads) + " is for cuda)");
+    if (g.tick_trace) throw Error("backend " + name + " has no tick kernel to trace (--tick-trace is for cuda's grid kernel)");
   }
   switch (kind) {
     case BackendKind::ref: return make_reference_backend(model, options);
@@ -203,6 +204,7 @@ void drop_cuda_options(EngineOptions* o, std::string* note) {
   if (o->precision == Precision::fp16) *note += "; precision fp16 (cuda's) dropped";
   if (g.batch_rows != 0) *note += "; --batch-rows " + std::to_string(g.batch_rows) + " dropped";
   if (g.batch_copy_threads != 0) *note += "; --batch-copy-threads " + std::to_string(g.batch_copy_threads) + " dropped";
+  if (g.tick_trace) *note += "; --tick-trace dropped";
   if (o->swap_room) *note += "; swap_room dropped (a cpu engine's swap needs none)";
   o->swap_room = false;
   o->fallback = Fallback::none;
@@ -210,6 +212,7 @@ void drop_cuda_options(EngineOptions* o, std::string* note) {
   g.kernel = CudaKernel::automatic;
   g.batch_rows = 0;
   g.batch_copy_threads = 0;
+  g.tick_trace = false;
   if (o->precision == Precision::fp16) o->precision.reset();
 }
 

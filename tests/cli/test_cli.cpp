@@ -590,6 +590,7 @@ TEST_F(Cli, BenchThroughputModes) {
   const std::string m = " --model " + golden_model("multi_out") + " --backend cpu --window 6 ";
   expect_refused("bench" + m + "--mode backtest --rate 100", "--rate is for the latency modes");
   expect_refused("bench" + m + "--mode fresh --warmup 5", "--warmup is for the latency modes");
+  expect_refused("bench" + m + "--mode backtest --tick-trace", "--tick-trace is for the latency modes");
   expect_refused("bench" + m + "--mode backtest --check-during", "--check-during is for the latency modes");
   expect_refused("bench" + m + "--mode fresh --repeat 2", "--repeat is for the backtest modes");
   expect_refused("bench" + m + "--mode window --batch 8", "--batch, --batch-rows, --batch-copy-threads, --device-arrays and --repeat are for the throughput modes");
@@ -676,6 +677,9 @@ TEST_F(Cli, KernelFlagIsCheckedBeforeAnyDevice) {
                  "--batch-copy-threads");
   expect_refused("bench --model lstm_s --backend cpu --mode backtest --batch-copy-threads 4 --seconds 0.1",
                  "backend cpu has no batch chunks to copy (--batch-copy-threads 4 is for cuda)");
+  expect_refused("bench --model lstm_s --backend cpu --tick-trace --ticks 10",
+                 "backend cpu has no tick kernel to trace (--tick-trace is for cuda's grid kernel)");
+  EXPECT_NE(hotpath("bench --help").out.find("--tick-trace"), std::string::npos);
   expect_refused("bench --model lstm_s --backend cpu --mode backtest --device-arrays --seconds 0.1",
                  "--device-arrays needs the cuda backend (the engine runs on cpu)");
   expect_refused(run + " --window 5 --backend cpu --batch-rows 256", "backend cpu has no batch chunks");

@@ -148,8 +148,10 @@ Judged run_family(const Model& m, const std::string& kernel, Mode mode, int W, P
     if (shared) EXPECT_EQ(b->facts().at("grid_tiles"), "shared");
     EXPECT_EQ(b->facts().at("grid_quiet_answer"), quiet ? "1" : "0");
     EXPECT_EQ(b->facts().at("grid_input_nap_ns"), nap ? "200" : "0");
-    EXPECT_EQ(b->facts().at("grid_warm_l2_tiles"), warm ? "1" : "0");
-    EXPECT_EQ(b->facts().at("grid_pollers_publish"), give ? "0" : "1");
+    // each knob's fact says whether it acts: warming where layers are read from L2, the pollers' words with
+    // the tagged exchange
+    EXPECT_EQ(b->facts().at("grid_warm_l2_tiles"), warm && b->facts().at("critical_layers_in_l2") != "0" ? "1" : "0");
+    EXPECT_EQ(b->facts().at("grid_pollers_publish"), give || flags || counters ? "0" : "1");
     std::printf("[family] %s %s: tiles in %s, %s compute warps\n", kernel.c_str(), mode_name(mode),
                 b->facts().at("grid_tiles").c_str(), b->facts().at("grid_compute_warps").c_str());
   }
@@ -295,6 +297,31 @@ INSTANTIATE_TEST_SUITE_P(Zoo, CudaFamily, ::testing::ValuesIn(family_cases()),
 // twice in one process, window then streaming and streaming then window, with two different models, over
 // poisoned pool memory. The shapes are the awkward ones: L = 1..4, H not a multiple of 8, I = 1, O > 1, a
 // layer input wider than H.
+// The CLI's --tick-trace (GpuOptions::tick_trace) turns the grid kernel's tick trace on: every tick split,
+// as with CudaOptions::tick_trace; the other families and a shared launch refuse it, naming the grid kernel.
+TEST(CudaTickTrace, TheOptionReachesTheGridKernelAndTheOtherFamiliesRefuseIt) {
+  std::string why;
+  if (!cuda::device_available(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
+  const Model m = *zoo_model("lstm_s");
+  BackendOptions o;
+  o.mode = Mode::streaming;
+  o.gpu.tick_trace = true;
+  o.gpu.kernel = CudaKernel::grid;
+  {
+    auto b = make_cuda_backend(m, o);
+    std::vector<float> x(size_t(m.config.input_size), 0.5f), out(size_t(m.config.output_size));
+    const int ticks = 300;
+    for (int t = 0; t < ticks; ++t) b->step(x, out);
+    const auto c = b->counters();
+    EXPECT_EQ(c.count("tick_trace_ticks") ? c.at("tick_trace_ticks") : -1.0, double(ticks));
+    EXPECT_TRUE(c.count("tick_trace_input_excess_us_p99"));
+  }
+  for (CudaKernel k : {CudaKernel::cta, CudaKernel::cluster}) {
+    o.gpu.kernel = k;
+    expect_refused(m, o, CudaOptions{}, "the tick trace is the grid kernel's", util::name_of(k));
+  }
+}
+
 TEST(CudaFamilyReuse, EveryFamilyTwiceInOneProcessInBothOrders) {
   std::string why;
   if (!cuda::device_available(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;

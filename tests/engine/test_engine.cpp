@@ -204,6 +204,14 @@ TEST(Engine, BadOptionsAreNamed) {
     EXPECT_ERROR_HAS(Engine(m, o), std::string("backend ") + b +
                                        " has no batch chunks to copy (--batch-copy-threads 3 is for cuda)");
   }
+  // tick_trace: the grid kernel's, refused where there is no tick kernel
+  o = {};
+  o.gpu.tick_trace = true;
+  for (const char* b : {"cpu", "ref"}) {
+    o.backend = util::parse_name<BackendKind>(b);
+    EXPECT_ERROR_HAS(Engine(m, o), std::string("backend ") + b +
+                                       " has no tick kernel to trace (--tick-trace is for cuda's grid kernel)");
+  }
   EXPECT_THROW(Engine(m, std::unique_ptr<Backend>()), Error);
 }
 

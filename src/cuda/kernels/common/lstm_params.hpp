@@ -205,7 +205,8 @@ inline constexpr int grid_flag_words(int L, int nc) { return grid_counter_offset
 // The tagged exchange's words (LstmParams::xch_words): the input [kin = kt[0] x 16] (hi | lo halves), the
 // inputs of layers 1..L-1 [L-1][kh = kt[L] x 16] (hi | lo), the head's partial sums [kMaxOutputs][nc]
 // (float bits). One copy, not one per tick parity: no block can write a word of tick s+1 before every
-// block has read that word of tick s (its next tick needs the input block 0 sends only after the answer).
+// block has read that word of tick s (its next tick needs the input block 0 sends only after the answer;
+// block 0's pollers, which send the input's words, poll tick s+1 only once tick s is answered).
 struct GridWords {
   int kin, kh, L, nc;
   HOTPATH_HD long long layer_in(int l) const { return kin + (long long)(l - 1) * kh; }  // l >= 1

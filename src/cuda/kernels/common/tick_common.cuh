@@ -33,19 +33,6 @@ __device__ __forceinline__ void split_store(uint16_t* hi, uint16_t* lo, float x)
     *lo = __half_as_ushort(l);
   }
 }
-// The same halves as one word, hi | lo << 16 (a tagged input word's value).
-template <bool BF16>
-__device__ __forceinline__ uint32_t split_pair(float x) {
-  if constexpr (BF16) {
-    const __nv_bfloat16 h = __float2bfloat16_rn(x);
-    const __nv_bfloat16 l = __float2bfloat16_rn(x - __bfloat162float(h));
-    return uint32_t(__bfloat16_as_ushort(h)) | uint32_t(__bfloat16_as_ushort(l)) << 16;
-  } else {
-    const __half h = __float2half_rn(x);
-    const __half l = __float2half_rn(x - __half2float(h));
-    return uint32_t(__half_as_ushort(h)) | uint32_t(__half_as_ushort(l)) << 16;
-  }
-}
 
 // Instrumentation of one answered tick, written by one thread after the output is stored (off the
 // critical path). marks: clock64 at input seen (warp 0), past the barrier, after layer 0, after the
@@ -90,11 +77,15 @@ __device__ __forceinline__ void stall_if(const LstmParams& p, unsigned long long
 // and lo halves (row stride `stride` halves). gate_forward: a tick is polled only once the previous one
 // was forwarded (x32 is read by the forwarder); gate_answered: only once it was answered. words (the grid
 // family's tagged input words, LstmParams::grid_pollers_publish; null: none): each element also goes out as
-// its word, hi | lo << 16 under the tick's seq, the moment its chunk arrives.
+// its word, hi | lo << 16 under the tick's seq, the moment its chunk arrives. The words are one copy that
+// every block reads, so with them a tick is always polled only once the previous one was answered: by then
+// every block has read the previous tick's words (its head partial sums, which the answer waited for, come
+// after).
 template <bool BF16>
 __device__ __forceinline__ void poll_input(const LstmParams& p, int pw, unsigned* seqw, unsigned* claim, float* x32,
                                            uint16_t* xin0, volatile CtaFlags* f, bool gate_forward,
                                            bool gate_answered, unsigned long long* words = nullptr) {
+  gate_answered = gate_answered || words != nullptr;  // the one copy of the words: see above
   const int per_set = (p.mb.n_in + 31) / 32;
   const int I = p.I, stride = p.xin_stride, fpc = p.mb.in_fpc;
   poll_loop<PollLoad::volatile_v4>(
@@ -107,7 +98,7 @@ __device__ __forceinline__ void poll_input(const LstmParams& p, int pw, unsigned
           if (i < fpc && k < I) {
             x32[k] = xs[i];
             if (words) {
-              const uint32_t hl = split_pair<BF16>(xs[i]);
+              const uint32_t hl = hi_lo<BF16>(xs[i]);  // hi | lo << 16, split_store's halves
               xin0[k] = uint16_t(hl);
               xin0[stride + k] = uint16_t(hl >> 16);
               st_word_gpu(words + k, tagged(v.x, hl));  // v.x: the tick's seq

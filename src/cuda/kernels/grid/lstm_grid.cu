@@ -17,8 +17,10 @@
 //                        the parts of its tick (GridLayerStat) in shared memory and adds them to its sums
 //                        in global memory after the tick.
 //   [.., +poll_warps)    pollers: with the `flags` exchange every critical block reads the input from the
-//                        mailbox itself (no hop); otherwise block 0 alone does, and its warp 0 passes the
-//                        input on through L2 (lstm_params.hpp, GridExchange).
+//                        mailbox itself (no hop); otherwise block 0 alone does and passes the input on
+//                        through L2 (lstm_params.hpp, GridExchange): with tagged words its pollers store
+//                        each element's word as its chunk comes (grid_pollers_publish; off: warp 0 stores
+//                        them once the whole input is in), with counters warp 0 copies it under a flag.
 //   last                 service: block 0 forwards x_t to the precompute, reports `ready` and watches the
 //                        lease; the others watch for the quit word.
 //
@@ -954,7 +956,8 @@ __device__ void multi_compute(const LstmParams& p, char* smem, volatile CtaFlags
 #pragma unroll
           for (int d = 16; d > 0; d >>= 1)
 #pragma unroll
-            for (int j = 0; j < kHeadOutputsAtOnce; ++j) zo[j] += __shfl_xor_sync(0xffffffffu, zo[j], d);
+            for (int j = 0; j < kHeadOutputsAtOnce; ++j)
+              if (o0 + j * cw < O) zo[j] += __shfl_xor_sync(0xffffffffu, zo[j], d);  // warp-uniform: one output, one tree
           if (lane == 0) marks.warp(warp, L, 0);
 #pragma unroll
           for (int j = 0; j < kHeadOutputsAtOnce; ++j) {
