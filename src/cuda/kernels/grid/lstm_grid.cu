@@ -561,22 +561,27 @@ __device__ __forceinline__ void prefetch_tiles(const uint4* frag, int kt, int k0
     prefetch_l2_last(frag + (m * kt + k0 + r / 4) * 32 + (r % 4) * 8);
   }
 }
+// Tiles [k, k + kL2TilesInFlight) of both m16 tiles from L2 (zeros past k1): this lane's 16 bytes of each.
+__device__ __forceinline__ void load_l2_group(const uint4* frag, int kt, int k, int k1, unsigned long long pol,
+                                              uint4 (&w)[2][kL2TilesInFlight]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < kL2TilesInFlight; ++i) {
+    const bool ok = k + i < k1;
+    w[0][i] = ok ? ld_l2_last(frag + (k + i) * 32 + lane, pol) : make_uint4(0, 0, 0, 0);
+    w[1][i] = ok ? ld_l2_last(frag + (kt + k + i) * 32 + lane, pol) : make_uint4(0, 0, 0, 0);
+  }
+}
 // GridWarm (LstmParams::grid_warm_l2_tiles): the same tiles read, not prefetched, and a value of them
 // returned, so that the caller can wait for them: every 32-byte sector in L2 once the loads are back. A
 // prefetch is never waited for, so a block would count itself prefetched with up to ~190 KB of its tiles
 // still on their way from HBM, while the host's input (sent once every block has counted) is polled.
 __device__ __forceinline__ uint32_t warm_tiles(const uint4* frag, int kt, int k0, int k1) {
-  const int lane = threadIdx.x & 31;
   const unsigned long long pol = l2_evict_last_policy();
   uint32_t acc = 0;
   for (int k = k0; k < k1; k += kL2TilesInFlight) {
     uint4 w[2][kL2TilesInFlight];
-#pragma unroll
-    for (int i = 0; i < kL2TilesInFlight; ++i) {
-      const bool ok = k + i < k1;
-      w[0][i] = ok ? ld_l2_last(frag + (k + i) * 32 + lane, pol) : make_uint4(0, 0, 0, 0);
-      w[1][i] = ok ? ld_l2_last(frag + (kt + k + i) * 32 + lane, pol) : make_uint4(0, 0, 0, 0);
-    }
+    load_l2_group(frag, kt, k, k1, pol, w);
 #pragma unroll
     for (int i = 0; i < kL2TilesInFlight; ++i) acc ^= w[0][i].x ^ w[0][i].w ^ w[1][i].y ^ w[1][i].z;
   }
@@ -592,12 +597,7 @@ __device__ __forceinline__ void gates_l2(const uint4* frag, int kt, int k0, int 
   const unsigned long long pol = l2_evict_last_policy();
   for (int k = k0; k < k1; k += kL2TilesInFlight) {  // k0, k1 even
     uint4 w[2][kL2TilesInFlight];
-#pragma unroll
-    for (int i = 0; i < kL2TilesInFlight; ++i) {
-      const bool ok = k + i < k1;
-      w[0][i] = ok ? ld_l2_last(frag + (k + i) * 32 + lane, pol) : make_uint4(0, 0, 0, 0);
-      w[1][i] = ok ? ld_l2_last(frag + (kt + k + i) * 32 + lane, pol) : make_uint4(0, 0, 0, 0);
-    }
+    load_l2_group(frag, kt, k, k1, pol, w);
 #pragma unroll
     for (int i = 0; i < kL2TilesInFlight; i += 2) {
       if (k + i >= k1) break;
