@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cpu/cpu_backend_impl.hpp"
+#include "util/clock.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
 #include "util/warn.hpp"
@@ -33,11 +34,6 @@
 namespace hotpath {
 namespace cpu {
 namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // The cpuset's cores by role: the first `parts` run the critical step (the first is the caller's, the
 // others the helpers'), the rest the precompute. Without a cpuset the helpers are unpinned (-1) and the
@@ -391,7 +387,7 @@ void CpuBackend::critical_layers(int part) {
 
 void CpuBackend::finish_precompute() {
   if (!pending_) return;
-  const int64_t t0 = now_ns();
+  const int64_t t0 = util::steady_ns();
   if (crit_parts_ > 1) crit_pool_.wait();  // the helpers left the tick's last barrier long ago
   scaler_.prepare();  // the next tick's input statistics, while the workers run
   int64_t busy;
@@ -403,7 +399,7 @@ void CpuBackend::finish_precompute() {
     busy = pool_.last_busy_ns();
   } else {
     precompute_part(0, 1);
-    busy = now_ns() - t0;
+    busy = util::steady_ns() - t0;
   }
   pending_ = false;
   if (rows_split_) pre_epoch_ += uint64_t(pm_.num_layers);
@@ -416,7 +412,7 @@ void CpuBackend::finish_precompute() {
   const float* p = slot_P(slot, 0);
   for (size_t i = 0; i < slot_floats_; i += kCacheLine / sizeof(float)) s += p[i];
   sink_ = s;
-  precompute_wait_us_sum_ += (now_ns() - t0) * 1e-3;
+  precompute_wait_us_sum_ += (util::steady_ns() - t0) * 1e-3;
 }
 
 // While the workers run, the critical thread walks its weights with L2 prefetches, a few lines per
@@ -518,9 +514,9 @@ void CpuBackend::advance_windows_rows(Scratch& s, int part) {
     }
     barrier.arrive(rank, epoch + uint64_t(l) + 1);
     // every part's h of layer l; a wait past ~1,000 polls (tens of us) yields: the workers may be unpinned
-    const int64_t w0 = now_ns();
+    const int64_t w0 = util::steady_ns();
     barrier.wait_others(rank, epoch + uint64_t(l) + 1, /*yield_after=*/1000);
-    waited += now_ns() - w0;
+    waited += util::steady_ns() - w0;
     if (b0 < b1 && n > 0) {
       for (int j = 0; j < n; ++j) {
         s.in[j] = s.h[j];

@@ -4,15 +4,9 @@
 #include <chrono>
 #include <string>
 
+#include "util/clock.hpp"
+
 namespace hotpath::cpu {
-namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 SpinPool::SpinPool(const std::vector<int>& cores, const char* role, bool doze, const std::vector<int>& staging)
     : doze_(doze), cores_(cores), done_(cores.size()), threads_([this] {
@@ -66,7 +60,7 @@ void SpinPool::worker(int part) {
     while ((g = gen_.load(std::memory_order_acquire)) == seen) {
       cpu_relax();
       if (doze_ && (++spins & 1023u) == 0) {
-        const int64_t t = now_ns();
+        const int64_t t = util::steady_ns();
         if (idle_since == 0)
           idle_since = t;
         else if (t - idle_since > 2'000'000)
@@ -75,9 +69,9 @@ void SpinPool::worker(int part) {
     }
     seen = g;
     if (stop_.load(std::memory_order_acquire)) return;
-    const int64_t t0 = now_ns();
+    const int64_t t0 = util::steady_ns();
     fn_(ctx_, part, nparts);
-    done_[part].busy_ns.store(now_ns() - t0, std::memory_order_relaxed);
+    done_[part].busy_ns.store(util::steady_ns() - t0, std::memory_order_relaxed);
     done_[part].gen.store(g, std::memory_order_release);
   }
 }

@@ -24,6 +24,7 @@
 #include "cuda/lstm_plan.hpp"
 #include "cuda/mailbox_host.hpp"
 #include "cuda/tick_trace.hpp"
+#include "util/clock.hpp"
 #include "util/error.hpp"
 #include "util/stats.hpp"
 #include "util/threads.hpp"
@@ -40,9 +41,6 @@ constexpr std::chrono::microseconds kLivenessPeriod{50};
 // stretch of ticks whose fastest input marks the input side's floor (tick_trace.hpp).
 constexpr long long kTickTraceTicks = 1 << 18;
 constexpr size_t kTraceStretch = 256;
-long long steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 using cuda::HostMailbox;
 
 using cuda::DeviceBuffer;
@@ -203,7 +201,7 @@ class CudaBackend final : public Backend {
     if (!kernel_running_) why = "the kernel is not running";
     else usable = !maybe_behind_ || gpu_usable(&why);
     if (usable) {
-      if (!trace_send_ns_.empty()) trace_send_ns_[size_t(t) & (kTickTraceTicks - 1)] = steady_ns();
+      if (!trace_send_ns_.empty()) trace_send_ns_[size_t(t) & (kTickTraceTicks - 1)] = util::steady_ns();
       // Scaled while packed into the mailbox's chunks (a plain copy without a scaler).
       mailbox_->send(t, x, scaler_.active() ? scaler_.shift().data() : nullptr, scaler_.active() ? scaler_.mul().data() : nullptr);
       // The deadline's clock is read once the input is out (a steady_clock read costs 17-33 ns: the GPU
@@ -215,7 +213,7 @@ class CudaBackend final : public Backend {
       long long spins = 0;
       for (;;) {
         if (mailbox_->try_receive(t, out)) {
-          if (!trace_recv_ns_.empty()) trace_recv_ns_[size_t(t) & (kTickTraceTicks - 1)] = steady_ns();
+          if (!trace_recv_ns_.empty()) trace_recv_ns_[size_t(t) & (kTickTraceTicks - 1)] = util::steady_ns();
           ++gpu_answers_;
           maybe_behind_ = false;  // the kernel has answered every tick up to this one
           return true;

@@ -30,6 +30,7 @@
 #include "llm/common/limits.hpp"
 #include "llm/common/loopback.hpp"
 #include "llm/common/text.hpp"
+#include "util/clock.hpp"
 #include "util/error.hpp"
 #include "util/rng.hpp"
 #include "util/threads.hpp"
@@ -37,11 +38,6 @@
 namespace hotpath::llm {
 
 namespace {
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 constexpr std::array<const char*, 16> kSimWords = {"alpha", "bravo",  "charlie", "delta",  "echo",   "foxtrot",
                                                    "golf",  "hotel",  "india",   "juliet", "kilo",   "lima",
@@ -245,7 +241,7 @@ struct SimServer::Impl {
     if (c.stream) {
       if (auto st = streams.find(c.stream); st != streams.end() && st->second.blocked) {
         st->second.blocked = false;
-        due.emplace(now_ns(), c.stream);
+        due.emplace(util::steady_ns(), c.stream);
       }
     }
     if (c.close_after && c.stream == 0) {
@@ -359,7 +355,7 @@ struct SimServer::Impl {
     const bool chat = ends_with(path, "/chat/completions");
     if (method != "POST" || (!chat && !ends_with(path, "/completions")))
       return respond_simple(id, 404, "{\"error\":{\"message\":\"no such route\",\"type\":\"not_found\"}}");
-    const std::int64_t recv = now_ns();
+    const std::int64_t recv = util::steady_ns();
     nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
     if (j.is_discarded() || !j.is_object())
       return respond_simple(id, 400, "{\"error\":{\"message\":\"body is not a JSON object\",\"type\":\"invalid_request_error\"}}");
@@ -445,7 +441,7 @@ struct SimServer::Impl {
 
   // The Prometheus text exposition (0.0.4) of the loop's state, under vLLM's metric names.
   std::string metrics_text() const {
-    const std::int64_t now = now_ns();
+    const std::int64_t now = util::steady_ns();
     double held = 0;  // tokens held by requests in progress: prompt + generated so far
     for (const auto& [sid, s] : streams) {
       long long gen = 0;
@@ -558,9 +554,9 @@ struct SimServer::Impl {
       ev += "\"finish_reason\":";
       ev += last ? "\"" + s.finish + "\"" : std::string("null");
       ev += "}]";
-      if (k == 0) observe_ttft(now_ns() - s.recv_ns);
+      if (k == 0) observe_ttft(util::steady_ns() - s.recv_ns);
       if (k == 0 && cfg.stamps) {
-        ev += ",\"hotpath_sim\":{\"recv_ns\":" + std::to_string(s.recv_ns) + ",\"sent_ns\":" + std::to_string(now_ns()) + "}";
+        ev += ",\"hotpath_sim\":{\"recv_ns\":" + std::to_string(s.recv_ns) + ",\"sent_ns\":" + std::to_string(util::steady_ns()) + "}";
       }
       ev += "}";
       append_event(c.out, ev);
@@ -594,7 +590,7 @@ struct SimServer::Impl {
   }
 
   void run_due() {
-    const std::int64_t now = now_ns();
+    const std::int64_t now = util::steady_ns();
     while (!due.empty() && due.top().first <= now) {
       const std::uint64_t sid = due.top().second;
       due.pop();
