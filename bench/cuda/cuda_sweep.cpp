@@ -452,49 +452,43 @@ int main(int argc, char** argv) {
             model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid " + cuda::grid_exchange_name(xch) + " " +
                           (own ? "in_critical" : "separate"),
                       k.zoo, k.mode, Precision::fp16, ticks, c, cpu, k.check, "grid", own ? 8.0 : 5.0);
-            if (xch == cuda::GridExchange::tagged && own && quiet_answer) {
-              // beside: the blocks' next precompute round held until block 0's answer is out
-              CudaOptions quiet = c;
-              quiet.grid_quiet_answer = true;
-              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, quiet answer",
-                        k.zoo, k.mode, Precision::fp16, ticks, quiet, cpu, k.check, "grid", 8.0);
+            if (xch != cuda::GridExchange::tagged || !own) continue;
+            // beside the default row: the same with one knob changed (or the input sent later: gap_us)
+            auto beside = [&](const std::string& what, const CudaOptions& v, double gap_us = 0) {
+              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical" + what, k.zoo,
+                        k.mode, Precision::fp16, ticks, v, cpu, k.check, "grid", 8.0, gap_us);
+            };
+            if (quiet_answer) {  // the blocks' next precompute round held until block 0's answer is out
+              CudaOptions v = c;
+              v.grid_quiet_answer = true;
+              beside(", quiet answer", v);
             }
-            if (xch == cuda::GridExchange::tagged && own && input_nap_ns > 0) {
-              // beside: blocks 1.. nap between looks for the input's words
-              CudaOptions nap = c;
-              nap.grid_input_nap_ns = input_nap_ns;
-              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, input nap " +
-                            std::to_string(input_nap_ns) + " ns",
-                        k.zoo, k.mode, Precision::fp16, ticks, nap, cpu, k.check, "grid", 8.0);
+            if (input_nap_ns > 0) {  // blocks 1.. nap between looks for the input's words
+              CudaOptions v = c;
+              v.grid_input_nap_ns = input_nap_ns;
+              beside(", input nap " + std::to_string(input_nap_ns) + " ns", v);
             }
-            if (xch == cuda::GridExchange::tagged && own && warm_l2) {
-              // beside: the L2 layers' tiles loaded and waited for before "ready" (not only prefetched)
-              CudaOptions w = c;
-              w.grid_warm_l2_tiles = true;
-              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, warm L2 tiles",
-                        k.zoo, k.mode, Precision::fp16, ticks, w, cpu, k.check, "grid", 8.0);
+            if (warm_l2) {  // the L2 layers' tiles loaded and waited for before "ready" (not only prefetched)
+              CudaOptions v = c;
+              v.grid_warm_l2_tiles = true;
+              beside(", warm L2 tiles", v);
             }
-            if (xch == cuda::GridExchange::tagged && own && warp0_gives) {
-              // beside: the input's words stored by block 0's warp 0 once the whole input is in
-              CudaOptions pp = c;
-              pp.grid_pollers_publish = false;
-              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, warp 0 gives the input",
-                        k.zoo, k.mode, Precision::fp16, ticks, pp, cpu, k.check, "grid", 8.0);
+            if (warp0_gives) {  // the input's words stored by block 0's warp 0 once the whole input is in
+              CudaOptions v = c;
+              v.grid_pollers_publish = false;
+              beside(", warp 0 gives the input", v);
             }
-            if (xch == cuda::GridExchange::tagged && own && send_gap_us > 0) {
-              // beside: the input sent a while after "ready" (what the round left in flight has settled)
+            if (send_gap_us > 0) {  // the input sent a while after "ready" (what the round left in flight has settled)
               char gap[64];
               std::snprintf(gap, sizeof gap, ", input %g us after ready", send_gap_us);
-              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical" + gap, k.zoo,
-                        k.mode, Precision::fp16, ticks, c, cpu, k.check, "grid", 8.0, send_gap_us);
+              beside(gap, c, send_gap_us);
             }
-            if (xch == cuda::GridExchange::tagged && own && !large_default) {
-              // beside: the tiles read from shared memory as their MMAs run, with every compute warp that
-              // fits (GridTiles::shared, the kernel before tiles in registers)
-              CudaOptions shared = c;
-              shared.grid_tiles = cuda::GridTiles::shared;
-              model_run(std::string(k.zoo) + " " + mode_name(k.mode) + " fp16 grid tagged in_critical, tiles in shared memory",
-                        k.zoo, k.mode, Precision::fp16, ticks, shared, cpu, k.check, "grid", 8.0);
+            if (!large_default) {
+              // the tiles read from shared memory as their MMAs run, with every compute warp that fits
+              // (GridTiles::shared, the kernel before tiles in registers)
+              CudaOptions v = c;
+              v.grid_tiles = cuda::GridTiles::shared;
+              beside(", tiles in shared memory", v);
             }
           }
         }

@@ -815,18 +815,18 @@ class LatencyRun {
   void print_trace_rows() const {
     if (!report_.contains("counters") || !report_["counters"].contains("tick_trace_total_us_p50")) return;
     const nlohmann::json& c = report_["counters"];
-    const std::pair<const char*, const char*> parts[] = {{"  traced: input side", "input_excess"},
-                                                         {"  traced: kernel", "kernel"},
-                                                         {"  traced: output side", "output_and_floors"}};
-    for (const auto& [label, part] : parts) {
-      out_ << std::left << std::setw(22) << label << std::right;
-      const std::string k = std::string("tick_trace_") + part + "_us_";
+    struct Part {
+      const char *label, *key, *note;
+    };
+    const Part parts[] = {{"  traced: input side", "input_excess", "  (send -> input complete, above its floor)"},
+                          {"  traced: kernel", "kernel", ""},
+                          {"  traced: output side", "output_and_floors", "  (the answer's way back, and both floors)"}};
+    for (const Part& part : parts) {
+      out_ << std::left << std::setw(22) << part.label << std::right;
+      const std::string k = std::string("tick_trace_") + part.key + "_us_";
       out_ << std::setw(10) << fmt(c[k + "p50"].get<double>()) << std::setw(10) << "-" << std::setw(10)
            << fmt(c[k + "p99"].get<double>()) << std::setw(10) << fmt(c[k + "p999"].get<double>()) << std::setw(10) << "-"
-           << std::setw(10) << "-" << std::setw(10) << "-";
-      if (std::string(part) == "input_excess") out_ << "  (send -> input complete, above its floor)";
-      if (std::string(part) == "output_and_floors") out_ << "  (the answer's way back, and both floors)";
-      out_ << "\n";
+           << std::setw(10) << "-" << std::setw(10) << "-" << part.note << "\n";
     }
   }
 
