@@ -22,6 +22,7 @@
 #include "scaling/input_scaler.hpp"
 #include "model/model.hpp"
 #include "reference/reference.hpp"
+#include "reference/lockstep_f64.hpp"
 #include "reference/split_f64.hpp"
 #include "util/threads.hpp"
 
@@ -194,6 +195,9 @@ struct CheckTiming {
   // Streaming checked after the run (Checker::run_chunks): the chunks, and those whose start the
   // previous chunk's end did not confirm, computed again from it.
   int chunks = 0, chunks_redone = 0;
+  // Where the chunks were stepped: empty on the host's cores, else the LockstepF64's where(); and why a
+  // LockstepF64 that was asked for could not be made (the chunks then ran on the host's cores).
+  std::string lockstep_where, lockstep_refused;
 };
 
 struct CheckTotals {
@@ -282,6 +286,11 @@ class Checker {
   // The error bound of the backend's precision, published to the threads by the first record's release
   // store: so the checker can be made, and started, before the backend.
   void set_bound(double bound) { bound_ = bound; }
+  // Streaming checked after the run in chunks: step the chunks' states with `maker`'s LockstepF64 (the GPU,
+  // once the run's engine is closed) instead of on the team; the team still makes the inputs and files the
+  // outputs. Where it cannot be made the chunks run on the team, and CheckTiming::lockstep_refused says
+  // why. Before start().
+  void set_lockstep(reference::LockstepF64Maker maker) { lockstep_maker_ = std::move(maker); }
   // Window mode: the inputs a checker thread may make ahead of a batch of windows (kWindowBatchBytes by
   // default; a test lowers it to check the windows one at a time). Before start().
   void set_window_batch_bytes(size_t bytes) { window_batch_bytes_ = bytes; }
@@ -305,6 +314,8 @@ class Checker {
       r.timing.busy_s = std::max(r.timing.busy_s, p.timing.busy_s);
       r.timing.chunks += p.timing.chunks;
       r.timing.chunks_redone += p.timing.chunks_redone;
+      if (!p.timing.lockstep_where.empty()) r.timing.lockstep_where = p.timing.lockstep_where;
+      if (!p.timing.lockstep_refused.empty()) r.timing.lockstep_refused = p.timing.lockstep_refused;
     }
     if (rounded_model_ && bound && bound_of) {
       *bound = bound_of(r.all.rounding_normalized());
@@ -531,6 +542,7 @@ class Checker {
     int workers;
   };
   static constexpr int kChunksAThread = 16;          // chunks per thread of the team, at most
+  static constexpr int kLockstepStates = 2048;       // chunks on a LockstepF64, at most
   static constexpr long long kChunkWashout = 256;    // unchecked ticks before a chunk's first
   static constexpr double kChunkAgree = 1e-12;       // |a - b| <= kChunkAgree * max(1, |b|)
   long long chunk_washout_ = kChunkWashout, chunk_min_ticks_ = 8 * kChunkWashout;  // washout <= 1/8 of the steps
@@ -657,6 +669,93 @@ class Checker {
     }
   }
 
+  // Every chunk stepped together on a LockstepF64 (truth, and the rounded model's or null) for `longest`
+  // steps: per step the lockstep steps the chunks (asynchronously: the GPU), meanwhile the team makes the
+  // next step's inputs (worker k chunks k, k + n, ..., each chunk's scaler on one worker in tick order), and
+  // where a chunk reaches a checked tick the heads come back and the team files them; the states at the
+  // chunks' first ticks and ends are kept.
+  struct LockstepStep {
+    Checker* self;
+    std::vector<Chunk>* chunks;
+    std::vector<double> xs;     // [chunks][I]: the inputs of step `make`
+    std::vector<double> z, zq;  // [chunks][O]: the heads of step `filed`, the rounded model's
+    std::vector<std::vector<float>> raw;  // a raw input, one per worker
+    long long make = 0, filed = 0;
+    int workers = 1;
+    bool rounded = false;
+  };
+  static void lockstep_inputs_job(void* ctx, int worker) {
+    auto& job = *static_cast<LockstepStep*>(ctx);
+    Checker& self = *job.self;
+    const size_t I = size_t(self.model_.config.input_size), n = job.chunks->size();
+    for (size_t c = size_t(worker); c < n; c += size_t(job.workers)) {
+      Chunk& k = (*job.chunks)[c];
+      const long long t = k.from + job.make;
+      double* xc = job.xs.data() + c * I;
+      if (t >= k.end) {  // done: stepped on zeros, never read again
+        std::fill(xc, xc + I, 0.0);
+        continue;
+      }
+      self.scaled_input(*k.scaler, k.next, t, nullptr, job.raw[size_t(worker)], xc);
+      ++k.steps;
+    }
+  }
+  static void lockstep_file_job(void* ctx, int worker) {
+    auto& job = *static_cast<LockstepStep*>(ctx);
+    Checker& self = *job.self;
+    const size_t O = size_t(self.model_.config.output_size), n = job.chunks->size();
+    for (size_t c = size_t(worker); c < n; c += size_t(job.workers)) {
+      Chunk& k = (*job.chunks)[c];
+      const long long t = k.from + job.filed;
+      if (t >= k.end || t < k.first || t % self.every_ != 0) continue;
+      const std::span<const double> zq =
+          job.rounded ? std::span<const double>(job.zq.data() + c * O, O) : std::span<const double>();
+      self.file(size_t(t / self.every_), t, std::span<const double>(job.z.data() + c * O, O), zq, k.totals, k.interval);
+      self.filed_.fetch_add(1, std::memory_order_relaxed);
+      if (self.also_count_) self.also_count_->fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  void step_chunks_lockstep(std::vector<Chunk>& chunks, long long longest, reference::LockstepF64& truth,
+                            reference::LockstepF64* rounded) {
+    const auto& cfg = model_.config;
+    const size_t n = chunks.size(), I = size_t(cfg.input_size), O = size_t(cfg.output_size);
+    LockstepStep job{this, &chunks, std::vector<double>(n * I), std::vector<double>(n * O),
+                     std::vector<double>(rounded ? n * O : 0), {}, 0, 0, team_->size(), rounded != nullptr};
+    job.raw.assign(size_t(job.workers), std::vector<float>(I));
+    if (longest > 0) team_->run(&Checker::lockstep_inputs_job, &job);  // step 0's
+    for (long long i = 0; i < longest && !abort_.load(std::memory_order_acquire); ++i) {
+      bool checked = false;
+      for (size_t c = 0; c < n; ++c) {
+        Chunk& k = chunks[c];
+        const long long t = k.from + i;
+        if (t >= k.end) continue;
+        if (t == k.first) {  // the state its first tick starts from
+          k.at_first = truth.state(int(c));
+          if (rounded) k.q_at_first = rounded->state(int(c));
+        }
+        checked = checked || (t >= k.first && t % every_ == 0);
+      }
+      truth.step(job.xs.data());  // takes the inputs before it returns
+      if (rounded) rounded->step(job.xs.data());
+      if (i + 1 < longest) {  // the next step's inputs while this one runs
+        job.make = i + 1;
+        team_->run(&Checker::lockstep_inputs_job, &job);
+      }
+      if (checked) {
+        truth.heads(job.z.data());
+        if (rounded) rounded->heads(job.zq.data());
+        job.filed = i;
+        team_->run(&Checker::lockstep_file_job, &job);
+      }
+      for (size_t c = 0; c < n; ++c) {
+        Chunk& k = chunks[c];
+        if (k.from + i != k.end - 1) continue;
+        k.at_end = truth.state(int(c));
+        if (rounded) k.q_at_end = rounded->state(int(c));
+      }
+    }
+  }
+
   void run_chunks(CheckTotals& r) {
     const auto& cfg = model_.config;
     const bool rounded = rounded_model_.has_value();
@@ -666,8 +765,23 @@ class Checker {
     if (ticks == 0) return;
     const int workers = team_->size();
     // As many chunks as keep each one chunk_min_ticks_ long (each costs its washout again), up to
-    // kChunksAThread a thread of the team.
-    const long long n = std::min<long long>(std::max(1LL, ticks / chunk_min_ticks_), (long long)kChunksAThread * workers);
+    // kChunksAThread a thread of the team, or kLockstepStates on a LockstepF64.
+    const long long wanted = std::max(1LL, ticks / chunk_min_ticks_);
+    long long n = std::min<long long>(wanted, (long long)kChunksAThread * workers);
+    std::unique_ptr<reference::LockstepF64> lock_truth, lock_rounded;
+    if (lockstep_maker_) {
+      try {
+        const int states = int(std::min<long long>(wanted, kLockstepStates));
+        lock_truth = lockstep_maker_(model_, states);
+        if (rounded) lock_rounded = lockstep_maker_(*rounded_model_, states);
+        n = states;
+        r.timing.lockstep_where = lock_truth->where();
+      } catch (const std::exception& e) {
+        lock_truth.reset();
+        lock_rounded.reset();
+        r.timing.lockstep_refused = e.what();
+      }
+    }
     std::vector<Chunk> chunks(static_cast<size_t>(n));
     long long longest = 0;
     for (long long c = 0; c < n; ++c) {
@@ -678,7 +792,9 @@ class Checker {
       k.scaler.emplace(scaler_proto_);
       longest = std::max(longest, k.end - k.from);
     }
-    {
+    if (lock_truth) {
+      step_chunks_lockstep(chunks, longest, *lock_truth, lock_rounded.get());
+    } else {
       reference::SplitStatesF64 truth(model_, *team_, int(n));
       std::optional<reference::SplitStatesF64> rounded_truth;
       if (rounded) rounded_truth.emplace(*rounded_model_, *team_, int(n));
@@ -749,6 +865,7 @@ class Checker {
   std::optional<reference::FastF64> f64_, rounded_f64_;
   std::optional<reference::F64Team> team_;
   std::optional<reference::SplitF64> split_, rounded_split_;
+  reference::LockstepF64Maker lockstep_maker_;  // set_lockstep: the chunks' states elsewhere (the GPU)
   int threads_used_ = 0;
   bool chunked_ = false;  // streaming, checked after the run: run_chunks
   std::atomic<size_t> filed_{0};

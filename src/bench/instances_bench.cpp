@@ -613,6 +613,8 @@ nlohmann::json run_instances_bench(const BenchOptions& o, std::ostream& out) {
   if (o.report_every_s || o.idle_s > 0 || !o.samples_path.empty())
     throw Error("--report-every, --idle-every-s/--idle-s and --samples are for one instance, not --instances");
   if (o.engine.fallback != Fallback::none) throw Error("--fallback is not available with --instances");
+  if (o.check_on == CheckOn::gpu)
+    throw Error("--check-on gpu is for one engine's run: --instances checks on the host's cores, beside the GPU's instances");
   if (o.model.empty()) throw Error("--model is required (a file or a zoo name; `hotpath models` lists the zoo)");
   const std::string failure = InstancesRun(o, report, out).run();
   finish_report(report, failure, out, o.json_path);

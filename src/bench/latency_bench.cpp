@@ -275,6 +275,14 @@ class LatencyRun {
     const long long due_checks = (kFirstTicks + o_.warmup + o_.ticks + o_.check_every - 1) / o_.check_every;
     check_after_ =
         !o_.check_during && !o_.seconds && due_checks <= (long long)CheckedOutputs::max_records(cfg_.output_size);
+    if (o_.check_on == CheckOn::gpu) {
+      if (o_.engine.mode != Mode::streaming)
+        throw Error("--check-on gpu: the GPU checks streaming runs (window mode's windows are checked on the host's cores)");
+      if (!check_after_)
+        throw Error("--check-on gpu: the GPU checks after the timed loop (drop --check-during and --seconds)");
+      std::string why;
+      if (!o_.make_lockstep && !gpu::available(&why, eo_.gpu.device)) throw Error("--check-on gpu: " + why);
+    }
     if (!check_after_) {
       checker_->start(check_threads_, spare_cores_);  // on cores outside the cpuset where there are any
       if (swap_checker_) swap_checker_->start(check_threads_, spare_cores_);
@@ -557,8 +565,26 @@ class LatencyRun {
   }
 
   void check() {
-    bound_ = error_bound(backend_->precision());
+    // What the report needs of the backend, as the run left it: the engine may be closed below.
+    after_.name = backend_->name();
+    after_.variant = backend_->variant();
+    after_.precision = backend_->precision();
+    after_.counters = backend_->counters();
+    after_.facts = backend_->facts();
+    after_.warm_up = engine_->warm_up();
+    bound_ = error_bound(after_.precision);
     const auto check_begin = Clock::now();
+    if (lockstep_check()) {
+      // The chunks' float64 states on the GPU, which the run's persistent kernel holds until its engine is
+      // closed (its tick loop is over; nothing below reads the backend).
+      backend_ = nullptr;
+      metrics_server_.reset();  // it reads the engine's metrics (its final counts were served above)
+      engine_.reset();
+      const int device = eo_.gpu.device;
+      checker_->set_lockstep(o_.make_lockstep ? o_.make_lockstep : [device](const Model& m, int states) {
+        return gpu::lockstep_f64(m, states, device);
+      });
+    }
     if (check_after_) {
       checker_->start(check_threads_, spare_cores_, /*all_published=*/true);
       if (swap_checker_) swap_checker_->start(check_threads_, spare_cores_, /*all_published=*/true);
@@ -572,13 +598,22 @@ class LatencyRun {
                     util::ProgressBar::Options{o_.progress == util::ProgressMode::on ? 0.0 : 2.0, 0.25, "checks"});
       totals_ = checker_->finish(&bound_, &int8_error_bound);
       if (swap_checker_) {
-        swap_bound_ = error_bound(backend_->precision());
+        swap_bound_ = error_bound(after_.precision);
         swap_totals_ = swap_checker_->finish(&swap_bound_, &int8_error_bound);
       }
     }
     if (check_after_) totals_.timing.after_run_s = us_between(check_begin, Clock::now()) * 1e-6;  // the whole check
     ls_ = keep_samples_ ? summarize(lat_) : lat_all_.summary();
     ps_ = keep_samples_ ? summarize(pre_) : pre_all_.summary();
+  }
+
+  // A streaming run checked after the loop steps its chunks' states on the GPU (BenchOptions::check_on):
+  // asked for, or by default after a cuda run (whose GPU is then free; its host cores alone take several
+  // times the run for a large model).
+  bool lockstep_check() const {
+    if (!check_after_ || o_.engine.mode != Mode::streaming) return false;
+    if (o_.check_on == CheckOn::automatic) return after_.name == "cuda";
+    return o_.check_on == CheckOn::gpu;
   }
 
   std::string verdict() {
@@ -644,9 +679,9 @@ class LatencyRun {
     // The rate a tick stream can keep without queueing: every tick needs its answer and then the
     // precompute before the next one (window mode: the open windows, on the precompute's cores). Means,
     // not medians: a queue keeps up with the mean service time, tails included.
-    const bool cpu_backend = backend_->name() == "cpu";
+    const bool cpu_backend = after_.name == "cpu";
     // the cpu backend's own count (crit_cores and pre_cores move it), else the cpuset's cores after the first
-    const auto counters = backend_->counters();
+    const auto& counters = after_.counters;
     const auto workers = counters.find("precompute_workers");
     const bool own_count = cpu_backend && workers != counters.end();
     const int pre_cores = own_count ? std::max(1, int(workers->second)) : precompute_cores_for_cpuset(o_.engine.cpuset.size());
@@ -656,7 +691,7 @@ class LatencyRun {
                                   {"precompute_cores", pre_cores},
                                   {"precompute_inline", pre_inline}};
     if (cpu_backend) {
-      const auto facts = backend_->facts();
+      const auto& facts = after_.facts;
       const auto gemm = facts.find("cpu_gemm");
       const bool amx = gemm != facts.end() && gemm->second.rfind("amx", 0) == 0;
       sustainable["estimate"] = to_json(estimate_tick_rate(cfg_, o_.engine.mode, window_, pre_cores, amx));
@@ -695,7 +730,9 @@ class LatencyRun {
     if (chunked) {
       report_["checker"]["chunks"] = timing.chunks;
       report_["checker"]["chunks_redone"] = timing.chunks_redone;
+      report_["checker"]["stepped_on"] = timing.lockstep_where.empty() ? "cpu" : timing.lockstep_where;
     }
+    if (!timing.lockstep_refused.empty()) report_["checker"]["gpu_refused"] = timing.lockstep_refused;
     if (per_model_bound_) {
       report_["error"]["bound_rule"] = "int8: 1.5 x the weight rounding's own error (floor 1e-5, cap 2e-3)";
       report_["error"]["weight_rounding_error"] = check.rounding_normalized();
@@ -711,8 +748,8 @@ class LatencyRun {
     }
     if (swap_model_) write_swap_report();
     report_["seed"] = o_.seed;
-    for (auto& [k, v] : backend_->counters()) report_["counters"][k] = v;
-    for (auto& [k, v] : backend_->facts()) report_["facts"][k] = v;
+    for (auto& [k, v] : after_.counters) report_["counters"][k] = v;
+    for (auto& [k, v] : after_.facts) report_["facts"][k] = v;
   }
 
   // The swapper: every swap_every_s seconds of measuring, the other model is swapped in. It marks the
@@ -833,8 +870,8 @@ class LatencyRun {
   void print_summary() {
     const CheckResult& check = totals_.all;
     const CheckTiming& timing = totals_.timing;
-    out_ << "hotpath bench: " << model_.name << " | backend " << backend_->name() << " (" << backend_->variant()
-         << ", " << precision_name(backend_->precision()) << ") | mode " << mode_name(o_.engine.mode);
+    out_ << "hotpath bench: " << model_.name << " | backend " << after_.name << " (" << after_.variant << ", "
+         << precision_name(after_.precision) << ") | mode " << mode_name(o_.engine.mode);
     if (o_.engine.mode == Mode::window) out_ << " W=" << window_;
     out_ << " | cpu " << cpu_model() << " | cpuset "
          << (o_.engine.cpuset.empty() ? std::string("none") : report_["machine"]["cpuset"].dump()) << "\n";
@@ -864,8 +901,8 @@ class LatencyRun {
     for (double v : first_lat_) out_ << " " << (std::isnan(v) ? std::string("lost") : fmt(v));
     out_ << "; steady p99 " << (steady_ ? fmt(ls_.p99) : std::string("-")) << " us; first tick within it: "
          << (first_within_ ? "yes" : "no") << "; engine warm-up: "
-         << (engine_->warm_up().ticks > 0 ? std::to_string(engine_->warm_up().ticks) + " ticks in " +
-                                                fmt(engine_->warm_up().seconds * 1e3) + " ms"
+         << (after_.warm_up.ticks > 0 ? std::to_string(after_.warm_up.ticks) + " ticks in " +
+                                            fmt(after_.warm_up.seconds * 1e3) + " ms"
                                           : std::string("none"))
          << "\n";
     out_ << "tick rate " << fmt(report_["tick_rate_hz"].get<double>()) << " Hz";
@@ -884,8 +921,10 @@ class LatencyRun {
       out_ << check.over_bound << " checked ticks over the bound; the worst is tick " << check.worst_tick << "\n";
     const double busy_s = timing.busy_s;
     out_ << "float64 checker: " << timing.threads << (timing.threads == 1 ? " thread" : " threads")
-         << (timing.chunks > 0 ? " (the ticks in " + std::to_string(timing.chunks) + " chunks side by side, " +
-                                     std::to_string(timing.chunks_redone) + " checked again from the previous one's end)"
+         << (timing.chunks > 0 ? " (the ticks in " + std::to_string(timing.chunks) + " chunks side by side" +
+                                     (timing.lockstep_where.empty() ? std::string() : ", stepped on " + timing.lockstep_where) +
+                                     ", " + std::to_string(timing.chunks_redone) +
+                                     " checked again from the previous one's end)"
              : timing.threads == 1              ? std::string()
              : o_.engine.mode == Mode::streaming ? std::string(" (each step split by hidden units)")
                                                  : std::string(" (taking turns over the windows)"))
@@ -895,7 +934,9 @@ class LatencyRun {
          << (check_after_ ? "run after the timed loop, " + fmt(timing.after_run_s) + " s"
                           : "beside the timed loop, done " + fmt(timing.after_run_s) + " s after it")
          << "\n";
-    for (auto& [k, v] : backend_->counters()) out_ << k << ": " << v << "\n";
+    if (!timing.lockstep_refused.empty())
+      out_ << "float64 checker: the GPU did not take the chunks (" << timing.lockstep_refused << "); they ran on the host's cores\n";
+    for (auto& [k, v] : after_.counters) out_ << k << ": " << v << "\n";
     if (swap_model_) {
       const nlohmann::json& sw = report_["swap"];
       out_ << "swaps: " << sw["switches"].get<long long>() << " took over (" << sw["calls"].get<long long>()
@@ -940,6 +981,14 @@ class LatencyRun {
   long long unmeasured_ = 0;
   std::optional<Engine> engine_;
   Backend* backend_ = nullptr;
+  // The backend as the timed loop left it, for the report (check() may close the engine).
+  struct AfterRun {
+    std::string name, variant;
+    Precision precision = Precision::fp32;
+    std::map<std::string, double> counters;
+    std::map<std::string, std::string> facts;
+    engine::WarmUp warm_up;
+  } after_;
   std::string backend_name_;
   // the timed loop
   std::vector<double> lat_, pre_, first_lat_, first_pre_;

@@ -21,6 +21,7 @@
 #include "engine/gpu.hpp"
 #include "engine/instances.hpp"
 #include "model/loader.hpp"
+#include "util/names.hpp"
 #include "util/progress_bar.hpp"
 
 namespace hotpath::bench {
@@ -49,6 +50,12 @@ inline constexpr int kFirstTicks = 10;
 // warming), beside every tick from the swap's call to its switch.
 inline constexpr long long kTicksAfterSwitch = 100;
 
+// Where a streaming run's float64 check steps its chunks (BenchOptions::check_on).
+enum class CheckOn { automatic, cpu, gpu };
+constexpr auto name_table(CheckOn) {
+  return util::make_names<CheckOn>("checker device", {{CheckOn::automatic, "auto"}, {CheckOn::cpu, "cpu"}, {CheckOn::gpu, "gpu"}});
+}
+
 struct BenchOptions {
   std::string model;          // path or zoo name
   LoadOptions load;
@@ -74,6 +81,14 @@ struct BenchOptions {
   // timings, as they are out of the ping-pong's) when the run has a tick count and its checked outputs fit
   // CheckedOutputs' buffer; check_during (or an open-ended --seconds run) runs it beside the loop.
   bool check_during = false;
+  // Where a streaming run checked after the loop (4,096 ticks or more, in chunks) steps its float64 states:
+  // automatic, on the GPU when the run's backend was cuda (its engine is closed first: the persistent kernel
+  // holds the SMs) and on the host's cores otherwise; cpu; gpu (refused before the run without a usable GPU,
+  // in window mode, or with the check beside the loop). A GPU that cannot take them (its memory) leaves them
+  // to the host's cores, and the report says why.
+  CheckOn check_on = CheckOn::automatic;
+  // Makes the lockstep states instead of gpu::lockstep_f64 (tests: states stepped on the host).
+  reference::LockstepF64Maker make_lockstep;
   // The checker's progress on stderr while it finishes after the timed loop (automatic: when stdout and
   // stderr are terminals, and only if it takes a couple of seconds).
   util::ProgressMode progress = util::ProgressMode::automatic;

@@ -502,6 +502,11 @@ void add_bench_command(CLI::App& app) {
                  "Float64 checker threads: window mode, they take turns over the checked windows; streaming, "
                  "each reference step is split over them (default: one per spare core)",
                  1, bench::kMaxCheckThreads);
+  util::add_name_option<bench::CheckOn>(cmd, "--check-on", f->o.check_on,
+                                        "Streaming runs checked after the loop (4,096 ticks or more, in chunks): where the "
+                                        "chunks' float64 states are stepped (auto: the GPU after a cuda run, its engine "
+                                        "closed first; else the host's cores)")
+      ->default_str("auto");
   cmd->add_flag("--check-during", f->o.check_during,
                 "Run the float64 checker beside the timed loop (default: after it, when the run has a tick count, so "
                 "that its threads stay out of the timings)");
@@ -573,7 +578,7 @@ void add_bench_command(CLI::App& app) {
     if (const auto workload = bench::parse_workload(f->mode)) {
       // The throughput modes share the model, engine and input flags; the latency-only ones are refused.
       std::vector<const char*> latency_only = {"--warmup", "--gap-us", "--rate", "--check-every", "--check-threads",
-                                               "--check-during", "--progress", "--no-progress", "--report-every",
+                                               "--check-during", "--check-on", "--progress", "--no-progress", "--report-every",
                                                "--idle-every-s", "--idle-s", "--samples", "--pingpong", "--floats",
                                                "--no-pingpong", "--instances", "--lockstep", "--isolation",
                                                "--sms-per-instance", "--placement", "--beside-backtest",

@@ -6,6 +6,7 @@
 #ifdef HOTPATH_HAVE_CUDA
 #include "cuda/device.hpp"
 #include "cuda/kernel_choice.hpp"
+#include "cuda/lockstep_f64.hpp"
 #endif
 
 namespace hotpath::gpu {
@@ -73,6 +74,10 @@ KernelReport kernel_for(const Model& model, Precision precision, Mode mode, int 
   return {cuda::family_name(c.family), c.why};
 }
 
+std::unique_ptr<reference::LockstepF64> lockstep_f64(const Model& model, int states, int device) {
+  return cuda::make_lockstep_f64(model, states, device);
+}
+
 #else
 
 namespace {
@@ -96,6 +101,9 @@ void DeviceFloats::download(float*, size_t) const {}
 PingPongResult pingpong(const PingPongRequest&) { throw UnsupportedError(std::string("the ping-pong needs CUDA: ") + kNoCuda); }
 KernelReport kernel_for(const Model&, Precision, Mode, int, CudaKernel, int) { throw UnsupportedError(kNoCuda); }
 
+std::unique_ptr<reference::LockstepF64> lockstep_f64(const Model&, int, int) {
+  throw UnsupportedError(std::string("the float64 check on the GPU needs CUDA: ") + kNoCuda);
+}
 #endif
 
 }  // namespace hotpath::gpu

@@ -4,12 +4,14 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
 #include "cuda/kernels/common/mailbox_layout.hpp"  // plain C++: the mailbox's limits hold in every build
 #include "model/model.hpp"
+#include "reference/lockstep_f64.hpp"
 
 namespace hotpath::gpu {
 
@@ -91,5 +93,10 @@ struct KernelReport {
 // for (or none) can serve the model.
 KernelReport kernel_for(const Model& model, Precision precision, Mode mode, int window, CudaKernel kernel,
                         int device = 0);
+
+// `states` float64 streaming states of `model` stepped together on GPU `device` (reference/lockstep_f64.hpp):
+// the bench's check of a long streaming run in chunks, once the run's engine is closed. Throws
+// UnsupportedError without CUDA or a usable device, hotpath::Error when they do not fit its memory.
+std::unique_ptr<reference::LockstepF64> lockstep_f64(const Model& model, int states, int device = 0);
 
 }  // namespace hotpath::gpu

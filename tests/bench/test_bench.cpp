@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "bench/checker.hpp"
+#include "common/host_lockstep.hpp"
 #include "common/random_model.hpp"
 #include "llm/loopback_socket.hpp"
 #include "bench/instances_bench.hpp"
@@ -516,6 +517,120 @@ TEST(Bench, ALongStreamingRunIsCheckedInChunks) {
     EXPECT_LE(r["error"]["max_abs"].get<double>(), 1e-12);
     EXPECT_NE(out.str().find("chunks side by side"), std::string::npos) << out.str();
   }
+}
+
+// The chunks stepped on a LockstepF64 (the GPU's interface; here on the host: the same bits as the team's
+// states) give the verdicts, errors and refused starts of the team's own chunks, the worst tick named; a
+// maker that cannot make one leaves the chunks to the team, and the timing says why.
+TEST(Bench, TheChunksOnALockstepAgreeWithTheTeamsOwn) {
+  const int I = 5, H = 24, O = 2, every = 7;
+  const long long ticks = 3000;
+  for (const bool long_memory : {false, true}) {
+    Model m = test_support::random_model(I, H, 2, O, true, true, 21);
+    if (long_memory)
+      for (auto& layer : m.layers)
+        for (int j = H; j < 2 * H; ++j) layer.b_ih[size_t(j)] = 20.0;  // the forget gate's rows
+    std::vector<float> xs(size_t(ticks) * I);
+    for (long long t = 0; t < ticks; ++t) bench::tick_input(7, t, std::span<float>(xs.data() + t * I, size_t(I)));
+    const auto z = reference::streaming(m, xs, size_t(ticks));
+    for (const bool wrong : {false, true}) {
+      SCOPED_TRACE(std::string(long_memory ? "long memory" : "forgets fast") + (wrong ? ", tick 1001 off" : ""));
+      bench::CheckTotals got[3];
+      std::atomic<long long> lock_steps{0};
+      for (int how = 0; how < 3; ++how) {  // the team, a lockstep, a lockstep refused
+        bench::CheckedOutputs outs(O, 1, true);
+        bench::IntervalStarts intervals(0);
+        bench::Checker checker(m, Mode::streaming, 0, 7, every, outs, intervals, ScalerChoice{});
+        checker.set_bound(1e-9);
+        checker.set_chunking(/*washout=*/64, /*min_ticks=*/256);  // 2,995 ticks: 11 chunks
+        if (how == 1) checker.set_lockstep(test_support::host_lockstep(&lock_steps));
+        if (how == 2) checker.set_lockstep(test_support::refusing_lockstep());
+        for (long long t = 0; t < ticks; t += every) {
+          double* slot = outs.next_slot();
+          ASSERT_NE(slot, nullptr);
+          for (int o = 0; o < O; ++o) slot[o] = z[size_t(t) * O + o] + (wrong && t == 1001 ? 1e-3 : 0.0);
+          outs.publish(slot, false);
+        }
+        checker.start(2, {}, /*all_published=*/true);
+        got[how] = checker.finish();
+      }
+      const auto &team = got[0], &lock = got[1], &refused = got[2];
+      EXPECT_EQ(lock.timing.lockstep_where, "host (test)");
+      EXPECT_TRUE(lock.timing.lockstep_refused.empty());
+      EXPECT_TRUE(refused.timing.lockstep_where.empty());
+      EXPECT_NE(refused.timing.lockstep_refused.find("1 MiB are free"), std::string::npos) << refused.timing.lockstep_refused;
+      // the longest chunk's steps (2,995 / 11 + 64), each one lockstep step
+      EXPECT_EQ(lock_steps.load(), (ticks - every + 1 + 10) / 11 + 64);
+      for (const auto* r : {&lock, &refused}) {
+        EXPECT_EQ(r->timing.chunks, team.timing.chunks);
+        EXPECT_EQ(r->timing.chunks_redone, team.timing.chunks_redone);
+        EXPECT_EQ(r->all.checked, team.all.checked);
+        EXPECT_EQ(r->all.over_bound, team.all.over_bound);
+        EXPECT_EQ(r->all.worst_tick, team.all.worst_tick);
+        EXPECT_EQ(r->all.max_abs, team.all.max_abs);  // the same bits
+        EXPECT_EQ(r->timing.steps, team.timing.steps);
+      }
+      if (long_memory) EXPECT_GT(lock.timing.chunks_redone, 0);
+      EXPECT_EQ(lock.all.over_bound, wrong ? 1 : 0);
+      if (wrong) EXPECT_EQ(lock.all.worst_tick, 1001);
+    }
+  }
+}
+
+// Through the bench: --check-on gpu steps a long streaming run's chunks on the lockstep (here the host's;
+// the engine is closed first), and the report says where; a lockstep that cannot be made leaves them to the
+// host's cores and the report says why, still passing. --check-on gpu is refused in window mode, beside
+// the loop, and (without a usable GPU) before the run.
+TEST(Bench, CheckOnGpuStepsTheChunksOnTheLockstepAndSaysWhere) {
+  for (const bool refuse : {false, true}) {
+    SCOPED_TRACE(refuse ? "refused" : "made");
+    bench::BenchOptions o = on_tiny(Mode::streaming);
+    o.ticks = 5000;
+    o.warmup = 0;
+    o.check_every = 5;
+    o.check_threads = 2;
+    o.check_on = bench::CheckOn::gpu;
+    std::atomic<long long> steps{0};
+    o.make_lockstep = refuse ? test_support::refusing_lockstep() : test_support::host_lockstep(&steps);
+    std::ostringstream out;
+    const auto r = bench::run_bench(o, out);
+    ASSERT_TRUE(r["pass"].get<bool>()) << r["failure"];
+    const auto& c = r["checker"];
+    EXPECT_EQ(c["reference"], "chunks") << c.dump();
+    EXPECT_LE(r["error"]["max_abs"].get<double>(), 1e-12);
+    EXPECT_EQ(r["error"]["unchecked_ticks"].get<long long>(), 0);
+    if (refuse) {
+      EXPECT_EQ(c["stepped_on"], "cpu");
+      EXPECT_NE(c["gpu_refused"].get<std::string>().find("1 MiB are free"), std::string::npos);
+      EXPECT_NE(out.str().find("the GPU did not take the chunks"), std::string::npos) << out.str();
+      EXPECT_EQ(steps.load(), 0);
+    } else {
+      EXPECT_EQ(c["stepped_on"], "host (test)");
+      EXPECT_FALSE(c.contains("gpu_refused"));
+      EXPECT_GT(steps.load(), 0);
+      EXPECT_NE(out.str().find("stepped on host (test)"), std::string::npos) << out.str();
+      // the summary's backend parts were taken before the engine closed
+      EXPECT_NE(out.str().find("| backend ref (float64-plain, fp64)"), std::string::npos) << out.str();
+    }
+  }
+  auto refused = [](auto change, const std::string& needle) {
+    bench::BenchOptions o = on_tiny(Mode::streaming);
+    o.ticks = 100;
+    o.check_on = bench::CheckOn::gpu;
+    o.make_lockstep = test_support::host_lockstep();
+    change(o);
+    std::ostringstream out;
+    try {
+      bench::run_bench(o, out);
+      ADD_FAILURE() << needle << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused([](auto& o) { o.engine.mode = Mode::window; }, "window mode");
+  refused([](auto& o) { o.check_during = true; }, "after the timed loop");
+  refused([](auto& o) { o.seconds = 0.05; }, "after the timed loop");
+  if (!gpu::available()) refused([](auto& o) { o.make_lockstep = nullptr; }, "--check-on gpu: ");
 }
 
 TEST(Bench, TheCheckRunsAfterTheTimedLoopUnlessAskedOrOpenEnded) {
@@ -1133,6 +1248,14 @@ TEST(InstancesBench, BadOptionsAreRefused) {
   o = instances_options(2);
   o.engine.fallback = Fallback::cpu;
   EXPECT_THROW(bench::run_instances_bench(o, out), Error);
+  o = instances_options(2);
+  o.check_on = bench::CheckOn::gpu;  // the GPU holds the instances; their checks stay on the host
+  try {
+    bench::run_instances_bench(o, out);
+    ADD_FAILURE() << "--check-on gpu accepted with --instances";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--check-on gpu is for one engine's run"), std::string::npos) << e.what();
+  }
   o = instances_options(2);  // one engine's swaps only
   o.swap_model = "lstm_m";
   o.swap_every_s = 1;
