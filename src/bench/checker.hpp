@@ -267,6 +267,7 @@ class Checker {
     } else {
       f64_.emplace(model_);
       if (rounded_model_) rounded_f64_.emplace(*rounded_model_);
+      if (all_published && lockstep_maker_ && rolling_ == 0) make_window_lockstep(threads, pin);
     }
     results_.resize(size_t(readers));
     scalers_.assign(size_t(readers), scaler_proto_);
@@ -286,10 +287,11 @@ class Checker {
   // The error bound of the backend's precision, published to the threads by the first record's release
   // store: so the checker can be made, and started, before the backend.
   void set_bound(double bound) { bound_ = bound; }
-  // Streaming checked after the run in chunks: step the chunks' states with `maker`'s LockstepF64 (the GPU,
-  // once the run's engine is closed) instead of on the team; the team still makes the inputs and files the
-  // outputs. Where it cannot be made the chunks run on the team, and CheckTiming::lockstep_refused says
-  // why. Before start().
+  // Checked after the run: step the float64 states with `maker`'s LockstepF64 (the GPU, once the run's
+  // engine is closed) instead of on the host's threads, which still make the inputs and file the outputs.
+  // Streaming: the chunks' states. Window mode (without a rolling scaler, whose state a window's scaling
+  // would need per window): every checked window a state, up to kLockstepStates at a time. Where it cannot
+  // be made the host's threads check as before, and CheckTiming::lockstep_refused says why. Before start().
   void set_lockstep(reference::LockstepF64Maker maker) { lockstep_maker_ = std::move(maker); }
   // Window mode: the inputs a checker thread may make ahead of a batch of windows (kWindowBatchBytes by
   // default; a test lowers it to check the windows one at a time). Before start().
@@ -317,6 +319,7 @@ class Checker {
       if (!p.timing.lockstep_where.empty()) r.timing.lockstep_where = p.timing.lockstep_where;
       if (!p.timing.lockstep_refused.empty()) r.timing.lockstep_refused = p.timing.lockstep_refused;
     }
+    if (!window_lock_refused_.empty()) r.timing.lockstep_refused = window_lock_refused_;
     if (rounded_model_ && bound && bound_of) {
       *bound = bound_of(r.all.rounding_normalized());
       r.all.recount(*bound);
@@ -399,6 +402,10 @@ class Checker {
     auto input = [&](long long s, const float* raw = nullptr) { scaled_input(scaler, next, s, raw, x, xd.data()); };
     if (chunked_) {
       run_chunks(r);
+      return;
+    }
+    if (window_lock_) {  // reading thread 0 checks every window on the lockstep; the others have none
+      if (id == 0) run_windows_lockstep(r);
       return;
     }
     const bool split = mode_ == Mode::streaming;
@@ -669,6 +676,153 @@ class Checker {
     }
   }
 
+  // Window mode, checked after the run: the lockstep for up to kLockstepStates windows at a time and a team
+  // of `threads` to make their inputs (the reading thread 0 its worker 0); none made, the window_lock_refused_.
+  template <class Pin>
+  void make_window_lockstep(int threads, const Pin& pin) {
+    const long long full = full_windows();
+    if (full == 0) return;
+    // batches of equal size: 6,250 windows as 4 of 1,563, not 3 of 2,048 and one of 106 stepped as 2,048
+    const long long batches = (full + kLockstepStates - 1) / kLockstepStates;
+    const int states = int((full + batches - 1) / batches);
+    try {
+      window_lock_ = lockstep_maker_(model_, states);
+      if (rounded_model_) window_lock_rounded_ = lockstep_maker_(*rounded_model_, states);
+    } catch (const std::exception& e) {
+      window_lock_.reset();
+      window_lock_rounded_.reset();
+      window_lock_refused_ = e.what();
+      return;
+    }
+    threads_used_ = std::max(1, threads);
+    team_.emplace(threads_used_, pin);
+  }
+  // Published records whose window is whole (W ticks: tick >= W - 1), counted from record 0.
+  long long full_windows() const {
+    const long long records = (long long)outs_.published();
+    const long long first = (window_ - 1 + every_ - 1) / every_;  // the first record with a whole window
+    return std::max(0LL, records - first);
+  }
+
+  // Every checked window on the lockstep, kLockstepStates at a time: each batch of windows stepped together
+  // from the zero state, aligned at their ticks (step i: tick t - W + 1 + i of window t), the team making
+  // the next step's inputs while the lockstep runs, then the heads filed. A window shorter than W (the run's
+  // first W - 1 ticks) and a lost tick are checked here on FastF64 first.
+  struct WindowStep {
+    Checker* self;
+    const std::vector<size_t>* ks;  // the batch's records
+    std::vector<double> xs;         // [states][I]: the inputs of step `make`
+    std::vector<double> z, zq;      // [states][O]: the batch's heads, the rounded model's
+    std::vector<std::vector<float>> raw;
+    std::vector<InputScaler> scalers;  // one per worker (a rolling scaler never comes here: stateless)
+    std::vector<long long> nexts;
+    std::vector<CheckTotals> totals;   // one per worker
+    std::vector<long long> intervals;  // one per worker
+    long long make = 0;
+    int workers = 1;
+    bool rounded = false;
+  };
+  static void window_inputs_job(void* ctx, int worker) {
+    auto& job = *static_cast<WindowStep*>(ctx);
+    Checker& self = *job.self;
+    const size_t I = size_t(self.model_.config.input_size), n = job.xs.size() / I;
+    for (size_t j = size_t(worker); j < n; j += size_t(job.workers)) {
+      double* xj = job.xs.data() + j * I;
+      if (j >= job.ks->size()) {  // a state past the batch's windows: zeros, never read
+        std::fill(xj, xj + I, 0.0);
+        continue;
+      }
+      const long long t = (long long)(*job.ks)[j] * self.every_ - self.window_ + 1 + job.make;
+      self.scaled_input(job.scalers[size_t(worker)], job.nexts[size_t(worker)], t, nullptr, job.raw[size_t(worker)], xj);
+    }
+  }
+  static void window_file_job(void* ctx, int worker) {
+    auto& job = *static_cast<WindowStep*>(ctx);
+    Checker& self = *job.self;
+    const size_t O = size_t(self.model_.config.output_size);
+    for (size_t j = size_t(worker); j < job.ks->size(); j += size_t(job.workers)) {
+      const size_t k = (*job.ks)[j];
+      const std::span<const double> zq =
+          job.rounded ? std::span<const double>(job.zq.data() + j * O, O) : std::span<const double>();
+      self.file(k, (long long)k * self.every_, std::span<const double>(job.z.data() + j * O, O), zq,
+                job.totals[size_t(worker)], job.intervals[size_t(worker)]);
+      self.filed_.fetch_add(1, std::memory_order_relaxed);
+      if (self.also_count_) self.also_count_->fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  void run_windows_lockstep(CheckTotals& r) {
+    const auto& cfg = model_.config;
+    const bool rounded = rounded_model_.has_value();
+    const auto began = Clock::now();
+    const size_t records = outs_.published(), I = size_t(cfg.input_size), O = size_t(cfg.output_size);
+    const size_t first_full = records - size_t(full_windows());
+    reference::LockstepF64& lock = *window_lock_;
+    const size_t S = size_t(lock.states());
+    // the short windows and every lost or other model's record, here, in tick order
+    std::vector<float> x(I);
+    std::vector<double> xd(I), z(O), zq(rounded ? O : 0);
+    InputScaler scaler = scaler_proto_;
+    long long next = 0, interval = -1;
+    std::vector<size_t> full;
+    for (size_t k = 0; k < records && !abort_.load(std::memory_order_acquire); ++k) {
+      const long long t = (long long)k * every_;
+      if (k >= first_full && !outs_.lost(k) && !outs_.other_model(k)) {
+        full.push_back(k);
+        continue;
+      }
+      if (!outs_.lost(k) && !outs_.other_model(k)) {
+        reference::LstmState st(cfg), qs(cfg);
+        for (long long s = 0; s <= t; ++s) {
+          scaled_input(scaler, next, s, nullptr, x, xd.data());
+          f64_->step(xd, st);
+          if (rounded) rounded_f64_->step(xd, qs);
+          ++r.timing.steps;
+        }
+        f64_->head(st, z);
+        if (rounded) rounded_f64_->head(qs, zq);
+      }
+      file(k, t, z, zq, r, interval);
+      filed_.fetch_add(1, std::memory_order_relaxed);
+      if (also_count_) also_count_->fetch_add(1, std::memory_order_relaxed);
+    }
+    const int workers = team_->size();
+    WindowStep job{this, nullptr, std::vector<double>(S * I), std::vector<double>(S * O),
+                   std::vector<double>(rounded ? S * O : 0), {}, {}, std::vector<long long>(size_t(workers), 0),
+                   std::vector<CheckTotals>(size_t(workers)), std::vector<long long>(size_t(workers), -1), 0, workers,
+                   rounded};
+    job.raw.assign(size_t(workers), std::vector<float>(I));
+    job.scalers.assign(size_t(workers), scaler_proto_);
+    std::vector<size_t> batch;
+    for (size_t b0 = 0; b0 < full.size() && !abort_.load(std::memory_order_acquire); b0 += S) {
+      batch.assign(full.begin() + ptrdiff_t(b0), full.begin() + ptrdiff_t(std::min(full.size(), b0 + S)));
+      job.ks = &batch;
+      lock.reset();
+      if (rounded) window_lock_rounded_->reset();
+      job.make = 0;
+      team_->run(&Checker::window_inputs_job, &job);
+      for (long long i = 0; i < window_ && !abort_.load(std::memory_order_acquire); ++i) {
+        lock.step(job.xs.data());  // takes the inputs before it returns
+        if (rounded) window_lock_rounded_->step(job.xs.data());
+        if (i + 1 < window_) {  // the next step's inputs while this one runs
+          job.make = i + 1;
+          team_->run(&Checker::window_inputs_job, &job);
+        }
+      }
+      lock.heads(job.z.data());
+      if (rounded) window_lock_rounded_->heads(job.zq.data());
+      team_->run(&Checker::window_file_job, &job);
+      r.timing.steps += (long long)batch.size() * window_;
+    }
+    for (const CheckTotals& t : job.totals) {
+      r.all.merge(t.all);
+      if (t.intervals.size() > r.intervals.size()) r.intervals.resize(t.intervals.size());
+      for (size_t i = 0; i < t.intervals.size(); ++i) r.intervals[i].merge(t.intervals[i]);
+    }
+    r.timing.lockstep_where = lock.where();
+    r.timing.busy_s = std::chrono::duration<double>(Clock::now() - began).count();
+    outs_.consumed(0, records);
+  }
+
   // Every chunk stepped together on a LockstepF64 (truth, and the rounded model's or null) for `longest`
   // steps: per step the lockstep steps the chunks (asynchronously: the GPU), meanwhile the team makes the
   // next step's inputs (worker k chunks k, k + n, ..., each chunk's scaler on one worker in tick order), and
@@ -865,7 +1019,11 @@ class Checker {
   std::optional<reference::FastF64> f64_, rounded_f64_;
   std::optional<reference::F64Team> team_;
   std::optional<reference::SplitF64> split_, rounded_split_;
-  reference::LockstepF64Maker lockstep_maker_;  // set_lockstep: the chunks' states elsewhere (the GPU)
+  reference::LockstepF64Maker lockstep_maker_;  // set_lockstep: the states elsewhere (the GPU)
+  // Window mode checked after the run on a lockstep (make_window_lockstep): the truth's, the rounded model's;
+  // or why none could be made.
+  std::unique_ptr<reference::LockstepF64> window_lock_, window_lock_rounded_;
+  std::string window_lock_refused_;
   int threads_used_ = 0;
   bool chunked_ = false;  // streaming, checked after the run: run_chunks
   std::atomic<size_t> filed_{0};

@@ -276,8 +276,6 @@ class LatencyRun {
     check_after_ =
         !o_.check_during && !o_.seconds && due_checks <= (long long)CheckedOutputs::max_records(cfg_.output_size);
     if (o_.check_on == CheckOn::gpu) {
-      if (o_.engine.mode != Mode::streaming)
-        throw Error("--check-on gpu: the GPU checks streaming runs (window mode's windows are checked on the host's cores)");
       if (!check_after_)
         throw Error("--check-on gpu: the GPU checks after the timed loop (drop --check-during and --seconds)");
       std::string why;
@@ -607,11 +605,11 @@ class LatencyRun {
     ps_ = keep_samples_ ? summarize(pre_) : pre_all_.summary();
   }
 
-  // A streaming run checked after the loop steps its chunks' states on the GPU (BenchOptions::check_on):
-  // asked for, or by default after a cuda run (whose GPU is then free; its host cores alone take several
-  // times the run for a large model).
+  // A run checked after the loop steps its float64 states on the GPU (BenchOptions::check_on): asked for,
+  // or by default after a cuda run (whose GPU is then free; the host's cores alone take several times the
+  // run for a large model).
   bool lockstep_check() const {
-    if (!check_after_ || o_.engine.mode != Mode::streaming) return false;
+    if (!check_after_) return false;
     if (o_.check_on == CheckOn::automatic) return after_.name == "cuda";
     return o_.check_on == CheckOn::gpu;
   }
@@ -730,8 +728,8 @@ class LatencyRun {
     if (chunked) {
       report_["checker"]["chunks"] = timing.chunks;
       report_["checker"]["chunks_redone"] = timing.chunks_redone;
-      report_["checker"]["stepped_on"] = timing.lockstep_where.empty() ? "cpu" : timing.lockstep_where;
     }
+    report_["checker"]["stepped_on"] = timing.lockstep_where.empty() ? "cpu" : timing.lockstep_where;
     if (!timing.lockstep_refused.empty()) report_["checker"]["gpu_refused"] = timing.lockstep_refused;
     if (per_model_bound_) {
       report_["error"]["bound_rule"] = "int8: 1.5 x the weight rounding's own error (floor 1e-5, cap 2e-3)";
@@ -925,6 +923,7 @@ class LatencyRun {
                                      (timing.lockstep_where.empty() ? std::string() : ", stepped on " + timing.lockstep_where) +
                                      ", " + std::to_string(timing.chunks_redone) +
                                      " checked again from the previous one's end)"
+             : !timing.lockstep_where.empty()   ? " (every window stepped on " + timing.lockstep_where + ")"
              : timing.threads == 1              ? std::string()
              : o_.engine.mode == Mode::streaming ? std::string(" (each step split by hidden units)")
                                                  : std::string(" (taking turns over the windows)"))

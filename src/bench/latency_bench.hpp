@@ -81,11 +81,11 @@ struct BenchOptions {
   // timings, as they are out of the ping-pong's) when the run has a tick count and its checked outputs fit
   // CheckedOutputs' buffer; check_during (or an open-ended --seconds run) runs it beside the loop.
   bool check_during = false;
-  // Where a streaming run checked after the loop (4,096 ticks or more, in chunks) steps its float64 states:
-  // automatic, on the GPU when the run's backend was cuda (its engine is closed first: the persistent kernel
-  // holds the SMs) and on the host's cores otherwise; cpu; gpu (refused before the run without a usable GPU,
-  // in window mode, or with the check beside the loop). A GPU that cannot take them (its memory) leaves them
-  // to the host's cores, and the report says why.
+  // Where a run checked after the loop steps its float64 states (streaming, 4,096 ticks or more: its chunks;
+  // window mode without a rolling scaler: every checked window): automatic, on the GPU when the run's
+  // backend was cuda (its engine is closed first: the persistent kernel holds the SMs) and on the host's
+  // cores otherwise; cpu; gpu (refused before the run without a usable GPU, or with the check beside the
+  // loop). A GPU that cannot take them (its memory) leaves them to the host's cores, and the report says why.
   CheckOn check_on = CheckOn::automatic;
   // Makes the lockstep states instead of gpu::lockstep_f64 (tests: states stepped on the host).
   reference::LockstepF64Maker make_lockstep;

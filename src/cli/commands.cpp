@@ -503,9 +503,9 @@ void add_bench_command(CLI::App& app) {
                  "each reference step is split over them (default: one per spare core)",
                  1, bench::kMaxCheckThreads);
   util::add_name_option<bench::CheckOn>(cmd, "--check-on", f->o.check_on,
-                                        "Streaming runs checked after the loop (4,096 ticks or more, in chunks): where the "
-                                        "chunks' float64 states are stepped (auto: the GPU after a cuda run, its engine "
-                                        "closed first; else the host's cores)")
+                                        "Where the float64 check after the loop steps its states (streaming runs of 4,096 "
+                                        "ticks or more, in chunks; window mode's checked windows without a rolling scaler): "
+                                        "auto: the GPU after a cuda run, its engine closed first; else the host's cores")
       ->default_str("auto");
   cmd->add_flag("--check-during", f->o.check_during,
                 "Run the float64 checker beside the timed loop (default: after it, when the run has a tick count, so "

@@ -117,6 +117,15 @@ class GpuLockstepF64 final : public reference::LockstepF64 {
     cached_ = false;
   }
 
+  void reset() override {
+    HOTPATH_CUDA_CHECK(cudaSetDevice(device_));
+    for (Layer& y : layers_) {
+      y.x.zero(stream_.get());
+      y.c.zero(stream_.get());
+    }
+    cached_ = false;
+  }
+
   void heads(double* z) override {
     HOTPATH_CUDA_CHECK(cudaSetDevice(device_));
     const int H = cfg_.hidden_size, O = cfg_.output_size;

@@ -23,6 +23,8 @@ class LockstepF64 {
   // One step of every state, state s on xs[s * I .. s * I + I) (I the model's input size). xs may be
   // changed once the call returns; the step itself may still be running.
   virtual void step(const double* xs) = 0;
+  // Every state back to zero.
+  virtual void reset() = 0;
   // Every state's head after the steps so far: [states][O] into z.
   virtual void heads(double* z) = 0;
   // State s's h and c after the steps so far.

@@ -579,9 +579,29 @@ TEST(Bench, TheChunksOnALockstepAgreeWithTheTeamsOwn) {
 
 // Through the bench: --check-on gpu steps a long streaming run's chunks on the lockstep (here the host's;
 // the engine is closed first), and the report says where; a lockstep that cannot be made leaves them to the
-// host's cores and the report says why, still passing. --check-on gpu is refused in window mode, beside
-// the loop, and (without a usable GPU) before the run.
+// host's cores and the report says why, still passing. --check-on gpu is refused beside the loop and
+// (without a usable GPU) before the run.
 TEST(Bench, CheckOnGpuStepsTheChunksOnTheLockstepAndSaysWhere) {
+  {  // window mode: every checked window on the lockstep
+    bench::BenchOptions o = on_tiny(Mode::window);
+    o.engine.window = 6;
+    o.ticks = 300;
+    o.warmup = 0;
+    o.check_every = 3;
+    o.check_threads = 2;
+    o.check_on = bench::CheckOn::gpu;
+    std::atomic<long long> steps{0};
+    o.make_lockstep = test_support::host_lockstep(&steps);
+    std::ostringstream out;
+    const auto r = bench::run_bench(o, out);
+    ASSERT_TRUE(r["pass"].get<bool>()) << r["failure"];
+    EXPECT_EQ(r["checker"]["reference"], "per_window");
+    EXPECT_EQ(r["checker"]["stepped_on"], "host (test)") << r["checker"].dump();
+    EXPECT_EQ(steps.load(), 6);  // one batch of every whole window, W steps
+    EXPECT_EQ(r["error"]["checked_ticks"].get<long long>(), (bench::kFirstTicks + 300 + 2) / 3);
+    EXPECT_LE(r["error"]["max_abs"].get<double>(), 1e-12);
+    EXPECT_NE(out.str().find("stepped on host (test)"), std::string::npos) << out.str();
+  }
   for (const bool refuse : {false, true}) {
     SCOPED_TRACE(refuse ? "refused" : "made");
     bench::BenchOptions o = on_tiny(Mode::streaming);
@@ -627,10 +647,64 @@ TEST(Bench, CheckOnGpuStepsTheChunksOnTheLockstepAndSaysWhere) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  refused([](auto& o) { o.engine.mode = Mode::window; }, "window mode");
   refused([](auto& o) { o.check_during = true; }, "after the timed loop");
   refused([](auto& o) { o.seconds = 0.05; }, "after the timed loop");
   if (!gpu::available()) refused([](auto& o) { o.make_lockstep = nullptr; }, "--check-on gpu: ");
+}
+
+// Window mode on a lockstep (the GPU's interface; here on the host, FastF64's bits): every checked window a
+// state stepped from zero with the windows of its batch, the run's first windows (shorter than W) and its
+// lost ticks beside them, give the host threads' own verdict and bits; batches smaller than the windows
+// (a lockstep of 7 states) change nothing. A refused lockstep leaves the windows to the threads and says why.
+TEST(Bench, TheWindowsOnALockstepAgreeWithTheThreadsOwn) {
+  const int I = 3, H = 20, O = 2, W = 9, every = 4;
+  const long long ticks = 400;
+  const Model m = test_support::random_model(I, H, 2, O, true, true, 5);
+  std::vector<float> xs(size_t(ticks) * I);
+  for (long long t = 0; t < ticks; ++t) bench::tick_input(3, t, std::span<float>(xs.data() + t * I, size_t(I)));
+  const auto z = reference::sliding_window(m, xs, size_t(ticks), W);
+  for (const bool wrong : {false, true}) {
+    SCOPED_TRACE(wrong ? "tick 200 off" : "right");
+    bench::CheckTotals got[4];
+    std::atomic<long long> steps{0};
+    for (int how = 0; how < 4; ++how) {  // the threads; a lockstep of 2,048 and of 7 states; refused
+      bench::CheckedOutputs outs(O, 2, true);
+      bench::IntervalStarts intervals(0);
+      bench::Checker checker(m, Mode::window, W, 3, every, outs, intervals, ScalerChoice{});
+      checker.set_bound(1e-9);
+      if (how == 1) checker.set_lockstep(test_support::host_lockstep(&steps));
+      if (how == 2)
+        checker.set_lockstep([](const Model& mm, int) { return test_support::host_lockstep()(mm, 7); });
+      if (how == 3) checker.set_lockstep(test_support::refusing_lockstep());
+      for (long long t = 0; t < ticks; t += every) {
+        double* slot = outs.next_slot();
+        ASSERT_NE(slot, nullptr);
+        for (int o = 0; o < O; ++o) slot[o] = z[size_t(t) * O + o] + (wrong && t == 200 ? 1e-3 : 0.0);
+        outs.publish(slot, t == 100);  // one lost tick
+      }
+      checker.start(2, {}, /*all_published=*/true);
+      got[how] = checker.finish();
+    }
+    const auto& threads = got[0];
+    EXPECT_EQ(got[1].timing.lockstep_where, "host (test)");
+    EXPECT_EQ(got[2].timing.lockstep_where, "host (test)");
+    EXPECT_TRUE(got[3].timing.lockstep_where.empty());
+    EXPECT_NE(got[3].timing.lockstep_refused.find("1 MiB are free"), std::string::npos);
+    // one batch of the 98 whole windows (ticks 8, 12, ..., 396 less the lost 100), W steps each
+    EXPECT_EQ(steps.load(), W);
+    EXPECT_EQ(threads.all.checked, ticks / every - 1);
+    EXPECT_EQ(threads.all.lost, 1);
+    for (int how = 1; how < 4; ++how) {
+      SCOPED_TRACE(how);
+      EXPECT_EQ(got[how].all.checked, threads.all.checked);
+      EXPECT_EQ(got[how].all.lost, threads.all.lost);
+      EXPECT_EQ(got[how].all.over_bound, threads.all.over_bound);
+      EXPECT_EQ(got[how].all.worst_tick, threads.all.worst_tick);
+      EXPECT_EQ(got[how].all.max_abs, threads.all.max_abs);  // the same bits
+    }
+    EXPECT_EQ(threads.all.over_bound, wrong ? 1 : 0);
+    if (wrong) EXPECT_EQ(got[2].all.worst_tick, 200);
+  }
 }
 
 TEST(Bench, TheCheckRunsAfterTheTimedLoopUnlessAskedOrOpenEnded) {

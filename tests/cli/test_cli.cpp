@@ -665,7 +665,7 @@ TEST_F(Cli, KernelFlagIsCheckedBeforeAnyDevice) {
   expect_refused("bench --model lstm_s --variant warp --ticks 10", "--variant: unknown cuda variant 'warp' (valid: auto, smem or regs)");
   expect_refused("bench --model lstm_s --precision fp8 --ticks 10", "--precision: unknown precision 'fp8'");
   expect_refused("bench --model lstm_s --check-on tpu --ticks 10", "--check-on: unknown checker device 'tpu' (valid: auto, cpu or gpu)");
-  expect_refused("bench --model lstm_s --backend cpu --mode window --check-on gpu --ticks 10", "--check-on gpu: the GPU checks streaming runs");
+  expect_refused("bench --model lstm_s --backend cpu --check-on gpu --check-during --ticks 10", "--check-on gpu: the GPU checks after the timed loop");
   expect_refused("bench --model lstm_s --backend cpu --mode backtest --check-on cpu --seconds 0.1", "--check-on is for the latency modes");
   expect_refused(run + " --backend gpu", "--backend: unknown backend 'gpu'");
   EXPECT_FALSE(fs::exists(path("o.safetensors")));

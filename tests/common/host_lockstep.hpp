@@ -28,6 +28,9 @@ class HostLockstep final : public reference::LockstepF64 {
     f64_.step_batch(x, s);
     if (steps_) steps_->fetch_add(1);
   }
+  void reset() override {
+    for (auto& st : states_) st.clear();
+  }
   void heads(double* z) override {
     const size_t O = size_t(f64_.config().output_size);
     for (size_t i = 0; i < states_.size(); ++i) f64_.head(states_[i], std::span<double>(z + i * O, O));

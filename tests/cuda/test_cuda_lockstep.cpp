@@ -2,7 +2,7 @@
 // each state alone: every gate row sums in the same order with the same roundings (no fused
 // multiply-adds), so the states and heads differ only through the activations' last bits (CUDA's double
 // exp and tanh against libm's): within 1e-12, relatively, after 60 steps. The states do not mix: a state
-// stepped beside 36 others ends where it ends alone.
+// stepped beside 36 others ends where it ends alone. reset() starts every state again from zero.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -70,6 +70,14 @@ TEST(CudaLockstepF64, StatesAndHeadsAreTheHostReferencesWithinTheActivationsUlps
       }
       EXPECT_LE(worst, 1e-12) << S << " states";
       EXPECT_THROW(gpu->state(S), Error);
+      // reset: every state zero again, and the next step is a fresh state's first
+      gpu->reset();
+      for (const auto& v : gpu->state(S / 2).c) EXPECT_TRUE(std::all_of(v.begin(), v.end(), [](double c) { return c == 0.0; }));
+      gpu->step(xs.data());
+      reference::LstmState fresh(m.config);
+      f64.step(std::span<const double>(xs.data(), size_t(sh.I)), fresh);
+      const reference::LstmState again = gpu->state(0);
+      for (int j = 0; j < sh.H; ++j) EXPECT_LE(rel(again.h.back()[size_t(j)], fresh.h.back()[size_t(j)]), 1e-12);
     }
   }
 }
