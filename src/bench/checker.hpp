@@ -268,7 +268,12 @@ class Checker {
       f64_.emplace(model_);
       if (rounded_model_) rounded_f64_.emplace(*rounded_model_);
       if (all_published && lockstep_maker_ && rolling_ == 0) make_window_lockstep(threads, pin);
+      if (all_published && lockstep_maker_ && rolling_ > 0)
+        lockstep_refused_ = "a rolling scaler's state would be needed for every window";
     }
+    if (mode_ == Mode::streaming && all_published && lockstep_maker_ && !chunked_)
+      lockstep_refused_ = "a run of fewer than " + std::to_string(2 * chunk_min_ticks_) +
+                             " ticks is checked as one state";
     results_.resize(size_t(readers));
     scalers_.assign(size_t(readers), scaler_proto_);
     for (int k = 0; k < readers; ++k)
@@ -319,7 +324,7 @@ class Checker {
       if (!p.timing.lockstep_where.empty()) r.timing.lockstep_where = p.timing.lockstep_where;
       if (!p.timing.lockstep_refused.empty()) r.timing.lockstep_refused = p.timing.lockstep_refused;
     }
-    if (!window_lock_refused_.empty()) r.timing.lockstep_refused = window_lock_refused_;
+    if (!lockstep_refused_.empty()) r.timing.lockstep_refused = lockstep_refused_;
     if (rounded_model_ && bound && bound_of) {
       *bound = bound_of(r.all.rounding_normalized());
       r.all.recount(*bound);
@@ -405,8 +410,18 @@ class Checker {
       return;
     }
     if (window_lock_) {  // reading thread 0 checks every window on the lockstep; the others have none
-      if (id == 0) run_windows_lockstep(r);
-      return;
+      if (id != 0) return;
+      const size_t filed_before = filed_.load(), counted_before = also_count_ ? also_count_->load() : 0;
+      try {
+        run_windows_lockstep(r);
+        return;
+      } catch (const std::exception& e) {  // a GPU error part-way: this thread checks every window again
+        lockstep_refused_ = e.what();
+        r = CheckTotals{};
+        filed_.store(filed_before);
+        if (also_count_) also_count_->store(counted_before);
+        n = 1;
+      }
     }
     const bool split = mode_ == Mode::streaming;
     // Time spent computing, from the moment a record is there to its filing: waits are left out.
@@ -677,7 +692,7 @@ class Checker {
   }
 
   // Window mode, checked after the run: the lockstep for up to kLockstepStates windows at a time and a team
-  // of `threads` to make their inputs (the reading thread 0 its worker 0); none made, the window_lock_refused_.
+  // of `threads` to make their inputs (the reading thread 0 its worker 0); none made, the lockstep_refused_.
   template <class Pin>
   void make_window_lockstep(int threads, const Pin& pin) {
     const long long full = full_windows();
@@ -688,10 +703,15 @@ class Checker {
     try {
       window_lock_ = lockstep_maker_(model_, states);
       if (rounded_model_) window_lock_rounded_ = lockstep_maker_(*rounded_model_, states);
+      const int got = window_lock_->states();  // fewer than asked: smaller batches
+      if (got < 1 || got > states || (window_lock_rounded_ && window_lock_rounded_->states() != got))
+        throw Error("the lockstep made " + std::to_string(got) + " states where " + std::to_string(states) +
+                    " were asked for" + (window_lock_rounded_ ? " (and the rounded model's " +
+                                             std::to_string(window_lock_rounded_->states()) + ")" : std::string()));
     } catch (const std::exception& e) {
       window_lock_.reset();
       window_lock_rounded_.reset();
-      window_lock_refused_ = e.what();
+      lockstep_refused_ = e.what();
       return;
     }
     threads_used_ = std::max(1, threads);
@@ -758,22 +778,24 @@ class Checker {
     const size_t first_full = records - size_t(full_windows());
     reference::LockstepF64& lock = *window_lock_;
     const size_t S = size_t(lock.states());
-    // the short windows and every lost or other model's record, here, in tick order
+    // the short windows (every one a prefix of the stream from the zero state: one state from tick 0, its
+    // head at each of their ticks) and every lost or other model's record, here, in tick order
     std::vector<float> x(I);
     std::vector<double> xd(I), z(O), zq(rounded ? O : 0);
     InputScaler scaler = scaler_proto_;
-    long long next = 0, interval = -1;
+    long long next = 0, interval = -1, stepped = 0;  // the prefix state has taken ticks [0, stepped)
+    reference::LstmState st(cfg), qs(cfg);
     std::vector<size_t> full;
     for (size_t k = 0; k < records && !abort_.load(std::memory_order_acquire); ++k) {
       const long long t = (long long)k * every_;
-      if (k >= first_full && !outs_.lost(k) && !outs_.other_model(k)) {
+      const bool answer = !outs_.lost(k) && !outs_.other_model(k);
+      if (k >= first_full && answer) {
         full.push_back(k);
         continue;
       }
-      if (!outs_.lost(k) && !outs_.other_model(k)) {
-        reference::LstmState st(cfg), qs(cfg);
-        for (long long s = 0; s <= t; ++s) {
-          scaled_input(scaler, next, s, nullptr, x, xd.data());
+      if (answer) {
+        for (; stepped <= t; ++stepped) {
+          scaled_input(scaler, next, stepped, nullptr, x, xd.data());
           f64_->step(xd, st);
           if (rounded) rounded_f64_->step(xd, qs);
           ++r.timing.steps;
@@ -808,6 +830,7 @@ class Checker {
           team_->run(&Checker::window_inputs_job, &job);
         }
       }
+      if (abort_.load(std::memory_order_acquire)) break;  // the batch is part-stepped: nothing to file
       lock.heads(job.z.data());
       if (rounded) window_lock_rounded_->heads(job.zq.data());
       team_->run(&Checker::window_file_job, &job);
@@ -854,11 +877,12 @@ class Checker {
       ++k.steps;
     }
   }
-  static void lockstep_file_job(void* ctx, int worker) {
+  // The checked outputs of step `filed`: chunks worker, worker + workers, ...
+  static void lockstep_file_job(void* ctx, int worker, int workers) {
     auto& job = *static_cast<LockstepStep*>(ctx);
     Checker& self = *job.self;
     const size_t O = size_t(self.model_.config.output_size), n = job.chunks->size();
-    for (size_t c = size_t(worker); c < n; c += size_t(job.workers)) {
+    for (size_t c = size_t(worker); c < n; c += size_t(workers)) {
       Chunk& k = (*job.chunks)[c];
       const long long t = k.from + job.filed;
       if (t >= k.end || t < k.first || t % self.every_ != 0) continue;
@@ -895,11 +919,11 @@ class Checker {
         job.make = i + 1;
         team_->run(&Checker::lockstep_inputs_job, &job);
       }
-      if (checked) {
+      if (checked) {  // a few chunks a step: filed here, without waking the team
         truth.heads(job.z.data());
         if (rounded) rounded->heads(job.zq.data());
         job.filed = i;
-        team_->run(&Checker::lockstep_file_job, &job);
+        lockstep_file_job(&job, 0, 1);
       }
       for (size_t c = 0; c < n; ++c) {
         Chunk& k = chunks[c];
@@ -921,34 +945,45 @@ class Checker {
     // As many chunks as keep each one chunk_min_ticks_ long (each costs its washout again), up to
     // kChunksAThread a thread of the team, or kLockstepStates on a LockstepF64.
     const long long wanted = std::max(1LL, ticks / chunk_min_ticks_);
-    long long n = std::min<long long>(wanted, (long long)kChunksAThread * workers);
-    std::unique_ptr<reference::LockstepF64> lock_truth, lock_rounded;
+    std::vector<Chunk> chunks;
+    long long longest = 0;
+    auto cut = [&](long long n) {
+      chunks.assign(static_cast<size_t>(n), Chunk{});
+      longest = 0;
+      for (long long c = 0; c < n; ++c) {
+        Chunk& k = chunks[size_t(c)];
+        k.first = ticks * c / n;
+        k.end = ticks * (c + 1) / n;
+        k.from = std::max(0LL, k.first - chunk_washout_);
+        k.scaler.emplace(scaler_proto_);
+        longest = std::max(longest, k.end - k.from);
+      }
+    };
+    bool stepped = false;
     if (lockstep_maker_) {
+      // On the lockstep; where it cannot be made, or fails part-way (a GPU error), the team checks every
+      // chunk again from the start, and the timing says why.
+      const size_t filed_before = filed_.load(), counted_before = also_count_ ? also_count_->load() : 0;
       try {
         const int states = int(std::min<long long>(wanted, kLockstepStates));
-        lock_truth = lockstep_maker_(model_, states);
-        if (rounded) lock_rounded = lockstep_maker_(*rounded_model_, states);
-        n = states;
-        r.timing.lockstep_where = lock_truth->where();
+        std::unique_ptr<reference::LockstepF64> truth = lockstep_maker_(model_, states), qtruth;
+        if (rounded) qtruth = lockstep_maker_(*rounded_model_, states);
+        if (truth->states() != states || (qtruth && qtruth->states() != states))
+          throw Error("the lockstep made " + std::to_string(truth->states()) + " states, not the " +
+                      std::to_string(states) + " asked for");
+        cut(states);
+        step_chunks_lockstep(chunks, longest, *truth, qtruth.get());
+        r.timing.lockstep_where = truth->where();
+        stepped = true;
       } catch (const std::exception& e) {
-        lock_truth.reset();
-        lock_rounded.reset();
         r.timing.lockstep_refused = e.what();
+        filed_.store(filed_before);
+        if (also_count_) also_count_->store(counted_before);
       }
     }
-    std::vector<Chunk> chunks(static_cast<size_t>(n));
-    long long longest = 0;
-    for (long long c = 0; c < n; ++c) {
-      Chunk& k = chunks[size_t(c)];
-      k.first = ticks * c / n;
-      k.end = ticks * (c + 1) / n;
-      k.from = std::max(0LL, k.first - chunk_washout_);
-      k.scaler.emplace(scaler_proto_);
-      longest = std::max(longest, k.end - k.from);
-    }
-    if (lock_truth) {
-      step_chunks_lockstep(chunks, longest, *lock_truth, lock_rounded.get());
-    } else {
+    if (!stepped) {
+      const long long n = std::min<long long>(wanted, (long long)kChunksAThread * workers);
+      cut(n);
       reference::SplitStatesF64 truth(model_, *team_, int(n));
       std::optional<reference::SplitStatesF64> rounded_truth;
       if (rounded) rounded_truth.emplace(*rounded_model_, *team_, int(n));
@@ -963,6 +998,7 @@ class Checker {
     if (abort_.load(std::memory_order_acquire)) return;
     // Each chunk's start against the previous chunk's end, in order; a chunk whose start differs is
     // stepped again from that end (its totals replaced).
+    const int n = int(chunks.size());
     int redone = 0;
     for (int c = 1; c < n && !abort_.load(std::memory_order_acquire); ++c) {
       Chunk& k = chunks[size_t(c)];
@@ -1020,10 +1056,11 @@ class Checker {
   std::optional<reference::F64Team> team_;
   std::optional<reference::SplitF64> split_, rounded_split_;
   reference::LockstepF64Maker lockstep_maker_;  // set_lockstep: the states elsewhere (the GPU)
-  // Window mode checked after the run on a lockstep (make_window_lockstep): the truth's, the rounded model's;
-  // or why none could be made.
+  // Window mode checked after the run on a lockstep (make_window_lockstep): the truth's, the rounded model's.
   std::unique_ptr<reference::LockstepF64> window_lock_, window_lock_rounded_;
-  std::string window_lock_refused_;
+  // Why a lockstep asked for was not used (window mode, or a streaming run too short for chunks; the chunks'
+  // own reason goes straight into their timing).
+  std::string lockstep_refused_;
   int threads_used_ = 0;
   bool chunked_ = false;  // streaming, checked after the run: run_chunks
   std::atomic<size_t> filed_{0};

@@ -934,7 +934,7 @@ class LatencyRun {
                           : "beside the timed loop, done " + fmt(timing.after_run_s) + " s after it")
          << "\n";
     if (!timing.lockstep_refused.empty())
-      out_ << "float64 checker: the GPU did not take the chunks (" << timing.lockstep_refused << "); they ran on the host's cores\n";
+      out_ << "float64 checker: on the host's cores, not the GPU (" << timing.lockstep_refused << ")\n";
     for (auto& [k, v] : after_.counters) out_ << k << ": " << v << "\n";
     if (swap_model_) {
       const nlohmann::json& sw = report_["swap"];

@@ -62,6 +62,10 @@ class GpuLockstepF64 final : public reference::LockstepF64 {
       throw Error("the float64 check of " + std::to_string(S_) + " states on " + where_ + " needs " +
                   std::to_string(bytes >> 20) + " MiB, " + std::to_string(free_bytes >> 20) + " MiB are free");
     stream_ = Stream(cudaStreamNonBlocking);
+    HOTPATH_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+    // the pinned buffers before any upload: nothing is in flight when an allocation fails
+    in_.emplace(size_t(S_) * cfg_.input_size);
+    out_.emplace(size_t(S_) * O);
     for (int l = 0; l < L; ++l) {
       const LstmLayer& w = m.layers[size_t(l)];
       const size_t n_in = size_t(cfg_.layer_input_size(l)), K = n_in + H, R = 4 * size_t(H);
@@ -88,8 +92,6 @@ class GpuLockstepF64 final : public reference::LockstepF64 {
     if (!m.head_b.empty()) std::copy(m.head_b.begin(), m.head_b.end(), hb.begin());
     head_w_.upload(m.head_w.data(), size_t(O) * H, stream_.get());
     head_b_.upload(hb.data(), size_t(O), stream_.get());
-    in_.emplace(size_t(S_) * cfg_.input_size);
-    out_.emplace(size_t(S_) * O);
     HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   }
 
@@ -100,12 +102,14 @@ class GpuLockstepF64 final : public reference::LockstepF64 {
     HOTPATH_CUDA_CHECK(cudaSetDevice(device_));
     const int H = cfg_.hidden_size, L = cfg_.num_layers, I = cfg_.input_size;
     cudaStream_t st = stream_.get();
-    // the previous step's copy out of in_ is done before in_ is written again
-    HOTPATH_CUDA_CHECK(cudaStreamSynchronize(st));
+    // the previous step's copy out of in_ is done before in_ is written again (its kernels may still run:
+    // this step's queue behind them)
+    HOTPATH_CUDA_CHECK(cudaEventSynchronize(copied_));
     std::copy_n(xs, size_t(S_) * I, in_->get());
     Layer& first = layers_.front();
     HOTPATH_CUDA_CHECK(cudaMemcpy2DAsync(first.x.get(), size_t(first.K) * sizeof(double), in_->get(), size_t(I) * sizeof(double),
                                          size_t(I) * sizeof(double), size_t(S_), cudaMemcpyHostToDevice, st));
+    HOTPATH_CUDA_CHECK(cudaEventRecord(copied_, st));
     const int R = 4 * H;
     for (int l = 0; l < L; ++l) {
       Layer& y = layers_[size_t(l)];
@@ -166,7 +170,9 @@ class GpuLockstepF64 final : public reference::LockstepF64 {
   }
 
   ~GpuLockstepF64() override {
+    HOTPATH_CUDA_CHECK_NOTHROW(cudaSetDevice(device_));  // the buffers are freed on this device's stream
     if (stream_) HOTPATH_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream_.get()));  // before the buffers go
+    if (copied_) HOTPATH_CUDA_CHECK_NOTHROW(cudaEventDestroy(copied_));
   }
 
  private:
@@ -178,6 +184,7 @@ class GpuLockstepF64 final : public reference::LockstepF64 {
   int S_, device_, sms_ = 1;
   std::string where_;
   Stream stream_;
+  cudaEvent_t copied_ = nullptr;  // after the last step's copy of the inputs out of in_
   std::vector<Layer> layers_;
   DeviceBuffer<double> gates_, head_w_, head_b_, z_;
   std::optional<PinnedDoubles> in_, out_;
@@ -188,6 +195,10 @@ class GpuLockstepF64 final : public reference::LockstepF64 {
 }  // namespace
 
 std::unique_ptr<reference::LockstepF64> make_lockstep_f64(const Model& model, int states, int device) {
+  // the kernels' grids index states in int and in a grid's y dimension
+  if (states < 1 || states > kMaxLockstepStates)
+    throw Error("the float64 check on the GPU takes 1 to " + std::to_string(kMaxLockstepStates) + " states, not " +
+                std::to_string(states));
   return std::make_unique<GpuLockstepF64>(model, states, device);
 }
 

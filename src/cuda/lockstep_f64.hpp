@@ -9,6 +9,9 @@
 
 namespace hotpath::cuda {
 
+// The most states one lockstep holds.
+inline constexpr int kMaxLockstepStates = 1 << 16;
+
 // `states` zero states of `model` on GPU `device`. Throws UnsupportedError without a usable device and
 // hotpath::Error when the weights and states do not fit its memory (the message gives the bytes).
 std::unique_ptr<reference::LockstepF64> make_lockstep_f64(const Model& model, int states, int device = 0);

@@ -14,10 +14,12 @@ namespace hotpath::test_support {
 
 class HostLockstep final : public reference::LockstepF64 {
  public:
-  HostLockstep(const Model& m, int states, std::atomic<long long>* steps)
-      : f64_(m), states_(size_t(states), reference::LstmState(m.config)), steps_(steps) {}
+  // fail_after >= 0: the step after that many throws (a GPU that fails part-way through a check).
+  HostLockstep(const Model& m, int states, std::atomic<long long>* steps, long long fail_after = -1)
+      : f64_(m), states_(size_t(states), reference::LstmState(m.config)), steps_(steps), fail_after_(fail_after) {}
   int states() const override { return int(states_.size()); }
   void step(const double* xs) override {
+    if (fail_after_ >= 0 && taken_++ >= fail_after_) throw Error("cuda: the test GPU fell off the bus");
     const size_t I = size_t(f64_.config().input_size);
     std::vector<const double*> x(states_.size());
     std::vector<reference::LstmState*> s(states_.size());
@@ -42,11 +44,16 @@ class HostLockstep final : public reference::LockstepF64 {
   reference::FastF64 f64_;
   std::vector<reference::LstmState> states_;
   std::atomic<long long>* steps_;
+  long long fail_after_, taken_ = 0;
 };
 
 // Makes HostLockstep states, counting their steps into *steps (may be null).
 inline reference::LockstepF64Maker host_lockstep(std::atomic<long long>* steps = nullptr) {
   return [steps](const Model& m, int states) { return std::make_unique<HostLockstep>(m, states, steps); };
+}
+// Makes HostLockstep states whose step fails after `steps` steps.
+inline reference::LockstepF64Maker failing_lockstep(long long steps) {
+  return [steps](const Model& m, int states) { return std::make_unique<HostLockstep>(m, states, nullptr, steps); };
 }
 // A maker that cannot make any (a GPU without the memory): the checker falls back to the host's cores.
 inline reference::LockstepF64Maker refusing_lockstep() {

@@ -21,6 +21,8 @@ __global__ void __launch_bounds__(kThreads) gates_f64(const double* __restrict__
                                                       const double* __restrict__ w, const double* __restrict__ bias,
                                                       int R, double* __restrict__ gates) {
   constexpr int TS = kSide * MS, TR = kSide * MR;
+  constexpr int XL = TS * kTileK / kThreads, WL = TR * kTileK / kThreads;  // a thread's loads of a k tile
+  static_assert(XL * kThreads == TS * kTileK && WL * kThreads == TR * kTileK, "whole loads a thread");
   __shared__ double xs[kTileK][TS + 1];
   __shared__ double ws[kTileK][TR + 1];
   const int tx = int(threadIdx.x) % kSide, ty = int(threadIdx.x) / kSide;
@@ -33,16 +35,35 @@ __global__ void __launch_bounds__(kThreads) gates_f64(const double* __restrict__
       const int r = r0 + tx + kSide * j;
       acc[i][j] = r < R ? bias[r] : 0.0;
     }
-  for (int k0 = 0; k0 < K; k0 += kTileK) {
-    for (int i = int(threadIdx.x); i < TS * kTileK; i += kThreads) {
-      const int row = i / kTileK, k = k0 + i % kTileK, s = s0 + row;
-      xs[i % kTileK][row] = s < S && k < K ? x[size_t(s) * K + k] : 0.0;
+  // the next k tile's values in registers while the current one is multiplied (element e = threadIdx.x +
+  // kThreads * q of a tile: row e / kTileK, column e % kTileK)
+  double xr[XL], wr[WL];
+  auto load = [&](int k0) {
+#pragma unroll
+    for (int q = 0; q < XL; ++q) {
+      const int e = int(threadIdx.x) + kThreads * q, s = s0 + e / kTileK, k = k0 + e % kTileK;
+      xr[q] = s < S && k < K ? x[size_t(s) * K + k] : 0.0;
     }
-    for (int i = int(threadIdx.x); i < TR * kTileK; i += kThreads) {
-      const int row = i / kTileK, k = k0 + i % kTileK, r = r0 + row;
-      ws[i % kTileK][row] = r < R && k < K ? w[size_t(r) * K + k] : 0.0;
+#pragma unroll
+    for (int q = 0; q < WL; ++q) {
+      const int e = int(threadIdx.x) + kThreads * q, r = r0 + e / kTileK, k = k0 + e % kTileK;
+      wr[q] = r < R && k < K ? w[size_t(r) * K + k] : 0.0;
+    }
+  };
+  load(0);
+  for (int k0 = 0; k0 < K; k0 += kTileK) {
+#pragma unroll
+    for (int q = 0; q < XL; ++q) {
+      const int e = int(threadIdx.x) + kThreads * q;
+      xs[e % kTileK][e / kTileK] = xr[q];
+    }
+#pragma unroll
+    for (int q = 0; q < WL; ++q) {
+      const int e = int(threadIdx.x) + kThreads * q;
+      ws[e % kTileK][e / kTileK] = wr[q];
     }
     __syncthreads();
+    if (k0 + kTileK < K) load(k0 + kTileK);
     const int kn = min(kTileK, K - k0);  // the columns that exist: no extra (+0) term in any sum
     for (int kk = 0; kk < kn; ++kk) {
       double a[MS], b[MR];
