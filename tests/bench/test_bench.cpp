@@ -448,7 +448,8 @@ TEST(Bench, TheWindowCheckerBatchedAndOneAtATimeAgree) {
 // and named by its tick either way. A model that forgets fast needs no chunk checked again; one whose
 // forget gates are held open (bias +20: c keeps everything) has its chunks' starts refused and checked
 // again from the previous chunk's end, and still agrees. The chunks on a lockstep (the GPU's interface)
-// give the team's bits; a lockstep that cannot be made leaves them to the team, which says why.
+// give the team's verdict (its bits on x86-64); a lockstep that cannot be made, fails part-way or makes
+// fewer states leaves them to the team, which says why.
 TEST(Bench, TheStreamingCheckInChunksAgreesWithOneStateFromTickZero) {
   const int I = 5, H = 24, O = 2, every = 7;
   const long long ticks = 3000;
@@ -463,7 +464,7 @@ TEST(Bench, TheStreamingCheckInChunksAgreesWithOneStateFromTickZero) {
     for (const bool wrong : {false, true}) {
       SCOPED_TRACE(std::string(long_memory ? "long memory" : "forgets fast") + (wrong ? ", tick 1001 off" : ""));
       // one state from tick 0; the chunks on the team; on a lockstep (the GPU's interface, here the host's:
-      // the team's bits); a lockstep that cannot be made, one that fails part-way, one that makes fewer
+      // the team's arithmetic); a lockstep that cannot be made, one that fails part-way, one that makes fewer
       // states than asked (the team then, each time, and the timing says why)
       enum How { one, team, lockstep, refused, fails, fewer };
       bench::CheckTotals got[6];
@@ -510,7 +511,7 @@ TEST(Bench, TheStreamingCheckInChunksAgreesWithOneStateFromTickZero) {
           << got[fewer].timing.lockstep_refused;
       // the longest chunk's steps (2,995 / 11 + 64), each one lockstep step
       EXPECT_EQ(lock_steps.load(), (ticks - every + 1 + 10) / 11 + 64);
-      for (const How how : {lockstep, refused, fails, fewer}) {  // the team's chunks, bit for bit
+      for (const How how : {lockstep, refused, fails, fewer}) {  // the team's chunks
         SCOPED_TRACE(int(how));
         const auto& r = got[how];
         EXPECT_EQ(r.timing.chunks, chunked.timing.chunks);
@@ -518,7 +519,10 @@ TEST(Bench, TheStreamingCheckInChunksAgreesWithOneStateFromTickZero) {
         EXPECT_EQ(r.all.checked, chunked.all.checked);
         EXPECT_EQ(r.all.over_bound, chunked.all.over_bound);
         EXPECT_EQ(r.all.worst_tick, chunked.all.worst_tick);
-        EXPECT_EQ(r.all.max_abs, chunked.all.max_abs);
+        // the team's own bits where it stepped them; the host lockstep's FastF64 has the team's bits on
+        // x86-64 only (split_f64.hpp), elsewhere within float64 rounding
+        if (how == lockstep) EXPECT_NEAR(r.all.max_abs, chunked.all.max_abs, 1e-12);
+        else EXPECT_EQ(r.all.max_abs, chunked.all.max_abs);
         EXPECT_EQ(r.timing.steps, chunked.timing.steps);
       }
     }
