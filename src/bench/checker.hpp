@@ -204,6 +204,12 @@ struct CheckTotals {
   CheckResult all;
   std::vector<CheckResult> intervals;
   CheckTiming timing;
+  // Adds another part's checked ticks, the run's and each interval's (not its timing).
+  void merge_results(const CheckTotals& o) {
+    all.merge(o.all);
+    if (o.intervals.size() > intervals.size()) intervals.resize(o.intervals.size());
+    for (size_t k = 0; k < o.intervals.size(); ++k) intervals[k].merge(o.intervals[k]);
+  }
 };
 
 // Float64 check of every `every`-th tick (tick t is checked when t % every == 0). Window mode recomputes
@@ -314,9 +320,7 @@ class Checker {
     r.timing.after_run_s = std::chrono::duration<double>(Clock::now() - called).count();
     r.timing.threads = threads_used_;
     for (const auto& p : results_) {
-      r.all.merge(p.all);
-      if (p.intervals.size() > r.intervals.size()) r.intervals.resize(p.intervals.size());
-      for (size_t k = 0; k < p.intervals.size(); ++k) r.intervals[k].merge(p.intervals[k]);
+      r.merge_results(p);
       r.timing.steps += p.timing.steps;
       r.timing.busy_s = std::max(r.timing.busy_s, p.timing.busy_s);
       r.timing.chunks += p.timing.chunks;
@@ -334,6 +338,11 @@ class Checker {
   }
 
  private:
+  // Records filed (lost ones included), for the progress display: filed_, and also_count_ where set.
+  void count_filed(size_t records = 1) {
+    filed_.fetch_add(records, std::memory_order_relaxed);
+    if (also_count_) also_count_->fetch_add(records, std::memory_order_relaxed);
+  }
   // Waits for record k; false when the loop ended without producing it (or the run is abandoned).
   bool wait_for(size_t k) {
     while (outs_.published() <= k) {
@@ -428,8 +437,7 @@ class Checker {
     Clock::time_point busy_from;
     auto filed = [&](size_t records = 1) {
       r.timing.busy_s += std::chrono::duration<double>(Clock::now() - busy_from).count();
-      filed_.fetch_add(records, std::memory_order_relaxed);
-      if (also_count_) also_count_->fetch_add(records, std::memory_order_relaxed);
+      count_filed(records);
     };
     if (split) {
       const int I = cfg.input_size;
@@ -637,10 +645,7 @@ class Checker {
           f64_->head(*c->state, z);
           if (rounded) rounded_f64_->head(*c->qstate, zq);
           file(size_t(t / every_), t, z, zq, c->totals, c->interval);
-          if (count) {  // a chunk checked again is not counted twice
-            filed_.fetch_add(1, std::memory_order_relaxed);
-            if (also_count_) also_count_->fetch_add(1, std::memory_order_relaxed);
-          }
+          if (count) count_filed();  // a chunk checked again is not counted twice
         }
         if (t == c->end - 1) {
           c->at_end = *c->state;
@@ -681,8 +686,7 @@ class Checker {
         job.truth->head(int(c), mine.z);
         if (job.rounded) job.rounded->head(int(c), mine.zq);
         self.file(size_t(t / self.every_), t, mine.z, mine.zq, k.totals, k.interval);
-        self.filed_.fetch_add(1, std::memory_order_relaxed);
-        if (self.also_count_) self.also_count_->fetch_add(1, std::memory_order_relaxed);
+        self.count_filed();
       }
       if (t == k.end - 1) {
         k.at_end = job.truth->state(int(c));
@@ -766,8 +770,7 @@ class Checker {
           job.rounded ? std::span<const double>(job.zq.data() + j * O, O) : std::span<const double>();
       self.file(k, (long long)k * self.every_, std::span<const double>(job.z.data() + j * O, O), zq,
                 job.totals[size_t(worker)], job.intervals[size_t(worker)]);
-      self.filed_.fetch_add(1, std::memory_order_relaxed);
-      if (self.also_count_) self.also_count_->fetch_add(1, std::memory_order_relaxed);
+      self.count_filed();
     }
   }
   void run_windows_lockstep(CheckTotals& r) {
@@ -804,8 +807,7 @@ class Checker {
         if (rounded) rounded_f64_->head(qs, zq);
       }
       file(k, t, z, zq, r, interval);
-      filed_.fetch_add(1, std::memory_order_relaxed);
-      if (also_count_) also_count_->fetch_add(1, std::memory_order_relaxed);
+      count_filed();
     }
     const int workers = team_->size();
     WindowStep job{this, nullptr, std::vector<double>(S * I), std::vector<double>(S * O),
@@ -836,11 +838,7 @@ class Checker {
       team_->run(&Checker::window_file_job, &job);
       r.timing.steps += (long long)batch.size() * window_;
     }
-    for (const CheckTotals& t : job.totals) {
-      r.all.merge(t.all);
-      if (t.intervals.size() > r.intervals.size()) r.intervals.resize(t.intervals.size());
-      for (size_t i = 0; i < t.intervals.size(); ++i) r.intervals[i].merge(t.intervals[i]);
-    }
+    for (const CheckTotals& t : job.totals) r.merge_results(t);
     r.timing.lockstep_where = lock.where();
     r.timing.busy_s = std::chrono::duration<double>(Clock::now() - began).count();
     outs_.consumed(0, records);
@@ -849,17 +847,16 @@ class Checker {
   // Every chunk stepped together on a LockstepF64 (truth, and the rounded model's or null) for `longest`
   // steps: per step the lockstep steps the chunks (asynchronously: the GPU), meanwhile the team makes the
   // next step's inputs (worker k chunks k, k + n, ..., each chunk's scaler on one worker in tick order), and
-  // where a chunk reaches a checked tick the heads come back and the team files them; the states at the
-  // chunks' first ticks and ends are kept.
+  // where a chunk reaches a checked tick the heads come back and are filed; the states at the chunks' first
+  // ticks and ends are kept.
   struct LockstepStep {
     Checker* self;
     std::vector<Chunk>* chunks;
     std::vector<double> xs;     // [chunks][I]: the inputs of step `make`
-    std::vector<double> z, zq;  // [chunks][O]: the heads of step `filed`, the rounded model's
+    std::vector<double> z, zq;  // [chunks][O]: the last step's heads, the rounded model's
     std::vector<std::vector<float>> raw;  // a raw input, one per worker
-    long long make = 0, filed = 0;
+    long long make = 0;
     int workers = 1;
-    bool rounded = false;
   };
   static void lockstep_inputs_job(void* ctx, int worker) {
     auto& job = *static_cast<LockstepStep*>(ctx);
@@ -877,20 +874,18 @@ class Checker {
       ++k.steps;
     }
   }
-  // The checked outputs of step `filed`: chunks worker, worker + workers, ...
-  static void lockstep_file_job(void* ctx, int worker, int workers) {
-    auto& job = *static_cast<LockstepStep*>(ctx);
-    Checker& self = *job.self;
-    const size_t O = size_t(self.model_.config.output_size), n = job.chunks->size();
-    for (size_t c = size_t(worker); c < n; c += size_t(workers)) {
-      Chunk& k = (*job.chunks)[c];
-      const long long t = k.from + job.filed;
-      if (t >= k.end || t < k.first || t % self.every_ != 0) continue;
-      const std::span<const double> zq =
-          job.rounded ? std::span<const double>(job.zq.data() + c * O, O) : std::span<const double>();
-      self.file(size_t(t / self.every_), t, std::span<const double>(job.z.data() + c * O, O), zq, k.totals, k.interval);
-      self.filed_.fetch_add(1, std::memory_order_relaxed);
-      if (self.also_count_) self.also_count_->fetch_add(1, std::memory_order_relaxed);
+  // The outputs of step i (heads z, zq: [chunks][O]) at the chunks' checked ticks, each into its chunk's
+  // totals: a few a step, filed on the driving thread without waking the team.
+  void file_lockstep_step(std::vector<Chunk>& chunks, long long i, const std::vector<double>& z,
+                          const std::vector<double>& zq) {
+    const size_t O = size_t(model_.config.output_size);
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      Chunk& k = chunks[c];
+      const long long t = k.from + i;
+      if (t >= k.end || t < k.first || t % every_ != 0) continue;
+      const std::span<const double> q = zq.empty() ? std::span<const double>() : std::span<const double>(zq.data() + c * O, O);
+      file(size_t(t / every_), t, std::span<const double>(z.data() + c * O, O), q, k.totals, k.interval);
+      count_filed();
     }
   }
   void step_chunks_lockstep(std::vector<Chunk>& chunks, long long longest, reference::LockstepF64& truth,
@@ -898,7 +893,7 @@ class Checker {
     const auto& cfg = model_.config;
     const size_t n = chunks.size(), I = size_t(cfg.input_size), O = size_t(cfg.output_size);
     LockstepStep job{this, &chunks, std::vector<double>(n * I), std::vector<double>(n * O),
-                     std::vector<double>(rounded ? n * O : 0), {}, 0, 0, team_->size(), rounded != nullptr};
+                     std::vector<double>(rounded ? n * O : 0), {}, 0, team_->size()};
     job.raw.assign(size_t(job.workers), std::vector<float>(I));
     if (longest > 0) team_->run(&Checker::lockstep_inputs_job, &job);  // step 0's
     for (long long i = 0; i < longest && !abort_.load(std::memory_order_acquire); ++i) {
@@ -919,11 +914,10 @@ class Checker {
         job.make = i + 1;
         team_->run(&Checker::lockstep_inputs_job, &job);
       }
-      if (checked) {  // a few chunks a step: filed here, without waking the team
+      if (checked) {
         truth.heads(job.z.data());
         if (rounded) rounded->heads(job.zq.data());
-        job.filed = i;
-        lockstep_file_job(&job, 0, 1);
+        file_lockstep_step(chunks, i, job.z, job.zq);
       }
       for (size_t c = 0; c < n; ++c) {
         Chunk& k = chunks[c];
@@ -1013,9 +1007,7 @@ class Checker {
       step_chunks({&k}, /*count=*/false);
     }
     for (Chunk& k : chunks) {
-      r.all.merge(k.totals.all);
-      if (k.totals.intervals.size() > r.intervals.size()) r.intervals.resize(k.totals.intervals.size());
-      for (size_t i = 0; i < k.totals.intervals.size(); ++i) r.intervals[i].merge(k.totals.intervals[i]);
+      r.merge_results(k.totals);
       r.timing.steps += k.steps;
     }
     r.timing.chunks = n;

@@ -50,7 +50,7 @@ inline constexpr int kFirstTicks = 10;
 // warming), beside every tick from the swap's call to its switch.
 inline constexpr long long kTicksAfterSwitch = 100;
 
-// Where a streaming run's float64 check steps its chunks (BenchOptions::check_on).
+// Where a float64 check after the loop steps its states (BenchOptions::check_on).
 enum class CheckOn { automatic, cpu, gpu };
 constexpr auto name_table(CheckOn) {
   return util::make_names<CheckOn>("checker device", {{CheckOn::automatic, "auto"}, {CheckOn::cpu, "cpu"}, {CheckOn::gpu, "gpu"}});
