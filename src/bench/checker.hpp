@@ -655,6 +655,17 @@ class Checker {
     }
   }
 
+  // Chunk k's scaled input of step i (its tick from + i) into xc (I values), through its own scaler; zeros
+  // once the chunk is done (stepped on, never read again).
+  void chunk_input(Chunk& k, long long i, std::vector<float>& raw, double* xc) {
+    const long long t = k.from + i;
+    if (t >= k.end) {
+      std::fill(xc, xc + model_.config.input_size, 0.0);
+      return;
+    }
+    scaled_input(*k.scaler, k.next, t, nullptr, raw, xc);
+    ++k.steps;
+  }
   static void chunk_step_job(void* ctx, int worker) {
     auto& job = *static_cast<ChunkStep*>(ctx);
     Checker& self = *job.self;
@@ -663,17 +674,11 @@ class Checker {
     for (size_t c = size_t(worker); c < n; c += size_t(job.workers)) {
       Chunk& k = (*job.chunks)[c];
       const long long t = k.from + job.i;
-      double* xc = job.xs.data() + c * I;
-      if (t >= k.end) {  // done: stepped on zeros, never read again
-        std::fill(xc, xc + I, 0.0);
-        continue;
-      }
-      if (t == k.first) {
+      if (t == k.first && t < k.end) {
         k.at_first = job.truth->state(int(c));
         if (job.rounded) k.q_at_first = job.rounded->state(int(c));
       }
-      self.scaled_input(*k.scaler, k.next, t, nullptr, mine.x, xc);
-      ++k.steps;
+      self.chunk_input(k, job.i, mine.x, job.xs.data() + c * I);
     }
     self.team_->sync();  // every chunk's input is there
     job.truth->step_worker(worker, job.xs.data());
@@ -862,17 +867,8 @@ class Checker {
     auto& job = *static_cast<LockstepStep*>(ctx);
     Checker& self = *job.self;
     const size_t I = size_t(self.model_.config.input_size), n = job.chunks->size();
-    for (size_t c = size_t(worker); c < n; c += size_t(job.workers)) {
-      Chunk& k = (*job.chunks)[c];
-      const long long t = k.from + job.make;
-      double* xc = job.xs.data() + c * I;
-      if (t >= k.end) {  // done: stepped on zeros, never read again
-        std::fill(xc, xc + I, 0.0);
-        continue;
-      }
-      self.scaled_input(*k.scaler, k.next, t, nullptr, job.raw[size_t(worker)], xc);
-      ++k.steps;
-    }
+    for (size_t c = size_t(worker); c < n; c += size_t(job.workers))
+      self.chunk_input((*job.chunks)[c], job.make, job.raw[size_t(worker)], job.xs.data() + c * I);
   }
   // The outputs of step i (heads z, zq: [chunks][O]) at the chunks' checked ticks, each into its chunk's
   // totals: a few a step, filed on the driving thread without waking the team.
