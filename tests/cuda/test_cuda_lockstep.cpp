@@ -81,3 +81,20 @@ TEST(CudaLockstepF64, StatesAndHeadsAreTheHostReferencesWithinTheActivationsUlps
     }
   }
 }
+
+// A state count outside 1 .. kMaxLockstepStates is refused by name before any device is touched (so this
+// runs without a GPU too).
+TEST(CudaLockstepF64, AStateCountOutsideItsRangeIsRefused) {
+  const Model m = test_support::random_model(3, 8, 1, 1, true, true, 1);
+  for (const int states : {0, -1, cuda::kMaxLockstepStates + 1}) {
+    try {
+      (void)cuda::make_lockstep_f64(m, states);
+      ADD_FAILURE() << states << " states accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("takes 1 to " + std::to_string(cuda::kMaxLockstepStates) + " states, not " +
+                                           std::to_string(states)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
