@@ -8,8 +8,8 @@
 // [--warm-l2 (... beside the same with CudaOptions::grid_warm_l2_tiles)] [--no-pollers-publish (... with
 // CudaOptions::grid_pollers_publish off)] [--send-gap US (... beside the same
 // with the host waiting US microseconds between "ready" and the next tick's input)]
-// | --tile (the throughput path's backtests of the small zoo models on the per-step GEMMs and on the fused
-// chunk kernel, CudaOptions::batch_tile, side by side)]
+// | --tile (the throughput path's backtests of the small zoo models on the per-step GEMMs, on the fused
+// chunk kernel, CudaOptions::batch_tile, and on its cluster form, CudaOptions::batch_cluster, side by side)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -305,9 +305,10 @@ void run_widths(const std::vector<int>& widths, long long pp, int cpu, const cud
   }
 }
 
-// The throughput path's backtests, the per-step GEMMs beside the fused chunk kernel: windows a second
-// (median of 3 runs after an unmeasured one) and each kernel's error against float64 on the first ticks
-// of the first series.
+// The throughput path's backtests, the per-step GEMMs beside the fused chunk kernel and its cluster form:
+// windows a second (median of 3 runs after an unmeasured one; also by the kernels' own time alone, the
+// copies through host memory aside) and each kernel's error against float64 on the first ticks of the first
+// series.
 void tile_rows() {
   struct Case {
     const char* zoo;
@@ -326,13 +327,15 @@ void tile_rows() {
     const size_t checked = 64;
     const auto want = streaming ? reference::streaming(m, std::span<const float>(x.data(), checked * I), checked)
                                 : reference::sliding_window(m, std::span<const float>(x.data(), checked * I), checked, W);
-    for (const bool tile : {false, true}) {
+    for (const int kind : {0, 1, 2}) {  // per-step GEMMs, the fused kernel, its cluster form
+      const bool tile = kind == 1, cluster = kind == 2;
       BackendOptions o;
       o.mode = streaming ? Mode::streaming : Mode::window;
       o.window = streaming ? 0 : W;
       CudaOptions c;
       c.throughput_only = true;
       c.batch_tile = tile;
+      c.batch_cluster = cluster;
       auto b = make_cuda_backend(m, o, c);
       std::vector<float> z(n * O);
       b->backtest(x, k.S, k.T, Backend::BacktestOutput{z.data(), nullptr}, nullptr);  // unmeasured
@@ -346,11 +349,12 @@ void tile_rows() {
       const auto c2 = b->counters();
       const double err = reference::normalized_error(std::vector<double>(z.begin(), z.begin() + long(checked * O)), want);
       const std::string name = std::string(k.zoo) + (streaming ? " backtest-streaming" : " backtest") +
-                               (tile ? " tile" : " gemm");
-      std::printf("%-44s %.3g windows/s (%zu series x %zu ticks), compute %.3g ms, wall %.3g ms, tile kernel %g, "
-                  "err %.2e\n",
-                  name.c_str(), double(n) / secs[1], k.S, k.T, c2.at("batch_compute_s") * 1e3, c2.at("batch_wall_s") * 1e3,
-                  c2.at("batch_tile_kernel"), err);
+                               (tile ? " tile" : cluster ? " cluster" : " gemm");
+      std::printf("%-44s %.3g windows/s (%zu series x %zu ticks), compute %.3g ms (%.3g windows/s), wall %.3g ms, "
+                  "tile kernel %g, cluster %g, err %.2e\n",
+                  name.c_str(), double(n) / secs[1], k.S, k.T, c2.at("batch_compute_s") * 1e3,
+                  double(n) / c2.at("batch_compute_s"), c2.at("batch_wall_s") * 1e3, c2.at("batch_tile_kernel"),
+                  c2.at("batch_cluster_blocks"), err);
       std::ostringstream js;
       js << "{\"kind\":\"throughput\",\"name\":\"" << name << "\",\"windows_per_s\":" << double(n) / secs[1]
          << ",\"series\":" << k.S << ",\"ticks\":" << k.T << ",\"error\":" << err;

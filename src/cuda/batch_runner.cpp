@@ -150,6 +150,7 @@ struct BatchRunner::Impl {
   BatchWeights wts;
   int device = 0;
   bool tile = false;  // the fused chunk kernel (BatchTuning::tile, where the shape fits)
+  BatchCluster cluster;  // its cluster form (BatchTuning::cluster, where a plan fits; before tile)
   long long R = 0;  // rows per chunk
   long long P = 0;  // staged input ticks per chunk
   Stream compute, h2d, d2h;
@@ -214,7 +215,7 @@ struct BatchRunner::Impl {
       h32 = DeviceBuffer<float>(size_t(rows) * Hp);
       for (auto& hb : h) hb = DeviceBuffer<uint16_t>(L * size_t(rows) * Hp);
     }
-    if (in_rows > cap_in && !tile) {  // the fused kernel splits x itself and makes no P0
+    if (in_rows > cap_in && !tile && !cluster.cluster) {  // the fused kernel splits x itself and makes no P0
       xhi = DeviceBuffer<uint16_t>(size_t(in_rows) * size_t(wts.Ip));
       xlo = DeviceBuffer<uint16_t>(size_t(in_rows) * size_t(wts.Ip));
       p0 = DeviceBuffer<float>(size_t(in_rows) * Np);
@@ -267,7 +268,10 @@ struct BatchRunner::Impl {
     t.head_w = head_w.get();
     t.head_b = wts.head_b.empty() ? nullptr : head_b.get();
     t.out = s.out.get();
-    HOTPATH_CUDA_CHECK(launch_batch_tile(t, st));
+    if (cluster.cluster)
+      HOTPATH_CUDA_CHECK(launch_batch_cluster(t, cluster, st));
+    else
+      HOTPATH_CUDA_CHECK(launch_batch_tile(t, st));
   }
 
   // The kernels of one chunk on the compute stream; `parity` carries the h double buffer across a
@@ -278,7 +282,7 @@ struct BatchRunner::Impl {
     const int Hp = wts.Hp, Np = wts.Np, L = wts.L;
     HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(st, s.h2d_end.get()));
     HOTPATH_CUDA_CHECK(cudaEventRecord(s.comp_begin.get(), st));
-    if (tile) {
+    if (tile || cluster.cluster) {
       enqueue_tile(s, st);
       HOTPATH_CUDA_CHECK(cudaEventRecord(s.comp_end.get(), st));
       return;
@@ -340,7 +344,8 @@ struct BatchRunner::Impl {
   void run(const ChunkSource& next, const float* x, size_t I, Backend::BacktestOutput out, size_t O,
            std::atomic<size_t>* done, BatchStats& stats, ArraysIn where) {
     stats = BatchStats{};
-    stats.tile = tile;
+    stats.tile = tile || cluster.cluster;
+    stats.cluster = cluster.cluster;
     const bool on_device = where == ArraysIn::device;
     if (on_device && !out.f32) throw Error("cuda throughput path: outputs in GPU memory are float32");
     stats.device_arrays = on_device;
@@ -436,7 +441,8 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
   long long R = rows > 0 ? rows : (16LL * sms + col_blocks - 1) / col_blocks * kBatchRowTile;
   m.R = std::clamp<long long>((R + kBatchRowTile - 1) / kBatchRowTile * kBatchRowTile, kBatchRowTile, kMaxBatchRows);
   m.P = 4 * m.R;
-  m.tile = tuning.tile && batch_tile_fits(m.wts.Ip, m.wts.Hp, m.wts.L, m.wts.O, device);
+  if (tuning.cluster) m.cluster = batch_cluster_plan(m.wts.Ip, m.wts.Hp, m.wts.L, m.wts.O, m.wts.bf16, device);
+  m.tile = !m.cluster.cluster && tuning.tile && batch_tile_fits(m.wts.Ip, m.wts.Hp, m.wts.L, m.wts.O, device);
   m.copier = std::make_unique<util::ParallelRanges>(
       tuning.copy_threads > 0 ? tuning.copy_threads : util::ParallelRanges::default_threads(), "cuda backtest copy");
   const cudaStream_t st = m.compute.get();
@@ -473,6 +479,7 @@ BatchRunner::~BatchRunner() {
 long long BatchRunner::rows_per_chunk() const { return impl_->R; }
 int BatchRunner::copy_threads() const { return impl_->copier->threads(); }
 bool BatchRunner::tile() const { return impl_->tile; }
+int BatchRunner::cluster() const { return impl_->cluster.cluster; }
 
 void BatchRunner::backtest(const float* x, size_t series, size_t ticks, int window, Backend::BacktestOutput out,
                            std::atomic<size_t>* done, ArraysIn where) {

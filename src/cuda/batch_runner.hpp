@@ -35,6 +35,7 @@ struct BatchStats {
   double copy_bytes = 0;  // host <-> device, or device -> device with device arrays
   bool device_arrays = false;  // the call's arrays were in GPU memory (ArraysIn::device)
   bool tile = false;           // the chunks ran on the fused kernel (BatchTuning::tile)
+  int cluster = 0;             // .. on its cluster form, this many blocks a cluster (BatchTuning::cluster)
   long long chunks = 0;
   // Share of the copy time hidden under compute: 1 - (wall - compute) / (h2d + d2h), clamped to [0, 1].
   double overlap() const;
@@ -52,6 +53,10 @@ struct BatchTuning {
   // The fused chunk kernel (lstm_batch.hpp, BatchTile) where the shape fits it, instead of a GEMM per
   // (step, layer): a tuning knob while it is measured (CudaOptions::batch_tile).
   bool tile = false;
+  // The fused chunk kernel on a thread-block cluster (lstm_batch.hpp, BatchCluster), the weights resident in
+  // the cluster's shared memory, where a plan fits; before `tile`. A tuning knob while it is measured
+  // (CudaOptions::batch_cluster).
+  bool cluster = false;
 };
 
 // Loads every throughput-path kernel on `device` now (BatchRunner does too): call before persistent tick
@@ -85,6 +90,7 @@ class BatchRunner {
   long long rows_per_chunk() const;
   int copy_threads() const;
   bool tile() const;  // the fused chunk kernel serves this model (asked for, and its shape fits)
+  int cluster() const;  // its cluster form does, with this many blocks a cluster (0: it does not)
 
  private:
   struct Impl;

@@ -59,6 +59,7 @@ void add_batch_counters(const cuda::BatchRunner& runner, std::map<std::string, d
   c["batch_copy_threads"] = double(runner.copy_threads());
   c["batch_device_arrays"] = st.device_arrays ? 1.0 : 0.0;  // copied on the device (ArraysIn::device)
   c["batch_tile_kernel"] = st.tile ? 1.0 : 0.0;  // the chunks on the fused kernel (CudaOptions::batch_tile)
+  c["batch_cluster_blocks"] = double(st.cluster);  // .. on its cluster form (CudaOptions::batch_cluster), 0: not
 }
 
 // A backtest on the throughput kernels, each series scaled as the tick path scales it (the scaler's
@@ -691,7 +692,7 @@ class CudaBackend final : public Backend {
     if (!batch_)
       batch_ = std::make_unique<cuda::BatchRunner>(model_, precision_, options().gpu.device,
                                                    cuda::BatchTuning{options().gpu.batch_rows, copt_.partition, copt_.batch_priority, options().gpu.batch_copy_threads,
-                                                                     copt_.batch_tile});
+                                                                     copt_.batch_tile, copt_.batch_cluster});
     return *batch_;
   }
 
@@ -939,7 +940,7 @@ class CudaBatchBackend final : public Backend {
     if (!cuda::device_available(&why, options.gpu.device)) throw UnsupportedError("no usable CUDA device: " + why);
     runner_ = std::make_unique<cuda::BatchRunner>(model, precision_, options.gpu.device,
                                                   cuda::BatchTuning{options.gpu.batch_rows, copt.partition, copt.batch_priority, options.gpu.batch_copy_threads,
-                                                                    copt.batch_tile});
+                                                                    copt.batch_tile, copt.batch_cluster});
   }
   std::string name() const override { return "cuda"; }
   std::string variant() const override { return std::string("batch-gemm-") + precision_name(precision_); }

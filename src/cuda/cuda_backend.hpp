@@ -68,6 +68,10 @@ struct CudaOptions {
   // Throughput path: the fused chunk kernel (lstm_batch.hpp, BatchTile) where the model fits it, one launch
   // a chunk instead of a GEMM per (step, layer). A tuning knob for side-by-side runs (cuda_sweep --tile).
   bool batch_tile = false;
+  // Throughput path: the fused chunk kernel on a thread-block cluster (lstm_batch.hpp, BatchCluster), the
+  // weights resident in the cluster's shared memory, where a plan fits (before batch_tile). A tuning knob for
+  // side-by-side runs (cuda_sweep --cluster-tile).
+  bool batch_cluster = false;
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.

@@ -298,19 +298,24 @@ const Case kCases[] = {
     {3, 5, 2, 2, 0, 3, 300, 128},     {16, 40, 1, 33, 0, 200, 50, 128}, {32, 128, 2, 1, 0, 1, 2000, 0},
 };
 
-// Each case on the per-step GEMMs and on the fused chunk kernel (BatchTuning::tile; every case's shape fits it).
-class CudaBacktest : public ::testing::TestWithParam<std::tuple<Case, Precision, bool>> {};
+// Each case on the per-step GEMMs, on the fused chunk kernel (BatchTuning::tile) and on its cluster form
+// (BatchTuning::cluster): every case's shape fits both.
+enum class Kernels { gemm, tile, cluster };
+const char* kernels_suffix(Kernels k) { return k == Kernels::tile ? "_tile" : k == Kernels::cluster ? "_cluster" : ""; }
+class CudaBacktest : public ::testing::TestWithParam<std::tuple<Case, Precision, Kernels>> {};
 
 TEST_P(CudaBacktest, EverySeriesMatchesTheReference) {
   std::string why;
   if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
-  const auto& [c, prec, tile] = GetParam();
+  const auto& [c, prec, kernels] = GetParam();
   const Model m = random_model(c.I, c.H, c.L, c.O, true, 11 + uint64_t(c.H));
   const auto x = reference::normal_inputs(c.S * c.T * size_t(c.I), 5);
   cuda::BatchTuning tuning{c.rows};
-  tuning.tile = tile;
+  tuning.tile = kernels == Kernels::tile;
+  tuning.cluster = kernels == Kernels::cluster;
   cuda::BatchRunner runner(m, prec, 0, tuning);
-  EXPECT_EQ(runner.tile(), tile);
+  EXPECT_EQ(runner.tile(), kernels == Kernels::tile);
+  if (kernels == Kernels::cluster) EXPECT_GE(runner.cluster(), 2) << "no cluster plan for " << case_name(c);
   std::vector<double> z(c.S * c.T * size_t(c.O), std::nan(""));
   std::atomic<size_t> done{0};
   runner.backtest(x.data(), c.S, c.T, c.W, Backend::BacktestOutput{nullptr, z.data()}, &done);
@@ -318,41 +323,47 @@ TEST_P(CudaBacktest, EverySeriesMatchesTheReference) {
   const auto want = reference_series(m, c.W, x, c.S, c.T);
   const double err = reference::normalized_error(z, want);
   EXPECT_LE(err, error_bound(prec)) << case_name(c);
-  std::printf("[backtest] %s %s%s error %.2e over %zu outputs, %lld chunks\n", case_name(c).c_str(),
-              precision_name(prec), tile ? " tile" : "", err, z.size(), runner.stats().chunks);
+  std::printf("[backtest] %s %s%s error %.2e over %zu outputs, %lld chunks, cluster %d\n", case_name(c).c_str(),
+              precision_name(prec), kernels_suffix(kernels), err, z.size(), runner.stats().chunks, runner.cluster());
   if (c.rows == 128 && c.S * c.T > 256) EXPECT_GT(runner.stats().chunks, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaBacktest,
                          ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values(Precision::fp16, Precision::bf16),
-                                            ::testing::Values(false, true)),
+                                            ::testing::Values(Kernels::gemm, Kernels::tile, Kernels::cluster)),
                          [](const auto& info) {
                            return case_name(std::get<0>(info.param)) + "_" + precision_name(std::get<1>(info.param)) +
-                                  (std::get<2>(info.param) ? "_tile" : "");
+                                  kernels_suffix(std::get<2>(info.param));
                          });
 
-// Fresh windows on the fused kernel: the zoo's small shapes against the float64 reference, and a shape
-// beyond its limits (H 256: 1,024 gate columns) falling back to the per-step GEMMs.
+// Fresh windows on the fused kernel and on its cluster form: the zoo's small shapes against the float64
+// reference, and a shape beyond their limits (lstm_m: 1,024 gate columns for the one block; its h of three
+// layers and their weights beyond a cluster's shared memory) falling back to the per-step GEMMs.
 TEST(CudaBatchTile, FreshWindowsOfTheSmallZooShapes) {
   std::string why;
   if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
-  for (const std::string name : {"lstm_s", "nv_small", "vollo_tiny", "stac_a", "lstm_m"}) {
-    const Model m = *zoo_model(name);
-    const size_t W = size_t(find_zoo(name)->config.window.value_or(1)), I = size_t(m.config.input_size),
-                 O = size_t(m.config.output_size), B = name == "lstm_m" ? 40 : 200;
-    const auto x = reference::normal_inputs(B * W * I, 4);
-    cuda::BatchTuning tuning;
-    tuning.tile = true;
-    cuda::BatchRunner runner(m, Precision::fp16, 0, tuning);
-    EXPECT_EQ(runner.tile(), name != "lstm_m") << name;
-    std::vector<float> z(B * O, std::nanf(""));
-    runner.fresh(x.data(), B, W, z.data());
-    const auto want = reference::batch(m, std::span<const float>(x), B, W);
-    const double err = reference::normalized_error(std::vector<double>(z.begin(), z.end()), want);
-    EXPECT_LE(err, error_bound(Precision::fp16)) << name;
-    std::printf("[tile] %s fresh%s: error %.2e over %zu windows\n", name.c_str(), runner.tile() ? "" : " (per-step GEMMs)",
-                err, B);
-  }
+  for (const bool cluster : {false, true})
+    for (const std::string name : {"lstm_s", "nv_small", "vollo_tiny", "stac_a", "lstm_m"}) {
+      const Model m = *zoo_model(name);
+      const size_t W = size_t(find_zoo(name)->config.window.value_or(1)), I = size_t(m.config.input_size),
+                   O = size_t(m.config.output_size), B = name == "lstm_m" ? 40 : 200;
+      const auto x = reference::normal_inputs(B * W * I, 4);
+      cuda::BatchTuning tuning;
+      tuning.tile = !cluster;
+      tuning.cluster = cluster;
+      cuda::BatchRunner runner(m, Precision::fp16, 0, tuning);
+      if (cluster)
+        EXPECT_EQ(runner.cluster() >= 2, name != "lstm_m") << name;
+      else
+        EXPECT_EQ(runner.tile(), name != "lstm_m") << name;
+      std::vector<float> z(B * O, std::nanf(""));
+      runner.fresh(x.data(), B, W, z.data());
+      const auto want = reference::batch(m, std::span<const float>(x), B, W);
+      const double err = reference::normalized_error(std::vector<double>(z.begin(), z.end()), want);
+      EXPECT_LE(err, error_bound(Precision::fp16)) << name;
+      std::printf("[%s] %s fresh%s: error %.2e over %zu windows\n", cluster ? "cluster" : "tile", name.c_str(),
+                  runner.tile() || runner.cluster() ? "" : " (per-step GEMMs)", err, B);
+    }
 }
 
 // The golden PyTorch cases through the engine: window and streaming backtests, then ticks again (the tick

@@ -84,6 +84,25 @@ cudaError_t launch_batch_tile(const BatchTile& t, cudaStream_t stream);
 // Called by prepare_batch_kernels (the fused kernel loaded with the rest).
 cudaError_t prepare_batch_tile_kernels(int device);
 
+// The fused chunk on a thread-block cluster (lstm_batch_cluster.cu; docs/cuda.md, "The fused chunk kernel on a
+// cluster"): the same work as BatchTile, but the cluster's blocks hold the weights in shared memory for the
+// whole launch, block r a slice of Np / cluster gate columns, and a tile of 32 x row_groups rows runs through
+// every step on the cluster (h exchanged through distributed shared memory, one cluster barrier a layer).
+inline constexpr int kBatchClusterMaxThreads = 256;  // 8 warps: up to 255 registers a thread
+inline constexpr int kBatchClusterMaxBlocks = 16;  // beyond 8 where the device allows it
+struct BatchCluster {
+  int cluster = 0;     // blocks a cluster; 0: the shape fits no cluster on this device
+  int row_groups = 0;  // 32-row groups a tile
+  size_t smem = 0;     // dynamic shared memory a block
+  int threads(int Np) const { return Np / cluster / 32 * row_groups * 32; }
+  int rows() const { return 32 * row_groups; }
+};
+// The plan with the most rows x gate columns a block whose shared memory fits and whose cluster is co-resident
+// on `device` (the smaller cluster where two tie), or cluster 0.
+BatchCluster batch_cluster_plan(int Ip, int Hp, int L, int O, bool bf16, int device);
+cudaError_t launch_batch_cluster(const BatchTile& t, const BatchCluster& plan, cudaStream_t stream);
+cudaError_t prepare_batch_cluster_kernels(int device);
+
 // Once per device before the first launch there: the GEMM's shared memory beyond 48 KiB, and every
 // kernel of the throughput path loaded (lazy loading would load it at its first launch, which waits for
 // every running kernel: forever beside persistent tick kernels).
