@@ -129,6 +129,20 @@ __device__ __forceinline__ void warp_product_x(float (&acc)[2][4][4], const floa
   }
 }
 
+// The cluster barrier in its two halves: the arrival releases this thread's stores (distributed shared memory
+// included), the wait acquires every peer's.
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+
+// A 32-bit store into block `rank`'s copy of this block's shared-memory address `local` (the cluster window's
+// own form: no generic address to resolve).
+__device__ __forceinline__ void st_cluster_u32(unsigned local, unsigned rank, unsigned v) {
+  asm volatile(
+      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n st.shared::cluster.u32 [remote], %2;\n}\n" ::"r"(local),
+      "r"(rank), "r"(v)
+      : "memory");
+}
+
 __device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
   // src-size 0 fills the 4 bytes with zero (a row past the end, a step before its window's first)
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0));
@@ -244,29 +258,52 @@ __global__ void __launch_bounds__(kBatchClusterMaxThreads, 1) batch_cluster(cons
       for (int q = 0; q < 4; ++q)
 #pragma unroll
         for (int e = 0; e < 2; ++e) bq[q][e] = bias ? __ldg(bias + col0 + q * 8 + tq * 2 + e) : 0.f;
+      // every cell of this thread first (eight independent chains: its c loaded before any store, which the
+      // compiler could not move across the stores to distributed shared memory), then the stores
+      float hn[2][2][2], cn[2][2][2];
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int r = ar0 + mi * 16 + gq + half * 8;
           const bool valid = k >= meta[BM + r];  // a row past the end: never
-          float* c = cs + (size_t(l) * BM + r) * up + ul;
-          float hn[2] = {0.f, 0.f}, cn[2] = {0.f, 0.f};
+          const float* c = cs + (size_t(l) * BM + r) * up + ul;
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            cn[mi][half][e] = valid ? c[e] : 0.f;
+            hn[mi][half][e] = 0.f;
+          }
           if (valid) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               float pre[4];
 #pragma unroll
               for (int q = 0; q < 4; ++q) pre[q] = acc[mi][q][half * 2 + e] + bq[q][e];
-              cn[e] = c[e];  // the flush-to-zero activations: a shorter chain than expf and a division
-              hn[e] = dev::lstm_cell_ftz(pre[0], pre[1], pre[2], pre[3], cn[e]);
+              // the flush-to-zero activations: a shorter chain than expf and a division
+              hn[mi][half][e] = dev::lstm_cell_ftz(pre[0], pre[1], pre[2], pre[3], cn[mi][half][e]);
             }
           }
-          c[0] = cn[0], c[1] = cn[1];
-          const unsigned packed = pack2<BF16>(hn[0], hn[1]);
-          unsigned* at = reinterpret_cast<unsigned*>(hn16 + r * hp + u);
-          for (int peer = 0; peer < C; ++peer) *cluster.map_shared_rank(at, unsigned(peer)) = packed;
-          if (last && emit) h32[r * up + ul] = hn[0], h32[r * up + ul + 1] = hn[1];
+        }
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = ar0 + mi * 16 + gq + half * 8;
+          const unsigned packed = pack2<BF16>(hn[mi][half][0], hn[mi][half][1]);
+          const unsigned at = smem_addr(hn16 + r * hp + u);
+          for (int peer = 0; peer < C; ++peer) st_cluster_u32(at, unsigned(peer), packed);
+        }
+      // this block's own: the arrival first, so the barrier's wait overlaps them (a non-emitting layer)
+      const bool head_now = last && emit;
+      if (!head_now) cluster_arrive();
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = ar0 + mi * 16 + gq + half * 8;
+          float* c = cs + (size_t(l) * BM + r) * up + ul;
+          c[0] = cn[mi][half][0], c[1] = cn[mi][half][1];
+          if (head_now) h32[r * up + ul] = hn[mi][half][0], h32[r * up + ul + 1] = hn[mi][half][1];
         }
       if (last && emit) {
         // this block's units' share of every output, for each row (the other blocks add theirs below)
@@ -282,7 +319,8 @@ __global__ void __launch_bounds__(kBatchClusterMaxThreads, 1) batch_cluster(cons
           pk[r * O + o] = z;
         }
       }
-      cluster.sync();  // this layer's h (and the head's shares) whole in every block
+      if (head_now) cluster_arrive();  // after the head's shares
+      cluster_wait();  // this layer's h (and the head's shares) whole in every block
       if (l == 0 && k + 1 < t.steps) stage(k + 1);  // layer 0 has read raw in every warp
     }
     parity = 1 - parity;
