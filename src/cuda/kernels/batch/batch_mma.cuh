@@ -1,5 +1,5 @@
-// Tensor-core building blocks of the throughput kernels (lstm_batch.cu, lstm_batch_tile.cu): cp.async, ldmatrix,
-// mma.sync m16n8k16 with fp32 accumulation, 16-bit packing, the cell's sigmoid. Device code only.
+// Tensor-core building blocks of the throughput kernels (lstm_batch.cu, lstm_batch_tile.cu, lstm_batch_cluster.cu):
+// cp.async, ldmatrix, mma.sync m16n8k16 with fp32 accumulation, 16-bit packing and rounding, the cell's sigmoid. Device code only.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -50,6 +50,18 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
     __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<unsigned*>(&v);
   }
+}
+
+// One value in the 16-bit type and back (the inputs' hi and lo halves: lo = x - hi, rounded).
+template <bool BF16>
+__device__ __forceinline__ unsigned short to16(float v) {
+  if constexpr (BF16) return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  else return __half_as_ushort(__float2half_rn(v));
+}
+template <bool BF16>
+__device__ __forceinline__ float from16(unsigned short v) {
+  if constexpr (BF16) return __bfloat162float(__ushort_as_bfloat16(v));
+  else return __half2float(__ushort_as_half(v));
 }
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }

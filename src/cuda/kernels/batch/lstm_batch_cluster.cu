@@ -84,17 +84,6 @@ __device__ __forceinline__ void warp_product(float (&acc)[2][4][4], const unsign
   }
 }
 
-template <bool BF16>
-__device__ __forceinline__ unsigned short to16(float v) {
-  if constexpr (BF16) return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  else return __half_as_ushort(__float2half_rn(v));
-}
-template <bool BF16>
-__device__ __forceinline__ float from16(unsigned short v) {
-  if constexpr (BF16) return __bfloat162float(__ushort_as_bfloat16(v));
-  else return __half2float(__ushort_as_half(v));
-}
-
 // acc[mi][q] += [hi(x) | lo(x)] (32 rows of fp32 inputs, pitch rp, Ip columns) x B[32 columns from b, 2 Ip]^T:
 // the A fragments made in registers from the fp32 inputs, hi = x rounded to 16 bits and lo = x - hi rounded
 // (the one-block kernel's staged halves, bit for bit), so no 16-bit copy of the input sits in shared memory.

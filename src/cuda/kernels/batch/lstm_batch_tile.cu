@@ -93,17 +93,6 @@ __device__ __forceinline__ void block_product(float (&acc)[2][4][4], const unsig
 }
 
 template <bool BF16>
-__device__ __forceinline__ unsigned short to16(float v) {
-  if constexpr (BF16) return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  else return __half_as_ushort(__float2half_rn(v));
-}
-template <bool BF16>
-__device__ __forceinline__ float from16(unsigned short v) {
-  if constexpr (BF16) return __bfloat162float(__ushort_as_bfloat16(v));
-  else return __half2float(__ushort_as_half(v));
-}
-
-template <bool BF16>
 __global__ void __launch_bounds__(kBatchTileMaxNp) batch_tile(const BatchTile t) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int Ip = t.Ip, Hp = t.Hp, L = t.L, O = t.O;
