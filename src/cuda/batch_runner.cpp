@@ -441,7 +441,10 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
   long long R = rows > 0 ? rows : (16LL * sms + col_blocks - 1) / col_blocks * kBatchRowTile;
   m.R = std::clamp<long long>((R + kBatchRowTile - 1) / kBatchRowTile * kBatchRowTile, kBatchRowTile, kMaxBatchRows);
   m.P = 4 * m.R;
-  if (tuning.cluster) m.cluster = batch_cluster_plan(m.wts.Ip, m.wts.Hp, m.wts.L, m.wts.O, m.wts.bf16, device);
+  // Not on an SM partition: its green context may split the GPCs finer than a cluster needs, and the plan's
+  // co-residency check is the whole device's.
+  if (tuning.cluster && !tuning.partition)
+    m.cluster = batch_cluster_plan(m.wts.Ip, m.wts.Hp, m.wts.L, m.wts.O, m.wts.bf16, device);
   m.tile = !m.cluster.cluster && tuning.tile && batch_tile_fits(m.wts.Ip, m.wts.Hp, m.wts.L, m.wts.O, device);
   m.copier = std::make_unique<util::ParallelRanges>(
       tuning.copy_threads > 0 ? tuning.copy_threads : util::ParallelRanges::default_threads(), "cuda backtest copy");

@@ -54,8 +54,8 @@ struct BatchTuning {
   // (step, layer): a tuning knob while it is measured (CudaOptions::batch_tile).
   bool tile = false;
   // The fused chunk kernel on a thread-block cluster (lstm_batch.hpp, BatchCluster), the weights resident in
-  // the cluster's shared memory, where a plan fits; before `tile`. A tuning knob while it is measured
-  // (CudaOptions::batch_cluster).
+  // the cluster's shared memory, where a plan fits (and not on an SM partition); before `tile`. A tuning knob
+  // while it is measured (CudaOptions::batch_cluster).
   bool cluster = false;
 };
 

@@ -69,7 +69,8 @@ struct CudaOptions {
   // a chunk instead of a GEMM per (step, layer). A tuning knob for side-by-side runs (cuda_sweep --tile).
   bool batch_tile = false;
   // Throughput path: the fused chunk kernel on a thread-block cluster (lstm_batch.hpp, BatchCluster), the
-  // weights resident in the cluster's shared memory, where a plan fits (before batch_tile). A tuning knob for
+  // weights resident in the cluster's shared memory, where a plan fits and the engine has no SM partition
+  // (before batch_tile). A tuning knob for
   // side-by-side runs (cuda_sweep --cluster-tile).
   bool batch_cluster = false;
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green

@@ -95,6 +95,26 @@ TEST(BatchWeights, PermutedGateColumnsPaddedAndTheInputTwice) {
   for (int v : seen) EXPECT_EQ(v, 1);
 }
 
+// The cluster kernel's launch refuses a plan that does not fit the shape before it touches the device (runs
+// without a GPU): a cluster size that does not divide the 32-column groups, too many threads, and a plan whose
+// shared memory is not this shape's layout (a plan made for another shape would read past its regions).
+TEST(BatchCluster, TheLaunchRefusesAPlanMadeForAnotherShape) {
+  cuda::BatchTile t;
+  t.I = 32, t.Ip = 32, t.Hp = 128, t.Np = 512, t.L = 2, t.O = 1, t.H = 128;
+  t.rows = 64, t.steps = 50;
+  cuda::BatchCluster plan;
+  plan.cluster = 3, plan.row_groups = 2, plan.smem = 200'000;  // 16 column groups: 3 does not divide them
+  EXPECT_EQ(cuda::launch_batch_cluster(t, plan, nullptr), cudaErrorInvalidValue);
+  plan.cluster = 2, plan.row_groups = 4;  // 8 column groups x 4 row groups: 1,024 threads
+  EXPECT_EQ(cuda::launch_batch_cluster(t, plan, nullptr), cudaErrorInvalidValue);
+  plan.cluster = 4, plan.row_groups = 2, plan.smem = 1;  // the right form, another shape's shared memory
+  EXPECT_EQ(cuda::launch_batch_cluster(t, plan, nullptr), cudaErrorInvalidValue);
+  t.Ip = 40;  // inputs not padded to whole k16 tiles
+  EXPECT_EQ(cuda::launch_batch_cluster(t, plan, nullptr), cudaErrorInvalidValue);
+  t.rows = 0;  // nothing to run: nothing launched, whatever the plan
+  EXPECT_EQ(cuda::launch_batch_cluster(t, plan, nullptr), cudaSuccess);
+}
+
 TEST(BatchWeights, RefusesPrecisionsTheKernelsDoNotHave) {
   const Model m = random_model(3, 5, 1, 1, true, 7);
   EXPECT_THROW(cuda::pack_batch_weights(m, Precision::fp32), UnsupportedError);

@@ -416,9 +416,12 @@ BatchCluster batch_cluster_plan(int Ip, int Hp, int L, int O, bool bf16, int dev
 
 cudaError_t launch_batch_cluster(const BatchTile& t, const BatchCluster& plan, cudaStream_t stream) {
   if (t.rows <= 0 || t.steps <= 0) return cudaSuccess;
-  if (plan.cluster < 2 || plan.row_groups < 1 || t.Np != 4 * t.Hp || (t.Np / 32) % plan.cluster || t.L < 1 ||
-      t.L > kBatchTileMaxLayers || t.O < 1 || plan.threads(t.Np) > kBatchClusterMaxThreads)
+  if (plan.cluster < 2 || plan.row_groups < 1 || t.Np != 4 * t.Hp || t.Hp % kBatchUnitGroup || t.Ip % 16 ||
+      (t.Np / 32) % plan.cluster || t.L < 1 || t.L > kBatchTileMaxLayers || t.O < 1 ||
+      plan.threads(t.Np) > kBatchClusterMaxThreads)
     return cudaErrorInvalidValue;
+  // a plan made for this shape: its shared memory is what the kernel's layout of this shape takes
+  if (plan.smem != cluster_smem(t.Ip, t.Hp, t.L, t.O, plan.cluster, plan.row_groups).total) return cudaErrorInvalidValue;
   cudaLaunchConfig_t cfg;
   cudaLaunchAttribute attr[1];
   launch_config(t, plan, stream, cfg, attr);
