@@ -151,6 +151,7 @@ struct BatchRunner::Impl {
   int device = 0;
   bool tile = false;  // the fused chunk kernel (BatchTuning::tile, where the shape fits)
   BatchCluster cluster;  // its cluster form (BatchTuning::cluster, where a plan fits; before tile)
+  bool fused() const { return tile || cluster.cluster; }  // a chunk is one launch of either
   long long R = 0;  // rows per chunk
   long long P = 0;  // staged input ticks per chunk
   Stream compute, h2d, d2h;
@@ -215,7 +216,7 @@ struct BatchRunner::Impl {
       h32 = DeviceBuffer<float>(size_t(rows) * Hp);
       for (auto& hb : h) hb = DeviceBuffer<uint16_t>(L * size_t(rows) * Hp);
     }
-    if (in_rows > cap_in && !tile && !cluster.cluster) {  // the fused kernel splits x itself and makes no P0
+    if (in_rows > cap_in && !fused()) {  // the fused kernel splits x itself and makes no P0
       xhi = DeviceBuffer<uint16_t>(size_t(in_rows) * size_t(wts.Ip));
       xlo = DeviceBuffer<uint16_t>(size_t(in_rows) * size_t(wts.Ip));
       p0 = DeviceBuffer<float>(size_t(in_rows) * Np);
@@ -282,7 +283,7 @@ struct BatchRunner::Impl {
     const int Hp = wts.Hp, Np = wts.Np, L = wts.L;
     HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(st, s.h2d_end.get()));
     HOTPATH_CUDA_CHECK(cudaEventRecord(s.comp_begin.get(), st));
-    if (tile || cluster.cluster) {
+    if (fused()) {
       enqueue_tile(s, st);
       HOTPATH_CUDA_CHECK(cudaEventRecord(s.comp_end.get(), st));
       return;
@@ -344,7 +345,7 @@ struct BatchRunner::Impl {
   void run(const ChunkSource& next, const float* x, size_t I, Backend::BacktestOutput out, size_t O,
            std::atomic<size_t>* done, BatchStats& stats, ArraysIn where) {
     stats = BatchStats{};
-    stats.tile = tile || cluster.cluster;
+    stats.tile = fused();
     stats.cluster = cluster.cluster;
     const bool on_device = where == ArraysIn::device;
     if (on_device && !out.f32) throw Error("cuda throughput path: outputs in GPU memory are float32");

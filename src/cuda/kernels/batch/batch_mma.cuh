@@ -41,6 +41,26 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const unsigned (&a)[4], 
   }
 }
 
+// One warp's 32 x 32 output tile over one k16 step, both operands in shared memory (rows of 16-bit values,
+// pitches of K + 8 so ldmatrix's eight rows sit on distinct banks): the A fragments of rows [0, 32) from `a`
+// (column k0 of row 0), the B fragments of columns [0, 32) from `b` (B stored as [column][K], column k0 of
+// column 0), then acc[mi][q] (rows 16 mi.., columns 8 q..) += A B^T.
+__device__ __forceinline__ void load_a32(unsigned (&af)[2][4], const unsigned short* a, int lda, int lane) {
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi) ldmatrix_x4(af[mi], a + (mi * 16 + (lane & 15)) * lda + (lane >> 4) * 8);
+}
+__device__ __forceinline__ void load_b32(unsigned (&bf)[2][4], const unsigned short* b, int ldb, int lane) {
+#pragma unroll
+  for (int nj = 0; nj < 2; ++nj) ldmatrix_x4(bf[nj], b + (nj * 16 + (lane & 7) + (lane >> 4) * 8) * ldb + ((lane >> 3) & 1) * 8);
+}
+template <bool BF16>
+__device__ __forceinline__ void mma_32x32(float (&acc)[2][4][4], const unsigned (&af)[2][4], const unsigned (&bf)[2][4]) {
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) mma16816<BF16>(acc[mi][q], af[mi], bf[q >> 1][(q & 1) * 2], bf[q >> 1][(q & 1) * 2 + 1]);
+}
+
 template <bool BF16>
 __device__ __forceinline__ unsigned pack2(float lo, float hi) {
   if constexpr (BF16) {

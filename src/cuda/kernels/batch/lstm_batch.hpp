@@ -98,7 +98,8 @@ struct BatchCluster {
   int rows() const { return 32 * row_groups; }
 };
 // The plan with the most rows x gate columns a block whose shared memory fits and whose cluster is co-resident
-// on `device` (the smaller cluster where two tie), or cluster 0.
+// on `device` (the smaller cluster where two tie), or cluster 0. After prepare_batch_kernels on `device` (the
+// kernel's shared-memory and cluster-size attributes: without them no plan fits).
 BatchCluster batch_cluster_plan(int Ip, int Hp, int L, int O, bool bf16, int device);
 cudaError_t launch_batch_cluster(const BatchTile& t, const BatchCluster& plan, cudaStream_t stream);
 cudaError_t prepare_batch_cluster_kernels(int device);

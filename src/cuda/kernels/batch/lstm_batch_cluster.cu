@@ -43,7 +43,7 @@ __host__ __device__ constexpr int raw_pitch(int Ip) { return Ip + 8; }
 __host__ __device__ constexpr int hk_pitch(int Hp) { return Hp + 8; }
 __host__ __device__ constexpr int wl_pitch(int Hp, int l) { return (l == 0 ? Hp : 2 * Hp) + 8; }
 // Floats a row of the block's own units (c, the head's fp32 h): + 8, so a warp's eight rows of the same
-// units fall on different banks (at Hu, a multiple of 32, they were all one bank's).
+// units fall on different banks (at Hu = 32, lstm_s's, they were all one bank's).
 __host__ __device__ constexpr int unit_pitch(int Hu) { return Hu + 8; }
 
 struct ClusterSmem {
@@ -72,15 +72,9 @@ __device__ __forceinline__ void warp_product(float (&acc)[2][4][4], const unsign
 #pragma unroll 2
   for (int kk = 0; kk < K; kk += 16) {
     unsigned af[2][4], bf[2][4];
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi) ldmatrix_x4(af[mi], a + (mi * 16 + (lane & 15)) * lda + kk + (lane >> 4) * 8);
-#pragma unroll
-    for (int nj = 0; nj < 2; ++nj)
-      ldmatrix_x4(bf[nj], b + (nj * 16 + (lane & 7) + (lane >> 4) * 8) * ldb + kk + ((lane >> 3) & 1) * 8);
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) mma16816<BF16>(acc[mi][q], af[mi], bf[q >> 1][(q & 1) * 2], bf[q >> 1][(q & 1) * 2 + 1]);
+    load_a32(af, a + kk, lda, lane);
+    load_b32(bf, b + kk, ldb, lane);
+    mma_32x32<BF16>(acc, af, bf);
   }
 }
 
@@ -102,19 +96,10 @@ __device__ __forceinline__ void warp_product_x(float (&acc)[2][4][4], const floa
         ahi[mi][i] = unsigned(h0) | unsigned(h1) << 16;
         alo[mi][i] = unsigned(to16<BF16>(v.x - from16<BF16>(h0))) | unsigned(to16<BF16>(v.y - from16<BF16>(h1))) << 16;
       }
-#pragma unroll
-    for (int nj = 0; nj < 2; ++nj) {
-      const unsigned short* row = b + (nj * 16 + (lane & 7) + (lane >> 4) * 8) * ldb + kk + ((lane >> 3) & 1) * 8;
-      ldmatrix_x4(bh[nj], row);
-      ldmatrix_x4(bl[nj], row + Ip);
-    }
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        mma16816<BF16>(acc[mi][q], ahi[mi], bh[q >> 1][(q & 1) * 2], bh[q >> 1][(q & 1) * 2 + 1]);
-        mma16816<BF16>(acc[mi][q], alo[mi], bl[q >> 1][(q & 1) * 2], bl[q >> 1][(q & 1) * 2 + 1]);
-      }
+    load_b32(bh, b + kk, ldb, lane);
+    load_b32(bl, b + Ip + kk, ldb, lane);
+    mma_32x32<BF16>(acc, ahi, bh);
+    mma_32x32<BF16>(acc, alo, bl);
   }
 }
 
@@ -333,20 +318,27 @@ __global__ void __launch_bounds__(kBatchClusterMaxThreads, 1) batch_cluster(cons
   cluster.sync();  // no block leaves while a peer may still read its head shares
 }
 
-template <bool BF16>
-cudaError_t configure(int C, size_t bytes) {
-  const void* fn = reinterpret_cast<const void*>(&batch_cluster<BF16>);
+// The shapes the kernel's layout takes (the planner's and the launch's one check).
+bool shape_fits(int Ip, int Hp, int L, int O) {
+  return Hp % kBatchUnitGroup == 0 && Ip % 16 == 0 && L >= 1 && L <= kBatchTileMaxLayers && O >= 1;
+}
+const void* cluster_kernel(bool bf16) {
+  return bf16 ? reinterpret_cast<const void*>(&batch_cluster<true>) : reinterpret_cast<const void*>(&batch_cluster<false>);
+}
+
+// The most dynamic shared memory the device gives a block, and clusters beyond the portable 8 where the
+// device allows them (elsewhere such a plan never fits).
+cudaError_t configure(bool bf16, size_t bytes) {
+  const void* fn = cluster_kernel(bf16);
   if (cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)); e != cudaSuccess)
     return e;
-  // clusters beyond the portable 8 where the device allows them (elsewhere such a plan never fits)
-  if (C > 8 && cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
-    (void)cudaGetLastError();
+  if (cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) (void)cudaGetLastError();
   return cudaSuccess;
 }
 
 void launch_config(const BatchTile& t, const BatchCluster& plan, cudaStream_t stream, cudaLaunchConfig_t& cfg,
                    cudaLaunchAttribute (&attr)[1]) {
-  const int BM = kWarpRows * plan.row_groups;
+  const int BM = plan.rows();
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = unsigned(plan.cluster);
   attr[0].val.clusterDim.y = 1;
@@ -363,48 +355,47 @@ void launch_config(const BatchTile& t, const BatchCluster& plan, cudaStream_t st
 }  // namespace
 
 cudaError_t prepare_batch_cluster_kernels(int device) {
-  // loaded now, with the most dynamic shared memory the device gives a block and clusters beyond 8 allowed
+  // loaded now, with its attributes (configure)
   int optin = 0, clusters = 0;
   if (const cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device); e != cudaSuccess)
     return e;
   if (const cudaError_t e = cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device); e != cudaSuccess) return e;
   if (!clusters) return cudaSuccess;  // never launched there (batch_cluster_plan finds no plan)
-  for (auto configured : {configure<false>, configure<true>})
-    if (const cudaError_t e = configured(16, size_t(optin)); e != cudaSuccess) return e;
+  for (const bool bf16 : {false, true})
+    if (const cudaError_t e = configure(bf16, size_t(optin)); e != cudaSuccess) return e;
   return cudaSuccess;
 }
 
 BatchCluster batch_cluster_plan(int Ip, int Hp, int L, int O, bool bf16, int device) {
   BatchCluster best;
-  if (Hp % kBatchUnitGroup || Ip % 16 || L < 1 || L > kBatchTileMaxLayers || O < 1) return best;
+  if (!shape_fits(Ip, Hp, L, O)) return best;
   int optin = 0, cluster_launch = 0;
   if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess || !cluster_launch) {
     (void)cudaGetLastError();
     return best;
   }
-  const int groups = 4 * Hp / 32;  // 32-column groups of the model: 8 units each
+  const int Np = 4 * Hp, groups = Np / 32;  // 32-column groups of the model: 8 units each
   // The most rows times columns a block (the work between two barriers), then the smaller cluster; each
-  // candidate must fit the shared memory and be co-resident as a whole cluster on this device.
+  // candidate must fit the shared memory and be co-resident as a whole cluster on this device (the kernel's
+  // attributes as prepare_batch_cluster_kernels set them).
+  auto work = [&](const BatchCluster& p) { return (long long)(Np / p.cluster) * p.row_groups; };
   for (int C = 2; C <= kBatchClusterMaxBlocks; ++C) {
     if (groups % C) continue;
     for (int RG : {4, 2, 1}) {
       BatchCluster p;
       p.cluster = C, p.row_groups = RG;
-      if (p.threads(4 * Hp) > kBatchClusterMaxThreads) continue;
+      if (p.threads(Np) > kBatchClusterMaxThreads) continue;
       p.smem = cluster_smem(Ip, Hp, L, O, C, RG).total;
       if (p.smem > size_t(optin)) continue;
-      const long long work = (long long)(4 * Hp / C) * RG, best_work = best.cluster ? (long long)(4 * Hp / best.cluster) * best.row_groups : 0;
-      if (best.cluster && work <= best_work) continue;
+      if (best.cluster && work(p) <= work(best)) continue;
       BatchTile probe;
-      probe.rows = kWarpRows * RG, probe.Np = 4 * Hp;
+      probe.rows = p.rows(), probe.Np = Np;
       cudaLaunchConfig_t cfg;
       cudaLaunchAttribute attr[1];
       launch_config(probe, p, nullptr, cfg, attr);
       int fits = 0;
-      const cudaError_t e = bf16 ? configure<true>(C, size_t(optin)) : configure<false>(C, size_t(optin));
-      const void* fn = bf16 ? reinterpret_cast<const void*>(&batch_cluster<true>) : reinterpret_cast<const void*>(&batch_cluster<false>);
-      if (e != cudaSuccess || cudaOccupancyMaxActiveClusters(&fits, fn, &cfg) != cudaSuccess || fits < 1) {
+      if (cudaOccupancyMaxActiveClusters(&fits, cluster_kernel(bf16), &cfg) != cudaSuccess || fits < 1) {
         (void)cudaGetLastError();
         continue;
       }
@@ -416,16 +407,15 @@ BatchCluster batch_cluster_plan(int Ip, int Hp, int L, int O, bool bf16, int dev
 
 cudaError_t launch_batch_cluster(const BatchTile& t, const BatchCluster& plan, cudaStream_t stream) {
   if (t.rows <= 0 || t.steps <= 0) return cudaSuccess;
-  if (plan.cluster < 2 || plan.row_groups < 1 || t.Np != 4 * t.Hp || t.Hp % kBatchUnitGroup || t.Ip % 16 ||
-      (t.Np / 32) % plan.cluster || t.L < 1 || t.L > kBatchTileMaxLayers || t.O < 1 ||
-      plan.threads(t.Np) > kBatchClusterMaxThreads)
+  if (plan.cluster < 2 || plan.row_groups < 1 || t.Np != 4 * t.Hp || !shape_fits(t.Ip, t.Hp, t.L, t.O) ||
+      (t.Np / 32) % plan.cluster || plan.threads(t.Np) > kBatchClusterMaxThreads)
     return cudaErrorInvalidValue;
   // a plan made for this shape: its shared memory is what the kernel's layout of this shape takes
   if (plan.smem != cluster_smem(t.Ip, t.Hp, t.L, t.O, plan.cluster, plan.row_groups).total) return cudaErrorInvalidValue;
   cudaLaunchConfig_t cfg;
   cudaLaunchAttribute attr[1];
   launch_config(t, plan, stream, cfg, attr);
-  const void* fn = t.bf16 ? reinterpret_cast<const void*>(&batch_cluster<true>) : reinterpret_cast<const void*>(&batch_cluster<false>);
+  const void* fn = cluster_kernel(t.bf16);
   BatchTile targ = t;
   BatchCluster parg = plan;
   void* args[] = {&targ, &parg};

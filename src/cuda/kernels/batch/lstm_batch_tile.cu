@@ -77,16 +77,9 @@ __device__ __forceinline__ void block_product(float (&acc)[2][4][4], const unsig
 #pragma unroll
     for (int kk = 0; kk < kSlab; kk += 16) {
       unsigned af[2][4], bf[2][4];
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
-        ldmatrix_x4(af[mi], a + (mi * 16 + (lane & 15)) * lda + j * kSlab + kk + (lane >> 4) * 8);
-#pragma unroll
-      for (int nj = 0; nj < 2; ++nj)
-        ldmatrix_x4(bf[nj], bs + (col0 + nj * 16 + (lane & 7) + (lane >> 4) * 8) * kSlabPitch + kk + ((lane >> 3) & 1) * 8);
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) mma16816<BF16>(acc[mi][q], af[mi], bf[q >> 1][(q & 1) * 2], bf[q >> 1][(q & 1) * 2 + 1]);
+      load_a32(af, a + j * kSlab + kk, lda, lane);
+      load_b32(bf, bs + col0 * kSlabPitch + kk, kSlabPitch, lane);
+      mma_32x32<BF16>(acc, af, bf);
     }
     __syncthreads();  // every warp done with slab j before slab j + 2 lands in its buffer
   }
