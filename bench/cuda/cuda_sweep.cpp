@@ -9,7 +9,9 @@
 // CudaOptions::grid_pollers_publish off)] [--send-gap US (... beside the same
 // with the host waiting US microseconds between "ready" and the next tick's input)]
 // | --tile (the throughput path's backtests of the small zoo models on the per-step GEMMs, on the fused
-// chunk kernel, CudaOptions::batch_tile, and on its cluster form, CudaOptions::batch_cluster, side by side)]
+// chunk kernel, CudaOptions::batch_tile, and on its cluster form, CudaOptions::batch_cluster, side by side; then
+// fresh windows at B = 1, 8, 64 on the three and on the narrow cluster kernel, per call latency beside the
+// ping-pong)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -336,6 +338,7 @@ void tile_rows() {
       c.throughput_only = true;
       c.batch_tile = tile;
       c.batch_cluster = cluster;
+      c.batch_narrow_rows = 0;
       auto b = make_cuda_backend(m, o, c);
       std::vector<float> z(n * O);
       b->backtest(x, k.S, k.T, Backend::BacktestOutput{z.data(), nullptr}, nullptr);  // unmeasured
@@ -361,6 +364,63 @@ void tile_rows() {
       for (const auto& [key, v] : c2) js << ",\"" << key << "\":" << v;
       js << "}";
       json_rows.push_back(js.str());
+    }
+  }
+}
+
+
+// Fresh windows at small batches (B = 1, 8, 64) on the same three kernels and the narrow one: per call latency (p50 / p99 of
+// `calls` calls after 50 unmeasured), windows a second by wall time, and the error of the last call against
+// float64; beside a ping-pong of the window's floats in the same process (the host-GPU round trip alone).
+void fresh_rows(long long calls, int cpu) {
+  for (const char* zoo : {"lstm_s", "nv_small", "stac_a"}) {
+    const Model m = *zoo_model(zoo);
+    const int W = m.config.window.value_or(1);
+    const size_t I = size_t(m.config.input_size), O = size_t(m.config.output_size);
+    pingpong(std::string(zoo) + " window floats", int(std::min<size_t>(size_t(W) * I, size_t(cuda::kMaxInputFloats))), 20000,
+             cuda::MailboxOptions{}, cpu);
+    for (const size_t B : {size_t(1), size_t(8), size_t(64)}) {
+      std::vector<float> x(B * size_t(W) * I);
+      std::mt19937_64 rng(11);
+      std::normal_distribution<float> d(0.f, 1.f);
+      for (float& v : x) v = d(rng);
+      const auto want = reference::batch(m, x, B, size_t(W));
+      for (const int kind : {0, 1, 2, 3}) {  // per-step GEMMs, the fused kernel, its cluster form, the narrow one
+        BackendOptions o;
+        o.mode = Mode::batch;
+        o.window = W;
+        CudaOptions c;
+        c.throughput_only = true;
+        c.batch_tile = kind == 1;
+        c.batch_cluster = kind == 2;
+        c.batch_narrow_rows = kind == 3 ? -1 : 0;
+        auto b = make_cuda_backend(m, o, c);
+        std::vector<float> z(B * O);
+        for (int r = 0; r < 50; ++r) b->run_batch(x, B, size_t(W), z);
+        std::vector<double> us;
+        us.reserve(size_t(calls));
+        const auto t_all = Clock::now();
+        for (long long r = 0; r < calls; ++r) {
+          const auto t0 = Clock::now();
+          b->run_batch(x, B, size_t(W), z);
+          us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        }
+        const double wall = std::chrono::duration<double>(Clock::now() - t_all).count();
+        const double err = reference::normalized_error(std::vector<double>(z.begin(), z.end()), want);
+        const Pct p = percentiles(us);
+        const std::string name = std::string(zoo) + " fresh B=" + std::to_string(B) +
+                                 (kind == 1 ? " tile" : kind == 2 ? " cluster" : kind == 3 ? " narrow" : " gemm");
+        const auto cn = b->counters();
+        char extra[160];
+        std::snprintf(extra, sizeof extra, "%.3g windows/s, compute %.1f us, narrow chunks %g, err %.2e",
+                      double(B) * double(calls) / wall, cn.at("batch_compute_s") * 1e6, cn.at("batch_narrow_chunks"), err);
+        row(name, p, extra);
+        std::ostringstream js;
+        js << "{\"kind\":\"fresh\",\"name\":\"" << name << "\",\"batch\":" << B << ",\"calls\":" << calls
+           << ",\"latency_us\":" << json_pct(p) << ",\"windows_per_s\":" << double(B) * double(calls) / wall
+           << ",\"error\":" << err << "}";
+        json_rows.push_back(js.str());
+      }
     }
   }
 }
@@ -419,6 +479,7 @@ int main(int argc, char** argv) {
     cuda::MailboxOptions def;
     if (tile) {
       tile_rows();
+      fresh_rows(quick ? 300 : 2000, cpu);
     } else if (!widths.empty()) {
       run_widths(widths, pp, cpu, def);
     } else if (large) {

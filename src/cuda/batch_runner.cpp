@@ -152,6 +152,9 @@ struct BatchRunner::Impl {
   bool tile = false;  // the fused chunk kernel (BatchTuning::tile, where the shape fits)
   BatchCluster cluster;  // its cluster form (BatchTuning::cluster, where a plan fits; before tile)
   bool fused() const { return tile || cluster.cluster; }  // a chunk is one launch of either
+  BatchNarrow narrow;         // the narrow cluster kernel, for chunks of up to narrow_rows rows
+  long long narrow_rows = 0;
+  bool on_narrow(const Chunk& ch) const { return narrow.cluster && ch.rows <= narrow_rows; }
   long long R = 0;  // rows per chunk
   long long P = 0;  // staged input ticks per chunk
   Stream compute, h2d, d2h;
@@ -249,7 +252,8 @@ struct BatchRunner::Impl {
     for (cudaStream_t st : streams) HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(st, legacy_done.get()));
   }
 
-  // The fused kernel: the whole chunk in one launch, its state in cbuf/hbuf(0, .) between chunks.
+  // The fused kernels (the narrow one, the cluster form, the one-block kernel): the whole chunk in one launch,
+  // its state in cbuf/hbuf(0, .) between chunks.
   void enqueue_tile(Slot& s, cudaStream_t st) {
     const Chunk& ch = s.chunk;
     BatchTile t;
@@ -269,7 +273,9 @@ struct BatchRunner::Impl {
     t.head_w = head_w.get();
     t.head_b = wts.head_b.empty() ? nullptr : head_b.get();
     t.out = s.out.get();
-    if (cluster.cluster)
+    if (on_narrow(ch))
+      HOTPATH_CUDA_CHECK(launch_batch_narrow(t, narrow, st));
+    else if (cluster.cluster)
       HOTPATH_CUDA_CHECK(launch_batch_cluster(t, cluster, st));
     else
       HOTPATH_CUDA_CHECK(launch_batch_tile(t, st));
@@ -283,7 +289,7 @@ struct BatchRunner::Impl {
     const int Hp = wts.Hp, Np = wts.Np, L = wts.L;
     HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(st, s.h2d_end.get()));
     HOTPATH_CUDA_CHECK(cudaEventRecord(s.comp_begin.get(), st));
-    if (fused()) {
+    if (fused() || on_narrow(ch)) {
       enqueue_tile(s, st);
       HOTPATH_CUDA_CHECK(cudaEventRecord(s.comp_end.get(), st));
       return;
@@ -397,6 +403,7 @@ struct BatchRunner::Impl {
       HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.meta.get(), s.meta_pin.get(), meta * sizeof(int), cudaMemcpyHostToDevice, h2d.get()));
       HOTPATH_CUDA_CHECK(cudaEventRecord(s.h2d_end.get(), h2d.get()));
       enqueue_compute(s, parity);
+      stats.narrow_chunks += on_narrow(ch);
       const size_t out_floats = size_t(ch.rows) * (ch.emit_every ? size_t(ch.steps) : 1) * O;
       HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(d2h.get(), s.comp_end.get()));
       HOTPATH_CUDA_CHECK(cudaEventRecord(s.d2h_begin.get(), d2h.get()));
@@ -447,6 +454,12 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
   if (tuning.cluster && !tuning.partition)
     m.cluster = batch_cluster_plan(m.wts.Ip, m.wts.Hp, m.wts.L, m.wts.O, m.wts.bf16, device);
   m.tile = !m.cluster.cluster && tuning.tile && batch_tile_fits(m.wts.Ip, m.wts.Hp, m.wts.L, m.wts.O, device);
+  // The narrow kernel for chunks of a few rows (fresh windows by the handful, a few series), same reason.
+  if (tuning.narrow_rows != 0 && !tuning.partition) {
+    m.narrow = batch_narrow_plan(m.wts.Ip, m.wts.Hp, m.wts.L, m.wts.O, m.wts.bf16, device);
+    if (m.narrow.cluster)
+      m.narrow_rows = tuning.narrow_rows > 0 ? tuning.narrow_rows : (long long)m.narrow.clusters * kBatchNarrowRows;
+  }
   m.copier = std::make_unique<util::ParallelRanges>(
       tuning.copy_threads > 0 ? tuning.copy_threads : util::ParallelRanges::default_threads(), "cuda backtest copy");
   const cudaStream_t st = m.compute.get();
@@ -484,6 +497,7 @@ long long BatchRunner::rows_per_chunk() const { return impl_->R; }
 int BatchRunner::copy_threads() const { return impl_->copier->threads(); }
 bool BatchRunner::tile() const { return impl_->tile; }
 int BatchRunner::cluster() const { return impl_->cluster.cluster; }
+long long BatchRunner::narrow_rows() const { return impl_->narrow_rows; }
 
 void BatchRunner::backtest(const float* x, size_t series, size_t ticks, int window, Backend::BacktestOutput out,
                            std::atomic<size_t>* done, ArraysIn where) {

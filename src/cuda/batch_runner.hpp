@@ -36,6 +36,7 @@ struct BatchStats {
   bool device_arrays = false;  // the call's arrays were in GPU memory (ArraysIn::device)
   bool tile = false;           // the chunks ran on the fused kernel (BatchTuning::tile)
   int cluster = 0;             // .. on its cluster form, this many blocks a cluster (BatchTuning::cluster)
+  long long narrow_chunks = 0;  // chunks that ran on the narrow cluster kernel (BatchTuning::narrow_rows)
   long long chunks = 0;
   // Share of the copy time hidden under compute: 1 - (wall - compute) / (h2d + d2h), clamped to [0, 1].
   double overlap() const;
@@ -57,6 +58,9 @@ struct BatchTuning {
   // the cluster's shared memory, where a plan fits (and not on an SM partition); before `tile`. A tuning knob
   // while it is measured (CudaOptions::batch_cluster).
   bool cluster = false;
+  // Chunks of up to this many rows run on the narrow cluster kernel (lstm_batch.hpp, BatchNarrow) where a plan
+  // fits (not on an SM partition): -1, one wave of its clusters (the rows they hold at once); 0, never.
+  long long narrow_rows = -1;
 };
 
 // Loads every throughput-path kernel on `device` now (BatchRunner does too): call before persistent tick
@@ -91,6 +95,7 @@ class BatchRunner {
   int copy_threads() const;
   bool tile() const;  // the fused chunk kernel serves this model (asked for, and its shape fits)
   int cluster() const;  // its cluster form does, with this many blocks a cluster (0: it does not)
+  long long narrow_rows() const;  // chunks up to this many rows run on the narrow kernel (0: none)
 
  private:
   struct Impl;

@@ -60,6 +60,7 @@ void add_batch_counters(const cuda::BatchRunner& runner, std::map<std::string, d
   c["batch_device_arrays"] = st.device_arrays ? 1.0 : 0.0;  // copied on the device (ArraysIn::device)
   c["batch_tile_kernel"] = st.tile ? 1.0 : 0.0;  // the chunks on the fused kernel (CudaOptions::batch_tile)
   c["batch_cluster_blocks"] = double(st.cluster);  // .. on its cluster form (CudaOptions::batch_cluster), 0: not
+  c["batch_narrow_chunks"] = double(st.narrow_chunks);  // chunks on the narrow kernel (CudaOptions::batch_narrow_rows)
 }
 
 // A backtest on the throughput kernels, each series scaled as the tick path scales it (the scaler's
@@ -692,7 +693,10 @@ class CudaBackend final : public Backend {
     if (!batch_)
       batch_ = std::make_unique<cuda::BatchRunner>(model_, precision_, options().gpu.device,
                                                    cuda::BatchTuning{options().gpu.batch_rows, copt_.partition, copt_.batch_priority, options().gpu.batch_copy_threads,
-                                                                     copt_.batch_tile, copt_.batch_cluster});
+                                                                     copt_.batch_tile, copt_.batch_cluster,
+                                                                     // beside the tick kernel only when asked: a
+                                                                     // cluster needs several SMs of one GPC free
+                                                                     std::max(copt_.batch_narrow_rows, 0LL)});
     return *batch_;
   }
 
@@ -940,7 +944,7 @@ class CudaBatchBackend final : public Backend {
     if (!cuda::device_available(&why, options.gpu.device)) throw UnsupportedError("no usable CUDA device: " + why);
     runner_ = std::make_unique<cuda::BatchRunner>(model, precision_, options.gpu.device,
                                                   cuda::BatchTuning{options.gpu.batch_rows, copt.partition, copt.batch_priority, options.gpu.batch_copy_threads,
-                                                                    copt.batch_tile, copt.batch_cluster});
+                                                                    copt.batch_tile, copt.batch_cluster, copt.batch_narrow_rows});
   }
   std::string name() const override { return "cuda"; }
   std::string variant() const override { return std::string("batch-gemm-") + precision_name(precision_); }

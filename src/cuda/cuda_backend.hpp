@@ -70,9 +70,13 @@ struct CudaOptions {
   bool batch_tile = false;
   // Throughput path: the fused chunk kernel on a thread-block cluster (lstm_batch.hpp, BatchCluster), the
   // weights resident in the cluster's shared memory, where a plan fits and the engine has no SM partition
-  // (before batch_tile). A tuning knob for
-  // side-by-side runs (cuda_sweep --cluster-tile).
+  // (before batch_tile). A tuning knob for side-by-side runs (cuda_sweep --tile).
   bool batch_cluster = false;
+  // Throughput path: chunks of up to this many rows (fresh windows by the handful, a few series) run on the
+  // narrow cluster kernel (lstm_batch.hpp, BatchNarrow) where a plan fits and the engine has no SM partition:
+  // -1, as many as one wave of its clusters holds (the throughput-only backend; beside a tick kernel, never);
+  // 0, never (cuda_sweep --tile runs both).
+  long long batch_narrow_rows = -1;
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.

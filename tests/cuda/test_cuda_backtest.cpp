@@ -252,6 +252,24 @@ std::vector<cuda::BatchChunk::Copy> unrolled(const std::vector<cuda::CopyRun>& r
   }
   return v;
 }
+// The narrow kernel's launch refuses a plan that does not fit the shape, as the cluster form's does.
+TEST(BatchNarrow, TheLaunchRefusesAPlanMadeForAnotherShape) {
+  cuda::BatchTile t;
+  t.I = 32, t.Ip = 32, t.Hp = 128, t.Np = 512, t.L = 2, t.O = 1, t.H = 128;
+  t.rows = 1, t.steps = 50;
+  cuda::BatchNarrow plan;
+  plan.cluster = 3, plan.smem = 200'000;  // 16 column groups: 3 does not divide them
+  EXPECT_EQ(cuda::launch_batch_narrow(t, plan, nullptr), cudaErrorInvalidValue);
+  plan.cluster = 1;  // 16 column groups x 2 layers: 1,024 threads
+  EXPECT_EQ(cuda::launch_batch_narrow(t, plan, nullptr), cudaErrorInvalidValue);
+  plan.cluster = 4, plan.smem = 1;  // the right form, another shape's shared memory
+  EXPECT_EQ(cuda::launch_batch_narrow(t, plan, nullptr), cudaErrorInvalidValue);
+  t.Ip = 48;  // inputs not padded to whole k32 steps
+  EXPECT_EQ(cuda::launch_batch_narrow(t, plan, nullptr), cudaErrorInvalidValue);
+  t.rows = 0;  // nothing to run: nothing launched, whatever the plan
+  EXPECT_EQ(cuda::launch_batch_narrow(t, plan, nullptr), cudaSuccess);
+}
+
 bool same_pieces(const std::vector<cuda::BatchChunk::Copy>& a, const std::vector<cuda::BatchChunk::Copy>& b) {
   std::vector<cuda::BatchChunk::Copy> nonempty;
   for (const auto& c : a)
@@ -318,10 +336,14 @@ const Case kCases[] = {
     {3, 5, 2, 2, 0, 3, 300, 128},     {16, 40, 1, 33, 0, 200, 50, 128}, {32, 128, 2, 1, 0, 1, 2000, 0},
 };
 
-// Each case on the per-step GEMMs, on the fused chunk kernel (BatchTuning::tile) and on its cluster form
-// (BatchTuning::cluster): every case's shape fits both.
-enum class Kernels { gemm, tile, cluster };
-const char* kernels_suffix(Kernels k) { return k == Kernels::tile ? "_tile" : k == Kernels::cluster ? "_cluster" : ""; }
+// Each case on the per-step GEMMs, on the fused chunk kernel (BatchTuning::tile), on its cluster form
+// (BatchTuning::cluster) and on the narrow cluster kernel (BatchTuning::narrow_rows: every chunk, 8 rows a
+// cluster, so the 128-row chunks run 16 clusters with a part-filled tile where the rows end): every case's
+// shape fits all three.
+enum class Kernels { gemm, tile, cluster, narrow };
+const char* kernels_suffix(Kernels k) {
+  return k == Kernels::tile ? "_tile" : k == Kernels::cluster ? "_cluster" : k == Kernels::narrow ? "_narrow" : "";
+}
 class CudaBacktest : public ::testing::TestWithParam<std::tuple<Case, Precision, Kernels>> {};
 
 TEST_P(CudaBacktest, EverySeriesMatchesTheReference) {
@@ -333,9 +355,11 @@ TEST_P(CudaBacktest, EverySeriesMatchesTheReference) {
   cuda::BatchTuning tuning{c.rows};
   tuning.tile = kernels == Kernels::tile;
   tuning.cluster = kernels == Kernels::cluster;
+  tuning.narrow_rows = kernels == Kernels::narrow ? 1LL << 40 : 0;
   cuda::BatchRunner runner(m, prec, 0, tuning);
   EXPECT_EQ(runner.tile(), kernels == Kernels::tile);
   if (kernels == Kernels::cluster) EXPECT_GE(runner.cluster(), 2) << "no cluster plan for " << case_name(c);
+  if (kernels == Kernels::narrow) EXPECT_GT(runner.narrow_rows(), 0) << "no narrow plan for " << case_name(c);
   std::vector<double> z(c.S * c.T * size_t(c.O), std::nan(""));
   std::atomic<size_t> done{0};
   runner.backtest(x.data(), c.S, c.T, c.W, Backend::BacktestOutput{nullptr, z.data()}, &done);
@@ -346,11 +370,12 @@ TEST_P(CudaBacktest, EverySeriesMatchesTheReference) {
   std::printf("[backtest] %s %s%s error %.2e over %zu outputs, %lld chunks, cluster %d\n", case_name(c).c_str(),
               precision_name(prec), kernels_suffix(kernels), err, z.size(), runner.stats().chunks, runner.cluster());
   if (c.rows == 128 && c.S * c.T > 256) EXPECT_GT(runner.stats().chunks, 1);
+  EXPECT_EQ(runner.stats().narrow_chunks, kernels == Kernels::narrow ? runner.stats().chunks : 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaBacktest,
                          ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values(Precision::fp16, Precision::bf16),
-                                            ::testing::Values(Kernels::gemm, Kernels::tile, Kernels::cluster)),
+                                            ::testing::Values(Kernels::gemm, Kernels::tile, Kernels::cluster, Kernels::narrow)),
                          [](const auto& info) {
                            return case_name(std::get<0>(info.param)) + "_" + precision_name(std::get<1>(info.param)) +
                                   kernels_suffix(std::get<2>(info.param));
@@ -358,7 +383,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaBacktest,
 
 // Fresh windows on the fused kernel and on its cluster form: the zoo's small shapes against the float64
 // reference, and a shape beyond their limits (lstm_m: 1,024 gate columns for the one block; its h of three
-// layers and their weights beyond a cluster's shared memory) falling back to the per-step GEMMs.
+// layers and their weights beyond a cluster's shared memory) falling back to the per-step GEMMs. Then a few
+// windows (1, and 13: two tiles, the second part-filled) on the narrow kernel, the medium shapes included.
 TEST(CudaBatchTile, FreshWindowsOfTheSmallZooShapes) {
   std::string why;
   if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
@@ -371,6 +397,7 @@ TEST(CudaBatchTile, FreshWindowsOfTheSmallZooShapes) {
       cuda::BatchTuning tuning;
       tuning.tile = !cluster;
       tuning.cluster = cluster;
+      tuning.narrow_rows = 0;
       cuda::BatchRunner runner(m, Precision::fp16, 0, tuning);
       if (cluster)
         EXPECT_EQ(runner.cluster() >= 2, name != "lstm_m") << name;
@@ -383,6 +410,26 @@ TEST(CudaBatchTile, FreshWindowsOfTheSmallZooShapes) {
       EXPECT_LE(err, error_bound(Precision::fp16)) << name;
       std::printf("[%s] %s fresh%s: error %.2e over %zu windows\n", cluster ? "cluster" : "tile", name.c_str(),
                   runner.tile() || runner.cluster() ? "" : " (per-step GEMMs)", err, B);
+    }
+  for (const Precision prec : {Precision::fp16, Precision::bf16})
+    for (const std::string name : {"lstm_s", "nv_small", "vollo_tiny", "stac_a", "lstm_m", "nv_medium", "stac_b"}) {
+      const Model m = *zoo_model(name);
+      const size_t W = size_t(find_zoo(name)->config.window.value_or(1)), I = size_t(m.config.input_size),
+                   O = size_t(m.config.output_size);
+      cuda::BatchRunner runner(m, prec, 0, cuda::BatchTuning{});  // the default: a few rows go narrow
+      if (name != "lstm_m" && name != "nv_medium" && name != "stac_b")  // the cluster sizes of 10-16 may not fit
+        EXPECT_GT(runner.narrow_rows(), 0) << name;
+      for (const size_t B : {size_t(1), size_t(13)}) {
+        const auto x = reference::normal_inputs(B * W * I, 9 + B);
+        std::vector<float> z(B * O, std::nanf(""));
+        runner.fresh(x.data(), B, W, z.data());
+        const auto want = reference::batch(m, std::span<const float>(x), B, W);
+        const double err = reference::normalized_error(std::vector<double>(z.begin(), z.end()), want);
+        EXPECT_LE(err, error_bound(prec)) << name << " B=" << B;
+        EXPECT_EQ(runner.stats().narrow_chunks, runner.narrow_rows() > 0 ? 1 : 0) << name;
+        std::printf("[narrow] %s %s fresh B=%zu: error %.2e (narrow up to %lld rows)\n", name.c_str(), precision_name(prec), B,
+                    err, runner.narrow_rows());
+      }
     }
 }
 

@@ -1,5 +1,6 @@
-// Tensor-core building blocks of the throughput kernels (lstm_batch.cu, lstm_batch_tile.cu, lstm_batch_cluster.cu):
-// cp.async, ldmatrix, mma.sync m16n8k16 with fp32 accumulation, 16-bit packing and rounding, the cell's sigmoid. Device code only.
+// Tensor-core building blocks of the throughput kernels (lstm_batch.cu, lstm_batch_tile.cu, lstm_batch_cluster.cu,
+// lstm_batch_narrow.cu): cp.async, the cluster barrier and stores into a peer's shared memory, ldmatrix, mma.sync
+// m16n8k16 with fp32 accumulation, 16-bit packing and rounding, the cell's sigmoid. Device code only.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -16,6 +17,38 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+  // src-size 0 fills the 4 bytes with zero (a row past the end, a step before its window's first)
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0));
+}
+
+// The cluster forms' pieces (lstm_batch_cluster.cu, lstm_batch_narrow.cu).
+// The cluster barrier in its two halves: the arrival releases this thread's stores (distributed shared memory
+// included), the wait acquires every peer's.
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+
+// A 32-bit store into block `rank`'s copy of this block's shared-memory address `local` (the cluster window's
+// own form: no generic address to resolve).
+__device__ __forceinline__ void st_cluster_u32(unsigned local, unsigned rank, unsigned v) {
+  asm volatile(
+      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n st.shared::cluster.u32 [remote], %2;\n}\n" ::"r"(local),
+      "r"(rank), "r"(v)
+      : "memory");
+}
+
+// A block's slice into shared memory at `pitch`: columns [0, K) of rows [r0, r0 + n) of a matrix whose rows are
+// ld apart (K and ld multiples of 8).
+__device__ __forceinline__ void load_slice(unsigned short* dst, int pitch, const unsigned short* src, int ld, int K, int r0,
+                                           int n, int tid, int nthreads) {
+  const int per_row = K / 8;
+  for (int i = tid; i < n * per_row; i += nthreads) {
+    const int r = i / per_row, v = i % per_row;
+    *reinterpret_cast<uint4*>(dst + size_t(r) * pitch + v * 8) =
+        __ldg(reinterpret_cast<const uint4*>(src + size_t(r0 + r) * ld) + v);
+  }
 }
 
 __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {

@@ -213,7 +213,8 @@ cudaError_t prepare_batch_kernels() {
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   if (const cudaError_t e = prepare_batch_tile_kernels(device); e != cudaSuccess) return e;
-  return prepare_batch_cluster_kernels(device);
+  if (const cudaError_t e = prepare_batch_cluster_kernels(device); e != cudaSuccess) return e;
+  return prepare_batch_narrow_kernels(device);
 }
 
 cudaError_t launch_batch_split(const float* x, int rows, int I, int Ip, bool bf16, void* hi, void* lo,

@@ -104,6 +104,26 @@ BatchCluster batch_cluster_plan(int Ip, int Hp, int L, int O, bool bf16, int dev
 cudaError_t launch_batch_cluster(const BatchTile& t, const BatchCluster& plan, cudaStream_t stream);
 cudaError_t prepare_batch_cluster_kernels(int device);
 
+// The fused chunk for a few rows (lstm_batch_narrow.cu; docs/cuda.md, "Few rows: the narrow cluster kernel"):
+// fresh windows or series by the handful, where the kernels above would spend their tensor cores on empty rows.
+// The operands swap: a block's gate columns are the MMA's M side and kBatchNarrowRows rows its N side, so one row
+// costs an eighth of the work of the 32-row tile. The weights stay resident across a cluster's blocks as in
+// BatchCluster; the layers run as a wavefront (layer l at step k beside layer l + 1 at step k - 1, one warp set a
+// layer), one cluster barrier a wavefront step.
+inline constexpr int kBatchNarrowRows = 8;
+inline constexpr int kBatchNarrowMaxThreads = 512;  // 16 warps: up to 128 registers a thread
+struct BatchNarrow {
+  int cluster = 0;  // blocks a cluster; 0: the shape fits no cluster on this device
+  int clusters = 0;  // clusters co-resident on the device (one wave: clusters x kBatchNarrowRows rows)
+  size_t smem = 0;  // dynamic shared memory a block
+  int threads(int Np, int L) const { return Np / cluster / 32 * L * 32; }
+};
+// The smallest cluster whose blocks' shared memory holds the shape and that is co-resident on `device`, or
+// cluster 0. After prepare_batch_kernels on `device`.
+BatchNarrow batch_narrow_plan(int Ip, int Hp, int L, int O, bool bf16, int device);
+cudaError_t launch_batch_narrow(const BatchTile& t, const BatchNarrow& plan, cudaStream_t stream);
+cudaError_t prepare_batch_narrow_kernels(int device);
+
 // Once per device before the first launch there: the GEMM's shared memory beyond 48 KiB, and every
 // kernel of the throughput path loaded (lazy loading would load it at its first launch, which waits for
 // every running kernel: forever beside persistent tick kernels).

@@ -103,37 +103,6 @@ __device__ __forceinline__ void warp_product_x(float (&acc)[2][4][4], const floa
   }
 }
 
-// The cluster barrier in its two halves: the arrival releases this thread's stores (distributed shared memory
-// included), the wait acquires every peer's.
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
-
-// A 32-bit store into block `rank`'s copy of this block's shared-memory address `local` (the cluster window's
-// own form: no generic address to resolve).
-__device__ __forceinline__ void st_cluster_u32(unsigned local, unsigned rank, unsigned v) {
-  asm volatile(
-      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n st.shared::cluster.u32 [remote], %2;\n}\n" ::"r"(local),
-      "r"(rank), "r"(v)
-      : "memory");
-}
-
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
-  // src-size 0 fills the 4 bytes with zero (a row past the end, a step before its window's first)
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0));
-}
-
-
-// A block's slice (rows [r0, r0 + n) of a [*, K] matrix, K a multiple of 8) into shared memory at `pitch`.
-__device__ __forceinline__ void load_slice(unsigned short* dst, int pitch, const unsigned short* src, int K, int r0, int n,
-                                           int tid, int nthreads) {
-  const int per_row = K / 8;
-  for (int i = tid; i < n * per_row; i += nthreads) {
-    const int r = i / per_row, v = i % per_row;
-    *reinterpret_cast<uint4*>(dst + size_t(r) * pitch + v * 8) =
-        __ldg(reinterpret_cast<const uint4*>(src + size_t(r0 + r) * K) + v);
-  }
-}
-
 template <bool BF16>
 __global__ void __launch_bounds__(kBatchClusterMaxThreads, 1) batch_cluster(const BatchTile t, const BatchCluster plan) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -159,10 +128,10 @@ __global__ void __launch_bounds__(kBatchClusterMaxThreads, 1) batch_cluster(cons
   const int rows_here = min(BM, t.rows - row0);
 
   // the weights of this block's columns, for the whole launch
-  load_slice(wx, xp, static_cast<const unsigned short*>(t.w0), 2 * Ip, rank * Nc, Nc, tid, nthreads);
+  load_slice(wx, xp, static_cast<const unsigned short*>(t.w0), 2 * Ip, 2 * Ip, rank * Nc, Nc, tid, nthreads);
   for (int l = 0; l < L; ++l)
-    load_slice(wl(l), wl_pitch(Hp, l), static_cast<const unsigned short*>(t.w[l]), l == 0 ? Hp : 2 * Hp, rank * Nc, Nc,
-               tid, nthreads);
+    load_slice(wl(l), wl_pitch(Hp, l), static_cast<const unsigned short*>(t.w[l]), l == 0 ? Hp : 2 * Hp, l == 0 ? Hp : 2 * Hp,
+               rank * Nc, Nc, tid, nthreads);
   // the state: zero, or the chunk before's (a streaming series carried over); every block holds every unit's h
   for (int l = 0; l < L; ++l) {
     for (int i = tid; i < BM * Hp; i += nthreads) {
