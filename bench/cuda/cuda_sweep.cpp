@@ -10,8 +10,8 @@
 // with the host waiting US microseconds between "ready" and the next tick's input)]
 // | --tile (the throughput path's backtests of the small zoo models on the per-step GEMMs, on the fused
 // chunk kernel, CudaOptions::batch_tile, and on its cluster form, CudaOptions::batch_cluster, side by side; then
-// fresh windows at B = 1, 8, 64 on the three and on the narrow cluster kernel, per call latency beside the
-// ping-pong)]
+// fresh windows at B = 1, 8, 64 on the GEMMs, the cluster form and the narrow cluster kernel, per call latency
+// beside the ping-pong) | --fresh (those fresh windows only)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -369,9 +369,9 @@ void tile_rows() {
 }
 
 
-// Fresh windows at small batches (B = 1, 8, 64) on the same three kernels and the narrow one: per call latency (p50 / p99 of
-// `calls` calls after 50 unmeasured), windows a second by wall time, and the error of the last call against
-// float64; beside a ping-pong of the window's floats in the same process (the host-GPU round trip alone).
+// Fresh windows at small batches (B = 1, 8, 64) on the GEMMs, the cluster form and the narrow kernel: per call
+// latency (p50 / p99 of `calls` calls after 50 unmeasured), windows a second by wall time, and the error of the
+// last call against float64; beside a ping-pong of the window's floats in the same process (the host-GPU round trip alone).
 void fresh_rows(long long calls, int cpu) {
   for (const char* zoo : {"lstm_s", "nv_small", "stac_a"}) {
     const Model m = *zoo_model(zoo);
@@ -385,7 +385,9 @@ void fresh_rows(long long calls, int cpu) {
       std::normal_distribution<float> d(0.f, 1.f);
       for (float& v : x) v = d(rng);
       const auto want = reference::batch(m, x, B, size_t(W));
-      for (const int kind : {0, 1, 2, 3}) {  // per-step GEMMs, the fused kernel, its cluster form, the narrow one
+      // per-step GEMMs, the cluster form, the narrow kernel with 1, 2 and 4 k-shares (the one-block fused
+      // kernel, 2-4x slower than the GEMMs here in the first runs, is left out)
+      for (const int kind : {0, 2, 3, 4, 5}) {
         BackendOptions o;
         o.mode = Mode::batch;
         o.window = W;
@@ -393,7 +395,8 @@ void fresh_rows(long long calls, int cpu) {
         c.throughput_only = true;
         c.batch_tile = kind == 1;
         c.batch_cluster = kind == 2;
-        c.batch_narrow_rows = kind == 3 ? -1 : 0;
+        c.batch_narrow_rows = kind >= 3 ? -1 : 0;
+        c.batch_narrow_ksplit = kind == 5 ? 4 : kind == 4 ? 2 : 1;
         auto b = make_cuda_backend(m, o, c);
         std::vector<float> z(B * O);
         for (int r = 0; r < 50; ++r) b->run_batch(x, B, size_t(W), z);
@@ -409,7 +412,10 @@ void fresh_rows(long long calls, int cpu) {
         const double err = reference::normalized_error(std::vector<double>(z.begin(), z.end()), want);
         const Pct p = percentiles(us);
         const std::string name = std::string(zoo) + " fresh B=" + std::to_string(B) +
-                                 (kind == 1 ? " tile" : kind == 2 ? " cluster" : kind == 3 ? " narrow" : " gemm");
+                                 (kind == 1   ? " tile"
+                                  : kind == 2 ? " cluster"
+                                  : kind >= 3 ? " narrow k" + std::to_string(c.batch_narrow_ksplit)
+                                              : " gemm");
         const auto cn = b->counters();
         char extra[160];
         std::snprintf(extra, sizeof extra, "%.3g windows/s, compute %.1f us, narrow chunks %g, err %.2e",
@@ -432,7 +438,7 @@ int main(int argc, char** argv) {
   int cpu = 2;
   std::string json;
   bool quick = false, families = false, large = false, large_default = false, quiet_answer = false, tile = false,
-       trace = false;
+       trace = false, fresh = false;
   std::vector<std::string> only;  // --model M (repeatable): the --large cases of these models only
   int input_nap_ns = 0;           // --input-nap NS: each grid row beside the same with grid_input_nap_ns
   bool warm_l2 = false;           // --warm-l2: ... with grid_warm_l2_tiles
@@ -452,6 +458,7 @@ int main(int argc, char** argv) {
     else if (a == "--large-default") large = large_default = true;
     else if (a == "--quiet-answer") quiet_answer = true;
     else if (a == "--tile") tile = true;
+    else if (a == "--fresh") fresh = true;
     else if (a == "--trace") trace = true;
     else if (a == "--model" && i + 1 < argc) only.push_back(argv[++i]);
     else if (a == "--input-nap" && i + 1 < argc) input_nap_ns = std::atoi(argv[++i]);
@@ -477,8 +484,8 @@ int main(int argc, char** argv) {
     json_rows.push_back(fj.str());
 
     cuda::MailboxOptions def;
-    if (tile) {
-      tile_rows();
+    if (tile || fresh) {
+      if (tile) tile_rows();
       fresh_rows(quick ? 300 : 2000, cpu);
     } else if (!widths.empty()) {
       run_widths(widths, pp, cpu, def);

@@ -61,6 +61,7 @@ struct BatchTuning {
   // Chunks of up to this many rows run on the narrow cluster kernel (lstm_batch.hpp, BatchNarrow) where a plan
   // fits (not on an SM partition): -1, one wave of its clusters (the rows they hold at once); 0, never.
   long long narrow_rows = -1;
+  int narrow_ksplit = 0;  // its warps a (layer, column group), each a share of K (0: the planner's)
 };
 
 // Loads every throughput-path kernel on `device` now (BatchRunner does too): call before persistent tick

@@ -696,7 +696,7 @@ class CudaBackend final : public Backend {
                                                                      copt_.batch_tile, copt_.batch_cluster,
                                                                      // beside the tick kernel only when asked: a
                                                                      // cluster needs several SMs of one GPC free
-                                                                     std::max(copt_.batch_narrow_rows, 0LL)});
+                                                                     std::max(copt_.batch_narrow_rows, 0LL), copt_.batch_narrow_ksplit});
     return *batch_;
   }
 
@@ -944,7 +944,7 @@ class CudaBatchBackend final : public Backend {
     if (!cuda::device_available(&why, options.gpu.device)) throw UnsupportedError("no usable CUDA device: " + why);
     runner_ = std::make_unique<cuda::BatchRunner>(model, precision_, options.gpu.device,
                                                   cuda::BatchTuning{options.gpu.batch_rows, copt.partition, copt.batch_priority, options.gpu.batch_copy_threads,
-                                                                    copt.batch_tile, copt.batch_cluster, copt.batch_narrow_rows});
+                                                                    copt.batch_tile, copt.batch_cluster, copt.batch_narrow_rows, copt.batch_narrow_ksplit});
   }
   std::string name() const override { return "cuda"; }
   std::string variant() const override { return std::string("batch-gemm-") + precision_name(precision_); }

@@ -77,6 +77,9 @@ struct CudaOptions {
   // -1, as many as one wave of its clusters holds (the throughput-only backend; beside a tick kernel, never);
   // 0, never (cuda_sweep --tile runs both).
   long long batch_narrow_rows = -1;
+  // Its warps a (layer, 32-column group), each a share of K, their partial sums added in shared memory (0: the
+  // planner's). A tuning knob for side-by-side runs (cuda_sweep --fresh).
+  int batch_narrow_ksplit = 0;
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.

@@ -340,9 +340,13 @@ const Case kCases[] = {
 // (BatchTuning::cluster) and on the narrow cluster kernel (BatchTuning::narrow_rows: every chunk, 8 rows a
 // cluster, so the 128-row chunks run 16 clusters with a part-filled tile where the rows end): every case's
 // shape fits all three.
-enum class Kernels { gemm, tile, cluster, narrow };
+enum class Kernels { gemm, tile, cluster, narrow, narrow_k2 };  // narrow_k2: two warps a group, each half of K
 const char* kernels_suffix(Kernels k) {
-  return k == Kernels::tile ? "_tile" : k == Kernels::cluster ? "_cluster" : k == Kernels::narrow ? "_narrow" : "";
+  return k == Kernels::tile      ? "_tile"
+         : k == Kernels::cluster ? "_cluster"
+         : k == Kernels::narrow  ? "_narrow"
+         : k == Kernels::narrow_k2 ? "_narrow_k2"
+                                   : "";
 }
 class CudaBacktest : public ::testing::TestWithParam<std::tuple<Case, Precision, Kernels>> {};
 
@@ -355,11 +359,13 @@ TEST_P(CudaBacktest, EverySeriesMatchesTheReference) {
   cuda::BatchTuning tuning{c.rows};
   tuning.tile = kernels == Kernels::tile;
   tuning.cluster = kernels == Kernels::cluster;
-  tuning.narrow_rows = kernels == Kernels::narrow ? 1LL << 40 : 0;
+  const bool narrow = kernels == Kernels::narrow || kernels == Kernels::narrow_k2;
+  tuning.narrow_rows = narrow ? 1LL << 40 : 0;
+  tuning.narrow_ksplit = kernels == Kernels::narrow_k2 ? 2 : 1;
   cuda::BatchRunner runner(m, prec, 0, tuning);
   EXPECT_EQ(runner.tile(), kernels == Kernels::tile);
   if (kernels == Kernels::cluster) EXPECT_GE(runner.cluster(), 2) << "no cluster plan for " << case_name(c);
-  if (kernels == Kernels::narrow) EXPECT_GT(runner.narrow_rows(), 0) << "no narrow plan for " << case_name(c);
+  if (narrow) EXPECT_GT(runner.narrow_rows(), 0) << "no narrow plan for " << case_name(c);
   std::vector<double> z(c.S * c.T * size_t(c.O), std::nan(""));
   std::atomic<size_t> done{0};
   runner.backtest(x.data(), c.S, c.T, c.W, Backend::BacktestOutput{nullptr, z.data()}, &done);
@@ -370,12 +376,13 @@ TEST_P(CudaBacktest, EverySeriesMatchesTheReference) {
   std::printf("[backtest] %s %s%s error %.2e over %zu outputs, %lld chunks, cluster %d\n", case_name(c).c_str(),
               precision_name(prec), kernels_suffix(kernels), err, z.size(), runner.stats().chunks, runner.cluster());
   if (c.rows == 128 && c.S * c.T > 256) EXPECT_GT(runner.stats().chunks, 1);
-  EXPECT_EQ(runner.stats().narrow_chunks, kernels == Kernels::narrow ? runner.stats().chunks : 0);
+  EXPECT_EQ(runner.stats().narrow_chunks, narrow ? runner.stats().chunks : 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaBacktest,
                          ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values(Precision::fp16, Precision::bf16),
-                                            ::testing::Values(Kernels::gemm, Kernels::tile, Kernels::cluster, Kernels::narrow)),
+                                            ::testing::Values(Kernels::gemm, Kernels::tile, Kernels::cluster, Kernels::narrow,
+                                                              Kernels::narrow_k2)),
                          [](const auto& info) {
                            return case_name(std::get<0>(info.param)) + "_" + precision_name(std::get<1>(info.param)) +
                                   kernels_suffix(std::get<2>(info.param));

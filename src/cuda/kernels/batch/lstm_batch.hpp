@@ -114,13 +114,14 @@ inline constexpr int kBatchNarrowRows = 8;
 inline constexpr int kBatchNarrowMaxThreads = 512;  // 16 warps: up to 128 registers a thread
 struct BatchNarrow {
   int cluster = 0;  // blocks a cluster; 0: the shape fits no cluster on this device
+  int ksplit = 1;   // warps a (layer, 32-column group), each a share of K (their partial sums meet in shared memory)
   int clusters = 0;  // clusters co-resident on the device (one wave: clusters x kBatchNarrowRows rows)
   size_t smem = 0;  // dynamic shared memory a block
-  int threads(int Np, int L) const { return Np / cluster / 32 * L * 32; }
+  int threads(int Np, int L) const { return Np / cluster / 32 * L * ksplit * 32; }
 };
-// The smallest cluster whose blocks' shared memory holds the shape and that is co-resident on `device`, or
-// cluster 0. After prepare_batch_kernels on `device`.
-BatchNarrow batch_narrow_plan(int Ip, int Hp, int L, int O, bool bf16, int device);
+// The smallest cluster whose blocks' shared memory holds the shape with `ksplit` warps a group (0: 1) and that
+// is co-resident on `device`, or cluster 0. After prepare_batch_kernels on `device`.
+BatchNarrow batch_narrow_plan(int Ip, int Hp, int L, int O, bool bf16, int device, int ksplit = 0);
 cudaError_t launch_batch_narrow(const BatchTile& t, const BatchNarrow& plan, cudaStream_t stream);
 cudaError_t prepare_batch_narrow_kernels(int device);
 

@@ -43,9 +43,9 @@ __host__ __device__ constexpr int raw_pitch(int Ip) { return Ip + 8; }
 __host__ __device__ constexpr int unit_pitch(int Hu) { return Hu + 8; }
 
 struct NarrowSmem {
-  size_t wx, wh[kBatchTileMaxLayers], raw, meta, hs, h32, part, total;  // byte offsets, and the whole
+  size_t wx, wh[kBatchTileMaxLayers], raw, meta, hs, h32, part, red, total;  // byte offsets, and the whole
 };
-__host__ __device__ inline NarrowSmem narrow_smem(int Ip, int Hp, int L, int O, int C) {
+__host__ __device__ inline NarrowSmem narrow_smem(int Ip, int Hp, int L, int O, int C, int KS) {
   const int Nc = 4 * Hp / C, Hu = Hp / C;
   NarrowSmem m{};
   size_t at = 0;
@@ -56,17 +56,20 @@ __host__ __device__ inline NarrowSmem narrow_smem(int Ip, int Hp, int L, int O, 
   m.hs = at, at = align16(at + size_t(L) * 2 * kRows * hk_pitch(Hp) * 2);
   m.h32 = at, at = align16(at + size_t(kRows) * unit_pitch(Hu) * 4);
   m.part = at, at = align16(at + size_t(2) * kRows * O * 4);
+  // the k-shares' partial sums: [L x groups][KS - 1][16 registers][32 lanes]
+  m.red = at, at = align16(at + size_t(L) * (Nc / 32) * (KS - 1) * 16 * 32 * 4);
   m.total = at;
   return m;
 }
 
 // acc[m][chain] += A[32 columns from a, K] x B[K, 8 rows from b]: A row-major (pitch lda), B stored as
-// [row][K] (pitch ldb), K a multiple of 32; k16 steps alternate between two accumulator chains.
+// [row][K] (pitch ldb), K a multiple of 32; k16 steps alternate between two accumulator chains. This warp's
+// k-share ks of KS: the k32 steps ks, ks + KS, ...
 template <bool BF16>
 __device__ __forceinline__ void narrow_product(float (&acc)[2][2][4], const unsigned short* a, int lda,
-                                               const unsigned short* b, int ldb, int K, int lane) {
+                                               const unsigned short* b, int ldb, int K, int ks, int KS, int lane) {
 #pragma unroll 2
-  for (int kk = 0; kk < K; kk += 32) {
+  for (int kk = 32 * ks; kk < K; kk += 32 * KS) {
     unsigned bf[4], a0[4], a1[4], a2[4], a3[4];
     // matrices 0..3: rows 0..7, columns kk + 8j (j = lane / 8): b0, b1 of step kk, then of step kk + 16
     ldmatrix_x4(bf, b + (lane & 7) * ldb + kk + (lane >> 3) * 8);
@@ -85,9 +88,9 @@ __device__ __forceinline__ void narrow_product(float (&acc)[2][2][4], const unsi
 // (g, t) makes the B fragments of row g, columns kk + 2t, 2t + 1, + 8, + 9, from its fp32 values.
 template <bool BF16>
 __device__ __forceinline__ void narrow_product_x(float (&acc)[2][2][4], const unsigned short* a, int lda, const float* raw,
-                                                 int rp, int Ip, int lane) {
+                                                 int rp, int Ip, int ks, int KS, int lane) {
   const int g = lane >> 2, tq = lane & 3;
-  for (int kk = 0; kk < Ip; kk += 16) {
+  for (int kk = 16 * ks; kk < Ip; kk += 16 * KS) {
     unsigned a0[4], a1[4], hi[2], lo[2];
     ldmatrix_x4(a0, a + (lane & 15) * lda + kk + (lane >> 4) * 8);
     ldmatrix_x4(a1, a + (16 + (lane & 15)) * lda + kk + (lane >> 4) * 8);
@@ -109,17 +112,18 @@ template <bool BF16>
 __global__ void __launch_bounds__(kBatchNarrowMaxThreads, 1) batch_narrow(const BatchTile t, const BatchNarrow plan) {
   extern __shared__ __align__(16) unsigned char smem[];
   cg::cluster_group cluster = cg::this_cluster();
-  const int C = plan.cluster;
+  const int C = plan.cluster, KS = plan.ksplit;
   const int Ip = t.Ip, Hp = t.Hp, L = t.L, O = t.O, Np = t.Np;
   const int Nc = Np / C, Hu = Hp / C, ncg = Nc / 32;
   const int rank = int(cluster.block_rank());
-  const NarrowSmem lay = narrow_smem(Ip, Hp, L, O, C);
+  const NarrowSmem lay = narrow_smem(Ip, Hp, L, O, C, KS);
   auto* wx = reinterpret_cast<unsigned short*>(smem + lay.wx);  // [Nc][wx_pitch]: W_ih,0
   auto* raw = reinterpret_cast<float*>(smem + lay.raw);         // [2][kRows][raw_pitch]: staged inputs, fp32
   auto* meta = reinterpret_cast<int*>(smem + lay.meta);          // [2][kRows]: each row's row_p0, row_first
   auto* hs = reinterpret_cast<unsigned short*>(smem + lay.hs);  // [L][2][kRows][hk_pitch]: every unit's h
   auto* h32 = reinterpret_cast<float*>(smem + lay.h32);         // [kRows][up]: the block's last-layer h, fp32
   auto* part = reinterpret_cast<float*>(smem + lay.part);       // [2][kRows][O]: its share of the head
+  auto* red = reinterpret_cast<float*>(smem + lay.red);         // [L ncg][KS - 1][16][32]: k-shares' partials
   const int xp = wx_pitch(Ip), hp = hk_pitch(Hp), rp = raw_pitch(Ip), up = unit_pitch(Hu);
   auto hbuf = [&](int l, int parity) { return hs + size_t(l * 2 + parity) * kRows * hp; };
   auto wl = [&](int l) { return reinterpret_cast<unsigned short*>(smem + lay.wh[l]); };
@@ -162,9 +166,11 @@ __global__ void __launch_bounds__(kBatchNarrowMaxThreads, 1) batch_narrow(const 
   };
   stage(0);
 
-  // This warp: layer wlay, column group cg of the block; this lane: unit ul of the block's slice (u in the
-  // model), rows 2 tq and 2 tq + 1 of the tile, their c in registers.
-  const int wlay = warp / ncg, cgp = warp % ncg;
+  // This warp: layer wlay, column group cg of the block, k-share ks (the share 0 warp adds the others' partial
+  // sums and runs the cells); this lane: unit ul of the block's slice (u in the model), rows 2 tq and 2 tq + 1
+  // of the tile, their c in registers.
+  const int ks = warp % KS, wgrp = warp / KS, wlay = wgrp / ncg, cgp = wgrp % ncg;
+  const bool cells = ks == 0;
   const int gq = lane >> 2, tq = lane & 3;
   const int ul = cgp * 8 + gq, u = rank * Hu + ul;
   const int col0 = rank * Nc + cgp * 32;
@@ -172,7 +178,7 @@ __global__ void __launch_bounds__(kBatchNarrowMaxThreads, 1) batch_narrow(const 
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
     const int r = 2 * tq + e;
-    cr[e] = !t.reset && r < rows_here ? t.c[wlay * t.c_stride + size_t(row0 + r) * Hp + u] : 0.f;
+    cr[e] = cells && !t.reset && r < rows_here ? t.c[wlay * t.c_stride + size_t(row0 + r) * Hp + u] : 0.f;
   }
   float bq[4];
 #pragma unroll
@@ -187,16 +193,31 @@ __global__ void __launch_bounds__(kBatchNarrowMaxThreads, 1) batch_narrow(const 
     __syncthreads();  // raw[p & 1] whole; raw[(p + 1) & 1] read by the step before's layer 0 in every warp
     if (p + 1 < t.steps) stage(p + 1);
     const int k = p - wlay;  // this warp's time step
-    if (k >= 0 && k < t.steps) {
-      float acc[2][2][4] = {};
+    const bool active = k >= 0 && k < t.steps;
+    float acc[2][2][4] = {};
+    if (active) {
       const bool from_zero = t.reset && k == 0;  // the recurrent operand is all zeros
       if (wlay == 0) {
-        narrow_product_x<BF16>(acc, wxrow, xp, raw + (k & 1) * kRows * rp, rp, Ip, lane);
-        if (!from_zero) narrow_product<BF16>(acc, wrow, wl_pitch(Hp, 0), hbuf(0, (k + 1) & 1), hp, Hp, lane);
+        narrow_product_x<BF16>(acc, wxrow, xp, raw + (k & 1) * kRows * rp, rp, Ip, ks, KS, lane);
+        if (!from_zero) narrow_product<BF16>(acc, wrow, wl_pitch(Hp, 0), hbuf(0, (k + 1) & 1), hp, Hp, ks, KS, lane);
       } else {
-        narrow_product<BF16>(acc, wrow, wl_pitch(Hp, wlay), hbuf(wlay - 1, k & 1), hp, Hp, lane);
-        if (!from_zero) narrow_product<BF16>(acc, wrow + Hp, wl_pitch(Hp, wlay), hbuf(wlay, (k + 1) & 1), hp, Hp, lane);
+        narrow_product<BF16>(acc, wrow, wl_pitch(Hp, wlay), hbuf(wlay - 1, k & 1), hp, Hp, ks, KS, lane);
+        if (!from_zero)
+          narrow_product<BF16>(acc, wrow + Hp, wl_pitch(Hp, wlay), hbuf(wlay, (k + 1) & 1), hp, Hp, ks, KS, lane);
       }
+    }
+    if (KS > 1) {  // the k-shares meet: partial sums through shared memory, one block barrier
+      float* mine = red + size_t(wgrp) * (KS - 1) * 16 * 32 + lane;
+      if (active && !cells)
+#pragma unroll
+        for (int j = 0; j < 16; ++j) mine[((ks - 1) * 16 + j) * 32] = acc[j >> 3][(j >> 2) & 1][j & 3];
+      __syncthreads();
+      if (active && cells)
+        for (int o = 0; o < KS - 1; ++o)
+#pragma unroll
+          for (int j = 0; j < 16; ++j) acc[j >> 3][(j >> 2) & 1][j & 3] += mine[(o * 16 + j) * 32];
+    }
+    if (active && cells) {
       // gate q of unit ul for row 2 tq + e: tile q / 2, register (q & 1) * 2 + e, both chains
       float hn[2];
 #pragma unroll
@@ -253,7 +274,7 @@ __global__ void __launch_bounds__(kBatchNarrowMaxThreads, 1) batch_narrow(const 
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
     const int r = 2 * tq + e;
-    if (r < rows_here) t.c[wlay * t.c_stride + size_t(row0 + r) * Hp + u] = cr[e];
+    if (cells && r < rows_here) t.c[wlay * t.c_stride + size_t(row0 + r) * Hp + u] = cr[e];
   }
   const int last = (t.steps - 1) & 1;
   for (int l = 0; l < L; ++l)
@@ -308,7 +329,7 @@ cudaError_t prepare_batch_narrow_kernels(int device) {
   return cudaSuccess;
 }
 
-BatchNarrow batch_narrow_plan(int Ip, int Hp, int L, int O, bool bf16, int device) {
+BatchNarrow batch_narrow_plan(int Ip, int Hp, int L, int O, bool bf16, int device, int ksplit) {
   BatchNarrow plan;
   if (!shape_fits(Ip, Hp, L, O)) return plan;
   int optin = 0, cluster_launch = 0;
@@ -323,8 +344,9 @@ BatchNarrow batch_narrow_plan(int Ip, int Hp, int L, int O, bool bf16, int devic
     if (groups % C) continue;
     BatchNarrow p;
     p.cluster = C;
+    p.ksplit = ksplit > 0 ? ksplit : 1;
     if (p.threads(Np, L) > kBatchNarrowMaxThreads) continue;
-    p.smem = narrow_smem(Ip, Hp, L, O, C).total;
+    p.smem = narrow_smem(Ip, Hp, L, O, C, p.ksplit).total;
     if (p.smem > size_t(optin)) continue;
     BatchTile probe;
     probe.rows = kRows, probe.Np = Np, probe.L = L;
@@ -344,11 +366,11 @@ BatchNarrow batch_narrow_plan(int Ip, int Hp, int L, int O, bool bf16, int devic
 
 cudaError_t launch_batch_narrow(const BatchTile& t, const BatchNarrow& plan, cudaStream_t stream) {
   if (t.rows <= 0 || t.steps <= 0) return cudaSuccess;
-  if (plan.cluster < 1 || t.Np != 4 * t.Hp || !shape_fits(t.Ip, t.Hp, t.L, t.O) || (t.Np / 32) % plan.cluster ||
-      plan.threads(t.Np, t.L) > kBatchNarrowMaxThreads)
+  if (plan.cluster < 1 || plan.ksplit < 1 || t.Np != 4 * t.Hp || !shape_fits(t.Ip, t.Hp, t.L, t.O) ||
+      (t.Np / 32) % plan.cluster || plan.threads(t.Np, t.L) > kBatchNarrowMaxThreads)
     return cudaErrorInvalidValue;
   // a plan made for this shape: its shared memory is what the kernel's layout of this shape takes
-  if (plan.smem != narrow_smem(t.Ip, t.Hp, t.L, t.O, plan.cluster).total) return cudaErrorInvalidValue;
+  if (plan.smem != narrow_smem(t.Ip, t.Hp, t.L, t.O, plan.cluster, plan.ksplit).total) return cudaErrorInvalidValue;
   cudaLaunchConfig_t cfg;
   cudaLaunchAttribute attr[1];
   launch_config(t, plan, stream, cfg, attr);
