@@ -358,7 +358,7 @@ struct BatchRunner::Impl {
     stats.device_arrays = on_device;
     const auto t0 = Clock::now();
     int parity = 0;
-    if (on_device) after_legacy_stream({h2d.get(), d2h.get(), compute.get()});
+    if (on_device) after_legacy_stream({h2d.get(), d2h.get()});
     auto drain = [&](Slot& s) {
       HOTPATH_CUDA_CHECK(cudaEventSynchronize(s.d2h_end.get()));
       stats.h2d_s += elapsed_ms(s.h2d_begin, s.h2d_end) * 1e-3;
@@ -394,28 +394,24 @@ struct BatchRunner::Impl {
       std::copy(ch.row_p0.begin(), ch.row_p0.end(), s.meta_pin.get());
       std::copy(ch.row_first.begin(), ch.row_first.end(), s.meta_pin.get() + ch.rows);
       const size_t meta = ch.row_p0.size() + ch.row_first.size();
-      // A chunk on the narrow kernel (a few rows: a request waiting for its answer) copies on the compute
-      // stream: no hand-over between streams on its path; the others overlap their copies with compute.
-      const bool narrow_chunk = on_narrow(ch);
-      const cudaStream_t hs = narrow_chunk ? compute.get() : h2d.get(), ds = narrow_chunk ? compute.get() : d2h.get();
-      HOTPATH_CUDA_CHECK(cudaEventRecord(s.h2d_begin.get(), hs));
+      HOTPATH_CUDA_CHECK(cudaEventRecord(s.h2d_begin.get(), h2d.get()));
       if (on_device)
-        copy_on_device(s.x.get(), x, I, ch.in, hs);
+        copy_on_device(s.x.get(), x, I, ch.in, h2d.get());
       else
         HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.x.get(), s.in_pin.get(), size_t(ch.n_in) * I * sizeof(float),
-                                           cudaMemcpyHostToDevice, hs));
-      HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.meta.get(), s.meta_pin.get(), meta * sizeof(int), cudaMemcpyHostToDevice, hs));
-      HOTPATH_CUDA_CHECK(cudaEventRecord(s.h2d_end.get(), hs));
+                                           cudaMemcpyHostToDevice, h2d.get()));
+      HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.meta.get(), s.meta_pin.get(), meta * sizeof(int), cudaMemcpyHostToDevice, h2d.get()));
+      HOTPATH_CUDA_CHECK(cudaEventRecord(s.h2d_end.get(), h2d.get()));
       enqueue_compute(s, parity);
-      stats.narrow_chunks += narrow_chunk;
+      stats.narrow_chunks += on_narrow(ch);
       const size_t out_floats = size_t(ch.rows) * (ch.emit_every ? size_t(ch.steps) : 1) * O;
-      HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(ds, s.comp_end.get()));
-      HOTPATH_CUDA_CHECK(cudaEventRecord(s.d2h_begin.get(), ds));
+      HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(d2h.get(), s.comp_end.get()));
+      HOTPATH_CUDA_CHECK(cudaEventRecord(s.d2h_begin.get(), d2h.get()));
       if (on_device)
-        copy_on_device(out.f32, s.out.get(), O, ch.out, ds);
+        copy_on_device(out.f32, s.out.get(), O, ch.out, d2h.get());
       else
-        HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.out_pin.get(), s.out.get(), out_floats * sizeof(float), cudaMemcpyDeviceToHost, ds));
-      HOTPATH_CUDA_CHECK(cudaEventRecord(s.d2h_end.get(), ds));
+        HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.out_pin.get(), s.out.get(), out_floats * sizeof(float), cudaMemcpyDeviceToHost, d2h.get()));
+      HOTPATH_CUDA_CHECK(cudaEventRecord(s.d2h_end.get(), d2h.get()));
       s.busy = true;
       stats.copy_bytes += double(size_t(ch.n_in) * I * sizeof(float) + meta * sizeof(int) + out_floats * sizeof(float));
       ++stats.chunks;
