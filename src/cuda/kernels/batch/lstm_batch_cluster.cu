@@ -24,6 +24,7 @@
 #include <algorithm>
 
 #include "cuda/kernels/batch/batch_mma.cuh"
+#include "cuda/kernels/batch/cluster_launch.hpp"
 #include "cuda/kernels/batch/lstm_batch.hpp"
 #include "cuda/kernels/common/device_util.cuh"
 
@@ -295,44 +296,17 @@ const void* cluster_kernel(bool bf16) {
   return bf16 ? reinterpret_cast<const void*>(&batch_cluster<true>) : reinterpret_cast<const void*>(&batch_cluster<false>);
 }
 
-// The most dynamic shared memory the device gives a block, and clusters beyond the portable 8 where the
-// device allows them (elsewhere such a plan never fits).
-cudaError_t configure(bool bf16, size_t bytes) {
-  const void* fn = cluster_kernel(bf16);
-  if (cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)); e != cudaSuccess)
-    return e;
-  if (cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) (void)cudaGetLastError();
-  return cudaSuccess;
-}
-
 void launch_config(const BatchTile& t, const BatchCluster& plan, cudaStream_t stream, cudaLaunchConfig_t& cfg,
                    cudaLaunchAttribute (&attr)[1]) {
   const int BM = plan.rows();
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(plan.cluster);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg = cudaLaunchConfig_t{};
-  cfg.gridDim = dim3(unsigned((t.rows + BM - 1) / BM * plan.cluster));
-  cfg.blockDim = dim3(unsigned(plan.threads(t.Np)));
-  cfg.dynamicSmemBytes = plan.smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cluster_launch_config(unsigned((t.rows + BM - 1) / BM * plan.cluster), unsigned(plan.threads(t.Np)), plan.smem,
+                        plan.cluster, stream, cfg, attr);
 }
 
 }  // namespace
 
 cudaError_t prepare_batch_cluster_kernels(int device) {
-  // loaded now, with its attributes (configure)
-  int optin = 0, clusters = 0;
-  if (const cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device); e != cudaSuccess)
-    return e;
-  if (const cudaError_t e = cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device); e != cudaSuccess) return e;
-  if (!clusters) return cudaSuccess;  // never launched there (batch_cluster_plan finds no plan)
-  for (const bool bf16 : {false, true})
-    if (const cudaError_t e = configure(bf16, size_t(optin)); e != cudaSuccess) return e;
-  return cudaSuccess;
+  return prepare_cluster_kernels(device, {cluster_kernel(false), cluster_kernel(true)});
 }
 
 BatchCluster batch_cluster_plan(int Ip, int Hp, int L, int O, bool bf16, int device) {
