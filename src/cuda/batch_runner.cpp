@@ -154,7 +154,9 @@ struct BatchRunner::Impl {
   bool fused() const { return tile || cluster.cluster; }  // a chunk is one launch of either
   BatchNarrow narrow;         // the narrow cluster kernel, for chunks of up to narrow_rows rows
   long long narrow_rows = 0;
-  bool on_narrow(const Chunk& ch) const { return narrow.cluster && ch.rows <= narrow_rows; }
+  // A streaming group's chunks stay on the kernel its first chunk took (the narrow kernel and the GEMMs keep the
+  // state between chunks in different buffers): decided at each chunk that starts from zero state.
+  bool narrow_group = false;
   long long R = 0;  // rows per chunk
   long long P = 0;  // staged input ticks per chunk
   Stream compute, h2d, d2h;
@@ -175,6 +177,7 @@ struct BatchRunner::Impl {
     Event h2d_begin, h2d_end, comp_begin, comp_end, d2h_begin, d2h_end;
     Chunk chunk;
     bool busy = false;
+    bool narrow = false;  // its chunk runs on the narrow kernel
   };
   std::array<Slot, 2> slots;
   Event legacy_done;  // device arrays: the legacy default stream's work so far, which the copies wait for
@@ -273,7 +276,7 @@ struct BatchRunner::Impl {
     t.head_w = head_w.get();
     t.head_b = wts.head_b.empty() ? nullptr : head_b.get();
     t.out = s.out.get();
-    if (on_narrow(ch))
+    if (s.narrow)
       HOTPATH_CUDA_CHECK(launch_batch_narrow(t, narrow, st));
     else if (cluster.cluster)
       HOTPATH_CUDA_CHECK(launch_batch_cluster(t, cluster, st));
@@ -289,7 +292,7 @@ struct BatchRunner::Impl {
     const int Hp = wts.Hp, Np = wts.Np, L = wts.L;
     HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(st, s.h2d_end.get()));
     HOTPATH_CUDA_CHECK(cudaEventRecord(s.comp_begin.get(), st));
-    if (fused() || on_narrow(ch)) {
+    if (fused() || s.narrow) {
       enqueue_tile(s, st);
       HOTPATH_CUDA_CHECK(cudaEventRecord(s.comp_end.get(), st));
       return;
@@ -394,6 +397,8 @@ struct BatchRunner::Impl {
       std::copy(ch.row_p0.begin(), ch.row_p0.end(), s.meta_pin.get());
       std::copy(ch.row_first.begin(), ch.row_first.end(), s.meta_pin.get() + ch.rows);
       const size_t meta = ch.row_p0.size() + ch.row_first.size();
+      if (ch.reset) narrow_group = narrow.cluster && ch.rows <= narrow_rows;
+      s.narrow = narrow_group;
       HOTPATH_CUDA_CHECK(cudaEventRecord(s.h2d_begin.get(), h2d.get()));
       if (on_device)
         copy_on_device(s.x.get(), x, I, ch.in, h2d.get());
@@ -403,7 +408,7 @@ struct BatchRunner::Impl {
       HOTPATH_CUDA_CHECK(cudaMemcpyAsync(s.meta.get(), s.meta_pin.get(), meta * sizeof(int), cudaMemcpyHostToDevice, h2d.get()));
       HOTPATH_CUDA_CHECK(cudaEventRecord(s.h2d_end.get(), h2d.get()));
       enqueue_compute(s, parity);
-      stats.narrow_chunks += on_narrow(ch);
+      stats.narrow_chunks += s.narrow;
       const size_t out_floats = size_t(ch.rows) * (ch.emit_every ? size_t(ch.steps) : 1) * O;
       HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(d2h.get(), s.comp_end.get()));
       HOTPATH_CUDA_CHECK(cudaEventRecord(s.d2h_begin.get(), d2h.get()));

@@ -262,6 +262,9 @@ TEST(BatchNarrow, TheLaunchRefusesAPlanMadeForAnotherShape) {
   EXPECT_EQ(cuda::launch_batch_narrow(t, plan, nullptr), cudaErrorInvalidValue);
   plan.cluster = 1;  // 16 column groups x 2 layers: 1,024 threads
   EXPECT_EQ(cuda::launch_batch_narrow(t, plan, nullptr), cudaErrorInvalidValue);
+  plan.cluster = 16, plan.ksplit = 0;  // no warp a group
+  EXPECT_EQ(cuda::launch_batch_narrow(t, plan, nullptr), cudaErrorInvalidValue);
+  plan.ksplit = 1;
   plan.cluster = 4, plan.smem = 1;  // the right form, another shape's shared memory
   EXPECT_EQ(cuda::launch_batch_narrow(t, plan, nullptr), cudaErrorInvalidValue);
   t.Ip = 48;  // inputs not padded to whole k32 steps

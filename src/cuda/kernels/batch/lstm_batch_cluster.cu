@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kBatchClusterMaxThreads, 1) batch_cluster(cons
         for (int i = tid; i < rows_here * O; i += nthreads) {
           const int r = i / O, o = i % O;
           const float* hr = h32 + r * up;
-          const float* wo = t.head_w + size_t(o) * t.H + rank * Hu;
+          const float* wo = t.head_w + size_t(o) * t.H + min(rank * Hu, t.H);  // n <= 0 past the model's units
           const int n = min(Hu, t.H - rank * Hu);
           float z = 0.f;
           for (int j = 0; j < n; ++j) z = fmaf(__ldg(wo + j), hr[j], z);

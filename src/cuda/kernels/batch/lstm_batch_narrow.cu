@@ -252,7 +252,7 @@ __global__ void __launch_bounds__(kBatchNarrowMaxThreads, 1) batch_narrow(const 
       for (int i = tid; i < rows_here * O; i += nthreads) {
         const int r = i / O, o = i % O;
         const float* hr = h32 + r * up;
-        const float* wo = t.head_w + size_t(o) * t.H + rank * Hu;
+        const float* wo = t.head_w + size_t(o) * t.H + min(rank * Hu, t.H);  // n <= 0 past the model's units
         float z = 0.f;
         for (int j = 0; j < n; ++j) z = fmaf(__ldg(wo + j), hr[j], z);
         pk[r * O + o] = z;
@@ -343,7 +343,8 @@ BatchNarrow batch_narrow_plan(int Ip, int Hp, int L, int O, bool bf16, int devic
 
 cudaError_t launch_batch_narrow(const BatchTile& t, const BatchNarrow& plan, cudaStream_t stream) {
   if (t.rows <= 0 || t.steps <= 0) return cudaSuccess;
-  if (plan.cluster < 1 || plan.ksplit < 1 || t.Np != 4 * t.Hp || !shape_fits(t.Ip, t.Hp, t.L, t.O) ||
+  if (plan.cluster < 1 || plan.cluster > kBatchClusterMaxBlocks || plan.ksplit < 1 || t.Np != 4 * t.Hp ||
+      !shape_fits(t.Ip, t.Hp, t.L, t.O) ||
       (t.Np / 32) % plan.cluster || plan.threads(t.Np, t.L) > kBatchNarrowMaxThreads)
     return cudaErrorInvalidValue;
   // a plan made for this shape: its shared memory is what the kernel's layout of this shape takes
