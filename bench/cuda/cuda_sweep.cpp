@@ -385,18 +385,17 @@ void fresh_rows(long long calls, int cpu) {
       std::normal_distribution<float> d(0.f, 1.f);
       for (float& v : x) v = d(rng);
       const auto want = reference::batch(m, x, B, size_t(W));
-      // per-step GEMMs, the cluster form, the narrow kernel with 1, 2 and 4 k-shares (the one-block fused
+      // per-step GEMMs (0), the cluster form (1), the narrow kernel with 1, 2 and 4 k-shares (the one-block fused
       // kernel, 2-4x slower than the GEMMs here in the first runs, is left out)
-      for (const int kind : {0, 2, 3, 4, 5}) {
+      for (const int ksplit : {0, -1, 1, 2, 4}) {
         BackendOptions o;
         o.mode = Mode::batch;
         o.window = W;
         CudaOptions c;
         c.throughput_only = true;
-        c.batch_tile = kind == 1;
-        c.batch_cluster = kind == 2;
-        c.batch_narrow_rows = kind >= 3 ? -1 : 0;
-        c.batch_narrow_ksplit = kind == 5 ? 4 : kind == 4 ? 2 : 1;
+        c.batch_cluster = ksplit == -1;
+        c.batch_narrow_rows = ksplit > 0 ? -1 : 0;
+        c.batch_narrow_ksplit = std::max(ksplit, 0);
         auto b = make_cuda_backend(m, o, c);
         std::vector<float> z(B * O);
         for (int r = 0; r < 50; ++r) b->run_batch(x, B, size_t(W), z);
@@ -412,10 +411,7 @@ void fresh_rows(long long calls, int cpu) {
         const double err = reference::normalized_error(std::vector<double>(z.begin(), z.end()), want);
         const Pct p = percentiles(us);
         const std::string name = std::string(zoo) + " fresh B=" + std::to_string(B) +
-                                 (kind == 1   ? " tile"
-                                  : kind == 2 ? " cluster"
-                                  : kind >= 3 ? " narrow k" + std::to_string(c.batch_narrow_ksplit)
-                                              : " gemm");
+                                 (ksplit == -1 ? " cluster" : ksplit > 0 ? " narrow k" + std::to_string(ksplit) : " gemm");
         const auto cn = b->counters();
         char extra[160];
         std::snprintf(extra, sizeof extra, "%.3g windows/s, compute %.1f us, narrow chunks %g, err %.2e",
@@ -424,7 +420,9 @@ void fresh_rows(long long calls, int cpu) {
         std::ostringstream js;
         js << "{\"kind\":\"fresh\",\"name\":\"" << name << "\",\"batch\":" << B << ",\"calls\":" << calls
            << ",\"latency_us\":" << json_pct(p) << ",\"windows_per_s\":" << double(B) * double(calls) / wall
-           << ",\"error\":" << err << "}";
+           << ",\"error\":" << err;
+        for (const auto& [key, v] : cn) js << ",\"" << key << "\":" << v;
+        js << "}";
         json_rows.push_back(js.str());
       }
     }

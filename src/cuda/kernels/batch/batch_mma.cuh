@@ -1,6 +1,7 @@
 // Tensor-core building blocks of the throughput kernels (lstm_batch.cu, lstm_batch_tile.cu, lstm_batch_cluster.cu,
-// lstm_batch_narrow.cu): cp.async, the cluster barrier and stores into a peer's shared memory, ldmatrix, mma.sync
-// m16n8k16 with fp32 accumulation, 16-bit packing and rounding, the cell's sigmoid. Device code only.
+// lstm_batch_narrow.cu): cp.async, the cluster barrier, stores into a peer's shared memory and the head's two
+// halves, ldmatrix, mma.sync m16n8k16 with fp32 accumulation, 16-bit packing and rounding, the cell's sigmoid.
+// Device code only.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -48,6 +49,36 @@ __device__ __forceinline__ void load_slice(unsigned short* dst, int pitch, const
     const int r = i / per_row, v = i % per_row;
     *reinterpret_cast<uint4*>(dst + size_t(r) * pitch + v * 8) =
         __ldg(reinterpret_cast<const uint4*>(src + size_t(r0 + r) * ld) + v);
+  }
+}
+
+// The head on a cluster, in two halves around a cluster barrier. First, before it, the block's share of every
+// output for rows [0, rows): its units [u0, u0 + n) of h (fp32, rows `up` apart) against head_w [O, H]'s columns
+// (n <= 0: a block of padding units only, its share zero), into part [rows][O].
+__device__ __forceinline__ void head_share(float* part, const float* h32, int up, const float* head_w, int H, int u0, int n,
+                                           int rows, int O, int tid, int nthreads) {
+  for (int i = tid; i < rows * O; i += nthreads) {
+    const int r = i / O, o = i % O;
+    const float* hr = h32 + r * up;
+    const float* wo = head_w + size_t(o) * H + min(u0, H);
+    float z = 0.f;
+    for (int j = 0; j < n; ++j) z = fmaf(__ldg(wo + j), hr[j], z);
+    part[r * O + o] = z;
+  }
+}
+// Then, after it, the C blocks' shares (`part` at the same address in each) added in rank order to the bias, rows
+// split among the blocks: row r of the tile is row0 + r of out, [rows, steps, O] at step k with emit_every, else
+// [rows, O].
+template <class Cluster>
+__device__ __forceinline__ void head_sum(const Cluster& cluster, float* part, int rows, int O, const float* head_b,
+                                         float* out, bool emit_every, int steps, int k, int row0, int rank, int C,
+                                         int tid, int nthreads) {
+  for (int i = rank * nthreads + tid; i < rows * O; i += C * nthreads) {
+    const int r = i / O, o = i % O;
+    float z = head_b ? head_b[o] : 0.f;
+    for (int peer = 0; peer < C; ++peer) z += *cluster.map_shared_rank(part + r * O + o, unsigned(peer));
+    const long long at = emit_every ? (long long)(row0 + r) * steps + k : row0 + r;
+    out[at * O + o] = z;
   }
 }
 

@@ -25,6 +25,18 @@ inline cudaError_t prepare_cluster_kernels(int device, std::initializer_list<con
   return cudaSuccess;
 }
 
+// The planners' first look: the dynamic shared memory a block may have on `device`, or 0 where the device has no
+// cluster launch or the query fails (no plan fits there).
+inline size_t cluster_smem_optin(int device) {
+  int optin = 0, cluster_launch = 0;
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return cluster_launch ? size_t(optin) : 0;
+}
+
 // A launch of `blocks` blocks of `threads` in clusters of `cluster` along x, `smem` bytes of dynamic shared
 // memory a block; cfg points into attr.
 inline void cluster_launch_config(unsigned blocks, unsigned threads, size_t smem, int cluster, cudaStream_t stream,

@@ -252,31 +252,17 @@ __global__ void __launch_bounds__(kBatchClusterMaxThreads, 1) batch_cluster(cons
       if (last && emit) {
         // this block's units' share of every output, for each row (the other blocks add theirs below)
         __syncthreads();
-        float* pk = part + size_t(kpar) * BM * O;
-        for (int i = tid; i < rows_here * O; i += nthreads) {
-          const int r = i / O, o = i % O;
-          const float* hr = h32 + r * up;
-          const float* wo = t.head_w + size_t(o) * t.H + min(rank * Hu, t.H);  // n <= 0 past the model's units
-          const int n = min(Hu, t.H - rank * Hu);
-          float z = 0.f;
-          for (int j = 0; j < n; ++j) z = fmaf(__ldg(wo + j), hr[j], z);
-          pk[r * O + o] = z;
-        }
+        head_share(part + size_t(kpar) * BM * O, h32, up, t.head_w, t.H, rank * Hu, min(Hu, t.H - rank * Hu), rows_here, O,
+                   tid, nthreads);
       }
       if (head_now) cluster_arrive();  // after the head's shares
       cluster_wait();  // this layer's h (and the head's shares) whole in every block
       if (l == 0 && k + 1 < t.steps) stage(k + 1);  // layer 0 has read raw in every warp
     }
     parity = 1 - parity;
-    if (emit) {  // the head: the blocks' shares in rank order, rows split among the blocks
-      for (int i = rank * nthreads + tid; i < rows_here * O; i += C * nthreads) {
-        const int r = i / O, o = i % O;
-        float z = t.head_b ? t.head_b[o] : 0.f;
-        for (int peer = 0; peer < C; ++peer) z += *cluster.map_shared_rank(part + size_t(kpar) * BM * O + r * O + o, unsigned(peer));
-        const long long at = t.emit_every ? (long long)(row0 + r) * t.steps + k : row0 + r;
-        t.out[at * O + o] = z;
-      }
-    }
+    if (emit)  // the head: the blocks' shares in rank order
+      head_sum(cluster, part + size_t(kpar) * BM * O, rows_here, O, t.head_b, t.out, t.emit_every, t.steps, k, row0, rank, C,
+               tid, nthreads);
   }
   // The state for the chunk after (streaming): this block's units of every layer's c and this step's h
   for (int l = 0; l < L; ++l)
@@ -312,12 +298,8 @@ cudaError_t prepare_batch_cluster_kernels(int device) {
 BatchCluster batch_cluster_plan(int Ip, int Hp, int L, int O, bool bf16, int device) {
   BatchCluster best;
   if (!shape_fits(Ip, Hp, L, O)) return best;
-  int optin = 0, cluster_launch = 0;
-  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess || !cluster_launch) {
-    (void)cudaGetLastError();
-    return best;
-  }
+  const size_t optin = cluster_smem_optin(device);
+  if (!optin) return best;
   const int Np = 4 * Hp, groups = Np / 32;  // 32-column groups of the model: 8 units each
   // The most rows times columns a block (the work between two barriers), then the smaller cluster; each
   // candidate must fit the shared memory and be co-resident as a whole cluster on this device (the kernel's
@@ -330,7 +312,7 @@ BatchCluster batch_cluster_plan(int Ip, int Hp, int L, int O, bool bf16, int dev
       p.cluster = C, p.row_groups = RG;
       if (p.threads(Np) > kBatchClusterMaxThreads) continue;
       p.smem = cluster_smem(Ip, Hp, L, O, C, RG).total;
-      if (p.smem > size_t(optin)) continue;
+      if (p.smem > optin) continue;
       if (best.cluster && work(p) <= work(best)) continue;
       BatchTile probe;
       probe.rows = p.rows(), probe.Np = Np;

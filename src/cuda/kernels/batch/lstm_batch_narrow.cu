@@ -247,29 +247,14 @@ __global__ void __launch_bounds__(kBatchNarrowMaxThreads, 1) batch_narrow(const 
     if (head_now) {
       // this block's units' share of every output, for each row (the other blocks add theirs below)
       __syncthreads();
-      float* pk = part + size_t(kl & 1) * kRows * O;
-      const int n = min(Hu, t.H - rank * Hu);
-      for (int i = tid; i < rows_here * O; i += nthreads) {
-        const int r = i / O, o = i % O;
-        const float* hr = h32 + r * up;
-        const float* wo = t.head_w + size_t(o) * t.H + min(rank * Hu, t.H);  // n <= 0 past the model's units
-        float z = 0.f;
-        for (int j = 0; j < n; ++j) z = fmaf(__ldg(wo + j), hr[j], z);
-        pk[r * O + o] = z;
-      }
+      head_share(part + size_t(kl & 1) * kRows * O, h32, up, t.head_w, t.H, rank * Hu, min(Hu, t.H - rank * Hu),
+                 rows_here, O, tid, nthreads);
     }
     cluster_arrive();
     cluster_wait();  // this step's h (and the head's shares) whole in every block
-    if (head_now) {  // the blocks' shares in rank order, rows split among the blocks
-      for (int i = rank * nthreads + tid; i < rows_here * O; i += C * nthreads) {
-        const int r = i / O, o = i % O;
-        float z = t.head_b ? t.head_b[o] : 0.f;
-        for (int peer = 0; peer < C; ++peer)
-          z += *cluster.map_shared_rank(part + size_t(kl & 1) * kRows * O + r * O + o, unsigned(peer));
-        const long long at = t.emit_every ? (long long)(row0 + r) * t.steps + kl : row0 + r;
-        t.out[at * O + o] = z;
-      }
-    }
+    if (head_now)  // the blocks' shares in rank order
+      head_sum(cluster, part + size_t(kl & 1) * kRows * O, rows_here, O, t.head_b, t.out, t.emit_every, t.steps, kl, row0,
+               rank, C, tid, nthreads);
   }
   // The state for the chunk after (streaming): c from each cell's registers, h of the last step
 #pragma unroll
@@ -309,12 +294,8 @@ cudaError_t prepare_batch_narrow_kernels(int device) {
 BatchNarrow batch_narrow_plan(int Ip, int Hp, int L, int O, bool bf16, int device, int ksplit) {
   BatchNarrow plan;
   if (!shape_fits(Ip, Hp, L, O)) return plan;
-  int optin = 0, cluster_launch = 0;
-  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess || !cluster_launch) {
-    (void)cudaGetLastError();
-    return plan;
-  }
+  const size_t optin = cluster_smem_optin(device);
+  if (!optin) return plan;
   const int Np = 4 * Hp, groups = Np / 32;
   // The smallest cluster that holds the weights: fewer blocks at each barrier, more clusters side by side.
   for (int C = 1; C <= kBatchClusterMaxBlocks; ++C) {
@@ -324,7 +305,7 @@ BatchNarrow batch_narrow_plan(int Ip, int Hp, int L, int O, bool bf16, int devic
     p.ksplit = ksplit > 0 ? ksplit : 1;
     if (p.threads(Np, L) > kBatchNarrowMaxThreads) continue;
     p.smem = narrow_smem(Ip, Hp, L, O, C, p.ksplit).total;
-    if (p.smem > size_t(optin)) continue;
+    if (p.smem > optin) continue;
     BatchTile probe;
     probe.rows = kRows, probe.Np = Np, probe.L = L;
     cudaLaunchConfig_t cfg;
