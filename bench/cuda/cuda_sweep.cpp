@@ -10,8 +10,9 @@
 // with the host waiting US microseconds between "ready" and the next tick's input)]
 // | --tile (the throughput path's backtests of the small zoo models on the per-step GEMMs, on the fused
 // chunk kernel, CudaOptions::batch_tile, and on its cluster form, CudaOptions::batch_cluster, side by side; then
-// fresh windows at B = 1, 8, 64 on the GEMMs, the cluster form and the narrow cluster kernel, per call latency
-// beside the ping-pong) | --fresh (those fresh windows only)]
+// fresh windows at B = 1 .. 512 on the GEMMs, the cluster form, the narrow cluster kernel and the fresh-window
+// server, per call latency beside the ping-pong) | --fresh (those fresh windows only; --variants
+// gemm,cluster,narrow1,narrow2,narrow4,server and --batches 1,8,.. pick the rows)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -369,17 +370,21 @@ void tile_rows() {
 }
 
 
-// Fresh windows at small batches (B = 1, 8, 64) on the GEMMs, the cluster form and the narrow kernel: per call
+// Fresh windows at small batches (B = 1, 8, 64; and 128, 240, 512 for the crossover) on the GEMMs, the cluster form and the narrow kernel: per call
 // latency (p50 / p99 of `calls` calls after 50 unmeasured), windows a second by wall time, and the error of the
 // last call against float64; beside a ping-pong of the window's floats in the same process (the host-GPU round trip alone).
-void fresh_rows(long long calls, int cpu) {
+void fresh_rows(long long calls, int cpu, const std::vector<std::string>& variants, const std::vector<int>& batches) {
+  auto wanted = [&](const std::string& v) {
+    return variants.empty() || std::find(variants.begin(), variants.end(), v) != variants.end();
+  };
   for (const char* zoo : {"lstm_s", "nv_small", "stac_a"}) {
     const Model m = *zoo_model(zoo);
     const int W = m.config.window.value_or(1);
     const size_t I = size_t(m.config.input_size), O = size_t(m.config.output_size);
     pingpong(std::string(zoo) + " window floats", int(std::min<size_t>(size_t(W) * I, size_t(cuda::kMaxInputFloats))), 20000,
              cuda::MailboxOptions{}, cpu);
-    for (const size_t B : {size_t(1), size_t(8), size_t(64)}) {
+    for (const int Bi : batches) {
+      const size_t B = size_t(Bi);
       std::vector<float> x(B * size_t(W) * I);
       std::mt19937_64 rng(11);
       std::normal_distribution<float> d(0.f, 1.f);
@@ -387,15 +392,22 @@ void fresh_rows(long long calls, int cpu) {
       const auto want = reference::batch(m, x, B, size_t(W));
       // per-step GEMMs (0), the cluster form (1), the narrow kernel with 1, 2 and 4 k-shares (the one-block fused
       // kernel, 2-4x slower than the GEMMs here in the first runs, is left out)
-      for (const int ksplit : {0, -1, 1, 2, 4}) {
+      // -2: the fresh-window server (a persistent kernel, the windows through its mailbox)
+      for (const int ksplit : {0, -1, 1, 2, 4, -2}) {
+        if (B > 64 && (ksplit == -1 || ksplit > 1)) continue;  // the crossover: the GEMMs, the narrow kernel, the server
+        if (B > 240 && ksplit == -2) continue;
+        if (!wanted(ksplit == -2 ? "server" : ksplit == -1 ? "cluster" : ksplit > 0 ? "narrow" + std::to_string(ksplit) : "gemm"))
+          continue;
         BackendOptions o;
         o.mode = Mode::batch;
         o.window = W;
         CudaOptions c;
         c.throughput_only = true;
         c.batch_cluster = ksplit == -1;
-        c.batch_narrow_rows = ksplit > 0 ? -1 : 0;
+        // beyond 64 rows every chunk on the narrow kernel, in as many waves of clusters as it takes
+        c.batch_narrow_rows = ksplit > 0 ? (B > 64 ? (long long)B : -1) : 0;
         c.batch_narrow_ksplit = std::max(ksplit, 0);
+        c.batch_fresh_rows = ksplit == -2 ? (long long)B : 0;
         auto b = make_cuda_backend(m, o, c);
         std::vector<float> z(B * O);
         for (int r = 0; r < 50; ++r) b->run_batch(x, B, size_t(W), z);
@@ -411,12 +423,22 @@ void fresh_rows(long long calls, int cpu) {
         const double err = reference::normalized_error(std::vector<double>(z.begin(), z.end()), want);
         const Pct p = percentiles(us);
         const std::string name = std::string(zoo) + " fresh B=" + std::to_string(B) +
-                                 (ksplit == -1 ? " cluster" : ksplit > 0 ? " narrow k" + std::to_string(ksplit) : " gemm");
+                                 (ksplit == -2   ? " server"
+                                  : ksplit == -1 ? " cluster"
+                                  : ksplit > 0   ? " narrow k" + std::to_string(ksplit)
+                                                 : " gemm");
         const auto cn = b->counters();
         char extra[160];
-        std::snprintf(extra, sizeof extra, "%.3g windows/s, compute %.1f us, narrow chunks %g, err %.2e",
-                      double(B) * double(calls) / wall, cn.at("batch_compute_s") * 1e6, cn.at("batch_narrow_chunks"), err);
+        std::snprintf(extra, sizeof extra, "%.3g windows/s, compute %.1f us, narrow chunks %g, server %g, err %.2e",
+                      double(B) * double(calls) / wall, cn.at("batch_compute_s") * 1e6, cn.at("batch_narrow_chunks"),
+                      cn.at("batch_fresh_server"), err);
         row(name, p, extra);
+        if (ksplit == -2) {  // where the server's requests went, per block, SM cycles a request
+          std::string parts;
+          for (const auto& [key, v] : cn)
+            if (key.rfind("fresh_server_l", 0) == 0) parts += " " + key.substr(13) + "=" + std::to_string(long(v));
+          std::printf("    %s\n", parts.c_str());
+        }
         std::ostringstream js;
         js << "{\"kind\":\"fresh\",\"name\":\"" << name << "\",\"batch\":" << B << ",\"calls\":" << calls
            << ",\"latency_us\":" << json_pct(p) << ",\"windows_per_s\":" << double(B) * double(calls) / wall
@@ -437,6 +459,8 @@ int main(int argc, char** argv) {
   std::string json;
   bool quick = false, families = false, large = false, large_default = false, quiet_answer = false, tile = false,
        trace = false, fresh = false;
+  std::vector<std::string> fresh_variants;  // --variants gemm,cluster,narrow1,narrow2,narrow4,server (--fresh)
+  std::vector<int> fresh_batches{1, 8, 64, 128, 240, 512};  // --batches 1,8,...
   std::vector<std::string> only;  // --model M (repeatable): the --large cases of these models only
   int input_nap_ns = 0;           // --input-nap NS: each grid row beside the same with grid_input_nap_ns
   bool warm_l2 = false;           // --warm-l2: ... with grid_warm_l2_tiles
@@ -458,6 +482,14 @@ int main(int argc, char** argv) {
     else if (a == "--tile") tile = true;
     else if (a == "--fresh") fresh = true;
     else if (a == "--trace") trace = true;
+    else if (a == "--variants") {
+      std::stringstream list(next());
+      for (std::string v; std::getline(list, v, ',');) fresh_variants.push_back(v);
+    } else if (a == "--batches") {
+      std::stringstream list(next());
+      fresh_batches.clear();
+      for (std::string v; std::getline(list, v, ',');) fresh_batches.push_back(std::stoi(v));
+    }
     else if (a == "--model" && i + 1 < argc) only.push_back(argv[++i]);
     else if (a == "--input-nap" && i + 1 < argc) input_nap_ns = std::atoi(argv[++i]);
     else if (a == "--warm-l2") warm_l2 = true;
@@ -484,7 +516,7 @@ int main(int argc, char** argv) {
     cuda::MailboxOptions def;
     if (tile || fresh) {
       if (tile) tile_rows();
-      fresh_rows(quick ? 300 : 2000, cpu);
+      fresh_rows(quick ? 300 : 2000, cpu, fresh_variants, fresh_batches);
     } else if (!widths.empty()) {
       run_widths(widths, pp, cpu, def);
     } else if (large) {

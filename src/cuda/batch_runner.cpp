@@ -18,6 +18,7 @@
 #include "cuda/batch_chunks.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_raii.hpp"
+#include "cuda/fresh_server.hpp"
 #include "cuda/kernels/batch/lstm_batch.hpp"
 #include "util/error.hpp"
 #include "util/parallel_ranges.hpp"
@@ -97,9 +98,10 @@ double BatchStats::overlap() const {
 
 namespace {
 
-using Chunk = BatchChunk;
 
 using Clock = std::chrono::steady_clock;
+// The fresh-window server's lease: it leaves when its heartbeat (every 20 ms) has stopped this long.
+constexpr long long kFreshServerLeaseMs = 1000;
 
 template <class T>
 class PinnedBuffer {
@@ -154,6 +156,14 @@ struct BatchRunner::Impl {
   bool fused() const { return tile || cluster.cluster; }  // a chunk is one launch of either
   BatchNarrow narrow;         // the narrow cluster kernel, for chunks of up to narrow_rows rows
   long long narrow_rows = 0;
+  // The fresh-window server: calls of up to fresh_rows rows of windows up to fresh_window steps, started at the
+  // first; a server that failed to answer is not started again (the throughput kernels take its calls).
+  long long fresh_rows = 0;
+  int fresh_window = 0;
+  FreshPlan fresh_plan;
+  std::string fresh_why;
+  std::unique_ptr<FreshServer> server;
+  bool server_failed = false;
   // A streaming group's chunks stay on the kernel its first chunk took (the narrow kernel and the GEMMs keep the
   // state between chunks in different buffers): decided at each chunk that starts from zero state.
   bool narrow_group = false;
@@ -175,7 +185,7 @@ struct BatchRunner::Impl {
     DeviceBuffer<float> x, out;
     DeviceBuffer<int> meta;
     Event h2d_begin, h2d_end, comp_begin, comp_end, d2h_begin, d2h_end;
-    Chunk chunk;
+    BatchChunk chunk;
     bool busy = false;
     bool narrow = false;  // its chunk runs on the narrow kernel
   };
@@ -189,7 +199,7 @@ struct BatchRunner::Impl {
   // Rows [b, e) of the pieces `copies` (each n rows of `width` values, from src row to dst row), counted
   // over the pieces in order: fn(piece, first row, rows) for each part of a piece that falls inside.
   template <class Fn>
-  static void rows_of(const std::vector<Chunk::Copy>& copies, size_t b, size_t e, Fn fn) {
+  static void rows_of(const std::vector<BatchChunk::Copy>& copies, size_t b, size_t e, Fn fn) {
     size_t at = 0;
     for (const auto& c : copies) {
       const size_t lo = std::max(b, at), hi = std::min(e, at + c.n);
@@ -198,7 +208,7 @@ struct BatchRunner::Impl {
       if (at >= e) break;
     }
   }
-  static size_t total_rows(const std::vector<Chunk::Copy>& copies) {
+  static size_t total_rows(const std::vector<BatchChunk::Copy>& copies) {
     size_t n = 0;
     for (const auto& c : copies) n += c.n;
     return n;
@@ -207,7 +217,7 @@ struct BatchRunner::Impl {
   static size_t grain_rows(size_t width) { return std::max<size_t>(1, (size_t(256) << 10) / (width * sizeof(float))); }
 
   // Device arrays: the pieces as 2D copies on the device (copy_runs: a streaming chunk's rows in one).
-  static void copy_on_device(float* dst, const float* src, size_t width, const std::vector<Chunk::Copy>& pieces,
+  static void copy_on_device(float* dst, const float* src, size_t width, const std::vector<BatchChunk::Copy>& pieces,
                              cudaStream_t st) {
     const size_t row = width * sizeof(float);
     for (const CopyRun& r : copy_runs(pieces))
@@ -258,7 +268,7 @@ struct BatchRunner::Impl {
   // The fused kernels (the narrow one, the cluster form, the one-block kernel): the whole chunk in one launch,
   // its state in cbuf/hbuf(0, .) between chunks.
   void enqueue_tile(Slot& s, cudaStream_t st) {
-    const Chunk& ch = s.chunk;
+    const BatchChunk& ch = s.chunk;
     BatchTile t;
     t.x = s.x.get();
     t.I = wts.I, t.Ip = wts.Ip, t.Hp = wts.Hp, t.Np = wts.Np, t.L = wts.L, t.O = wts.O, t.H = wts.H;
@@ -287,7 +297,7 @@ struct BatchRunner::Impl {
   // The kernels of one chunk on the compute stream; `parity` carries the h double buffer across a
   // streaming group's chunks.
   void enqueue_compute(Slot& s, int& parity) {
-    const Chunk& ch = s.chunk;
+    const BatchChunk& ch = s.chunk;
     const cudaStream_t st = compute.get();
     const int Hp = wts.Hp, Np = wts.Np, L = wts.L;
     HOTPATH_CUDA_CHECK(cudaStreamWaitEvent(st, s.h2d_end.get()));
@@ -349,8 +359,40 @@ struct BatchRunner::Impl {
     HOTPATH_CUDA_CHECK(cudaEventRecord(s.comp_end.get(), st));
   }
 
-  // Runs chunks from `next` (which fills a Chunk and returns false when there are none) through the
+  // Runs chunks from `next` (which fills a BatchChunk and returns false when there are none) through the
   // two slots: while the GPU computes chunk j, the host stages chunk j+1 and drains chunk j-1.
+  // A fresh-window call on the server; false where it does not take it (the throughput kernels do).
+  bool serve_fresh(const float* x, size_t batch, size_t window, float* out, BatchStats& stats) {
+    if (!fresh_rows || server_failed || batch > size_t(fresh_rows) || window > size_t(fresh_window)) return false;
+    const auto t0 = Clock::now();
+    if (!server) {
+      FreshWeights fw;
+      fw.w0 = w0.get();
+      for (int l = 0; l < wts.L; ++l) {
+        fw.w[l] = w[size_t(l)].get();
+        fw.bias[l] = l == 0 ? bias0.get() : bias[size_t(l)].get();
+      }
+      fw.head_w = head_w.get();
+      fw.head_b = wts.head_b.empty() ? nullptr : head_b.get();
+      fw.I = wts.I, fw.Ip = wts.Ip, fw.H = wts.H, fw.Hp = wts.Hp, fw.L = wts.L, fw.O = wts.O, fw.bf16 = wts.bf16;
+      server = std::make_unique<FreshServer>(fw, fresh_plan, fresh_window, int(fresh_rows), device, kFreshServerLeaseMs);
+    }
+    // The first answer waits for the kernel's start (its module load, its weights into registers and shared
+    // memory); after that a request takes microseconds, and one that has not come in a second never will.
+    const auto timeout = server->answered() ? std::chrono::microseconds(1'000'000) : std::chrono::microseconds(10'000'000);
+    const size_t I = size_t(wts.I), O = size_t(wts.O);
+    if (!server->run(std::span<const float>(x, batch * window * I), int(batch), int(window), std::span<float>(out, batch * O),
+                     timeout)) {
+      server_failed = true;
+      server.reset();
+      return false;
+    }
+    stats = BatchStats{};
+    stats.fresh_server = true;
+    stats.wall_s = stats.compute_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    return true;
+  }
+
   void run(const ChunkSource& next, const float* x, size_t I, Backend::BacktestOutput out, size_t O,
            std::atomic<size_t>* done, BatchStats& stats, ArraysIn where) {
     stats = BatchStats{};
@@ -374,7 +416,7 @@ struct BatchRunner::Impl {
         return;
       }
       copier->run(total_rows(outs), grain_rows(O), [&](size_t b, size_t e) {
-        rows_of(outs, b, e, [&](const Chunk::Copy& c, size_t r, size_t n) {
+        rows_of(outs, b, e, [&](const BatchChunk::Copy& c, size_t r, size_t n) {
           const float* src = s.out_pin.get() + (c.src + r) * O;
           if (out.f64) std::copy(src, src + n * O, out.f64 + (c.dst + r) * O);
           else std::memcpy(out.f32 + (c.dst + r) * O, src, n * O * sizeof(float));
@@ -387,10 +429,10 @@ struct BatchRunner::Impl {
       Slot& s = slots[size_t(j % 2)];
       if (s.busy) drain(s);
       if (!next(s.chunk)) break;
-      Chunk& ch = s.chunk;
+      BatchChunk& ch = s.chunk;
       if (!on_device)
         copier->run(total_rows(ch.in), grain_rows(I), [&](size_t b, size_t e) {
-          rows_of(ch.in, b, e, [&](const Chunk::Copy& c, size_t r, size_t n) {
+          rows_of(ch.in, b, e, [&](const BatchChunk::Copy& c, size_t r, size_t n) {
             std::memcpy(s.in_pin.get() + (c.dst + r) * I, x + (c.src + r) * I, n * I * sizeof(float));
           });
         });
@@ -465,6 +507,22 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
     if (m.narrow.cluster)
       m.narrow_rows = tuning.narrow_rows > 0 ? tuning.narrow_rows : (long long)m.narrow.clusters * kBatchNarrowRows;
   }
+  // The fresh-window server where its plan fits (a window length to size it by: the model's), same reason.
+  if (tuning.fresh_rows != 0 && !tuning.partition) {
+    m.fresh_window = model.config.window.value_or(0);
+    if (m.fresh_window < 1) {
+      m.fresh_why = "the model has no window";
+    } else {
+      HOTPATH_CUDA_CHECK(prepare_fresh_kernels(device));
+      m.fresh_plan = fresh_plan(m.wts.Ip, m.wts.Hp, m.wts.L, m.wts.O, m.fresh_window, m.wts.bf16, device);
+      if (m.fresh_plan.rows)
+        m.fresh_rows = tuning.fresh_rows > 0 ? tuning.fresh_rows : kFreshServerRows;
+      else
+        m.fresh_why = m.fresh_plan.why;
+    }
+  } else {
+    m.fresh_why = tuning.partition ? "not on an SM partition" : "not asked for";
+  }
   m.copier = std::make_unique<util::ParallelRanges>(
       tuning.copy_threads > 0 ? tuning.copy_threads : util::ParallelRanges::default_threads(), "cuda backtest copy");
   const cudaStream_t st = m.compute.get();
@@ -491,6 +549,7 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
 
 BatchRunner::~BatchRunner() {
   if (impl_) {
+    impl_->server.reset();  // stops its kernel before the weights it reads are freed
     // Work still queued reads the buffers freed below.
     HOTPATH_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(impl_->compute.get()));
     HOTPATH_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(impl_->h2d.get()));
@@ -503,6 +562,25 @@ int BatchRunner::copy_threads() const { return impl_->copier->threads(); }
 bool BatchRunner::tile() const { return impl_->tile; }
 int BatchRunner::cluster() const { return impl_->cluster.cluster; }
 long long BatchRunner::narrow_rows() const { return impl_->narrow_rows; }
+long long BatchRunner::fresh_server_rows() const { return impl_->server_failed ? 0 : impl_->fresh_rows; }
+std::map<std::string, double> BatchRunner::fresh_server_profile() const {
+  std::map<std::string, double> c;
+  const Impl& m = *impl_;
+  if (!m.server || !m.server->answered()) return c;
+  const double n = double(m.server->answered());
+  const auto prof = m.server->profile();
+  static constexpr const char* kNames[kFreshProfSlots] = {"request", "input", "groups", "chain", "barrier", "head", "pass_end", "steps"};
+  for (int l = 0; l < m.wts.L; ++l)
+    for (int k = 0; k < kFreshProfSlots; ++k)
+      c["fresh_server_l" + std::to_string(l) + "_" + kNames[k] + (k == kProfSteps ? "" : "_cycles")] =
+          double(prof[size_t(l * kFreshProfSlots + k)]) / n;
+  c["fresh_server_requests"] = n;
+  return c;
+}
+
+std::string BatchRunner::fresh_server_why() const {
+  return impl_->server_failed ? "it did not answer in time and was stopped" : impl_->fresh_why;
+}
 
 void BatchRunner::backtest(const float* x, size_t series, size_t ticks, int window, Backend::BacktestOutput out,
                            std::atomic<size_t>* done, ArraysIn where) {
@@ -527,6 +605,7 @@ void BatchRunner::fresh(const float* x, size_t batch, size_t window, float* out,
   HOTPATH_CUDA_CHECK(cudaSetDevice(m.device));
   const size_t I = size_t(m.wts.I), O = size_t(m.wts.O), W = window;
   if (batch == 0) return;
+  if (where == ArraysIn::host && m.serve_fresh(x, batch, W, out, stats_)) return;
   // Nothing is shared between fresh windows: each row needs its own W projected ticks. Rows per chunk
   // up to R, as far as a 1 GiB projection buffer allows (the backtests' smaller one would leave the
   // GPU mostly idle at W ~ 50).

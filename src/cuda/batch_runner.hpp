@@ -6,7 +6,9 @@
 #pragma once
 #include <atomic>
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -37,6 +39,7 @@ struct BatchStats {
   bool tile = false;           // the chunks ran on the fused kernel (BatchTuning::tile)
   int cluster = 0;             // .. on its cluster form, this many blocks a cluster (BatchTuning::cluster)
   long long narrow_chunks = 0;  // chunks that ran on the narrow cluster kernel (BatchTuning::narrow_rows)
+  bool fresh_server = false;    // the call's windows went to the fresh-window server (BatchTuning::fresh_rows)
   long long chunks = 0;
   // Share of the copy time hidden under compute: 1 - (wall - compute) / (h2d + d2h), clamped to [0, 1].
   double overlap() const;
@@ -62,7 +65,16 @@ struct BatchTuning {
   // fits (not on an SM partition): -1, one wave of its clusters (the rows they hold at once); 0, never.
   long long narrow_rows = -1;
   int narrow_ksplit = 0;  // its warps a (layer, column group), each a share of K (0: the planner's)
+  // Fresh-window calls of up to this many rows, from host memory, go to the fresh-window server (a persistent
+  // kernel on a cluster of a block a layer, fresh_server.hpp) where its plan fits the model (not on an SM
+  // partition); it starts at the first such call and holds its SMs until the runner closes. -1:
+  // kFreshServerRows; 0: never.
+  long long fresh_rows = 0;
 };
+// The fresh-window server's default reach (BatchTuning::fresh_rows = -1): the batch size up to which it
+// answered before the narrow kernel in the measurements (docs/cuda.md, "Fresh windows through a persistent
+// kernel").
+inline constexpr long long kFreshServerRows = 8;
 
 // Loads every throughput-path kernel on `device` now (BatchRunner does too): call before persistent tick
 // kernels start when a backtest may run beside them, since a kernel loaded later waits for them.
@@ -97,6 +109,13 @@ class BatchRunner {
   bool tile() const;  // the fused chunk kernel serves this model (asked for, and its shape fits)
   int cluster() const;  // its cluster form does, with this many blocks a cluster (0: it does not)
   long long narrow_rows() const;  // chunks up to this many rows run on the narrow kernel (0: none)
+  // Fresh-window calls up to this many rows go to the fresh-window server (0: none, or its plan does not fit:
+  // fresh_server_why() says why).
+  long long fresh_server_rows() const;
+  std::string fresh_server_why() const;
+  // Its kernel's time per request, by block and part (SM cycles, FreshProf in kernels/fresh/fresh_layout.hpp):
+  // {"fresh_server_l0_groups_cycles", ...}, and fresh_server_requests; empty before it has answered.
+  std::map<std::string, double> fresh_server_profile() const;
 
  private:
   struct Impl;

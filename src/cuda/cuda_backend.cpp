@@ -61,6 +61,9 @@ void add_batch_counters(const cuda::BatchRunner& runner, std::map<std::string, d
   c["batch_tile_kernel"] = st.tile ? 1.0 : 0.0;  // the chunks on the fused kernel (CudaOptions::batch_tile)
   c["batch_cluster_blocks"] = double(st.cluster);  // .. on its cluster form (CudaOptions::batch_cluster), 0: not
   c["batch_narrow_chunks"] = double(st.narrow_chunks);  // chunks on the narrow kernel (CudaOptions::batch_narrow_rows)
+  c["batch_fresh_server"] = st.fresh_server ? 1.0 : 0.0;  // the call went to the fresh-window server
+  c["batch_fresh_server_rows"] = double(runner.fresh_server_rows());  // calls up to this many rows do (0: none)
+  for (const auto& [k, v] : runner.fresh_server_profile()) c[k] = v;  // its kernel's time per request, by part
 }
 
 // A backtest on the throughput kernels, each series scaled as the tick path scales it (the scaler's
@@ -944,7 +947,8 @@ class CudaBatchBackend final : public Backend {
     if (!cuda::device_available(&why, options.gpu.device)) throw UnsupportedError("no usable CUDA device: " + why);
     runner_ = std::make_unique<cuda::BatchRunner>(model, precision_, options.gpu.device,
                                                   cuda::BatchTuning{options.gpu.batch_rows, copt.partition, copt.batch_priority, options.gpu.batch_copy_threads,
-                                                                    copt.batch_tile, copt.batch_cluster, copt.batch_narrow_rows, copt.batch_narrow_ksplit});
+                                                                    copt.batch_tile, copt.batch_cluster, copt.batch_narrow_rows, copt.batch_narrow_ksplit,
+                                                                    copt.batch_fresh_rows});
   }
   std::string name() const override { return "cuda"; }
   std::string variant() const override { return std::string("batch-gemm-") + precision_name(precision_); }

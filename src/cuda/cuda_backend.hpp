@@ -80,6 +80,10 @@ struct CudaOptions {
   // Its warps a (layer, 32-column group), each a share of K, their partial sums added in shared memory (0: the
   // planner's). A tuning knob for side-by-side runs (cuda_sweep --fresh).
   int batch_narrow_ksplit = 0;
+  // Throughput-only backend: fresh-window calls of up to this many rows (host arrays) go to the fresh-window
+  // server, a persistent kernel started at the first such call (batch_runner.hpp, BatchTuning::fresh_rows):
+  // -1, kFreshServerRows; 0, never (cuda_sweep --fresh runs both). Beside a tick kernel, never.
+  long long batch_fresh_rows = -1;
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.

@@ -1,0 +1,137 @@
+#include "cuda/fresh_server.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/fresh_request.hpp"
+#include "cuda/memory.hpp"
+#include "util/arch.hpp"
+#include "util/error.hpp"
+#include "util/threads.hpp"
+
+namespace hotpath::cuda {
+namespace {
+constexpr size_t kLine = 64;
+size_t round_line(size_t n) { return (n + kLine - 1) / kLine * kLine; }
+constexpr auto kBeat = std::chrono::milliseconds(20);  // the heartbeat's period (the lease is many of them)
+constexpr auto kStopWait = std::chrono::seconds(2);     // how long stop() waits for the kernel to leave
+void* device_view(void* host) {
+  void* d = nullptr;
+  HOTPATH_CUDA_CHECK(cudaHostGetDevicePointer(&d, host, 0));
+  return d;
+}
+}  // namespace
+
+FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_window, int max_rows, int device,
+                         long long lease_ms)
+    : plan_(plan), max_window_(max_window), max_rows_(max_rows), I_(w.I), O_(w.O), device_(device) {
+  if (plan.rows < 1) throw Error(std::string("cuda fresh-window server: no plan: ") + plan.why);
+  if (max_rows < 1 || max_window < 1) throw Error("cuda fresh-window server: needs at least one row and one step");
+  HOTPATH_CUDA_CHECK(cudaSetDevice(device));
+  req_bytes_ = round_line((1 + size_t(max_rows) * size_t(fresh_row_chunks(max_window, w.I))) * sizeof(Chunk));
+  const size_t out_bytes = round_line(size_t(max_rows) * size_t(fresh_out_chunks(w.O)) * sizeof(Chunk));
+  const size_t prof_bytes = round_line(size_t(kFreshMaxLayers) * kFreshProfSlots * sizeof(unsigned long long));
+  back_bytes_ = out_bytes + 2 * kLine + prof_bytes;
+  req_ = static_cast<Chunk*>(pinned_alloc(req_bytes_, cudaHostAllocMapped));
+  try {
+    back_ = static_cast<char*>(pinned_alloc(back_bytes_, cudaHostAllocMapped));
+  } catch (...) {
+    pinned_free(req_, req_bytes_, cudaHostAllocMapped);
+    throw;
+  }
+  out_ = reinterpret_cast<Chunk*>(back_);
+  status_ = reinterpret_cast<Status*>(back_ + out_bytes);
+  control_ = reinterpret_cast<Control*>(back_ + out_bytes + kLine);
+  prof_ = reinterpret_cast<unsigned long long*>(back_ + out_bytes + 2 * kLine);
+  std::memset(static_cast<void*>(req_), 0, req_bytes_);
+  std::memset(back_, 0, back_bytes_);
+  arch::store_fence();
+  try {
+    stream_ = Stream(cudaStreamNonBlocking);
+    FreshParams p;
+    p.w0 = w.w0;
+    for (int l = 0; l < kFreshMaxLayers; ++l) p.w[l] = w.w[l], p.bias[l] = w.bias[l];
+    p.head_w = w.head_w, p.head_b = w.head_b;
+    p.I = w.I, p.Ip = w.Ip, p.H = w.H, p.Hp = w.Hp, p.L = w.L, p.O = w.O, p.bf16 = w.bf16;
+    p.rows = plan.rows, p.max_window = max_window, p.max_rows = max_rows, p.smem = plan.smem;
+    p.req = static_cast<const Chunk*>(device_view(req_));
+    p.out = static_cast<Chunk*>(device_view(out_));
+    p.status = static_cast<Status*>(device_view(status_));
+    p.control = static_cast<const Control*>(device_view(control_));
+    p.lease_ns = lease_ms * 1'000'000LL;
+    p.prof = static_cast<unsigned long long*>(device_view(prof_));
+    heartbeat_ = util::start_jthread("the cuda fresh-window heartbeat", [this](std::stop_token stop) {
+      uint32_t beats = 0;
+      while (!stop.stop_requested()) {
+        arch::publish_word(reinterpret_cast<uint32_t*>(control_) + 1, ++beats);
+        std::this_thread::sleep_for(kBeat);
+      }
+    });
+    HOTPATH_CUDA_CHECK(launch_fresh(p, stream_.get()));
+    serving_ = true;
+  } catch (...) {
+    stop();
+    pinned_free(back_, back_bytes_, cudaHostAllocMapped);
+    pinned_free(req_, req_bytes_, cudaHostAllocMapped);
+    throw;
+  }
+}
+
+void FreshServer::stop() noexcept {
+  if (control_) arch::publish_word(reinterpret_cast<uint32_t*>(control_), 1);
+  heartbeat_.request_stop();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  // The kernel sees the stop within the lease check's period (~20 us) once it polls for a request again;
+  // it is finished when its stream is. One that does not finish within the wait (stuck part-way through a
+  // request) keeps its mailbox: the memory is left allocated rather than freed under it.
+  if (serving_ && stream_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cudaError_t e;
+    while ((e = cudaStreamQuery(stream_.get())) == cudaErrorNotReady &&
+           std::chrono::steady_clock::now() - t0 < kStopWait)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (e == cudaErrorNotReady) leaked_ = true;
+    (void)cudaGetLastError();
+  }
+  serving_ = false;
+}
+
+FreshServer::~FreshServer() {
+  stop();
+  if (leaked_) return;
+  pinned_free(back_, back_bytes_, cudaHostAllocMapped);
+  pinned_free(req_, req_bytes_, cudaHostAllocMapped);
+}
+
+std::vector<unsigned long long> FreshServer::profile() const {
+  std::vector<unsigned long long> v(size_t(kFreshMaxLayers) * kFreshProfSlots);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = reinterpret_cast<const volatile unsigned long long*>(prof_)[i];
+  return v;
+}
+
+bool FreshServer::run(std::span<const float> x, int rows, int window, std::span<float> z, std::chrono::microseconds timeout) {
+  if (!serving_) return false;
+  if (rows < 1 || rows > max_rows_ || window < 1 || window > max_window_ ||
+      x.size() != size_t(rows) * size_t(window) * size_t(I_) || z.size() < size_t(rows) * size_t(O_))
+    throw Error("cuda fresh-window server: a request of " + std::to_string(rows) + " rows of " + std::to_string(window) +
+                " steps does not fit it (up to " + std::to_string(max_rows_) + " rows of " + std::to_string(max_window_) +
+                " steps) or its arrays");
+  const uint32_t seq = wire_seq(sent_++);
+  write_fresh_request(req_, seq, x, rows, window, I_, max_window_);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (unsigned n = 1;; ++n) {
+    if (read_fresh_answer(out_, seq, rows, O_, z)) {
+      ++answered_;
+      return true;
+    }
+    if ((n & 1023u) == 0u && std::chrono::steady_clock::now() - t0 > timeout) break;
+  }
+  stop();  // a late answer would land on the next request's: never serve again
+  return false;
+}
+
+}  // namespace hotpath::cuda
