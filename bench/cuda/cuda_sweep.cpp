@@ -12,7 +12,7 @@
 // chunk kernel, CudaOptions::batch_tile, and on its cluster form, CudaOptions::batch_cluster, side by side; then
 // fresh windows at B = 1 .. 512 on the GEMMs, the cluster form, the narrow cluster kernel and the fresh-window
 // server, per call latency beside the ping-pong) | --fresh (those fresh windows only; --variants
-// gemm,cluster,narrow1,narrow2,narrow4,server and --batches 1,8,.. pick the rows)]
+// gemm,cluster,narrow1,narrow2,narrow4,server,server_serial and --batches 1,8,.. pick the rows)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -393,10 +393,10 @@ void fresh_rows(long long calls, int cpu, const std::vector<std::string>& varian
       // per-step GEMMs (0), the cluster form (1), the narrow kernel with 1, 2 and 4 k-shares (the one-block fused
       // kernel, 2-4x slower than the GEMMs here in the first runs, is left out)
       // -2: the fresh-window server (a persistent kernel, the windows through its mailbox)
-      for (const int ksplit : {0, -1, 1, 2, 4, -2}) {
+      for (const int ksplit : {0, -1, 1, 2, 4, -2, -3}) {  // -3: the server with its first form of the ring's waits
         if (B > 64 && (ksplit == -1 || ksplit > 1)) continue;  // the crossover: the GEMMs, the narrow kernel, the server
-        if (B > 240 && ksplit == -2) continue;
-        if (!wanted(ksplit == -2 ? "server" : ksplit == -1 ? "cluster" : ksplit > 0 ? "narrow" + std::to_string(ksplit) : "gemm"))
+        if (B > 240 && ksplit <= -2) continue;
+        if (!wanted(ksplit == -3 ? "server_serial" : ksplit == -2 ? "server" : ksplit == -1 ? "cluster" : ksplit > 0 ? "narrow" + std::to_string(ksplit) : "gemm"))
           continue;
         BackendOptions o;
         o.mode = Mode::batch;
@@ -407,7 +407,8 @@ void fresh_rows(long long calls, int cpu, const std::vector<std::string>& varian
         // beyond 64 rows every chunk on the narrow kernel, in as many waves of clusters as it takes
         c.batch_narrow_rows = ksplit > 0 ? (B > 64 ? (long long)B : -1) : 0;
         c.batch_narrow_ksplit = std::max(ksplit, 0);
-        c.batch_fresh_rows = ksplit == -2 ? (long long)B : 0;
+        c.batch_fresh_rows = ksplit <= -2 ? (long long)B : 0;
+        c.batch_fresh_ring_serial = ksplit == -3;
         auto b = make_cuda_backend(m, o, c);
         std::vector<float> z(B * O);
         for (int r = 0; r < 50; ++r) b->run_batch(x, B, size_t(W), z);
@@ -423,7 +424,8 @@ void fresh_rows(long long calls, int cpu, const std::vector<std::string>& varian
         const double err = reference::normalized_error(std::vector<double>(z.begin(), z.end()), want);
         const Pct p = percentiles(us);
         const std::string name = std::string(zoo) + " fresh B=" + std::to_string(B) +
-                                 (ksplit == -2   ? " server"
+                                 (ksplit == -3   ? " server serial"
+                                  : ksplit == -2 ? " server"
                                   : ksplit == -1 ? " cluster"
                                   : ksplit > 0   ? " narrow k" + std::to_string(ksplit)
                                                  : " gemm");
@@ -433,7 +435,7 @@ void fresh_rows(long long calls, int cpu, const std::vector<std::string>& varian
                       double(B) * double(calls) / wall, cn.at("batch_compute_s") * 1e6, cn.at("batch_narrow_chunks"),
                       cn.at("batch_fresh_server"), err);
         row(name, p, extra);
-        if (ksplit == -2) {  // where the server's requests went, per block, SM cycles a request
+        if (ksplit <= -2) {  // where the server's requests went, per block, SM cycles a request
           std::string parts;
           for (const auto& [key, v] : cn)
             if (key.rfind("fresh_server_l", 0) == 0) parts += " " + key.substr(13) + "=" + std::to_string(long(v));

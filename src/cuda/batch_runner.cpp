@@ -164,6 +164,7 @@ struct BatchRunner::Impl {
   std::string fresh_why;
   std::unique_ptr<FreshServer> server;
   bool server_failed = false;
+  bool ring_serial = false;
   // A streaming group's chunks stay on the kernel its first chunk took (the narrow kernel and the GEMMs keep the
   // state between chunks in different buffers): decided at each chunk that starts from zero state.
   bool narrow_group = false;
@@ -375,7 +376,7 @@ struct BatchRunner::Impl {
       fw.head_w = head_w.get();
       fw.head_b = wts.head_b.empty() ? nullptr : head_b.get();
       fw.I = wts.I, fw.Ip = wts.Ip, fw.H = wts.H, fw.Hp = wts.Hp, fw.L = wts.L, fw.O = wts.O, fw.bf16 = wts.bf16;
-      server = std::make_unique<FreshServer>(fw, fresh_plan, fresh_window, int(fresh_rows), device, kFreshServerLeaseMs);
+      server = std::make_unique<FreshServer>(fw, fresh_plan, fresh_window, int(fresh_rows), device, kFreshServerLeaseMs, ring_serial);
     }
     // The first answer waits for the kernel's start (its module load, its weights into registers and shared
     // memory); after that a request takes microseconds, and one that has not come in a second never will.
@@ -508,6 +509,7 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
       m.narrow_rows = tuning.narrow_rows > 0 ? tuning.narrow_rows : (long long)m.narrow.clusters * kBatchNarrowRows;
   }
   // The fresh-window server where its plan fits (a window length to size it by: the model's), same reason.
+  m.ring_serial = tuning.fresh_ring_serial;
   if (tuning.fresh_rows != 0 && !tuning.partition) {
     m.fresh_window = model.config.window.value_or(0);
     if (m.fresh_window < 1) {

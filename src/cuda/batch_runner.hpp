@@ -70,6 +70,7 @@ struct BatchTuning {
   // partition); it starts at the first such call and holds its SMs until the runner closes. -1:
   // kFreshServerRows; 0: never.
   long long fresh_rows = 0;
+  bool fresh_ring_serial = false;  // its kernel's first form of the ring's waits (FreshParams::ring_serial), to measure against
 };
 // The fresh-window server's default reach (BatchTuning::fresh_rows = -1): the batch size up to which it
 // answered before the narrow kernel in the measurements (docs/cuda.md, "Fresh windows through a persistent

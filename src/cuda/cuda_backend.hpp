@@ -84,6 +84,7 @@ struct CudaOptions {
   // server, a persistent kernel started at the first such call (batch_runner.hpp, BatchTuning::fresh_rows):
   // -1, kFreshServerRows; 0, never (cuda_sweep --fresh runs both). Beside a tick kernel, never.
   long long batch_fresh_rows = -1;
+  bool batch_fresh_ring_serial = false;  // its kernel's first form of the ring's waits (cuda_sweep --fresh)
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.

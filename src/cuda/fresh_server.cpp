@@ -26,7 +26,7 @@ void* device_view(void* host) {
 }  // namespace
 
 FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_window, int max_rows, int device,
-                         long long lease_ms)
+                         long long lease_ms, bool ring_serial)
     : plan_(plan), max_window_(max_window), max_rows_(max_rows), I_(w.I), O_(w.O), device_(device) {
   if (plan.rows < 1) throw Error(std::string("cuda fresh-window server: no plan: ") + plan.why);
   if (max_rows < 1 || max_window < 1) throw Error("cuda fresh-window server: needs at least one row and one step");
@@ -62,6 +62,7 @@ FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_w
     p.status = static_cast<Status*>(device_view(status_));
     p.control = static_cast<const Control*>(device_view(control_));
     p.lease_ns = lease_ms * 1'000'000LL;
+    p.ring_serial = ring_serial;
     p.prof = static_cast<unsigned long long*>(device_view(prof_));
     heartbeat_ = util::start_jthread("the cuda fresh-window heartbeat", [this](std::stop_token stop) {
       uint32_t beats = 0;

@@ -27,7 +27,9 @@ struct FreshWeights {
 class FreshServer {
  public:
   // `plan` from fresh_plan for this shape and max_window on `device` (rows > 0). Launches the kernel.
-  FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_window, int max_rows, int device, long long lease_ms);
+  // ring_serial: FreshParams::ring_serial (a tuning knob).
+  FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_window, int max_rows, int device, long long lease_ms,
+              bool ring_serial = false);
   ~FreshServer();
   FreshServer(const FreshServer&) = delete;
   FreshServer& operator=(const FreshServer&) = delete;

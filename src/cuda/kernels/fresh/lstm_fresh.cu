@@ -215,32 +215,52 @@ __global__ void __launch_bounds__(kThreads, 1) lstm_fresh(const __grid_constant_
         // a row at a time (its A fragments read again for each row: the registers hold W_hh)
         for (int r = 0; r < rp; ++r) {
           float acc[2][4] = {};
-          for (int kk = 0; kk < K; kk += 16) {
-            uint32_t a0[4], a1[4];
-            ldmatrix_x4(a0, win + (32 * w + (lane & 15)) * kp + kk + (lane >> 4) * 8);
-            ldmatrix_x4(a1, win + (32 * w + 16 + (lane & 15)) * kp + kk + (lane >> 4) * 8);
-            uint32_t u0 = 0u, u1 = 0u, u2 = 0u, u3 = 0u;  // the words of k = kk + 2t, + 1, + 8, + 9
+          // K in steps of 32 (two k16 tiles; Ip and Hp are multiples of 32): the ring's eight words of a step
+          // loaded together, then their tags checked (one look's latency, not eight), again only if one is late
+          for (int kk = 0; kk < K; kk += 32) {
+            uint32_t u[8] = {};  // the words of k = kk + 2t, + 1, + 8, + 9, then the same + 16
             if (have) {
               if (l == 0) {
                 const float* xr = raw + (size_t(r) * maxW + step) * Ip + kk + 2 * t;
-                const float2 v0 = *reinterpret_cast<const float2*>(xr), v1 = *reinterpret_cast<const float2*>(xr + 8);
-                u0 = dev::hi_lo<BF16>(v0.x), u1 = dev::hi_lo<BF16>(v0.y);
-                u2 = dev::hi_lo<BF16>(v1.x), u3 = dev::hi_lo<BF16>(v1.y);
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                  const float2 v = *reinterpret_cast<const float2*>(xr + 8 * q);
+                  u[2 * q] = dev::hi_lo<BF16>(v.x), u[2 * q + 1] = dev::hi_lo<BF16>(v.y);
+                }
               } else {
                 const unsigned want = tb + unsigned(step) + 1u;
                 const unsigned long long* q = ring + (size_t(step % R) * P + r) * Hp + kk + 2 * t;
-                unsigned long long e0, e1, e2, e3;
-                do dev::ld_words2(q, e0, e1);
-                while (dev::tag_of(e0) != want || dev::tag_of(e1) != want);
-                do dev::ld_words2(q + 8, e2, e3);
-                while (dev::tag_of(e2) != want || dev::tag_of(e3) != want);
-                u0 = dev::value_of(e0), u1 = dev::value_of(e1), u2 = dev::value_of(e2), u3 = dev::value_of(e3);
+                if (p.ring_serial) {  // the first form, kept to measure against: each pair waited for in turn
+#pragma unroll
+                  for (int e = 0; e < 4; ++e) {
+                    unsigned long long w0, w1;
+                    do dev::ld_words2(q + 8 * e, w0, w1);
+                    while (dev::tag_of(w0) != want || dev::tag_of(w1) != want);
+                    u[2 * e] = dev::value_of(w0), u[2 * e + 1] = dev::value_of(w1);
+                  }
+                } else {
+                  for (;;) {
+                    unsigned long long wd[8];
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) dev::ld_words2(q + 8 * e, wd[2 * e], wd[2 * e + 1]);
+                    bool all = true;
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) all &= dev::tag_of(wd[e]) == want, u[e] = dev::value_of(wd[e]);
+                    if (all) break;
+                  }
+                }
               }
             }
             __syncwarp();
-            const uint32_t b0 = dev::b_pair(u0, u1, sel), b1 = dev::b_pair(u2, u3, sel);
-            mma16816<BF16>(acc[0], a0, b0, b1);
-            mma16816<BF16>(acc[1], a1, b0, b1);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              uint32_t a0[4], a1[4];
+              ldmatrix_x4(a0, win + (32 * w + (lane & 15)) * kp + kk + 16 * h + (lane >> 4) * 8);
+              ldmatrix_x4(a1, win + (32 * w + 16 + (lane & 15)) * kp + kk + 16 * h + (lane >> 4) * 8);
+              const uint32_t b0 = dev::b_pair(u[4 * h], u[4 * h + 1], sel), b1 = dev::b_pair(u[4 * h + 2], u[4 * h + 3], sel);
+              mma16816<BF16>(acc[0], a0, b0, b1);
+              mma16816<BF16>(acc[1], a1, b0, b1);
+            }
           }
           // lane (g, t): unit 8 w + g, step s0 + t; gate 2m from registers 0, 1 (hi + lo), 2m + 1 from 2, 3
           if (s0 + t < window)
