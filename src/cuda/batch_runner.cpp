@@ -518,7 +518,7 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
       HOTPATH_CUDA_CHECK(prepare_fresh_kernels(device));
       m.fresh_plan = fresh_plan(m.wts.Ip, m.wts.Hp, m.wts.L, m.wts.O, m.fresh_window, m.wts.bf16, device);
       if (m.fresh_plan.rows)
-        m.fresh_rows = tuning.fresh_rows > 0 ? tuning.fresh_rows : kFreshServerRows;
+        m.fresh_rows = tuning.fresh_rows > 0 ? tuning.fresh_rows : m.fresh_plan.rows;
       else
         m.fresh_why = m.fresh_plan.why;
     }

@@ -67,15 +67,13 @@ struct BatchTuning {
   int narrow_ksplit = 0;  // its warps a (layer, column group), each a share of K (0: the planner's)
   // Fresh-window calls of up to this many rows, from host memory, go to the fresh-window server (a persistent
   // kernel on a cluster of a block a layer, fresh_server.hpp) where its plan fits the model (not on an SM
-  // partition); it starts at the first such call and holds its SMs until the runner closes. -1:
-  // kFreshServerRows; 0: never.
+  // partition); it starts at the first such call and holds its SMs until the runner closes. -1: the rows of
+  // one pass of its kernel (FreshPlan::rows: beyond one pass the narrow kernel answered sooner in the
+  // measurements, docs/cuda.md "Fresh windows through a persistent kernel"); 0: never.
   long long fresh_rows = 0;
   bool fresh_ring_serial = false;  // its kernel's first form of the ring's waits (FreshParams::ring_serial), to measure against
 };
-// The fresh-window server's default reach (BatchTuning::fresh_rows = -1): the batch size up to which it
-// answered before the narrow kernel in the measurements (docs/cuda.md, "Fresh windows through a persistent
-// kernel").
-inline constexpr long long kFreshServerRows = 8;
+
 
 // Loads every throughput-path kernel on `device` now (BatchRunner does too): call before persistent tick
 // kernels start when a backtest may run beside them, since a kernel loaded later waits for them.

@@ -82,7 +82,8 @@ struct CudaOptions {
   int batch_narrow_ksplit = 0;
   // Throughput-only backend: fresh-window calls of up to this many rows (host arrays) go to the fresh-window
   // server, a persistent kernel started at the first such call (batch_runner.hpp, BatchTuning::fresh_rows):
-  // -1, kFreshServerRows; 0, never (cuda_sweep --fresh runs both). Beside a tick kernel, never.
+  // -1, one pass of its kernel (BatchTuning::fresh_rows); 0, never (cuda_sweep --fresh runs both). Beside a tick
+  // kernel, never.
   long long batch_fresh_rows = -1;
   bool batch_fresh_ring_serial = false;  // its kernel's first form of the ring's waits (cuda_sweep --fresh)
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
