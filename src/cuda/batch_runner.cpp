@@ -102,6 +102,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 // The fresh-window server's lease: it leaves when its heartbeat (every 20 ms) has stopped this long.
 constexpr long long kFreshServerLeaseMs = 1000;
+// .. and after this long without a request (the next one launches it again): its SMs go back to the device, and
+// a device-wide synchronize elsewhere in the process (a framework's) waits at most this long.
+constexpr long long kFreshServerIdleMs = 10;
 
 template <class T>
 class PinnedBuffer {
@@ -362,6 +365,19 @@ struct BatchRunner::Impl {
 
   // Runs chunks from `next` (which fills a BatchChunk and returns false when there are none) through the
   // two slots: while the GPU computes chunk j, the host stages chunk j+1 and drains chunk j-1.
+  // The server's end: a kernel that would not leave keeps reading the weights, which then stay allocated.
+  void retire_server() {
+    if (!server) return;
+    const bool leaked = server->leaked();
+    server.reset();
+    if (leaked) {
+      (void)w0.release();
+      for (auto& b : w) (void)b.release();
+      for (auto& b : bias) (void)b.release();
+      (void)bias0.release(), (void)head_w.release(), (void)head_b.release();
+    }
+  }
+
   // A fresh-window call on the server; false where it does not take it (the throughput kernels do).
   bool serve_fresh(const float* x, size_t batch, size_t window, float* out, BatchStats& stats) {
     if (!fresh_rows || server_failed || batch > size_t(fresh_rows) || window > size_t(fresh_window)) return false;
@@ -376,7 +392,14 @@ struct BatchRunner::Impl {
       fw.head_w = head_w.get();
       fw.head_b = wts.head_b.empty() ? nullptr : head_b.get();
       fw.I = wts.I, fw.Ip = wts.Ip, fw.H = wts.H, fw.Hp = wts.Hp, fw.L = wts.L, fw.O = wts.O, fw.bf16 = wts.bf16;
-      server = std::make_unique<FreshServer>(fw, fresh_plan, fresh_window, int(fresh_rows), device, kFreshServerLeaseMs, ring_serial);
+      try {
+        server = std::make_unique<FreshServer>(fw, fresh_plan, fresh_window, int(fresh_rows), device, kFreshServerLeaseMs,
+                                               kFreshServerIdleMs, ring_serial);
+      } catch (const std::exception& e) {  // the throughput kernels take its calls, and say why
+        server_failed = true;
+        fresh_why = std::string("it did not start: ") + e.what();
+        return false;
+      }
     }
     // The first answer waits for the kernel's start (its module load, its weights into registers and shared
     // memory); after that a request takes microseconds, and one that has not come in a second never will.
@@ -385,7 +408,8 @@ struct BatchRunner::Impl {
     if (!server->run(std::span<const float>(x, batch * window * I), int(batch), int(window), std::span<float>(out, batch * O),
                      timeout)) {
       server_failed = true;
-      server.reset();
+      fresh_why = "it did not answer in time and was stopped";
+      retire_server();
       return false;
     }
     stats = BatchStats{};
@@ -515,7 +539,6 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
     if (m.fresh_window < 1) {
       m.fresh_why = "the model has no window";
     } else {
-      HOTPATH_CUDA_CHECK(prepare_fresh_kernels(device));
       m.fresh_plan = fresh_plan(m.wts.Ip, m.wts.Hp, m.wts.L, m.wts.O, m.fresh_window, m.wts.bf16, device);
       if (m.fresh_plan.rows)
         m.fresh_rows = tuning.fresh_rows > 0 ? tuning.fresh_rows : m.fresh_plan.rows;
@@ -551,7 +574,7 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
 
 BatchRunner::~BatchRunner() {
   if (impl_) {
-    impl_->server.reset();  // stops its kernel before the weights it reads are freed
+    impl_->retire_server();  // stops its kernel before the weights it reads are freed
     // Work still queued reads the buffers freed below.
     HOTPATH_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(impl_->compute.get()));
     HOTPATH_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(impl_->h2d.get()));
@@ -568,21 +591,20 @@ long long BatchRunner::fresh_server_rows() const { return impl_->server_failed ?
 std::map<std::string, double> BatchRunner::fresh_server_profile() const {
   std::map<std::string, double> c;
   const Impl& m = *impl_;
-  if (!m.server || !m.server->answered()) return c;
-  const double n = double(m.server->answered());
+  if (!m.server || !m.server->answered_this_launch()) return c;
+  const double n = double(m.server->answered_this_launch());
   const auto prof = m.server->profile();
   static constexpr const char* kNames[kFreshProfSlots] = {"request", "input", "groups", "chain", "barrier", "head", "pass_end", "steps"};
   for (int l = 0; l < m.wts.L; ++l)
     for (int k = 0; k < kFreshProfSlots; ++k)
       c["fresh_server_l" + std::to_string(l) + "_" + kNames[k] + (k == kProfSteps ? "" : "_cycles")] =
           double(prof[size_t(l * kFreshProfSlots + k)]) / n;
-  c["fresh_server_requests"] = n;
+  c["fresh_server_requests"] = n;  // by its current launch (the sums above are its)
+  c["fresh_server_launches"] = double(m.server->launches());
   return c;
 }
 
-std::string BatchRunner::fresh_server_why() const {
-  return impl_->server_failed ? "it did not answer in time and was stopped" : impl_->fresh_why;
-}
+std::string BatchRunner::fresh_server_why() const { return impl_->fresh_why; }
 
 void BatchRunner::backtest(const float* x, size_t series, size_t ticks, int window, Backend::BacktestOutput out,
                            std::atomic<size_t>* done, ArraysIn where) {

@@ -26,7 +26,7 @@ void* device_view(void* host) {
 }  // namespace
 
 FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_window, int max_rows, int device,
-                         long long lease_ms, bool ring_serial)
+                         long long lease_ms, long long idle_ms, bool ring_serial)
     : plan_(plan), max_window_(max_window), max_rows_(max_rows), I_(w.I), O_(w.O), device_(device) {
   if (plan.rows < 1) throw Error(std::string("cuda fresh-window server: no plan: ") + plan.why);
   if (max_rows < 1 || max_window < 1) throw Error("cuda fresh-window server: needs at least one row and one step");
@@ -51,7 +51,7 @@ FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_w
   arch::store_fence();
   try {
     stream_ = Stream(cudaStreamNonBlocking);
-    FreshParams p;
+    FreshParams& p = params_;
     p.w0 = w.w0;
     for (int l = 0; l < kFreshMaxLayers; ++l) p.w[l] = w.w[l], p.bias[l] = w.bias[l];
     p.head_w = w.head_w, p.head_b = w.head_b;
@@ -62,6 +62,7 @@ FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_w
     p.status = static_cast<Status*>(device_view(status_));
     p.control = static_cast<const Control*>(device_view(control_));
     p.lease_ns = lease_ms * 1'000'000LL;
+    p.idle_ns = idle_ms * 1'000'000LL;
     p.ring_serial = ring_serial;
     p.prof = static_cast<unsigned long long*>(device_view(prof_));
     heartbeat_ = util::start_jthread("the cuda fresh-window heartbeat", [this](std::stop_token stop) {
@@ -71,8 +72,7 @@ FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_w
         std::this_thread::sleep_for(kBeat);
       }
     });
-    HOTPATH_CUDA_CHECK(launch_fresh(p, stream_.get()));
-    serving_ = true;
+    launch();
   } catch (...) {
     stop();
     pinned_free(back_, back_bytes_, cudaHostAllocMapped);
@@ -81,7 +81,37 @@ FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_w
   }
 }
 
+// A clean mailbox (the sequence starts again at the kernel's first request), then the kernel.
+void FreshServer::launch() {
+  std::memset(static_cast<void*>(req_), 0, req_bytes_);
+  std::memset(static_cast<void*>(out_), 0, size_t(max_rows_) * size_t(fresh_out_chunks(O_)) * sizeof(Chunk));
+  std::memset(static_cast<void*>(status_), 0, sizeof(Status));
+  std::memset(static_cast<void*>(prof_), 0, size_t(kFreshMaxLayers) * kFreshProfSlots * sizeof(unsigned long long));
+  arch::store_fence();
+  sent_ = 0;
+  answered_launch_ = 0;
+  HOTPATH_CUDA_CHECK(launch_fresh(params_, stream_.get()));
+  serving_ = true;
+  ++launches_;
+}
+
+// The kernel has left (its exit state written: idle, stopped, lease lapsed, a refused request).
+bool FreshServer::kernel_left() const {
+  uint32_t w[4];
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  arch::load16(status_, w);
+  return w[2] != 0u;
+}
+
+// After an idle exit: wait for the stream (the kernel is past its last store), then a new launch.
+void FreshServer::relaunch() {
+  HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  launch();
+}
+
 void FreshServer::stop() noexcept {
+  // No header for a kernel that starts late (queued behind other work) to serve: it sees none, then the stop.
+  if (req_) arch::store16(req_, 0u, 0u, 0u, 0u);
   if (control_) arch::publish_word(reinterpret_cast<uint32_t*>(control_), 1);
   heartbeat_.request_stop();
   if (heartbeat_.joinable()) heartbeat_.join();
@@ -121,15 +151,28 @@ bool FreshServer::run(std::span<const float> x, int rows, int window, std::span<
     throw Error("cuda fresh-window server: a request of " + std::to_string(rows) + " rows of " + std::to_string(window) +
                 " steps does not fit it (up to " + std::to_string(max_rows_) + " rows of " + std::to_string(max_window_) +
                 " steps) or its arrays");
-  const uint32_t seq = wire_seq(sent_++);
+  if (kernel_left()) relaunch();  // it went idle since the last request
+  bool resent = false;
+  uint32_t seq = wire_seq(sent_++);
   write_fresh_request(req_, seq, x, rows, window, I_, max_window_);
   const auto t0 = std::chrono::steady_clock::now();
   for (unsigned n = 1;; ++n) {
     if (read_fresh_answer(out_, seq, rows, O_, z)) {
       ++answered_;
+      ++answered_launch_;
       return true;
     }
-    if ((n & 1023u) == 0u && std::chrono::steady_clock::now() - t0 > timeout) break;
+    if ((n & 1023u) == 0u) {
+      // went idle just as the request came: once more on a new launch
+      if (!resent && kernel_left()) {
+        relaunch();
+        resent = true;
+        seq = wire_seq(sent_++);
+        write_fresh_request(req_, seq, x, rows, window, I_, max_window_);
+        continue;
+      }
+      if (std::chrono::steady_clock::now() - t0 > timeout) break;
+    }
   }
   stop();  // a late answer would land on the next request's: never serve again
   return false;

@@ -27,9 +27,11 @@ struct FreshWeights {
 class FreshServer {
  public:
   // `plan` from fresh_plan for this shape and max_window on `device` (rows > 0). Launches the kernel.
-  // ring_serial: FreshParams::ring_serial (a tuning knob).
+  // idle_ms: the kernel leaves after this long without a request (FreshParams::idle_ns; the next request launches
+  // it again), so that the SMs go back to the device and a device-wide synchronize elsewhere in the process waits
+  // at most that long. ring_serial: FreshParams::ring_serial (a tuning knob).
   FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_window, int max_rows, int device, long long lease_ms,
-              bool ring_serial = false);
+              long long idle_ms, bool ring_serial = false);
   ~FreshServer();
   FreshServer(const FreshServer&) = delete;
   FreshServer& operator=(const FreshServer&) = delete;
@@ -40,15 +42,22 @@ class FreshServer {
   bool run(std::span<const float> x, int rows, int window, std::span<float> z, std::chrono::microseconds timeout);
   bool serving() const { return serving_; }
   long long answered() const { return answered_; }
+  long long answered_this_launch() const { return answered_launch_; }  // what profile() sums over
+  long long launches() const { return launches_; }
+  bool leaked() const { return leaked_; }  // a kernel that did not leave when stopped: its inputs must stay allocated
   int max_rows() const { return max_rows_; }
   int max_window() const { return max_window_; }
   int rows_per_pass() const { return plan_.rows; }
   // Where the requests' time went in the kernel: per block (layer) and FreshProf slot, SM cycles summed over the
-  // requests answered so far (kFreshMaxLayers x kFreshProfSlots; fresh_layout.hpp).
+  // requests its current launch answered (kFreshMaxLayers x kFreshProfSlots; fresh_layout.hpp).
   std::vector<unsigned long long> profile() const;
 
  private:
+  void launch();
+  void relaunch();
+  bool kernel_left() const;
   void stop() noexcept;
+  FreshParams params_;
   FreshPlan plan_;
   int max_window_, max_rows_, I_, O_, device_;
   size_t req_bytes_ = 0, back_bytes_ = 0;
@@ -60,7 +69,7 @@ class FreshServer {
   unsigned long long* prof_ = nullptr;
   Stream stream_;
   std::jthread heartbeat_;
-  long long sent_ = 0, answered_ = 0;
+  long long sent_ = 0, answered_ = 0, answered_launch_ = 0, launches_ = 0;
   bool serving_ = false;
   bool leaked_ = false;  // the kernel did not leave when asked: its mailbox stays allocated
 };

@@ -5,8 +5,10 @@
 // type; x and h enter the tensor cores as hi + lo halves (~22 bits), c, the gates and every sum stay fp32.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -127,6 +129,29 @@ TEST(CudaFreshServer, TheBatchEngineUsesItByDefault) {
   cuda::BatchRunner beyond(*zoo_model("lstm_m"), Precision::fp16, 0, cuda::BatchTuning{.fresh_rows = -1});
   EXPECT_EQ(beyond.fresh_server_rows(), 0);
   EXPECT_NE(beyond.fresh_server_why().find("128 units"), std::string::npos) << beyond.fresh_server_why();
+}
+
+// The kernel leaves after its idle time (its SMs back to the device) and the next call launches it again, with
+// answers as before; the first form of the ring's waits (a tuning knob kept to measure against) answers the same.
+TEST(CudaFreshServer, LeavesWhenIdleAndComesBackOnTheNextCall) {
+  std::string why;
+  if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
+  const Model m = *zoo_model("lstm_s");
+  for (const bool serial : {false, true}) {
+    cuda::BatchTuning tuning;
+    tuning.fresh_rows = 2;
+    tuning.fresh_ring_serial = serial;
+    cuda::BatchRunner runner(m, Precision::fp16, 0, tuning);
+    EXPECT_LE(fresh_error(runner, m, 1, 50, 71, true), error_bound(Precision::fp16));
+    EXPECT_EQ(runner.fresh_server_profile().at("fresh_server_launches"), 1.0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // > its idle time (10 ms)
+    EXPECT_LE(fresh_error(runner, m, 2, 50, 72, true), error_bound(Precision::fp16)) << "after idle";
+    EXPECT_LE(fresh_error(runner, m, 1, 50, 73, true), error_bound(Precision::fp16)) << "after idle";
+    const auto prof = runner.fresh_server_profile();
+    EXPECT_EQ(prof.at("fresh_server_launches"), 2.0) << (serial ? "serial" : "");
+    EXPECT_EQ(prof.at("fresh_server_requests"), 2.0);  // by the second launch
+    EXPECT_EQ(prof.at("fresh_server_l0_steps"), 50.0);  // a request of 1 row, one of 2: one pass of 50 steps each
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "cuda/kernels/batch/batch_mma.cuh"
 #include "cuda/kernels/batch/lstm_batch.hpp"
+#include "cuda/kernels/fresh/lstm_fresh.hpp"
 
 namespace hotpath::cuda {
 namespace {
@@ -214,7 +215,8 @@ cudaError_t prepare_batch_kernels() {
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   if (const cudaError_t e = prepare_batch_tile_kernels(device); e != cudaSuccess) return e;
   if (const cudaError_t e = prepare_batch_cluster_kernels(device); e != cudaSuccess) return e;
-  return prepare_batch_narrow_kernels(device);
+  if (const cudaError_t e = prepare_batch_narrow_kernels(device); e != cudaSuccess) return e;
+  return prepare_fresh_kernels(device);
 }
 
 cudaError_t launch_batch_split(const float* x, int rows, int I, int Ip, bool bf16, void* hi, void* lo,

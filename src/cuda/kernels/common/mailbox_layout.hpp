@@ -68,7 +68,8 @@ struct alignas(16) Status {
 };
 static_assert(sizeof(Status) == 16);
 
-enum DeviceState : uint32_t { kStarting = 0, kServing = 1, kStopped = 2, kLeaseExpired = 3 };
+// kIdle: the fresh-window server left after no request for its idle time (kernels/fresh/; its host relaunches it).
+enum DeviceState : uint32_t { kStarting = 0, kServing = 1, kStopped = 2, kLeaseExpired = 3, kIdle = 4 };
 
 // The shared-memory bytes of a block's flags (dev::CtaFlags, kernels/common/mailbox.cuh, which asserts
 // they fit): the planner reserves this many in every block that polls or serves.

@@ -150,8 +150,19 @@ __global__ void __launch_bounds__(kThreads, 1) lstm_fresh(const __grid_constant_
   const bool timer = tid == 0;
   auto now = [] { return (unsigned long long)clock64(); };
   unsigned long long t_req = 0, t_mark = 0;
+  unsigned long long idle_from = tid == 0 ? dev::globaltimer_ns() : 0ull;
   for (unsigned long long req = 0;; ++req) {
     const unsigned seq = wire_seq((long long)req);
+    // The step tags are 32-bit: long before they wrap, every block starts them again from zero with its ring
+    // and ack word cleared (the same decision in every block: tb is the same count everywhere; no remote store
+    // is in flight between requests).
+    if (tb > 0x80000000u) {
+      if (l > 0)
+        for (int i = tid; i < R * P * Hp; i += nthreads) ring[i] = 0ull;
+      if (tid == 0) ctl[kAck] = 0u;
+      tb = read_tag = acked = 0u;
+      __syncthreads();
+    }
     if (l == 0 && tid == 0) {
       unsigned rows = 0, window = 0;
       for (unsigned n = 0;; ++n) {
@@ -161,7 +172,14 @@ __global__ void __launch_bounds__(kThreads, 1) lstm_fresh(const __grid_constant_
           if (rows < 1 || rows > unsigned(p.max_rows) || window < 1 || window > unsigned(maxW)) quit = kStopped;
           break;
         }
-        if ((n & 15u) == 15u && (quit = watch.poll(mb))) break;
+        if ((n & 15u) == 15u) {
+          if ((quit = watch.poll(mb))) break;
+          // idle: the SMs go back to the device (a device-wide synchronize elsewhere would wait on this kernel)
+          if (p.idle_ns > 0 && dev::globaltimer_ns() - idle_from > (unsigned long long)p.idle_ns) {
+            quit = kIdle;
+            break;
+          }
+        }
       }
       for (int peer = 0; peer < L; ++peer) {
         const uint32_t base = dev::peer_smem(dev::smem_u32(ctl), unsigned(peer));
@@ -359,6 +377,7 @@ __global__ void __launch_bounds__(kThreads, 1) lstm_fresh(const __grid_constant_
       if (timer) prof[kProfPassEnd] += now() - t_mark;
     }
     ++answered;
+    if (tid == 0) idle_from = dev::globaltimer_ns();
     if (timer) {
       prof[kProfRequest] += now() - t_req;
       if (p.prof)
@@ -377,7 +396,7 @@ const void* fresh_kernel(bool bf16) {
 }
 
 bool shape_fits(int Ip, int Hp, int L, int O) {
-  return Hp % 32 == 0 && Hp <= kFreshMaxHp && Ip % 16 == 0 && Ip > 0 && L >= 1 && L <= kFreshMaxLayers && O >= 1;
+  return Hp % 32 == 0 && Hp <= kFreshMaxHp && Ip % 32 == 0 && Ip > 0 && L >= 1 && L <= kFreshMaxLayers && O >= 1;
 }
 
 void launch_config(int L, int Hp, size_t smem, cudaStream_t stream, cudaLaunchConfig_t& cfg, cudaLaunchAttribute (&attr)[1]) {
