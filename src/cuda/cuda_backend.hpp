@@ -82,9 +82,9 @@ struct CudaOptions {
   int batch_narrow_ksplit = 0;
   // Throughput-only backend: fresh-window calls of up to this many rows (host arrays) go to the fresh-window
   // server, a persistent kernel started at the first such call (batch_runner.hpp, BatchTuning::fresh_rows):
-  // -1, one pass of its kernel (BatchTuning::fresh_rows); 0, never (cuda_sweep --fresh runs both). Beside a tick
-  // kernel, never.
-  long long batch_fresh_rows = -1;
+  // -1, one pass of its kernel (BatchTuning::fresh_rows); 0, never. Off by default until its last changes have
+  // run on a GPU (docs/cuda.md); cuda_sweep --fresh asks for it. Beside a tick kernel, never.
+  long long batch_fresh_rows = 0;
   bool batch_fresh_ring_serial = false;  // its kernel's first form of the ring's waits (cuda_sweep --fresh)
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per

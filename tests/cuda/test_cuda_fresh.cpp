@@ -16,7 +16,7 @@
 #include "cuda/batch_runner.hpp"
 #include "cuda/device.hpp"
 #include "cuda/kernels/fresh/lstm_fresh.hpp"
-#include "engine/engine.hpp"
+#include "cuda/cuda_backend.hpp"
 #include "model/zoo.hpp"
 #include "reference/parallel_outputs.hpp"
 #include "reference/reference.hpp"
@@ -99,29 +99,33 @@ TEST(CudaFreshServer, RandomShapesEveryLayerCount) {
     }
 }
 
-// A batch engine sends the calls that fit one pass of the server's kernel to it by default and the others to
-// the throughput kernels, many calls in a row with varying rows, and closes with the server idle; a shape beyond it (lstm_m: H 256) says why and runs on the throughput kernels.
-TEST(CudaFreshServer, TheBatchEngineUsesItByDefault) {
+// A batch backend asked for the server (its default reach: one pass of the kernel) sends it the calls that fit
+// and the others to the throughput kernels, many calls in a row with varying rows; by default it is not asked
+// for; a shape beyond it (lstm_m: H 256) says why.
+TEST(CudaFreshServer, TheBatchBackendSendsItTheCallsOfOnePass) {
   std::string why;
   if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
   const Model m = *zoo_model("lstm_s");
   const size_t W = 50, I = 32;
-  EngineOptions eo;
-  eo.backend = BackendKind::cuda;
-  eo.mode = Mode::batch;
-  eo.window = int(W);
-  Engine engine(m, eo);
+  BackendOptions bo;
+  bo.mode = Mode::batch;
+  bo.window = int(W);
+  EXPECT_EQ(CudaOptions{}.batch_fresh_rows, 0);  // off unless asked for (docs/cuda.md)
+  CudaOptions co;
+  co.batch_fresh_rows = -1;
+  auto engine = make_cuda_backend(m, bo, co);
   double served_rows = 0;
   for (int call = 0; call < 300; ++call) {
     const size_t rows = size_t(1 + call % 8);
     const auto x = reference::normal_inputs(rows * W * I, 1000 + uint64_t(call));
     std::vector<float> z(rows);
-    engine.run_batch(x, rows, W, z);
+    engine->run_batch(x, rows, W, z);
     if (call % 37 == 0) {
       const auto want = reference::batch(m, std::span<const float>(x), rows, W);
       EXPECT_LE(reference::normalized_error(std::vector<double>(z.begin(), z.end()), want), error_bound(Precision::fp16));
-      served_rows = engine.counters().at("batch_fresh_server_rows");
-      EXPECT_EQ(engine.counters().at("batch_fresh_server"), double(rows) <= served_rows ? 1.0 : 0.0) << "call " << call;
+      const auto c = engine->counters();
+      served_rows = c.at("batch_fresh_server_rows");
+      EXPECT_EQ(c.at("batch_fresh_server"), double(rows) <= served_rows ? 1.0 : 0.0) << "call " << call;
     }
   }
   EXPECT_GE(served_rows, 1.0);  // one pass: up to kFreshMaxRows
