@@ -167,6 +167,7 @@ struct BatchRunner::Impl {
   std::string fresh_why;
   std::unique_ptr<FreshServer> server;
   bool server_failed = false;
+  bool weights_held = false;  // a server kernel that would not leave may read the weights: never freed
   bool ring_serial = false;
   // A streaming group's chunks stay on the kernel its first chunk took (the narrow kernel and the GEMMs keep the
   // state between chunks in different buffers): decided at each chunk that starts from zero state.
@@ -363,19 +364,18 @@ struct BatchRunner::Impl {
     HOTPATH_CUDA_CHECK(cudaEventRecord(s.comp_end.get(), st));
   }
 
-  // Runs chunks from `next` (which fills a BatchChunk and returns false when there are none) through the
-  // two slots: while the GPU computes chunk j, the host stages chunk j+1 and drains chunk j-1.
-  // The server's end: a kernel that would not leave keeps reading the weights, which then stay allocated.
+  // The server's end. A kernel that would not leave may still read the weights: the throughput kernels go on
+  // using them, and the runner's end leaves them allocated (leak_weights) instead of freeing them under it.
   void retire_server() {
     if (!server) return;
-    const bool leaked = server->leaked();
+    weights_held |= server->leaked();
     server.reset();
-    if (leaked) {
-      (void)w0.release();
-      for (auto& b : w) (void)b.release();
-      for (auto& b : bias) (void)b.release();
-      (void)bias0.release(), (void)head_w.release(), (void)head_b.release();
-    }
+  }
+  void leak_weights() {
+    (void)w0.release();
+    for (auto& b : w) (void)b.release();
+    for (auto& b : bias) (void)b.release();
+    (void)bias0.release(), (void)head_w.release(), (void)head_b.release();
   }
 
   // A fresh-window call on the server; false where it does not take it (the throughput kernels do).
@@ -405,10 +405,16 @@ struct BatchRunner::Impl {
     // memory); after that a request takes microseconds, and one that has not come in a second never will.
     const auto timeout = server->answered() ? std::chrono::microseconds(1'000'000) : std::chrono::microseconds(10'000'000);
     const size_t I = size_t(wts.I), O = size_t(wts.O);
-    if (!server->run(std::span<const float>(x, batch * window * I), int(batch), int(window), std::span<float>(out, batch * O),
-                     timeout)) {
+    bool answered = false;
+    try {
+      answered = server->run(std::span<const float>(x, batch * window * I), int(batch), int(window),
+                             std::span<float>(out, batch * O), timeout);
+      if (!answered) fresh_why = "it did not answer in time and was stopped";
+    } catch (const std::exception& e) {  // a relaunch that failed
+      fresh_why = std::string("it failed: ") + e.what();
+    }
+    if (!answered) {
       server_failed = true;
-      fresh_why = "it did not answer in time and was stopped";
       retire_server();
       return false;
     }
@@ -418,6 +424,8 @@ struct BatchRunner::Impl {
     return true;
   }
 
+  // Runs chunks from `next` (which fills a BatchChunk and returns false when there are none) through the
+  // two slots: while the GPU computes chunk j, the host stages chunk j+1 and drains chunk j-1.
   void run(const ChunkSource& next, const float* x, size_t I, Backend::BacktestOutput out, size_t O,
            std::atomic<size_t>* done, BatchStats& stats, ArraysIn where) {
     stats = BatchStats{};
@@ -575,6 +583,7 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
 BatchRunner::~BatchRunner() {
   if (impl_) {
     impl_->retire_server();  // stops its kernel before the weights it reads are freed
+    if (impl_->weights_held) impl_->leak_weights();
     // Work still queued reads the buffers freed below.
     HOTPATH_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(impl_->compute.get()));
     HOTPATH_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(impl_->h2d.get()));

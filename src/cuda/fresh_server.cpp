@@ -151,11 +151,10 @@ bool FreshServer::run(std::span<const float> x, int rows, int window, std::span<
     throw Error("cuda fresh-window server: a request of " + std::to_string(rows) + " rows of " + std::to_string(window) +
                 " steps does not fit it (up to " + std::to_string(max_rows_) + " rows of " + std::to_string(max_window_) +
                 " steps) or its arrays");
+  auto t0 = std::chrono::steady_clock::now();
   if (kernel_left()) relaunch();  // it went idle since the last request
-  bool resent = false;
   uint32_t seq = wire_seq(sent_++);
   write_fresh_request(req_, seq, x, rows, window, I_, max_window_);
-  const auto t0 = std::chrono::steady_clock::now();
   for (unsigned n = 1;; ++n) {
     if (read_fresh_answer(out_, seq, rows, O_, z)) {
       ++answered_;
@@ -163,10 +162,11 @@ bool FreshServer::run(std::span<const float> x, int rows, int window, std::span<
       return true;
     }
     if ((n & 1023u) == 0u) {
-      // went idle just as the request came: once more on a new launch
-      if (!resent && kernel_left()) {
+      // it went idle just as the request came (before it took the header): again, on a new launch, with the
+      // timeout counted from there
+      if (kernel_left()) {
         relaunch();
-        resent = true;
+        t0 = std::chrono::steady_clock::now();
         seq = wire_seq(sent_++);
         write_fresh_request(req_, seq, x, rows, window, I_, max_window_);
         continue;

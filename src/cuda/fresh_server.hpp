@@ -49,7 +49,8 @@ class FreshServer {
   int max_window() const { return max_window_; }
   int rows_per_pass() const { return plan_.rows; }
   // Where the requests' time went in the kernel: per block (layer) and FreshProf slot, SM cycles summed over the
-  // requests its current launch answered (kFreshMaxLayers x kFreshProfSlots; fresh_layout.hpp).
+  // requests its current launch answered (kFreshMaxLayers x kFreshProfSlots; fresh_layout.hpp). The kernel copies
+  // them after each request's answer: the last request's may land a moment after run() returns.
   std::vector<unsigned long long> profile() const;
 
  private:

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -141,20 +142,33 @@ TEST(CudaFreshServer, LeavesWhenIdleAndComesBackOnTheNextCall) {
   std::string why;
   if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
   const Model m = *zoo_model("lstm_s");
+  const size_t W = 50, I = 32;
   for (const bool serial : {false, true}) {
     cuda::BatchTuning tuning;
     tuning.fresh_rows = 2;
     tuning.fresh_ring_serial = serial;
     cuda::BatchRunner runner(m, Precision::fp16, 0, tuning);
-    EXPECT_LE(fresh_error(runner, m, 1, 50, 71, true), error_bound(Precision::fp16));
+    EXPECT_LE(fresh_error(runner, m, 1, W, 71, true), error_bound(Precision::fp16));
     EXPECT_EQ(runner.fresh_server_profile().at("fresh_server_launches"), 1.0);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // > its idle time (10 ms)
-    EXPECT_LE(fresh_error(runner, m, 2, 50, 72, true), error_bound(Precision::fp16)) << "after idle";
-    EXPECT_LE(fresh_error(runner, m, 1, 50, 73, true), error_bound(Precision::fp16)) << "after idle";
+    // two calls back to back (the float64 references after: they take longer than the idle time)
+    const auto x2 = reference::normal_inputs(2 * W * I, 72), x1 = reference::normal_inputs(W * I, 73);
+    std::vector<float> z2(2, std::nanf("")), z1(1, std::nanf(""));
+    runner.fresh(x2.data(), 2, W, z2.data());
+    EXPECT_TRUE(runner.stats().fresh_server);
+    runner.fresh(x1.data(), 1, W, z1.data());
+    EXPECT_TRUE(runner.stats().fresh_server);
+    // the kernel copies its time sums after its answer: a moment for the last request's
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
     const auto prof = runner.fresh_server_profile();
     EXPECT_EQ(prof.at("fresh_server_launches"), 2.0) << (serial ? "serial" : "");
     EXPECT_EQ(prof.at("fresh_server_requests"), 2.0);  // by the second launch
-    EXPECT_EQ(prof.at("fresh_server_l0_steps"), 50.0);  // a request of 1 row, one of 2: one pass of 50 steps each
+    EXPECT_EQ(prof.at("fresh_server_l0_steps"), 50.0);  // a request of 2 rows, one of 1: one pass of 50 steps each
+    for (const auto& [x, z, rows] : {std::tuple{&x2, &z2, size_t(2)}, std::tuple{&x1, &z1, size_t(1)}}) {
+      const auto want = reference::batch(m, std::span<const float>(*x), rows, W);
+      EXPECT_LE(reference::normalized_error(std::vector<double>(z->begin(), z->end()), want), error_bound(Precision::fp16))
+          << "after idle, rows " << rows << (serial ? " serial" : "");
+    }
   }
 }
 
