@@ -603,10 +603,9 @@ std::map<std::string, double> BatchRunner::fresh_server_profile() const {
   if (!m.server || !m.server->answered_this_launch()) return c;
   const double n = double(m.server->answered_this_launch());
   const auto prof = m.server->profile();
-  static constexpr const char* kNames[kFreshProfSlots] = {"request", "input", "groups", "chain", "barrier", "head", "pass_end", "steps"};
   for (int l = 0; l < m.wts.L; ++l)
     for (int k = 0; k < kFreshProfSlots; ++k)
-      c["fresh_server_l" + std::to_string(l) + "_" + kNames[k] + (k == kProfSteps ? "" : "_cycles")] =
+      c["fresh_server_l" + std::to_string(l) + "_" + kFreshProfNames[k] + (k == kProfSteps ? "" : "_cycles")] =
           double(prof[size_t(l * kFreshProfSlots + k)]) / n;
   c["fresh_server_requests"] = n;  // by its current launch (the sums above are its)
   c["fresh_server_launches"] = double(m.server->launches());

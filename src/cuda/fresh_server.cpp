@@ -18,11 +18,6 @@ constexpr size_t kLine = 64;
 size_t round_line(size_t n) { return (n + kLine - 1) / kLine * kLine; }
 constexpr auto kBeat = std::chrono::milliseconds(20);  // the heartbeat's period (the lease is many of them)
 constexpr auto kStopWait = std::chrono::seconds(2);     // how long stop() waits for the kernel to leave
-void* device_view(void* host) {
-  void* d = nullptr;
-  HOTPATH_CUDA_CHECK(cudaHostGetDevicePointer(&d, host, 0));
-  return d;
-}
 }  // namespace
 
 FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_window, int max_rows, int device,
@@ -46,9 +41,7 @@ FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_w
   status_ = reinterpret_cast<Status*>(back_ + out_bytes);
   control_ = reinterpret_cast<Control*>(back_ + out_bytes + kLine);
   prof_ = reinterpret_cast<unsigned long long*>(back_ + out_bytes + 2 * kLine);
-  std::memset(static_cast<void*>(req_), 0, req_bytes_);
-  std::memset(back_, 0, back_bytes_);
-  arch::store_fence();
+  // pinned_alloc zeroed both (the control words included); launch() clears the mailbox again before each launch
   try {
     stream_ = Stream(cudaStreamNonBlocking);
     FreshParams& p = params_;
@@ -57,14 +50,14 @@ FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_w
     p.head_w = w.head_w, p.head_b = w.head_b;
     p.I = w.I, p.Ip = w.Ip, p.H = w.H, p.Hp = w.Hp, p.L = w.L, p.O = w.O, p.bf16 = w.bf16;
     p.rows = plan.rows, p.max_window = max_window, p.max_rows = max_rows, p.smem = plan.smem;
-    p.req = static_cast<const Chunk*>(device_view(req_));
-    p.out = static_cast<Chunk*>(device_view(out_));
-    p.status = static_cast<Status*>(device_view(status_));
-    p.control = static_cast<const Control*>(device_view(control_));
+    p.req = device_view(req_);
+    p.out = device_view(out_);
+    p.status = device_view(status_);
+    p.control = device_view(control_);
     p.lease_ns = lease_ms * 1'000'000LL;
     p.idle_ns = idle_ms * 1'000'000LL;
     p.ring_serial = ring_serial;
-    p.prof = static_cast<unsigned long long*>(device_view(prof_));
+    p.prof = device_view(prof_);
     heartbeat_ = util::start_jthread("the cuda fresh-window heartbeat", [this](std::stop_token stop) {
       uint32_t beats = 0;
       while (!stop.stop_requested()) {

@@ -53,20 +53,15 @@ HostMailbox::~HostMailbox() {
 
 MailboxView HostMailbox::view(long long lease_ns) const {
   MailboxView v;
-  auto dev = [](void* host) {
-    void* d = nullptr;
-    HOTPATH_CUDA_CHECK(cudaHostGetDevicePointer(&d, host, 0));
-    return d;
-  };
-  v.in = static_cast<const Chunk*>(dev(in_));
+  v.in = device_view(in_);
   v.n_in = n_in_;
   v.in_stride = stride_;
   v.in_fpc = fpc_;
   v.in_dual = options_.dual_seq_input;
-  v.out = static_cast<Chunk*>(dev(out_));
+  v.out = device_view(out_);
   v.n_out = n_out_;
-  v.status = static_cast<Status*>(dev(status_));
-  v.control = static_cast<const Control*>(dev(control_));
+  v.status = device_view(status_);
+  v.control = device_view(control_);
   v.poll_sets = options_.poll_sets;
   v.lease_ns = lease_ns;
   return v;

@@ -83,6 +83,12 @@ void* pinned_alloc(size_t bytes, unsigned flags) {
   return p;
 }
 
+void* mapped_device_pointer(const void* host) {
+  void* d = nullptr;
+  HOTPATH_CUDA_CHECK(cudaHostGetDevicePointer(&d, const_cast<void*>(host), 0));
+  return d;
+}
+
 void pinned_free(void* p, size_t bytes, unsigned flags) noexcept {
   if (!p) return;
   try {

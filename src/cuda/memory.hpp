@@ -28,4 +28,12 @@ void copy_zeros(void* dst, size_t bytes, CUstream_st* stream);
 void* pinned_alloc(size_t bytes, unsigned flags);
 void pinned_free(void* p, size_t bytes, unsigned flags) noexcept;
 
+// The device's address of mapped pinned host memory (pinned_alloc with cudaHostAllocMapped): what a kernel
+// polls or writes. Throws as HOTPATH_CUDA_CHECK does.
+void* mapped_device_pointer(const void* host);
+template <class T>
+T* device_view(T* host) {
+  return static_cast<T*>(mapped_device_pointer(host));
+}
+
 }  // namespace hotpath::cuda

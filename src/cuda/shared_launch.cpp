@@ -20,13 +20,6 @@ namespace hotpath::cuda {
 namespace {
 using Clock = std::chrono::steady_clock;
 constexpr unsigned kMapped = cudaHostAllocMapped;
-
-template <class T>
-T* device_view(T* host) {
-  void* d = nullptr;
-  HOTPATH_CUDA_CHECK(cudaHostGetDevicePointer(&d, host, 0));
-  return static_cast<T*>(d);
-}
 }  // namespace
 
 SharedLaunch::SharedLaunch(const Model& model, const BackendOptions& options, const SharedLaunchOptions& shared,

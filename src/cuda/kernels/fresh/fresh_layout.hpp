@@ -28,6 +28,9 @@ enum FreshProf {
   kProfSteps,        // steps run (a count)
   kFreshProfSlots
 };
+// The slots' names in the backend's counters (fresh_server_l<l>_<name>_cycles; steps: fresh_server_l<l>_steps).
+inline constexpr const char* kFreshProfNames[kFreshProfSlots] = {"request", "input",    "groups", "chain",
+                                                                 "barrier", "head",     "pass_end", "steps"};
 
 HOTPATH_HD constexpr int fresh_row_chunks(int window, int I) { return chunks_for(window * I, 3); }
 HOTPATH_HD constexpr int fresh_out_chunks(int O) { return chunks_for(O, kOutFloatsPerChunk); }
