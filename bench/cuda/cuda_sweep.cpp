@@ -12,7 +12,7 @@
 // chunk kernel, CudaOptions::batch_tile, and on its cluster form, CudaOptions::batch_cluster, side by side; then
 // fresh windows at B = 1 .. 512 on the GEMMs, the cluster form, the narrow cluster kernel and the fresh-window
 // server, per call latency beside the ping-pong) | --fresh (those fresh windows only; --variants
-// gemm,cluster,narrow1,narrow2,narrow4,server,server_serial and --batches 1,8,.. pick the rows)]
+// gemm,cluster,narrow1,narrow2,narrow4,server,server_serial,server_dynk and --batches 1,8,.. pick the rows)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -31,6 +31,7 @@
 #include "cuda/device.hpp"
 #include "cuda/input_layout.hpp"
 #include "cuda/kernels/common/lstm_launch.hpp"
+#include "cuda/kernels/fresh/fresh_layout.hpp"
 #include "model/zoo.hpp"
 #include "reference/parallel_outputs.hpp"
 #include "reference/reference.hpp"
@@ -393,10 +394,11 @@ void fresh_rows(long long calls, int cpu, const std::vector<std::string>& varian
       // per-step GEMMs (0), the cluster form (1), the narrow kernel with 1, 2 and 4 k-shares (the one-block fused
       // kernel, 2-4x slower than the GEMMs here in the first runs, is left out)
       // -2: the fresh-window server (a persistent kernel, the windows through its mailbox)
-      for (const int ksplit : {0, -1, 1, 2, 4, -2, -3}) {  // -3: the server with its first form of the ring's waits
+      // -3, -4: the server in its earlier forms (the ring's waits a pair at a time; W_hh's tiles counted at run time)
+      for (const int ksplit : {0, -1, 1, 2, 4, -2, -3, -4}) {
         if (B > 64 && (ksplit == -1 || ksplit > 1)) continue;  // the crossover: the GEMMs, the narrow kernel, the server
         if (B > 240 && ksplit <= -2) continue;
-        if (!wanted(ksplit == -3 ? "server_serial" : ksplit == -2 ? "server" : ksplit == -1 ? "cluster" : ksplit > 0 ? "narrow" + std::to_string(ksplit) : "gemm"))
+        if (!wanted(ksplit == -4 ? "server_dynk" : ksplit == -3 ? "server_serial" : ksplit == -2 ? "server" : ksplit == -1 ? "cluster" : ksplit > 0 ? "narrow" + std::to_string(ksplit) : "gemm"))
           continue;
         BackendOptions o;
         o.mode = Mode::batch;
@@ -408,7 +410,7 @@ void fresh_rows(long long calls, int cpu, const std::vector<std::string>& varian
         c.batch_narrow_rows = ksplit > 0 ? (B > 64 ? (long long)B : -1) : 0;
         c.batch_narrow_ksplit = std::max(ksplit, 0);
         c.batch_fresh_rows = ksplit <= -2 ? (long long)B : 0;
-        c.batch_fresh_ring_serial = ksplit == -3;
+        c.batch_fresh_form = ksplit == -3 ? cuda::kFreshRingSerial : ksplit == -4 ? cuda::kFreshDynamicK : 0u;
         auto b = make_cuda_backend(m, o, c);
         std::vector<float> z(B * O);
         for (int r = 0; r < 50; ++r) b->run_batch(x, B, size_t(W), z);
@@ -424,7 +426,8 @@ void fresh_rows(long long calls, int cpu, const std::vector<std::string>& varian
         const double err = reference::normalized_error(std::vector<double>(z.begin(), z.end()), want);
         const Pct p = percentiles(us);
         const std::string name = std::string(zoo) + " fresh B=" + std::to_string(B) +
-                                 (ksplit == -3   ? " server serial"
+                                 (ksplit == -4   ? " server dynk"
+                                  : ksplit == -3 ? " server serial"
                                   : ksplit == -2 ? " server"
                                   : ksplit == -1 ? " cluster"
                                   : ksplit > 0   ? " narrow k" + std::to_string(ksplit)
@@ -461,7 +464,7 @@ int main(int argc, char** argv) {
   std::string json;
   bool quick = false, families = false, large = false, large_default = false, quiet_answer = false, tile = false,
        trace = false, fresh = false;
-  std::vector<std::string> fresh_variants;  // --variants gemm,cluster,narrow1,narrow2,narrow4,server (--fresh)
+  std::vector<std::string> fresh_variants;  // --variants gemm,...,server,server_serial,server_dynk (--fresh)
   std::vector<int> fresh_batches{1, 8, 64, 128, 240, 512};  // --batches 1,8,...
   std::vector<std::string> only;  // --model M (repeatable): the --large cases of these models only
   int input_nap_ns = 0;           // --input-nap NS: each grid row beside the same with grid_input_nap_ns

@@ -168,7 +168,7 @@ struct BatchRunner::Impl {
   std::unique_ptr<FreshServer> server;
   bool server_failed = false;
   bool weights_held = false;  // a server kernel that would not leave may read the weights: never freed
-  bool ring_serial = false;
+  unsigned fresh_form = 0;  // FreshParams::form
   // A streaming group's chunks stay on the kernel its first chunk took (the narrow kernel and the GEMMs keep the
   // state between chunks in different buffers): decided at each chunk that starts from zero state.
   bool narrow_group = false;
@@ -394,7 +394,7 @@ struct BatchRunner::Impl {
       fw.I = wts.I, fw.Ip = wts.Ip, fw.H = wts.H, fw.Hp = wts.Hp, fw.L = wts.L, fw.O = wts.O, fw.bf16 = wts.bf16;
       try {
         server = std::make_unique<FreshServer>(fw, fresh_plan, fresh_window, int(fresh_rows), device, kFreshServerLeaseMs,
-                                               kFreshServerIdleMs, ring_serial);
+                                               kFreshServerIdleMs, fresh_form);
       } catch (const std::exception& e) {  // the throughput kernels take its calls, and say why
         server_failed = true;
         fresh_why = std::string("it did not start: ") + e.what();
@@ -541,7 +541,7 @@ BatchRunner::BatchRunner(const Model& model, Precision precision, int device, Ba
       m.narrow_rows = tuning.narrow_rows > 0 ? tuning.narrow_rows : (long long)m.narrow.clusters * kBatchNarrowRows;
   }
   // The fresh-window server where its plan fits (a window length to size it by: the model's), same reason.
-  m.ring_serial = tuning.fresh_ring_serial;
+  m.fresh_form = tuning.fresh_form;
   if (tuning.fresh_rows != 0 && !tuning.partition) {
     m.fresh_window = model.config.window.value_or(0);
     if (m.fresh_window < 1) {

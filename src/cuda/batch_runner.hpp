@@ -71,7 +71,7 @@ struct BatchTuning {
   // one pass of its kernel (FreshPlan::rows: beyond one pass the narrow kernel answered sooner in the
   // measurements, docs/cuda.md "Fresh windows through a persistent kernel"); 0: never.
   long long fresh_rows = 0;
-  bool fresh_ring_serial = false;  // its kernel's first form of the ring's waits (FreshParams::ring_serial), to measure against
+  unsigned fresh_form = 0;  // earlier forms of its kernel (FreshParams::form, FreshForm bits), to measure against
 };
 
 

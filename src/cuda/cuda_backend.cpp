@@ -948,7 +948,7 @@ class CudaBatchBackend final : public Backend {
     runner_ = std::make_unique<cuda::BatchRunner>(model, precision_, options.gpu.device,
                                                   cuda::BatchTuning{options.gpu.batch_rows, copt.partition, copt.batch_priority, options.gpu.batch_copy_threads,
                                                                     copt.batch_tile, copt.batch_cluster, copt.batch_narrow_rows, copt.batch_narrow_ksplit,
-                                                                    copt.batch_fresh_rows, copt.batch_fresh_ring_serial});
+                                                                    copt.batch_fresh_rows, copt.batch_fresh_form});
   }
   std::string name() const override { return "cuda"; }
   std::string variant() const override { return std::string("batch-gemm-") + precision_name(precision_); }

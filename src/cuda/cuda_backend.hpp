@@ -85,7 +85,7 @@ struct CudaOptions {
   // -1, one pass of its kernel (BatchTuning::fresh_rows); 0, never. Off by default until its last changes have
   // run on a GPU (docs/cuda.md); cuda_sweep --fresh asks for it. Beside a tick kernel, never.
   long long batch_fresh_rows = 0;
-  bool batch_fresh_ring_serial = false;  // its kernel's first form of the ring's waits (cuda_sweep --fresh)
+  unsigned batch_fresh_form = 0;  // earlier forms of its kernel (FreshForm bits; cuda_sweep --fresh)
   // Many instances on one GPU (docs/cuda.md): the engine's kernels run on this SM partition (a green
   // context) only, sized from the partition's SMs; null: the whole device. One tick kernel per
   // partition, and none beside a whole-device one, in a process.

@@ -21,7 +21,7 @@ constexpr auto kStopWait = std::chrono::seconds(2);     // how long stop() waits
 }  // namespace
 
 FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_window, int max_rows, int device,
-                         long long lease_ms, long long idle_ms, bool ring_serial)
+                         long long lease_ms, long long idle_ms, unsigned form)
     : plan_(plan), max_window_(max_window), max_rows_(max_rows), I_(w.I), O_(w.O), device_(device) {
   if (plan.rows < 1) throw Error(std::string("cuda fresh-window server: no plan: ") + plan.why);
   if (max_rows < 1 || max_window < 1) throw Error("cuda fresh-window server: needs at least one row and one step");
@@ -56,7 +56,7 @@ FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_w
     p.control = device_view(control_);
     p.lease_ns = lease_ms * 1'000'000LL;
     p.idle_ns = idle_ms * 1'000'000LL;
-    p.ring_serial = ring_serial;
+    p.form = form;
     p.prof = device_view(prof_);
     heartbeat_ = util::start_jthread("the cuda fresh-window heartbeat", [this](std::stop_token stop) {
       uint32_t beats = 0;

@@ -29,9 +29,9 @@ class FreshServer {
   // `plan` from fresh_plan for this shape and max_window on `device` (rows > 0). Launches the kernel.
   // idle_ms: the kernel leaves after this long without a request (FreshParams::idle_ns; the next request launches
   // it again), so that the SMs go back to the device and a device-wide synchronize elsewhere in the process waits
-  // at most that long. ring_serial: FreshParams::ring_serial (a tuning knob).
+  // at most that long. form: FreshParams::form (earlier forms of the kernel, to measure against).
   FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_window, int max_rows, int device, long long lease_ms,
-              long long idle_ms, bool ring_serial = false);
+              long long idle_ms, unsigned form = 0);
   ~FreshServer();
   FreshServer(const FreshServer&) = delete;
   FreshServer& operator=(const FreshServer&) = delete;

@@ -137,16 +137,18 @@ TEST(CudaFreshServer, TheBatchBackendSendsItTheCallsOfOnePass) {
 }
 
 // The kernel leaves after its idle time (its SMs back to the device) and the next call launches it again, with
-// answers as before; the first form of the ring's waits (a tuning knob kept to measure against) answers the same.
+// answers as before; the kernel's earlier forms (kept to measure against: the ring's waits a pair at a time, W_hh's
+// tiles counted at run time) answer the same.
 TEST(CudaFreshServer, LeavesWhenIdleAndComesBackOnTheNextCall) {
   std::string why;
   if (!gpu(&why)) GTEST_SKIP() << "no usable CUDA device: " << why;
   const Model m = *zoo_model("lstm_s");
   const size_t W = 50, I = 32;
-  for (const bool serial : {false, true}) {
+  for (const unsigned form : {0u, unsigned(cuda::kFreshRingSerial), unsigned(cuda::kFreshDynamicK)}) {
+    const std::string named = " form " + std::to_string(form);
     cuda::BatchTuning tuning;
     tuning.fresh_rows = 2;
-    tuning.fresh_ring_serial = serial;
+    tuning.fresh_form = form;
     cuda::BatchRunner runner(m, Precision::fp16, 0, tuning);
     EXPECT_LE(fresh_error(runner, m, 1, W, 71, true), error_bound(Precision::fp16));
     EXPECT_EQ(runner.fresh_server_profile().at("fresh_server_launches"), 1.0);
@@ -161,13 +163,13 @@ TEST(CudaFreshServer, LeavesWhenIdleAndComesBackOnTheNextCall) {
     // the kernel copies its time sums after its answer: a moment for the last request's
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     const auto prof = runner.fresh_server_profile();
-    EXPECT_EQ(prof.at("fresh_server_launches"), 2.0) << (serial ? "serial" : "");
+    EXPECT_EQ(prof.at("fresh_server_launches"), 2.0) << named;
     EXPECT_EQ(prof.at("fresh_server_requests"), 2.0);  // by the second launch
     EXPECT_EQ(prof.at("fresh_server_l0_steps"), 50.0);  // a request of 2 rows, one of 1: one pass of 50 steps each
     for (const auto& [x, z, rows] : {std::tuple{&x2, &z2, size_t(2)}, std::tuple{&x1, &z1, size_t(1)}}) {
       const auto want = reference::batch(m, std::span<const float>(*x), rows, W);
       EXPECT_LE(reference::normalized_error(std::vector<double>(z->begin(), z->end()), want), error_bound(Precision::fp16))
-          << "after idle, rows " << rows << (serial ? " serial" : "");
+          << "after idle, rows " << rows << named;
     }
   }
 }

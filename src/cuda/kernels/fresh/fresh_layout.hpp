@@ -10,6 +10,11 @@ inline constexpr int kFreshMaxHp = 128;    // a warp's 8 units' W_hh in register
 inline constexpr int kFreshMaxRows = 4;    // rows a pass: the MMA's 8 columns are 4 rows' hi and lo halves
 inline constexpr int kFreshGroup = 4;      // steps one set of input-product MMAs makes (8 columns: 4 steps' hi, lo)
 inline constexpr int kFreshRing = 8;       // steps of h_l that block l + 1 holds (two groups)
+// Earlier forms of the kernel, kept to measure the present one against (FreshParams::form, bits).
+enum FreshForm : unsigned {
+  kFreshRingSerial = 1u,  // the ring's words waited for a pair at a time, not eight loaded then checked
+  kFreshDynamicK = 2u,    // W_hh's k16 tiles counted at run time (a branch between a step's MMAs), not compiled in
+};
 
 // The request, in mapped host memory: chunk 0 is {seq, rows, window, seq}; row r's window (window x I floats,
 // step-major) in chunks [1 + r S, 1 + r S + fresh_row_chunks(window, I)), S = fresh_row_chunks(max_window, I),

@@ -76,8 +76,11 @@ size_t fresh_smem_max(int Ip, int Hp, int L, int O, int rows, int max_window) {
 
 __device__ __forceinline__ unsigned ld_ctl(const unsigned* p) { return dev::ld_volatile_u32(p); }
 
-template <bool BF16>
+// KTH: the k16 tiles of W_hh a warp holds (Hp / 16), known when compiled, so that a step's h loads all issue
+// before its MMAs; 0 (the form kFreshDynamicK): up to KT, counted at run time.
+template <bool BF16, int KTH>
 __global__ void __launch_bounds__(kThreads, 1) lstm_fresh(const __grid_constant__ FreshParams p) {
+  constexpr int KA = KTH ? KTH : KT;  // the tiles held
   extern __shared__ __align__(16) unsigned char smem[];
   const int l = int(dev::cluster_rank());
   const int Ip = p.Ip, Hp = p.Hp, L = p.L, O = p.O, P = p.rows, maxW = p.max_window;
@@ -98,16 +101,16 @@ __global__ void __launch_bounds__(kThreads, 1) lstm_fresh(const __grid_constant_
   const int unit = 8 * w + g;
 
   // This warp's W_hh columns as A fragments (lane (g, t): rows g, g + 8 of each m16 tile, k 2t, 2t + 1, + 8, + 9).
-  uint32_t a[2][KT][4];
+  uint32_t a[2][KA][4];
   {
     const auto* src = static_cast<const unsigned short*>(p.w[l]);
     const int ld = l == 0 ? Hp : 2 * Hp, off = l == 0 ? 0 : Hp;
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
-      for (int kt = 0; kt < KT; ++kt) {
+      for (int kt = 0; kt < KA; ++kt) {
         const int c0 = 32 * w + 16 * m + g, k0 = off + 16 * kt + 2 * t;
-        const bool in = kt < kth;
+        const bool in = KTH > 0 || kt < kth;
         auto at = [&](int c, int k) { return in ? __ldg(reinterpret_cast<const uint32_t*>(src + size_t(c) * ld + k)) : 0u; };
         a[m][kt][0] = at(c0, k0);
         a[m][kt][1] = at(c0 + 8, k0);
@@ -248,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 1) lstm_fresh(const __grid_constant_
               } else {
                 const unsigned want = tb + unsigned(step) + 1u;
                 const unsigned long long* q = ring + (size_t(step % R) * P + r) * Hp + kk + 2 * t;
-                if (p.ring_serial) {  // the first form, kept to measure against: each pair waited for in turn
+                if (p.form & kFreshRingSerial) {  // the first form, kept to measure against: each pair waited for in turn
 #pragma unroll
                   for (int e = 0; e < 4; ++e) {
                     unsigned long long w0, w1;
@@ -310,8 +313,8 @@ __global__ void __launch_bounds__(kThreads, 1) lstm_fresh(const __grid_constant_
           const uint32_t* hv = hw + size_t((s - 1) & 1) * MR * hp + (g >> 1) * hp + 2 * t;
           const uint32_t sel = (g & 1) ? 0x7632u : 0x5410u;
 #pragma unroll
-          for (int kt = 0; kt < KT; ++kt) {
-            if (kt >= kth) break;
+          for (int kt = 0; kt < KA; ++kt) {
+            if (KTH == 0 && kt >= kth) break;
             const uint2 u0 = *reinterpret_cast<const uint2*>(hv + 16 * kt);
             const uint2 u1 = *reinterpret_cast<const uint2*>(hv + 16 * kt + 8);
             const uint32_t b0 = dev::b_pair(u0.x, u0.y, sel), b1 = dev::b_pair(u1.x, u1.y, sel);
@@ -391,9 +394,20 @@ __global__ void __launch_bounds__(kThreads, 1) lstm_fresh(const __grid_constant_
   }
 }
 
-const void* fresh_kernel(bool bf16) {
-  return bf16 ? reinterpret_cast<const void*>(&lstm_fresh<true>) : reinterpret_cast<const void*>(&lstm_fresh<false>);
+// Hp is a multiple of 32 up to kFreshMaxHp: 2, 4, 6 or 8 k16 tiles; 0 the form counted at run time.
+template <bool BF16>
+const void* fresh_kernel_k(int kth) {
+  switch (kth) {
+    case 2: return reinterpret_cast<const void*>(&lstm_fresh<BF16, 2>);
+    case 4: return reinterpret_cast<const void*>(&lstm_fresh<BF16, 4>);
+    case 6: return reinterpret_cast<const void*>(&lstm_fresh<BF16, 6>);
+    case 8: return reinterpret_cast<const void*>(&lstm_fresh<BF16, 8>);
+    default: return reinterpret_cast<const void*>(&lstm_fresh<BF16, 0>);
+  }
 }
+static_assert(kFreshMaxHp == 128, "fresh_kernel_k instantiates the tile counts of Hp up to 128");
+const void* fresh_kernel(bool bf16, int kth) { return bf16 ? fresh_kernel_k<true>(kth) : fresh_kernel_k<false>(kth); }
+int kernel_tiles(int Hp, unsigned form) { return (form & kFreshDynamicK) ? 0 : Hp / 16; }
 
 bool shape_fits(int Ip, int Hp, int L, int O) {
   return Hp % 32 == 0 && Hp <= kFreshMaxHp && Ip % 32 == 0 && Ip > 0 && L >= 1 && L <= kFreshMaxLayers && O >= 1;
@@ -406,7 +420,10 @@ void launch_config(int L, int Hp, size_t smem, cudaStream_t stream, cudaLaunchCo
 }  // namespace
 
 cudaError_t prepare_fresh_kernels(int device) {
-  return batch::prepare_cluster_kernels(device, {fresh_kernel(false), fresh_kernel(true)});
+  for (const bool bf16 : {false, true})
+    for (const int kth : {0, 2, 4, 6, 8})
+      if (const cudaError_t e = batch::prepare_cluster_kernels(device, {fresh_kernel(bf16, kth)}); e != cudaSuccess) return e;
+  return cudaSuccess;
 }
 
 FreshPlan fresh_plan(int Ip, int Hp, int L, int O, int max_window, bool bf16, int device) {
@@ -423,7 +440,7 @@ FreshPlan fresh_plan(int Ip, int Hp, int L, int O, int max_window, bool bf16, in
     cudaLaunchAttribute attr[1];
     launch_config(L, Hp, smem, nullptr, cfg, attr);
     int fits = 0;
-    if (cudaOccupancyMaxActiveClusters(&fits, fresh_kernel(bf16), &cfg) != cudaSuccess || fits < 1) {
+    if (cudaOccupancyMaxActiveClusters(&fits, fresh_kernel(bf16, kernel_tiles(Hp, 0)), &cfg) != cudaSuccess || fits < 1) {
       (void)cudaGetLastError();
       return plan.why = "its cluster of a block a layer is not co-resident on the device", plan;
     }
@@ -447,7 +464,7 @@ cudaError_t launch_fresh(const FreshParams& p, cudaStream_t stream) {
   launch_config(p.L, p.Hp, p.smem, stream, cfg, attr);
   FreshParams arg = p;
   void* args[] = {&arg};
-  return cudaLaunchKernelExC(&cfg, fresh_kernel(p.bf16), args);
+  return cudaLaunchKernelExC(&cfg, fresh_kernel(p.bf16, kernel_tiles(p.Hp, p.form)), args);
 }
 
 }  // namespace hotpath::cuda

@@ -38,7 +38,7 @@ struct FreshParams {
   const Control* control = nullptr;
   long long lease_ns = 0;
   long long idle_ns = 0;  // the kernel leaves (state kIdle) after this long without a request (0: never)
-  bool ring_serial = false;  // the ring's words waited for a pair at a time (the first form, to measure against)
+  unsigned form = 0;  // FreshForm bits (fresh_layout.hpp): earlier forms of the kernel, to measure against
   unsigned long long* prof = nullptr;  // [kFreshMaxLayers][kFreshProfSlots] (fresh_layout.hpp), mapped host memory
   size_t smem = 0;  // dynamic shared memory a block (the plan's)
 };
