@@ -203,23 +203,36 @@ __global__ void __launch_bounds__(kThreads, 1) lstm_fresh(const __grid_constant_
       if (timer) t_mark = now();
       if (l == 0) {
         // this pass's windows from mapped host memory (every chunk carries the request's seq; the host wrote
-        // them before the header, so they are there; a stop request ends a wait that would not)
+        // them before the header, so they are there; a stop request ends a wait that would not). A thread's
+        // chunks are loaded kInFlight at a time before any is looked at: one PCIe round trip for them, not one
+        // each (a load's use waits for it; the loop's next load would wait behind that).
         const int stride = fresh_row_chunks(maxW, p.I), n = fresh_row_chunks(window, p.I), nf = window * p.I;
-        for (int i = tid; i < rp * n; i += nthreads) {
-          const int r = i / n, c = i % n;
-          const Chunk* src = p.req + 1 + size_t(r0 + r) * stride + c;
-          uint4 v = dev::ld_volatile_v4(src);
-          for (unsigned k = 1; v.x != seq; ++k) {
-            if ((k & 255u) == 0u && dev::ld_volatile_v4(p.control).x) {
-              v = make_uint4(seq, 0u, 0u, 0u);
-              break;
-            }
-            v = dev::ld_volatile_v4(src);
+        constexpr int kInFlight = 2;
+        const Chunk* req = p.req + 1 + size_t(r0) * stride;
+        for (int i0 = tid; i0 < rp * n; i0 += kInFlight * nthreads) {
+          uint4 v[kInFlight];
+#pragma unroll
+          for (int e = 0; e < kInFlight; ++e) {
+            const int i = i0 + e * nthreads;
+            if (i < rp * n) v[e] = dev::ld_volatile_v4(req + size_t(i / n) * stride + i % n);
           }
 #pragma unroll
-          for (int e = 0; e < 3; ++e) {
-            const int f = 3 * c + e;
-            if (f < nf) raw[(size_t(r) * maxW + f / p.I) * Ip + f % p.I] = __uint_as_float(e == 0 ? v.y : e == 1 ? v.z : v.w);
+          for (int e = 0; e < kInFlight; ++e) {
+            const int i = i0 + e * nthreads;
+            if (i >= rp * n) break;
+            const int r = i / n, c = i % n;
+            for (unsigned k = 1; v[e].x != seq; ++k) {
+              if ((k & 255u) == 0u && dev::ld_volatile_v4(p.control).x) {
+                v[e] = make_uint4(seq, 0u, 0u, 0u);
+                break;
+              }
+              v[e] = dev::ld_volatile_v4(req + size_t(r) * stride + c);
+            }
+#pragma unroll
+            for (int q = 0; q < 3; ++q) {
+              const int f = 3 * c + q;
+              if (f < nf) raw[(size_t(r) * maxW + f / p.I) * Ip + f % p.I] = __uint_as_float(q == 0 ? v[e].y : q == 1 ? v[e].z : v[e].w);
+            }
           }
         }
         __syncthreads();
