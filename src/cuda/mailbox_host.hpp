@@ -8,6 +8,7 @@
 #include "cuda/input_layout.hpp"
 #include "cuda/mailbox_options.hpp"
 #include "cuda/kernels/common/mailbox_layout.hpp"
+#include "cuda/mailbox_chunks.hpp"
 
 namespace hotpath::cuda {
 
@@ -46,13 +47,6 @@ class HostMailbox {
   Control* control_ = nullptr;
   uint32_t beats_ = 0;
 };
-
-// One tick's input chunks into `slot` (chunks [0, count): count is the layout's chunks, or its stride when
-// whole lines are written), each as one 16-byte store (streaming with `stream`): {seq, f0, f1, f2} with
-// fpc 3, {seq, f0, f1, seq} with fpc 2, zeros past x. With shift and mul ([x.size()] each) each value is
-// sent as (x - shift) * mul. Plain host memory in, so that tests can read what a device would.
-void write_input_chunks(Chunk* slot, int count, uint32_t seq, std::span<const float> x, int fpc, const double* shift,
-                        const double* mul, bool stream);
 
 // Answers a launch's kernel wrote beyond the `accepted` ones the host took (both counted from the
 // launch): `written` is the status chunk's 32-bit count, which wraps every 2^32 answers, so it is
