@@ -18,8 +18,7 @@ void write_fresh_request(Chunk* req, uint32_t seq, std::span<const float> x, int
 bool read_fresh_answer(const Chunk* out, uint32_t seq, int rows, int O, std::span<float> z) {
   const int per = fresh_out_chunks(O);
   // the last chunk first: the device writes a pass's chunks together, the last pass last
-  float last[kOutFloatsPerChunk];
-  if (!read_output_chunks(out + size_t(rows) * size_t(per) - 1, 1, seq, last, 0)) return false;
+  if (!read_output_chunks(out + size_t(rows) * size_t(per) - 1, 1, seq, {}, 0)) return false;
   for (int r = 0; r < rows; ++r)
     if (!read_output_chunks(out + size_t(r) * size_t(per), per, seq, z.subspan(size_t(r) * size_t(O), size_t(O)), O))
       return false;

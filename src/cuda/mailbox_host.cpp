@@ -5,7 +5,6 @@
 #include <pthread.h>
 
 #include <atomic>
-#include <bit>
 #include <cstring>
 
 #include "cuda/cuda_check.hpp"
