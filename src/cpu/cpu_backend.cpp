@@ -101,8 +101,10 @@ CpuBackend::Scratch::Scratch(int cols, int h_cols, int Hp, int kmax)
       c(cols),
       h(cols) {}
 
-CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precision precision, IsaChoice isa)
+CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precision precision, IsaChoice isa,
+                       const WindowFeedMaker& make_feed, std::string name)
     : Backend(model.config, options),
+      name_(std::move(name)),
       precision_(precision),
       k_(isa.table),
       variant_(std::move(isa.variant)),
@@ -113,14 +115,15 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
                                                     : WeightFormat::fp32)),
       streaming_(options.mode != Mode::window),
       W_(options.mode == Mode::window ? (options.window > 0 ? options.window : model.config.window.value_or(0)) : 1),
-      nslots_(options.mode == Mode::window ? std::max(W_, 1) : 1),
+      // fed: one slot, the feed's state for the tick copied in (the feed keeps the open windows)
+      nslots_(options.mode == Mode::window && !make_feed ? std::max(W_, 1) : 1),
       scaler_(model, options.scaler),
       crit_parts_(choose_critical_cores(isa.options.crit_cores, pm_.critical_weight_bytes(), core_l2_bytes(),
                                         options.cpuset.size(), pm_.nb, util::allowed_cores().size())),
       crit_pool_(helper_cores(options.cpuset, crit_parts_), "critical-step helper", /*doze=*/false,
                  staging(options)),
-      pool_(precompute_cores(options.cpuset, crit_parts_, isa.options.pre_cores), "precompute worker", /*doze=*/true,
-            staging(options)) {
+      pool_(make_feed ? std::vector<int>{} : precompute_cores(options.cpuset, crit_parts_, isa.options.pre_cores),
+            "precompute worker", /*doze=*/true, staging(options)) {
   if (options.mode == Mode::window && W_ < 1)
     throw Error("cpu backend: window mode needs a window length >= 1 (none given and none in the model file)");
   const CpuOptions& co = isa.options;
@@ -162,6 +165,22 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
   for (int k = 0; k <= crit_parts_; ++k) crit_block0_.push_back(int(long(pm_.nb) * k / crit_parts_));
   for (int k = 1; k < crit_parts_; ++k) crit_part_scratch_.emplace_back(activation_scratch_words(kmax));
   crit_barrier_ = std::make_unique<PartBarrier>(crit_parts_);
+  // The feed first: threads it starts (a GPU's heartbeat) take the caller's cores, not the critical one.
+  if (make_feed) {
+    if (options.mode == Mode::batch) throw Error(name_ + " backend: serves the tick workloads (window, streaming), not batch");
+    CriticalStateLayout layout;
+    layout.layers = pm_.num_layers;
+    layout.input = pm_.I;
+    layout.hidden = pm_.H;
+    layout.lanes = pm_.lanes;
+    layout.blocks = pm_.nb;
+    layout.padded = pm_.Hp;
+    layout.gate_floats = pm_.gate_floats();
+    layout.layer_floats = layer_floats_;
+    feed_ = make_feed(layout);
+    if (!feed_) throw Error(name_ + " backend: no window state feed was made");
+    feed_timeout_ = std::chrono::nanoseconds(static_cast<long long>(options.gpu.timeout_us * 1e3));
+  }
   if (!options.cpuset.empty()) {
     for (size_t i = 0; i < options.cpuset.size(); ++i)
       for (size_t j = i + 1; j < options.cpuset.size(); ++j)
@@ -314,17 +333,37 @@ void CpuBackend::gemm(const PackedLayer& layer, bool hh, int b0, int b1, int nco
 }
 
 void CpuBackend::step(std::span<const float> x, std::span<float> out) {
+  std::string why;
+  if (!step_impl(x, out, &why)) throw Error(why);
+}
+
+bool CpuBackend::try_step(std::span<const float> x, std::span<float> out, std::string* why) {
+  return step_impl(x, out, why);
+}
+
+bool CpuBackend::step_impl(std::span<const float> x, std::span<float> out, std::string* why) {
   const long long t = ticks_;
   check_tick_input(x, t);
   if (out.size() < size_t(pm_.O))
-    throw Error("cpu backend: output span holds " + std::to_string(out.size()) + " floats, the model gives " +
+    throw Error(name_ + " backend: output span holds " + std::to_string(out.size()) + " floats, the model gives " +
                 std::to_string(pm_.O));
-  if (options().mode == Mode::batch) throw Error("cpu backend: created for the batch workload; use run_batch");
-  if (pending_) finish_precompute();
+  if (options().mode == Mode::batch) throw Error(name_ + " backend: created for the batch workload; use run_batch");
+  if (pending_) {
+    if (!feed_) {
+      finish_precompute();
+    } else if (!finish_fed(/*in_step=*/true, why)) {
+      // No state for this tick: nothing is answered from stale data. The tick still counts as consumed (the
+      // feed gets its input once its state for the tick before has come; the next tick waits again).
+      scaler_.scale(x, xbuf_);
+      feed_->consume({xbuf_, size_t(pm_.I)}, t);
+      ticks_ = t + 1;
+      return false;
+    }
+  }
   if (pin_ && !pthread_equal(pinned_thread_, pthread_self())) pin_caller();  // first tick of a new thread only
 
   scaler_.scale(x, xbuf_);  // the copy of x, scaled on the way (a plain copy without a scaler)
-  const int slot = streaming_ || t < W_ - 1 ? 0 : int((t - W_ + 1) % W_);
+  const int slot = completing_slot(t);
   crit_slot_ = slot;
   if (crit_parts_ > 1) crit_pool_.start(&critical_job, this);  // publishes x, the slot and the epoch
   critical_layers(0);
@@ -347,7 +386,11 @@ void CpuBackend::step(std::span<const float> x, std::span<float> out) {
   pending_slot_ = slot;
   pending_ = true;
   ticks_ = t + 1;
-  if (pool_.size() > 0) pool_.start(&precompute_job, this);
+  if (feed_)
+    feed_->consume({xbuf_, size_t(pm_.I)}, t);  // x_t, scaled, to the producer of the open windows
+  else if (pool_.size() > 0)
+    pool_.start(&precompute_job, this);
+  return true;
 }
 
 void CpuBackend::critical_layers(int part) {
@@ -385,8 +428,42 @@ void CpuBackend::critical_layers(int part) {
   }
 }
 
+// The feed's state for the next tick, copied into slot 0 (the critical step then reads its own cache-hot copy,
+// not lines the producer just wrote).
+bool CpuBackend::finish_fed(bool in_step, std::string* why) {
+  if (!pending_) return true;
+  const int64_t t0 = util::steady_ns();
+  if (crit_parts_ > 1) crit_pool_.wait();
+  scaler_.prepare();
+  bool waited = false;
+  const float* state = feed_->wait(ticks_, feed_timeout_, &waited, why);
+  if (!state) {
+    ++fed_timeouts_;
+    return false;
+  }
+  if (in_step && waited) ++fed_late_;
+  std::memcpy(slot_P(0, 0), state, slot_floats_ * sizeof(float));
+  pending_ = false;
+  ++precompute_count_;
+  precompute_wait_us_sum_ += (util::steady_ns() - t0) * 1e-3;
+  return true;
+}
+
+bool CpuBackend::try_finish_precompute(std::string* why) {
+  if (!feed_) {
+    finish_precompute();
+    return true;
+  }
+  return finish_fed(/*in_step=*/false, why);
+}
+
 void CpuBackend::finish_precompute() {
   if (!pending_) return;
+  if (feed_) {
+    std::string why;
+    if (!finish_fed(/*in_step=*/false, &why)) throw Error(why);
+    return;
+  }
   const int64_t t0 = util::steady_ns();
   if (crit_parts_ > 1) crit_pool_.wait();  // the helpers left the tick's last barrier long ago
   scaler_.prepare();  // the next tick's input statistics, while the workers run
@@ -406,8 +483,7 @@ void CpuBackend::finish_precompute() {
   ++precompute_count_;
   precompute_busy_us_sum_ += busy * 1e-3;
   // Pull the next completing window's state into this core's cache now, not during the next step().
-  const long long t = ticks_;
-  const int slot = streaming_ || t < W_ - 1 ? 0 : int((t - W_ + 1) % W_);
+  const int slot = completing_slot(ticks_);
   float s = 0;
   const float* p = slot_P(slot, 0);
   for (size_t i = 0; i < slot_floats_; i += kCacheLine / sizeof(float)) s += p[i];
@@ -573,7 +649,12 @@ void CpuBackend::precompute_part(int part, int nparts) {
 }
 
 void CpuBackend::reset() {
-  if (pending_) finish_precompute();
+  if (feed_) {
+    feed_->reset();  // a late state is dropped with the windows, not waited for
+    pending_ = false;
+  } else if (pending_) {
+    finish_precompute();
+  }
   ticks_ = 0;
   for (Scratch& s : scratch_) s.u0_tick = -1;  // tick numbers start again: no kept product is this run's
   scaler_.reset();
@@ -598,6 +679,12 @@ std::map<std::string, double> CpuBackend::counters() const {
   }
   if (rows_split_) m["precompute_groups"] = double(pre_barriers_.size());
   m["critical_weight_kib"] = double(pm_.critical_weight_bytes()) / 1024.0;
+  if (feed_) {
+    // late: a step that had to wait for its state (the producer behind the ticks); timeouts: waits given up
+    m["fed_late_ticks"] = double(fed_late_);
+    m["fed_timeouts"] = double(fed_timeouts_);
+    for (const auto& [k, v] : feed_->counters()) m[k] = v;
+  }
   return m;
 }
 
@@ -632,7 +719,8 @@ std::map<std::string, std::string> CpuBackend::facts() const {
   for (size_t i = 0; i < size_t(pool_.size()); ++i)
     pre += (pre.empty() ? "" : ",") + (options().cpuset.empty() ? std::string("unpinned")
                                                                 : std::to_string(options().cpuset[size_t(crit_parts_) + i]));
-  f["cpu_precompute_cores"] = pre.empty() ? "inline (critical thread)" : pre;
+  f["cpu_precompute_cores"] = feed_ ? "none (the window state comes from " + feed_->describe() + ")"
+                              : pre.empty() ? "inline (critical thread)" : pre;
   f["cpu_precompute_split"] = streaming_ ? "none (streaming: the completing window's rows over the cores)"
                               : rows_split_ ? row_split_text()
                                             : nparts_ > 1 ? "windows (each core its own windows)" : "none (one core)";
@@ -659,6 +747,22 @@ std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptio
   if (!isa.table) throw UnsupportedError(isa.unbuilt);
   if (!isa.int8_slow.empty()) util::warn_once(isa.int8_slow);
   return std::make_unique<cpu::CpuBackend>(model, options, p, std::move(isa));
+}
+
+std::unique_ptr<Backend> make_cpu_backend_fed(const Model& model, const BackendOptions& options, const std::string& name,
+                                              const cpu::WindowFeedMaker& make_feed) {
+  const Precision p = options.precision.value_or(Precision::fp32);
+  if (p != Precision::fp32 && p != Precision::bf16 && p != Precision::int8)
+    throw UnsupportedError("the " + name + " backend's critical step runs on the cpu, which does not support precision " +
+                           precision_name(p) + " (use fp32, bf16 or int8)");
+  if (options.mode == Mode::batch)
+    throw UnsupportedError("the " + name + " backend serves ticks (window, streaming); batch runs on cpu or cuda");
+  if (!make_feed) throw Error("make_cpu_backend_fed: no feed maker");
+  model.validate();
+  cpu::IsaChoice isa = cpu::choose_isa(p, cpu::cpu_features(), cpu_options_or_env(options.cpu));
+  if (!isa.table) throw UnsupportedError(isa.unbuilt);
+  if (!isa.int8_slow.empty()) util::warn_once(isa.int8_slow);
+  return std::make_unique<cpu::CpuBackend>(model, options, p, std::move(isa), make_feed, name);
 }
 
 }  // namespace hotpath

@@ -1,4 +1,5 @@
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +12,16 @@ namespace hotpath {
 // kernels (no AVX512_VNNI, or the cpu option isa=generic) warns once on stderr (util/warn.hpp) and says
 // so in facts()["cpu_int8"]. Its own options: options.cpu, or the environment's (backend/cpu_options.hpp).
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& options);
+namespace cpu {
+struct CriticalStateLayout;
+class WindowStateFeed;
+}  // namespace cpu
+// The cpu backend's critical step with each tick's window state from a feed (cpu/window_feed.hpp) instead
+// of its own precompute: no precompute workers; `make_feed` is called once with the step's state layout.
+// `name` is what name() reports (the hybrid backend's "hybrid"). Window and streaming modes only.
+std::unique_ptr<Backend> make_cpu_backend_fed(
+    const Model& model, const BackendOptions& options, const std::string& name,
+    const std::function<std::unique_ptr<cpu::WindowStateFeed>(const cpu::CriticalStateLayout&)>& make_feed);
 
 namespace cpu {
 // What the backend's kernel choice looks at. Detected on this CPU, unless override_cpu_features()

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -20,20 +21,25 @@
 #include "cpu/packed_model.hpp"
 #include "cpu/part_barrier.hpp"
 #include "cpu/spin_pool.hpp"
+#include "cpu/window_feed.hpp"
 #include "scaling/input_scaler.hpp"
 
 namespace hotpath::cpu {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const Model& model, const BackendOptions& options, Precision precision, IsaChoice isa);
+  // make_feed (may be empty): the critical step's window state comes from the feed it makes (make_cpu_backend_fed)
+  CpuBackend(const Model& model, const BackendOptions& options, Precision precision, IsaChoice isa,
+             const WindowFeedMaker& make_feed = {}, std::string name = "cpu");
   ~CpuBackend() override;
 
-  std::string name() const override { return "cpu"; }
+  std::string name() const override { return name_; }
   std::string variant() const override { return variant_; }
   Precision precision() const override { return precision_; }
   void step(std::span<const float> x, std::span<float> out) override;
   void finish_precompute() override;
+  bool try_step(std::span<const float> x, std::span<float> out, std::string* why) override;
+  bool try_finish_precompute(std::string* why) override;
   void reset() override;
   long long ticks() const override { return ticks_; }
   void run_batch(std::span<const float> x, size_t batch, size_t window, std::span<float> out) override;
@@ -43,6 +49,8 @@ class CpuBackend final : public Backend {
   void clear_counters() override {
     precompute_count_ = 0;
     precompute_busy_us_sum_ = precompute_wait_us_sum_ = 0;
+    fed_late_ = fed_timeouts_ = 0;
+    if (feed_) feed_->clear_counters();
     barrier_wait_base_ns_ = barrier_wait_ns();  // the workers may be running: their totals only grow
   }
   std::map<std::string, std::string> facts() const override;
@@ -64,6 +72,15 @@ class CpuBackend final : public Backend {
     Scratch(int cols, int h_cols, int Hp, int kmax);
   };
 
+  // The slot of the window that completes at tick t (fed: always 0, the feed's copy).
+  int completing_slot(long long t) const {
+    return feed_ || streaming_ || t < W_ - 1 ? 0 : int((t - W_ + 1) % W_);
+  }
+  // The step's body; false (with *why) when a feed's state did not come in time (then nothing is answered).
+  bool step_impl(std::span<const float> x, std::span<float> out, std::string* why);
+  // finish_precompute with a feed: its state for the next tick into slot 0; false (with *why) when it did
+  // not come within the timeout. in_step: called by the step itself (a wait there makes the tick late).
+  bool finish_fed(bool in_step, std::string* why);
   float* slot_P(int slot, int layer) { return slots_.data() + size_t(slot) * slot_floats_ + size_t(layer) * layer_floats_; }
   float* slot_c(int slot, int layer) { return slot_P(slot, layer) + pm_.gate_floats(); }
   void make_fresh(int slot);
@@ -125,6 +142,7 @@ class CpuBackend final : public Backend {
   void critical_layers(int part);
   static void critical_job(void* self, int helper, int) { static_cast<CpuBackend*>(self)->critical_layers(helper + 1); }
 
+  const std::string name_;
   const Precision precision_;
   const KernelTable* k_;
   std::string variant_;
@@ -212,6 +230,11 @@ class CpuBackend final : public Backend {
   int critical_core_ = -1;
   pthread_t pinned_thread_{};
   std::vector<int> saved_affinity_;  // the pinned thread's cores before, restored by the destructor
+
+  // The window state's producer when not the CPU (make_cpu_backend_fed), and what its waits cost.
+  std::unique_ptr<WindowStateFeed> feed_;
+  std::chrono::nanoseconds feed_timeout_{};
+  long long fed_late_ = 0, fed_timeouts_ = 0;
 
   // Counters (caller thread only).
   long long precompute_count_ = 0;
