@@ -8,7 +8,7 @@
 #   gpu-tests        test_cuda_backend (--gpu-filter PATTERN: its gtest filter; default every test)
 #   capi-tests       the C ABI's GPU test and the installed-package test
 #   py-tests         the Python package's tests (pytest, GPU and torch included) and overhead benchmark
-#   engine-tests     test_engine (auto on this GPU, the fallback, the shadow) and test_scaling
+#   engine-tests     test_engine (auto on this GPU, the fallback, the shadow), test_scaling and test_hybrid
 #   capi-bench       the C ABI's overhead benchmark (bench_capi_overhead, cpu backend, pinned)
 #   parallel-tests   the GPU tests under ctest -j8 (--gpu-labels RE: the CTest labels it takes)
 #   sanitizer        compute-sanitizer memcheck, racecheck, synccheck (--sanitizer-filter PATTERN)
@@ -66,7 +66,7 @@ legacy FIRST_TICKS first-ticks; legacy THROUGHPUT throughput; legacy CPU_BENCH c
 legacy INSTANCES_BENCH instances-bench
 BENCH_TICKS=${BENCH_TICKS:-1000000}
 GPU_FILTER=${GPU_FILTER:-*}
-GPU_LABELS=${GPU_LABELS:-^(test_cuda_backend|test_engine|test_scaling|test_capi_gpu|capi_package)\$}
+GPU_LABELS=${GPU_LABELS:-^(test_cuda_backend|test_engine|test_scaling|test_hybrid|test_capi_gpu|capi_package)\$}
 SANITIZER_FILTER=${SANITIZER_FILTER:-*CudaGolden*:*StreamingAndOddWindows*:*NanAndInf*:CudaPingPong.BothKernelPaths*:Zoo/CudaFamily.*/lstm_s_cluster:Zoo/CudaFamily.*/lstm_s_grid}
 FAMILY_TICKS=${FAMILY_TICKS:-100000}
 CAPI_TICKS=${CAPI_TICKS:-100000}
@@ -202,6 +202,9 @@ if on engine-tests; then
   ninja -C "$BUILD" -j"$JOBS" test_scaling >>"$LOG" 2>&1 && timeout 200 "$BUILD/tests/engine/test_scaling" >>"$OUT/engine-tests.log" 2>&1
   say "scaling tests rc=$?"
   grep -E 'FAILED|PASSED|Failure|SKIPPED' "$OUT/engine-tests.log" | tail -5 | tee -a "$LOG"
+  ninja -C "$BUILD" -j"$JOBS" test_hybrid >>"$LOG" 2>&1 && timeout 200 "$BUILD/tests/hybrid/test_hybrid" >>"$OUT/engine-tests.log" 2>&1
+  say "hybrid tests rc=$?"
+  grep -E '^\[hybrid|FAILED|PASSED|Failure|SKIPPED' "$OUT/engine-tests.log" | tail -24 | tee -a "$LOG"
 fi
 
 # The C ABI's cost over Engine::step (docs/capi.md, "Overhead": <= 50 ns), on a quiet pinned core of this

@@ -133,8 +133,9 @@ typedef struct hotpath_engine hotpath_engine;
  * its default (an older, smaller struct works with a newer library). */
 typedef struct hotpath_engine_options {
   size_t struct_size;     /* sizeof(hotpath_engine_options) */
-  const char* backend;    /* "auto" (NULL), "ref", "cpu", "cuda". auto: cuda when a GPU is usable and the
-                             model fits its kernels, else cpu */
+  const char* backend;    /* "auto" (NULL), "ref", "cpu", "cuda", "hybrid" (the CPU answers, the GPU
+                             precomputes; docs/hybrid.md). auto: cuda when a GPU is usable and the model
+                             fits its kernels, else cpu */
   const char* precision;  /* NULL: the backend's default; "fp64" (ref), "fp32", "bf16", "int8" (cpu),
                              "fp16", "bf16" (cuda) */
   const char* mode;       /* "window" (NULL) or "streaming"; "batch": hotpath_engine_run_batch only */

@@ -895,7 +895,7 @@ NB_MODULE(_hotpath, m) {
         for (const auto k : hotpath::built_backends()) names.emplace_back(hotpath::util::name_of(k));
         return names;
       },
-        "The backends built into this hotpath ('ref', 'cpu', and 'cuda' when built with CUDA); Engine also "
+        "The backends built into this hotpath ('ref', 'cpu', and 'cuda' and 'hybrid' when built with CUDA); Engine also "
         "takes 'auto'.");
   m.def(
       "zoo",

@@ -115,7 +115,8 @@ class Engine:
         swap_room: bool = False,
     ) -> None:
         """backend: "auto" (cuda when a GPU is usable and the model fits its kernels, else cpu), "ref",
-        "cpu" or "cuda". precision: "fp32" | "bf16" | "int8" (cpu), "fp16" | "bf16" (cuda), "fp64" (ref);
+        "cpu", "cuda" or "hybrid" (the cpu answers each tick, the GPU keeps the open windows: docs/hybrid.md).
+        precision: "fp32" | "bf16" | "int8" (cpu), "fp16" | "bf16" (cuda), "fp64" (ref);
         None: the backend's default. mode: "window" or "streaming". window: W in window mode (None: the
         model's). cpuset: cores, e.g. "2-5" or [2, 3, 4, 5]: the first runs the step (the calling thread
         is pinned to it), the rest precompute. fallback: "cpu" to answer on the CPU when the GPU is late.

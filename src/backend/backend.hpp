@@ -49,7 +49,7 @@ class Backend {
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
-  virtual std::string name() const = 0;     // "ref", "cpu", "cuda"
+  virtual std::string name() const = 0;     // "ref", "cpu", "cuda", "hybrid"
   virtual std::string variant() const = 0;  // e.g. "avx512-bf16", "persistent-1block"
   virtual Precision precision() const = 0;
 

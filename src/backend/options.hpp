@@ -17,8 +17,9 @@ namespace hotpath {
 enum class Mode { window, streaming, batch };
 enum class Precision { fp64, fp32, fp16, bf16, int8 };
 // Which backend serves: auto (cuda when a GPU is usable and the model fits its kernels, else cpu), the
-// float64 reference, the CPU, the GPU.
-enum class BackendKind { automatic, ref, cpu, cuda };
+// float64 reference, the CPU, the GPU, or the CPU's critical step fed by the GPU's precompute (hybrid,
+// docs/hybrid.md; chosen by name only).
+enum class BackendKind { automatic, ref, cpu, cuda, hybrid };
 // Who answers a tick the primary backend misses: nobody (it is counted lost), or a CPU backend beside it.
 enum class Fallback { none, cpu };
 // The cuda kernel family (cuda/kernel_choice.hpp): auto (the smallest that holds the model), one SM, one
@@ -40,7 +41,8 @@ constexpr auto name_table(Precision) {
 }
 constexpr auto name_table(BackendKind) {
   return util::make_names<BackendKind>("backend", {{BackendKind::automatic, "auto"}, {BackendKind::ref, "ref"},
-                                                   {BackendKind::cpu, "cpu"}, {BackendKind::cuda, "cuda"}});
+                                                   {BackendKind::cpu, "cpu"}, {BackendKind::cuda, "cuda"},
+                                                   {BackendKind::hybrid, "hybrid"}});
 }
 constexpr auto name_table(Fallback) {
   return util::make_names<Fallback>("fallback", {{Fallback::none, "none"}, {Fallback::cpu, "cpu"}});

@@ -223,6 +223,8 @@ class LatencyRun {
     // The checker's cores (checker_cores): its threads spin while they work.
     spare_cores_ = checker_cores(all_cores, o_.engine.cpuset, !(eo_.backend == BackendKind::cuda && eo_.fallback == Fallback::none));
 
+    if (eo_.backend == BackendKind::hybrid && gpu::available(nullptr, eo_.gpu.device))
+      for (auto& [k, v] : gpu::facts(eo_.gpu.device)) report_["machine"]["gpu"][k] = v;
     if (eo_.backend == BackendKind::cuda) {
       std::string why;
       if (!gpu::available(&why, eo_.gpu.device)) throw UnsupportedError("backend cuda: no usable CUDA device: " + why);
@@ -693,6 +695,11 @@ class LatencyRun {
       const auto gemm = facts.find("cpu_gemm");
       const bool amx = gemm != facts.end() && gemm->second.rfind("amx", 0) == 0;
       sustainable["estimate"] = to_json(estimate_tick_rate(cfg_, o_.engine.mode, window_, pre_cores, amx));
+    }
+    if (after_.name == "hybrid") {  // the open windows advance on the GPU: precompute_us is the wait for its state
+      sustainable["precompute_cores"] = 0;
+      sustainable["precompute_inline"] = false;
+      sustainable["precompute_on"] = "gpu";
     }
     report_["sustainable_tick_rate"] = sustainable;
     report_["elapsed_s"] = elapsed_s;

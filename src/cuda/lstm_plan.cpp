@@ -236,8 +236,9 @@ void fill_head(LstmPlan& plan, const Model& model) {
 // The precompute split (U hidden units per block over max_np blocks at most), its weights, and where
 // they live: shared memory where weights and window state fit, else weights (then state too) in global
 // memory. Returns the precompute block's shared memory bytes.
+// exact: the weights as fp32 (the hybrid backend's), not rounded to the critical step's half precision.
 int plan_precompute(LstmPlan& plan, const Model& model, Mode mode, int window, int max_np, const DeviceLimits& limits,
-                    bool fill = true) {
+                    bool fill = true, bool exact = false) {
   LstmParams& p = plan.params;
   const ModelConfig& cfg = model.config;
   const int H = p.H, L = p.L;
@@ -294,8 +295,9 @@ int plan_precompute(LstmPlan& plan, const Model& model, Mode mode, int window, i
         if (unit >= H) continue;
         for (int gate = 0; gate < 4; ++gate) {
           const int row = gate * H + unit, r = 4 * u + gate;
-          for (int k = 0; k < K; ++k) dst[p.pre_ih[l] + r * K + k] = round_weight(ly.w_ih[size_t(row) * K + k], p.bf16);
-          for (int k = 0; k < H; ++k) dst[p.pre_hh[l] + r * H + k] = round_weight(ly.w_hh[size_t(row) * H + k], p.bf16);
+          auto w = [&](double v) { return exact ? float(v) : round_weight(v, p.bf16); };
+          for (int k = 0; k < K; ++k) dst[p.pre_ih[l] + r * K + k] = w(ly.w_ih[size_t(row) * K + k]);
+          for (int k = 0; k < H; ++k) dst[p.pre_hh[l] + r * H + k] = w(ly.w_hh[size_t(row) * H + k]);
           dst[p.pre_b[l] + r] = float(bias[row]);
         }
       }
@@ -305,6 +307,23 @@ int plan_precompute(LstmPlan& plan, const Model& model, Mode mode, int window, i
 }
 
 }  // namespace
+
+LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOptions& mailbox, const DeviceLimits& limits,
+                     int max_precompute_blocks) {
+  const ModelConfig& cfg = model.config;
+  if (mode == Mode::batch) throw UnsupportedError("the hybrid backend serves window and streaming modes, not batch");
+  if (mode == Mode::window && window < 1) throw Error("window mode needs a window >= 1");
+  if (cfg.num_layers > kMaxLayers)
+    throw UnsupportedError("the hybrid backend's precompute supports at most " + std::to_string(kMaxLayers) +
+                           " layers, the model has " + std::to_string(cfg.num_layers));
+  if (limits.sm_count < 2) throw UnsupportedError("the hybrid backend's precompute needs at least 2 SMs (one feeds the others)");
+  LstmPlan plan;
+  LstmParams& p = plan.params;
+  plan_common(p, cfg, Precision::fp16, mode, window, mailbox);  // the shape and the input's chunks; no half weights
+  const int max_np = max_precompute_blocks > 0 ? std::min(max_precompute_blocks, limits.sm_count - 1) : limits.sm_count - 1;
+  p.smem_bytes = plan_precompute(plan, model, mode, window, max_np, limits, /*fill=*/true, /*exact=*/true);
+  return plan;
+}
 
 LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
                    const DeviceLimits& limits, int max_precompute_blocks) {

@@ -72,6 +72,12 @@ struct LstmPlan {
 LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int window, const MailboxOptions& mailbox,
                    const DeviceLimits& limits, int max_precompute_blocks = 0);
 
+// The hybrid backend's GPU half (kernels/hybrid/): the precompute blocks alone, over max_precompute_blocks SMs
+// (<= 0: all but the feeder's), their weights exact fp32 (the CPU's critical step rounds its own). Throws
+// UnsupportedError naming the limit (layers, SMs, shared memory, a too wide input).
+LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOptions& mailbox, const DeviceLimits& limits,
+                     int max_precompute_blocks = 0);
+
 // The cluster family: the critical step over the blocks of one thread-block cluster, split by hidden
 // units, the W_ih tiles in registers (ClusterLayout). cluster_blocks: the cluster's size (0: the fewest
 // blocks whose warps hold every tile in registers). Throws UnsupportedError naming the limit.

@@ -13,6 +13,7 @@
 #include "engine/engine_metrics.hpp"
 #include "engine/fallback.hpp"
 #include "engine/gpu.hpp"
+#include "hybrid/hybrid_backend.hpp"
 #include "model/safetensors.hpp"
 #include "reference/reference_backend.hpp"
 #include "util/error.hpp"
@@ -42,7 +43,7 @@ bool cpu_has_amx() {
 
 std::vector<BackendKind> built_backends() {
 #ifdef HOTPATH_HAVE_CUDA
-  return {BackendKind::ref, BackendKind::cpu, BackendKind::cuda};
+  return {BackendKind::ref, BackendKind::cpu, BackendKind::cuda, BackendKind::hybrid};
 #else
   return {BackendKind::ref, BackendKind::cpu};
 #endif
@@ -58,7 +59,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const Model& model, cons
   if (options.mode == Mode::window && options.window < 1)
     throw Error("window mode needs a window length >= 1 (--window, or `window` in the model's metadata)");
   const std::string name = util::name_of(kind);
-  if (kind == BackendKind::ref || kind == BackendKind::cpu) {
+  if (kind == BackendKind::ref || kind == BackendKind::cpu || kind == BackendKind::hybrid) {
     // cuda's own options, refused by name where they would silently do nothing
     const GpuOptions& g = options.gpu;
     if (g.variant != CudaVariant::automatic)
@@ -83,6 +84,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const Model& model, cons
 #else
       throw UnsupportedError("backend cuda: this hotpath was built without CUDA (no usable CUDA device)");
 #endif
+    case BackendKind::hybrid: return make_hybrid_backend(model, options);
     case BackendKind::automatic: break;
   }
   throw Error("make_backend: auto is resolved by the engine (choose_backend), not a backend of its own");
@@ -261,7 +263,8 @@ Engine::Engine(Model model_in, const EngineOptions& options) {
   BackendOptions bo = backend_options(model, options);
   std::unique_ptr<Backend> backend;
   EngineOptions resolved = options;
-  if (options.swap_room && (options.backend == BackendKind::cpu || options.backend == BackendKind::ref))
+  if (options.swap_room && (options.backend == BackendKind::cpu || options.backend == BackendKind::ref ||
+                            options.backend == BackendKind::hybrid))
     throw Error(std::string("swap_room is for cuda: backend ") + util::name_of(options.backend) +
                 " swaps without it (the new model's threads are made on cores beside the cpuset)");
   if (options.backend == BackendKind::automatic) {
@@ -281,7 +284,7 @@ Engine::Engine(Model model_in, const EngineOptions& options) {
   // The calling thread runs the critical step: on the cpuset's first core. The cpu backend pins it
   // itself (and again on each new calling thread); for the others it is done here, after the backend's
   // own threads (heartbeat, shadow worker) were started with the caller's cores.
-  if (!bo.cpuset.empty() && backend->name() != "cpu") {
+  if (!bo.cpuset.empty() && backend->name() != "cpu" && backend->name() != "hybrid") {
     pinned_from_ = creator_cores_;
     util::pin_thread(pthread_self(), {bo.cpuset.front()}, "engine caller (--cpuset's first core)");
     pinned_thread_ = pthread_self();

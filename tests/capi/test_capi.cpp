@@ -379,7 +379,7 @@ TEST(CapiEngine, OpenErrors) {
   // CLI's flags and Python's keywords.
   bad([](auto& c) { c.fallback = "gpu"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "unknown fallback 'gpu' (valid: none or cpu)");
   bad([](auto& c) { c.variant = "warp"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "unknown cuda variant 'warp' (valid: auto, smem or regs)");
-  bad([](auto& c) { c.backend = "gpu"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "unknown backend 'gpu' (valid: auto, ref, cpu or cuda)");
+  bad([](auto& c) { c.backend = "gpu"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "unknown backend 'gpu' (valid: auto, ref, cpu, cuda or hybrid)");
 }
 
 // `kernel` reaches the backend's options as given ("auto", the default, is the one a cpu takes), and

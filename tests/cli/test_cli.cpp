@@ -660,7 +660,7 @@ TEST_F(Cli, KernelFlagIsCheckedBeforeAnyDevice) {
   expect_refused("bench --model lstm_s --backend cpu --kernel cta --ticks 10", "backend cpu has no kernel families");
   expect_refused(run + " --window 5 --backend ref --kernel grid", "backend ref has no kernel families");
   // Every choice is read by its option's name table alike, with the flag named.
-  expect_refused("bench --model lstm_s --backend tpu --ticks 10", "--backend: unknown backend 'tpu' (valid: auto, ref, cpu or cuda)");
+  expect_refused("bench --model lstm_s --backend tpu --ticks 10", "--backend: unknown backend 'tpu' (valid: auto, ref, cpu, cuda or hybrid)");
   expect_refused("bench --model lstm_s --fallback gpu --ticks 10", "--fallback: unknown fallback 'gpu' (valid: none or cpu)");
   expect_refused("bench --model lstm_s --variant warp --ticks 10", "--variant: unknown cuda variant 'warp' (valid: auto, smem or regs)");
   expect_refused("bench --model lstm_s --precision fp8 --ticks 10", "--precision: unknown precision 'fp8'");

@@ -13,6 +13,7 @@
 #include "cuda/kernels/common/cycle_histogram.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "cuda/tick_trace.hpp"
+#include "model/zoo.hpp"
 #include "util/error.hpp"
 #include "util/half.hpp"
 
@@ -825,6 +826,40 @@ TEST(TickTrace, SplitsEachTickIntoInputKernelAndOutput) {
   const auto late = std::max_element(split.input_excess.begin(), split.input_excess.end());
   EXPECT_GT(*late, 4.9);  // a late input is on the input side
   EXPECT_LT(*std::max_element(split.output_and_floors.begin(), split.output_and_floors.end()), 3.0);
+}
+
+}  // namespace
+}  // namespace hotpath
+
+namespace hotpath {
+namespace {
+
+// The hybrid backend's precompute plan: every zoo model of the medium row fits the precompute blocks of all
+// SMs but the feeder's, the weights are the model's exact values as fp32 (the CPU's critical step does the
+// rounding), and batch mode or too many layers are refused by name.
+TEST(HybridPlan, PrecomputeBlocksHoldTheExactWeights) {
+  const cuda::DeviceLimits lim = h200_like();
+  for (const std::string name : {"lstm_s", "lstm_m", "stac_b", "vollo_tiny"}) {
+    SCOPED_TRACE(name);
+    const Model m = *zoo_model(name);
+    const Mode mode = m.config.window ? Mode::window : Mode::streaming;
+    const int W = m.config.window.value_or(1);
+    const cuda::LstmPlan plan = cuda::plan_hybrid(m, mode, W, cuda::MailboxOptions{}, lim);
+    const cuda::LstmParams& p = plan.params;
+    EXPECT_LE(p.np, lim.sm_count - 1);
+    EXPECT_GE(p.np * p.U, p.H);
+    EXPECT_LE(p.smem_bytes, lim.smem_per_block_optin);
+    EXPECT_EQ(p.nslots, mode == Mode::window ? std::max(1, W - 1) : 1);
+    // block 0's unit 0, gate g: W_hh row g*H, every column, exactly the model's value as a float
+    for (int g = 0; g < 4; ++g)
+      for (int k = 0; k < p.H; ++k)
+        ASSERT_EQ(plan.pre_w[size_t(p.pre_hh[0] + g * p.H + k)], float(m.layers[0].w_hh[size_t(g) * p.H * p.H + k]));
+  }
+  const Model m = *zoo_model("lstm_s");
+  EXPECT_THROW(cuda::plan_hybrid(m, Mode::batch, 50, cuda::MailboxOptions{}, lim), UnsupportedError);
+  cuda::DeviceLimits one = lim;
+  one.sm_count = 1;
+  EXPECT_THROW(cuda::plan_hybrid(m, Mode::window, 50, cuda::MailboxOptions{}, one), UnsupportedError);
 }
 
 }  // namespace

@@ -139,7 +139,7 @@ TEST(Engine, BadOptionsAreNamed) {
   const Model m = *zoo_model("vollo_tiny");
   // Every choice's name table (backend/options.hpp) refuses a name it lacks, listing the valid ones: the
   // CLI's flags, the C ABI's strings and Python's keywords all parse through it.
-  EXPECT_ERROR_HAS(util::parse_name<BackendKind>("gpu9"), "unknown backend 'gpu9' (valid: auto, ref, cpu or cuda)");
+  EXPECT_ERROR_HAS(util::parse_name<BackendKind>("gpu9"), "unknown backend 'gpu9' (valid: auto, ref, cpu, cuda or hybrid)");
   EXPECT_ERROR_HAS(util::parse_name<Fallback>("gpu"), "unknown fallback 'gpu' (valid: none or cpu)");
   EXPECT_ERROR_HAS(util::parse_name<CudaKernel>("bogus"), "unknown cuda kernel 'bogus' (valid: auto, cta, cluster or grid)");
   EXPECT_ERROR_HAS(util::parse_name<CudaVariant>("warp"), "unknown cuda variant 'warp' (valid: auto, smem or regs)");

@@ -343,6 +343,14 @@ struct LstmParams {
   float* pub_c = nullptr;     // [L][H]
   float* xbuf = nullptr;      // [I]
   SharedWords* words = nullptr;
+  // The hybrid backend's precompute (kernels/hybrid/, docs/hybrid.md): non-null, the precompute blocks publish
+  // each tick's P and c into this mapped host memory instead of pub_P / pub_c, in the CPU critical step's
+  // layout (cpu/window_feed.hpp's CriticalStateLayout: per layer at l * export_layer_floats, P as
+  // [Hp / lanes][4][lanes], c at export_gate_floats), tick t's at export_state + (t & 1) * export_tick_floats;
+  // the round's last block then stores t + 1 into export_seq (mapped host memory too).
+  float* export_state = nullptr;
+  unsigned long long* export_seq = nullptr;
+  int export_lanes = 0, export_gate_floats = 0, export_layer_floats = 0, export_tick_floats = 0;
 
   // shared memory layout (bytes), computed on the host
   int smem_bytes = 0;

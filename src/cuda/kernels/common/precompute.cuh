@@ -128,8 +128,31 @@ __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) 
   for (int slot = 0; slot < nslots; ++slot) fresh_slot(slot);
   __syncthreads();
 
-  // Publish P and c of window slot `slot` (or of a fresh window) for the next tick.
-  auto publish = [&](int slot, bool fresh) {
+  // Publish P and c of window slot `slot` (or of a fresh window) for tick `tick`.
+  auto publish = [&](int slot, bool fresh, long long tick) {
+    if (p.export_state) {  // the hybrid backend: straight into the CPU's layout in host memory
+      float* dst = p.export_state + size_t(tick & 1) * size_t(p.export_tick_floats);
+      const int lanes = p.export_lanes;
+      for (int i = tid; i < L * 4 * nu; i += nthreads) {
+        const int l = i / (4 * nu), r = i % (4 * nu), u = r >> 2, gate = r & 3, unit = u0 + u;
+        dst[l * p.export_layer_floats + (unit / lanes) * 4 * lanes + gate * lanes + unit % lanes] =
+            fresh ? sw[p.pre_b[l] + r] : Q(l, slot)[r];
+      }
+      for (int i = tid; i < L * nu; i += nthreads) {
+        const int l = i / nu, u = i % nu;
+        dst[l * p.export_layer_floats + p.export_gate_floats + u0 + u] = fresh ? 0.f : C(l, slot)[u];
+      }
+      __syncthreads();
+      if (tid == 0) {
+        __threadfence_system();  // this block's part is in host memory before it counts itself
+        const unsigned long long done = atomicAdd(&p.words->published, 1ull) + 1ull;
+        if (done == (unsigned long long)(tick + 1) * (unsigned long long)p.np) {  // the round's last block
+          __threadfence_system();
+          *(volatile unsigned long long*)p.export_seq = (unsigned long long)(tick + 1);
+        }
+      }
+      return;
+    }
     for (int i = tid; i < L * 4 * nu; i += nthreads) {
       const int l = i / (4 * nu), r = i % (4 * nu), u = r >> 2, gate = r & 3;
       p.pub_P[l * 4 * H + gate * H + u0 + u] = fresh ? sw[p.pre_b[l] + r] : Q(l, slot)[r];
@@ -144,7 +167,7 @@ __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) 
       atomicAdd(&p.words->published, 1ull);
     }
   };
-  publish(0, true);  // tick 0: every window starts from zero
+  publish(0, true, 0);  // tick 0: every window starts from zero
 
   unsigned long long epoch = 0;
   for (long long t = 0;; ++t) {
@@ -231,12 +254,12 @@ __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) 
 
     // the window completing at t+1
     if (!p.window_mode) {
-      publish(0, false);
+      publish(0, false, t + 1);
     } else if (p.W == 1) {
-      publish(0, true);
+      publish(0, true, t + 1);
     } else {
       const long long start = t + 2 - p.W > 0 ? t + 2 - p.W : 0;
-      publish(int(start % nslots), false);
+      publish(int(start % nslots), false, t + 1);
     }
     if (b == 0 && tid == 0) {
       const long long t_end = clock64();

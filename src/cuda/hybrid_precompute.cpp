@@ -1,0 +1,223 @@
+#include "cuda/hybrid_precompute.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/device.hpp"
+#include "cuda/device_claim.hpp"
+#include "cuda/kernel_choice.hpp"
+#include "cuda/kernels/hybrid/lstm_hybrid.hpp"
+#include "cuda/memory.hpp"
+#include "util/arch.hpp"
+#include "util/error.hpp"
+#include "util/threads.hpp"
+
+namespace hotpath::cuda {
+namespace {
+constexpr size_t kLine = 64;
+size_t round_line(size_t n) { return (n + kLine - 1) / kLine * kLine; }
+constexpr auto kBeat = std::chrono::milliseconds(20);     // the heartbeat's period (the lease is many of them)
+constexpr auto kStopWait = std::chrono::seconds(2);        // how long stop() waits for the kernel to leave
+constexpr auto kStartWait = std::chrono::seconds(20);      // how long a launch may take to publish tick 0
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, const ExportLayout& layout, int device,
+                                   double lease_ms)
+    : layout_(layout), device_(device), lease_ms_(lease_ms) {
+  const ModelConfig& cfg = model.config;
+  const int H = cfg.hidden_size, L = cfg.num_layers;
+  if (layout.lanes < 1 || layout.gate_floats < size_t((H + layout.lanes - 1) / layout.lanes) * 4 * size_t(layout.lanes) ||
+      layout.layer_floats < layout.gate_floats + size_t(H))
+    throw Error("hybrid precompute: the state layout (" + std::to_string(layout.lanes) + " lanes, " +
+                std::to_string(layout.gate_floats) + " gate floats, " + std::to_string(layout.layer_floats) +
+                " a layer) cannot hold " + std::to_string(H) + " hidden units");
+  std::string why;
+  if (!device_available(&why, device)) throw UnsupportedError("hybrid backend: " + why);
+  const DeviceLimits limits = query_device_limits(device);
+  gpu_name_ = limits.name;
+  plan_ = plan_hybrid(model, mode, window, MailboxOptions{}, limits);
+  claim_ = std::make_unique<DeviceClaim>(device, nullptr);
+  HOTPATH_CUDA_CHECK(cudaSetDevice(device));
+  stream_ = Stream(cudaStreamNonBlocking);
+  const LstmParams& p = plan_.params;
+  pre_w_ = DeviceBuffer<float>(plan_.pre_w.size());
+  h_state_ = DeviceBuffer<float>(size_t(L) * size_t(p.nslots) * size_t(H));
+  xbuf_ = DeviceBuffer<float>(size_t(p.I));
+  words_ = DeviceBuffer<SharedWords>(1);
+  if (plan_.pre_state_floats > 0) pre_state_ = DeviceBuffer<float>(size_t(p.np) * size_t(plan_.pre_state_floats));
+  pre_w_.upload(plan_.pre_w.data(), plan_.pre_w.size(), stream_.get());
+  HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  mailbox_ = std::make_unique<HostMailbox>(p.I, 1, MailboxOptions{});
+  const size_t tick_floats = layout.layer_floats * size_t(L);
+  export_bytes_ = kLine + round_line(2 * tick_floats * sizeof(float));
+  export_ = static_cast<char*>(pinned_alloc(export_bytes_, cudaHostAllocMapped));  // zeroed: padding units stay 0
+  seq_ = reinterpret_cast<unsigned long long*>(export_);
+  state_ = reinterpret_cast<float*>(export_ + kLine);
+  try {
+    launch();
+  } catch (...) {
+    stop();
+    if (!leaked_) pinned_free(export_, export_bytes_, cudaHostAllocMapped);
+    throw;
+  }
+}
+
+HybridPrecompute::~HybridPrecompute() {
+  stop();
+  if (leaked_) {  // a kernel that did not leave keeps what it writes to
+    (void)mailbox_.release();
+    (void)pre_w_.release(), (void)h_state_.release(), (void)xbuf_.release(), (void)pre_state_.release(), (void)words_.release();
+    (void)claim_.release();
+    return;
+  }
+  pinned_free(export_, export_bytes_, cudaHostAllocMapped);
+}
+
+// A clean mailbox, state and words (the sequence starts again at tick 0), then the kernel; returns once it has
+// published tick 0's state.
+void HybridPrecompute::launch() {
+  mailbox_->clear();  // the heartbeat is stopped (stop()): nobody else writes the control chunk
+  *reinterpret_cast<volatile unsigned long long*>(seq_) = 0;
+  arch::store_fence();
+  heartbeat_ = util::start_jthread("the hybrid precompute's heartbeat", [this](std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      mailbox_->beat();
+      std::this_thread::sleep_for(kBeat);
+    }
+  });
+  words_.zero(stream_.get());
+  h_state_.zero(stream_.get());
+  HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  LstmParams p = plan_.params;
+  p.mb = mailbox_->view((long long)(lease_ms_ * 1e6));
+  p.pre_w = pre_w_.get();
+  p.h_state = h_state_.get();
+  p.xbuf = xbuf_.get();
+  p.words = words_.get();
+  p.pre_state = pre_state_.get();
+  p.export_state = device_view(state_);
+  p.export_seq = device_view(seq_);
+  p.export_lanes = layout_.lanes;
+  p.export_gate_floats = int(layout_.gate_floats);
+  p.export_layer_floats = int(layout_.layer_floats);
+  p.export_tick_floats = int(layout_.layer_floats * size_t(p.L));
+  long long fits = 0;
+  const cudaError_t e = launch_hybrid(p, stream_.get(), &fits);
+  if (e == cudaErrorCooperativeLaunchTooLarge)
+    throw UnsupportedError("hybrid backend: its precompute needs " + std::to_string(p.np + 1) + " co-resident blocks of " +
+                           std::to_string(kHybridThreads) + " threads and " + std::to_string(p.smem_bytes / 1024) +
+                           " KiB shared memory; " + gpu_name_ + " fits " + std::to_string(fits));
+  if (e != cudaSuccess) throw_cuda(e, "launch_hybrid");
+  running_ = true;
+  ++launches_;
+  const auto deadline = std::chrono::steady_clock::now() + kStartWait;
+  std::string why;
+  while (mailbox_->status().ready != wire_seq(0)) {
+    if (kernel_left(&why) || std::chrono::steady_clock::now() > deadline) {
+      if (why.empty()) why = "it did not start within " + std::to_string(kStartWait.count()) + " s";
+      stop();
+      throw BackendError("hybrid backend: the GPU precompute " + why);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+bool HybridPrecompute::kernel_left(std::string* why) const {
+  if (!running_) {
+    if (why) *why = "is not running (stopped after an earlier failure)";
+    return true;
+  }
+  const cudaError_t e = cudaStreamQuery(stream_.get());
+  if (e == cudaErrorNotReady) return false;
+  const Status st = mailbox_->status();
+  if (why) {
+    *why = e != cudaSuccess ? std::string("failed: ") + cudaGetErrorString(e)
+           : st.state == kLeaseExpired ? "left: its lease lapsed (no heartbeat from the host)"
+           : st.state == kStopped      ? "was stopped"
+                                       : "left";
+  }
+  return true;
+}
+
+void HybridPrecompute::stop() noexcept {
+  if (mailbox_) mailbox_->request_stop();
+  heartbeat_.request_stop();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  if (running_ && stream_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cudaError_t e;
+    while ((e = cudaStreamQuery(stream_.get())) == cudaErrorNotReady && std::chrono::steady_clock::now() - t0 < kStopWait)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (e == cudaErrorNotReady) leaked_ = true;
+    (void)cudaGetLastError();
+  }
+  running_ = false;
+}
+
+void HybridPrecompute::restart() {
+  stop();
+  if (leaked_) throw BackendError("hybrid backend: the GPU precompute did not leave when asked; it cannot start again");
+  launch();
+}
+
+void HybridPrecompute::send(std::span<const float> x, long long t) { mailbox_->send(t, x); }
+
+const float* HybridPrecompute::wait(long long t, std::chrono::nanoseconds timeout, bool* waited, std::string* why) {
+  const unsigned long long want = (unsigned long long)(t + 1);
+  auto published = [&] {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    return *reinterpret_cast<const volatile unsigned long long*>(seq_) >= want;
+  };
+  const float* state = state_ + size_t(t & 1) * layout_.layer_floats * size_t(plan_.params.L);
+  if (published()) {
+    *waited = false;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return state;
+  }
+  *waited = true;
+  const int64_t t0 = now_ns();
+  for (unsigned n = 1;; ++n) {
+    arch::cpu_relax();
+    if (published()) break;
+    if ((n & 255u) == 0u) {
+      std::string left;
+      if (kernel_left(&left)) {
+        if (why) *why = "the GPU precompute " + left + "; no state for tick " + std::to_string(t);
+        return nullptr;
+      }
+      if (now_ns() - t0 > timeout.count()) {
+        if (why)
+          *why = "the GPU precompute's state for tick " + std::to_string(t) + " did not come within " +
+                 std::to_string(timeout.count() / 1000) + " us";
+        return nullptr;
+      }
+    }
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  ++waits_;
+  wait_ns_ += now_ns() - t0;
+  return state;
+}
+
+std::string HybridPrecompute::describe() const {
+  const LstmParams& p = plan_.params;
+  return "the cuda precompute on " + gpu_name_ + " (" + std::to_string(p.np) + " blocks of " + std::to_string(p.U) +
+         (p.U == 1 ? " unit" : " units") + ", fp32 weights" + (p.pre_global ? " in global memory" : " in shared memory") +
+         ")";
+}
+
+std::map<std::string, double> HybridPrecompute::counters() const {
+  std::map<std::string, double> c;
+  c["gpu_precompute_launches"] = double(launches_);
+  c["gpu_precompute_waits"] = double(waits_);  // states not there at the first look
+  if (waits_ > 0) c["gpu_precompute_wait_us_mean"] = double(wait_ns_) * 1e-3 / double(waits_);
+  c["gpu_precompute_blocks"] = double(plan_.params.np);
+  return c;
+}
+
+}  // namespace hotpath::cuda

@@ -1,0 +1,51 @@
+#include "hybrid/hybrid_backend.hpp"
+
+#include <string>
+
+#include "cpu/cpu_backend.hpp"
+#include "cpu/window_feed.hpp"
+#include "util/error.hpp"
+#ifdef HOTPATH_HAVE_CUDA
+#include "cuda/hybrid_precompute.hpp"
+#endif
+
+namespace hotpath {
+
+#ifdef HOTPATH_HAVE_CUDA
+namespace {
+
+// The GPU precompute as the CPU critical step's feed.
+class GpuFeed final : public cpu::WindowStateFeed {
+ public:
+  GpuFeed(const Model& model, const BackendOptions& o, const cpu::CriticalStateLayout& layout)
+      : gpu_(model, o.mode, o.mode == Mode::window ? o.window : 1,
+             cuda::ExportLayout{layout.lanes, layout.gate_floats, layout.layer_floats}, o.gpu.device, kLeaseMs) {}
+  const float* wait(long long t, std::chrono::nanoseconds timeout, bool* waited, std::string* why) override {
+    return gpu_.wait(t, timeout, waited, why);
+  }
+  void consume(std::span<const float> x, long long t) override { gpu_.send(x, t); }
+  void reset() override { gpu_.restart(); }
+  std::string describe() const override { return gpu_.describe(); }
+  std::map<std::string, double> counters() const override { return gpu_.counters(); }
+  void clear_counters() override { gpu_.clear_counters(); }
+
+ private:
+  static constexpr double kLeaseMs = 1000;  // the kernel leaves a second after the host's heartbeat stops
+  cuda::HybridPrecompute gpu_;
+};
+
+}  // namespace
+#endif
+
+std::unique_ptr<Backend> make_hybrid_backend(const Model& model, const BackendOptions& options) {
+#ifdef HOTPATH_HAVE_CUDA
+  return make_cpu_backend_fed(model, options, "hybrid", [&](const cpu::CriticalStateLayout& layout) {
+    return std::make_unique<GpuFeed>(model, options, layout);
+  });
+#else
+  (void)model, (void)options;
+  throw UnsupportedError("backend hybrid: this hotpath was built without CUDA (its precompute runs on a GPU)");
+#endif
+}
+
+}  // namespace hotpath

@@ -1,0 +1,168 @@
+// The hybrid backend (docs/hybrid.md): the CPU critical step fed by the GPU's precompute. Without a GPU it is
+// refused with a one-line reason; with one, every tick is checked against the float64 reference within the
+// CPU precision's bound (the GPU's precompute keeps fp32 weights, so the critical step's rounding is the
+// error's source), in window and streaming mode, on the goldens and zoo models.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "common/golden.hpp"
+#include "engine/engine.hpp"
+#include "engine/gpu.hpp"
+#include "model/quantize.hpp"
+#include "model/zoo.hpp"
+#include "reference/reference.hpp"
+#include "util/error.hpp"
+
+namespace hotpath {
+namespace {
+
+using test_support::Golden;
+using test_support::load_golden;
+
+std::vector<double> reference_run(const Model& m, Mode mode, const std::vector<float>& x, size_t T, int W) {
+  return mode == Mode::window ? reference::sliding_window(m, x, T, W) : reference::streaming(m, x, T);
+}
+
+// The CPU precision's bound (int8: 1.5x its weight rounding's own error on these inputs, as the cpu backend's).
+double bound_for(const Model& m, Mode mode, Precision p, const std::vector<float>& x, size_t T, int W,
+                 const std::vector<double>& exact) {
+  if (p != Precision::int8) return error_bound(p);
+  return int8_error_bound(reference::normalized_error(reference_run(int8_rounded(m), mode, x, T, W), exact));
+}
+
+// step() then finish_precompute() each tick (finish: false, step() alone: it waits for the state itself).
+std::vector<double> run(Backend& b, const std::vector<float>& x, size_t T, bool finish = true) {
+  const size_t I = size_t(b.config().input_size), O = size_t(b.config().output_size);
+  std::vector<float> out(O);
+  std::vector<double> z;
+  for (size_t t = 0; t < T; ++t) {
+    b.step(std::span<const float>(x.data() + t * I, I), out);
+    if (finish) b.finish_precompute();
+    z.insert(z.end(), out.begin(), out.end());
+  }
+  return z;
+}
+
+std::unique_ptr<Backend> hybrid(const Model& m, Mode mode, int W, Precision p) {
+  BackendOptions o;
+  o.mode = mode;
+  o.window = W;
+  o.precision = p;
+  return make_backend(BackendKind::hybrid, m, o);
+}
+
+TEST(Hybrid, TheNameIsABackend) {
+  EXPECT_EQ(util::parse_name<BackendKind>("hybrid"), BackendKind::hybrid);
+  EXPECT_STREQ(util::name_of(BackendKind::hybrid), "hybrid");
+}
+
+TEST(Hybrid, RefusedWithoutAGpu) {
+  std::string why;
+  if (gpu::available(&why)) GTEST_SKIP() << "a GPU is here (the GPU cases below run instead)";
+  const Golden g = load_golden("tiny");
+  try {
+    hybrid(g.model, Mode::window, g.window, Precision::fp32);
+    ADD_FAILURE() << "made a hybrid backend without a GPU";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("hybrid"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Hybrid, CudaOptionsAndBatchAreRefused) {
+  const Golden g = load_golden("tiny");
+  BackendOptions o;
+  o.mode = Mode::window;
+  o.window = g.window;
+  o.gpu.kernel = CudaKernel::grid;
+  EXPECT_THROW(make_backend(BackendKind::hybrid, g.model, o), Error);
+  o.gpu.kernel = CudaKernel::automatic;
+  o.mode = Mode::batch;
+  EXPECT_THROW(make_backend(BackendKind::hybrid, g.model, o), Error);
+}
+
+class HybridGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!gpu::available(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  }
+};
+
+TEST_F(HybridGpu, GoldensWithinTheirBounds) {
+  for (const std::string name : {"tiny", "small2x128", "multi_out"}) {
+    const Golden g = load_golden(name);
+    for (const Mode mode : {Mode::window, Mode::streaming})
+      for (const Precision p : {Precision::fp32, Precision::bf16, Precision::int8}) {
+        SCOPED_TRACE(name + " " + mode_name(mode) + " " + precision_name(p));
+        auto b = hybrid(g.model, mode, g.window, p);
+        EXPECT_EQ(b->name(), "hybrid");
+        const auto z = run(*b, g.inputs, g.ticks);
+        const auto exact = reference_run(g.model, mode, g.inputs, g.ticks, g.window);
+        const double err = reference::normalized_error(z, exact);
+        EXPECT_LE(err, bound_for(g.model, mode, p, g.inputs, g.ticks, g.window, exact));
+        const auto c = b->counters();
+        EXPECT_EQ(c.at("fed_late_ticks"), 0);  // finish_precompute() waited each time, never the step
+        EXPECT_EQ(c.at("fed_timeouts"), 0);
+        EXPECT_EQ(c.at("gpu_precompute_launches"), 1);
+        EXPECT_NE(b->facts().at("cpu_precompute_cores").find("cuda precompute"), std::string::npos);
+        std::printf("[hybrid] %-10s %-9s %-4s error %.3g\n", name.c_str(), mode_name(mode), precision_name(p), err);
+      }
+  }
+}
+
+// The medium zoo models (the hybrid's purpose), window mode, ticks past two windows; and a reset that gives
+// the same answers again.
+TEST_F(HybridGpu, ZooModelsAndReset) {
+  for (const std::string name : {"lstm_s", "lstm_m", "stac_b"}) {
+    SCOPED_TRACE(name);
+    const Model m = *zoo_model(name);
+    const int W = m.config.window.value_or(32);
+    const size_t T = 2 * size_t(W) + 20, I = size_t(m.config.input_size);
+    std::vector<float> x(T * I);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> d(0.f, 1.f);
+    for (float& v : x) v = d(rng);
+    const auto exact = reference_run(m, Mode::window, x, T, W);
+    for (const Precision p : {Precision::bf16, Precision::int8}) {
+      SCOPED_TRACE(precision_name(p));
+      auto b = hybrid(m, Mode::window, W, p);
+      const auto z = run(*b, x, T);
+      EXPECT_LE(reference::normalized_error(z, exact), bound_for(m, Mode::window, p, x, T, W, exact));
+      b->reset();
+      EXPECT_EQ(run(*b, x, T), z);  // the GPU's fp32 sums run in a fixed order: the same state, the same answers
+      EXPECT_EQ(b->counters().at("gpu_precompute_launches"), 2);
+    }
+  }
+}
+
+// step() alone, tick after tick: each waits for its own state (counted late), none is answered from an older one.
+TEST_F(HybridGpu, StepsWithoutFinishWaitForTheirState) {
+  const Golden g = load_golden("small2x128");
+  for (const Mode mode : {Mode::window, Mode::streaming}) {
+    SCOPED_TRACE(mode_name(mode));
+    auto b = hybrid(g.model, mode, g.window, Precision::fp32);
+    const auto z = run(*b, g.inputs, g.ticks, /*finish=*/false);
+    EXPECT_LE(reference::normalized_error(z, reference_run(g.model, mode, g.inputs, g.ticks, g.window)),
+              error_bound(Precision::fp32));
+    EXPECT_LE(b->counters().at("fed_late_ticks"), double(g.ticks));
+  }
+}
+
+// Two hybrid engines cannot share the GPU's SMs in one process: the second is refused at once, naming why.
+TEST_F(HybridGpu, ASecondOneIsRefused) {
+  const Golden g = load_golden("tiny");
+  auto a = hybrid(g.model, Mode::window, g.window, Precision::fp32);
+  try {
+    auto b = hybrid(g.model, Mode::window, g.window, Precision::fp32);
+    ADD_FAILURE() << "two hybrid backends on one GPU";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("already runs a hotpath kernel"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hotpath
