@@ -44,6 +44,7 @@ HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, co
   claim_ = std::make_unique<DeviceClaim>(device, nullptr);
   HOTPATH_CUDA_CHECK(cudaSetDevice(device));
   stream_ = Stream(cudaStreamNonBlocking);
+  side_stream_ = Stream(cudaStreamNonBlocking);
   const LstmParams& p = plan_.params;
   pre_w_ = DeviceBuffer<float>(plan_.pre_w.size());
   h_state_ = DeviceBuffer<float>(size_t(L) * size_t(p.nslots) * size_t(H));
@@ -217,6 +218,16 @@ std::map<std::string, double> HybridPrecompute::counters() const {
   c["gpu_precompute_waits"] = double(waits_);  // states not there at the first look
   if (waits_ > 0) c["gpu_precompute_wait_us_mean"] = double(wait_ns_) * 1e-3 / double(waits_);
   c["gpu_precompute_blocks"] = double(plan_.params.np);
+  // the rounds as the precompute's block 0 lives them (PrecomputeStat), SM cycles a round, this launch's
+  SharedWords w{};
+  if (words_.get() && cudaMemcpyAsync(&w, words_.get(), sizeof w, cudaMemcpyDeviceToHost, side_stream_.get()) == cudaSuccess &&
+      cudaStreamSynchronize(side_stream_.get()) == cudaSuccess && w.pre_sum[kPreRounds] > 0) {
+    const double rounds = double(w.pre_sum[kPreRounds]);
+    const char* part[] = {"", "layer0", "barrier_wait", "layers", "publish", "round"};
+    for (int i = kPreLayer0; i < kPrecomputeStats; ++i)
+      c[std::string("gpu_precompute_") + part[i] + "_cycles_mean"] = double(w.pre_sum[i]) / rounds;
+  }
+  (void)cudaGetLastError();
   return c;
 }
 

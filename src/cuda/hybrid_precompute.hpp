@@ -57,7 +57,7 @@ class HybridPrecompute {
   double lease_ms_;
   std::string gpu_name_;
   std::unique_ptr<DeviceClaim> claim_;
-  Stream stream_;
+  Stream stream_, side_stream_;  // the kernel's; reads of its words while it runs
   DeviceBuffer<float> pre_w_, h_state_, xbuf_, pre_state_;
   DeviceBuffer<SharedWords> words_;
   std::unique_ptr<HostMailbox> mailbox_;
