@@ -115,6 +115,11 @@ class CudaBackend final : public Backend {
         precision_(options.precision.value_or(Precision::fp16)),
         scaler_(model, options.scaler) {
     asked_variant_ = copt.variant.value_or(options.gpu.variant);
+    // Where threads started later (a backtest's copy helpers) should run: the creating thread's cores now,
+    // before the engine pins it to the cpuset's first, less that core.
+    helper_cores_ = util::allowed_cores();
+    if (!options.cpuset.empty() && helper_cores_.size() > 1)
+      std::erase(helper_cores_, options.cpuset.front());
     if (options.gpu.tick_trace) copt_.tick_trace = true;  // the CLI's --tick-trace
     if (copt.stall_tick >= 0 && precision_ != Precision::fp16)
       throw UnsupportedError("the stall test hook is compiled into the fp16 test kernels only");
@@ -693,6 +698,9 @@ class CudaBackend final : public Backend {
   }
 
   cuda::BatchRunner& batch_runner() {
+    // Made at the first backtest, often by the thread the engine pinned to the critical core: its copy helpers
+    // would inherit that one core. They start on helper_cores_ instead (the caller's own cores come back after).
+    const util::ScopedPin spawn(batch_ ? std::vector<int>{} : helper_cores_, "cuda backtest copy helpers' start", false);
     if (!batch_)
       batch_ = std::make_unique<cuda::BatchRunner>(model_, precision_, options().gpu.device,
                                                    cuda::BatchTuning{options().gpu.batch_rows, copt_.partition, copt_.batch_priority, options().gpu.batch_copy_threads,
@@ -933,6 +941,7 @@ class CudaBackend final : public Backend {
   long long t_ = 0;
   long long gpu_answers_ = 0, accepted_base_ = 0, timeouts_ = 0, late_before_reset_ = 0;
   long long launches_ = 0;
+  std::vector<int> helper_cores_;
 };
 
 // The throughput kernels only, no tick kernel: the batch workload (fresh windows, docs/model.md), and
