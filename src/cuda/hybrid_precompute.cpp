@@ -27,7 +27,7 @@ int64_t now_ns() {
 }  // namespace
 
 HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, const ExportLayout& layout, int device,
-                                   double lease_ms)
+                                   double lease_ms, HybridForm form)
     : layout_(layout), device_(device), lease_ms_(lease_ms) {
   const ModelConfig& cfg = model.config;
   const int H = cfg.hidden_size, L = cfg.num_layers;
@@ -40,7 +40,7 @@ HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, co
   if (!device_available(&why, device)) throw UnsupportedError("hybrid backend: " + why);
   const DeviceLimits limits = query_device_limits(device);
   gpu_name_ = limits.name;
-  plan_ = plan_hybrid(model, mode, window, MailboxOptions{}, limits);
+  plan_ = plan_hybrid(model, mode, window, MailboxOptions{}, limits, 0, form);
   claim_ = std::make_unique<DeviceClaim>(device, nullptr);
   HOTPATH_CUDA_CHECK(cudaSetDevice(device));
   stream_ = Stream(cudaStreamNonBlocking);
@@ -52,6 +52,10 @@ HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, co
   words_ = DeviceBuffer<SharedWords>(1);
   if (plan_.pre_state_floats > 0) pre_state_ = DeviceBuffer<float>(size_t(p.np) * size_t(plan_.pre_state_floats));
   pre_w_.upload(plan_.pre_w.data(), plan_.pre_w.size(), stream_.get());
+  if (p.hy_mma) {
+    frags_ = DeviceBuffer<uint32_t>(plan_.frags.size());
+    frags_.upload(plan_.frags.data(), plan_.frags.size(), stream_.get());
+  }
   HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   mailbox_ = std::make_unique<HostMailbox>(p.I, 1, MailboxOptions{});
   const size_t tick_floats = layout.layer_floats * size_t(L);
@@ -101,6 +105,7 @@ void HybridPrecompute::launch() {
   p.xbuf = xbuf_.get();
   p.words = words_.get();
   p.pre_state = pre_state_.get();
+  p.hy_frags = frags_.get();
   p.export_state = device_view(state_);
   p.export_seq = device_view(seq_);
   p.export_lanes = layout_.lanes;
@@ -208,7 +213,9 @@ const float* HybridPrecompute::wait(long long t, std::chrono::nanoseconds timeou
 std::string HybridPrecompute::describe() const {
   const LstmParams& p = plan_.params;
   return "the cuda precompute on " + gpu_name_ + " (" + std::to_string(p.np) + " blocks of " + std::to_string(p.U) +
-         (p.U == 1 ? " unit" : " units") + ", fp32 weights" + (p.pre_global ? " in global memory" : " in shared memory") +
+         (p.U == 1 ? " unit" : " units") +
+         (p.hy_mma ? ", the windows' products on the tensor cores, fp16 hi + lo halves"
+                   : std::string(", fp32 weights") + (p.pre_global ? " in global memory" : " in shared memory")) +
          ")";
 }
 
@@ -218,6 +225,7 @@ std::map<std::string, double> HybridPrecompute::counters() const {
   c["gpu_precompute_waits"] = double(waits_);  // states not there at the first look
   if (waits_ > 0) c["gpu_precompute_wait_us_mean"] = double(wait_ns_) * 1e-3 / double(waits_);
   c["gpu_precompute_blocks"] = double(plan_.params.np);
+  c["gpu_precompute_mma"] = plan_.params.hy_mma ? 1.0 : 0.0;
   // the rounds as the precompute's block 0 lives them (PrecomputeStat), SM cycles a round, this launch's
   SharedWords w{};
   if (words_.get() && cudaMemcpyAsync(&w, words_.get(), sizeof w, cudaMemcpyDeviceToHost, side_stream_.get()) == cudaSuccess &&

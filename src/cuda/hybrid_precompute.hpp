@@ -31,7 +31,9 @@ class HybridPrecompute {
  public:
   // Throws UnsupportedError naming why (no usable GPU, the model does not fit the precompute blocks, the GPU
   // already runs a hotpath kernel in this process) and Error for a layout that cannot hold the model.
-  HybridPrecompute(const Model& model, Mode mode, int window, const ExportLayout& layout, int device, double lease_ms);
+  // form: the precompute's (plan_hybrid: the tensor cores where a block holds them, else fp32 dot products).
+  HybridPrecompute(const Model& model, Mode mode, int window, const ExportLayout& layout, int device, double lease_ms,
+                   HybridForm form = HybridForm::automatic);
   ~HybridPrecompute();
   HybridPrecompute(const HybridPrecompute&) = delete;
   HybridPrecompute& operator=(const HybridPrecompute&) = delete;
@@ -59,6 +61,7 @@ class HybridPrecompute {
   std::unique_ptr<DeviceClaim> claim_;
   Stream stream_, side_stream_;  // the kernel's; reads of its words while it runs
   DeviceBuffer<float> pre_w_, h_state_, xbuf_, pre_state_;
+  DeviceBuffer<uint32_t> frags_;  // the tensor-core form's weights
   DeviceBuffer<SharedWords> words_;
   std::unique_ptr<HostMailbox> mailbox_;
   char* export_ = nullptr;  // mapped pinned: the seq line, then two ticks' state

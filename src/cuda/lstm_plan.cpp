@@ -1,6 +1,7 @@
 #include "cuda/lstm_plan.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "cuda/kernels/cluster/cluster_policy.hpp"
@@ -308,8 +309,98 @@ int plan_precompute(LstmPlan& plan, const Model& model, Mode mode, int window, i
 
 }  // namespace
 
+namespace {
+
+// The hybrid precompute's tensor-core form (LstmParams::hy_*): its split, shared-memory layout and weights.
+// Returns the block's shared-memory bytes, or 0 (the plan untouched) where a block cannot hold it or a
+// weight the tensor cores take is beyond what fp16 halves hold.
+int plan_hybrid_mma(LstmPlan& plan, const Model& model, Mode mode, int window, int max_np, const DeviceLimits& limits) {
+  LstmParams& p = plan.params;
+  const int H = p.H, L = p.L, I = p.I;
+  for (int l = 0; l < L; ++l) {
+    const LstmLayer& ly = model.layers[size_t(l)];
+    for (const double w : ly.w_hh)
+      if (!(std::abs(w) < 32768.0)) return 0;
+    if (l > 0)
+      for (const double w : ly.w_ih)
+        if (!(std::abs(w) < 32768.0)) return 0;
+  }
+  const int groups = (H + 3) / 4;
+  const int G = (groups + max_np - 1) / max_np;
+  const int U = 4 * G, np = (H + U - 1) / U, kt = (H + 15) / 16;
+  const int nslots = mode == Mode::window ? std::max(1, window - 1) : 1;
+  const int open = mode == Mode::window ? std::max(1, window - 1) : 1;  // windows a round advances at most
+  const int ncols = (open + 7) / 8 * 8, kpad = 16 * kt + 8;
+  const int per_matrix = G * kt * 2 * 32;  // uint4
+  int f = 0, ih_off[kMaxLayers] = {}, hh_off[kMaxLayers] = {};
+  for (int l = 0; l < L; ++l) {
+    if (l > 0) ih_off[l] = f, f += per_matrix;
+    hh_off[l] = f, f += per_matrix;
+  }
+  const int block_frags = f;
+  const int pre_floats = (4 * U * I + L * 4 * U + 3) & ~3;
+  int bytes = 0;
+  auto take = [&](long long n) {
+    const int at = bytes;
+    bytes = align16(int(std::min<long long>(n, 1 << 30)) + bytes);
+    return at;
+  };
+  const int s_pw = take(4LL * pre_floats), s_Q = take(4LL * L * nslots * 4 * U), s_pc = take(4LL * L * nslots * U);
+  const int s_px = take(4LL * I), s_g0 = take(4LL * 4 * U), s_pflags = take(16), s_hyf = take(16LL * block_frags);
+  const int s_hyb = take(2LL * 2 * ncols * kpad), s_hyz = take(4LL * ncols * 4 * U);
+  if (bytes > limits.smem_per_block_optin || np > max_np) return 0;
+  p.hy_mma = 1;
+  p.U = U, p.np = np, p.nslots = nslots;
+  p.pre_global = 0;
+  plan.pre_state_floats = p.pre_state_floats = 0;
+  p.pre_block_floats = pre_floats;
+  p.pre_ih[0] = 0;
+  for (int l = 0; l < L; ++l) p.pre_b[l] = 4 * U * I + l * 4 * U, p.hy_ih_off[l] = ih_off[l], p.hy_hh_off[l] = hh_off[l];
+  p.hy_block_frags = block_frags, p.hy_kt = kt, p.hy_kpad = kpad, p.hy_ncols = ncols;
+  p.s_pw = s_pw, p.s_Q = s_Q, p.s_pc = s_pc, p.s_px = s_px, p.s_g0 = s_g0, p.s_pflags = s_pflags;
+  p.s_hyf = s_hyf, p.s_hyb = s_hyb, p.s_hyz = s_hyz;
+  plan.pre_w.assign(size_t(np) * pre_floats, 0.0f);
+  plan.frags.assign(size_t(np) * block_frags * 4, 0u);
+  std::vector<std::vector<double>> bias;
+  for (int l = 0; l < L; ++l) bias.push_back(model.layers[size_t(l)].bias_sum(H));
+  for (int b = 0; b < np; ++b) {
+    float* w = &plan.pre_w[size_t(b) * pre_floats];
+    uint32_t* fr = &plan.frags[size_t(b) * block_frags * 4];
+    for (int u = 0; u < U; ++u) {
+      const int unit = b * U + u;
+      if (unit >= H) continue;
+      for (int gate = 0; gate < 4; ++gate) {
+        const size_t row = size_t(gate) * H + unit;
+        for (int k = 0; k < I; ++k) w[(4 * u + gate) * I + k] = float(model.layers[0].w_ih[row * I + k]);
+        for (int l = 0; l < L; ++l) w[p.pre_b[l] + 4 * u + gate] = float(bias[size_t(l)][row]);
+      }
+    }
+    auto pack_matrix = [&](const std::vector<double>& m, int off) {
+      for (int q = 0; q < G; ++q)
+        for (int k = 0; k < kt; ++k)
+          for (int half = 0; half < 2; ++half) {
+            auto a = [&](int r, int c) -> uint16_t {
+              const int unit = b * U + 4 * q + (r & 3), col = 16 * k + c;
+              if (unit >= H || col >= H) return 0;
+              const double v = m[(size_t(r >> 2) * H + unit) * H + col];
+              const uint16_t hi = to_bits(v, false);
+              return half == 0 ? hi : to_bits(v - double(from_bits(hi, false)), false);
+            };
+            pack_tile(a, fr + (size_t(off) + (size_t(q * kt + k) * 2 + half) * 32) * 4);
+          }
+    };
+    for (int l = 0; l < L; ++l) {
+      if (l > 0) pack_matrix(model.layers[size_t(l)].w_ih, ih_off[l]);
+      pack_matrix(model.layers[size_t(l)].w_hh, hh_off[l]);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
 LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOptions& mailbox, const DeviceLimits& limits,
-                     int max_precompute_blocks) {
+                     int max_precompute_blocks, HybridForm form) {
   const ModelConfig& cfg = model.config;
   if (mode == Mode::batch) throw UnsupportedError("the hybrid backend serves window and streaming modes, not batch");
   if (mode == Mode::window && window < 1) throw Error("window mode needs a window >= 1");
@@ -321,6 +412,17 @@ LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOpt
   LstmParams& p = plan.params;
   plan_common(p, cfg, Precision::fp16, mode, window, mailbox);  // the shape and the input's chunks; no half weights
   const int max_np = max_precompute_blocks > 0 ? std::min(max_precompute_blocks, limits.sm_count - 1) : limits.sm_count - 1;
+  if (form != HybridForm::fp32) {
+    if (const int bytes = plan_hybrid_mma(plan, model, mode, window, max_np, limits)) {
+      p.smem_bytes = bytes;
+      return plan;
+    }
+    if (form == HybridForm::mma)
+      throw UnsupportedError("the hybrid precompute's tensor-core form does not fit this model: a block of " +
+                             std::to_string(max_np) + " would need more than the " +
+                             std::to_string(limits.smem_per_block_optin / 1024) +
+                             " KiB of shared memory " + limits.name + " allows (or a weight is beyond fp16's range)");
+  }
   p.smem_bytes = plan_precompute(plan, model, mode, window, max_np, limits, /*fill=*/true, /*exact=*/true);
   return plan;
 }

@@ -73,10 +73,14 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
                    const DeviceLimits& limits, int max_precompute_blocks = 0);
 
 // The hybrid backend's GPU half (kernels/hybrid/): the precompute blocks alone, over max_precompute_blocks SMs
-// (<= 0: all but the feeder's), their weights exact fp32 (the CPU's critical step rounds its own). Throws
-// UnsupportedError naming the limit (layers, SMs, shared memory, a too wide input).
+// (<= 0: all but the feeder's), in one of two forms: fp32 (the tick kernels' own precompute blocks, exact fp32
+// weights, a warp's dot products per window and unit) or mma (LstmParams::hy_*: each layer's products of all
+// open windows on the tensor cores, both operands as fp16 hi + lo halves: near fp32). automatic: mma where a
+// block can hold it, else fp32. Throws UnsupportedError naming the limit (layers, SMs, shared memory, a too
+// wide input, mma asked where it does not fit).
+enum class HybridForm { automatic, fp32, mma };
 LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOptions& mailbox, const DeviceLimits& limits,
-                     int max_precompute_blocks = 0);
+                     int max_precompute_blocks = 0, HybridForm form = HybridForm::automatic);
 
 // The cluster family: the critical step over the blocks of one thread-block cluster, split by hidden
 // units, the W_ih tiles in registers (ClusterLayout). cluster_blocks: the cluster's size (0: the fewest

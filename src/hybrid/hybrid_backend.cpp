@@ -1,5 +1,6 @@
 #include "hybrid/hybrid_backend.hpp"
 
+#include <cstdlib>
 #include <string>
 
 #include "cpu/cpu_backend.hpp"
@@ -19,7 +20,8 @@ class GpuFeed final : public cpu::WindowStateFeed {
  public:
   GpuFeed(const Model& model, const BackendOptions& o, const cpu::CriticalStateLayout& layout)
       : gpu_(model, o.mode, o.mode == Mode::window ? o.window : 1,
-             cuda::ExportLayout{layout.lanes, layout.gate_floats, layout.layer_floats}, o.gpu.device, kLeaseMs) {}
+             cuda::ExportLayout{layout.lanes, layout.gate_floats, layout.layer_floats}, o.gpu.device, kLeaseMs,
+             form_from_env()) {}
   const float* wait(long long t, std::chrono::nanoseconds timeout, bool* waited, std::string* why) override {
     return gpu_.wait(t, timeout, waited, why);
   }
@@ -31,6 +33,15 @@ class GpuFeed final : public cpu::WindowStateFeed {
 
  private:
   static constexpr double kLeaseMs = 1000;  // the kernel leaves a second after the host's heartbeat stops
+  // HOTPATH_HYBRID_PRECOMPUTE=auto|fp32|mma (docs/hybrid.md): the GPU precompute's form, to compare them.
+  static cuda::HybridForm form_from_env() {
+    const char* v = std::getenv("HOTPATH_HYBRID_PRECOMPUTE");
+    const std::string s = v ? v : "";
+    if (s.empty() || s == "auto") return cuda::HybridForm::automatic;
+    if (s == "fp32") return cuda::HybridForm::fp32;
+    if (s == "mma") return cuda::HybridForm::mma;
+    throw Error("HOTPATH_HYBRID_PRECOMPUTE='" + s + "': auto, fp32 or mma");
+  }
   cuda::HybridPrecompute gpu_;
 };
 

@@ -834,27 +834,74 @@ TEST(TickTrace, SplitsEachTickIntoInputKernelAndOutput) {
 namespace hotpath {
 namespace {
 
-// The hybrid backend's precompute plan: every zoo model of the medium row fits the precompute blocks of all
-// SMs but the feeder's, the weights are the model's exact values as fp32 (the CPU's critical step does the
-// rounding), and batch mode or too many layers are refused by name.
-TEST(HybridPlan, PrecomputeBlocksHoldTheExactWeights) {
+// The hybrid backend's precompute plans. fp32: every zoo model of the medium row fits the precompute blocks of
+// all SMs but the feeder's, with the model's exact weights as fp32. mma (what auto takes where it fits): units
+// in whole tiles of 4, each weight the tensor cores take stored as fp16 hi + lo halves whose sum is the weight
+// to ~2^-22 of it, W_ih,0 and the biases exact. A model whose block cannot hold the mma form falls back to fp32
+// (auto) or is refused (mma asked); batch mode and a one-SM device are refused by name.
+TEST(HybridPlan, BothFormsHoldTheWeights) {
   const cuda::DeviceLimits lim = h200_like();
-  for (const std::string name : {"lstm_s", "lstm_m", "stac_b", "vollo_tiny"}) {
+  for (const std::string name : {"lstm_s", "lstm_m", "stac_b", "vollo_tiny", "nv_medium"}) {
     SCOPED_TRACE(name);
     const Model m = *zoo_model(name);
     const Mode mode = m.config.window ? Mode::window : Mode::streaming;
     const int W = m.config.window.value_or(1);
+    {
+      const cuda::LstmPlan plan = cuda::plan_hybrid(m, mode, W, cuda::MailboxOptions{}, lim, 0, cuda::HybridForm::fp32);
+      const cuda::LstmParams& p = plan.params;
+      EXPECT_EQ(p.hy_mma, 0);
+      EXPECT_LE(p.np, lim.sm_count - 1);
+      EXPECT_GE(p.np * p.U, p.H);
+      EXPECT_LE(p.smem_bytes, lim.smem_per_block_optin);
+      EXPECT_EQ(p.nslots, mode == Mode::window ? std::max(1, W - 1) : 1);
+      // block 0's unit 0, gate g: W_hh row g*H, every column, exactly the model's value as a float
+      for (int g = 0; g < 4; ++g)
+        for (int k = 0; k < p.H; ++k)
+          ASSERT_EQ(plan.pre_w[size_t(p.pre_hh[0] + g * p.H + k)], float(m.layers[0].w_hh[size_t(g) * p.H * p.H + k]));
+    }
     const cuda::LstmPlan plan = cuda::plan_hybrid(m, mode, W, cuda::MailboxOptions{}, lim);
     const cuda::LstmParams& p = plan.params;
+    ASSERT_EQ(p.hy_mma, 1);
+    EXPECT_EQ(p.U % 4, 0);
     EXPECT_LE(p.np, lim.sm_count - 1);
     EXPECT_GE(p.np * p.U, p.H);
     EXPECT_LE(p.smem_bytes, lim.smem_per_block_optin);
-    EXPECT_EQ(p.nslots, mode == Mode::window ? std::max(1, W - 1) : 1);
-    // block 0's unit 0, gate g: W_hh row g*H, every column, exactly the model's value as a float
-    for (int g = 0; g < 4; ++g)
-      for (int k = 0; k < p.H; ++k)
-        ASSERT_EQ(plan.pre_w[size_t(p.pre_hh[0] + g * p.H + k)], float(m.layers[0].w_hh[size_t(g) * p.H * p.H + k]));
+    EXPECT_EQ(p.hy_kpad % 16, 8);  // the staged h's rows half a bank row apart: the B loads conflict-free
+    EXPECT_GE(p.hy_ncols, mode == Mode::window ? W - 1 : 1);
+    const int H = p.H, I = p.I, U = p.U, kt = p.hy_kt, G = U / 4;
+    // every block's W_ih,0 rows and biases exact
+    for (int b = 0; b < p.np; ++b)
+      for (int u = 0; u < U && b * U + u < H; ++u)
+        for (int gate = 0; gate < 4; ++gate) {
+          const size_t row = size_t(gate) * H + size_t(b * U + u);
+          const float* w = &plan.pre_w[size_t(b) * p.pre_block_floats];
+          ASSERT_EQ(w[(4 * u + gate) * I + I - 1], float(m.layers[0].w_ih[row * I + I - 1]));
+          ASSERT_EQ(w[p.pre_b[p.L - 1] + 4 * u + gate], float(m.layers[size_t(p.L - 1)].bias_sum(H)[row]));
+        }
+    // the fragments: lane (g, t)'s word 0 holds A[g][2t], A[g][2t+1]; row r is gate r >> 2 of unit 4q + (r & 3)
+    auto half_at = [&](int b, int off, int q, int k, int half, int r, int c) {
+      const int g = r & 7, hi_row = r >> 3, t = (c & 7) >> 1, word = (c >= 8 ? 2 : 0) + hi_row;
+      const size_t at = ((size_t(b) * p.hy_block_frags + size_t(off) + (size_t(q * kt + k) * 2 + half) * 32 + size_t(g * 4 + t)) * 4 + word);
+      const uint32_t v = plan.frags[at];
+      return fp16_to_float(uint16_t((c & 1) ? v >> 16 : v & 0xffffu));
+    };
+    for (int l = 0; l < p.L; ++l)
+      for (const int b : {0, p.np - 1})
+        for (int q = 0; q < G; ++q)
+          for (int r = 0; r < 16; ++r) {
+            const int unit = b * U + 4 * q + (r & 3);
+            for (int c = 0; c < kt * 16; c += 5) {
+              const double w = unit < H && c < H ? m.layers[size_t(l)].w_hh[(size_t(r >> 2) * H + unit) * H + c] : 0.0;
+              const double got = double(half_at(b, p.hy_hh_off[l], q, c / 16, 0, r, c % 16)) +
+                                 double(half_at(b, p.hy_hh_off[l], q, c / 16, 1, r, c % 16));
+              ASSERT_NEAR(got, w, std::abs(w) * 0x1p-20 + 0x1p-24) << "layer " << l << " block " << b << " row " << r << " col " << c;
+            }
+          }
   }
+  const Model big = *zoo_model("nv_large");
+  EXPECT_EQ(cuda::plan_hybrid(big, Mode::window, 128, cuda::MailboxOptions{}, lim).params.hy_mma, 0);
+  EXPECT_THROW(cuda::plan_hybrid(big, Mode::window, 128, cuda::MailboxOptions{}, lim, 0, cuda::HybridForm::mma),
+               UnsupportedError);
   const Model m = *zoo_model("lstm_s");
   EXPECT_THROW(cuda::plan_hybrid(m, Mode::batch, 50, cuda::MailboxOptions{}, lim), UnsupportedError);
   cuda::DeviceLimits one = lim;

@@ -4,6 +4,7 @@
 // error's source), in window and streaming mode, on the goldens and zoo models.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -92,12 +93,21 @@ class HybridGpu : public ::testing::Test {
   }
 };
 
+// The GPU precompute's form (HOTPATH_HYBRID_PRECOMPUTE) for the scope's life.
+class FormScope {
+ public:
+  explicit FormScope(const char* form) { setenv("HOTPATH_HYBRID_PRECOMPUTE", form, 1); }
+  ~FormScope() { unsetenv("HOTPATH_HYBRID_PRECOMPUTE"); }
+};
+
 TEST_F(HybridGpu, GoldensWithinTheirBounds) {
+  for (const char* form : {"fp32", "mma"})
   for (const std::string name : {"tiny", "small2x128", "multi_out"}) {
+    const FormScope scope(form);
     const Golden g = load_golden(name);
     for (const Mode mode : {Mode::window, Mode::streaming})
       for (const Precision p : {Precision::fp32, Precision::bf16, Precision::int8}) {
-        SCOPED_TRACE(name + " " + mode_name(mode) + " " + precision_name(p));
+        SCOPED_TRACE(std::string(form) + " " + name + " " + mode_name(mode) + " " + precision_name(p));
         auto b = hybrid(g.model, mode, g.window, p);
         EXPECT_EQ(b->name(), "hybrid");
         const auto z = run(*b, g.inputs, g.ticks);
@@ -108,8 +118,9 @@ TEST_F(HybridGpu, GoldensWithinTheirBounds) {
         EXPECT_EQ(c.at("fed_late_ticks"), 0);  // finish_precompute() waited each time, never the step
         EXPECT_EQ(c.at("fed_timeouts"), 0);
         EXPECT_EQ(c.at("gpu_precompute_launches"), 1);
+        EXPECT_EQ(c.at("gpu_precompute_mma"), std::string(form) == "mma" ? 1 : 0);
         EXPECT_NE(b->facts().at("cpu_precompute_cores").find("cuda precompute"), std::string::npos);
-        std::printf("[hybrid] %-10s %-9s %-4s error %.3g\n", name.c_str(), mode_name(mode), precision_name(p), err);
+        std::printf("[hybrid] %-4s %-10s %-9s %-4s error %.3g\n", form, name.c_str(), mode_name(mode), precision_name(p), err);
       }
   }
 }
@@ -117,8 +128,10 @@ TEST_F(HybridGpu, GoldensWithinTheirBounds) {
 // The medium zoo models (the hybrid's purpose), window mode, ticks past two windows; and a reset that gives
 // the same answers again.
 TEST_F(HybridGpu, ZooModelsAndReset) {
+  for (const char* form : {"fp32", "mma"})
   for (const std::string name : {"lstm_s", "lstm_m", "stac_b"}) {
-    SCOPED_TRACE(name);
+    const FormScope scope(form);
+    SCOPED_TRACE(std::string(form) + " " + name);
     const Model m = *zoo_model(name);
     const int W = m.config.window.value_or(32);
     const size_t T = 2 * size_t(W) + 20, I = size_t(m.config.input_size);
@@ -142,8 +155,10 @@ TEST_F(HybridGpu, ZooModelsAndReset) {
 // step() alone, tick after tick: each waits for its own state (counted late), none is answered from an older one.
 TEST_F(HybridGpu, StepsWithoutFinishWaitForTheirState) {
   const Golden g = load_golden("small2x128");
+  for (const char* form : {"fp32", "mma"})
   for (const Mode mode : {Mode::window, Mode::streaming}) {
-    SCOPED_TRACE(mode_name(mode));
+    const FormScope scope(form);
+    SCOPED_TRACE(std::string(form) + " " + mode_name(mode));
     auto b = hybrid(g.model, mode, g.window, Precision::fp32);
     const auto z = run(*b, g.inputs, g.ticks, /*finish=*/false);
     EXPECT_LE(reference::normalized_error(z, reference_run(g.model, mode, g.inputs, g.ticks, g.window)),

@@ -351,6 +351,20 @@ struct LstmParams {
   float* export_state = nullptr;
   unsigned long long* export_seq = nullptr;
   int export_lanes = 0, export_gate_floats = 0, export_layer_floats = 0, export_tick_floats = 0;
+  // The hybrid precompute's tensor-core form (hy_mma = 1; plan_hybrid, kernels/hybrid/): block b owns units
+  // [b U, b U + U) as U / 4 m16 tiles (tile q, row r: gate r >> 2 of unit 4q + (r & 3)). Each layer's
+  // products of the open windows' h (W_ih,l for l > 0, W_hh,l) run on the tensor cores with fp16 hi + lo
+  // halves of both operands (three mma a tile: near fp32); W_ih,0 x stays an fp32 product. hy_frags: per
+  // block [hy_block_frags] uint4, a matrix's at its offset as [U / 4 tiles][hy_kt][hi, lo][32 lanes].
+  // pre_w then holds per block W_ih,0's rows [4U][I] (row 4u + gate) and the biases [L][4U], fp32.
+  int hy_mma = 0;
+  const void* hy_frags = nullptr;
+  int hy_block_frags = 0;
+  int hy_ih_off[kMaxLayers] = {}, hy_hh_off[kMaxLayers] = {};  // uint4 offsets (hy_ih_off[0]: unused)
+  int hy_kt = 0;     // k16 tiles of H
+  int hy_kpad = 0;   // halves in a window's row of the staged h (16 hy_kt + 8: the B loads conflict-free)
+  int hy_ncols = 0;  // open windows rounded up to whole n8 tiles
+  int s_hyf = 0, s_hyb = 0, s_hyz = 0;  // shared memory: fragments, staged h (hi rows, then lo), the W_ih products
 
   // shared memory layout (bytes), computed on the host
   int smem_bytes = 0;

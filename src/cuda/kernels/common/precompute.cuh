@@ -94,6 +94,32 @@ __device__ __forceinline__ bool pre_barrier(const LstmParams& p, unsigned long l
   return *quit == 0;
 }
 
+// The hybrid backend's publish (LstmParams::export_*), every thread of a precompute block owning units [u0, u0 + nu):
+// P(l, r) (r = 4 u + gate) and c(l, u) of the window that completes at `tick` into mapped host memory in the CPU
+// step's layout; the round's last block then stores tick + 1 into export_seq.
+template <class PF, class CF>
+__device__ __forceinline__ void export_state(const LstmParams& p, int u0, int nu, long long tick, PF&& P, CF&& c) {
+  const int tid = threadIdx.x, nthreads = blockDim.x, L = p.L, lanes = p.export_lanes;
+  float* dst = p.export_state + size_t(tick & 1) * size_t(p.export_tick_floats);
+  for (int i = tid; i < L * 4 * nu; i += nthreads) {
+    const int l = i / (4 * nu), r = i % (4 * nu), unit = u0 + (r >> 2), gate = r & 3;
+    dst[l * p.export_layer_floats + (unit / lanes) * 4 * lanes + gate * lanes + unit % lanes] = P(l, r);
+  }
+  for (int i = tid; i < L * nu; i += nthreads) {
+    const int l = i / nu, u = i % nu;
+    dst[l * p.export_layer_floats + p.export_gate_floats + u0 + u] = c(l, u);
+  }
+  __syncthreads();
+  if (tid == 0) {
+    __threadfence_system();  // this block's part is in host memory before it counts itself
+    const unsigned long long done = atomicAdd(&p.words->published, 1ull) + 1ull;
+    if (done == (unsigned long long)(tick + 1) * (unsigned long long)p.np) {  // the round's last block
+      __threadfence_system();
+      *(volatile unsigned long long*)p.export_seq = (unsigned long long)(tick + 1);
+    }
+  }
+}
+
 __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) {
   if (b >= p.np) return;  // a cluster launch rounds the grid up to whole clusters
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -131,26 +157,9 @@ __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) 
   // Publish P and c of window slot `slot` (or of a fresh window) for tick `tick`.
   auto publish = [&](int slot, bool fresh, long long tick) {
     if (p.export_state) {  // the hybrid backend: straight into the CPU's layout in host memory
-      float* dst = p.export_state + size_t(tick & 1) * size_t(p.export_tick_floats);
-      const int lanes = p.export_lanes;
-      for (int i = tid; i < L * 4 * nu; i += nthreads) {
-        const int l = i / (4 * nu), r = i % (4 * nu), u = r >> 2, gate = r & 3, unit = u0 + u;
-        dst[l * p.export_layer_floats + (unit / lanes) * 4 * lanes + gate * lanes + unit % lanes] =
-            fresh ? sw[p.pre_b[l] + r] : Q(l, slot)[r];
-      }
-      for (int i = tid; i < L * nu; i += nthreads) {
-        const int l = i / nu, u = i % nu;
-        dst[l * p.export_layer_floats + p.export_gate_floats + u0 + u] = fresh ? 0.f : C(l, slot)[u];
-      }
-      __syncthreads();
-      if (tid == 0) {
-        __threadfence_system();  // this block's part is in host memory before it counts itself
-        const unsigned long long done = atomicAdd(&p.words->published, 1ull) + 1ull;
-        if (done == (unsigned long long)(tick + 1) * (unsigned long long)p.np) {  // the round's last block
-          __threadfence_system();
-          *(volatile unsigned long long*)p.export_seq = (unsigned long long)(tick + 1);
-        }
-      }
+      export_state(
+          p, u0, nu, tick, [&](int l, int r) { return fresh ? sw[p.pre_b[l] + r] : Q(l, slot)[r]; },
+          [&](int l, int u) { return fresh ? 0.f : C(l, slot)[u]; });
       return;
     }
     for (int i = tid; i < L * 4 * nu; i += nthreads) {

@@ -1,5 +1,7 @@
 #include "cuda/kernels/hybrid/lstm_hybrid.hpp"
 
+#include <cuda_fp16.h>
+
 #include "cuda/kernels/common/mailbox.cuh"
 #include "cuda/kernels/common/precompute.cuh"
 
@@ -66,19 +68,198 @@ __device__ void hybrid_feeder(const LstmParams& p) {
   }
 }
 
+// The precompute's tensor-core form (LstmParams::hy_*), block b: the block's units of every open window, as the
+// shared fp32 form (common/precompute.cuh) computes them, but each layer's products of all open windows' h
+// (W_ih,l for l > 0, W_hh,l-1) as m16n8k16 MMAs: a warp a (matrix, unit tile, n8 tile of windows) job over all
+// of H, both operands as fp16 hi + lo halves (hi.hi + hi.lo + lo.hi: the dropped lo.lo term is ~2^-22 of the
+// product), fp32 sums. W_ih,0 x_t, one vector for every window, stays an fp32 product.
+__device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int nthreads = blockDim.x, nwarps = nthreads >> 5;
+  const int H = p.H, L = p.L, U = p.U, I = p.I, nslots = p.nslots, G = U >> 2, kt = p.hy_kt, kpad = p.hy_kpad;
+  const int u0 = b * U, nu = min(U, H - u0);
+  float* sw = dev::smem_at<float>(smem, p.s_pw);     // W_ih,0 rows [4U][I], then the biases [L][4U]
+  float* sQ = dev::smem_at<float>(smem, p.s_Q);      // [L][nslots][4U]: W_hh h + b of each open window
+  float* scs = dev::smem_at<float>(smem, p.s_pc);    // [L][nslots][U]
+  float* sx = dev::smem_at<float>(smem, p.s_px);
+  float* su0 = dev::smem_at<float>(smem, p.s_g0);    // W_ih,0 x_t [4U]
+  volatile unsigned* quit = dev::smem_at<volatile unsigned>(smem, p.s_pflags);
+  uint4* sf = dev::smem_at<uint4>(smem, p.s_hyf);
+  __half* bhi = dev::smem_at<__half>(smem, p.s_hyb);  // the open windows' h of the layer below, [ncols][kpad]
+  __half* blo = bhi + size_t(p.hy_ncols) * kpad;
+  float* sz = dev::smem_at<float>(smem, p.s_hyz);    // W_ih,l h of each open window [ncols][4U]
+  auto Q = [&](int l, int slot) { return sQ + (l * nslots + slot) * 4 * U; };
+  auto C = [&](int l, int slot) { return scs + (l * nslots + slot) * U; };
+  auto hstate = [&](int l, int slot) { return p.h_state + (size_t(l) * nslots + slot) * H; };
+
+  {
+    const float* src = p.pre_w + size_t(b) * p.pre_block_floats;
+    for (int i = tid; i < p.pre_block_floats; i += nthreads) sw[i] = __ldg(src + i);
+    const uint4* fsrc = static_cast<const uint4*>(p.hy_frags) + size_t(b) * p.hy_block_frags;
+    for (int i = tid; i < p.hy_block_frags; i += nthreads) sf[i] = __ldg(fsrc + i);
+    // the staged h starts at zero: rows past H (the last k16 tile's padding) must stay zero
+    uint32_t* z = reinterpret_cast<uint32_t*>(bhi);
+    for (int i = tid; i < p.hy_ncols * kpad; i += nthreads) z[i] = 0u;  // both halves' arrays: 2 x ncols x kpad halves
+  }
+  if (tid == 0) *quit = 0;
+  __syncthreads();
+  auto fresh_slot = [&](int slot) {
+    for (int i = tid; i < L * 4 * U; i += nthreads) Q(i / (4 * U), slot)[i % (4 * U)] = sw[p.pre_b[i / (4 * U)] + i % (4 * U)];
+    for (int i = tid; i < L * U; i += nthreads) C(i / U, slot)[i % U] = 0.f;
+  };
+  for (int slot = 0; slot < nslots; ++slot) fresh_slot(slot);
+  __syncthreads();
+  auto publish = [&](int slot, bool fresh, long long tick) {
+    dev::export_state(
+        p, u0, nu, tick, [&](int l, int r) { return fresh ? sw[p.pre_b[l] + r] : Q(l, slot)[r]; },
+        [&](int l, int u) { return fresh ? 0.f : C(l, slot)[u]; });
+  };
+  publish(0, true, 0);  // tick 0: every window starts from zero
+
+  unsigned long long epoch = 0;
+  for (long long t = 0;; ++t) {
+    if (tid == 0) {
+      while (dev::ld_acquire_u64(&p.words->x_seq) < (unsigned long long)(t + 1)) {
+        if (dev::ld_volatile_u32(&p.words->quit)) {
+          *quit = 1;
+          break;
+        }
+      }
+    }
+    __syncthreads();
+    if (*quit) return;
+    const long long t_start = clock64();
+    long long t_barrier = 0;
+    auto barrier = [&]() {
+      const long long t0 = clock64();
+      const bool ok = dev::pre_barrier(p, epoch, quit);
+      t_barrier += clock64() - t0;
+      return ok;
+    };
+    for (int i = tid; i < I; i += nthreads) sx[i] = __ldcg(p.xbuf + i);
+    // open windows after x_t: starts [lo, t] (window), or the single stream
+    long long lo = t;
+    int nw = 1;
+    if (p.window_mode) {
+      if (p.W == 1) {
+        nw = 0;
+      } else {
+        lo = t - p.W + 2 > 0 ? t - p.W + 2 : 0;
+        nw = int(t - lo + 1);
+        fresh_slot(int(t % nslots));  // the window starting at t replaces the one that completed at t
+      }
+    }
+    auto slot_of = [&](int i) { return p.window_mode ? int((lo + i) % nslots) : 0; };
+    __syncthreads();
+
+    // layer 0: W_ih,0 x_t, shared by every window (a warp a row, fp32), then the cells
+    for (int r = warp; r < 4 * nu; r += nwarps) {
+      float v = 0.f;
+      for (int k = lane; k < I; k += 32) v = fmaf(sw[r * I + k], sx[k], v);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0) su0[r] = v;
+    }
+    __syncthreads();
+    for (int i = tid; i < nw * nu; i += nthreads) {
+      const int wi = i / nu, u = i % nu, slot = slot_of(wi);
+      const float* q = Q(0, slot) + 4 * u;
+      float c = C(0, slot)[u];
+      const float h = dev::lstm_cell(su0[4 * u] + q[0], su0[4 * u + 1] + q[1], su0[4 * u + 2] + q[2], su0[4 * u + 3] + q[3], c);
+      C(0, slot)[u] = c;
+      __stcg(hstate(0, slot) + u0 + u, h);
+    }
+    const long long t_layer0 = clock64();
+    if (nw > 0 && !barrier()) return;
+
+    // layers 1..L: the layer below's h of every open window staged as halves, then its products
+    for (int l = 1; l <= L && nw > 0; ++l) {
+      const bool last = l == L;
+      for (int i = tid; i < nw * H; i += nthreads) {
+        const int wi = i / H, k = i % H;
+        const float v = __ldcg(hstate(l - 1, slot_of(wi)) + k);
+        const __half hi = __float2half_rn(v);
+        bhi[wi * kpad + k] = hi;
+        blo[wi * kpad + k] = __float2half_rn(v - __half2float(hi));
+      }
+      __syncthreads();
+      const int ntiles = (nw + 7) >> 3, jobs_per = G * ntiles, jobs = (last ? 1 : 2) * jobs_per;
+      for (int job = warp; job < jobs; job += nwarps) {
+        const bool ih = job >= jobs_per;  // else W_hh,l-1: the next round's Q of layer l - 1
+        const int q = (job % jobs_per) / ntiles, nt = job % ntiles;
+        const uint4* A = sf + (ih ? p.hy_ih_off[l] : p.hy_hh_off[l - 1]) + q * kt * 2 * 32 + lane;
+        const int gid = lane >> 2, tig = lane & 3;
+        const uint32_t* bh = reinterpret_cast<const uint32_t*>(bhi + (nt * 8 + gid) * kpad + 2 * tig);
+        const uint32_t* bl = reinterpret_cast<const uint32_t*>(blo + (nt * 8 + gid) * kpad + 2 * tig);
+        float d[4] = {0.f, 0.f, 0.f, 0.f};
+        for (int k = 0; k < kt; ++k) {
+          const uint4 ahi = A[(2 * k) * 32], alo = A[(2 * k + 1) * 32];
+          const uint32_t h0 = bh[8 * k], h1 = bh[8 * k + 4], l0 = bl[8 * k], l1 = bl[8 * k + 4];
+          dev::mma16816<false>(d, ahi, h0, h1);
+          dev::mma16816<false>(d, ahi, l0, l1);
+          dev::mma16816<false>(d, alo, h0, h1);
+        }
+        // d: rows gid (gate gid >> 2) and gid + 8 (gate 2 + (gid >> 2)) of unit 4q + (gid & 3), windows nt 8 + 2 tig (+1)
+        const int u = 4 * q + (gid & 3);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int gate = (gid >> 2) + (e & 2), wi = nt * 8 + 2 * tig + (e & 1);
+          if (wi >= nw || u >= nu) continue;
+          if (ih)
+            sz[wi * 4 * U + 4 * u + gate] = d[e];
+          else
+            Q(l - 1, slot_of(wi))[4 * u + gate] = d[e] + sw[p.pre_b[l - 1] + 4 * u + gate];
+        }
+      }
+      __syncthreads();
+      if (!last) {
+        for (int i = tid; i < nw * nu; i += nthreads) {
+          const int wi = i / nu, u = i % nu, slot = slot_of(wi);
+          const float* q = Q(l, slot) + 4 * u;
+          const float* z = sz + wi * 4 * U + 4 * u;
+          float c = C(l, slot)[u];
+          const float h = dev::lstm_cell(z[0] + q[0], z[1] + q[1], z[2] + q[2], z[3] + q[3], c);
+          C(l, slot)[u] = c;
+          __stcg(hstate(l, slot) + u0 + u, h);
+        }
+        if (!barrier()) return;
+      }
+    }
+    __syncthreads();
+    const long long t_layers = clock64();
+
+    // the window completing at t+1
+    if (!p.window_mode) {
+      publish(0, false, t + 1);
+    } else if (p.W == 1) {
+      publish(0, true, t + 1);
+    } else {
+      const long long start = t + 2 - p.W > 0 ? t + 2 - p.W : 0;
+      publish(int(start % nslots), false, t + 1);
+    }
+    if (b == 0 && tid == 0) {
+      const long long t_end = clock64();
+      dev::record_precompute_round(p.words, t_layer0 - t_start, t_barrier, t_layers - t_layer0 - t_barrier,
+                                   t_end - t_layers, t_end - t_start);
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kHybridThreads, 1) lstm_hybrid(const __grid_constant__ LstmParams p) {
   extern __shared__ __align__(16) char smem[];
-  if (int(blockIdx.x) < p.np)
-    dev::precompute_block(p, smem, int(blockIdx.x));
-  else
+  if (int(blockIdx.x) >= p.np)
     hybrid_feeder(p);
+  else if (p.hy_mma)
+    mma_precompute_block(p, smem, int(blockIdx.x));
+  else
+    dev::precompute_block(p, smem, int(blockIdx.x));
 }
 
 }  // namespace
 
 cudaError_t launch_hybrid(const LstmParams& p, cudaStream_t stream, long long* max_coresident) {
   if (!p.export_state || !p.export_seq || p.export_lanes < 1 || p.np < 1 || !p.words || !p.xbuf || !p.h_state ||
-      !p.pre_w || !p.mb.in || !p.mb.status || !p.mb.control)
+      !p.pre_w || !p.mb.in || !p.mb.status || !p.mb.control || (p.hy_mma && (!p.hy_frags || p.U % 4 != 0)))
     return cudaErrorInvalidValue;
   const void* fn = reinterpret_cast<const void*>(&lstm_hybrid);
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);
