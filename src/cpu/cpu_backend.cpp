@@ -436,9 +436,12 @@ bool CpuBackend::finish_fed(bool in_step, std::string* why) {
   if (crit_parts_ > 1) crit_pool_.wait();
   scaler_.prepare();
   bool waited = false;
-  const float* state = feed_->wait(ticks_, feed_timeout_, &waited, why);
+  // a tick whose wait already timed out (try_finish_precompute) gets one more look, not a second timeout
+  const bool again = fed_failed_tick_ == ticks_;
+  const float* state = feed_->wait(ticks_, again ? std::chrono::nanoseconds(0) : feed_timeout_, &waited, why);
   if (!state) {
-    ++fed_timeouts_;
+    if (!again) ++fed_timeouts_;
+    fed_failed_tick_ = ticks_;
     return false;
   }
   if (in_step && waited) ++fed_late_;
@@ -649,6 +652,7 @@ void CpuBackend::precompute_part(int part, int nparts) {
 }
 
 void CpuBackend::reset() {
+  fed_failed_tick_ = -1;
   if (feed_) {
     feed_->reset();  // a late state is dropped with the windows, not waited for
     pending_ = false;

@@ -234,7 +234,8 @@ class CpuBackend final : public Backend {
   // The window state's producer when not the CPU (make_cpu_backend_fed), and what its waits cost.
   std::unique_ptr<WindowStateFeed> feed_;
   std::chrono::nanoseconds feed_timeout_{};
-  long long fed_late_ = 0, fed_timeouts_ = 0;
+  long long fed_late_ = 0, fed_timeouts_ = 0;  // counted once a tick
+  long long fed_failed_tick_ = -1;              // the tick whose wait last timed out
 
   // Counters (caller thread only).
   long long precompute_count_ = 0;

@@ -77,6 +77,7 @@ HybridPrecompute::~HybridPrecompute() {
   if (leaked_) {  // a kernel that did not leave keeps what it writes to
     (void)mailbox_.release();
     (void)pre_w_.release(), (void)h_state_.release(), (void)xbuf_.release(), (void)pre_state_.release(), (void)words_.release();
+    (void)frags_.release();
     (void)claim_.release();
     return;
   }
@@ -167,11 +168,24 @@ void HybridPrecompute::stop() noexcept {
 
 void HybridPrecompute::restart() {
   stop();
+  lost_ = false;
   if (leaked_) throw BackendError("hybrid backend: the GPU precompute did not leave when asked; it cannot start again");
   launch();
 }
 
-void HybridPrecompute::send(std::span<const float> x, long long t) { mailbox_->send(t, x); }
+// The ring holds kInputRing ticks: tick t's slot is tick t - kInputRing's. That one's input was surely read
+// once round t - kInputRing is published (sequence word t - kInputRing + 2); a GPU further behind (the host
+// went on after timeouts) would find its input overwritten and wait for it forever: it is given up instead.
+void HybridPrecompute::send(std::span<const float> x, long long t) {
+  if (lost_) return;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  const long long published = (long long)*reinterpret_cast<const volatile unsigned long long*>(seq_);
+  if (t - kInputRing + 2 > published) {
+    lost_ = true;
+    return;
+  }
+  mailbox_->send(t, x);
+}
 
 const float* HybridPrecompute::wait(long long t, std::chrono::nanoseconds timeout, bool* waited, std::string* why) {
   const unsigned long long want = (unsigned long long)(t + 1);
@@ -180,6 +194,14 @@ const float* HybridPrecompute::wait(long long t, std::chrono::nanoseconds timeou
     return *reinterpret_cast<const volatile unsigned long long*>(seq_) >= want;
   };
   const float* state = state_ + size_t(t & 1) * layout_.layer_floats * size_t(plan_.params.L);
+  if (lost_) {
+    *waited = false;
+    if (why)
+      *why = "the GPU precompute fell " + std::to_string(kInputRing) +
+             " ticks behind the inputs (its input ring overflowed after timeouts); no state for tick " + std::to_string(t) +
+             " until a reset";
+    return nullptr;
+  }
   if (published()) {
     *waited = false;
     std::atomic_thread_fence(std::memory_order_acquire);

@@ -41,7 +41,8 @@ class HybridPrecompute {
   // Tick t's state, once published: null when it has not come within `timeout` or the kernel has left (*why,
   // if given, says which). *waited: not there at the first look.
   const float* wait(long long t, std::chrono::nanoseconds timeout, bool* waited, std::string* why);
-  // Tick t's input, scaled: the open windows advance by it on the GPU.
+  // Tick t's input, scaled: the open windows advance by it on the GPU. A GPU so far behind that t's ring slot
+  // still holds an input it has not read is given up (every later wait() says so) rather than sent.
   void send(std::span<const float> x, long long t);
   // Every window fresh: the kernel stopped and launched again (the next tick is 0).
   void restart();
@@ -70,6 +71,7 @@ class HybridPrecompute {
   float* state_ = nullptr;
   std::jthread heartbeat_;
   bool running_ = false, leaked_ = false;
+  bool lost_ = false;  // the GPU fell past its input ring (send): no state until restart()
   long long launches_ = 0, waits_ = 0, wait_ns_ = 0;
 };
 

@@ -418,8 +418,8 @@ LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOpt
       return plan;
     }
     if (form == HybridForm::mma)
-      throw UnsupportedError("the hybrid precompute's tensor-core form does not fit this model: a block of " +
-                             std::to_string(max_np) + " would need more than the " +
+      throw UnsupportedError("the hybrid precompute's tensor-core form does not fit this model: over " +
+                             std::to_string(max_np) + " blocks a block would need more than the " +
                              std::to_string(limits.smem_per_block_optin / 1024) +
                              " KiB of shared memory " + limits.name + " allows (or a weight is beyond fp16's range)");
   }

@@ -246,6 +246,10 @@ struct SharedWords {
   unsigned long long cl_sum[kMaxClusterBlocks][kClusterStatSlots];
   // The precompute's rounds as its block 0 lives them (PrecomputeStat), SM cycles summed over rounds.
   unsigned long long pre_sum[kPrecomputeStats];
+  // The hybrid's export (LstmParams::export_*): the last tick whose state's sequence word the round's last block
+  // has stored and fenced to the system. The feeder hands tick s on only once it is s: so a later round's
+  // sequence store can never land before an earlier one's.
+  unsigned long long exported;
 };
 
 struct LstmParams {

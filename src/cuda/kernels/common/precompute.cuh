@@ -96,7 +96,7 @@ __device__ __forceinline__ bool pre_barrier(const LstmParams& p, unsigned long l
 
 // The hybrid backend's publish (LstmParams::export_*), every thread of a precompute block owning units [u0, u0 + nu):
 // P(l, r) (r = 4 u + gate) and c(l, u) of the window that completes at `tick` into mapped host memory in the CPU
-// step's layout; the round's last block then stores tick + 1 into export_seq.
+// step's layout; the round's last block then stores tick + 1 into export_seq, then into words->exported.
 template <class PF, class CF>
 __device__ __forceinline__ void export_state(const LstmParams& p, int u0, int nu, long long tick, PF&& P, CF&& c) {
   const int tid = threadIdx.x, nthreads = blockDim.x, L = p.L, lanes = p.export_lanes;
@@ -116,6 +116,8 @@ __device__ __forceinline__ void export_state(const LstmParams& p, int u0, int nu
     if (done == (unsigned long long)(tick + 1) * (unsigned long long)p.np) {  // the round's last block
       __threadfence_system();
       *(volatile unsigned long long*)p.export_seq = (unsigned long long)(tick + 1);
+      __threadfence_system();
+      dev::st_release_u64(&p.words->exported, (unsigned long long)(tick + 1));
     }
   }
 }

@@ -9,7 +9,8 @@ namespace hotpath::cuda {
 namespace {
 
 // The feeder (warp 0 of the last block): tick s's input chunks -> p.xbuf, then x_seq = s + 1. It hands tick s
-// on only once round s - 1 is published (every precompute block has read x_{s-1} from xbuf by then). Leaves on
+// on only once round s - 1 is exported (every precompute block has read x_{s-1} from xbuf by then, and its
+// sequence store to the host is out before any of round s's). Leaves on
 // the host's stop request or a lapsed lease, telling every block through words->quit and the host through the
 // status chunk.
 __device__ void hybrid_feeder(const LstmParams& p) {
@@ -23,14 +24,13 @@ __device__ void hybrid_feeder(const LstmParams& p) {
     reason = __shfl_sync(0xffffffffu, r, 0);
     return reason != 0;
   };
-  const unsigned long long np = (unsigned long long)p.np;
   bool leaving = false;
   // started once tick 0's state (every window fresh) is out
-  while (dev::ld_acquire_u64(&p.words->published) < np)
+  while (dev::ld_acquire_u64(&p.words->exported) < 1ull)
     if ((leaving = leave_now())) break;
   if (!leaving && lane == 0) dev::st_volatile_v4(p.mb.status, make_uint4(wire_seq(0), 0u, kServing, 0u));
   for (long long s = 0; !leaving; ++s) {
-    while (dev::ld_acquire_u64(&p.words->published) < (unsigned long long)(s + 1) * np)
+    while (dev::ld_acquire_u64(&p.words->exported) < (unsigned long long)(s + 1))
       if ((leaving = leave_now())) break;
     if (leaving) break;
     const unsigned seq = wire_seq(s);
