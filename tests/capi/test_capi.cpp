@@ -375,6 +375,9 @@ TEST(CapiEngine, OpenErrors) {
     bad([&](auto& c) { c.backend = backend; c.kernel = "bogus"; }, HOTPATH_ERROR_INVALID_ARGUMENT,
         "unknown cuda kernel 'bogus' (valid: auto");
   bad([](auto& c) { c.kernel = "grid"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "kernel");  // cpu has none
+  // hybrid: the cpu's critical step, so the cpu's precisions and no cuda kernel family, refused before any GPU
+  bad([](auto& c) { c.backend = "hybrid"; c.kernel = "grid"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "backend hybrid has no kernel");
+  bad([](auto& c) { c.backend = "hybrid"; c.precision = "fp16"; }, HOTPATH_ERROR_UNSUPPORTED, "fp16");
   // Every choice is read by its option's one name table: the same names, and the same refusal, as the
   // CLI's flags and Python's keywords.
   bad([](auto& c) { c.fallback = "gpu"; }, HOTPATH_ERROR_INVALID_ARGUMENT, "unknown fallback 'gpu' (valid: none or cpu)");

@@ -160,6 +160,18 @@ def test_unavailable_backend_is_unsupported():
     one_line(e)
 
 
+def test_hybrid_is_named_and_refused_without_what_it_needs():
+    # built where cuda is; the cpu's precisions only, checked before any GPU is looked for
+    assert ("hybrid" in hotpath.backends()) == ("cuda" in hotpath.backends())
+    with pytest.raises(hotpath.UnsupportedError, match="fp16") as e:
+        hotpath.Engine("lstm_s", backend="hybrid", precision="fp16")
+    one_line(e)
+    if "cuda" not in hotpath.backends():
+        with pytest.raises(hotpath.UnsupportedError, match="without CUDA") as e:
+            hotpath.Engine("lstm_s", backend="hybrid")
+        one_line(e)
+
+
 def test_bad_model_sources(tmp_path):
     with pytest.raises(hotpath.Error, match="no_such_model") as e:
         hotpath.load("no_such_model")
