@@ -7,18 +7,13 @@
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/fresh_request.hpp"
+#include "cuda/host_lines.hpp"
 #include "cuda/memory.hpp"
 #include "util/arch.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
 
 namespace hotpath::cuda {
-namespace {
-constexpr size_t kLine = 64;
-size_t round_line(size_t n) { return (n + kLine - 1) / kLine * kLine; }
-constexpr auto kBeat = std::chrono::milliseconds(20);  // the heartbeat's period (the lease is many of them)
-constexpr auto kStopWait = std::chrono::seconds(2);     // how long stop() waits for the kernel to leave
-}  // namespace
 
 FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_window, int max_rows, int device,
                          long long lease_ms, long long idle_ms, unsigned form)
@@ -26,10 +21,10 @@ FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_w
   if (plan.rows < 1) throw Error(std::string("cuda fresh-window server: no plan: ") + plan.why);
   if (max_rows < 1 || max_window < 1) throw Error("cuda fresh-window server: needs at least one row and one step");
   HOTPATH_CUDA_CHECK(cudaSetDevice(device));
-  req_bytes_ = round_line((1 + size_t(max_rows) * size_t(fresh_row_chunks(max_window, w.I))) * sizeof(Chunk));
-  const size_t out_bytes = round_line(size_t(max_rows) * size_t(fresh_out_chunks(w.O)) * sizeof(Chunk));
-  const size_t prof_bytes = round_line(size_t(kFreshMaxLayers) * kFreshProfSlots * sizeof(unsigned long long));
-  back_bytes_ = out_bytes + 2 * kLine + prof_bytes;
+  req_bytes_ = round_to_line((1 + size_t(max_rows) * size_t(fresh_row_chunks(max_window, w.I))) * sizeof(Chunk));
+  const size_t out_bytes = round_to_line(size_t(max_rows) * size_t(fresh_out_chunks(w.O)) * sizeof(Chunk));
+  const size_t prof_bytes = round_to_line(size_t(kFreshMaxLayers) * kFreshProfSlots * sizeof(unsigned long long));
+  back_bytes_ = out_bytes + 2 * kHostLine + prof_bytes;
   req_ = static_cast<Chunk*>(pinned_alloc(req_bytes_, cudaHostAllocMapped));
   try {
     back_ = static_cast<char*>(pinned_alloc(back_bytes_, cudaHostAllocMapped));
@@ -39,8 +34,8 @@ FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_w
   }
   out_ = reinterpret_cast<Chunk*>(back_);
   status_ = reinterpret_cast<Status*>(back_ + out_bytes);
-  control_ = reinterpret_cast<Control*>(back_ + out_bytes + kLine);
-  prof_ = reinterpret_cast<unsigned long long*>(back_ + out_bytes + 2 * kLine);
+  control_ = reinterpret_cast<Control*>(back_ + out_bytes + kHostLine);
+  prof_ = reinterpret_cast<unsigned long long*>(back_ + out_bytes + 2 * kHostLine);
   // pinned_alloc zeroed both (the control words included); launch() clears the mailbox again before each launch
   try {
     stream_ = Stream(cudaStreamNonBlocking);
@@ -62,7 +57,7 @@ FreshServer::FreshServer(const FreshWeights& w, const FreshPlan& plan, int max_w
       uint32_t beats = 0;
       while (!stop.stop_requested()) {
         arch::publish_word(reinterpret_cast<uint32_t*>(control_) + 1, ++beats);
-        std::this_thread::sleep_for(kBeat);
+        std::this_thread::sleep_for(kHeartbeatPeriod);
       }
     });
     launch();

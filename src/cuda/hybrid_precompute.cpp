@@ -7,6 +7,7 @@
 #include "cuda/cuda_check.hpp"
 #include "cuda/device.hpp"
 #include "cuda/device_claim.hpp"
+#include "cuda/host_lines.hpp"
 #include "cuda/kernel_choice.hpp"
 #include "cuda/kernels/hybrid/lstm_hybrid.hpp"
 #include "cuda/memory.hpp"
@@ -16,10 +17,6 @@
 
 namespace hotpath::cuda {
 namespace {
-constexpr size_t kLine = 64;
-size_t round_line(size_t n) { return (n + kLine - 1) / kLine * kLine; }
-constexpr auto kBeat = std::chrono::milliseconds(20);     // the heartbeat's period (the lease is many of them)
-constexpr auto kStopWait = std::chrono::seconds(2);        // how long stop() waits for the kernel to leave
 constexpr auto kStartWait = std::chrono::seconds(20);      // how long a launch may take to publish tick 0
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -59,10 +56,10 @@ HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, co
   HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   mailbox_ = std::make_unique<HostMailbox>(p.I, 1, MailboxOptions{});
   const size_t tick_floats = layout.layer_floats * size_t(L);
-  export_bytes_ = kLine + round_line(2 * tick_floats * sizeof(float));
+  export_bytes_ = kHostLine + round_to_line(2 * tick_floats * sizeof(float));
   export_ = static_cast<char*>(pinned_alloc(export_bytes_, cudaHostAllocMapped));  // zeroed: padding units stay 0
   seq_ = reinterpret_cast<unsigned long long*>(export_);
-  state_ = reinterpret_cast<float*>(export_ + kLine);
+  state_ = reinterpret_cast<float*>(export_ + kHostLine);
   try {
     launch();
   } catch (...) {
@@ -93,7 +90,7 @@ void HybridPrecompute::launch() {
   heartbeat_ = util::start_jthread("the hybrid precompute's heartbeat", [this](std::stop_token stop) {
     while (!stop.stop_requested()) {
       mailbox_->beat();
-      std::this_thread::sleep_for(kBeat);
+      std::this_thread::sleep_for(kHeartbeatPeriod);
     }
   });
   words_.zero(stream_.get());

@@ -1,5 +1,6 @@
 #include "cuda/mailbox_host.hpp"
 
+#include "cuda/host_lines.hpp"
 #include "cuda/memory.hpp"
 
 #include <pthread.h>
@@ -14,9 +15,7 @@
 
 namespace hotpath::cuda {
 namespace {
-constexpr size_t kLine = 64;
-size_t round_line(size_t n) { return (n + kLine - 1) / kLine * kLine; }
-constexpr int kChunksPerLine = int(kLine / sizeof(Chunk));
+constexpr int kChunksPerLine = int(kHostLine / sizeof(Chunk));
 }  // namespace
 
 HostMailbox::HostMailbox(int in_floats, int out_floats, const MailboxOptions& options)
@@ -30,8 +29,8 @@ HostMailbox::HostMailbox(int in_floats, int out_floats, const MailboxOptions& op
   const unsigned in_flags = cudaHostAllocMapped | (options.write_combined_input ? cudaHostAllocWriteCombined : 0u);
   // Pinned through cuda/memory.hpp: closing a mailbox never waits for other engines' running kernels.
   in_ = static_cast<Chunk*>(pinned_alloc(in_bytes, in_flags));
-  const size_t out_bytes = round_line(n_out_ * sizeof(Chunk));
-  back_bytes_ = out_bytes + 2 * kLine;
+  const size_t out_bytes = round_to_line(n_out_ * sizeof(Chunk));
+  back_bytes_ = out_bytes + 2 * kHostLine;
   try {
     back_ = static_cast<char*>(pinned_alloc(back_bytes_, cudaHostAllocMapped));
   } catch (...) {
@@ -40,7 +39,7 @@ HostMailbox::HostMailbox(int in_floats, int out_floats, const MailboxOptions& op
   }
   out_ = reinterpret_cast<Chunk*>(back_);
   status_ = reinterpret_cast<Status*>(back_ + out_bytes);
-  control_ = reinterpret_cast<Control*>(back_ + out_bytes + kLine);
+  control_ = reinterpret_cast<Control*>(back_ + out_bytes + kHostLine);
   clear();
 }
 

@@ -122,6 +122,68 @@ __device__ __forceinline__ void export_state(const LstmParams& p, int u0, int nu
   }
 }
 
+// The pieces of a precompute round that both forms of the block share (this file's fp32 one, the hybrid's mma
+// one in kernels/hybrid/). Window state: Q [L][nslots][4U] (W_hh h + b of each open window, row 4u + gate), c
+// [L][nslots][U]; the biases at sw + p.pre_b[l].
+
+// A fresh window in `slot`: Q = b, c = 0 (every thread of the block).
+__device__ __forceinline__ void fresh_window(const LstmParams& p, float* sQ, float* sc, const float* sw, int slot) {
+  const int tid = threadIdx.x, nthreads = blockDim.x, L = p.L, U = p.U, nslots = p.nslots;
+  for (int i = tid; i < L * 4 * U; i += nthreads) {
+    const int l = i / (4 * U), r = i % (4 * U);
+    sQ[(l * nslots + slot) * 4 * U + r] = sw[p.pre_b[l] + r];
+  }
+  for (int i = tid; i < L * U; i += nthreads) sc[(i / U * nslots + slot) * U + i % U] = 0.f;
+}
+
+// Thread 0 waits for round t's input (x_seq > t) or the kernel's quit; false (in every thread) when leaving.
+__device__ __forceinline__ bool wait_round_input(const LstmParams& p, long long t, volatile unsigned* quit) {
+  if (threadIdx.x == 0) {
+    while (dev::ld_acquire_u64(&p.words->x_seq) < (unsigned long long)(t + 1)) {
+      if (dev::ld_volatile_u32(&p.words->quit)) {
+        *quit = 1;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  return *quit == 0;
+}
+
+// The windows round t advances by x_t: those starting in [lo, t] (window mode; none when W = 1), or the one
+// stream; the window starting at t takes the slot of the one that completed at t (fresh() says which, -1: none).
+struct RoundWindows {
+  long long lo = 0;
+  int nw = 1, nslots = 1;
+  bool window = false;
+  int fresh = -1;
+  __device__ int slot(int i) const { return window ? int((lo + i) % nslots) : 0; }
+};
+__device__ __forceinline__ RoundWindows round_windows(const LstmParams& p, long long t) {
+  RoundWindows r;
+  r.lo = t;
+  r.nslots = p.nslots;
+  r.window = p.window_mode != 0;
+  if (p.window_mode) {
+    if (p.W == 1) {
+      r.nw = 0;
+    } else {
+      r.lo = t - p.W + 2 > 0 ? t - p.W + 2 : 0;
+      r.nw = int(t - r.lo + 1);
+      r.fresh = int(t % p.nslots);
+    }
+  }
+  return r;
+}
+
+// The window that completes at tick t + 1 once round t is done: its slot, or a fresh one (W = 1).
+__device__ __forceinline__ int completing_slot(const LstmParams& p, long long t, bool* fresh) {
+  *fresh = p.window_mode && p.W == 1;
+  if (!p.window_mode || p.W == 1) return 0;
+  const long long start = t + 2 - p.W > 0 ? t + 2 - p.W : 0;
+  return int(start % p.nslots);
+}
+
 __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) {
   if (b >= p.np) return;  // a cluster launch rounds the grid up to whole clusters
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -146,14 +208,7 @@ __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) 
     for (int i = tid; i < p.pre_block_floats; i += nthreads) smem_at<float>(smem, p.s_pw)[i] = __ldg(src + i);
   if (tid == 0) *quit = 0;
   __syncthreads();
-  auto fresh_slot = [&](int slot) {
-    for (int i = tid; i < L * 4 * U; i += nthreads) {
-      const int l = i / (4 * U), r = i % (4 * U);
-      Q(l, slot)[r] = sw[p.pre_b[l] + r];
-    }
-    for (int i = tid; i < L * U; i += nthreads) C(i / U, slot)[i % U] = 0.f;
-  };
-  for (int slot = 0; slot < nslots; ++slot) fresh_slot(slot);
+  for (int slot = 0; slot < nslots; ++slot) fresh_window(p, sQ, scs, sw, slot);
   __syncthreads();
 
   // Publish P and c of window slot `slot` (or of a fresh window) for tick `tick`.
@@ -182,16 +237,7 @@ __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) 
 
   unsigned long long epoch = 0;
   for (long long t = 0;; ++t) {
-    if (tid == 0) {
-      while (dev::ld_acquire_u64(&p.words->x_seq) < (unsigned long long)(t + 1)) {
-        if (dev::ld_volatile_u32(&p.words->quit)) {
-          *quit = 1;
-          break;
-        }
-      }
-    }
-    __syncthreads();
-    if (*quit) return;
+    if (!wait_round_input(p, t, quit)) return;
     // the round's parts, as this block lives them (block 0 records them: SharedWords::pre_sum)
     const long long t_start = clock64();
     long long t_barrier = 0;
@@ -203,19 +249,10 @@ __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) 
     };
     for (int i = tid; i < I; i += nthreads) sx[i] = __ldcg(p.xbuf + i);
 
-    // open windows after x_t: starts [lo, t] (window), or the single stream
-    long long lo = t;
-    int nw = 1;
-    if (p.window_mode) {
-      if (p.W == 1) {
-        nw = 0;
-      } else {
-        lo = t - p.W + 2 > 0 ? t - p.W + 2 : 0;
-        nw = int(t - lo + 1);
-        fresh_slot(int(t % nslots));  // the window starting at t replaces the one that completed at t
-      }
-    }
-    auto slot_of = [&](int i) { return p.window_mode ? int((lo + i) % nslots) : 0; };
+    const RoundWindows wins = round_windows(p, t);
+    const int nw = wins.nw;
+    if (wins.fresh >= 0) fresh_window(p, sQ, scs, sw, wins.fresh);
+    auto slot_of = [&](int i) { return wins.slot(i); };
     __syncthreads();
 
     // layer 0: W_ih,0 x_t is shared by every window
@@ -263,15 +300,9 @@ __device__ inline void precompute_block(const LstmParams& p, char* smem, int b) 
     __syncthreads();
     const long long t_layers = clock64();
 
-    // the window completing at t+1
-    if (!p.window_mode) {
-      publish(0, false, t + 1);
-    } else if (p.W == 1) {
-      publish(0, true, t + 1);
-    } else {
-      const long long start = t + 2 - p.W > 0 ? t + 2 - p.W : 0;
-      publish(int(start % nslots), false, t + 1);
-    }
+    bool fresh;
+    const int done = completing_slot(p, t, &fresh);
+    publish(done, fresh, t + 1);
     if (b == 0 && tid == 0) {
       const long long t_end = clock64();
       record_precompute_round(p.words, t_layer0 - t_start, t_barrier, t_layers - t_layer0 - t_barrier, t_end - t_layers,

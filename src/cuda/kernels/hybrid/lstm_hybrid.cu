@@ -35,25 +35,21 @@ __device__ void hybrid_feeder(const LstmParams& p) {
     if (leaving) break;
     const unsigned seq = wire_seq(s);
     const Chunk* slot = p.mb.in + (s % kInputRing) * p.mb.in_stride;
-    for (int c0 = 0; c0 < p.mb.n_in && !leaving; c0 += 32) {
+    for (int c0 = 0; c0 < p.mb.n_in && !leaving; c0 += 32) {  // 32 chunks at a time, lane <-> chunk
+      MailboxView part = p.mb;
+      part.n_in = min(32, p.mb.n_in - c0);
       const int c = c0 + lane;
-      bool have = c >= p.mb.n_in;
-      for (;;) {
-        if (!have) {
-          const uint4 v = dev::ld_volatile_v4(slot + c);
-          if (v.x == seq && (!p.mb.in_dual || v.w == seq)) {
-            have = true;
+      leaving = !dev::warp_poll_tick(
+          part, slot + c0, seq,
+          [&](uint4 v) {
             const float xs[3] = {__uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w)};
 #pragma unroll
             for (int i = 0; i < 3; ++i) {
               const int k = p.mb.in_fpc * c + i;
               if (i < p.mb.in_fpc && k < p.I) __stcg(p.xbuf + k, xs[i]);
             }
-          }
-        }
-        if (__all_sync(0xffffffffu, have)) break;
-        if ((leaving = leave_now())) break;
-      }
+          },
+          leave_now);
     }
     if (leaving) break;
     __threadfence();
@@ -103,11 +99,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
   }
   if (tid == 0) *quit = 0;
   __syncthreads();
-  auto fresh_slot = [&](int slot) {
-    for (int i = tid; i < L * 4 * U; i += nthreads) Q(i / (4 * U), slot)[i % (4 * U)] = sw[p.pre_b[i / (4 * U)] + i % (4 * U)];
-    for (int i = tid; i < L * U; i += nthreads) C(i / U, slot)[i % U] = 0.f;
-  };
-  for (int slot = 0; slot < nslots; ++slot) fresh_slot(slot);
+  for (int slot = 0; slot < nslots; ++slot) dev::fresh_window(p, sQ, scs, sw, slot);
   __syncthreads();
   auto publish = [&](int slot, bool fresh, long long tick) {
     dev::export_state(
@@ -118,16 +110,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
 
   unsigned long long epoch = 0;
   for (long long t = 0;; ++t) {
-    if (tid == 0) {
-      while (dev::ld_acquire_u64(&p.words->x_seq) < (unsigned long long)(t + 1)) {
-        if (dev::ld_volatile_u32(&p.words->quit)) {
-          *quit = 1;
-          break;
-        }
-      }
-    }
-    __syncthreads();
-    if (*quit) return;
+    if (!dev::wait_round_input(p, t, quit)) return;
     const long long t_start = clock64();
     long long t_barrier = 0;
     auto barrier = [&]() {
@@ -137,19 +120,10 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
       return ok;
     };
     for (int i = tid; i < I; i += nthreads) sx[i] = __ldcg(p.xbuf + i);
-    // open windows after x_t: starts [lo, t] (window), or the single stream
-    long long lo = t;
-    int nw = 1;
-    if (p.window_mode) {
-      if (p.W == 1) {
-        nw = 0;
-      } else {
-        lo = t - p.W + 2 > 0 ? t - p.W + 2 : 0;
-        nw = int(t - lo + 1);
-        fresh_slot(int(t % nslots));  // the window starting at t replaces the one that completed at t
-      }
-    }
-    auto slot_of = [&](int i) { return p.window_mode ? int((lo + i) % nslots) : 0; };
+    const dev::RoundWindows wins = dev::round_windows(p, t);
+    const int nw = wins.nw;
+    if (wins.fresh >= 0) dev::fresh_window(p, sQ, scs, sw, wins.fresh);
+    auto slot_of = [&](int i) { return wins.slot(i); };
     __syncthreads();
 
     // layer 0: W_ih,0 x_t, shared by every window (a warp a row, fp32), then the cells
@@ -228,15 +202,9 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
     __syncthreads();
     const long long t_layers = clock64();
 
-    // the window completing at t+1
-    if (!p.window_mode) {
-      publish(0, false, t + 1);
-    } else if (p.W == 1) {
-      publish(0, true, t + 1);
-    } else {
-      const long long start = t + 2 - p.W > 0 ? t + 2 - p.W : 0;
-      publish(int(start % nslots), false, t + 1);
-    }
+    bool fresh;
+    const int done = dev::completing_slot(p, t, &fresh);
+    publish(done, fresh, t + 1);
     if (b == 0 && tid == 0) {
       const long long t_end = clock64();
       dev::record_precompute_round(p.words, t_layer0 - t_start, t_barrier, t_layers - t_layer0 - t_barrier,
