@@ -54,8 +54,10 @@ std::unique_ptr<Backend> make_hybrid_backend(const Model& model, const BackendOp
     return std::make_unique<GpuFeed>(model, options, layout);
   });
 #else
-  (void)model, (void)options;
-  throw UnsupportedError("backend hybrid: this hotpath was built without CUDA (its precompute runs on a GPU)");
+  // the cpu half's own checks (precision, mode) first, as with CUDA; then the GPU half that is not here
+  return make_cpu_backend_fed(model, options, "hybrid", [](const cpu::CriticalStateLayout&) -> std::unique_ptr<cpu::WindowStateFeed> {
+    throw UnsupportedError("backend hybrid: this hotpath was built without CUDA (its precompute runs on a GPU)");
+  });
 #endif
 }
 
