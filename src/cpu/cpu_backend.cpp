@@ -166,8 +166,7 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
   for (int k = 1; k < crit_parts_; ++k) crit_part_scratch_.emplace_back(activation_scratch_words(kmax));
   crit_barrier_ = std::make_unique<PartBarrier>(crit_parts_);
   // The feed first: threads it starts (a GPU's heartbeat) take the caller's cores, not the critical one.
-  if (make_feed) {
-    if (options.mode == Mode::batch) throw Error(name_ + " backend: serves the tick workloads (window, streaming), not batch");
+  if (make_feed) {  // make_cpu_backend_fed refused batch mode
     CriticalStateLayout layout;
     layout.layers = pm_.num_layers;
     layout.input = pm_.I;
@@ -741,32 +740,33 @@ std::map<std::string, std::string> CpuBackend::facts() const {
 
 }  // namespace cpu
 
-std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& options) {
+namespace {
+// Both factories: the precision checked, the kernels chosen for this CPU, the backend (`name`, fed by
+// make_feed where given).
+std::unique_ptr<Backend> make_cpu(const Model& model, const BackendOptions& options, const std::string& name,
+                                  const cpu::WindowFeedMaker& make_feed) {
   const Precision p = options.precision.value_or(Precision::fp32);
   if (p != Precision::fp32 && p != Precision::bf16 && p != Precision::int8)
-    throw UnsupportedError(std::string("the cpu backend does not support precision ") + precision_name(p) +
+    throw UnsupportedError("the " + name + " backend does not support precision " + precision_name(p) +
                            " (use fp32, bf16 or int8)");
   model.validate();
   cpu::IsaChoice isa = cpu::choose_isa(p, cpu::cpu_features(), cpu_options_or_env(options.cpu));
   if (!isa.table) throw UnsupportedError(isa.unbuilt);
   if (!isa.int8_slow.empty()) util::warn_once(isa.int8_slow);
-  return std::make_unique<cpu::CpuBackend>(model, options, p, std::move(isa));
+  return std::make_unique<cpu::CpuBackend>(model, options, p, std::move(isa), make_feed, name);
+}
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& options) {
+  return make_cpu(model, options, "cpu", {});
 }
 
 std::unique_ptr<Backend> make_cpu_backend_fed(const Model& model, const BackendOptions& options, const std::string& name,
                                               const cpu::WindowFeedMaker& make_feed) {
-  const Precision p = options.precision.value_or(Precision::fp32);
-  if (p != Precision::fp32 && p != Precision::bf16 && p != Precision::int8)
-    throw UnsupportedError("the " + name + " backend's critical step runs on the cpu, which does not support precision " +
-                           precision_name(p) + " (use fp32, bf16 or int8)");
   if (options.mode == Mode::batch)
     throw UnsupportedError("the " + name + " backend serves ticks (window, streaming); batch runs on cpu or cuda");
   if (!make_feed) throw Error("make_cpu_backend_fed: no feed maker");
-  model.validate();
-  cpu::IsaChoice isa = cpu::choose_isa(p, cpu::cpu_features(), cpu_options_or_env(options.cpu));
-  if (!isa.table) throw UnsupportedError(isa.unbuilt);
-  if (!isa.int8_slow.empty()) util::warn_once(isa.int8_slow);
-  return std::make_unique<cpu::CpuBackend>(model, options, p, std::move(isa), make_feed, name);
+  return make_cpu(model, options, name, make_feed);
 }
 
 }  // namespace hotpath

@@ -72,10 +72,8 @@ class CpuBackend final : public Backend {
     Scratch(int cols, int h_cols, int Hp, int kmax);
   };
 
-  // The slot of the window that completes at tick t (fed: always 0, the feed's copy).
-  int completing_slot(long long t) const {
-    return feed_ || streaming_ || t < W_ - 1 ? 0 : int((t - W_ + 1) % W_);
-  }
+  // The slot of the window that completes at tick t (fed: one slot, the feed's copy).
+  int completing_slot(long long t) const { return streaming_ || t < W_ - 1 ? 0 : int((t - W_ + 1) % nslots_); }
   // The step's body; false (with *why) when a feed's state did not come in time (then nothing is answered).
   bool step_impl(std::span<const float> x, std::span<float> out, std::string* why);
   // finish_precompute with a feed: its state for the next tick into slot 0; false (with *why) when it did
