@@ -350,9 +350,8 @@ class CudaBackend final : public Backend {
     if (read && w.pre_sum[cuda::kPreRounds] > 0) {
       // the precompute's rounds as its block 0 lives them (PrecomputeStat), SM cycles a round
       const double rounds = double(w.pre_sum[cuda::kPreRounds]);
-      const char* part[] = {"", "layer0", "barrier_wait", "layers", "publish", "round"};
       for (int i = cuda::kPreLayer0; i < cuda::kPrecomputeStats; ++i)
-        c[std::string("precompute_") + part[i] + "_cycles_mean"] = double(w.pre_sum[i]) / rounds;
+        c[std::string("precompute_") + cuda::kPrecomputeStatNames[i] + "_cycles_mean"] = double(w.pre_sum[i]) / rounds;
     }
     if (!read) {
       (void)cudaGetLastError();

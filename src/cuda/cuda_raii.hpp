@@ -5,7 +5,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
+#include <thread>
 #include <utility>
 
 #include "cuda/cuda_check.hpp"
@@ -36,6 +38,16 @@ class Stream {
   }
   cudaStream_t get() const { return s_; }
   explicit operator bool() const { return s_ != nullptr; }
+  // Polls (every `poll`) until the stream's work is done or `limit` has passed: false while it still runs (a
+  // persistent kernel that did not leave when asked). Clears the sticky runtime error either way.
+  bool finish_within(std::chrono::nanoseconds limit, std::chrono::microseconds poll = std::chrono::microseconds(50)) const {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    cudaError_t e;
+    while ((e = cudaStreamQuery(s_)) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(poll);
+    (void)cudaGetLastError();
+    return e != cudaErrorNotReady;
+  }
 
  private:
   cudaStream_t s_ = nullptr;

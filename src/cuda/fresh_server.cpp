@@ -106,15 +106,7 @@ void FreshServer::stop() noexcept {
   // The kernel sees the stop within the lease check's period (~20 us) once it polls for a request again;
   // it is finished when its stream is. One that does not finish within the wait (stuck part-way through a
   // request) keeps its mailbox: the memory is left allocated rather than freed under it.
-  if (serving_ && stream_) {
-    const auto t0 = std::chrono::steady_clock::now();
-    cudaError_t e;
-    while ((e = cudaStreamQuery(stream_.get())) == cudaErrorNotReady &&
-           std::chrono::steady_clock::now() - t0 < kStopWait)
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    if (e == cudaErrorNotReady) leaked_ = true;
-    (void)cudaGetLastError();
-  }
+  if (serving_ && stream_ && !stream_.finish_within(kStopWait)) leaked_ = true;
   serving_ = false;
 }
 

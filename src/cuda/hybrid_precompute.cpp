@@ -12,15 +12,13 @@
 #include "cuda/kernels/hybrid/lstm_hybrid.hpp"
 #include "cuda/memory.hpp"
 #include "util/arch.hpp"
+#include "util/clock.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
 
 namespace hotpath::cuda {
 namespace {
-constexpr auto kStartWait = std::chrono::seconds(20);      // how long a launch may take to publish tick 0
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+constexpr auto kStartWait = std::chrono::seconds(20);  // how long a launch may take to publish tick 0
 }  // namespace
 
 HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, const ExportLayout& layout, int device,
@@ -152,14 +150,7 @@ void HybridPrecompute::stop() noexcept {
   if (mailbox_) mailbox_->request_stop();
   heartbeat_.request_stop();
   if (heartbeat_.joinable()) heartbeat_.join();
-  if (running_ && stream_) {
-    const auto t0 = std::chrono::steady_clock::now();
-    cudaError_t e;
-    while ((e = cudaStreamQuery(stream_.get())) == cudaErrorNotReady && std::chrono::steady_clock::now() - t0 < kStopWait)
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    if (e == cudaErrorNotReady) leaked_ = true;
-    (void)cudaGetLastError();
-  }
+  if (running_ && stream_ && !stream_.finish_within(kStopWait)) leaked_ = true;
   running_ = false;
 }
 
@@ -205,7 +196,7 @@ const float* HybridPrecompute::wait(long long t, std::chrono::nanoseconds timeou
     return state;
   }
   *waited = true;
-  const int64_t t0 = now_ns();
+  const int64_t t0 = util::steady_ns();
   for (unsigned n = 1;; ++n) {
     arch::cpu_relax();
     if (published()) break;
@@ -215,7 +206,7 @@ const float* HybridPrecompute::wait(long long t, std::chrono::nanoseconds timeou
         if (why) *why = "the GPU precompute " + left + "; no state for tick " + std::to_string(t);
         return nullptr;
       }
-      if (now_ns() - t0 > timeout.count()) {
+      if (util::steady_ns() - t0 > timeout.count()) {
         if (why)
           *why = "the GPU precompute's state for tick " + std::to_string(t) + " did not come within " +
                  std::to_string(timeout.count() / 1000) + " us";
@@ -225,7 +216,7 @@ const float* HybridPrecompute::wait(long long t, std::chrono::nanoseconds timeou
   }
   std::atomic_thread_fence(std::memory_order_acquire);
   ++waits_;
-  wait_ns_ += now_ns() - t0;
+  wait_ns_ += util::steady_ns() - t0;
   return state;
 }
 
@@ -250,9 +241,8 @@ std::map<std::string, double> HybridPrecompute::counters() const {
   if (words_.get() && cudaMemcpyAsync(&w, words_.get(), sizeof w, cudaMemcpyDeviceToHost, side_stream_.get()) == cudaSuccess &&
       cudaStreamSynchronize(side_stream_.get()) == cudaSuccess && w.pre_sum[kPreRounds] > 0) {
     const double rounds = double(w.pre_sum[kPreRounds]);
-    const char* part[] = {"", "layer0", "barrier_wait", "layers", "publish", "round"};
     for (int i = kPreLayer0; i < kPrecomputeStats; ++i)
-      c[std::string("gpu_precompute_") + part[i] + "_cycles_mean"] = double(w.pre_sum[i]) / rounds;
+      c[std::string("gpu_precompute_") + kPrecomputeStatNames[i] + "_cycles_mean"] = double(w.pre_sum[i]) / rounds;
   }
   (void)cudaGetLastError();
   return c;

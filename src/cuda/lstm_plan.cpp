@@ -18,6 +18,13 @@ uint16_t to_bits(double w, bool bf16) {
 float from_bits(uint16_t b, bool bf16) { return bf16 ? bf16_to_float(b) : fp16_to_float(b); }
 uint32_t pack(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
 int align16(int bytes) { return (bytes + 15) & ~15; }
+// Shared-memory layouts by offsets: a region of `bytes` starts at `end`, and `end` moves past it to the next
+// 16-byte boundary (a size past 1 GiB is capped: such a layout is refused by its total, never overflows).
+int take_region(int& end, long long bytes) {
+  const int at = end;
+  end = align16(int(std::min<long long>(bytes, 1 << 30)) + end);
+  return at;
+}
 
 // A[r][k] of one 16x16 tile -> the 4 registers lane `lane` holds (mma.m16n8k16 .row A fragment):
 // {A[g][2t..2t+1]}, {A[g+8][2t..]}, {A[g][2t+8..]}, {A[g+8][2t+8..]}, g = lane/4, t = lane%4, the
@@ -129,7 +136,7 @@ int cta_critical_layout(LstmParams& p, int kreg, bool assign) {
   for (int l = 1; l < p.L; ++l) tiles += p.groups * 2 * p.kt[l];
   tiles += 2 * p.kt[p.L];
   int s = 0;
-  auto take = [&](int bytes) { const int at = s; s = align16(s + bytes); return at; };
+  auto take = [&](long long bytes) { return take_region(s, bytes); };
   const int frags = take(tiles * 512), xin = take((p.L + 1) * 2 * p.xin_stride * 2), x32 = take(p.mb.n_in * 3 * 4),
             seqw = take(p.mb.n_in * 4), claim = take(p.mb.n_in * 4), P = take(p.L * 4 * p.H * 4),
             c = take(p.L * p.H * 4), z = take(kMaxOutputs * 4), flags = take(kCtaFlagsBytes);
@@ -147,7 +154,7 @@ int multi_critical_layout(LstmParams& p, int gpb, int ksplit, int l2_layers, boo
   int fr = 0;
   for (int l = l2_layers; l < p.L; ++l) fr += gpb * 2 * p.kt[l] * 32;
   int s = 0;
-  auto take = [&](int bytes) { const int at = s; s = align16(s + bytes); return at; };
+  auto take = [&](long long bytes) { return take_region(s, bytes); };
   const int frags = take(fr * 16), xin = take(p.L * 2 * p.xin_stride * 2),
             x32 = take(p.mb.n_in * 3 * 4), seqw = take(p.mb.n_in * 4), claim = take(p.mb.n_in * 4),
             P = take(p.L * 4 * Ub * 4), c = take(p.L * Ub * 4), red = take(ksplit * Ub * 8 * 4) /* the critical step's 4 gates by layer parity; the own precompute's 8 sums */,
@@ -188,7 +195,7 @@ int cluster_critical_layout(LstmParams& p, int nc, int gpb, bool assign) {
   cl.h_words = p.L > 1 ? cl.h_valid : 0;
   const int spill = std::max(0, cl.slots - cl.regs);
   int s = 0;
-  auto take = [&](long long bytes) { const int at = s; s = align16(int(std::min<long long>(bytes, 1 << 30)) + s); return at; };
+  auto take = [&](long long bytes) { return take_region(s, bytes); };
   cl.s_tx = take(p.kt[0] * 16 * 8LL);
   cl.s_th = take((p.L - 1) * 8LL * cl.h_words);
   cl.s_thead = take(8LL * nc * gpb * p.O);
@@ -257,7 +264,7 @@ int plan_precompute(LstmPlan& plan, const Model& model, Mode mode, int window, i
   const long long state_bytes = 4LL * L * p.nslots * 5 * p.U;  // Q [4U] and c [U] per layer and window
   auto layout = [&](bool weights, bool state) {
     int s = 0;
-    auto take = [&](long long bytes) { const int at = s; s = align16(int(std::min<long long>(bytes, 1 << 30)) + s); return at; };
+    auto take = [&](long long bytes) { return take_region(s, bytes); };
     p.s_pw = take(weights ? p.pre_block_floats * 4LL : 0);
     p.s_Q = take(state ? 4LL * L * p.nslots * 4 * p.U : 0);
     p.s_pc = take(state ? 4LL * L * p.nslots * p.U : 0);
@@ -307,10 +314,6 @@ int plan_precompute(LstmPlan& plan, const Model& model, Mode mode, int window, i
   return bytes;
 }
 
-}  // namespace
-
-namespace {
-
 // The hybrid precompute's tensor-core form (LstmParams::hy_*): its split, shared-memory layout and weights.
 // Returns the block's shared-memory bytes, or 0 (the plan untouched) where a block cannot hold it or a
 // weight the tensor cores take is beyond what fp16 halves hold.
@@ -328,9 +331,8 @@ int plan_hybrid_mma(LstmPlan& plan, const Model& model, Mode mode, int window, i
   const int groups = (H + 3) / 4;
   const int G = (groups + max_np - 1) / max_np;
   const int U = 4 * G, np = (H + U - 1) / U, kt = (H + 15) / 16;
-  const int nslots = mode == Mode::window ? std::max(1, window - 1) : 1;
-  const int open = mode == Mode::window ? std::max(1, window - 1) : 1;  // windows a round advances at most
-  const int ncols = (open + 7) / 8 * 8, kpad = 16 * kt + 8;
+  const int nslots = mode == Mode::window ? std::max(1, window - 1) : 1;  // also the most windows a round advances
+  const int ncols = (nslots + 7) / 8 * 8, kpad = 16 * kt + 8;
   const int per_matrix = G * kt * 2 * 32;  // uint4
   int f = 0, ih_off[kMaxLayers] = {}, hh_off[kMaxLayers] = {};
   for (int l = 0; l < L; ++l) {
@@ -340,11 +342,7 @@ int plan_hybrid_mma(LstmPlan& plan, const Model& model, Mode mode, int window, i
   const int block_frags = f;
   const int pre_floats = (4 * U * I + L * 4 * U + 3) & ~3;
   int bytes = 0;
-  auto take = [&](long long n) {
-    const int at = bytes;
-    bytes = align16(int(std::min<long long>(n, 1 << 30)) + bytes);
-    return at;
-  };
+  auto take = [&](long long n) { return take_region(bytes, n); };
   const int s_pw = take(4LL * pre_floats), s_Q = take(4LL * L * nslots * 4 * U), s_pc = take(4LL * L * nslots * U);
   const int s_px = take(4LL * I), s_g0 = take(4LL * 4 * U), s_pflags = take(16), s_hyf = take(16LL * block_frags);
   const int s_hyb = take(2LL * 2 * ncols * kpad), s_hyz = take(4LL * ncols * 4 * U);

@@ -155,12 +155,9 @@ SharedLaunch::~SharedLaunch() {
   if (running_) {
     arch::publish_word(reinterpret_cast<uint32_t*>(control_), 1);  // every parked block leaves
     // A still serving instance leaves when its own lease lapses (its backend, gone, no longer beats).
-    const auto deadline = Clock::now() + std::chrono::duration<double, std::milli>(2 * shared_.lease_ms + 5000);
-    cudaError_t q;
-    while ((q = cudaStreamQuery(stream_.get())) == cudaErrorNotReady && Clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    stopped = q != cudaErrorNotReady;
-    (void)cudaGetLastError();
+    stopped = stream_.finish_within(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::duration<double, std::milli>(2 * shared_.lease_ms + 5000)),
+                                    std::chrono::microseconds(200));
   }
   if (!stopped) {
     // The kernel would not leave: leave it what it reads (and the SMs claimed).

@@ -8,6 +8,13 @@
 
 namespace hotpath::cuda {
 
+// A cooperative launch of `fn` (one kernel argument, `arg`) when its grid fits: co-resident blocks where this
+// stream's work runs are this kernel's occupancy x the SMs of the stream's context (a green context or MPS may
+// hold fewer than the device); else cudaErrorCooperativeLaunchTooLarge, *max_coresident (if given) saying how
+// many fit. Every persistent family's launch goes through it (defined in cta/lstm_cta.cu).
+cudaError_t cooperative_launch(const void* fn, long long grid, int threads, int smem_bytes, void* arg, cudaStream_t stream,
+                               long long* max_coresident);
+
 // Cooperative launch of the persistent LSTM kernel (block 0 critical, 1..np precompute) into `stream`.
 // Fails with cudaErrorCooperativeLaunchTooLarge when the grid cannot be co-resident in the stream's
 // context (the kernel's occupancy per SM x that context's SMs); *max_coresident (if given) receives the

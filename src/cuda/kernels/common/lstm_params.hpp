@@ -126,6 +126,9 @@ inline constexpr int kGridStatSlots = 1 + kGridLayerStats * (kMaxLayers + 1);
 // input's arrival: layer 0 (W_ih,0 x and the cells), waits at the precompute's barriers, the GEMVs of
 // layers 1..L (gates and the next round's recurrent terms), the publish, and the whole round.
 enum PrecomputeStat : int { kPreRounds, kPreLayer0, kPreBarrier, kPreLayers, kPrePublish, kPreTotal, kPrecomputeStats };
+// Their names in the backends' counters (<prefix><name>_cycles_mean).
+inline constexpr const char* kPrecomputeStatNames[kPrecomputeStats] = {"rounds", "layer0", "barrier_wait", "layers",
+                                                                       "publish", "round"};
 
 // The grid family's exchange (LstmParams::grid_exchange, CudaOptions::grid_exchange):
 //   flags:    every critical block polls the input itself; a block publishes each layer's h slice with

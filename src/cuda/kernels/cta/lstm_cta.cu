@@ -703,10 +703,6 @@ const void* multi_kernel(const LstmParams& p) {
 
 }  // namespace
 
-namespace {
-// A cooperative launch of `fn` (one kernel argument, `arg`) when its grid fits: co-resident blocks
-// where this stream's work runs are this kernel's occupancy x the SMs of the stream's context (a green
-// context or MPS may hold fewer than the device).
 cudaError_t cooperative_launch(const void* fn, long long grid, int threads, int smem_bytes, void* arg,
                                cudaStream_t stream, long long* max_coresident) {
   if (!fn) return cudaErrorInvalidValue;
@@ -726,7 +722,6 @@ cudaError_t cooperative_launch(const void* fn, long long grid, int threads, int 
   void* args[] = {arg};
   return cudaLaunchCooperativeKernel(fn, dim3(unsigned(grid)), dim3(threads), args, smem_bytes, stream);
 }
-}  // namespace
 
 cudaError_t preload_cta_kernels() { return preload_cta_kernels_here(); }
 

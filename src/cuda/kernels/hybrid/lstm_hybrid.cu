@@ -2,6 +2,7 @@
 
 #include <cuda_fp16.h>
 
+#include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/kernels/common/mailbox.cuh"
 #include "cuda/kernels/common/precompute.cuh"
 
@@ -229,19 +230,9 @@ cudaError_t launch_hybrid(const LstmParams& p, cudaStream_t stream, long long* m
   if (!p.export_state || !p.export_seq || p.export_lanes < 1 || p.np < 1 || !p.words || !p.xbuf || !p.h_state ||
       !p.pre_w || !p.mb.in || !p.mb.status || !p.mb.control || (p.hy_mma && (!p.hy_frags || p.U % 4 != 0)))
     return cudaErrorInvalidValue;
-  const void* fn = reinterpret_cast<const void*>(&lstm_hybrid);
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);
-  if (e != cudaSuccess) return e;
-  int per_sm = 0, device = 0, sms = 0;
-  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kHybridThreads, p.smem_bytes)) != cudaSuccess) return e;
-  if ((e = cudaGetDevice(&device)) != cudaSuccess) return e;
-  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return e;
-  const long long grid = (long long)p.np + 1, fits = (long long)per_sm * sms;
-  if (max_coresident) *max_coresident = fits;
-  if (fits < grid) return cudaErrorCooperativeLaunchTooLarge;
   LstmParams arg = p;
-  void* args[] = {&arg};
-  return cudaLaunchCooperativeKernel(fn, dim3(unsigned(grid)), dim3(kHybridThreads), args, size_t(p.smem_bytes), stream);
+  return cooperative_launch(reinterpret_cast<const void*>(&lstm_hybrid), (long long)p.np + 1, kHybridThreads, p.smem_bytes,
+                            &arg, stream, max_coresident);
 }
 
 }  // namespace hotpath::cuda
