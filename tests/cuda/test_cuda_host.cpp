@@ -16,6 +16,7 @@
 
 #include "cuda/cuda_raii.hpp"
 #include "cuda/device.hpp"
+#include "cuda/hybrid_precompute.hpp"
 #include "cuda/lstm_plan.hpp"
 #include "cuda/mailbox_host.hpp"
 #include "model/zoo.hpp"
@@ -247,6 +248,28 @@ TEST(DeviceArchitectures, ArchSpecificCodeIsNamedByItsSuffix) {
   EXPECT_FALSE(cuda::built_arch_specific("90a-virtual", 9, 0));
   EXPECT_FALSE(cuda::built_arch_specific("native", 9, 0));
   EXPECT_FALSE(cuda::built_arch_specific("90a", 10, 0));
+}
+
+}  // namespace
+}  // namespace hotpath
+
+namespace hotpath {
+namespace {
+
+// The hybrid precompute refuses a state layout that cannot hold the model's units before it looks for a device.
+TEST(HybridPrecomputeHost, ALayoutTooSmallIsRefusedFirst) {
+  const Model m = *zoo_model("lstm_s");  // H = 128
+  for (const cuda::ExportLayout bad : {cuda::ExportLayout{0, 512, 640}, cuda::ExportLayout{16, 256, 640},
+                                       cuda::ExportLayout{16, 512, 600}}) {
+    try {
+      cuda::HybridPrecompute gpu(m, Mode::window, 50, bad, 0, 1000);
+      FAIL() << "a layout of " << bad.gate_floats << " gate floats was taken";
+    } catch (const UnsupportedError& e) {
+      FAIL() << "looked for a device first: " << e.what();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot hold 128 hidden units"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

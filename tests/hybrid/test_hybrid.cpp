@@ -4,6 +4,7 @@
 // error's source), in window and streaming mode, on the goldens and zoo models.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -83,6 +84,25 @@ TEST(Hybrid, CudaOptionsAndBatchAreRefused) {
   o.gpu.kernel = CudaKernel::automatic;
   o.mode = Mode::batch;
   EXPECT_THROW(make_backend(BackendKind::hybrid, g.model, o), Error);
+}
+
+// A bad HOTPATH_HYBRID_PRECOMPUTE is named, before any GPU is looked for (where the build has the GPU half).
+TEST(Hybrid, ABadPrecomputeFormIsNamed) {
+  const auto built = built_backends();
+  if (std::find(built.begin(), built.end(), BackendKind::hybrid) == built.end())
+    GTEST_SKIP() << "built without CUDA: RefusedWithoutAGpu covers it";
+  const Golden g = load_golden("tiny");
+  setenv("HOTPATH_HYBRID_PRECOMPUTE", "tensor", 1);
+  try {
+    hybrid(g.model, Mode::window, g.window, Precision::fp32);
+    ADD_FAILURE() << "a bad form was taken";
+  } catch (const UnsupportedError& e) {
+    ADD_FAILURE() << "looked for a device first: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("HOTPATH_HYBRID_PRECOMPUTE='tensor': auto, fp32 or mma"), std::string::npos)
+        << e.what();
+  }
+  unsetenv("HOTPATH_HYBRID_PRECOMPUTE");
 }
 
 class HybridGpu : public ::testing::Test {
