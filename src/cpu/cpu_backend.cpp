@@ -362,6 +362,8 @@ bool CpuBackend::step_impl(std::span<const float> x, std::span<float> out, std::
   if (pin_ && !pthread_equal(pinned_thread_, pthread_self())) pin_caller();  // first tick of a new thread only
 
   scaler_.scale(x, xbuf_);  // the copy of x, scaled on the way (a plain copy without a scaler)
+  const bool feed_first = feed_ && feed_->input_before_step();
+  if (feed_first) feed_->consume({xbuf_, size_t(pm_.I)}, t);  // the producer starts before the step
   const int slot = completing_slot(t);
   crit_slot_ = slot;
   if (crit_parts_ > 1) crit_pool_.start(&critical_job, this);  // publishes x, the slot and the epoch
@@ -385,10 +387,11 @@ bool CpuBackend::step_impl(std::span<const float> x, std::span<float> out, std::
   pending_slot_ = slot;
   pending_ = true;
   ticks_ = t + 1;
-  if (feed_)
-    feed_->consume({xbuf_, size_t(pm_.I)}, t);  // x_t, scaled, to the producer of the open windows
-  else if (pool_.size() > 0)
+  if (feed_) {
+    if (!feed_first) feed_->consume({xbuf_, size_t(pm_.I)}, t);  // x_t, scaled, to the producer of the open windows
+  } else if (pool_.size() > 0) {
     pool_.start(&precompute_job, this);
+  }
   return true;
 }
 

@@ -33,9 +33,12 @@ class WindowStateFeed {
   // `timeout` (*why then says why). *waited: it was not there at the first look. Valid until the next
   // consume() or reset(). Tick 0's state is every window fresh (P = b, c = 0), ready without any consume().
   virtual const float* wait(long long t, std::chrono::nanoseconds timeout, bool* waited, std::string* why) = 0;
-  // Tick t's input (scaled as the critical step used it, `input` floats), after the critical step: every
-  // open window advances by it, and the state for tick t + 1 follows.
+  // Tick t's input (scaled as the critical step uses it, `input` floats): every open window advances by it,
+  // and the state for tick t + 1 follows. Given after the critical step, or before it where
+  // input_before_step() says so (the producer then works while the step runs; tick t's state was copied out
+  // before, so the producer may overwrite what wait() returned).
   virtual void consume(std::span<const float> x, long long t) = 0;
+  virtual bool input_before_step() const { return false; }
   // Every window fresh again: the next tick is t = 0.
   virtual void reset() = 0;
   // What produces the state, for the report (e.g. "cuda precompute on NVIDIA H100 80GB HBM3, 127 blocks").

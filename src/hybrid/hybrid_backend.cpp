@@ -26,9 +26,14 @@ class GpuFeed final : public cpu::WindowStateFeed {
     return gpu_.wait(t, timeout, waited, why);
   }
   void consume(std::span<const float> x, long long t) override { gpu_.send(x, t); }
+  bool input_before_step() const override { return input_early_; }
   void reset() override { gpu_.restart(); }
   std::string describe() const override { return gpu_.describe(); }
-  std::map<std::string, double> counters() const override { return gpu_.counters(); }
+  std::map<std::string, double> counters() const override {
+    auto c = gpu_.counters();
+    c["gpu_input_before_step"] = input_early_ ? 1.0 : 0.0;
+    return c;
+  }
   void clear_counters() override { gpu_.clear_counters(); }
 
  private:
@@ -42,6 +47,16 @@ class GpuFeed final : public cpu::WindowStateFeed {
     if (s == "mma") return cuda::HybridForm::mma;
     throw Error("HOTPATH_HYBRID_PRECOMPUTE='" + s + "': auto, fp32 or mma");
   }
+  // HOTPATH_HYBRID_SEND=early|late (docs/hybrid.md): x_t to the GPU before the critical step (its round runs
+  // while the CPU answers; the default) or after it, to compare them.
+  static bool early_from_env() {
+    const char* v = std::getenv("HOTPATH_HYBRID_SEND");
+    const std::string s = v ? v : "";
+    if (s.empty() || s == "early") return true;
+    if (s == "late") return false;
+    throw Error("HOTPATH_HYBRID_SEND='" + s + "': early or late");
+  }
+  bool input_early_ = early_from_env();  // read first: a bad value is refused before the GPU is looked for
   cuda::HybridPrecompute gpu_;
 };
 

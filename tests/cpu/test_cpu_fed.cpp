@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -38,6 +39,7 @@ class ReferenceFeed final : public WindowStateFeed {
   struct Control {
     long long withhold_from = -1;  // >= 0: from this tick on, wait() gives nothing (a producer that stopped)
     long long consumed = 0;        // consume() calls seen
+    bool early = false;            // input_before_step(): x_t comes before the critical step
   };
   ReferenceFeed(const Model& m, Mode mode, int W, const CriticalStateLayout& layout, Control* control)
       : m_(m), streaming_(mode == Mode::streaming), W_(W), layout_(layout), control_(control),
@@ -71,8 +73,11 @@ class ReferenceFeed final : public WindowStateFeed {
     }
     return state_.data();
   }
+  bool input_before_step() const override { return control_->early; }
   void consume(std::span<const float> x, long long t) override {
     ++control_->consumed;
+    // what wait() gave is no longer valid: a step that still read it would answer NaN
+    std::fill(state_.begin(), state_.end(), std::numeric_limits<float>::quiet_NaN());
     EXPECT_EQ(long(x.size()), long(m_.config.input_size));
     EXPECT_EQ(t, next_);
     if (streaming_) {
@@ -153,12 +158,14 @@ std::vector<double> reference_run(const Model& m, Mode mode, const std::vector<f
 // The golden cases in window and streaming mode, every precision the cpu has: the error against the float64
 // reference within the precision's bound (the feed's state is float64, so only the critical step rounds).
 TEST(CpuFed, GoldensWithinTheirBounds) {
+  for (const bool early : {false, true})
   for (const std::string name : {"tiny", "small2x128", "multi_out"}) {
     const Golden g = load_golden(name);
     for (const Mode mode : {Mode::window, Mode::streaming})
       for (const Precision p : {Precision::fp32, Precision::bf16, Precision::int8}) {
-        SCOPED_TRACE(name + " " + mode_name(mode) + " " + precision_name(p));
+        SCOPED_TRACE(name + " " + mode_name(mode) + " " + precision_name(p) + (early ? " input early" : ""));
         ReferenceFeed::Control control;
+        control.early = early;
         auto b = fed_backend(g.model, mode, g.window, p, &control);
         EXPECT_EQ(b->name(), "fedtest");
         const auto z = run_ticks(*b, g.inputs, g.ticks);

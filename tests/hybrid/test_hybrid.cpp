@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <random>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -86,23 +87,40 @@ TEST(Hybrid, CudaOptionsAndBatchAreRefused) {
   EXPECT_THROW(make_backend(BackendKind::hybrid, g.model, o), Error);
 }
 
-// A bad HOTPATH_HYBRID_PRECOMPUTE is named, before any GPU is looked for (where the build has the GPU half).
-TEST(Hybrid, ABadPrecomputeFormIsNamed) {
+// An environment variable set for the scope's life.
+class EnvScope {
+ public:
+  EnvScope(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~EnvScope() { unsetenv(name_); }
+  EnvScope(const EnvScope&) = delete;
+  EnvScope& operator=(const EnvScope&) = delete;
+
+ private:
+  const char* name_;
+};
+
+// A bad HOTPATH_HYBRID_PRECOMPUTE or HOTPATH_HYBRID_SEND is named, before any GPU is looked for (where the
+// build has the GPU half).
+TEST(Hybrid, ABadKnobIsNamed) {
   const auto built = built_backends();
   if (std::find(built.begin(), built.end(), BackendKind::hybrid) == built.end())
     GTEST_SKIP() << "built without CUDA: RefusedWithoutAGpu covers it";
   const Golden g = load_golden("tiny");
-  setenv("HOTPATH_HYBRID_PRECOMPUTE", "tensor", 1);
-  try {
-    hybrid(g.model, Mode::window, g.window, Precision::fp32);
-    ADD_FAILURE() << "a bad form was taken";
-  } catch (const UnsupportedError& e) {
-    ADD_FAILURE() << "looked for a device first: " << e.what();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("HOTPATH_HYBRID_PRECOMPUTE='tensor': auto, fp32 or mma"), std::string::npos)
-        << e.what();
+  const std::pair<const char*, const char*> knobs[] = {
+      {"HOTPATH_HYBRID_PRECOMPUTE", "HOTPATH_HYBRID_PRECOMPUTE='tensor': auto, fp32 or mma"},
+      {"HOTPATH_HYBRID_SEND", "HOTPATH_HYBRID_SEND='tensor': early or late"}};
+  for (const auto& [name, message] : knobs) {
+    SCOPED_TRACE(name);
+    const EnvScope scope(name, "tensor");
+    try {
+      hybrid(g.model, Mode::window, g.window, Precision::fp32);
+      ADD_FAILURE() << "a bad value was taken";
+    } catch (const UnsupportedError& e) {
+      ADD_FAILURE() << "looked for a device first: " << e.what();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
   }
-  unsetenv("HOTPATH_HYBRID_PRECOMPUTE");
 }
 
 class HybridGpu : public ::testing::Test {
@@ -114,10 +132,9 @@ class HybridGpu : public ::testing::Test {
 };
 
 // The GPU precompute's form (HOTPATH_HYBRID_PRECOMPUTE) for the scope's life.
-class FormScope {
+class FormScope : public EnvScope {
  public:
-  explicit FormScope(const char* form) { setenv("HOTPATH_HYBRID_PRECOMPUTE", form, 1); }
-  ~FormScope() { unsetenv("HOTPATH_HYBRID_PRECOMPUTE"); }
+  explicit FormScope(const char* form) : EnvScope("HOTPATH_HYBRID_PRECOMPUTE", form) {}
 };
 
 TEST_F(HybridGpu, GoldensWithinTheirBounds) {
@@ -172,14 +189,18 @@ TEST_F(HybridGpu, ZooModelsAndReset) {
   }
 }
 
-// step() alone, tick after tick: each waits for its own state (counted late), none is answered from an older one.
+// step() alone, tick after tick: each waits for its own state (counted late), none is answered from an older one;
+// with x_t sent to the GPU before the critical step (the default) and after it.
 TEST_F(HybridGpu, StepsWithoutFinishWaitForTheirState) {
   const Golden g = load_golden("small2x128");
+  for (const char* send : {"early", "late"})
   for (const char* form : {"fp32", "mma"})
   for (const Mode mode : {Mode::window, Mode::streaming}) {
     const FormScope scope(form);
-    SCOPED_TRACE(std::string(form) + " " + mode_name(mode));
+    const EnvScope sending("HOTPATH_HYBRID_SEND", send);
+    SCOPED_TRACE(std::string(send) + " " + form + " " + mode_name(mode));
     auto b = hybrid(g.model, mode, g.window, Precision::fp32);
+    EXPECT_EQ(b->counters().at("gpu_input_before_step"), std::string(send) == "early" ? 1 : 0);
     const auto z = run(*b, g.inputs, g.ticks, /*finish=*/false);
     EXPECT_LE(reference::normalized_error(z, reference_run(g.model, mode, g.inputs, g.ticks, g.window)),
               error_bound(Precision::fp32));

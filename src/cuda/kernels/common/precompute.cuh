@@ -155,21 +155,24 @@ __device__ __forceinline__ bool wait_round_input(const LstmParams& p, long long 
 struct RoundWindows {
   long long lo = 0;
   int nw = 1, nslots = 1;
-  bool window = false;
+  int first = 0;  // lo's slot: one 64-bit modulo a round, not one per window and element (slot() is in inner loops)
   int fresh = -1;
-  __device__ int slot(int i) const { return window ? int((lo + i) % nslots) : 0; }
+  __device__ int slot(int i) const {  // i < nw <= nslots
+    const int s = first + i;
+    return s < nslots ? s : s - nslots;
+  }
 };
 __device__ __forceinline__ RoundWindows round_windows(const LstmParams& p, long long t) {
   RoundWindows r;
   r.lo = t;
   r.nslots = p.nslots;
-  r.window = p.window_mode != 0;
   if (p.window_mode) {
     if (p.W == 1) {
       r.nw = 0;
     } else {
       r.lo = t - p.W + 2 > 0 ? t - p.W + 2 : 0;
       r.nw = int(t - r.lo + 1);
+      r.first = int(r.lo % p.nslots);
       r.fresh = int(t % p.nslots);
     }
   }

@@ -65,6 +65,8 @@ __device__ void hybrid_feeder(const LstmParams& p) {
   }
 }
 
+constexpr int kStageLoads = 8;  // the mma block's staging: loads of a row in flight per lane
+
 // The precompute's tensor-core form (LstmParams::hy_*), block b: the block's units of every open window, as the
 // shared fp32 form (common/precompute.cuh) computes them, but each layer's products of all open windows' h
 // (W_ih,l for l > 0, W_hh,l-1) as m16n8k16 MMAs: a warp a (matrix, unit tile, n8 tile of windows) job over all
@@ -88,6 +90,11 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
   auto Q = [&](int l, int slot) { return sQ + (l * nslots + slot) * 4 * U; };
   auto C = [&](int l, int slot) { return scs + (l * nslots + slot) * U; };
   auto hstate = [&](int l, int slot) { return p.h_state + (size_t(l) * nslots + slot) * H; };
+  auto stage_half = [&](int at, float v) {
+    const __half hi = __float2half_rn(v);
+    bhi[at] = hi;
+    blo[at] = __float2half_rn(v - __half2float(hi));
+  };
 
   {
     const float* src = p.pre_w + size_t(b) * p.pre_block_floats;
@@ -150,12 +157,28 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
     // layers 1..L: the layer below's h of every open window staged as halves, then its products
     for (int l = 1; l <= L && nw > 0; ++l) {
       const bool last = l == L;
-      for (int i = tid; i < nw * H; i += nthreads) {
-        const int wi = i / H, k = i % H;
-        const float v = __ldcg(hstate(l - 1, slot_of(wi)) + k);
-        const __half hi = __float2half_rn(v);
-        bhi[wi * kpad + k] = hi;
-        blo[wi * kpad + k] = __float2half_rn(v - __half2float(hi));
+      // A warp two windows' rows at a time, kStageLoads loads of each in flight before any is used: the h
+      // comes from L2 (every block's share of it), so each wait is an L2 latency, and a round has L of these.
+      for (int w0 = warp; w0 < nw; w0 += 2 * nwarps) {
+        const int w1 = w0 + nwarps;
+        const float* s0 = hstate(l - 1, slot_of(w0));
+        const float* s1 = w1 < nw ? hstate(l - 1, slot_of(w1)) : nullptr;
+        for (int k0 = lane; k0 < H; k0 += kStageLoads * 32) {
+          float v0[kStageLoads], v1[kStageLoads];
+#pragma unroll
+          for (int j = 0; j < kStageLoads; ++j) {
+            const int k = k0 + 32 * j;
+            v0[j] = k < H ? __ldcg(s0 + k) : 0.f;
+            v1[j] = s1 && k < H ? __ldcg(s1 + k) : 0.f;
+          }
+#pragma unroll
+          for (int j = 0; j < kStageLoads; ++j) {
+            const int k = k0 + 32 * j;
+            if (k >= H) break;
+            stage_half(w0 * kpad + k, v0[j]);
+            if (s1) stage_half(w1 * kpad + k, v1[j]);
+          }
+        }
       }
       __syncthreads();
       const int ntiles = (nw + 7) >> 3, jobs_per = G * ntiles, jobs = (last ? 1 : 2) * jobs_per;
@@ -166,14 +189,18 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
         const int gid = lane >> 2, tig = lane & 3;
         const uint32_t* bh = reinterpret_cast<const uint32_t*>(bhi + (nt * 8 + gid) * kpad + 2 * tig);
         const uint32_t* bl = reinterpret_cast<const uint32_t*>(blo + (nt * 8 + gid) * kpad + 2 * tig);
-        float d[4] = {0.f, 0.f, 0.f, 0.f};
+        // two accumulators (hi.hi; the cross terms): two independent MMA chains instead of one of 3 kt
+        float d[4] = {0.f, 0.f, 0.f, 0.f}, x[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
         for (int k = 0; k < kt; ++k) {
           const uint4 ahi = A[(2 * k) * 32], alo = A[(2 * k + 1) * 32];
           const uint32_t h0 = bh[8 * k], h1 = bh[8 * k + 4], l0 = bl[8 * k], l1 = bl[8 * k + 4];
           dev::mma16816<false>(d, ahi, h0, h1);
-          dev::mma16816<false>(d, ahi, l0, l1);
-          dev::mma16816<false>(d, alo, h0, h1);
+          dev::mma16816<false>(x, ahi, l0, l1);
+          dev::mma16816<false>(x, alo, h0, h1);
         }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) d[e] += x[e];
         // d: rows gid (gate gid >> 2) and gid + 8 (gate 2 + (gid >> 2)) of unit 4q + (gid & 3), windows nt 8 + 2 tig (+1)
         const int u = 4 * q + (gid & 3);
 #pragma unroll
