@@ -430,8 +430,22 @@ void CpuBackend::critical_layers(int part) {
   }
 }
 
+// Part `part`'s share of the feed's state (fed_state_) into slot 0: for each layer, its blocks' P and c, the
+// lines its critical step reads.
+void CpuBackend::copy_fed_part(int part) {
+  const size_t lanes = size_t(pm_.lanes), gate = pm_.gate_floats();
+  const size_t b0 = size_t(crit_block0_[size_t(part)]), nb = size_t(crit_block0_[size_t(part) + 1]) - b0;
+  for (int l = 0; l < pm_.num_layers; ++l) {
+    const float* src = fed_state_ + size_t(l) * layer_floats_;
+    float* dst = slot_P(0, l);
+    std::memcpy(dst + b0 * 4 * lanes, src + b0 * 4 * lanes, nb * 4 * lanes * sizeof(float));
+    std::memcpy(dst + gate + b0 * lanes, src + gate + b0 * lanes, nb * lanes * sizeof(float));
+  }
+}
+
 // The feed's state for the next tick, copied into slot 0 (the critical step then reads its own cache-hot copy,
-// not lines the producer just wrote).
+// not lines the producer just wrote): over the critical step's cores, each part its own share, so the copy
+// takes a part's time and each part's lines are in its own core's cache when the step reads them.
 bool CpuBackend::finish_fed(bool in_step, std::string* why) {
   if (!pending_) return true;
   const int64_t t0 = util::steady_ns();
@@ -447,7 +461,11 @@ bool CpuBackend::finish_fed(bool in_step, std::string* why) {
     return false;
   }
   if (in_step && waited) ++fed_late_;
-  std::memcpy(slot_P(0, 0), state, slot_floats_ * sizeof(float));
+  fed_state_ = state;
+  if (crit_parts_ > 1) crit_pool_.start(&fed_copy_job, this);
+  copy_fed_part(0);
+  if (crit_parts_ > 1) crit_pool_.wait();
+  fed_state_ = nullptr;
   pending_ = false;
   ++precompute_count_;
   precompute_wait_us_sum_ += (util::steady_ns() - t0) * 1e-3;

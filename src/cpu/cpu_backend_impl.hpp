@@ -139,6 +139,8 @@ class CpuBackend final : public Backend {
   // layer's gates and cell, after the barrier that says the previous layer's h is whole (several parts).
   void critical_layers(int part);
   static void critical_job(void* self, int helper, int) { static_cast<CpuBackend*>(self)->critical_layers(helper + 1); }
+  static void fed_copy_job(void* self, int helper, int) { static_cast<CpuBackend*>(self)->copy_fed_part(helper + 1); }
+  void copy_fed_part(int part);
 
   const std::string name_;
   const Precision precision_;
@@ -232,6 +234,7 @@ class CpuBackend final : public Backend {
   // The window state's producer when not the CPU (make_cpu_backend_fed), and what its waits cost.
   std::unique_ptr<WindowStateFeed> feed_;
   std::chrono::nanoseconds feed_timeout_{};
+  const float* fed_state_ = nullptr;  // the feed's state while finish_fed() copies it (copy_fed_part)
   long long fed_late_ = 0, fed_timeouts_ = 0;  // counted once a tick
   long long fed_failed_tick_ = -1;              // the tick whose wait last timed out
 

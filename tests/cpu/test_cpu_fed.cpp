@@ -21,6 +21,7 @@
 #include "reference/reference.hpp"
 #include "test_cpu_util.hpp"
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 namespace hotpath {
 namespace {
@@ -139,12 +140,17 @@ class ReferenceFeed final : public WindowStateFeed {
 };
 
 std::unique_ptr<Backend> fed_backend(const Model& m, Mode mode, int W, Precision p, ReferenceFeed::Control* control,
-                                     CriticalStateLayout* seen = nullptr) {
+                                     CriticalStateLayout* seen = nullptr, int crit_cores = 0) {
   BackendOptions o;
   o.mode = mode;
   o.window = W;
   o.precision = p;
   o.gpu.timeout_us = 2000;
+  if (crit_cores > 0) {
+    CpuOptions c;
+    c.crit_cores = crit_cores;
+    o.cpu = c;
+  }
   return make_cpu_backend_fed(m, o, "fedtest", [&, mode, W](const CriticalStateLayout& layout) {
     if (seen) *seen = layout;
     return std::make_unique<ReferenceFeed>(m, mode, W, layout, control);
@@ -204,7 +210,7 @@ TEST(CpuFed, ShapesAndLayout) {
     for (const Mode mode : {Mode::window, Mode::streaming}) {
       ReferenceFeed::Control control;
       CriticalStateLayout layout;
-      auto b = fed_backend(m, mode, s.W, Precision::fp32, &control, &layout);
+      auto b = fed_backend(m, mode, s.W, Precision::fp32, &control, &layout, 1);
       EXPECT_EQ(layout.layers, s.L);
       EXPECT_EQ(layout.hidden, s.H);
       EXPECT_EQ(layout.input, s.I);
@@ -218,6 +224,12 @@ TEST(CpuFed, ShapesAndLayout) {
       b->reset();
       const auto again = run_ticks(*b, x, T);
       EXPECT_EQ(again, z);
+      // over two cores (unpinned helpers), each part copies its own share of the state: the same answers
+      if (util::allowed_cores().size() >= 2 && layout.blocks >= 2) {
+        ReferenceFeed::Control control2;
+        auto split = fed_backend(m, mode, s.W, Precision::fp32, &control2, nullptr, 2);
+        EXPECT_EQ(run_ticks(*split, x, T), z) << "critical step over 2 cores";
+      }
     }
   }
 }
