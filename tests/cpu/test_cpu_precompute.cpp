@@ -278,9 +278,9 @@ TEST(CpuPrecomputeSplit, TheChoiceAndTheCores) {
     EXPECT_EQ(backend(small, Mode::window, Precision::bf16, "pre_cores=2")->facts().at("cpu_precompute_split").rfind("rows", 0), 0u);
   const size_t l2 = cpu::core_l2_bytes();
   if (l2 > 0 && l2 < (size_t(64) << 20)) {
-    // fp32 weights past half of L2: 4H x (I + H) x 2 x 4 bytes
+    // fp32 weights past half of L2: W_ih and W_hh, 4H x (I + H) floats (PackedModel::precompute_weight_bytes)
     int H = 64;
-    while (size_t(4) * H * (5 + H) * 8 <= l2 / 2) H *= 2;
+    while (size_t(4) * H * (5 + H) * 4 <= l2 / 2) H *= 2;
     const Model big = random_model(5, H, 1, 1, true, true, 4);
     EXPECT_EQ(backend(big, Mode::window, Precision::fp32, "pre_cores=2", 3)->facts().at("cpu_precompute_split").rfind("rows", 0), 0u)
         << "H " << H << ", L2 " << l2;
