@@ -22,8 +22,11 @@ constexpr auto kStartWait = std::chrono::seconds(20);  // how long a launch may 
 }  // namespace
 
 HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, const ExportLayout& layout, int device,
-                                   double lease_ms, HybridForm form)
+                                   double lease_ms, HybridForm form, const HybridTuning& tuning)
     : layout_(layout), device_(device), lease_ms_(lease_ms) {
+  if (tuning.stage_rows < 1 || tuning.stage_rows > HybridTuning::kMaxStageRows)
+    throw Error("hybrid precompute: stage rows " + std::to_string(tuning.stage_rows) + ": 1 to " +
+                std::to_string(HybridTuning::kMaxStageRows));
   const ModelConfig& cfg = model.config;
   const int H = cfg.hidden_size, L = cfg.num_layers;
   if (layout.lanes < 1 || layout.gate_floats < size_t((H + layout.lanes - 1) / layout.lanes) * 4 * size_t(layout.lanes) ||
@@ -36,6 +39,9 @@ HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, co
   const DeviceLimits limits = query_device_limits(device);
   gpu_name_ = limits.name;
   plan_ = plan_hybrid(model, mode, window, MailboxOptions{}, limits, 0, form);
+  plan_.params.hy_stage_rows = tuning.stage_rows;
+  plan_.params.hy_round_fence = tuning.round_fence ? 1 : 0;
+  plan_.params.hy_release_barrier = tuning.release_barrier ? 1 : 0;
   claim_ = std::make_unique<DeviceClaim>(device, nullptr);
   HOTPATH_CUDA_CHECK(cudaSetDevice(device));
   stream_ = Stream(cudaStreamNonBlocking);
@@ -236,6 +242,10 @@ std::map<std::string, double> HybridPrecompute::counters() const {
   if (waits_ > 0) c["gpu_precompute_wait_us_mean"] = double(wait_ns_) * 1e-3 / double(waits_);
   c["gpu_precompute_blocks"] = double(plan_.params.np);
   c["gpu_precompute_mma"] = plan_.params.hy_mma ? 1.0 : 0.0;
+  // the kernel's variant (HybridTuning), so a run's record says which ran
+  c["gpu_precompute_stage_rows"] = plan_.params.hy_stage_rows;
+  c["gpu_precompute_round_fence"] = plan_.params.hy_round_fence;
+  c["gpu_precompute_release_barrier"] = plan_.params.hy_release_barrier;
   // the rounds as the precompute's block 0 lives them (PrecomputeStat), SM cycles a round, this launch's
   SharedWords w{};
   if (words_.get() && cudaMemcpyAsync(&w, words_.get(), sizeof w, cudaMemcpyDeviceToHost, side_stream_.get()) == cudaSuccess &&

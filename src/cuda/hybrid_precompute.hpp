@@ -33,7 +33,7 @@ class HybridPrecompute {
   // already runs a hotpath kernel in this process) and Error for a layout that cannot hold the model.
   // form: the precompute's (plan_hybrid: the tensor cores where a block holds them, else fp32 dot products).
   HybridPrecompute(const Model& model, Mode mode, int window, const ExportLayout& layout, int device, double lease_ms,
-                   HybridForm form = HybridForm::automatic);
+                   HybridForm form = HybridForm::automatic, const HybridTuning& tuning = {});
   ~HybridPrecompute();
   HybridPrecompute(const HybridPrecompute&) = delete;
   HybridPrecompute& operator=(const HybridPrecompute&) = delete;

@@ -79,6 +79,14 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
 // block can hold it, else fp32. Throws UnsupportedError naming the limit (layers, SMs, shared memory, a too
 // wide input, mma asked where it does not fit).
 enum class HybridForm { automatic, fp32, mma };
+// Variants of the hybrid precompute's kernel, to compare them side by side (docs/hybrid.md,
+// HOTPATH_HYBRID_TUNE); LstmParams' hy_stage_rows, hy_round_fence, hy_release_barrier.
+struct HybridTuning {
+  static constexpr int kMaxStageRows = kMaxHybridStageRows;
+  int stage_rows = 2;            // mma form: the open windows' rows a warp stages at a time (1..kMaxStageRows)
+  bool round_fence = false;      // the publish: a gpu-scope fence a block, one system-scope fence a round
+  bool release_barrier = false;  // the grid barrier: arrival as one red.release, the wait an acquire, no fences
+};
 LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOptions& mailbox, const DeviceLimits& limits,
                      int max_precompute_blocks = 0, HybridForm form = HybridForm::automatic);
 

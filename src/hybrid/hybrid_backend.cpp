@@ -1,5 +1,6 @@
 #include "hybrid/hybrid_backend.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -21,7 +22,7 @@ class GpuFeed final : public cpu::WindowStateFeed {
   GpuFeed(const Model& model, const BackendOptions& o, const cpu::CriticalStateLayout& layout)
       : gpu_(model, o.mode, o.mode == Mode::window ? o.window : 1,
              cuda::ExportLayout{layout.lanes, layout.gate_floats, layout.layer_floats}, o.gpu.device, kLeaseMs,
-             form_from_env()) {}
+             form_from_env(), tuning_from_env()) {}
   const float* wait(long long t, std::chrono::nanoseconds timeout, bool* waited, std::string* why) override {
     return gpu_.wait(t, timeout, waited, why);
   }
@@ -55,6 +56,35 @@ class GpuFeed final : public cpu::WindowStateFeed {
     if (s.empty() || s == "early") return true;
     if (s == "late") return false;
     throw Error("HOTPATH_HYBRID_SEND='" + s + "': early or late");
+  }
+  // HOTPATH_HYBRID_TUNE=rows=N,fence=block|round,barrier=fence|release (docs/hybrid.md): the kernel's variants
+  // (cuda::HybridTuning), to compare them; unset: the defaults.
+  static cuda::HybridTuning tuning_from_env() {
+    cuda::HybridTuning t;
+    const char* v = std::getenv("HOTPATH_HYBRID_TUNE");
+    const std::string all = v ? v : "";
+    auto bad = [&](const std::string& item) {
+      return Error("HOTPATH_HYBRID_TUNE='" + all + "': '" + item +
+                   "' (comma-separated rows=1.." + std::to_string(cuda::HybridTuning::kMaxStageRows) +
+                   ", fence=block|round, barrier=fence|release)");
+    };
+    size_t at = 0;
+    while (at < all.size()) {
+      const size_t end = std::min(all.find(',', at), all.size());
+      const std::string item = all.substr(at, end - at);
+      at = end + 1;
+      const size_t eq = item.find('=');
+      const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+      if (key == "rows" && value.size() == 1 && value[0] >= '1' && value[0] <= '0' + cuda::HybridTuning::kMaxStageRows)
+        t.stage_rows = value[0] - '0';
+      else if (key == "fence" && (value == "block" || value == "round"))
+        t.round_fence = value == "round";
+      else if (key == "barrier" && (value == "fence" || value == "release"))
+        t.release_barrier = value == "release";
+      else
+        throw bad(item);
+    }
+    return t;
   }
   bool input_early_ = early_from_env();  // read first: a bad value is refused before the GPU is looked for
   cuda::HybridPrecompute gpu_;

@@ -99,26 +99,32 @@ class EnvScope {
   const char* name_;
 };
 
-// A bad HOTPATH_HYBRID_PRECOMPUTE or HOTPATH_HYBRID_SEND is named, before any GPU is looked for (where the
+// A bad HOTPATH_HYBRID_PRECOMPUTE, HOTPATH_HYBRID_SEND or HOTPATH_HYBRID_TUNE is named, before any GPU is looked for (where the
 // build has the GPU half).
 TEST(Hybrid, ABadKnobIsNamed) {
   const auto built = built_backends();
   if (std::find(built.begin(), built.end(), BackendKind::hybrid) == built.end())
     GTEST_SKIP() << "built without CUDA: RefusedWithoutAGpu covers it";
   const Golden g = load_golden("tiny");
-  const std::pair<const char*, const char*> knobs[] = {
-      {"HOTPATH_HYBRID_PRECOMPUTE", "HOTPATH_HYBRID_PRECOMPUTE='tensor': auto, fp32 or mma"},
-      {"HOTPATH_HYBRID_SEND", "HOTPATH_HYBRID_SEND='tensor': early or late"}};
-  for (const auto& [name, message] : knobs) {
-    SCOPED_TRACE(name);
-    const EnvScope scope(name, "tensor");
+  struct Knob {
+    const char *name, *value, *message;
+  };
+  const Knob knobs[] = {
+      {"HOTPATH_HYBRID_PRECOMPUTE", "tensor", "HOTPATH_HYBRID_PRECOMPUTE='tensor': auto, fp32 or mma"},
+      {"HOTPATH_HYBRID_SEND", "tensor", "HOTPATH_HYBRID_SEND='tensor': early or late"},
+      {"HOTPATH_HYBRID_TUNE", "tensor", "HOTPATH_HYBRID_TUNE='tensor': 'tensor' (comma-separated rows=1..4"},
+      {"HOTPATH_HYBRID_TUNE", "rows=2,rows=5", "HOTPATH_HYBRID_TUNE='rows=2,rows=5': 'rows=5'"},
+      {"HOTPATH_HYBRID_TUNE", "fence=round,barrier=acquire", "'barrier=acquire' (comma-separated"}};
+  for (const Knob& k : knobs) {
+    SCOPED_TRACE(std::string(k.name) + "=" + k.value);
+    const EnvScope scope(k.name, k.value);
     try {
       hybrid(g.model, Mode::window, g.window, Precision::fp32);
       ADD_FAILURE() << "a bad value was taken";
     } catch (const UnsupportedError& e) {
       ADD_FAILURE() << "looked for a device first: " << e.what();
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(k.message), std::string::npos) << e.what();
     }
   }
 }
@@ -209,6 +215,32 @@ TEST_F(HybridGpu, StepsWithoutFinishWaitForTheirState) {
     EXPECT_LE(reference::normalized_error(z, reference_run(g.model, mode, g.inputs, g.ticks, g.window)),
               error_bound(Precision::fp32));
     EXPECT_LE(b->counters().at("fed_late_ticks"), double(g.ticks));
+  }
+}
+
+// The kernel's variants (HOTPATH_HYBRID_TUNE) change where and when the state moves, not one sum: each answers
+// bit for bit as the default, in both forms.
+TEST_F(HybridGpu, TunedVariantsAnswerAsTheDefault) {
+  const Model m = *zoo_model("lstm_m");
+  const int W = m.config.window.value_or(32);
+  const size_t T = 2 * size_t(W) + 20, I = size_t(m.config.input_size);
+  std::vector<float> x(T * I);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (float& v : x) v = d(rng);
+  for (const char* form : {"fp32", "mma"}) {
+    const FormScope scope(form);
+    const auto base = run(*hybrid(m, Mode::window, W, Precision::bf16), x, T);
+    for (const char* tune : {"rows=1", "rows=4", "fence=round", "barrier=release", "rows=3,fence=round,barrier=release"}) {
+      SCOPED_TRACE(std::string(form) + " " + tune);
+      const EnvScope tuned("HOTPATH_HYBRID_TUNE", tune);
+      auto b = hybrid(m, Mode::window, W, Precision::bf16);
+      EXPECT_EQ(run(*b, x, T), base);
+      const auto c = b->counters();
+      if (std::string(tune).find("fence=round") != std::string::npos) EXPECT_EQ(c.at("gpu_precompute_round_fence"), 1);
+      if (std::string(tune).find("barrier=release") != std::string::npos)
+        EXPECT_EQ(c.at("gpu_precompute_release_barrier"), 1);
+    }
   }
 }
 

@@ -29,6 +29,11 @@ __device__ __forceinline__ unsigned long long ld_acquire_u64(const unsigned long
 __device__ __forceinline__ void st_release_u64(unsigned long long* p, unsigned long long v) {
   asm volatile("st.release.gpu.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }
+// An arrival that orders everything before it (this thread's writes and those it has seen, e.g. through
+// bar.sync) before the add, without a separate fence; no value back, so no round trip waited for.
+__device__ __forceinline__ void red_release_add_u64(unsigned long long* p, unsigned long long v) {
+  asm volatile("red.release.gpu.global.add.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}
 __device__ __forceinline__ unsigned ld_volatile_u32(const unsigned* p) { return *(const volatile unsigned*)p; }
 __device__ __forceinline__ void st_volatile_u32(unsigned* p, unsigned v) { *(volatile unsigned*)p = v; }
 

@@ -255,6 +255,8 @@ struct SharedWords {
   unsigned long long exported;
 };
 
+inline constexpr int kMaxHybridStageRows = 4;  // the hybrid mma block's staging: rows a warp at most
+
 struct LstmParams {
   MailboxView mb;
   long long stall_tick = -1;  // test hook (>= 0 selects the test-only kernels): stall stall_ns before answering this tick
@@ -372,6 +374,10 @@ struct LstmParams {
   int hy_kpad = 0;   // halves in a window's row of the staged h (16 hy_kt + 8: the B loads conflict-free)
   int hy_ncols = 0;  // open windows rounded up to whole n8 tiles
   int s_hyf = 0, s_hyb = 0, s_hyz = 0;  // shared memory: fragments, staged h (hi rows, then lo), the W_ih products
+  // The hybrid's kernel variants (HybridTuning, lstm_plan.hpp): rows a warp stages at a time (mma form); the
+  // publish's per-block fence at gpu scope, one system-scope fence a round (1); the precompute barrier as
+  // red.release + ld.acquire (1).
+  int hy_stage_rows = 2, hy_round_fence = 0, hy_release_barrier = 0;  // hy_stage_rows: 1..kMaxHybridStageRows
 
   // shared memory layout (bytes), computed on the host
   int smem_bytes = 0;

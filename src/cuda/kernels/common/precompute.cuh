@@ -75,10 +75,21 @@ __device__ __forceinline__ void record_precompute_round(SharedWords* words, long
 }
 
 // Monotonic-counter grid barrier over the precompute blocks; false when the kernel is quitting.
+// LstmParams::hy_release_barrier (the hybrid's variant): the arrival a red.release and the wait's acquire
+// loads order the blocks' writes, with no fence on either side.
 __device__ __forceinline__ bool pre_barrier(const LstmParams& p, unsigned long long& epoch, volatile unsigned* quit) {
   __syncthreads();
   ++epoch;
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0 && p.hy_release_barrier) {
+    dev::red_release_add_u64(&p.words->barrier, 1ull);
+    const unsigned long long target = epoch * (unsigned long long)p.np;
+    while (dev::ld_acquire_u64(&p.words->barrier) < target) {
+      if (dev::ld_volatile_u32(&p.words->quit)) {
+        *quit = 1;
+        break;
+      }
+    }
+  } else if (threadIdx.x == 0) {
     __threadfence();
     atomicAdd(&p.words->barrier, 1ull);
     const unsigned long long target = epoch * (unsigned long long)p.np;
@@ -111,7 +122,13 @@ __device__ __forceinline__ void export_state(const LstmParams& p, int u0, int nu
   }
   __syncthreads();
   if (tid == 0) {
-    __threadfence_system();  // this block's part is in host memory before it counts itself
+    // This block's part is in host memory before it counts itself; or (LstmParams::hy_round_fence) ordered at
+    // gpu scope before its count, which the last block's system-scope fence below then carries to the host
+    // (causality is transitive across the two scopes in the PTX memory model).
+    if (p.hy_round_fence)
+      __threadfence();
+    else
+      __threadfence_system();
     const unsigned long long done = atomicAdd(&p.words->published, 1ull) + 1ull;
     if (done == (unsigned long long)(tick + 1) * (unsigned long long)p.np) {  // the round's last block
       __threadfence_system();

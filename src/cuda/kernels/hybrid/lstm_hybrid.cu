@@ -157,27 +157,32 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
     // layers 1..L: the layer below's h of every open window staged as halves, then its products
     for (int l = 1; l <= L && nw > 0; ++l) {
       const bool last = l == L;
-      // A warp two windows' rows at a time, kStageLoads loads of each in flight before any is used: the h
-      // comes from L2 (every block's share of it), so each wait is an L2 latency, and a round has L of these.
-      for (int w0 = warp; w0 < nw; w0 += 2 * nwarps) {
-        const int w1 = w0 + nwarps;
-        const float* s0 = hstate(l - 1, slot_of(w0));
-        const float* s1 = w1 < nw ? hstate(l - 1, slot_of(w1)) : nullptr;
+      // A warp hy_stage_rows windows' rows at a time, kStageLoads loads of each in flight before any is used:
+      // the h comes from L2 (every block's share of it), so each wait is an L2 latency, and a round has L of these.
+      const int R = p.hy_stage_rows;
+      for (int w0 = warp; w0 < nw; w0 += R * nwarps) {
+        const float* src[kMaxHybridStageRows];
+#pragma unroll
+        for (int r = 0; r < kMaxHybridStageRows; ++r) {
+          const int w = w0 + r * nwarps;
+          src[r] = r < R && w < nw ? hstate(l - 1, slot_of(w)) : nullptr;
+        }
         for (int k0 = lane; k0 < H; k0 += kStageLoads * 32) {
-          float v0[kStageLoads], v1[kStageLoads];
+          float v[kMaxHybridStageRows][kStageLoads];
 #pragma unroll
-          for (int j = 0; j < kStageLoads; ++j) {
-            const int k = k0 + 32 * j;
-            v0[j] = k < H ? __ldcg(s0 + k) : 0.f;
-            v1[j] = s1 && k < H ? __ldcg(s1 + k) : 0.f;
-          }
+          for (int r = 0; r < kMaxHybridStageRows; ++r)
 #pragma unroll
-          for (int j = 0; j < kStageLoads; ++j) {
-            const int k = k0 + 32 * j;
-            if (k >= H) break;
-            stage_half(w0 * kpad + k, v0[j]);
-            if (s1) stage_half(w1 * kpad + k, v1[j]);
-          }
+            for (int j = 0; j < kStageLoads; ++j) {
+              const int k = k0 + 32 * j;
+              v[r][j] = src[r] && k < H ? __ldcg(src[r] + k) : 0.f;
+            }
+#pragma unroll
+          for (int r = 0; r < kMaxHybridStageRows; ++r)
+#pragma unroll
+            for (int j = 0; j < kStageLoads; ++j) {
+              const int k = k0 + 32 * j;
+              if (src[r] && k < H) stage_half((w0 + r * nwarps) * kpad + k, v[r][j]);
+            }
         }
       }
       __syncthreads();
