@@ -350,7 +350,7 @@ class CudaBackend final : public Backend {
     if (read && w.pre_sum[cuda::kPreRounds] > 0) {
       // the precompute's rounds as its block 0 lives them (PrecomputeStat), SM cycles a round
       const double rounds = double(w.pre_sum[cuda::kPreRounds]);
-      for (int i = cuda::kPreLayer0; i < cuda::kPrecomputeStats; ++i)
+      for (int i = cuda::kPreLayer0; i < cuda::kPreMmaParts; ++i)  // the tick kernels' precompute has no mma parts
         c[std::string("precompute_") + cuda::kPrecomputeStatNames[i] + "_cycles_mean"] = double(w.pre_sum[i]) / rounds;
     }
     if (!read) {

@@ -251,7 +251,7 @@ std::map<std::string, double> HybridPrecompute::counters() const {
   if (words_.get() && cudaMemcpyAsync(&w, words_.get(), sizeof w, cudaMemcpyDeviceToHost, side_stream_.get()) == cudaSuccess &&
       cudaStreamSynchronize(side_stream_.get()) == cudaSuccess && w.pre_sum[kPreRounds] > 0) {
     const double rounds = double(w.pre_sum[kPreRounds]);
-    for (int i = kPreLayer0; i < kPrecomputeStats; ++i)
+    for (int i = kPreLayer0; i < (plan_.params.hy_mma ? int(kPrecomputeStats) : int(kPreMmaParts)); ++i)
       c[std::string("gpu_precompute_") + kPrecomputeStatNames[i] + "_cycles_mean"] = double(w.pre_sum[i]) / rounds;
   }
   (void)cudaGetLastError();

@@ -124,11 +124,17 @@ inline constexpr int kGridStatSlots = 1 + kGridLayerStats * (kMaxLayers + 1);
 
 // The precompute's parts of a round (SharedWords::pre_sum): rounds timed, then SM cycles from the
 // input's arrival: layer 0 (W_ih,0 x and the cells), waits at the precompute's barriers, the GEMVs of
-// layers 1..L (gates and the next round's recurrent terms), the publish, and the whole round.
-enum PrecomputeStat : int { kPreRounds, kPreLayer0, kPreBarrier, kPreLayers, kPrePublish, kPreTotal, kPrecomputeStats };
+// layers 1..L (gates and the next round's recurrent terms), the publish, and the whole round. Then, the
+// hybrid's mma block only (kPreMmaParts on), its layers' passes split: staging the h, the products, the
+// cells (as its thread 0 lives them; the other threads' share of the cells lands in the barrier's wait).
+enum PrecomputeStat : int {
+  kPreRounds, kPreLayer0, kPreBarrier, kPreLayers, kPrePublish, kPreTotal,
+  kPreStage, kPreMma, kPreCells, kPrecomputeStats
+};
+inline constexpr int kPreMmaParts = kPreStage;  // the first of the mma block's own parts
 // Their names in the backends' counters (<prefix><name>_cycles_mean).
-inline constexpr const char* kPrecomputeStatNames[kPrecomputeStats] = {"rounds", "layer0", "barrier_wait", "layers",
-                                                                       "publish", "round"};
+inline constexpr const char* kPrecomputeStatNames[kPrecomputeStats] = {
+    "rounds", "layer0", "barrier_wait", "layers", "publish", "round", "layers_stage", "layers_mma", "layers_cells"};
 
 // The grid family's exchange (LstmParams::grid_exchange, CudaOptions::grid_exchange):
 //   flags:    every critical block polls the input itself; a block publishes each layer's h slice with

@@ -155,8 +155,10 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
     if (nw > 0 && !barrier()) return;
 
     // layers 1..L: the layer below's h of every open window staged as halves, then its products
+    long long t_stage = 0, t_mma = 0, t_cells = 0;  // the passes' parts (block 0 records them)
     for (int l = 1; l <= L && nw > 0; ++l) {
       const bool last = l == L;
+      const long long t_pass = clock64();
       // A warp hy_stage_rows windows' rows at a time, kStageLoads loads of each in flight before any is used:
       // the h comes from L2 (every block's share of it), so each wait is an L2 latency, and a round has L of these.
       const int R = p.hy_stage_rows;
@@ -186,6 +188,8 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
         }
       }
       __syncthreads();
+      const long long t_staged = clock64();
+      t_stage += t_staged - t_pass;
       const int ntiles = (nw + 7) >> 3, jobs_per = G * ntiles, jobs = (last ? 1 : 2) * jobs_per;
       for (int job = warp; job < jobs; job += nwarps) {
         const bool ih = job >= jobs_per;  // else W_hh,l-1: the next round's Q of layer l - 1
@@ -219,6 +223,8 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
         }
       }
       __syncthreads();
+      const long long t_products = clock64();
+      t_mma += t_products - t_staged;
       if (!last) {
         for (int i = tid; i < nw * nu; i += nthreads) {
           const int wi = i / nu, u = i % nu, slot = slot_of(wi);
@@ -229,6 +235,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
           C(l, slot)[u] = c;
           __stcg(hstate(l, slot) + u0 + u, h);
         }
+        t_cells += clock64() - t_products;
         if (!barrier()) return;
       }
     }
@@ -242,6 +249,10 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
       const long long t_end = clock64();
       dev::record_precompute_round(p.words, t_layer0 - t_start, t_barrier, t_layers - t_layer0 - t_barrier,
                                    t_end - t_layers, t_end - t_start);
+      unsigned long long* w = p.words->pre_sum;
+      w[kPreStage] += (unsigned long long)t_stage;
+      w[kPreMma] += (unsigned long long)t_mma;
+      w[kPreCells] += (unsigned long long)t_cells;
     }
   }
 }
