@@ -27,6 +27,8 @@
 #   cpu-bench        scripts/cpu-bench.sh (the CPU benchmarks: its own CPU-only build)
 #   ray-bench        bench/ray_scaling.py (docs/ray.md); needs ray importable by python3
 #   instances-bench  scripts/instances-bench.sh (many instances on one GPU; logs and JSON under OUT/instances)
+#   hybrid-bench     scripts/hybrid-bench.sh (the hybrid backend's kernel variants and the cpu backend side by
+#                    side; --hybrid-ticks N)
 # Options: --out DIR (default $OUT, else ./gpu-out), --build DIR (default ./build-gpu), --family-ticks N,
 # --capi-ticks N, --cpu-bench-ticks N, --throughput-backends "cpu cuda", --no-cli (skip the hotpath CLI),
 # --plan (print the parts that would run, and stop). Commands recorded before 2026-12-04 name the parts by
@@ -39,7 +41,7 @@ cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 
 DEFAULT_PARTS="gpu-tests capi-tests py-tests engine-tests capi-bench parallel-tests sanitizer cpu-tests sweep families bench kill-test"
-OPTIONAL_PARTS="probe soak first-ticks throughput cpu-bench ray-bench instances-bench"
+OPTIONAL_PARTS="probe soak first-ticks throughput cpu-bench ray-bench instances-bench hybrid-bench"
 declare -A RUN
 for p in $DEFAULT_PARTS; do RUN[$p]=1; done
 for p in $OPTIONAL_PARTS; do RUN[$p]=0; done
@@ -71,6 +73,7 @@ SANITIZER_FILTER=${SANITIZER_FILTER:-*CudaGolden*:*StreamingAndOddWindows*:*NanA
 FAMILY_TICKS=${FAMILY_TICKS:-100000}
 CAPI_TICKS=${CAPI_TICKS:-100000}
 CPU_BENCH_TICKS=${CPU_BENCH_TICKS:-200000}
+HYBRID_TICKS=200000
 THROUGHPUT_BACKENDS=${THROUGHPUT_BACKENDS:-cpu cuda}
 BENCH_CPU=${BENCH_CPU:-1}
 TORCH_CASE=${TORCH_CASE:-1}
@@ -92,6 +95,7 @@ while [ $# -gt 0 ]; do
     --family-ticks) need "$@"; FAMILY_TICKS=$(number "$arg" "$2") || exit 2; shift ;;
     --capi-ticks) need "$@"; CAPI_TICKS=$(number "$arg" "$2") || exit 2; shift ;;
     --cpu-bench-ticks) need "$@"; CPU_BENCH_TICKS=$(number "$arg" "$2") || exit 2; shift ;;
+    --hybrid-ticks) need "$@"; HYBRID_TICKS=$(number "$arg" "$2") || exit 2; shift ;;
     --gpu-filter) need "$@"; GPU_FILTER=$2; shift ;;
     --gpu-labels) need "$@"; GPU_LABELS=$2; shift ;;
     --sanitizer-filter) need "$@"; SANITIZER_FILTER=$2; shift ;;
@@ -187,6 +191,12 @@ if on ray-bench; then
   else
     say "ray (with ray.data) is not importable by python3, or the module did not build: skipped"
   fi
+fi
+
+if on hybrid-bench; then
+  say "the hybrid backend's variants (scripts/hybrid-bench.sh)"
+  ninja -C "$BUILD" -j"$JOBS" hotpath >>"$LOG" 2>&1 &&
+    scripts/hybrid-bench.sh --hotpath "$BUILD/hotpath" --out "$OUT" --ticks "$HYBRID_TICKS" 2>&1 | tail -25 | tee -a "$LOG"
 fi
 
 if on instances-bench; then
