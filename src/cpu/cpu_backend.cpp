@@ -66,7 +66,7 @@ size_t core_l2_bytes() {
 }
 
 int choose_critical_cores(int asked, size_t critical_bytes, size_t l2_bytes, size_t cpuset_cores, int blocks,
-                          size_t usable_cores) {
+                          size_t usable_cores, bool precompute_beside) {
   if (asked > 0) {
     const std::string n = std::to_string(asked);
     if (asked > blocks)
@@ -81,11 +81,12 @@ int choose_critical_cores(int asked, size_t critical_bytes, size_t l2_bytes, siz
     return asked;
   }
   // auto: split only where one core's L2 cannot keep the weights (half of it: the scratch, the state
-  // and the precompute's traffic share it), and only with a core left over for the precompute.
-  const size_t share = l2_bytes / 2;
-  if (cpuset_cores < 3 || share == 0 || critical_bytes <= share) return 1;
+  // and the precompute's traffic share it), and only with a core left over for the precompute (where it
+  // runs beside).
+  const size_t share = l2_bytes / 2, kept = precompute_beside ? 1 : 0;
+  if (cpuset_cores < 2 + kept || share == 0 || critical_bytes <= share) return 1;
   const size_t spread = (critical_bytes + share - 1) / share;
-  return int(std::min<size_t>({spread, size_t(kMaxCriticalCores), cpuset_cores - 1, size_t(std::max(blocks, 1))}));
+  return int(std::min<size_t>({spread, size_t(kMaxCriticalCores), cpuset_cores - kept, size_t(std::max(blocks, 1))}));
 }
 
 CpuBackend::Scratch::Scratch(int cols, int h_cols, int Hp, int kmax)
@@ -119,7 +120,8 @@ CpuBackend::CpuBackend(const Model& model, const BackendOptions& options, Precis
       nslots_(options.mode == Mode::window && !make_feed ? std::max(W_, 1) : 1),
       scaler_(model, options.scaler),
       crit_parts_(choose_critical_cores(isa.options.crit_cores, pm_.critical_weight_bytes(), core_l2_bytes(),
-                                        options.cpuset.size(), pm_.nb, util::allowed_cores().size())),
+                                        options.cpuset.size(), pm_.nb, util::allowed_cores().size(),
+                                        /*precompute_beside=*/!make_feed)),
       crit_pool_(helper_cores(options.cpuset, crit_parts_), "critical-step helper", /*doze=*/false,
                  staging(options)),
       pool_(make_feed ? std::vector<int>{} : precompute_cores(options.cpuset, crit_parts_, isa.options.pre_cores),

@@ -39,9 +39,10 @@ std::string int8_slow_note(const CpuFeatures& features, const CpuOptions& option
 // unknown), a cpuset of `cpuset_cores` (0: none) and `usable_cores` this process may run on. Throws
 // hotpath::Error, naming why, for an ask that cannot be served: more parts than blocks, than the cpuset
 // has, or (without one) than the process has cores (each part spins on a core of its own: two on one
-// core would wait for the scheduler at every barrier).
+// core would wait for the scheduler at every barrier). `precompute_beside`: auto leaves a cpuset core for the
+// precompute (false: a fed backend, whose precompute runs elsewhere, may take them all).
 int choose_critical_cores(int asked, size_t critical_bytes, size_t l2_bytes, size_t cpuset_cores, int blocks,
-                          size_t usable_cores);
+                          size_t usable_cores, bool precompute_beside = true);
 // One core's L2 as the C library reports it; 0 when it does not.
 size_t core_l2_bytes();
 }  // namespace cpu

@@ -116,6 +116,11 @@ TEST(CpuCriticalSplit, TheCountIsChosenFromTheWeightsAndChecked) {
   EXPECT_EQ(choose_critical_cores(0, 3 * MB, 2 * MB, 3, 64, 16), 2);
   EXPECT_EQ(choose_critical_cores(0, 3 * MB, 2 * MB, 16, 2, 16), 2);
   EXPECT_EQ(choose_critical_cores(0, 100 * MB, 2 * MB, 64, 64, 64), kMaxCriticalCores);
+  // a fed backend (its precompute elsewhere) keeps no core back: all of a cpuset of 2 or 3
+  EXPECT_EQ(choose_critical_cores(0, 3 * MB, 2 * MB, 3, 64, 16, /*precompute_beside=*/false), 3);
+  EXPECT_EQ(choose_critical_cores(0, 8 * MB, 2 * MB, 2, 64, 16, /*precompute_beside=*/false), 2);
+  EXPECT_EQ(choose_critical_cores(0, 8 * MB, 2 * MB, 1, 64, 16, /*precompute_beside=*/false), 1);
+  EXPECT_EQ(choose_critical_cores(0, MB, 2 * MB, 4, 64, 16, /*precompute_beside=*/false), 1);  // fits one L2
 }
 
 }  // namespace
