@@ -42,6 +42,7 @@ HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, co
   plan_.params.hy_stage_rows = tuning.stage_rows;
   plan_.params.hy_round_fence = tuning.round_fence ? 1 : 0;
   plan_.params.hy_release_barrier = tuning.release_barrier ? 1 : 0;
+  input_mirror_ = tuning.input_mirror && plan_.params.hy_mma;  // the fp32 form reads xbuf only
   claim_ = std::make_unique<DeviceClaim>(device, nullptr);
   HOTPATH_CUDA_CHECK(cudaSetDevice(device));
   stream_ = Stream(cudaStreamNonBlocking);
@@ -99,12 +100,18 @@ void HybridPrecompute::launch() {
   });
   words_.zero(stream_.get());
   h_state_.zero(stream_.get());
+  if (input_mirror_) {
+    // zeroed at each launch: an earlier launch's chunks carry sequence words this one will use again
+    if (!xmirror_.get()) xmirror_ = DeviceBuffer<Chunk>(2 * size_t(mailbox_->view(0).n_in));
+    xmirror_.zero(stream_.get());
+  }
   HOTPATH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   LstmParams p = plan_.params;
   p.mb = mailbox_->view((long long)(lease_ms_ * 1e6));
   p.pre_w = pre_w_.get();
   p.h_state = h_state_.get();
   p.xbuf = xbuf_.get();
+  p.hy_xmirror = input_mirror_ ? xmirror_.get() : nullptr;
   p.words = words_.get();
   p.pre_state = pre_state_.get();
   p.hy_frags = frags_.get();
@@ -246,6 +253,7 @@ std::map<std::string, double> HybridPrecompute::counters() const {
   c["gpu_precompute_stage_rows"] = plan_.params.hy_stage_rows;
   c["gpu_precompute_round_fence"] = plan_.params.hy_round_fence;
   c["gpu_precompute_release_barrier"] = plan_.params.hy_release_barrier;
+  c["gpu_precompute_input_mirror"] = input_mirror_ ? 1.0 : 0.0;
   // the rounds as the precompute's block 0 lives them (PrecomputeStat), SM cycles a round, this launch's
   SharedWords w{};
   if (words_.get() && cudaMemcpyAsync(&w, words_.get(), sizeof w, cudaMemcpyDeviceToHost, side_stream_.get()) == cudaSuccess &&

@@ -62,6 +62,8 @@ class HybridPrecompute {
   std::unique_ptr<DeviceClaim> claim_;
   Stream stream_, side_stream_;  // the kernel's; reads of its words while it runs
   DeviceBuffer<float> pre_w_, h_state_, xbuf_, pre_state_;
+  DeviceBuffer<Chunk> xmirror_;  // HybridTuning::input_mirror: two ticks of input chunks
+  bool input_mirror_ = false;
   DeviceBuffer<uint32_t> frags_;  // the tensor-core form's weights
   DeviceBuffer<SharedWords> words_;
   std::unique_ptr<HostMailbox> mailbox_;

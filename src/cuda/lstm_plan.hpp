@@ -86,6 +86,7 @@ struct HybridTuning {
   int stage_rows = 2;            // mma form: the open windows' rows a warp stages at a time (1..kMaxStageRows)
   bool round_fence = false;      // the publish: a gpu-scope fence a block, one system-scope fence a round
   bool release_barrier = false;  // the grid barrier: arrival as one red.release, the wait an acquire, no fences
+  bool input_mirror = false;     // mma form: the blocks poll the feeder's copy of the input chunks themselves
 };
 LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOptions& mailbox, const DeviceLimits& limits,
                      int max_precompute_blocks = 0, HybridForm form = HybridForm::automatic);

@@ -57,7 +57,7 @@ class GpuFeed final : public cpu::WindowStateFeed {
     if (s == "late") return false;
     throw Error("HOTPATH_HYBRID_SEND='" + s + "': early or late");
   }
-  // HOTPATH_HYBRID_TUNE=rows=N,fence=block|round,barrier=fence|release (docs/hybrid.md): the kernel's variants
+  // HOTPATH_HYBRID_TUNE=rows=N,fence=block|round,barrier=fence|release,input=feeder|mirror (docs/hybrid.md): the kernel's variants
   // (cuda::HybridTuning), to compare them; unset: the defaults.
   static cuda::HybridTuning tuning_from_env() {
     cuda::HybridTuning t;
@@ -66,7 +66,7 @@ class GpuFeed final : public cpu::WindowStateFeed {
     auto bad = [&](const std::string& item) {
       return Error("HOTPATH_HYBRID_TUNE='" + all + "': '" + item +
                    "' (comma-separated rows=1.." + std::to_string(cuda::HybridTuning::kMaxStageRows) +
-                   ", fence=block|round, barrier=fence|release)");
+                   ", fence=block|round, barrier=fence|release, input=feeder|mirror)");
     };
     size_t at = 0;
     while (at < all.size()) {
@@ -81,6 +81,8 @@ class GpuFeed final : public cpu::WindowStateFeed {
         t.round_fence = value == "round";
       else if (key == "barrier" && (value == "fence" || value == "release"))
         t.release_barrier = value == "release";
+      else if (key == "input" && (value == "feeder" || value == "mirror"))
+        t.input_mirror = value == "mirror";
       else
         throw bad(item);
     }

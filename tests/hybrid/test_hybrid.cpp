@@ -231,7 +231,8 @@ TEST_F(HybridGpu, TunedVariantsAnswerAsTheDefault) {
   for (const char* form : {"fp32", "mma"}) {
     const FormScope scope(form);
     const auto base = run(*hybrid(m, Mode::window, W, Precision::bf16), x, T);
-    for (const char* tune : {"rows=1", "rows=4", "fence=round", "barrier=release", "rows=3,fence=round,barrier=release"}) {
+    for (const char* tune : {"rows=1", "rows=4", "fence=round", "barrier=release", "input=mirror",
+                             "rows=3,fence=round,barrier=release,input=mirror"}) {
       SCOPED_TRACE(std::string(form) + " " + tune);
       const EnvScope tuned("HOTPATH_HYBRID_TUNE", tune);
       auto b = hybrid(m, Mode::window, W, Precision::bf16);
@@ -240,6 +241,9 @@ TEST_F(HybridGpu, TunedVariantsAnswerAsTheDefault) {
       if (std::string(tune).find("fence=round") != std::string::npos) EXPECT_EQ(c.at("gpu_precompute_round_fence"), 1);
       if (std::string(tune).find("barrier=release") != std::string::npos)
         EXPECT_EQ(c.at("gpu_precompute_release_barrier"), 1);
+      // the mirror is the mma form's: the fp32 form reads the feeder's buffer as before
+      if (std::string(tune).find("input=mirror") != std::string::npos)
+        EXPECT_EQ(c.at("gpu_precompute_input_mirror"), std::string(form) == "mma" ? 1 : 0);
     }
   }
 }

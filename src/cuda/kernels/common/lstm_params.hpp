@@ -384,6 +384,10 @@ struct LstmParams {
   // publish's per-block fence at gpu scope, one system-scope fence a round (1); the precompute barrier as
   // red.release + ld.acquire (1).
   int hy_stage_rows = 2, hy_round_fence = 0, hy_release_barrier = 0;  // hy_stage_rows: 1..kMaxHybridStageRows
+  // hy_xmirror (non-null: the mma blocks take x_t from it): the feeder also stores each input chunk as it came,
+  // tick t's at hy_xmirror + (t & 1) * mb.n_in; the blocks poll those for the tick's sequence word themselves
+  // (no fence, flag and second read between the feeder and them). Zeroed at each launch.
+  Chunk* hy_xmirror = nullptr;
 
   // shared memory layout (bytes), computed on the host
   int smem_bytes = 0;

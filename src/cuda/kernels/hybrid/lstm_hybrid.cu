@@ -43,6 +43,7 @@ __device__ void hybrid_feeder(const LstmParams& p) {
       leaving = !dev::warp_poll_tick(
           part, slot + c0, seq,
           [&](uint4 v) {
+            if (p.hy_xmirror) dev::st_volatile_v4(p.hy_xmirror + (s & 1) * p.mb.n_in + c, v);  // as it came
             const float xs[3] = {__uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w)};
 #pragma unroll
             for (int i = 0; i < 3; ++i) {
@@ -66,6 +67,42 @@ __device__ void hybrid_feeder(const LstmParams& p) {
 }
 
 constexpr int kStageLoads = 8;  // the mma block's staging: loads of a row in flight per lane
+
+// Round t's input from the feeder's copy of the chunks (LstmParams::hy_xmirror): warp 0 polls them, 32 at a
+// time, for tick t's sequence word and writes x_t into sx; false (in every thread) when the kernel is leaving.
+// The feeder stores a tick's chunks only once the round before is exported, so a parity's chunks are never
+// overwritten under a block still reading them.
+__device__ bool mirror_round_input(const LstmParams& p, long long t, float* sx, volatile unsigned* quit) {
+  const int lane = int(threadIdx.x & 31);
+  if (threadIdx.x < 32) {
+    const unsigned seq = wire_seq(t);
+    const Chunk* slot = p.hy_xmirror + (t & 1) * p.mb.n_in;
+    auto leave_now = [&]() {  // whole warp
+      const unsigned r = lane == 0 ? dev::ld_volatile_u32(&p.words->quit) : 0u;
+      return __shfl_sync(0xffffffffu, r, 0) != 0;
+    };
+    bool leaving = false;
+    for (int c0 = 0; c0 < p.mb.n_in && !leaving; c0 += 32) {
+      MailboxView part = p.mb;
+      part.n_in = min(32, p.mb.n_in - c0);
+      const int c = c0 + lane;
+      leaving = !dev::warp_poll_tick(
+          part, slot + c0, seq,
+          [&](uint4 v) {
+            const float xs[3] = {__uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w)};
+#pragma unroll
+            for (int i = 0; i < 3; ++i) {
+              const int k = p.mb.in_fpc * c + i;
+              if (i < p.mb.in_fpc && k < p.I) sx[k] = xs[i];
+            }
+          },
+          leave_now);
+    }
+    if (leaving && lane == 0) *quit = 1;
+  }
+  __syncthreads();
+  return *quit == 0;
+}
 
 // The precompute's tensor-core form (LstmParams::hy_*), block b: the block's units of every open window, as the
 // shared fp32 form (common/precompute.cuh) computes them, but each layer's products of all open windows' h
@@ -118,7 +155,11 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
 
   unsigned long long epoch = 0;
   for (long long t = 0;; ++t) {
-    if (!dev::wait_round_input(p, t, quit)) return;
+    if (p.hy_xmirror) {
+      if (!mirror_round_input(p, t, sx, quit)) return;
+    } else {
+      if (!dev::wait_round_input(p, t, quit)) return;
+    }
     const long long t_start = clock64();
     long long t_barrier = 0;
     auto barrier = [&]() {
@@ -127,7 +168,8 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
       t_barrier += clock64() - t0;
       return ok;
     };
-    for (int i = tid; i < I; i += nthreads) sx[i] = __ldcg(p.xbuf + i);
+    if (!p.hy_xmirror)
+      for (int i = tid; i < I; i += nthreads) sx[i] = __ldcg(p.xbuf + i);
     const dev::RoundWindows wins = dev::round_windows(p, t);
     const int nw = wins.nw;
     if (wins.fresh >= 0) dev::fresh_window(p, sQ, scs, sw, wins.fresh);
