@@ -37,6 +37,15 @@ double bound_for(const Model& m, Mode mode, Precision p, const std::vector<float
   return int8_error_bound(reference::normalized_error(reference_run(int8_rounded(m), mode, x, T, W), exact));
 }
 
+// T ticks of I normal inputs.
+std::vector<float> random_inputs(size_t T, size_t I, unsigned seed) {
+  std::vector<float> x(T * I);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (float& v : x) v = d(rng);
+  return x;
+}
+
 // step() then finish_precompute() each tick (finish: false, step() alone: it waits for the state itself).
 std::vector<double> run(Backend& b, const std::vector<float>& x, size_t T, bool finish = true) {
   const size_t I = size_t(b.config().input_size), O = size_t(b.config().output_size);
@@ -174,11 +183,8 @@ TEST_F(HybridGpu, ZooModelsAndReset) {
   for (const std::string name : {"lstm_s", "lstm_m", "stac_b"}) {
     const Model m = *zoo_model(name);
     const int W = m.config.window.value_or(32);
-    const size_t T = 2 * size_t(W) + 20, I = size_t(m.config.input_size);
-    std::vector<float> x(T * I);
-    std::mt19937 rng(5);
-    std::normal_distribution<float> d(0.f, 1.f);
-    for (float& v : x) v = d(rng);
+    const size_t T = 2 * size_t(W) + 20;
+    const std::vector<float> x = random_inputs(T, size_t(m.config.input_size), 5);
     // the float64 references once a model (each is seconds of host time), for both forms
     const auto exact = reference_run(m, Mode::window, x, T, W);
     const Precision precisions[] = {Precision::bf16, Precision::int8};
@@ -223,11 +229,8 @@ TEST_F(HybridGpu, StepsWithoutFinishWaitForTheirState) {
 TEST_F(HybridGpu, TunedVariantsAnswerAsTheDefault) {
   const Model m = *zoo_model("lstm_m");
   const int W = m.config.window.value_or(32);
-  const size_t T = 2 * size_t(W) + 20, I = size_t(m.config.input_size);
-  std::vector<float> x(T * I);
-  std::mt19937 rng(9);
-  std::normal_distribution<float> d(0.f, 1.f);
-  for (float& v : x) v = d(rng);
+  const size_t T = 2 * size_t(W) + 20;
+  const std::vector<float> x = random_inputs(T, size_t(m.config.input_size), 9);
   for (const char* form : {"fp32", "mma"}) {
     const FormScope scope(form);
     const auto base = run(*hybrid(m, Mode::window, W, Precision::bf16), x, T);
