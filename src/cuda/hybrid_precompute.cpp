@@ -79,7 +79,7 @@ HybridPrecompute::~HybridPrecompute() {
   if (leaked_) {  // a kernel that did not leave keeps what it writes to
     (void)mailbox_.release();
     (void)pre_w_.release(), (void)h_state_.release(), (void)xbuf_.release(), (void)pre_state_.release(), (void)words_.release();
-    (void)frags_.release();
+    (void)frags_.release(), (void)xmirror_.release();
     (void)claim_.release();
     return;
   }
@@ -250,7 +250,7 @@ std::map<std::string, double> HybridPrecompute::counters() const {
   c["gpu_precompute_blocks"] = double(plan_.params.np);
   c["gpu_precompute_mma"] = plan_.params.hy_mma ? 1.0 : 0.0;
   // the kernel's variant (HybridTuning), so a run's record says which ran
-  c["gpu_precompute_stage_rows"] = plan_.params.hy_stage_rows;
+  c["gpu_precompute_stage_rows"] = plan_.params.hy_mma ? plan_.params.hy_stage_rows : 0;  // the mma form's
   c["gpu_precompute_round_fence"] = plan_.params.hy_round_fence;
   c["gpu_precompute_release_barrier"] = plan_.params.hy_release_barrier;
   c["gpu_precompute_input_mirror"] = input_mirror_ ? 1.0 : 0.0;

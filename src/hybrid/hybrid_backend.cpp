@@ -69,7 +69,7 @@ class GpuFeed final : public cpu::WindowStateFeed {
                    ", fence=block|round, barrier=fence|release, input=feeder|mirror)");
     };
     size_t at = 0;
-    while (at < all.size()) {
+    while (!all.empty() && at <= all.size()) {  // an empty item anywhere (",", "a,,b", "a,") is refused
       const size_t end = std::min(all.find(',', at), all.size());
       const std::string item = all.substr(at, end - at);
       at = end + 1;

@@ -123,7 +123,9 @@ TEST(Hybrid, ABadKnobIsNamed) {
       {"HOTPATH_HYBRID_SEND", "tensor", "HOTPATH_HYBRID_SEND='tensor': early or late"},
       {"HOTPATH_HYBRID_TUNE", "tensor", "HOTPATH_HYBRID_TUNE='tensor': 'tensor' (comma-separated rows=1..4"},
       {"HOTPATH_HYBRID_TUNE", "rows=2,rows=5", "HOTPATH_HYBRID_TUNE='rows=2,rows=5': 'rows=5'"},
-      {"HOTPATH_HYBRID_TUNE", "fence=round,barrier=acquire", "'barrier=acquire' (comma-separated"}};
+      {"HOTPATH_HYBRID_TUNE", "fence=round,barrier=acquire", "'barrier=acquire' (comma-separated"},
+      {"HOTPATH_HYBRID_TUNE", "rows=2,", "HOTPATH_HYBRID_TUNE='rows=2,': '' (comma-separated"},
+      {"HOTPATH_HYBRID_TUNE", "rows=", "'rows=' (comma-separated"}};
   for (const Knob& k : knobs) {
     SCOPED_TRACE(std::string(k.name) + "=" + k.value);
     const EnvScope scope(k.name, k.value);
