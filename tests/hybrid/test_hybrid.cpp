@@ -6,9 +6,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <random>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -251,6 +252,37 @@ TEST_F(HybridGpu, TunedVariantsAnswerAsTheDefault) {
         EXPECT_EQ(c.at("gpu_precompute_input_mirror"), std::string(form) == "mma" ? 1 : 0);
     }
   }
+}
+
+// The variants that change how the state's stores are ordered (fence=round, barrier=release, input=mirror),
+// over many ticks, against the default bit for bit: a block's state arriving after the round's sequence word
+// would show as a differing answer. HOTPATH_HYBRID_STRESS_TICKS sets the ticks (default 20,000, a few seconds;
+// docs/hybrid.md asks for millions on a host before fence=round is trusted).
+TEST_F(HybridGpu, OrderingVariantsHoldOverManyTicks) {
+  const char* env = std::getenv("HOTPATH_HYBRID_STRESS_TICKS");
+  const size_t T = env ? size_t(std::strtoull(env, nullptr, 10)) : 20000;
+  ASSERT_GT(T, 0u) << "HOTPATH_HYBRID_STRESS_TICKS=" << env;
+  const Model m = *zoo_model("lstm_m");
+  const int W = m.config.window.value_or(32);
+  const size_t I = size_t(m.config.input_size), O = size_t(m.config.output_size), period = 10007;  // prime
+  const std::vector<float> x = random_inputs(period, I, 13);
+  auto answers = [&](Backend& b) {
+    std::vector<float> z(T * O);
+    for (size_t t = 0; t < T; ++t) {
+      b.step(std::span<const float>(x.data() + (t % period) * I, I), std::span<float>(z.data() + t * O, O));
+      b.finish_precompute();
+    }
+    return z;
+  };
+  const FormScope scope("mma");
+  const auto base = answers(*hybrid(m, Mode::window, W, Precision::bf16));
+  const EnvScope tuned("HOTPATH_HYBRID_TUNE", "fence=round,barrier=release,input=mirror");
+  const auto z = answers(*hybrid(m, Mode::window, W, Precision::bf16));
+  size_t differ = 0, first = T;
+  for (size_t t = 0; t < T; ++t)
+    if (std::memcmp(z.data() + t * O, base.data() + t * O, O * sizeof(float)) != 0 && differ++ == 0) first = t;
+  EXPECT_EQ(differ, 0u) << "ticks answered differently, the first at " << first << " of " << T;
+  std::printf("[hybrid] ordering variants: %zu ticks, %zu differ\n", T, differ);
 }
 
 // Two hybrid engines cannot share the GPU's SMs in one process: the second is refused at once, naming why.
