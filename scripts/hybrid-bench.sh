@@ -54,7 +54,7 @@ HY=2-5
 CPU=2-$((NCPU - 1))
 for m in $MODELS; do
   bench "$m-hybrid-default" $HY 4 hybrid "$m"
-  for tune in rows=1 rows=4 fence=round barrier=release input=mirror rows=4,fence=round,barrier=release,input=mirror; do
+  for tune in last=whole rows=1 rows=4 fence=round barrier=release input=mirror rows=4,fence=round,barrier=release,input=mirror; do
     bench "$m-hybrid-${tune//[=,]/-}" $HY 4 hybrid "$m" HOTPATH_HYBRID_TUNE="$tune"
   done
   bench "$m-hybrid-fp32" $HY 4 hybrid "$m" HOTPATH_HYBRID_PRECOMPUTE=fp32

@@ -42,6 +42,7 @@ HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, co
   plan_.params.hy_stage_rows = tuning.stage_rows;
   plan_.params.hy_round_fence = tuning.round_fence ? 1 : 0;
   plan_.params.hy_release_barrier = tuning.release_barrier ? 1 : 0;
+  plan_.params.hy_last_whole = tuning.last_whole ? 1 : 0;
   input_mirror_ = tuning.input_mirror && plan_.params.hy_mma;  // the fp32 form reads xbuf only
   claim_ = std::make_unique<DeviceClaim>(device, nullptr);
   HOTPATH_CUDA_CHECK(cudaSetDevice(device));
@@ -254,6 +255,7 @@ std::map<std::string, double> HybridPrecompute::counters() const {
   c["gpu_precompute_round_fence"] = plan_.params.hy_round_fence;
   c["gpu_precompute_release_barrier"] = plan_.params.hy_release_barrier;
   c["gpu_precompute_input_mirror"] = input_mirror_ ? 1.0 : 0.0;
+  c["gpu_precompute_last_whole"] = plan_.params.hy_mma ? plan_.params.hy_last_whole : 1;  // fp32: always whole
   // the rounds as the precompute's block 0 lives them (PrecomputeStat), SM cycles a round, this launch's
   SharedWords w{};
   if (words_.get() && cudaMemcpyAsync(&w, words_.get(), sizeof w, cudaMemcpyDeviceToHost, side_stream_.get()) == cudaSuccess &&

@@ -87,6 +87,8 @@ struct HybridTuning {
   bool round_fence = false;      // the publish: a gpu-scope fence a block, one system-scope fence a round
   bool release_barrier = false;  // the grid barrier: arrival as one red.release, the wait an acquire, no fences
   bool input_mirror = false;     // mma form: the blocks poll the feeder's copy of the input chunks themselves
+  bool last_whole = false;       // mma form: the last pass whole before the publish (default: the completing
+                                 // window's tile first, the other windows' after the publish)
 };
 LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOptions& mailbox, const DeviceLimits& limits,
                      int max_precompute_blocks = 0, HybridForm form = HybridForm::automatic);

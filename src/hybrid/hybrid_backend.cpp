@@ -57,7 +57,8 @@ class GpuFeed final : public cpu::WindowStateFeed {
     if (s == "late") return false;
     throw Error("HOTPATH_HYBRID_SEND='" + s + "': early or late");
   }
-  // HOTPATH_HYBRID_TUNE=rows=N,fence=block|round,barrier=fence|release,input=feeder|mirror (docs/hybrid.md): the kernel's variants
+  // HOTPATH_HYBRID_TUNE=rows=N,fence=block|round,barrier=fence|release,input=feeder|mirror,last=split|whole
+  // (docs/hybrid.md): the kernel's variants
   // (cuda::HybridTuning), to compare them; unset: the defaults.
   static cuda::HybridTuning tuning_from_env() {
     cuda::HybridTuning t;
@@ -66,7 +67,7 @@ class GpuFeed final : public cpu::WindowStateFeed {
     auto bad = [&](const std::string& item) {
       return Error("HOTPATH_HYBRID_TUNE='" + all + "': '" + item +
                    "' (comma-separated rows=1.." + std::to_string(cuda::HybridTuning::kMaxStageRows) +
-                   ", fence=block|round, barrier=fence|release, input=feeder|mirror)");
+                   ", fence=block|round, barrier=fence|release, input=feeder|mirror, last=split|whole)");
     };
     size_t at = 0;
     while (!all.empty() && at <= all.size()) {  // an empty item anywhere (",", "a,,b", "a,") is refused
@@ -83,6 +84,8 @@ class GpuFeed final : public cpu::WindowStateFeed {
         t.release_barrier = value == "release";
       else if (key == "input" && (value == "feeder" || value == "mirror"))
         t.input_mirror = value == "mirror";
+      else if (key == "last" && (value == "split" || value == "whole"))
+        t.last_whole = value == "whole";
       else
         throw bad(item);
     }

@@ -237,8 +237,8 @@ TEST_F(HybridGpu, TunedVariantsAnswerAsTheDefault) {
   for (const char* form : {"fp32", "mma"}) {
     const FormScope scope(form);
     const auto base = run(*hybrid(m, Mode::window, W, Precision::bf16), x, T);
-    for (const char* tune : {"rows=1", "rows=4", "fence=round", "barrier=release", "input=mirror",
-                             "rows=3,fence=round,barrier=release,input=mirror"}) {
+    for (const char* tune : {"rows=1", "rows=4", "fence=round", "barrier=release", "input=mirror", "last=whole",
+                             "rows=3,fence=round,barrier=release,input=mirror,last=whole"}) {
       SCOPED_TRACE(std::string(form) + " " + tune);
       const EnvScope tuned("HOTPATH_HYBRID_TUNE", tune);
       auto b = hybrid(m, Mode::window, W, Precision::bf16);

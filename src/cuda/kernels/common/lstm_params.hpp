@@ -126,15 +126,17 @@ inline constexpr int kGridStatSlots = 1 + kGridLayerStats * (kMaxLayers + 1);
 // input's arrival: layer 0 (W_ih,0 x and the cells), waits at the precompute's barriers, the GEMVs of
 // layers 1..L (gates and the next round's recurrent terms), the publish, and the whole round. Then, the
 // hybrid's mma block only (kPreMmaParts on), its layers' passes split: staging the h, the products, the
-// cells (as its thread 0 lives them; the other threads' share of the cells lands in the barrier's wait).
+// cells (as its thread 0 lives them; the other threads' share of the cells lands in the barrier's wait), and
+// the work left until after the publish (the last pass's other windows; "round" ends at the publish).
 enum PrecomputeStat : int {
   kPreRounds, kPreLayer0, kPreBarrier, kPreLayers, kPrePublish, kPreTotal,
-  kPreStage, kPreMma, kPreCells, kPrecomputeStats
+  kPreStage, kPreMma, kPreCells, kPreDeferred, kPrecomputeStats
 };
 inline constexpr int kPreMmaParts = kPreStage;  // the first of the mma block's own parts
 // Their names in the backends' counters (<prefix><name>_cycles_mean).
 inline constexpr const char* kPrecomputeStatNames[kPrecomputeStats] = {
-    "rounds", "layer0", "barrier_wait", "layers", "publish", "round", "layers_stage", "layers_mma", "layers_cells"};
+    "rounds", "layer0", "barrier_wait", "layers", "publish", "round", "layers_stage", "layers_mma", "layers_cells",
+    "deferred"};
 
 // The grid family's exchange (LstmParams::grid_exchange, CudaOptions::grid_exchange):
 //   flags:    every critical block polls the input itself; a block publishes each layer's h slice with
@@ -384,6 +386,9 @@ struct LstmParams {
   // publish's per-block fence at gpu scope, one system-scope fence a round (1); the precompute barrier as
   // red.release + ld.acquire (1).
   int hy_stage_rows = 2, hy_round_fence = 0, hy_release_barrier = 0;  // hy_stage_rows: 1..kMaxHybridStageRows
+  // mma form: 0, the last layer pass does the completing window's tile, publishes, then the other tiles;
+  // 1, all of it before the publish.
+  int hy_last_whole = 0;
   // hy_xmirror (non-null: the mma blocks take x_t from it): the feeder also stores each input chunk as it came,
   // tick t's at hy_xmirror + (t & 1) * mb.n_in; the blocks poll those for the tick's sequence word themselves
   // (no fence, flag and second read between the feeder and them). Zeroed at each launch.

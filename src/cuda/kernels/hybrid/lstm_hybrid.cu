@@ -199,18 +199,18 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
 
     // layers 1..L: the layer below's h of every open window staged as halves, then its products
     long long t_stage = 0, t_mma = 0, t_cells = 0;  // the passes' parts (block 0 records them)
-    for (int l = 1; l <= L && nw > 0; ++l) {
-      const bool last = l == L;
-      const long long t_pass = clock64();
-      // A warp hy_stage_rows windows' rows at a time, kStageLoads loads of each in flight before any is used:
-      // the h comes from L2 (every block's share of it), so each wait is an L2 latency, and a round has L of these.
+    // Windows [lo, hi)'s h of layer l - 1 into the staged halves: a warp hy_stage_rows rows at a time,
+    // kStageLoads loads of each in flight before any is used (the h comes from L2, every block's share of it,
+    // so each wait is an L2 latency), then the block's barrier.
+    auto stage = [&](int l, int lo, int hi) {
+      const long long t0 = clock64();
       const int R = p.hy_stage_rows;
-      for (int w0 = warp; w0 < nw; w0 += R * nwarps) {
+      for (int w0 = lo + warp; w0 < hi; w0 += R * nwarps) {
         const float* src[kMaxHybridStageRows];
 #pragma unroll
         for (int r = 0; r < kMaxHybridStageRows; ++r) {
           const int w = w0 + r * nwarps;
-          src[r] = r < R && w < nw ? hstate(l - 1, slot_of(w)) : nullptr;
+          src[r] = r < R && w < hi ? hstate(l - 1, slot_of(w)) : nullptr;
         }
         for (int k0 = lane; k0 < H; k0 += kStageLoads * 32) {
           float v[kMaxHybridStageRows][kStageLoads];
@@ -231,12 +231,16 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
         }
       }
       __syncthreads();
-      const long long t_staged = clock64();
-      t_stage += t_staged - t_pass;
-      const int ntiles = (nw + 7) >> 3, jobs_per = G * ntiles, jobs = (last ? 1 : 2) * jobs_per;
+      t_stage += clock64() - t0;
+    };
+    // The products of the staged windows' n8 tiles [nt_lo, nt_hi): W_hh,l-1 (the next round's Q of layer
+    // l - 1) and, with_ih, W_ih,l (this round's layer l input term, into sz); then the block's barrier.
+    auto products = [&](int l, int nt_lo, int nt_hi, bool with_ih) {
+      const long long t0 = clock64();
+      const int ntl = nt_hi - nt_lo, jobs_per = G * ntl, jobs = (with_ih ? 2 : 1) * jobs_per;
       for (int job = warp; job < jobs; job += nwarps) {
-        const bool ih = job >= jobs_per;  // else W_hh,l-1: the next round's Q of layer l - 1
-        const int q = (job % jobs_per) / ntiles, nt = job % ntiles;
+        const bool ih = job >= jobs_per;
+        const int q = (job % jobs_per) / ntl, nt = nt_lo + job % ntl;
         const uint4* A = sf + (ih ? p.hy_ih_off[l] : p.hy_hh_off[l - 1]) + q * kt * 2 * 32 + lane;
         const int gid = lane >> 2, tig = lane & 3;
         const uint32_t* bh = reinterpret_cast<const uint32_t*>(bhi + (nt * 8 + gid) * kpad + 2 * tig);
@@ -266,9 +270,24 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
         }
       }
       __syncthreads();
-      const long long t_products = clock64();
-      t_mma += t_products - t_staged;
+      t_mma += clock64() - t0;
+    };
+    const int ntiles = (nw + 7) >> 3;
+    // The window that completes at t + 1 is the round's first (round_windows: the oldest open one), in tile 0.
+    // Unless hy_last_whole, the last pass does tile 0 first, publishes, and leaves the other tiles (the next
+    // round's Q, not this tick's state) until after the publish, while the CPU answers and sends x_{t+1}.
+    const bool split_last = !p.hy_last_whole && ntiles > 1;
+    for (int l = 1; l <= L && nw > 0; ++l) {
+      const bool last = l == L;
+      if (last && split_last) {
+        stage(l, 0, min(8, nw));
+        products(l, 0, 1, false);
+        break;
+      }
+      stage(l, 0, nw);
+      products(l, 0, ntiles, !last);
       if (!last) {
+        const long long t0 = clock64();
         for (int i = tid; i < nw * nu; i += nthreads) {
           const int wi = i / nu, u = i % nu, slot = slot_of(wi);
           const float* q = Q(l, slot) + 4 * u;
@@ -278,7 +297,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
           C(l, slot)[u] = c;
           __stcg(hstate(l, slot) + u0 + u, h);
         }
-        t_cells += clock64() - t_products;
+        t_cells += clock64() - t0;
         if (!barrier()) return;
       }
     }
@@ -288,14 +307,19 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
     bool fresh;
     const int done = dev::completing_slot(p, t, &fresh);
     publish(done, fresh, t + 1);
+    const long long t_published = clock64();
+    if (nw > 0 && split_last) {  // the rest of the last pass: the other windows' Q of the top layer
+      stage(L, 8, nw);
+      products(L, 1, ntiles, false);
+    }
     if (b == 0 && tid == 0) {
-      const long long t_end = clock64();
       dev::record_precompute_round(p.words, t_layer0 - t_start, t_barrier, t_layers - t_layer0 - t_barrier,
-                                   t_end - t_layers, t_end - t_start);
+                                   t_published - t_layers, t_published - t_start);
       unsigned long long* w = p.words->pre_sum;
       w[kPreStage] += (unsigned long long)t_stage;
       w[kPreMma] += (unsigned long long)t_mma;
       w[kPreCells] += (unsigned long long)t_cells;
+      w[kPreDeferred] += (unsigned long long)(clock64() - t_published);
     }
   }
 }
