@@ -276,7 +276,10 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
     // The window that completes at t + 1 is the round's first (round_windows: the oldest open one), in tile 0.
     // Unless hy_last_whole, the last pass does tile 0 first, publishes, and leaves the other tiles (the next
     // round's Q, not this tick's state) until after the publish, while the CPU answers and sends x_{t+1}.
-    const bool split_last = !p.hy_last_whole && ntiles > 1;
+    // Only with L > 1: the deferred part reads h of layer L - 1, which round t + 1 (that other blocks may
+    // start once every block has published) rewrites only after a grid barrier this block has not reached;
+    // with one layer that h is layer 0's, rewritten before any barrier.
+    const bool split_last = !p.hy_last_whole && ntiles > 1 && L > 1;
     for (int l = 1; l <= L && nw > 0; ++l) {
       const bool last = l == L;
       if (last && split_last) {
