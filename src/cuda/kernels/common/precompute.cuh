@@ -80,8 +80,13 @@ __device__ __forceinline__ void record_precompute_round(SharedWords* words, long
 __device__ __forceinline__ bool pre_barrier(const LstmParams& p, unsigned long long& epoch, volatile unsigned* quit) {
   __syncthreads();
   ++epoch;
-  if (threadIdx.x == 0 && p.hy_release_barrier) {
-    dev::red_release_add_u64(&p.words->barrier, 1ull);
+  if (threadIdx.x == 0) {
+    if (p.hy_release_barrier) {
+      dev::red_release_add_u64(&p.words->barrier, 1ull);
+    } else {
+      __threadfence();
+      atomicAdd(&p.words->barrier, 1ull);
+    }
     const unsigned long long target = epoch * (unsigned long long)p.np;
     while (dev::ld_acquire_u64(&p.words->barrier) < target) {
       if (dev::ld_volatile_u32(&p.words->quit)) {
@@ -89,17 +94,7 @@ __device__ __forceinline__ bool pre_barrier(const LstmParams& p, unsigned long l
         break;
       }
     }
-  } else if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(&p.words->barrier, 1ull);
-    const unsigned long long target = epoch * (unsigned long long)p.np;
-    while (dev::ld_acquire_u64(&p.words->barrier) < target) {
-      if (dev::ld_volatile_u32(&p.words->quit)) {
-        *quit = 1;
-        break;
-      }
-    }
-    __threadfence();
+    if (!p.hy_release_barrier) __threadfence();
   }
   __syncthreads();
   return *quit == 0;
@@ -168,9 +163,8 @@ __device__ __forceinline__ bool wait_round_input(const LstmParams& p, long long 
 }
 
 // The windows round t advances by x_t: those starting in [lo, t] (window mode; none when W = 1), or the one
-// stream; the window starting at t takes the slot of the one that completed at t (fresh() says which, -1: none).
+// stream; the window starting at t takes the slot of the one that completed at t (fresh says which, -1: none).
 struct RoundWindows {
-  long long lo = 0;
   int nw = 1, nslots = 1;
   int first = 0;  // lo's slot: one 64-bit modulo a round, not one per window and element (slot() is in inner loops)
   int fresh = -1;
@@ -181,15 +175,14 @@ struct RoundWindows {
 };
 __device__ __forceinline__ RoundWindows round_windows(const LstmParams& p, long long t) {
   RoundWindows r;
-  r.lo = t;
   r.nslots = p.nslots;
   if (p.window_mode) {
     if (p.W == 1) {
       r.nw = 0;
     } else {
-      r.lo = t - p.W + 2 > 0 ? t - p.W + 2 : 0;
-      r.nw = int(t - r.lo + 1);
-      r.first = int(r.lo % p.nslots);
+      const long long lo = t - p.W + 2 > 0 ? t - p.W + 2 : 0;
+      r.nw = int(t - lo + 1);
+      r.first = int(lo % p.nslots);
       r.fresh = int(t % p.nslots);
     }
   }

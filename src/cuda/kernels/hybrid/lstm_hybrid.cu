@@ -10,10 +10,12 @@ namespace hotpath::cuda {
 namespace {
 
 // One tick's input chunks at `slot` (a ring slot in host memory, or the mirror in GPU memory) polled by one
-// warp, 32 at a time (lane <-> chunk), for sequence word `seq`: sink(k, x) for each input float k of a chunk as
-// it arrives. False (in every lane) when leave_now() said to leave.
+// warp, 32 at a time (lane <-> chunk), for sequence word `seq`: each chunk, as it arrives, stored as it came at
+// copy[c] (where copy is given), and sink(k, x) for each of its input floats. False (in every lane) when
+// leave_now() said to leave.
 template <class Sink, class Leave>
-__device__ bool warp_take_input(const LstmParams& p, const Chunk* slot, unsigned seq, Sink&& sink, Leave&& leave_now) {
+__device__ bool warp_take_input(const LstmParams& p, const Chunk* slot, unsigned seq, Chunk* copy, Sink&& sink,
+                                Leave&& leave_now) {
   const int lane = int(threadIdx.x & 31);
   for (int c0 = 0; c0 < p.mb.n_in; c0 += 32) {
     MailboxView part = p.mb;
@@ -22,11 +24,12 @@ __device__ bool warp_take_input(const LstmParams& p, const Chunk* slot, unsigned
     const bool took = dev::warp_poll_tick(
         part, slot + c0, seq,
         [&](uint4 v) {
+          if (copy) dev::st_volatile_v4(copy + c, v);
           const float xs[3] = {__uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w)};
 #pragma unroll
           for (int i = 0; i < 3; ++i) {
             const int k = p.mb.in_fpc * c + i;
-            if (i < p.mb.in_fpc && k < p.I) sink(c, v, k, xs[i]);
+            if (i < p.mb.in_fpc && k < p.I) sink(k, xs[i]);
           }
         },
         leave_now);
@@ -35,7 +38,8 @@ __device__ bool warp_take_input(const LstmParams& p, const Chunk* slot, unsigned
   return true;
 }
 
-// The feeder (warp 0 of the last block): tick s's input chunks -> p.xbuf, then x_seq = s + 1. It hands tick s
+// The feeder (warp 0 of the last block): tick s's input chunks -> p.xbuf (and, as they came, into the mirror
+// where there is one: LstmParams::hy_xmirror), then x_seq = s + 1. It hands tick s
 // on only once round s - 1 is exported (every precompute block has read x_{s-1} from xbuf by then, and its
 // sequence store to the host is out before any of round s's). Leaves on
 // the host's stop request or a lapsed lease, telling every block through words->quit and the host through the
@@ -63,13 +67,7 @@ __device__ void hybrid_feeder(const LstmParams& p) {
     const unsigned seq = wire_seq(s);
     const Chunk* slot = p.mb.in + (s % kInputRing) * p.mb.in_stride;
     Chunk* mirror = p.hy_xmirror ? p.hy_xmirror + (s & 1) * p.mb.n_in : nullptr;
-    leaving = !warp_take_input(
-        p, slot, seq,
-        [&](int c, uint4 v, int k, float x) {
-          if (mirror && k == p.mb.in_fpc * c) dev::st_volatile_v4(mirror + c, v);  // the chunk as it came, once
-          __stcg(p.xbuf + k, x);
-        },
-        leave_now);
+    leaving = !warp_take_input(p, slot, seq, mirror, [&](int k, float x) { __stcg(p.xbuf + k, x); }, leave_now);
     if (leaving) break;
     __threadfence();
     __syncwarp();
@@ -98,7 +96,7 @@ __device__ bool mirror_round_input(const LstmParams& p, long long t, float* sx, 
       const unsigned r = lane == 0 ? dev::ld_volatile_u32(&p.words->quit) : 0u;
       return __shfl_sync(0xffffffffu, r, 0) != 0;
     };
-    const bool leaving = !warp_take_input(p, slot, seq, [&](int, uint4, int k, float x) { sx[k] = x; }, leave_now);
+    const bool leaving = !warp_take_input(p, slot, seq, nullptr, [&](int k, float x) { sx[k] = x; }, leave_now);
     if (leaving && lane == 0) *quit = 1;
   }
   __syncthreads();
