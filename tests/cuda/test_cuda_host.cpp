@@ -272,5 +272,25 @@ TEST(HybridPrecomputeHost, ALayoutTooSmallIsRefusedFirst) {
   }
 }
 
+// The staging's rows a warp outside 1..kMaxStageRows (the C++ API; the environment's parse keeps to them) are
+// refused by name, before any device is looked for.
+TEST(HybridPrecomputeHost, StageRowsOutOfRangeAreRefusedFirst) {
+  const Model m = *zoo_model("lstm_s");
+  for (const int rows : {0, cuda::HybridTuning::kMaxStageRows + 1}) {
+    cuda::HybridTuning tuning;
+    tuning.stage_rows = rows;
+    try {
+      cuda::HybridPrecompute gpu(m, Mode::window, 50, cuda::ExportLayout{16, 512, 640}, 0, 1000,
+                                 cuda::HybridForm::automatic, tuning);
+      FAIL() << "stage rows " << rows << " were taken";
+    } catch (const UnsupportedError& e) {
+      FAIL() << "looked for a device first: " << e.what();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("stage rows " + std::to_string(rows) + ": 1 to 4"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hotpath
