@@ -2,11 +2,13 @@
 # The hybrid backend's benchmarks on the GPU machine (docs/hybrid.md): every kernel variant side by side on
 # the same host, with the cpu backend beside them, each a `hotpath bench --json` run; JSON and logs under OUT
 # (one tarball, hybrid-bench.tgz, plus the log).
-#   scripts/hybrid-bench.sh [--build DIR] [--hotpath BIN] [--out DIR] [--ticks N] [--models "M ..."]
+#   scripts/hybrid-bench.sh [--build DIR] [--hotpath BIN] [--out DIR] [--ticks N] [--models "M ..."] [--tunes "T ..."]
 #     --build DIR    the CUDA tree (default build-gpu, the `gpu` preset; built here unless --hotpath)
 #     --hotpath BIN  a hotpath binary already built (nothing is built then)
 #     --out DIR      results (default $OUT, else gpu-out)   --ticks N   ticks a run (default 200000)
 #     --models "M ..."   zoo models, window mode, int8 (default "lstm_m stac_b")
+#     --tunes "T ..."    the HOTPATH_HYBRID_TUNE variants run beside the default (default: each knob's other
+#                        value, the earlier default whole, the staging shared over clusters of 2, 4 and 8)
 # Cores, from nproc: 0-1 left to the OS; the hybrid's critical step on 2-5 (--crit-cores 4), the cpu
 # backend's on the same cores with its precompute on 6 to the last.
 # Runs per model: the default kernel, each HOTPATH_HYBRID_TUNE variant, the fp32 form, x_t sent after the
@@ -20,8 +22,9 @@ HOTPATH=
 OUT=${OUT:-gpu-out}
 TICKS=200000
 MODELS="lstm_m stac_b"
-FLAGS=(--build:BUILD --hotpath:HOTPATH --out:OUT --ticks:TICKS:count --models:MODELS)
-flag_parse 13 "$@"
+TUNES="rows=2 fence=block barrier=fence input=feeder last=whole rows=2,fence=block,barrier=fence,input=feeder cluster=2 cluster=4 cluster=8"
+FLAGS=(--build:BUILD --hotpath:HOTPATH --out:OUT --ticks:TICKS:count --models:MODELS --tunes:TUNES)
+flag_parse 15 "$@"
 [ ${#pos[@]} -eq 0 ] || flag_die "unknown argument '${pos[0]}' (--help lists them)"
 NCPU=$(nproc)
 [ "$NCPU" -ge 8 ] || flag_die "needs 8 cores or more (0-1 for the OS, 2-5 critical, 6.. precompute); this machine has $NCPU"
@@ -54,7 +57,7 @@ HY=2-5
 CPU=2-$((NCPU - 1))
 for m in $MODELS; do
   bench "$m-hybrid-default" $HY 4 hybrid "$m"
-  for tune in last=whole rows=1 rows=4 fence=round barrier=release input=mirror rows=4,fence=round,barrier=release,input=mirror; do
+  for tune in $TUNES; do
     bench "$m-hybrid-${tune//[=,]/-}" $HY 4 hybrid "$m" HOTPATH_HYBRID_TUNE="$tune"
   done
   bench "$m-hybrid-fp32" $HY 4 hybrid "$m" HOTPATH_HYBRID_PRECOMPUTE=fp32

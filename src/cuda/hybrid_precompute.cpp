@@ -27,6 +27,8 @@ HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, co
   if (tuning.stage_rows < 1 || tuning.stage_rows > HybridTuning::kMaxStageRows)
     throw Error("hybrid precompute: stage rows " + std::to_string(tuning.stage_rows) + ": 1 to " +
                 std::to_string(HybridTuning::kMaxStageRows));
+  if (const int cs = tuning.stage_cluster; cs < 1 || cs > HybridTuning::kMaxStageCluster || (cs & (cs - 1)) != 0)
+    throw Error("hybrid precompute: stage cluster " + std::to_string(cs) + ": 1, 2, 4 or 8 blocks");
   const ModelConfig& cfg = model.config;
   const int H = cfg.hidden_size, L = cfg.num_layers;
   if (layout.lanes < 1 || layout.gate_floats < size_t((H + layout.lanes - 1) / layout.lanes) * 4 * size_t(layout.lanes) ||
@@ -43,6 +45,8 @@ HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, co
   plan_.params.hy_round_fence = tuning.round_fence ? 1 : 0;
   plan_.params.hy_release_barrier = tuning.release_barrier ? 1 : 0;
   plan_.params.hy_last_whole = tuning.last_whole ? 1 : 0;
+  // the shared staging needs whole clusters of precompute blocks (the feeder's cluster stages nothing)
+  plan_.params.hy_cluster = plan_.params.hy_mma && plan_.params.np % tuning.stage_cluster == 0 ? tuning.stage_cluster : 1;
   input_mirror_ = tuning.input_mirror && plan_.params.hy_mma;  // the fp32 form reads xbuf only
   claim_ = std::make_unique<DeviceClaim>(device, nullptr);
   HOTPATH_CUDA_CHECK(cudaSetDevice(device));
@@ -125,9 +129,10 @@ void HybridPrecompute::launch() {
   long long fits = 0;
   const cudaError_t e = launch_hybrid(p, stream_.get(), &fits);
   if (e == cudaErrorCooperativeLaunchTooLarge)
-    throw UnsupportedError("hybrid backend: its precompute needs " + std::to_string(p.np + 1) + " co-resident blocks of " +
+    throw UnsupportedError("hybrid backend: its precompute needs " + std::to_string(hybrid_grid(p)) + " co-resident blocks of " +
                            std::to_string(kHybridThreads) + " threads and " + std::to_string(p.smem_bytes / 1024) +
-                           " KiB shared memory; " + gpu_name_ + " fits " + std::to_string(fits));
+                           " KiB shared memory" + (p.hy_cluster > 1 ? " in clusters of " + std::to_string(p.hy_cluster) : std::string()) +
+                           "; " + gpu_name_ + " fits " + std::to_string(fits));
   if (e != cudaSuccess) throw_cuda(e, "launch_hybrid");
   running_ = true;
   ++launches_;
@@ -255,6 +260,7 @@ std::map<std::string, double> HybridPrecompute::counters() const {
   c["gpu_precompute_round_fence"] = plan_.params.hy_round_fence;
   c["gpu_precompute_release_barrier"] = plan_.params.hy_release_barrier;
   c["gpu_precompute_input_mirror"] = input_mirror_ ? 1.0 : 0.0;
+  c["gpu_precompute_stage_cluster"] = plan_.params.hy_mma ? plan_.params.hy_cluster : 0;
   c["gpu_precompute_last_whole"] = plan_.params.hy_mma ? plan_.params.hy_last_whole : 1;  // fp32: always whole
   // the rounds as the precompute's block 0 lives them (PrecomputeStat), SM cycles a round, this launch's
   SharedWords w{};

@@ -80,15 +80,22 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
 // wide input, mma asked where it does not fit).
 enum class HybridForm { automatic, fp32, mma };
 // Variants of the hybrid precompute's kernel, to compare them side by side (docs/hybrid.md,
-// HOTPATH_HYBRID_TUNE); LstmParams' hy_stage_rows, hy_round_fence, hy_release_barrier.
+// HOTPATH_HYBRID_TUNE); LstmParams' hy_stage_rows, hy_round_fence, hy_release_barrier, hy_cluster. The defaults
+// are the variants that measured fastest together (docs/hybrid.md); each field's other value is the earlier form.
 struct HybridTuning {
   static constexpr int kMaxStageRows = kMaxHybridStageRows;
-  int stage_rows = 2;            // mma form: the open windows' rows a warp stages at a time (1..kMaxStageRows)
-  bool round_fence = false;      // the publish: a gpu-scope fence a block, one system-scope fence a round
-  bool release_barrier = false;  // the grid barrier: arrival as one red.release, the wait an acquire, no fences
-  bool input_mirror = false;     // mma form: the blocks poll the feeder's copy of the input chunks themselves
-  bool last_whole = false;       // mma form: the last pass whole before the publish (default: the completing
-                                 // window's tile first, the other windows' after the publish)
+  static constexpr int kMaxStageCluster = kMaxHybridStageCluster;
+  int stage_rows = 4;           // mma form: the open windows' rows a warp stages at a time (1..kMaxStageRows)
+  bool round_fence = true;      // the publish: a gpu-scope fence a block, one system-scope fence a round
+                                // (false: a system-scope fence a block)
+  bool release_barrier = true;  // the grid barrier: arrival as one red.release, the wait an acquire, no fences
+  bool input_mirror = true;     // mma form: the blocks poll the feeder's copy of the input chunks themselves
+  bool last_whole = false;      // mma form: the last pass whole before the publish (default: the completing
+                                // window's tile first, the other windows' after the publish)
+  // mma form: blocks of a thread-block cluster of this many share the staging of h (1, 2, 4 or 8): each reads
+  // its share of the rows from L2 and writes the halves into every block of its cluster. 1 where the blocks do
+  // not split into whole clusters of that size.
+  int stage_cluster = 1;
 };
 LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOptions& mailbox, const DeviceLimits& limits,
                      int max_precompute_blocks = 0, HybridForm form = HybridForm::automatic);

@@ -57,7 +57,8 @@ class GpuFeed final : public cpu::WindowStateFeed {
     if (s == "late") return false;
     throw Error("HOTPATH_HYBRID_SEND='" + s + "': early or late");
   }
-  // HOTPATH_HYBRID_TUNE=rows=N,fence=block|round,barrier=fence|release,input=feeder|mirror,last=split|whole
+  // HOTPATH_HYBRID_TUNE=rows=N,fence=block|round,barrier=fence|release,input=feeder|mirror,last=split|whole,
+  // cluster=1|2|4|8
   // (docs/hybrid.md): the kernel's variants
   // (cuda::HybridTuning), to compare them; unset: the defaults.
   static cuda::HybridTuning tuning_from_env() {
@@ -67,7 +68,7 @@ class GpuFeed final : public cpu::WindowStateFeed {
     auto bad = [&](const std::string& item) {
       return Error("HOTPATH_HYBRID_TUNE='" + all + "': '" + item +
                    "' (comma-separated rows=1.." + std::to_string(cuda::HybridTuning::kMaxStageRows) +
-                   ", fence=block|round, barrier=fence|release, input=feeder|mirror, last=split|whole)");
+                   ", fence=block|round, barrier=fence|release, input=feeder|mirror, last=split|whole, cluster=1|2|4|8)");
     };
     size_t at = 0;
     while (!all.empty() && at <= all.size()) {  // an empty item anywhere (",", "a,,b", "a,") is refused
@@ -86,6 +87,8 @@ class GpuFeed final : public cpu::WindowStateFeed {
         t.input_mirror = value == "mirror";
       else if (key == "last" && (value == "split" || value == "whole"))
         t.last_whole = value == "whole";
+      else if (key == "cluster" && (value == "1" || value == "2" || value == "4" || value == "8"))
+        t.stage_cluster = value[0] - '0';
       else
         throw bad(item);
     }

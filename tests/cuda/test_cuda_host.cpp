@@ -292,5 +292,25 @@ TEST(HybridPrecomputeHost, StageRowsOutOfRangeAreRefusedFirst) {
   }
 }
 
+// A stage cluster other than 1, 2, 4 or 8 blocks is refused by name, before any device is looked for.
+TEST(HybridPrecomputeHost, StageClusterOutsideItsSizesIsRefusedFirst) {
+  const Model m = *zoo_model("lstm_s");
+  for (const int cs : {0, 3, 16}) {
+    cuda::HybridTuning tuning;
+    tuning.stage_cluster = cs;
+    try {
+      cuda::HybridPrecompute gpu(m, Mode::window, 50, cuda::ExportLayout{16, 512, 640}, 0, 1000,
+                                 cuda::HybridForm::automatic, tuning);
+      FAIL() << "stage cluster " << cs << " was taken";
+    } catch (const UnsupportedError& e) {
+      FAIL() << "looked for a device first: " << e.what();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("stage cluster " + std::to_string(cs) + ": 1, 2, 4 or 8 blocks"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hotpath

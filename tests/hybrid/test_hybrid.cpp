@@ -126,7 +126,9 @@ TEST(Hybrid, ABadKnobIsNamed) {
       {"HOTPATH_HYBRID_TUNE", "rows=2,rows=5", "HOTPATH_HYBRID_TUNE='rows=2,rows=5': 'rows=5'"},
       {"HOTPATH_HYBRID_TUNE", "fence=round,barrier=acquire", "'barrier=acquire' (comma-separated"},
       {"HOTPATH_HYBRID_TUNE", "rows=2,", "HOTPATH_HYBRID_TUNE='rows=2,': '' (comma-separated"},
-      {"HOTPATH_HYBRID_TUNE", "rows=", "'rows=' (comma-separated"}};
+      {"HOTPATH_HYBRID_TUNE", "rows=", "'rows=' (comma-separated"},
+      {"HOTPATH_HYBRID_TUNE", "cluster=3", "'cluster=3' (comma-separated"},
+      {"HOTPATH_HYBRID_TUNE", "cluster=16", "'cluster=16' (comma-separated"}};
   for (const Knob& k : knobs) {
     SCOPED_TRACE(std::string(k.name) + "=" + k.value);
     const EnvScope scope(k.name, k.value);
@@ -237,19 +239,24 @@ TEST_F(HybridGpu, TunedVariantsAnswerAsTheDefault) {
   for (const char* form : {"fp32", "mma"}) {
     const FormScope scope(form);
     const auto base = run(*hybrid(m, Mode::window, W, Precision::bf16), x, T);
-    for (const char* tune : {"rows=1", "rows=4", "fence=round", "barrier=release", "input=mirror", "last=whole",
-                             "rows=3,fence=round,barrier=release,input=mirror,last=whole"}) {
+    // each knob's other value than the default's, the earlier default whole, and the shared staging
+    for (const char* tune : {"rows=1", "rows=2", "fence=block", "barrier=fence", "input=feeder", "last=whole",
+                             "rows=2,fence=block,barrier=fence,input=feeder", "cluster=2", "cluster=4",
+                             "cluster=8,rows=3,last=whole"}) {
       SCOPED_TRACE(std::string(form) + " " + tune);
       const EnvScope tuned("HOTPATH_HYBRID_TUNE", tune);
       auto b = hybrid(m, Mode::window, W, Precision::bf16);
       EXPECT_EQ(run(*b, x, T), base);
       const auto c = b->counters();
-      if (std::string(tune).find("fence=round") != std::string::npos) EXPECT_EQ(c.at("gpu_precompute_round_fence"), 1);
-      if (std::string(tune).find("barrier=release") != std::string::npos)
-        EXPECT_EQ(c.at("gpu_precompute_release_barrier"), 1);
-      // the mirror is the mma form's: the fp32 form reads the feeder's buffer as before
-      if (std::string(tune).find("input=mirror") != std::string::npos)
-        EXPECT_EQ(c.at("gpu_precompute_input_mirror"), std::string(form) == "mma" ? 1 : 0);
+      const std::string t = tune;
+      const bool mma = std::string(form) == "mma";
+      EXPECT_EQ(c.at("gpu_precompute_round_fence"), t.find("fence=block") == std::string::npos ? 1 : 0);
+      EXPECT_EQ(c.at("gpu_precompute_release_barrier"), t.find("barrier=fence") == std::string::npos ? 1 : 0);
+      // the mirror and the shared staging are the mma form's: the fp32 form reads the feeder's buffer as before
+      EXPECT_EQ(c.at("gpu_precompute_input_mirror"), mma && t.find("input=feeder") == std::string::npos ? 1 : 0);
+      // lstm_m's 64 mma blocks split into whole clusters of 2, 4 and 8
+      const size_t at = t.find("cluster=");
+      EXPECT_EQ(c.at("gpu_precompute_stage_cluster"), mma ? (at == std::string::npos ? 1 : t[at + 8] - '0') : 0);
     }
   }
 }
@@ -276,7 +283,7 @@ TEST_F(HybridGpu, OrderingVariantsHoldOverManyTicks) {
   };
   const FormScope scope("mma");
   const auto base = answers(*hybrid(m, Mode::window, W, Precision::bf16));
-  const EnvScope tuned("HOTPATH_HYBRID_TUNE", "fence=round,barrier=release,input=mirror");
+  const EnvScope tuned("HOTPATH_HYBRID_TUNE", "fence=block,barrier=fence,input=feeder");
   const auto z = answers(*hybrid(m, Mode::window, W, Precision::bf16));
   size_t differ = 0, first = T;
   for (size_t t = 0; t < T; ++t)

@@ -264,6 +264,7 @@ struct SharedWords {
 };
 
 inline constexpr int kMaxHybridStageRows = 4;  // the hybrid mma block's staging: rows a warp at most
+inline constexpr int kMaxHybridStageCluster = 8;  // the hybrid mma blocks' staging shared over a cluster: blocks at most
 
 struct LstmParams {
   MailboxView mb;
@@ -386,6 +387,11 @@ struct LstmParams {
   // publish's per-block fence at gpu scope, one system-scope fence a round (1); the precompute barrier as
   // red.release + ld.acquire (1).
   int hy_stage_rows = 2, hy_round_fence = 0, hy_release_barrier = 0;  // hy_stage_rows: 1..kMaxHybridStageRows
+  // mma form: blocks [c hy_cluster, c hy_cluster + hy_cluster) are thread-block cluster c (launched as clusters
+  // of this size, the grid rounded up to whole ones; np a multiple of it) and share the staging of h: a block
+  // reads every hy_cluster-th row from L2 and stores its halves into each block of the cluster. 1: each block
+  // stages every row itself.
+  int hy_cluster = 1;
   // mma form: 0, the last layer pass does the completing window's tile, publishes, then the other tiles;
   // 1, all of it before the publish.
   int hy_last_whole = 0;

@@ -5,6 +5,7 @@
 #include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/kernels/common/mailbox.cuh"
 #include "cuda/kernels/common/precompute.cuh"
+#include "cuda/kernels/common/tagged_words.cuh"
 
 namespace hotpath::cuda {
 namespace {
@@ -83,6 +84,24 @@ __device__ void hybrid_feeder(const LstmParams& p) {
 
 constexpr int kStageLoads = 8;  // the mma block's staging: loads of a row in flight per lane
 
+// One half into shared memory of the cluster's block whose shared::cluster address this is.
+__device__ __forceinline__ void st_half_remote(uint32_t cluster_addr, __half v) {
+  asm volatile("st.shared::cluster.u16 [%0], %1;" ::"r"(cluster_addr), "h"(__half_as_ushort(v)) : "memory");
+}
+
+// A block leaving while its cluster shares the staging (LstmParams::hy_cluster): until it exits, a peer may still
+// store into its shared memory, so it first takes part in the cluster barriers a peer can still reach before
+// that peer's own leave: a peer that passed the grid barrier this block left at stages at most twice more (the
+// last pass's completing tile and, after the publish, the rest) before its next wait sees the quit. A barrier
+// counts only blocks that have not exited, so surplus ones pass.
+__device__ void leave_cluster(const LstmParams& p) {
+  if (p.hy_cluster > 1)
+    for (int i = 0; i < 3; ++i) {
+      dev::cluster_arrive_release();
+      dev::cluster_wait_acquire();
+    }
+}
+
 // Round t's input from the feeder's copy of the chunks (LstmParams::hy_xmirror): warp 0 polls them, 32 at a
 // time, for tick t's sequence word and writes x_t into sx; false (in every thread) when the kernel is leaving.
 // The feeder stores a tick's chunks only once the round before is exported, so a parity's chunks are never
@@ -143,6 +162,14 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
   }
   if (tid == 0) *quit = 0;
   __syncthreads();
+  // the shared staging (LstmParams::hy_cluster): every block of the cluster running, its staged h zeroed, before
+  // any stores into it
+  const int cs = p.hy_cluster;
+  const unsigned crank = cs > 1 ? dev::cluster_rank() : 0u;
+  if (cs > 1) {
+    dev::cluster_arrive_release();
+    dev::cluster_wait_acquire();
+  }
   for (int slot = 0; slot < nslots; ++slot) dev::fresh_window(p, sQ, scs, sw, slot);
   __syncthreads();
   auto publish = [&](int slot, bool fresh, long long tick) {
@@ -155,9 +182,9 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
   unsigned long long epoch = 0;
   for (long long t = 0;; ++t) {
     if (p.hy_xmirror) {
-      if (!mirror_round_input(p, t, sx, quit)) return;
+      if (!mirror_round_input(p, t, sx, quit)) return leave_cluster(p);
     } else {
-      if (!dev::wait_round_input(p, t, quit)) return;
+      if (!dev::wait_round_input(p, t, quit)) return leave_cluster(p);
     }
     const long long t_start = clock64();
     long long t_barrier = 0;
@@ -193,15 +220,14 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
       __stcg(hstate(0, slot) + u0 + u, h);
     }
     const long long t_layer0 = clock64();
-    if (nw > 0 && !barrier()) return;
+    if (nw > 0 && !barrier()) return leave_cluster(p);
 
     // layers 1..L: the layer below's h of every open window staged as halves, then its products
     long long t_stage = 0, t_mma = 0, t_cells = 0;  // the passes' parts (block 0 records them)
     // Windows [lo, hi)'s h of layer l - 1 into the staged halves: a warp hy_stage_rows rows at a time,
     // kStageLoads loads of each in flight before any is used (the h comes from L2, every block's share of it,
     // so each wait is an L2 latency), then the block's barrier.
-    auto stage = [&](int l, int lo, int hi) {
-      const long long t0 = clock64();
+    auto stage_own = [&](int l, int lo, int hi) {
       const int R = p.hy_stage_rows;
       for (int w0 = lo + warp; w0 < hi; w0 += R * nwarps) {
         const float* src[kMaxHybridStageRows];
@@ -229,6 +255,58 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
         }
       }
       __syncthreads();
+    };
+    // The same shared over the cluster (cs > 1): the block reads only rows lo + crank, lo + crank + cs, ... and
+    // stores their halves into every block of its cluster, then the cluster's barrier: each row leaves L2 once a
+    // cluster, not once a block. No peer still reads the rows it overwrites: a grid barrier lies between each
+    // stage and the products before it, but for the last pass's two parts, which stage different rows.
+    auto stage_shared = [&](int l, int lo, int hi) {
+      const int R = p.hy_stage_rows;
+      const int first = lo + int(crank), mine = hi > first ? (hi - first + cs - 1) / cs : 0;
+      const uint32_t hi_base = dev::smem_u32(bhi), lo_base = dev::smem_u32(blo);
+      for (int i0 = warp; i0 < mine; i0 += R * nwarps) {
+        const float* src[kMaxHybridStageRows];
+        int row[kMaxHybridStageRows];
+#pragma unroll
+        for (int r = 0; r < kMaxHybridStageRows; ++r) {
+          const int i = i0 + r * nwarps;
+          row[r] = first + cs * i;
+          src[r] = r < R && i < mine ? hstate(l - 1, slot_of(row[r])) : nullptr;
+        }
+        for (int k0 = lane; k0 < H; k0 += kStageLoads * 32) {
+          float v[kMaxHybridStageRows][kStageLoads];
+#pragma unroll
+          for (int r = 0; r < kMaxHybridStageRows; ++r)
+#pragma unroll
+            for (int j = 0; j < kStageLoads; ++j) {
+              const int k = k0 + 32 * j;
+              v[r][j] = src[r] && k < H ? __ldcg(src[r] + k) : 0.f;
+            }
+#pragma unroll
+          for (int r = 0; r < kMaxHybridStageRows; ++r)
+#pragma unroll
+            for (int j = 0; j < kStageLoads; ++j) {
+              const int k = k0 + 32 * j;
+              if (!src[r] || k >= H) continue;
+              // the halves stage_half makes, into each block of the cluster
+              const __half h = __float2half_rn(v[r][j]), hl = __float2half_rn(v[r][j] - __half2float(h));
+              const uint32_t off = uint32_t(row[r] * kpad + k) * uint32_t(sizeof(__half));
+              for (int d = 0; d < cs; ++d) {
+                st_half_remote(dev::peer_smem(hi_base + off, unsigned(d)), h);
+                st_half_remote(dev::peer_smem(lo_base + off, unsigned(d)), hl);
+              }
+            }
+        }
+      }
+      dev::cluster_arrive_release();
+      dev::cluster_wait_acquire();
+    };
+    auto stage = [&](int l, int lo, int hi) {
+      const long long t0 = clock64();
+      if (cs > 1)
+        stage_shared(l, lo, hi);
+      else
+        stage_own(l, lo, hi);
       t_stage += clock64() - t0;
     };
     // The products of the staged windows' n8 tiles [nt_lo, nt_hi): W_hh,l-1 (the next round's Q of layer
@@ -299,7 +377,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
           __stcg(hstate(l, slot) + u0 + u, h);
         }
         t_cells += clock64() - t0;
-        if (!barrier()) return;
+        if (!barrier()) return leave_cluster(p);
       }
     }
     __syncthreads();
@@ -327,8 +405,10 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
 
 __global__ void __launch_bounds__(kHybridThreads, 1) lstm_hybrid(const __grid_constant__ LstmParams p) {
   extern __shared__ __align__(16) char smem[];
-  if (int(blockIdx.x) >= p.np)
+  if (int(blockIdx.x) == p.np)
     hybrid_feeder(p);
+  else if (int(blockIdx.x) > p.np)
+    return;  // rounds the grid up to whole clusters (hybrid_grid)
   else if (p.hy_mma)
     mma_precompute_block(p, smem, int(blockIdx.x));
   else
@@ -341,9 +421,35 @@ cudaError_t launch_hybrid(const LstmParams& p, cudaStream_t stream, long long* m
   if (!p.export_state || !p.export_seq || p.export_lanes < 1 || p.np < 1 || !p.words || !p.xbuf || !p.h_state ||
       !p.pre_w || !p.mb.in || !p.mb.status || !p.mb.control || (p.hy_mma && (!p.hy_frags || p.U % 4 != 0)))
     return cudaErrorInvalidValue;
+  if (p.hy_cluster > 1 && (!p.hy_mma || p.hy_cluster > kMaxHybridStageCluster || p.np % p.hy_cluster != 0))
+    return cudaErrorInvalidValue;
   LstmParams arg = p;
-  return cooperative_launch(reinterpret_cast<const void*>(&lstm_hybrid), (long long)p.np + 1, kHybridThreads, p.smem_bytes,
-                            &arg, stream, max_coresident);
+  const void* fn = reinterpret_cast<const void*>(&lstm_hybrid);
+  if (p.hy_cluster <= 1) return cooperative_launch(fn, hybrid_grid(p), kHybridThreads, p.smem_bytes, &arg, stream, max_coresident);
+  // clusters: co-residency counted in whole clusters (they stay inside a GPC)
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);
+  if (e != cudaSuccess) return e;
+  cudaLaunchAttribute attrs[2] = {};
+  attrs[0].id = cudaLaunchAttributeCooperative;
+  attrs[0].val.cooperative = 1;
+  attrs[1].id = cudaLaunchAttributeClusterDimension;
+  attrs[1].val.clusterDim.x = unsigned(p.hy_cluster);
+  attrs[1].val.clusterDim.y = 1;
+  attrs[1].val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(hybrid_grid(p)));
+  cfg.blockDim = dim3(unsigned(kHybridThreads));
+  cfg.dynamicSmemBytes = size_t(p.smem_bytes);
+  cfg.stream = stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 2;
+  int clusters = 0;
+  if ((e = cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg)) != cudaSuccess) return e;
+  const long long fits = (long long)clusters * p.hy_cluster;
+  if (max_coresident) *max_coresident = fits;
+  if (fits < hybrid_grid(p)) return cudaErrorCooperativeLaunchTooLarge;
+  void* args[] = {&arg};
+  return cudaLaunchKernelExC(&cfg, fn, args);
 }
 
 }  // namespace hotpath::cuda

@@ -13,9 +13,16 @@ namespace hotpath::cuda {
 
 inline constexpr int kHybridThreads = 512;  // a block's threads (the precompute loops take any multiple of 32)
 
+// The blocks launched: p.np precompute blocks and the feeder block (block np), rounded up to whole clusters of
+// p.hy_cluster (the blocks past the feeder leave at once).
+inline long long hybrid_grid(const LstmParams& p) {
+  const long long cs = p.hy_cluster > 1 ? p.hy_cluster : 1;
+  return (p.np + 1 + cs - 1) / cs * cs;
+}
+
 // Cooperative launch of p.np precompute blocks and the feeder block into `stream` (the plan's p.smem_bytes a
-// block); cudaErrorCooperativeLaunchTooLarge (and *max_coresident) when they cannot all be co-resident,
-// cudaErrorInvalidValue for parameters without an export.
+// block; in clusters of p.hy_cluster where that is > 1); cudaErrorCooperativeLaunchTooLarge (and
+// *max_coresident) when they cannot all be co-resident, cudaErrorInvalidValue for parameters without an export.
 cudaError_t launch_hybrid(const LstmParams& p, cudaStream_t stream, long long* max_coresident = nullptr);
 
 }  // namespace hotpath::cuda
