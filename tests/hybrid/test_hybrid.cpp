@@ -261,9 +261,9 @@ TEST_F(HybridGpu, TunedVariantsAnswerAsTheDefault) {
   }
 }
 
-// The variants that change how the state's stores are ordered (fence=round, barrier=release, input=mirror),
-// over many ticks, against the default bit for bit: a block's state arriving after the round's sequence word
-// would show as a differing answer. HOTPATH_HYBRID_STRESS_TICKS sets the ticks (default 20,000, a few seconds;
+// The default's ordering of the state's stores (fence=round, barrier=release, input=mirror) over many ticks,
+// against the fenced forms (fence=block, barrier=fence, input=feeder) bit for bit: a block's state arriving
+// after the round's sequence word would show as a differing answer. HOTPATH_HYBRID_STRESS_TICKS sets the ticks (default 20,000, a few seconds;
 // docs/hybrid.md asks for millions on a host before fence=round is trusted).
 TEST_F(HybridGpu, OrderingVariantsHoldOverManyTicks) {
   const char* env = std::getenv("HOTPATH_HYBRID_STRESS_TICKS");
