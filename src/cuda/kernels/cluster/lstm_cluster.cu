@@ -633,19 +633,7 @@ cudaError_t cluster_config(const LstmParams& p, cudaStream_t stream, const void*
   if (e != cudaSuccess) return e;
   if (p.nc > 8 && (e = cudaFuncSetAttribute(*fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) != cudaSuccess)
     return e;
-  attrs[0].id = cudaLaunchAttributeCooperative;
-  attrs[0].val.cooperative = 1;
-  attrs[1].id = cudaLaunchAttributeClusterDimension;
-  attrs[1].val.clusterDim.x = unsigned(p.nc);
-  attrs[1].val.clusterDim.y = 1;
-  attrs[1].val.clusterDim.z = 1;
-  cfg = cudaLaunchConfig_t{};
-  cfg.gridDim = dim3(unsigned(p.grid()));
-  cfg.blockDim = dim3(unsigned(p.threads()));
-  cfg.dynamicSmemBytes = size_t(p.smem_bytes);
-  cfg.stream = stream;
-  cfg.attrs = attrs;
-  cfg.numAttrs = 2;
+  cooperative_cluster_config(unsigned(p.grid()), unsigned(p.threads()), size_t(p.smem_bytes), p.nc, stream, cfg, attrs);
   int clusters = 0;
   if ((e = cudaOccupancyMaxActiveClusters(&clusters, *fn, &cfg)) != cudaSuccess) return e;
   *fits = (long long)clusters * p.nc;

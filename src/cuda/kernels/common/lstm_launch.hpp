@@ -15,6 +15,28 @@ namespace hotpath::cuda {
 cudaError_t cooperative_launch(const void* fn, long long grid, int threads, int smem_bytes, void* arg, cudaStream_t stream,
                                long long* max_coresident);
 
+// The configuration of a cooperative launch of `grid` blocks of `threads` in thread-block clusters of `cluster`
+// along x, `smem` bytes of dynamic shared memory a block; cfg points into attrs (which must outlive its use).
+// Co-residency is then counted in whole clusters (cudaOccupancyMaxActiveClusters: they stay inside a GPC).
+inline void cooperative_cluster_config(unsigned grid, unsigned threads, size_t smem, int cluster, cudaStream_t stream,
+                                       cudaLaunchConfig_t& cfg, cudaLaunchAttribute (&attrs)[2]) {
+  attrs[0] = cudaLaunchAttribute{};
+  attrs[0].id = cudaLaunchAttributeCooperative;
+  attrs[0].val.cooperative = 1;
+  attrs[1] = cudaLaunchAttribute{};
+  attrs[1].id = cudaLaunchAttributeClusterDimension;
+  attrs[1].val.clusterDim.x = unsigned(cluster);
+  attrs[1].val.clusterDim.y = 1;
+  attrs[1].val.clusterDim.z = 1;
+  cfg = cudaLaunchConfig_t{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 2;
+}
+
 // Cooperative launch of the persistent LSTM kernel (block 0 critical, 1..np precompute) into `stream`.
 // Fails with cudaErrorCooperativeLaunchTooLarge when the grid cannot be co-resident in the stream's
 // context (the kernel's occupancy per SM x that context's SMs); *max_coresident (if given) receives the

@@ -227,6 +227,17 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
     // Windows [lo, hi)'s h of layer l - 1 into the staged halves: a warp hy_stage_rows rows at a time,
     // kStageLoads loads of each in flight before any is used (the h comes from L2, every block's share of it,
     // so each wait is an L2 latency), then the block's barrier.
+    // Each row's kStageLoads floats from k0 on (a lane's, 32 apart), every load issued before any is used.
+    auto load_rows = [&](const float* const (&src)[kMaxHybridStageRows], int k0,
+                         float (&v)[kMaxHybridStageRows][kStageLoads]) {
+#pragma unroll
+      for (int r = 0; r < kMaxHybridStageRows; ++r)
+#pragma unroll
+        for (int j = 0; j < kStageLoads; ++j) {
+          const int k = k0 + 32 * j;
+          v[r][j] = src[r] && k < H ? __ldcg(src[r] + k) : 0.f;
+        }
+    };
     auto stage_own = [&](int l, int lo, int hi) {
       const int R = p.hy_stage_rows;
       for (int w0 = lo + warp; w0 < hi; w0 += R * nwarps) {
@@ -238,13 +249,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
         }
         for (int k0 = lane; k0 < H; k0 += kStageLoads * 32) {
           float v[kMaxHybridStageRows][kStageLoads];
-#pragma unroll
-          for (int r = 0; r < kMaxHybridStageRows; ++r)
-#pragma unroll
-            for (int j = 0; j < kStageLoads; ++j) {
-              const int k = k0 + 32 * j;
-              v[r][j] = src[r] && k < H ? __ldcg(src[r] + k) : 0.f;
-            }
+          load_rows(src, k0, v);
 #pragma unroll
           for (int r = 0; r < kMaxHybridStageRows; ++r)
 #pragma unroll
@@ -275,13 +280,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
         }
         for (int k0 = lane; k0 < H; k0 += kStageLoads * 32) {
           float v[kMaxHybridStageRows][kStageLoads];
-#pragma unroll
-          for (int r = 0; r < kMaxHybridStageRows; ++r)
-#pragma unroll
-            for (int j = 0; j < kStageLoads; ++j) {
-              const int k = k0 + 32 * j;
-              v[r][j] = src[r] && k < H ? __ldcg(src[r] + k) : 0.f;
-            }
+          load_rows(src, k0, v);
 #pragma unroll
           for (int r = 0; r < kMaxHybridStageRows; ++r)
 #pragma unroll
@@ -429,20 +428,10 @@ cudaError_t launch_hybrid(const LstmParams& p, cudaStream_t stream, long long* m
   // clusters: co-residency counted in whole clusters (they stay inside a GPC)
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem_bytes);
   if (e != cudaSuccess) return e;
-  cudaLaunchAttribute attrs[2] = {};
-  attrs[0].id = cudaLaunchAttributeCooperative;
-  attrs[0].val.cooperative = 1;
-  attrs[1].id = cudaLaunchAttributeClusterDimension;
-  attrs[1].val.clusterDim.x = unsigned(p.hy_cluster);
-  attrs[1].val.clusterDim.y = 1;
-  attrs[1].val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(hybrid_grid(p)));
-  cfg.blockDim = dim3(unsigned(kHybridThreads));
-  cfg.dynamicSmemBytes = size_t(p.smem_bytes);
-  cfg.stream = stream;
-  cfg.attrs = attrs;
-  cfg.numAttrs = 2;
+  cudaLaunchAttribute attrs[2];
+  cudaLaunchConfig_t cfg;
+  cooperative_cluster_config(unsigned(hybrid_grid(p)), unsigned(kHybridThreads), size_t(p.smem_bytes), p.hy_cluster, stream,
+                             cfg, attrs);
   int clusters = 0;
   if ((e = cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg)) != cudaSuccess) return e;
   const long long fits = (long long)clusters * p.hy_cluster;
