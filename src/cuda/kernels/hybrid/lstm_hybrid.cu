@@ -92,8 +92,9 @@ __device__ __forceinline__ void st_half_remote(uint32_t cluster_addr, __half v) 
 // A block leaving while its cluster shares the staging (LstmParams::hy_cluster): until it exits, a peer may still
 // store into its shared memory, so it first takes part in the cluster barriers a peer can still reach before
 // that peer's own leave: a peer that passed the grid barrier this block left at stages at most twice more (the
-// last pass's completing tile and, after the publish, the rest) before its next wait sees the quit. A barrier
-// counts only blocks that have not exited, so surplus ones pass.
+// last pass's completing tile and, after the publish, the rest) before its next wait sees the quit, so two
+// barriers cover every store a peer can still make; the third is slack. A barrier counts only blocks that have
+// not exited, so surplus ones pass.
 __device__ void leave_cluster(const LstmParams& p) {
   if (p.hy_cluster > 1)
     for (int i = 0; i < 3; ++i) {
@@ -264,7 +265,8 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
     // The same shared over the cluster (cs > 1): the block reads only rows lo + crank, lo + crank + cs, ... and
     // stores their halves into every block of its cluster, then the cluster's barrier: each row leaves L2 once a
     // cluster, not once a block. No peer still reads the rows it overwrites: a grid barrier lies between each
-    // stage and the products before it, but for the last pass's two parts, which stage different rows.
+    // stage and the products before it, but for the last pass's two parts: the deferred stage writes rows 8..,
+    // while a peer's products of the completing tile may still read rows 0..7.
     auto stage_shared = [&](int l, int lo, int hi) {
       const int R = p.hy_stage_rows;
       const int first = lo + int(crank), mine = hi > first ? (hi - first + cs - 1) / cs : 0;
@@ -297,6 +299,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
             }
         }
       }
+      __syncwarp();  // the lanes' row loops may end apart: the aligned arrive wants the warp whole
       dev::cluster_arrive_release();
       dev::cluster_wait_acquire();
     };
