@@ -272,43 +272,36 @@ TEST(HybridPrecomputeHost, ALayoutTooSmallIsRefusedFirst) {
   }
 }
 
-// The staging's rows a warp outside 1..kMaxStageRows (the C++ API; the environment's parse keeps to them) are
-// refused by name, before any device is looked for.
-TEST(HybridPrecomputeHost, StageRowsOutOfRangeAreRefusedFirst) {
+// A tuning the C++ API takes but the precompute refuses (the environment's parse keeps to the valid values): the
+// refusal names `message`, before any device is looked for.
+void expect_tuning_refused_first(const cuda::HybridTuning& tuning, const std::string& message) {
   const Model m = *zoo_model("lstm_s");
-  for (const int rows : {0, cuda::HybridTuning::kMaxStageRows + 1}) {
-    cuda::HybridTuning tuning;
-    tuning.stage_rows = rows;
-    try {
-      cuda::HybridPrecompute gpu(m, Mode::window, 50, cuda::ExportLayout{16, 512, 640}, 0, 1000,
-                                 cuda::HybridForm::automatic, tuning);
-      FAIL() << "stage rows " << rows << " were taken";
-    } catch (const UnsupportedError& e) {
-      FAIL() << "looked for a device first: " << e.what();
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("stage rows " + std::to_string(rows) + ": 1 to 4"), std::string::npos)
-          << e.what();
-    }
+  try {
+    cuda::HybridPrecompute gpu(m, Mode::window, 50, cuda::ExportLayout{16, 512, 640}, 0, 1000, cuda::HybridForm::automatic,
+                               tuning);
+    ADD_FAILURE() << "taken: " << message;
+  } catch (const UnsupportedError& e) {
+    ADD_FAILURE() << "looked for a device first: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
   }
 }
 
-// A stage cluster other than 1, 2, 4 or 8 blocks is refused by name, before any device is looked for.
+// The staging's rows a warp outside 1..kMaxStageRows.
+TEST(HybridPrecomputeHost, StageRowsOutOfRangeAreRefusedFirst) {
+  for (const int rows : {0, cuda::HybridTuning::kMaxStageRows + 1}) {
+    cuda::HybridTuning tuning;
+    tuning.stage_rows = rows;
+    expect_tuning_refused_first(tuning, "stage rows " + std::to_string(rows) + ": 1 to 4");
+  }
+}
+
+// A stage cluster other than 1, 2, 4 or 8 blocks.
 TEST(HybridPrecomputeHost, StageClusterOutsideItsSizesIsRefusedFirst) {
-  const Model m = *zoo_model("lstm_s");
   for (const int cs : {0, 3, 16}) {
     cuda::HybridTuning tuning;
     tuning.stage_cluster = cs;
-    try {
-      cuda::HybridPrecompute gpu(m, Mode::window, 50, cuda::ExportLayout{16, 512, 640}, 0, 1000,
-                                 cuda::HybridForm::automatic, tuning);
-      FAIL() << "stage cluster " << cs << " was taken";
-    } catch (const UnsupportedError& e) {
-      FAIL() << "looked for a device first: " << e.what();
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("stage cluster " + std::to_string(cs) + ": 1, 2, 4 or 8 blocks"),
-                std::string::npos)
-          << e.what();
-    }
+    expect_tuning_refused_first(tuning, "stage cluster " + std::to_string(cs) + ": 1, 2, 4 or 8 blocks");
   }
 }
 

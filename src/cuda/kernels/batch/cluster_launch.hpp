@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <initializer_list>
 
+#include "cuda/kernels/common/lstm_launch.hpp"
+
 namespace hotpath::cuda::batch {
 
 // Each of `kernels` gets the most dynamic shared memory the device gives a block, and clusters beyond the
@@ -37,21 +39,7 @@ inline size_t cluster_smem_optin(int device) {
   return cluster_launch ? size_t(optin) : 0;
 }
 
-// A launch of `blocks` blocks of `threads` in clusters of `cluster` along x, `smem` bytes of dynamic shared
-// memory a block; cfg points into attr.
-inline void cluster_launch_config(unsigned blocks, unsigned threads, size_t smem, int cluster, cudaStream_t stream,
-                                  cudaLaunchConfig_t& cfg, cudaLaunchAttribute (&attr)[1]) {
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(cluster);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg = cudaLaunchConfig_t{};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-}
+// The launch configuration: one definition for every cluster launch (common/lstm_launch.hpp).
+using cuda::cluster_launch_config;
 
 }  // namespace hotpath::cuda::batch

@@ -3,6 +3,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 #include "cuda/kernels/common/lstm_params.hpp"
 #include "cuda/kernels/common/mailbox_layout.hpp"
 
@@ -15,25 +17,35 @@ namespace hotpath::cuda {
 cudaError_t cooperative_launch(const void* fn, long long grid, int threads, int smem_bytes, void* arg, cudaStream_t stream,
                                long long* max_coresident);
 
-// The configuration of a cooperative launch of `grid` blocks of `threads` in thread-block clusters of `cluster`
-// along x, `smem` bytes of dynamic shared memory a block; cfg points into attrs (which must outlive its use).
-// Co-residency is then counted in whole clusters (cudaOccupancyMaxActiveClusters: they stay inside a GPC).
-inline void cooperative_cluster_config(unsigned grid, unsigned threads, size_t smem, int cluster, cudaStream_t stream,
-                                       cudaLaunchConfig_t& cfg, cudaLaunchAttribute (&attrs)[2]) {
+// A launch of `blocks` blocks of `threads` in thread-block clusters of `cluster` along x, `smem` bytes of dynamic
+// shared memory a block: the cluster dimension in attrs[0], cfg pointing at attrs with that one attribute (a form
+// that needs more sets them after it and counts them in cfg.numAttrs).
+template <size_t N>
+inline void cluster_launch_config(unsigned blocks, unsigned threads, size_t smem, int cluster, cudaStream_t stream,
+                                  cudaLaunchConfig_t& cfg, cudaLaunchAttribute (&attrs)[N]) {
+  static_assert(N >= 1);
   attrs[0] = cudaLaunchAttribute{};
-  attrs[0].id = cudaLaunchAttributeCooperative;
-  attrs[0].val.cooperative = 1;
-  attrs[1] = cudaLaunchAttribute{};
-  attrs[1].id = cudaLaunchAttributeClusterDimension;
-  attrs[1].val.clusterDim.x = unsigned(cluster);
-  attrs[1].val.clusterDim.y = 1;
-  attrs[1].val.clusterDim.z = 1;
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = unsigned(cluster);
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
   cfg = cudaLaunchConfig_t{};
-  cfg.gridDim = dim3(grid);
+  cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attrs;
+  cfg.numAttrs = 1;
+}
+
+// The same launch made cooperative (every block co-resident: the persistent kernels' grid-wide waits); its
+// co-residency is then counted in whole clusters (cudaOccupancyMaxActiveClusters: they stay inside a GPC).
+inline void cooperative_cluster_config(unsigned grid, unsigned threads, size_t smem, int cluster, cudaStream_t stream,
+                                       cudaLaunchConfig_t& cfg, cudaLaunchAttribute (&attrs)[2]) {
+  cluster_launch_config(grid, threads, smem, cluster, stream, cfg, attrs);
+  attrs[1] = cudaLaunchAttribute{};
+  attrs[1].id = cudaLaunchAttributeCooperative;
+  attrs[1].val.cooperative = 1;
   cfg.numAttrs = 2;
 }
 

@@ -84,9 +84,9 @@ __device__ void hybrid_feeder(const LstmParams& p) {
 
 constexpr int kStageLoads = 8;  // the mma block's staging: loads of a row in flight per lane
 
-// One half into shared memory of the cluster's block whose shared::cluster address this is.
-__device__ __forceinline__ void st_half_remote(uint32_t cluster_addr, __half v) {
-  asm volatile("st.shared::cluster.u16 [%0], %1;" ::"r"(cluster_addr), "h"(__half_as_ushort(v)) : "memory");
+// One half's 16 bits into shared memory of the cluster's block whose shared::cluster address this is.
+__device__ __forceinline__ void st_half_remote(uint32_t cluster_addr, uint16_t bits) {
+  asm volatile("st.shared::cluster.u16 [%0], %1;" ::"r"(cluster_addr), "h"(bits) : "memory");
 }
 
 // A block leaving while its cluster shares the staging (LstmParams::hy_cluster): until it exits, a peer may still
@@ -289,12 +289,12 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
             for (int j = 0; j < kStageLoads; ++j) {
               const int k = k0 + 32 * j;
               if (!src[r] || k >= H) continue;
-              // the halves stage_half makes, into each block of the cluster
-              const __half h = __float2half_rn(v[r][j]), hl = __float2half_rn(v[r][j] - __half2float(h));
+              // the halves stage_half makes (hi_lo: the same bits), into each block of the cluster
+              const uint32_t w = dev::hi_lo<false>(v[r][j]);
               const uint32_t off = uint32_t(row[r] * kpad + k) * uint32_t(sizeof(__half));
               for (int d = 0; d < cs; ++d) {
-                st_half_remote(dev::peer_smem(hi_base + off, unsigned(d)), h);
-                st_half_remote(dev::peer_smem(lo_base + off, unsigned(d)), hl);
+                st_half_remote(dev::peer_smem(hi_base + off, unsigned(d)), uint16_t(w));
+                st_half_remote(dev::peer_smem(lo_base + off, unsigned(d)), uint16_t(w >> 16));
               }
             }
         }
