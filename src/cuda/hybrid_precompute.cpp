@@ -47,6 +47,8 @@ HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, co
   plan_.params.hy_last_whole = tuning.last_whole ? 1 : 0;
   // the shared staging needs whole clusters of precompute blocks (the feeder's cluster stages nothing)
   plan_.params.hy_cluster = plan_.params.hy_mma && plan_.params.np % tuning.stage_cluster == 0 ? tuning.stage_cluster : 1;
+  // the bulk copies move whole 16-byte rows into a block's own staging
+  plan_.params.hy_stage_tma = tuning.stage_tma && plan_.params.hy_mma && H % 4 == 0 && plan_.params.hy_cluster == 1 ? 1 : 0;
   input_mirror_ = tuning.input_mirror && plan_.params.hy_mma;  // the fp32 form reads xbuf only
   claim_ = std::make_unique<DeviceClaim>(device, nullptr);
   HOTPATH_CUDA_CHECK(cudaSetDevice(device));
@@ -261,6 +263,7 @@ std::map<std::string, double> HybridPrecompute::counters() const {
   c["gpu_precompute_release_barrier"] = plan_.params.hy_release_barrier;
   c["gpu_precompute_input_mirror"] = input_mirror_ ? 1.0 : 0.0;
   c["gpu_precompute_stage_cluster"] = plan_.params.hy_mma ? plan_.params.hy_cluster : 0;
+  c["gpu_precompute_stage_tma"] = plan_.params.hy_stage_tma;
   c["gpu_precompute_last_whole"] = plan_.params.hy_mma ? plan_.params.hy_last_whole : 1;  // fp32: always whole
   // the rounds as the precompute's block 0 lives them (PrecomputeStat), SM cycles a round, this launch's
   SharedWords w{};

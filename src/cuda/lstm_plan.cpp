@@ -345,7 +345,7 @@ int plan_hybrid_mma(LstmPlan& plan, const Model& model, Mode mode, int window, i
   auto take = [&](long long n) { return take_region(bytes, n); };
   const int s_pw = take(4LL * pre_floats), s_Q = take(4LL * L * nslots * 4 * U), s_pc = take(4LL * L * nslots * U);
   const int s_px = take(4LL * I), s_g0 = take(4LL * 4 * U), s_pflags = take(16), s_hyf = take(16LL * block_frags);
-  const int s_hyb = take(2LL * 2 * ncols * kpad), s_hyz = take(4LL * ncols * 4 * U);
+  const int s_hyb = take(4LL * ncols * kpad), s_hyz = take(4LL * ncols * 4 * U), s_hymb = take(8);
   if (bytes > limits.smem_per_block_optin || np > max_np) return 0;
   p.hy_mma = 1;
   p.U = U, p.np = np, p.nslots = nslots;
@@ -356,7 +356,7 @@ int plan_hybrid_mma(LstmPlan& plan, const Model& model, Mode mode, int window, i
   for (int l = 0; l < L; ++l) p.pre_b[l] = 4 * U * I + l * 4 * U, p.hy_ih_off[l] = ih_off[l], p.hy_hh_off[l] = hh_off[l];
   p.hy_block_frags = block_frags, p.hy_kt = kt, p.hy_kpad = kpad, p.hy_ncols = ncols;
   p.s_pw = s_pw, p.s_Q = s_Q, p.s_pc = s_pc, p.s_px = s_px, p.s_g0 = s_g0, p.s_pflags = s_pflags;
-  p.s_hyf = s_hyf, p.s_hyb = s_hyb, p.s_hyz = s_hyz;
+  p.s_hyf = s_hyf, p.s_hyb = s_hyb, p.s_hyz = s_hyz, p.s_hymb = s_hymb;
   plan.pre_w.assign(size_t(np) * pre_floats, 0.0f);
   plan.frags.assign(size_t(np) * block_frags * 4, 0u);
   std::vector<std::vector<double>> bias;

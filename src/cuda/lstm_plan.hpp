@@ -80,7 +80,7 @@ LstmPlan plan_lstm(const Model& model, Precision precision, Mode mode, int windo
 // wide input, mma asked where it does not fit).
 enum class HybridForm { automatic, fp32, mma };
 // Variants of the hybrid precompute's kernel, to compare them side by side (docs/hybrid.md,
-// HOTPATH_HYBRID_TUNE); LstmParams' hy_stage_rows, hy_round_fence, hy_release_barrier, hy_cluster. The defaults
+// HOTPATH_HYBRID_TUNE); LstmParams' hy_stage_rows, hy_round_fence, hy_release_barrier, hy_cluster, hy_stage_tma. The defaults
 // are the variants that measured fastest together (docs/hybrid.md); each field's other value is the earlier form.
 struct HybridTuning {
   static constexpr int kMaxStageRows = kMaxHybridStageRows;
@@ -93,9 +93,12 @@ struct HybridTuning {
   bool last_whole = false;      // mma form: the last pass whole before the publish (default: the completing
                                 // window's tile first, the other windows' after the publish)
   // mma form: blocks of a thread-block cluster of this many share the staging of h (1, 2, 4 or 8): each reads
-  // its share of the rows from L2 and writes the halves into every block of its cluster. 1 where the blocks do
+  // its share of the rows from L2 and writes the words into every block of its cluster. 1 where the blocks do
   // not split into whole clusters of that size.
   int stage_cluster = 1;
+  // mma form: a block stages the rows by bulk copies (the copy engine, one a row) instead of its warps' loads;
+  // not where H is not a multiple of 4 or the staging is shared over clusters.
+  bool stage_tma = false;
 };
 LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOptions& mailbox, const DeviceLimits& limits,
                      int max_precompute_blocks = 0, HybridForm form = HybridForm::automatic);

@@ -58,7 +58,7 @@ class GpuFeed final : public cpu::WindowStateFeed {
     throw Error("HOTPATH_HYBRID_SEND='" + s + "': early or late");
   }
   // HOTPATH_HYBRID_TUNE=rows=N,fence=block|round,barrier=fence|release,input=feeder|mirror,last=split|whole,
-  // cluster=1|2|4|8
+  // cluster=1|2|4|8,stage=loads|tma
   // (docs/hybrid.md): the kernel's variants
   // (cuda::HybridTuning), to compare them; unset: the defaults.
   static cuda::HybridTuning tuning_from_env() {
@@ -68,7 +68,8 @@ class GpuFeed final : public cpu::WindowStateFeed {
     auto bad = [&](const std::string& item) {
       return Error("HOTPATH_HYBRID_TUNE='" + all + "': '" + item +
                    "' (comma-separated rows=1.." + std::to_string(cuda::HybridTuning::kMaxStageRows) +
-                   ", fence=block|round, barrier=fence|release, input=feeder|mirror, last=split|whole, cluster=1|2|4|8)");
+                   ", fence=block|round, barrier=fence|release, input=feeder|mirror, last=split|whole, cluster=1|2|4|8, "
+                   "stage=loads|tma)");
     };
     size_t at = 0;
     while (!all.empty() && at <= all.size()) {  // an empty item anywhere (",", "a,,b", "a,") is refused
@@ -89,6 +90,8 @@ class GpuFeed final : public cpu::WindowStateFeed {
         t.last_whole = value == "whole";
       else if (key == "cluster" && (value == "1" || value == "2" || value == "4" || value == "8"))
         t.stage_cluster = value[0] - '0';
+      else if (key == "stage" && (value == "loads" || value == "tma"))
+        t.stage_tma = value == "tma";
       else
         throw bad(item);
     }

@@ -866,7 +866,13 @@ TEST(HybridPlan, BothFormsHoldTheWeights) {
     EXPECT_LE(p.np, lim.sm_count - 1);
     EXPECT_GE(p.np * p.U, p.H);
     EXPECT_LE(p.smem_bytes, lim.smem_per_block_optin);
-    EXPECT_EQ(p.hy_kpad % 16, 8);  // the staged h's rows half a bank row apart: the B loads conflict-free
+    // the staged h's rows (words) 8 or 24 banks apart: a half-warp's 8-byte B loads conflict-free; rows, the
+    // staged block and the mbarrier aligned for the bulk copies
+    EXPECT_EQ(p.hy_kpad % 16, 8);
+    EXPECT_EQ(p.s_hyb % 16, 0);
+    EXPECT_EQ(p.s_hymb % 8, 0);
+    EXPECT_GE(p.s_hymb, p.s_hyb + 4 * p.hy_ncols * p.hy_kpad);
+    EXPECT_LE(p.s_hymb + 8, p.smem_bytes);
     EXPECT_GE(p.hy_ncols, mode == Mode::window ? W - 1 : 1);
     const int H = p.H, I = p.I, U = p.U, kt = p.hy_kt, G = U / 4;
     // every block's W_ih,0 rows and biases exact

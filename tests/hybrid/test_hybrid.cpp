@@ -14,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "common/golden.hpp"
+#include "common/random_model.hpp"
 #include "engine/engine.hpp"
 #include "engine/gpu.hpp"
 #include "model/quantize.hpp"
@@ -128,7 +129,9 @@ TEST(Hybrid, ABadKnobIsNamed) {
       {"HOTPATH_HYBRID_TUNE", "rows=2,", "HOTPATH_HYBRID_TUNE='rows=2,': '' (comma-separated"},
       {"HOTPATH_HYBRID_TUNE", "rows=", "'rows=' (comma-separated"},
       {"HOTPATH_HYBRID_TUNE", "cluster=3", "'cluster=3' (comma-separated"},
-      {"HOTPATH_HYBRID_TUNE", "cluster=16", "'cluster=16' (comma-separated"}};
+      {"HOTPATH_HYBRID_TUNE", "cluster=16", "'cluster=16' (comma-separated"},
+      {"HOTPATH_HYBRID_TUNE", "stage=dma", "'stage=dma' (comma-separated"},
+      {"HOTPATH_HYBRID_TUNE", "stage=tma,stage=", "'stage=' (comma-separated"}};
   for (const Knob& k : knobs) {
     SCOPED_TRACE(std::string(k.name) + "=" + k.value);
     const EnvScope scope(k.name, k.value);
@@ -157,10 +160,14 @@ class FormScope : public EnvScope {
   explicit FormScope(const char* form) : EnvScope("HOTPATH_HYBRID_PRECOMPUTE", form) {}
 };
 
+// The mma form with each staging (the warps' loads, the bulk copies): one row (streaming), one window tile
+// (tiny), several.
 TEST_F(HybridGpu, GoldensWithinTheirBounds) {
-  for (const char* form : {"fp32", "mma"})
+  for (const char* form : {"fp32", "mma", "mma stage=tma"})
   for (const std::string name : {"tiny", "small2x128", "multi_out"}) {
-    const FormScope scope(form);
+    const std::string f = form;
+    const FormScope scope(f.substr(0, f.find(' ')).c_str());
+    const EnvScope staging("HOTPATH_HYBRID_TUNE", f == "mma stage=tma" ? "stage=tma" : "stage=loads");
     const Golden g = load_golden(name);
     for (const Mode mode : {Mode::window, Mode::streaming})
       for (const Precision p : {Precision::fp32, Precision::bf16, Precision::int8}) {
@@ -175,7 +182,8 @@ TEST_F(HybridGpu, GoldensWithinTheirBounds) {
         EXPECT_EQ(c.at("fed_late_ticks"), 0);  // finish_precompute() waited each time, never the step
         EXPECT_EQ(c.at("fed_timeouts"), 0);
         EXPECT_EQ(c.at("gpu_precompute_launches"), 1);
-        EXPECT_EQ(c.at("gpu_precompute_mma"), std::string(form) == "mma" ? 1 : 0);
+        EXPECT_EQ(c.at("gpu_precompute_mma"), f == "fp32" ? 0 : 1);
+        EXPECT_EQ(c.at("gpu_precompute_stage_tma"), f == "mma stage=tma" ? 1 : 0);
         EXPECT_NE(b->facts().at("cpu_precompute_cores").find("cuda precompute"), std::string::npos);
         std::printf("[hybrid] %-4s %-10s %-9s %-4s error %.3g\n", form, name.c_str(), mode_name(mode), precision_name(p), err);
       }
@@ -238,11 +246,18 @@ TEST_F(HybridGpu, TunedVariantsAnswerAsTheDefault) {
   const std::vector<float> x = random_inputs(T, size_t(m.config.input_size), 9);
   for (const char* form : {"fp32", "mma"}) {
     const FormScope scope(form);
-    const auto base = run(*hybrid(m, Mode::window, W, Precision::bf16), x, T);
+    std::vector<double> base;
+    double default_tma = 0;  // whether the default stages by bulk copies
+    {
+      auto b = hybrid(m, Mode::window, W, Precision::bf16);  // one hybrid engine at a time: gone before the next
+      base = run(*b, x, T);
+      default_tma = b->counters().at("gpu_precompute_stage_tma");
+    }
     // each knob's other value than the default's, the earlier default whole, and the shared staging
     for (const char* tune : {"rows=1", "rows=2", "fence=block", "barrier=fence", "input=feeder", "last=whole",
                              "rows=2,fence=block,barrier=fence,input=feeder", "cluster=2", "cluster=4", "cluster=8",
-                             "cluster=8,rows=3,last=whole"}) {
+                             "cluster=8,rows=3,last=whole", "stage=tma", "stage=loads", "stage=tma,last=whole",
+                             "stage=tma,cluster=2"}) {
       SCOPED_TRACE(std::string(form) + " " + tune);
       const EnvScope tuned("HOTPATH_HYBRID_TUNE", tune);
       auto b = hybrid(m, Mode::window, W, Precision::bf16);
@@ -257,8 +272,33 @@ TEST_F(HybridGpu, TunedVariantsAnswerAsTheDefault) {
       // lstm_m's 64 mma blocks split into whole clusters of 2, 4 and 8
       const size_t at = t.find("cluster=");
       EXPECT_EQ(c.at("gpu_precompute_stage_cluster"), mma ? (at == std::string::npos ? 1 : t[at + 8] - '0') : 0);
+      // the bulk copies where asked (or the default), in the mma form, with the block's own staging (H = 256)
+      const bool tma_asked =
+          t.find("stage=tma") != std::string::npos || (t.find("stage=loads") == std::string::npos && default_tma == 1);
+      EXPECT_EQ(c.at("gpu_precompute_stage_tma"), mma && tma_asked && at == std::string::npos ? 1 : 0);
     }
   }
+}
+
+// The bulk copies move whole 16-byte rows: with H not a multiple of 4 the mma form stages by its warps' loads
+// instead, and says so; the answers as the default's.
+TEST_F(HybridGpu, BulkCopyStagingFallsBackWhereRowsAreNotWhole) {
+  const Model m = test_support::random_model(6, 30, 2, 2, true, true, 17);
+  const int W = 12;
+  const size_t T = 3 * size_t(W);
+  const std::vector<float> x = random_inputs(T, 6, 3);
+  const FormScope scope("mma");
+  std::vector<double> base;
+  {
+    const EnvScope loads("HOTPATH_HYBRID_TUNE", "stage=loads");
+    base = run(*hybrid(m, Mode::window, W, Precision::bf16), x, T);
+  }
+  const EnvScope tma("HOTPATH_HYBRID_TUNE", "stage=tma");
+  auto b = hybrid(m, Mode::window, W, Precision::bf16);
+  EXPECT_EQ(b->counters().at("gpu_precompute_mma"), 1);
+  EXPECT_EQ(b->counters().at("gpu_precompute_stage_tma"), 0);
+  EXPECT_EQ(run(*b, x, T), base);
+  EXPECT_LE(reference::normalized_error(base, reference_run(m, Mode::window, x, T, W)), error_bound(Precision::bf16));
 }
 
 // The staging shared over thread-block clusters, stopped mid-run and started again: each stop finds the blocks

@@ -33,12 +33,16 @@
 #include "cuda/kernels/common/tagged_words.cuh"
 #include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/kernels/common/mailbox.cuh"
+#include "cuda/kernels/common/mbarrier.cuh"
 #include "cuda/kernels/common/precompute.cuh"
 
 namespace hotpath::cuda {
 namespace {
 
 using dev::CtaFlags;
+using dev::mbar_expect_tx;
+using dev::mbar_init;
+using dev::mbar_try_wait;
 using dev::smem_at;
 using ull = unsigned long long;
 
@@ -80,24 +84,9 @@ struct ClusterSmem {
         bar(smem_at<uint64_t>(smem, p.cl.s_bar)) {}
 };
 
-// The mbarrier exchange's pieces: st.async into a peer's shared memory completing bytes on its
-// mbarrier; the owner arms each (layer, parity) barrier with the bytes it expects before the tick.
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(dev::smem_u32(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(dev::smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, unsigned parity) {
-  uint32_t ok;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-      " selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(ok)
-      : "r"(dev::smem_u32(bar)), "r"(parity)
-      : "memory");
-  return ok != 0;
-}
+// The mbarrier exchange's pieces (the barrier itself: common/mbarrier.cuh): st.async into a peer's shared
+// memory completing bytes on its mbarrier; the owner arms each (layer, parity) barrier with the bytes it
+// expects before the tick.
 // Waits for tick s's phase of `bar`, or the block quits (false).
 __device__ __forceinline__ bool mbar_wait(uint64_t* bar, unsigned long long s, volatile CtaFlags* f) {
   const unsigned parity = unsigned(s >> 1) & 1u;
@@ -283,7 +272,7 @@ __device__ void cluster_critical(const LstmParams& p, char* smem, int b) {
       dev::reset_flags(f);
       if (ASYNC) {
         for (int i = 0; i < 2 * (L + 1); ++i) mbar_init(m.bar + i, 1);  // one arrival: the owner's expect_tx
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        dev::fence_mbar_init();
       }
     }
   }

@@ -356,7 +356,7 @@ struct LstmParams {
   const float* pre_w = nullptr;  // per block: [pre_block_floats]
   int pre_block_floats = 0;
   int pre_ih[kMaxLayers] = {}, pre_hh[kMaxLayers] = {}, pre_b[kMaxLayers] = {};  // float offsets in a block
-  float* h_state = nullptr;   // [L][nslots][H]
+  float* h_state = nullptr;   // [L][nslots][H] (the hybrid's mma form: each h as its hi_lo word)
   float* pub_P = nullptr;     // [L][4H]
   float* pub_c = nullptr;     // [L][H]
   float* xbuf = nullptr;      // [I]
@@ -380,18 +380,24 @@ struct LstmParams {
   int hy_block_frags = 0;
   int hy_ih_off[kMaxLayers] = {}, hy_hh_off[kMaxLayers] = {};  // uint4 offsets (hy_ih_off[0]: unused)
   int hy_kt = 0;     // k16 tiles of H
-  int hy_kpad = 0;   // halves in a window's row of the staged h (16 hy_kt + 8: the B loads conflict-free)
+  // words in a window's row of the staged h, each h as hi | lo << 16 (16 hy_kt + 8: a warp's 8-byte B loads,
+  // rows 8 or 24 banks apart, conflict-free; rows 16-byte aligned for the bulk copies)
+  int hy_kpad = 0;
   int hy_ncols = 0;  // open windows rounded up to whole n8 tiles
-  int s_hyf = 0, s_hyb = 0, s_hyz = 0;  // shared memory: fragments, staged h (hi rows, then lo), the W_ih products
+  // shared memory: fragments, staged h [hy_ncols][hy_kpad] words, the W_ih products, the bulk copies' mbarrier
+  int s_hyf = 0, s_hyb = 0, s_hyz = 0, s_hymb = 0;
   // The hybrid's kernel variants (HybridTuning, lstm_plan.hpp): rows a warp stages at a time (mma form); the
   // publish's per-block fence at gpu scope, one system-scope fence a round (1); the precompute barrier as
   // red.release + ld.acquire (1).
   int hy_stage_rows = 2, hy_round_fence = 0, hy_release_barrier = 0;  // hy_stage_rows: 1..kMaxHybridStageRows
   // mma form: blocks [c hy_cluster, c hy_cluster + hy_cluster) are thread-block cluster c (launched as clusters
   // of this size, the grid rounded up to whole ones; np a multiple of it) and share the staging of h: a block
-  // reads every hy_cluster-th row from L2 and stores its halves into each block of the cluster. 1: each block
+  // reads every hy_cluster-th row from L2 and stores its words into each block of the cluster. 1: each block
   // stages every row itself.
   int hy_cluster = 1;
+  // mma form, hy_cluster 1, H a multiple of 4: 1, a block stages the rows by bulk copies (cp.async.bulk, one a
+  // row, counted on an mbarrier); 0, by its warps' loads and stores.
+  int hy_stage_tma = 0;
   // mma form: 0, the last layer pass does the completing window's tile, publishes, then the other tiles;
   // 1, all of it before the publish.
   int hy_last_whole = 0;

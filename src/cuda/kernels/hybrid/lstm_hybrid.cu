@@ -4,6 +4,7 @@
 
 #include "cuda/kernels/common/lstm_launch.hpp"
 #include "cuda/kernels/common/mailbox.cuh"
+#include "cuda/kernels/common/mbarrier.cuh"
 #include "cuda/kernels/common/precompute.cuh"
 #include "cuda/kernels/common/tagged_words.cuh"
 
@@ -84,11 +85,6 @@ __device__ void hybrid_feeder(const LstmParams& p) {
 
 constexpr int kStageLoads = 8;  // the mma block's staging: loads of a row in flight per lane
 
-// One half's 16 bits into shared memory of the cluster's block whose shared::cluster address this is.
-__device__ __forceinline__ void st_half_remote(uint32_t cluster_addr, uint16_t bits) {
-  asm volatile("st.shared::cluster.u16 [%0], %1;" ::"r"(cluster_addr), "h"(bits) : "memory");
-}
-
 // A block leaving while its cluster shares the staging (LstmParams::hy_cluster): until it exits, a peer may still
 // store into its shared memory, so it first takes part in the cluster barriers a peer can still reach before
 // that peer's own leave: a peer that passed the grid barrier this block left at stages at most twice more (the
@@ -140,28 +136,30 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
   float* su0 = dev::smem_at<float>(smem, p.s_g0);    // W_ih,0 x_t [4U]
   volatile unsigned* quit = dev::smem_at<volatile unsigned>(smem, p.s_pflags);
   uint4* sf = dev::smem_at<uint4>(smem, p.s_hyf);
-  __half* bhi = dev::smem_at<__half>(smem, p.s_hyb);  // the open windows' h of the layer below, [ncols][kpad]
-  __half* blo = bhi + size_t(p.hy_ncols) * kpad;
+  uint32_t* sh = dev::smem_at<uint32_t>(smem, p.s_hyb);  // the open windows' h of the layer below, [ncols][kpad] words
+  uint64_t* sbar = dev::smem_at<uint64_t>(smem, p.s_hymb);  // the bulk copies' mbarrier (hy_stage_tma)
   float* sz = dev::smem_at<float>(smem, p.s_hyz);    // W_ih,l h of each open window [ncols][4U]
   auto Q = [&](int l, int slot) { return sQ + (l * nslots + slot) * 4 * U; };
   auto C = [&](int l, int slot) { return scs + (l * nslots + slot) * U; };
-  auto hstate = [&](int l, int slot) { return p.h_state + (size_t(l) * nslots + slot) * H; };
-  auto stage_half = [&](int at, float v) {
-    const __half hi = __float2half_rn(v);
-    bhi[at] = hi;
-    blo[at] = __float2half_rn(v - __half2float(hi));
-  };
+  // h of (layer, window slot) as hi_lo words (LstmParams::h_state): made once by the block that computes it,
+  // copied as they are by every block that stages it
+  auto hstate = [&](int l, int slot) { return reinterpret_cast<uint32_t*>(p.h_state) + (size_t(l) * nslots + slot) * H; };
 
   {
     const float* src = p.pre_w + size_t(b) * p.pre_block_floats;
     for (int i = tid; i < p.pre_block_floats; i += nthreads) sw[i] = __ldg(src + i);
     const uint4* fsrc = static_cast<const uint4*>(p.hy_frags) + size_t(b) * p.hy_block_frags;
     for (int i = tid; i < p.hy_block_frags; i += nthreads) sf[i] = __ldg(fsrc + i);
-    // the staged h starts at zero: rows past H (the last k16 tile's padding) must stay zero
-    uint32_t* z = reinterpret_cast<uint32_t*>(bhi);
-    for (int i = tid; i < p.hy_ncols * kpad; i += nthreads) z[i] = 0u;  // both halves' arrays: 2 x ncols x kpad halves
+    // the staged h starts at zero: words past H (the last k16 tile's padding) must stay zero
+    for (int i = tid; i < p.hy_ncols * kpad; i += nthreads) sh[i] = 0u;
   }
-  if (tid == 0) *quit = 0;
+  if (tid == 0) {
+    *quit = 0;
+    if (p.hy_stage_tma) {
+      dev::mbar_init(sbar, 1);  // one arrival a phase: warp 0's expect_tx
+      dev::fence_mbar_init();
+    }
+  }
   __syncthreads();
   // the shared staging (LstmParams::hy_cluster): every block of the cluster running, its staged h zeroed, before
   // any stores into it
@@ -181,6 +179,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
   publish(0, true, 0);  // tick 0: every window starts from zero
 
   unsigned long long epoch = 0;
+  unsigned tma_parity = 0;  // the phase of sbar the next bulk-copy stage waits for
   for (long long t = 0;; ++t) {
     if (p.hy_xmirror) {
       if (!mirror_round_input(p, t, sx, quit)) return leave_cluster(p);
@@ -218,61 +217,78 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
       float c = C(0, slot)[u];
       const float h = dev::lstm_cell(su0[4 * u] + q[0], su0[4 * u + 1] + q[1], su0[4 * u + 2] + q[2], su0[4 * u + 3] + q[3], c);
       C(0, slot)[u] = c;
-      __stcg(hstate(0, slot) + u0 + u, h);
+      __stcg(hstate(0, slot) + u0 + u, dev::hi_lo<false>(h));
     }
     const long long t_layer0 = clock64();
     if (nw > 0 && !barrier()) return leave_cluster(p);
 
-    // layers 1..L: the layer below's h of every open window staged as halves, then its products
+    // layers 1..L: the layer below's h of every open window staged (hi_lo words), then its products
     long long t_stage = 0, t_mma = 0, t_cells = 0;  // the passes' parts (block 0 records them)
-    // Windows [lo, hi)'s h of layer l - 1 into the staged halves: a warp hy_stage_rows rows at a time,
+    // Windows [lo, hi)'s h of layer l - 1 into the staged words: a warp hy_stage_rows rows at a time,
     // kStageLoads loads of each in flight before any is used (the h comes from L2, every block's share of it,
     // so each wait is an L2 latency), then the block's barrier.
-    // Each row's kStageLoads floats from k0 on (a lane's, 32 apart), every load issued before any is used.
-    auto load_rows = [&](const float* const (&src)[kMaxHybridStageRows], int k0,
-                         float (&v)[kMaxHybridStageRows][kStageLoads]) {
+    // Each row's kStageLoads words from k0 on (a lane's, 32 apart), every load issued before any is used.
+    auto load_rows = [&](const uint32_t* const (&src)[kMaxHybridStageRows], int k0,
+                         uint32_t (&v)[kMaxHybridStageRows][kStageLoads]) {
 #pragma unroll
       for (int r = 0; r < kMaxHybridStageRows; ++r)
 #pragma unroll
         for (int j = 0; j < kStageLoads; ++j) {
           const int k = k0 + 32 * j;
-          v[r][j] = src[r] && k < H ? __ldcg(src[r] + k) : 0.f;
+          v[r][j] = src[r] && k < H ? __ldcg(src[r] + k) : 0u;
         }
     };
     auto stage_own = [&](int l, int lo, int hi) {
       const int R = p.hy_stage_rows;
       for (int w0 = lo + warp; w0 < hi; w0 += R * nwarps) {
-        const float* src[kMaxHybridStageRows];
+        const uint32_t* src[kMaxHybridStageRows];
 #pragma unroll
         for (int r = 0; r < kMaxHybridStageRows; ++r) {
           const int w = w0 + r * nwarps;
           src[r] = r < R && w < hi ? hstate(l - 1, slot_of(w)) : nullptr;
         }
         for (int k0 = lane; k0 < H; k0 += kStageLoads * 32) {
-          float v[kMaxHybridStageRows][kStageLoads];
+          uint32_t v[kMaxHybridStageRows][kStageLoads];
           load_rows(src, k0, v);
 #pragma unroll
           for (int r = 0; r < kMaxHybridStageRows; ++r)
 #pragma unroll
             for (int j = 0; j < kStageLoads; ++j) {
               const int k = k0 + 32 * j;
-              if (src[r] && k < H) stage_half((w0 + r * nwarps) * kpad + k, v[r][j]);
+              if (src[r] && k < H) sh[(w0 + r * nwarps) * kpad + k] = v[r][j];
             }
         }
       }
       __syncthreads();
     };
+    // The same by the copy engine (hy_stage_tma): warp 0 issues one bulk copy a row (H words, all of them in
+    // flight at once), and every thread waits for the mbarrier's phase that counts their bytes. Before the
+    // copies, the proxy fence: the rows' h (other blocks' stores, seen through the grid barrier) and this
+    // block's reads of the staged words before (the products, behind a bar.sync) come first. Words past H
+    // are never written: they stay zero.
+    auto stage_tma = [&](int l, int lo, int hi) {
+      if (warp == 0) {
+        dev::fence_proxy_async();
+        if (lane == 0) dev::mbar_expect_tx(sbar, unsigned(hi - lo) * unsigned(H) * 4u);
+        __syncwarp();
+        for (int w = lo + lane; w < hi; w += 32)
+          dev::bulk_copy_to_smem(dev::smem_u32(sh + w * kpad), hstate(l - 1, slot_of(w)), unsigned(H) * 4u, sbar);
+      }
+      while (!dev::mbar_try_wait(sbar, tma_parity)) {
+      }
+      tma_parity ^= 1u;
+    };
     // The same shared over the cluster (cs > 1): the block reads only rows lo + crank, lo + crank + cs, ... and
-    // stores their halves into every block of its cluster, then the cluster's barrier: each row leaves L2 once a
+    // stores their words into every block of its cluster, then the cluster's barrier: each row leaves L2 once a
     // cluster, not once a block. No peer still reads the rows it overwrites: a grid barrier lies between each
     // stage and the products before it, but for the last pass's two parts: the deferred stage writes rows 8..,
     // while a peer's products of the completing tile may still read rows 0..7.
     auto stage_shared = [&](int l, int lo, int hi) {
       const int R = p.hy_stage_rows;
       const int first = lo + int(crank), mine = hi > first ? (hi - first + cs - 1) / cs : 0;
-      const uint32_t hi_base = dev::smem_u32(bhi), lo_base = dev::smem_u32(blo);
+      const uint32_t base = dev::smem_u32(sh);
       for (int i0 = warp; i0 < mine; i0 += R * nwarps) {
-        const float* src[kMaxHybridStageRows];
+        const uint32_t* src[kMaxHybridStageRows];
         int row[kMaxHybridStageRows];
 #pragma unroll
         for (int r = 0; r < kMaxHybridStageRows; ++r) {
@@ -281,7 +297,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
           src[r] = r < R && i < mine ? hstate(l - 1, slot_of(row[r])) : nullptr;
         }
         for (int k0 = lane; k0 < H; k0 += kStageLoads * 32) {
-          float v[kMaxHybridStageRows][kStageLoads];
+          uint32_t v[kMaxHybridStageRows][kStageLoads];
           load_rows(src, k0, v);
 #pragma unroll
           for (int r = 0; r < kMaxHybridStageRows; ++r)
@@ -289,13 +305,8 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
             for (int j = 0; j < kStageLoads; ++j) {
               const int k = k0 + 32 * j;
               if (!src[r] || k >= H) continue;
-              // the halves stage_half makes (hi_lo: the same bits), into each block of the cluster
-              const uint32_t w = dev::hi_lo<false>(v[r][j]);
-              const uint32_t off = uint32_t(row[r] * kpad + k) * uint32_t(sizeof(__half));
-              for (int d = 0; d < cs; ++d) {
-                st_half_remote(dev::peer_smem(hi_base + off, unsigned(d)), uint16_t(w));
-                st_half_remote(dev::peer_smem(lo_base + off, unsigned(d)), uint16_t(w >> 16));
-              }
+              const uint32_t off = uint32_t(row[r] * kpad + k) * uint32_t(sizeof(uint32_t));
+              for (int d = 0; d < cs; ++d) dev::st_u32_remote(dev::peer_smem(base + off, unsigned(d)), v[r][j]);
             }
         }
       }
@@ -307,6 +318,8 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
       const long long t0 = clock64();
       if (cs > 1)
         stage_shared(l, lo, hi);
+      else if (p.hy_stage_tma)
+        stage_tma(l, lo, hi);
       else
         stage_own(l, lo, hi);
       t_stage += clock64() - t0;
@@ -321,14 +334,16 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
         const int q = (job % jobs_per) / ntl, nt = nt_lo + job % ntl;
         const uint4* A = sf + (ih ? p.hy_ih_off[l] : p.hy_hh_off[l - 1]) + q * kt * 2 * 32 + lane;
         const int gid = lane >> 2, tig = lane & 3;
-        const uint32_t* bh = reinterpret_cast<const uint32_t*>(bhi + (nt * 8 + gid) * kpad + 2 * tig);
-        const uint32_t* bl = reinterpret_cast<const uint32_t*>(blo + (nt * 8 + gid) * kpad + 2 * tig);
+        // window nt 8 + gid's words k = 16 k16 + 2 tig, +1 (b0) and +8, +9 (b1): their hi halves, then their lo
+        const uint32_t* bw = sh + (nt * 8 + gid) * kpad + 2 * tig;
         // two accumulators (hi.hi; the cross terms): two independent MMA chains instead of one of 3 kt
         float d[4] = {0.f, 0.f, 0.f, 0.f}, x[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 4
         for (int k = 0; k < kt; ++k) {
           const uint4 ahi = A[(2 * k) * 32], alo = A[(2 * k + 1) * 32];
-          const uint32_t h0 = bh[8 * k], h1 = bh[8 * k + 4], l0 = bl[8 * k], l1 = bl[8 * k + 4];
+          const uint2 w0 = *reinterpret_cast<const uint2*>(bw + 16 * k), w1 = *reinterpret_cast<const uint2*>(bw + 16 * k + 8);
+          const uint32_t h0 = dev::b_pair(w0.x, w0.y, 0x5410u), h1 = dev::b_pair(w1.x, w1.y, 0x5410u);
+          const uint32_t l0 = dev::b_pair(w0.x, w0.y, 0x7632u), l1 = dev::b_pair(w1.x, w1.y, 0x7632u);
           dev::mma16816<false>(d, ahi, h0, h1);
           dev::mma16816<false>(x, ahi, l0, l1);
           dev::mma16816<false>(x, alo, h0, h1);
@@ -376,7 +391,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
           float c = C(l, slot)[u];
           const float h = dev::lstm_cell(z[0] + q[0], z[1] + q[1], z[2] + q[2], z[3] + q[3], c);
           C(l, slot)[u] = c;
-          __stcg(hstate(l, slot) + u0 + u, h);
+          __stcg(hstate(l, slot) + u0 + u, dev::hi_lo<false>(h));
         }
         t_cells += clock64() - t0;
         if (!barrier()) return leave_cluster(p);
@@ -425,6 +440,8 @@ cudaError_t launch_hybrid(const LstmParams& p, cudaStream_t stream, long long* m
     return cudaErrorInvalidValue;
   if (p.hy_cluster > 1 && (!p.hy_mma || p.hy_cluster > kMaxHybridStageCluster || p.np % p.hy_cluster != 0))
     return cudaErrorInvalidValue;
+  // the bulk copies: whole 16-byte rows, and a block's own staging (the shared one stores into its peers)
+  if (p.hy_stage_tma && (!p.hy_mma || p.H % 4 != 0 || p.hy_cluster > 1)) return cudaErrorInvalidValue;
   LstmParams arg = p;
   const void* fn = reinterpret_cast<const void*>(&lstm_hybrid);
   if (p.hy_cluster <= 1) return cooperative_launch(fn, hybrid_grid(p), kHybridThreads, p.smem_bytes, &arg, stream, max_coresident);
