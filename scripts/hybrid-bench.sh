@@ -8,8 +8,7 @@
 #     --out DIR      results (default $OUT, else gpu-out)   --ticks N   ticks a run (default 200000)
 #     --models "M ..."   zoo models, window mode, int8 (default "lstm_m stac_b")
 #     --tunes "T ..."    the HOTPATH_HYBRID_TUNE variants run beside the default (default: each knob's other
-#                        value, the earlier default whole, the staging shared over clusters of 2, 4 and 8,
-#                        the staging by bulk copies)
+#                        value, the earlier default whole, the staging shared over clusters of 2, 4 and 8)
 # Cores, from nproc: 0-1 left to the OS; the hybrid's critical step on 2-5 (--crit-cores 4), the cpu
 # backend's on the same cores with its precompute on 6 to the last.
 # Runs per model: the default kernel, each HOTPATH_HYBRID_TUNE variant, the fp32 form, x_t sent after the
@@ -23,7 +22,7 @@ HOTPATH=
 OUT=${OUT:-gpu-out}
 TICKS=200000
 MODELS="lstm_m stac_b"
-TUNES="rows=2 fence=block barrier=fence input=feeder last=whole rows=2,fence=block,barrier=fence,input=feeder cluster=2 cluster=4 cluster=8 stage=tma"
+TUNES="rows=2 fence=block barrier=fence input=feeder last=whole rows=2,fence=block,barrier=fence,input=feeder cluster=2 cluster=4 cluster=8 stage=loads"
 FLAGS=(--build:BUILD --hotpath:HOTPATH --out:OUT --ticks:TICKS:count --models:MODELS --tunes:TUNES)
 flag_parse 15 "$@"
 [ ${#pos[@]} -eq 0 ] || flag_die "unknown argument '${pos[0]}' (--help lists them)"

@@ -96,9 +96,9 @@ struct HybridTuning {
   // its share of the rows from L2 and writes the words into every block of its cluster. 1 where the blocks do
   // not split into whole clusters of that size.
   int stage_cluster = 1;
-  // mma form: a block stages the rows by bulk copies (the copy engine, one a row) instead of its warps' loads;
+  // mma form: a block stages the rows by bulk copies (the copy engine, one a row; false: its warps' loads);
   // not where H is not a multiple of 4 or the staging is shared over clusters.
-  bool stage_tma = false;
+  bool stage_tma = true;
 };
 LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOptions& mailbox, const DeviceLimits& limits,
                      int max_precompute_blocks = 0, HybridForm form = HybridForm::automatic);
