@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/kernels/common/mbarrier.cuh"
 #include "probe_check.hpp"
 
 namespace {
@@ -59,33 +60,17 @@ struct Args {
   long long trips;
 };
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ uint32_t mapa(uint32_t a, unsigned rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
+// the kernels' own: shared-memory addresses, the cluster's ranks, the mbarrier
+using hotpath::cuda::dev::cluster_rank;
+using hotpath::cuda::dev::mbar_expect_tx;
+using hotpath::cuda::dev::mbar_init;
+using hotpath::cuda::dev::mbar_try_wait;
+using hotpath::cuda::dev::peer_smem;
+using hotpath::cuda::dev::smem_u32;
 __device__ __forceinline__ unsigned cluster_blocks() {
   unsigned r;
   asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
   return r;
-}
-__device__ __forceinline__ void mbar_init(uint64_t* b, unsigned n) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(n) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(uint64_t* b, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ bool mbar_try(uint64_t* b, unsigned par) {
-  uint32_t ok;
-  asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0,1,0,p;\n}"
-               : "=r"(ok) : "r"(smem_u32(b)), "r"(par) : "memory");
-  return ok;
 }
 __device__ __forceinline__ bool mbar_test(uint64_t* b, unsigned par) {
   uint32_t ok;
@@ -137,17 +122,17 @@ __device__ __forceinline__ unsigned exchange(Shared& s, int mech, int bytes, lon
   const unsigned vec = unsigned(bytes / 16);  // v4 per slice
   unsigned got = 0;
   if (mech == kAsyncTry || mech == kAsyncTest) {
-    if (tid == 0) mbar_expect(&s.bar[par], n * unsigned(bytes));
+    if (tid == 0) mbar_expect_tx(&s.bar[par], n * unsigned(bytes));
     if (warp == 0) {
       for (unsigned i = lane; i < n * vec; i += 32) {
         const unsigned peer = i / vec, v = i % vec;
-        const uint32_t dst = mapa(smem_u32(&s.buf[par][me * bytes + v * 16]), peer);
-        st_async(dst, make_uint4(unsigned(r), me, v, 7u), mapa(smem_u32(&s.bar[par]), peer));
+        const uint32_t dst = peer_smem(smem_u32(&s.buf[par][me * bytes + v * 16]), peer);
+        st_async(dst, make_uint4(unsigned(r), me, v, 7u), peer_smem(smem_u32(&s.bar[par]), peer));
       }
     }
     const unsigned phase = unsigned(r >> 1) & 1u;
     if (mech == kAsyncTry) {
-      while (!mbar_try(&s.bar[par], phase)) {
+      while (!mbar_try_wait(&s.bar[par], phase)) {
       }
     } else {
       while (!mbar_test(&s.bar[par], phase)) {
@@ -158,7 +143,7 @@ __device__ __forceinline__ unsigned exchange(Shared& s, int mech, int bytes, lon
     if (warp == 0) {
       for (unsigned i = lane; i < n * vec; i += 32) {
         const unsigned peer = i / vec, v = i % vec;
-        st_remote_v4(mapa(smem_u32(&s.buf[par][me * bytes + v * 16]), peer), make_uint4(unsigned(r), me, v, 7u));
+        st_remote_v4(peer_smem(smem_u32(&s.buf[par][me * bytes + v * 16]), peer), make_uint4(unsigned(r), me, v, 7u));
       }
     }
     cluster_arrive();
@@ -170,7 +155,7 @@ __device__ __forceinline__ unsigned exchange(Shared& s, int mech, int bytes, lon
     if (warp == 0) {
       for (unsigned i = lane; i < n * words; i += 32) {
         const unsigned peer = i / words, w = i % words;
-        st_remote_tag(mapa(smem_u32(&s.tags[par][me * words + w]), peer),
+        st_remote_tag(peer_smem(smem_u32(&s.tags[par][me * words + w]), peer),
                       ((unsigned long long)(r + 1) << 32) | (me * 131u + w));
       }
     }
@@ -287,8 +272,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) trips_kernel(const __grid_cons
     // bar[0]: the forward (peers), bar[1]: the answers (block 0)
     const unsigned phase = unsigned(t) & 1u;
     if (tid == 0 && !tagged) {
-      if (me != 0) mbar_expect(&s.bar[0], 16);
-      else if (n > 1) mbar_expect(&s.bar[1], 16 * (n - 1));
+      if (me != 0) mbar_expect_tx(&s.bar[0], 16);
+      else if (n > 1) mbar_expect_tx(&s.bar[1], 16 * (n - 1));
     }
     if (me == 0) {
       if (warp == 0) {
@@ -298,8 +283,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) trips_kernel(const __grid_cons
         __syncwarp();
         // forward to every peer: lane p -> peer p
         if (lane >= 1 && unsigned(lane) < n) {
-          if (tagged) st_remote_tag(mapa(smem_u32(&s.tags[0][0]), lane), ((unsigned long long)seq << 32) | 5u);
-          else st_async(mapa(smem_u32(&s.buf[0][0]), lane), make_uint4(seq, 1, 2, 3), mapa(smem_u32(&s.bar[0]), lane));
+          if (tagged) st_remote_tag(peer_smem(smem_u32(&s.tags[0][0]), lane), ((unsigned long long)seq << 32) | 5u);
+          else st_async(peer_smem(smem_u32(&s.buf[0][0]), lane), make_uint4(seq, 1, 2, 3), peer_smem(smem_u32(&s.bar[0]), lane));
         }
         // gather the answers
         if (n > 1) {
@@ -310,7 +295,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) trips_kernel(const __grid_cons
               if (__all_sync(0xffffffffu, ok)) break;
             }
           } else {
-            while (!mbar_try(&s.bar[1], phase)) {
+            while (!mbar_try_wait(&s.bar[1], phase)) {
             }
           }
         }
@@ -322,11 +307,11 @@ __global__ void __launch_bounds__(32 * kWarps, 1) trips_kernel(const __grid_cons
           while (unsigned(ld_local_tag(&s.tags[0][0]) >> 32) != seq) {
           }
         __syncwarp();
-        if (lane == 0) st_remote_tag(mapa(smem_u32(&s.tags[1][me]), 0), ((unsigned long long)seq << 32) | me);
+        if (lane == 0) st_remote_tag(peer_smem(smem_u32(&s.tags[1][me]), 0), ((unsigned long long)seq << 32) | me);
       } else {
-        while (!(a.mech == kAsyncTest ? mbar_test(&s.bar[0], phase) : mbar_try(&s.bar[0], phase))) {
+        while (!(a.mech == kAsyncTest ? mbar_test(&s.bar[0], phase) : mbar_try_wait(&s.bar[0], phase))) {
         }
-        if (lane == 0) st_async(mapa(smem_u32(&s.buf[1][me * 16]), 0), make_uint4(seq, me, 0, 0), mapa(smem_u32(&s.bar[1]), 0));
+        if (lane == 0) st_async(peer_smem(smem_u32(&s.buf[1][me * 16]), 0), make_uint4(seq, me, 0, 0), peer_smem(smem_u32(&s.bar[1]), 0));
       }
     }
     __syncthreads();
