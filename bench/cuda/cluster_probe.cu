@@ -60,13 +60,14 @@ struct Args {
   long long trips;
 };
 
-// the kernels' own: shared-memory addresses, the cluster's ranks, the mbarrier
+// the kernels' own: shared-memory addresses, the cluster's ranks, the mbarrier and st.async
 using hotpath::cuda::dev::cluster_rank;
 using hotpath::cuda::dev::mbar_expect_tx;
 using hotpath::cuda::dev::mbar_init;
 using hotpath::cuda::dev::mbar_try_wait;
 using hotpath::cuda::dev::peer_smem;
 using hotpath::cuda::dev::smem_u32;
+using hotpath::cuda::dev::st_async_v4;
 __device__ __forceinline__ unsigned cluster_blocks() {
   unsigned r;
   asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
@@ -77,10 +78,6 @@ __device__ __forceinline__ bool mbar_test(uint64_t* b, unsigned par) {
   asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0,1,0,p;\n}"
                : "=r"(ok) : "r"(smem_u32(b)), "r"(par) : "memory");
   return ok;
-}
-__device__ __forceinline__ void st_async(uint32_t a, uint4 v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1,%2,%3,%4}, [%5];" ::"r"(a), "r"(v.x),
-               "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar) : "memory");
 }
 __device__ __forceinline__ void st_remote_v4(uint32_t a, uint4 v) {
   asm volatile("st.shared::cluster.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
@@ -127,7 +124,7 @@ __device__ __forceinline__ unsigned exchange(Shared& s, int mech, int bytes, lon
       for (unsigned i = lane; i < n * vec; i += 32) {
         const unsigned peer = i / vec, v = i % vec;
         const uint32_t dst = peer_smem(smem_u32(&s.buf[par][me * bytes + v * 16]), peer);
-        st_async(dst, make_uint4(unsigned(r), me, v, 7u), peer_smem(smem_u32(&s.bar[par]), peer));
+        st_async_v4(dst, make_uint4(unsigned(r), me, v, 7u), peer_smem(smem_u32(&s.bar[par]), peer));
       }
     }
     const unsigned phase = unsigned(r >> 1) & 1u;
@@ -284,7 +281,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) trips_kernel(const __grid_cons
         // forward to every peer: lane p -> peer p
         if (lane >= 1 && unsigned(lane) < n) {
           if (tagged) st_remote_tag(peer_smem(smem_u32(&s.tags[0][0]), lane), ((unsigned long long)seq << 32) | 5u);
-          else st_async(peer_smem(smem_u32(&s.buf[0][0]), lane), make_uint4(seq, 1, 2, 3), peer_smem(smem_u32(&s.bar[0]), lane));
+          else st_async_v4(peer_smem(smem_u32(&s.buf[0][0]), lane), make_uint4(seq, 1, 2, 3), peer_smem(smem_u32(&s.bar[0]), lane));
         }
         // gather the answers
         if (n > 1) {
@@ -311,7 +308,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) trips_kernel(const __grid_cons
       } else {
         while (!(a.mech == kAsyncTest ? mbar_test(&s.bar[0], phase) : mbar_try_wait(&s.bar[0], phase))) {
         }
-        if (lane == 0) st_async(peer_smem(smem_u32(&s.buf[1][me * 16]), 0), make_uint4(seq, me, 0, 0), peer_smem(smem_u32(&s.bar[1]), 0));
+        if (lane == 0) st_async_v4(peer_smem(smem_u32(&s.buf[1][me * 16]), 0), make_uint4(seq, me, 0, 0), peer_smem(smem_u32(&s.bar[1]), 0));
       }
     }
     __syncthreads();

@@ -43,6 +43,8 @@ using dev::CtaFlags;
 using dev::mbar_expect_tx;
 using dev::mbar_init;
 using dev::mbar_try_wait;
+using dev::st_async_b32;
+using dev::st_async_v4;
 using dev::smem_at;
 using ull = unsigned long long;
 
@@ -84,24 +86,15 @@ struct ClusterSmem {
         bar(smem_at<uint64_t>(smem, p.cl.s_bar)) {}
 };
 
-// The mbarrier exchange's pieces (the barrier itself: common/mbarrier.cuh): st.async into a peer's shared
-// memory completing bytes on its mbarrier; the owner arms each (layer, parity) barrier with the bytes it
-// expects before the tick.
+// The mbarrier exchange's pieces (the barrier and the st.async stores: common/mbarrier.cuh): st.async into a
+// peer's shared memory completing bytes on its mbarrier; the owner arms each (layer, parity) barrier with the
+// bytes it expects before the tick.
 // Waits for tick s's phase of `bar`, or the block quits (false).
 __device__ __forceinline__ bool mbar_wait(uint64_t* bar, unsigned long long s, volatile CtaFlags* f) {
   const unsigned parity = unsigned(s >> 1) & 1u;
   while (!mbar_try_wait(bar, parity))
     if (f->quit) return false;
   return true;
-}
-__device__ __forceinline__ void st_async_v4(uint32_t addr, uint4 v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
-               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void st_async_b32(uint32_t addr, uint32_t v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(addr), "r"(v), "r"(bar)
-               : "memory");
 }
 // Input words a block expects each tick on the mbarrier exchange: I rounded up to whole 16-byte stores.
 __device__ __forceinline__ int input_words_async(int I) { return (I + 3) & ~3; }

@@ -34,6 +34,17 @@ __device__ __forceinline__ void bulk_copy_to_smem(uint32_t dst, const void* src,
                "l"(src), "r"(bytes), "r"(smem_u32(bar))
                : "memory");
 }
+// A 16-byte / 4-byte store into the shared memory of a block of this cluster (its shared::cluster address),
+// counted on that block's mbarrier `bar` (its shared::cluster address too) when it lands.
+__device__ __forceinline__ void st_async_v4(uint32_t addr, uint4 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void st_async_b32(uint32_t addr, uint32_t v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(addr), "r"(v), "r"(bar)
+               : "memory");
+}
 // Orders this thread's generic-proxy accesses (its own, and those it has synchronized with: another SM's
 // stores seen through an acquire, this block's through bar.sync) before its later async-proxy copies: the
 // bulk copy then reads the data the generic stores wrote, and overwrites shared memory only after the generic
