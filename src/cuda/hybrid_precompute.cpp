@@ -40,7 +40,7 @@ HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, co
   if (!device_available(&why, device)) throw UnsupportedError("hybrid backend: " + why);
   const DeviceLimits limits = query_device_limits(device);
   gpu_name_ = limits.name;
-  plan_ = plan_hybrid(model, mode, window, MailboxOptions{}, limits, 0, form);
+  plan_ = plan_hybrid(model, mode, window, MailboxOptions{}, limits, 0, form, tuning.fp16_products);
   plan_.params.hy_stage_rows = tuning.stage_rows;
   plan_.params.hy_round_fence = tuning.round_fence ? 1 : 0;
   plan_.params.hy_release_barrier = tuning.release_barrier ? 1 : 0;
@@ -48,7 +48,8 @@ HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, co
   // the shared staging needs whole clusters of precompute blocks (the feeder's cluster stages nothing)
   plan_.params.hy_cluster = plan_.params.hy_mma && plan_.params.np % tuning.stage_cluster == 0 ? tuning.stage_cluster : 1;
   // the bulk copies move whole 16-byte rows into a block's own staging
-  plan_.params.hy_stage_tma = tuning.stage_tma && plan_.params.hy_mma && H % 4 == 0 && plan_.params.hy_cluster == 1 ? 1 : 0;
+  plan_.params.hy_stage_tma =
+      tuning.stage_tma && plan_.params.hy_mma && plan_.params.hy_row_words % 4 == 0 && plan_.params.hy_cluster == 1 ? 1 : 0;
   input_mirror_ = tuning.input_mirror && plan_.params.hy_mma;  // the fp32 form reads xbuf only
   claim_ = std::make_unique<DeviceClaim>(device, nullptr);
   HOTPATH_CUDA_CHECK(cudaSetDevice(device));
@@ -56,7 +57,7 @@ HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, co
   side_stream_ = Stream(cudaStreamNonBlocking);
   const LstmParams& p = plan_.params;
   pre_w_ = DeviceBuffer<float>(plan_.pre_w.size());
-  h_state_ = DeviceBuffer<float>(size_t(L) * size_t(p.nslots) * size_t(H));
+  h_state_ = DeviceBuffer<float>(size_t(L) * size_t(p.nslots) * size_t(p.hy_mma ? p.hy_row_words : H));
   xbuf_ = DeviceBuffer<float>(size_t(p.I));
   words_ = DeviceBuffer<SharedWords>(1);
   if (plan_.pre_state_floats > 0) pre_state_ = DeviceBuffer<float>(size_t(p.np) * size_t(plan_.pre_state_floats));
@@ -245,7 +246,8 @@ std::string HybridPrecompute::describe() const {
   const LstmParams& p = plan_.params;
   return "the cuda precompute on " + gpu_name_ + " (" + std::to_string(p.np) + " blocks of " + std::to_string(p.U) +
          (p.U == 1 ? " unit" : " units") +
-         (p.hy_mma ? ", the windows' products on the tensor cores, fp16 hi + lo halves"
+         (p.hy_mma ? (p.hy_fp16 ? ", the windows' products on the tensor cores, fp16 operands"
+                                : ", the windows' products on the tensor cores, fp16 hi + lo halves")
                    : std::string(", fp32 weights") + (p.pre_global ? " in global memory" : " in shared memory")) +
          ")";
 }
@@ -264,6 +266,7 @@ std::map<std::string, double> HybridPrecompute::counters() const {
   c["gpu_precompute_input_mirror"] = input_mirror_ ? 1.0 : 0.0;
   c["gpu_precompute_stage_cluster"] = plan_.params.hy_mma ? plan_.params.hy_cluster : 0;
   c["gpu_precompute_stage_tma"] = plan_.params.hy_stage_tma;
+  c["gpu_precompute_fp16_products"] = plan_.params.hy_fp16;
   c["gpu_precompute_last_whole"] = plan_.params.hy_mma ? plan_.params.hy_last_whole : 1;  // fp32: always whole
   // the rounds as the precompute's block 0 lives them (PrecomputeStat), SM cycles a round, this launch's
   SharedWords w{};

@@ -317,7 +317,8 @@ int plan_precompute(LstmPlan& plan, const Model& model, Mode mode, int window, i
 // The hybrid precompute's tensor-core form (LstmParams::hy_*): its split, shared-memory layout and weights.
 // Returns the block's shared-memory bytes, or 0 (the plan untouched) where a block cannot hold it or a
 // weight the tensor cores take is beyond what fp16 halves hold.
-int plan_hybrid_mma(LstmPlan& plan, const Model& model, Mode mode, int window, int max_np, const DeviceLimits& limits) {
+int plan_hybrid_mma(LstmPlan& plan, const Model& model, Mode mode, int window, int max_np, const DeviceLimits& limits,
+                    bool fp16_products) {
   LstmParams& p = plan.params;
   const int H = p.H, L = p.L, I = p.I;
   for (int l = 0; l < L; ++l) {
@@ -332,7 +333,7 @@ int plan_hybrid_mma(LstmPlan& plan, const Model& model, Mode mode, int window, i
   const int G = (groups + max_np - 1) / max_np;
   const int U = 4 * G, np = (H + U - 1) / U, kt = (H + 15) / 16;
   const int nslots = mode == Mode::window ? std::max(1, window - 1) : 1;  // also the most windows a round advances
-  const int ncols = (nslots + 7) / 8 * 8, kpad = 16 * kt + 8;
+  const int ncols = (nslots + 7) / 8 * 8, kpad = fp16_products ? 8 * kt + 4 : 16 * kt + 8;
   const int per_matrix = G * kt * 2 * 32;  // uint4
   int f = 0, ih_off[kMaxLayers] = {}, hh_off[kMaxLayers] = {};
   for (int l = 0; l < L; ++l) {
@@ -355,6 +356,8 @@ int plan_hybrid_mma(LstmPlan& plan, const Model& model, Mode mode, int window, i
   p.pre_ih[0] = 0;
   for (int l = 0; l < L; ++l) p.pre_b[l] = 4 * U * I + l * 4 * U, p.hy_ih_off[l] = ih_off[l], p.hy_hh_off[l] = hh_off[l];
   p.hy_block_frags = block_frags, p.hy_kt = kt, p.hy_kpad = kpad, p.hy_ncols = ncols;
+  p.hy_fp16 = fp16_products ? 1 : 0;
+  p.hy_row_words = fp16_products ? (H + 7) / 8 * 4 : H;
   p.s_pw = s_pw, p.s_Q = s_Q, p.s_pc = s_pc, p.s_px = s_px, p.s_g0 = s_g0, p.s_pflags = s_pflags;
   p.s_hyf = s_hyf, p.s_hyb = s_hyb, p.s_hyz = s_hyz, p.s_hymb = s_hymb;
   plan.pre_w.assign(size_t(np) * pre_floats, 0.0f);
@@ -398,7 +401,7 @@ int plan_hybrid_mma(LstmPlan& plan, const Model& model, Mode mode, int window, i
 }  // namespace
 
 LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOptions& mailbox, const DeviceLimits& limits,
-                     int max_precompute_blocks, HybridForm form) {
+                     int max_precompute_blocks, HybridForm form, bool fp16_products) {
   const ModelConfig& cfg = model.config;
   if (mode == Mode::batch) throw UnsupportedError("the hybrid backend serves window and streaming modes, not batch");
   if (mode == Mode::window && window < 1) throw Error("window mode needs a window >= 1");
@@ -411,7 +414,7 @@ LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOpt
   plan_common(p, cfg, Precision::fp16, mode, window, mailbox);  // the shape and the input's chunks; no half weights
   const int max_np = max_precompute_blocks > 0 ? std::min(max_precompute_blocks, limits.sm_count - 1) : limits.sm_count - 1;
   if (form != HybridForm::fp32) {
-    if (const int bytes = plan_hybrid_mma(plan, model, mode, window, max_np, limits)) {
+    if (const int bytes = plan_hybrid_mma(plan, model, mode, window, max_np, limits, fp16_products)) {
       p.smem_bytes = bytes;
       return plan;
     }

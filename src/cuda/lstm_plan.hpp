@@ -97,11 +97,17 @@ struct HybridTuning {
   // not split into whole clusters of that size.
   int stage_cluster = 1;
   // mma form: a block stages the rows by bulk copies (the copy engine, one a row; false: its warps' loads);
-  // not where H is not a multiple of 4 or the staging is shared over clusters.
+  // not where a row is not whole 16 bytes (exact products with H not a multiple of 4) or the staging is shared
+  // over clusters.
   bool stage_tma = true;
+  // mma form: the products' operands plain fp16, one mma a tile (LstmParams::hy_fp16); false: hi + lo halves,
+  // near fp32. The hybrid backend sets it by its critical step's precision (docs/hybrid.md).
+  bool fp16_products = false;
 };
+// fp16_products (mma form): the products' operands plain fp16, one mma a tile (LstmParams::hy_fp16); for a
+// consumer that rounds coarser itself (the hybrid's bf16 and int8 critical steps).
 LstmPlan plan_hybrid(const Model& model, Mode mode, int window, const MailboxOptions& mailbox, const DeviceLimits& limits,
-                     int max_precompute_blocks = 0, HybridForm form = HybridForm::automatic);
+                     int max_precompute_blocks = 0, HybridForm form = HybridForm::automatic, bool fp16_products = false);
 
 // The cluster family: the critical step over the blocks of one thread-block cluster, split by hidden
 // units, the W_ih tiles in registers (ClusterLayout). cluster_blocks: the cluster's size (0: the fewest

@@ -22,7 +22,7 @@ class GpuFeed final : public cpu::WindowStateFeed {
   GpuFeed(const Model& model, const BackendOptions& o, const cpu::CriticalStateLayout& layout)
       : gpu_(model, o.mode, o.mode == Mode::window ? o.window : 1,
              cuda::ExportLayout{layout.lanes, layout.gate_floats, layout.layer_floats}, o.gpu.device, kLeaseMs,
-             form_from_env(), tuning_from_env()) {}
+             form_from_env(), tuning_from_env(o.precision.value_or(Precision::fp32))) {}  // the cpu half's default
   const float* wait(long long t, std::chrono::nanoseconds timeout, bool* waited, std::string* why) override {
     return gpu_.wait(t, timeout, waited, why);
   }
@@ -58,18 +58,20 @@ class GpuFeed final : public cpu::WindowStateFeed {
     throw Error("HOTPATH_HYBRID_SEND='" + s + "': early or late");
   }
   // HOTPATH_HYBRID_TUNE=rows=N,fence=block|round,barrier=fence|release,input=feeder|mirror,last=split|whole,
-  // cluster=1|2|4|8,stage=loads|tma
+  // cluster=1|2|4|8,stage=loads|tma,products=fp16|exact
   // (docs/hybrid.md): the kernel's variants
-  // (cuda::HybridTuning), to compare them; unset: the defaults.
-  static cuda::HybridTuning tuning_from_env() {
+  // (cuda::HybridTuning), to compare them; unset: the defaults. The products' default by the critical step's
+  // precision: plain fp16 operands where it rounds coarser (bf16, int8), hi + lo halves for fp32.
+  static cuda::HybridTuning tuning_from_env(Precision precision) {
     cuda::HybridTuning t;
+    t.fp16_products = precision == Precision::bf16 || precision == Precision::int8;
     const char* v = std::getenv("HOTPATH_HYBRID_TUNE");
     const std::string all = v ? v : "";
     auto bad = [&](const std::string& item) {
       return Error("HOTPATH_HYBRID_TUNE='" + all + "': '" + item +
                    "' (comma-separated rows=1.." + std::to_string(cuda::HybridTuning::kMaxStageRows) +
                    ", fence=block|round, barrier=fence|release, input=feeder|mirror, last=split|whole, cluster=1|2|4|8, "
-                   "stage=loads|tma)");
+                   "stage=loads|tma, products=fp16|exact)");
     };
     size_t at = 0;
     while (!all.empty() && at <= all.size()) {  // an empty item anywhere (",", "a,,b", "a,") is refused
@@ -92,6 +94,8 @@ class GpuFeed final : public cpu::WindowStateFeed {
         t.stage_cluster = value[0] - '0';
       else if (key == "stage" && (value == "loads" || value == "tma"))
         t.stage_tma = value == "tma";
+      else if (key == "products" && (value == "fp16" || value == "exact"))
+        t.fp16_products = value == "fp16";
       else
         throw bad(item);
     }

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "common/golden.hpp"
 #include "cuda/device_error.hpp"
@@ -867,12 +868,34 @@ TEST(HybridPlan, BothFormsHoldTheWeights) {
     EXPECT_GE(p.np * p.U, p.H);
     EXPECT_LE(p.smem_bytes, lim.smem_per_block_optin);
     // the staged h's rows (words) 8 or 24 banks apart: a half-warp's 8-byte B loads conflict-free; rows, the
-    // staged block and the mbarrier aligned for the bulk copies
+    // staged block and the mbarrier aligned for the bulk copies; h_state's rows the H hi_lo words
+    EXPECT_EQ(p.hy_fp16, 0);
     EXPECT_EQ(p.hy_kpad % 16, 8);
+    EXPECT_EQ(p.hy_row_words, p.H);
     EXPECT_EQ(p.s_hyb % 16, 0);
     EXPECT_EQ(p.s_hymb % 8, 0);
     EXPECT_GE(p.s_hymb, p.s_hyb + 4 * p.hy_ncols * p.hy_kpad);
     EXPECT_LE(p.s_hymb + 8, p.smem_bytes);
+    {
+      // plain fp16 operands: two halves a word, rows 4, 12, 20 or 28 banks apart (a warp's 8 rows x 4 words of
+      // 4-byte B loads on 32 banks), 16-byte aligned, holding every k16 step; h_state's rows whole 16 bytes
+      const cuda::LstmParams f = cuda::plan_hybrid(m, mode, W, cuda::MailboxOptions{}, lim, 0, cuda::HybridForm::automatic,
+                                                   /*fp16_products=*/true).params;
+      ASSERT_EQ(f.hy_mma, 1);
+      EXPECT_EQ(f.hy_fp16, 1);
+      EXPECT_EQ(f.hy_kpad % 8, 4);
+      EXPECT_EQ(f.hy_kpad * 4 % 16, 0);
+      EXPECT_GE(2 * f.hy_kpad, 16 * f.hy_kt);
+      EXPECT_EQ(f.hy_row_words % 4, 0);
+      EXPECT_GE(2 * f.hy_row_words, f.H);
+      EXPECT_LE(f.hy_row_words, f.hy_kpad);
+      EXPECT_GE(f.s_hymb, f.s_hyb + 4 * f.hy_ncols * f.hy_kpad);
+      EXPECT_LE(f.smem_bytes, p.smem_bytes);
+      std::set<int> banks;
+      for (int row = 0; row < 8; ++row)
+        for (int w = 0; w < 4; ++w) banks.insert((row * f.hy_kpad + w) % 32);
+      EXPECT_EQ(banks.size(), 32u);
+    }
     EXPECT_GE(p.hy_ncols, mode == Mode::window ? W - 1 : 1);
     const int H = p.H, I = p.I, U = p.U, kt = p.hy_kt, G = U / 4;
     // every block's W_ih,0 rows and biases exact

@@ -1,7 +1,8 @@
 // The hybrid backend (docs/hybrid.md): the CPU critical step fed by the GPU's precompute. Without a GPU it is
 // refused with a one-line reason; with one, every tick is checked against the float64 reference within the
-// CPU precision's bound (the GPU's precompute keeps fp32 weights, so the critical step's rounding is the
-// error's source), in window and streaming mode, on the goldens and zoo models.
+// CPU precision's bound (the GPU's precompute rounds finer than the critical step: fp32 weights, fp16 hi + lo
+// halves, or for the bf16 and int8 steps plain fp16 operands, so the critical step's rounding is the error's
+// main source), in window and streaming mode, on the goldens and zoo models.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -131,7 +132,8 @@ TEST(Hybrid, ABadKnobIsNamed) {
       {"HOTPATH_HYBRID_TUNE", "cluster=3", "'cluster=3' (comma-separated"},
       {"HOTPATH_HYBRID_TUNE", "cluster=16", "'cluster=16' (comma-separated"},
       {"HOTPATH_HYBRID_TUNE", "stage=dma", "'stage=dma' (comma-separated"},
-      {"HOTPATH_HYBRID_TUNE", "stage=tma,stage=", "'stage=' (comma-separated"}};
+      {"HOTPATH_HYBRID_TUNE", "stage=tma,stage=", "'stage=' (comma-separated"},
+      {"HOTPATH_HYBRID_TUNE", "products=bf16", "'products=bf16' (comma-separated"}};
   for (const Knob& k : knobs) {
     SCOPED_TRACE(std::string(k.name) + "=" + k.value);
     const EnvScope scope(k.name, k.value);
@@ -160,18 +162,21 @@ class FormScope : public EnvScope {
   explicit FormScope(const char* form) : EnvScope("HOTPATH_HYBRID_PRECOMPUTE", form) {}
 };
 
-// The mma form with each staging (the warps' loads, the bulk copies): one row (streaming), one window tile
-// (tiny), several.
+// The mma form with each staging (the warps' loads, the bulk copies) and each form of its products (by default
+// plain fp16 operands for the bf16 and int8 critical steps, hi + lo halves for fp32; and hi + lo asked): one row
+// (streaming), one window tile (tiny), several.
 TEST_F(HybridGpu, GoldensWithinTheirBounds) {
-  for (const char* form : {"fp32", "mma", "mma stage=tma"})
+  const std::pair<const char*, const char*> forms[] = {
+      {"fp32", "stage=loads"}, {"mma", "stage=loads"}, {"mma", "stage=tma"}, {"mma", "stage=tma,products=exact"}};
+  for (const auto& [form, tune] : forms)
   for (const std::string name : {"tiny", "small2x128", "multi_out"}) {
-    const std::string f = form;
-    const FormScope scope(f.substr(0, f.find(' ')).c_str());
-    const EnvScope staging("HOTPATH_HYBRID_TUNE", f == "mma stage=tma" ? "stage=tma" : "stage=loads");
+    const std::string f = form, t = tune;
+    const FormScope scope(form);
+    const EnvScope staging("HOTPATH_HYBRID_TUNE", tune);
     const Golden g = load_golden(name);
     for (const Mode mode : {Mode::window, Mode::streaming})
       for (const Precision p : {Precision::fp32, Precision::bf16, Precision::int8}) {
-        SCOPED_TRACE(std::string(form) + " " + name + " " + mode_name(mode) + " " + precision_name(p));
+        SCOPED_TRACE(f + " " + t + " " + name + " " + mode_name(mode) + " " + precision_name(p));
         auto b = hybrid(g.model, mode, g.window, p);
         EXPECT_EQ(b->name(), "hybrid");
         const auto z = run(*b, g.inputs, g.ticks);
@@ -183,9 +188,12 @@ TEST_F(HybridGpu, GoldensWithinTheirBounds) {
         EXPECT_EQ(c.at("fed_timeouts"), 0);
         EXPECT_EQ(c.at("gpu_precompute_launches"), 1);
         EXPECT_EQ(c.at("gpu_precompute_mma"), f == "fp32" ? 0 : 1);
-        EXPECT_EQ(c.at("gpu_precompute_stage_tma"), f == "mma stage=tma" ? 1 : 0);
+        EXPECT_EQ(c.at("gpu_precompute_stage_tma"), f == "mma" && t.find("stage=tma") != std::string::npos ? 1 : 0);
+        EXPECT_EQ(c.at("gpu_precompute_fp16_products"),
+                  f == "mma" && t.find("products=exact") == std::string::npos && p != Precision::fp32 ? 1 : 0);
         EXPECT_NE(b->facts().at("cpu_precompute_cores").find("cuda precompute"), std::string::npos);
-        std::printf("[hybrid] %-4s %-10s %-9s %-4s error %.3g\n", form, name.c_str(), mode_name(mode), precision_name(p), err);
+        std::printf("[hybrid] %-4s %-26s %-10s %-9s %-4s error %.3g\n", form, tune, name.c_str(), mode_name(mode),
+                    precision_name(p), err);
       }
   }
 }
@@ -203,11 +211,14 @@ TEST_F(HybridGpu, ZooModelsAndReset) {
     const Precision precisions[] = {Precision::bf16, Precision::int8};
     double bounds[2];
     for (int i = 0; i < 2; ++i) bounds[i] = bound_for(m, Mode::window, precisions[i], x, T, W, exact);
-    for (const char* form : {"fp32", "mma"})
+    // the mma form's default products (plain fp16 for these precisions) and its hi + lo halves
+    for (const char* form : {"fp32", "mma", "mma products=exact"})
     for (int i = 0; i < 2; ++i) {
       const Precision p = precisions[i];
-      const FormScope scope(form);
-      SCOPED_TRACE(std::string(form) + " " + name + " " + precision_name(p));
+      const std::string f = form;
+      const FormScope scope(f.substr(0, f.find(' ')).c_str());
+      const EnvScope products("HOTPATH_HYBRID_TUNE", f == "mma" ? "products=fp16" : "products=exact");
+      SCOPED_TRACE(f + " " + name + " " + precision_name(p));
       auto b = hybrid(m, Mode::window, W, p);
       const auto z = run(*b, x, T);
       EXPECT_LE(reference::normalized_error(z, exact), bounds[i]);
@@ -238,33 +249,39 @@ TEST_F(HybridGpu, StepsWithoutFinishWaitForTheirState) {
 }
 
 // The kernel's variants (HOTPATH_HYBRID_TUNE) change where and when the state moves, not one sum: each answers
-// bit for bit as the default, in both forms.
+// bit for bit as the default, in both forms, and in the mma form with either products (the default's for bf16,
+// plain fp16, and hi + lo halves).
 TEST_F(HybridGpu, TunedVariantsAnswerAsTheDefault) {
   const Model m = *zoo_model("lstm_m");
   const int W = m.config.window.value_or(32);
   const size_t T = 2 * size_t(W) + 20;
   const std::vector<float> x = random_inputs(T, size_t(m.config.input_size), 9);
-  for (const char* form : {"fp32", "mma"}) {
-    const FormScope scope(form);
+  for (const char* form_products : {"fp32", "mma", "mma products=exact"}) {
+    const std::string fp = form_products;
+    const std::string form = fp.substr(0, fp.find(' ')), products = fp == "mma products=exact" ? "products=exact" : "";
+    const FormScope scope(form.c_str());
     std::vector<double> base;
     double default_tma = 0;  // whether the default stages by bulk copies
     {
+      const EnvScope tuned("HOTPATH_HYBRID_TUNE", products.c_str());
       auto b = hybrid(m, Mode::window, W, Precision::bf16);  // one hybrid engine at a time: gone before the next
       base = run(*b, x, T);
       default_tma = b->counters().at("gpu_precompute_stage_tma");
+      EXPECT_EQ(b->counters().at("gpu_precompute_fp16_products"), form == "mma" && products.empty() ? 1 : 0);
     }
     // each knob's other value than the default's, the earlier default whole, and the shared staging
     for (const char* tune : {"rows=1", "rows=2", "fence=block", "barrier=fence", "input=feeder", "last=whole",
                              "rows=2,fence=block,barrier=fence,input=feeder", "cluster=2", "cluster=4", "cluster=8",
                              "cluster=8,rows=3,last=whole", "stage=tma", "stage=loads", "stage=tma,last=whole",
                              "stage=tma,cluster=2"}) {
-      SCOPED_TRACE(std::string(form) + " " + tune);
-      const EnvScope tuned("HOTPATH_HYBRID_TUNE", tune);
+      const std::string t = products.empty() ? std::string(tune) : products + "," + tune;
+      SCOPED_TRACE(form + " " + t);
+      const EnvScope tuned("HOTPATH_HYBRID_TUNE", t.c_str());
       auto b = hybrid(m, Mode::window, W, Precision::bf16);
       EXPECT_EQ(run(*b, x, T), base);
       const auto c = b->counters();
-      const std::string t = tune;
-      const bool mma = std::string(form) == "mma";
+      const bool mma = form == "mma";
+      EXPECT_EQ(c.at("gpu_precompute_fp16_products"), mma && products.empty() ? 1 : 0);
       EXPECT_EQ(c.at("gpu_precompute_round_fence"), t.find("fence=block") == std::string::npos ? 1 : 0);
       EXPECT_EQ(c.at("gpu_precompute_release_barrier"), t.find("barrier=fence") == std::string::npos ? 1 : 0);
       // the mirror and the shared staging are the mma form's: the fp32 form reads the feeder's buffer as before
@@ -280,25 +297,30 @@ TEST_F(HybridGpu, TunedVariantsAnswerAsTheDefault) {
   }
 }
 
-// The bulk copies move whole 16-byte rows: with H not a multiple of 4 the mma form stages by its warps' loads
-// instead, and says so; the answers as the default's.
+// The bulk copies move whole 16-byte rows: with hi + lo products and H not a multiple of 4 the mma form stages
+// by its warps' loads instead, and says so; with plain fp16 products the rows are padded to whole 16 bytes and
+// it copies them. Either way the answers are the loads' (and H = 30 leaves the last k16 step half padding).
 TEST_F(HybridGpu, BulkCopyStagingFallsBackWhereRowsAreNotWhole) {
   const Model m = test_support::random_model(6, 30, 2, 2, true, true, 17);
   const int W = 12;
   const size_t T = 3 * size_t(W);
   const std::vector<float> x = random_inputs(T, 6, 3);
   const FormScope scope("mma");
-  std::vector<double> base;
-  {
-    const EnvScope loads("HOTPATH_HYBRID_TUNE", "stage=loads");
-    base = run(*hybrid(m, Mode::window, W, Precision::bf16), x, T);
+  const auto exact = reference_run(m, Mode::window, x, T, W);
+  for (const std::string products : {"products=exact", "products=fp16"}) {
+    SCOPED_TRACE(products);
+    std::vector<double> base;
+    {
+      const EnvScope loads("HOTPATH_HYBRID_TUNE", ("stage=loads," + products).c_str());
+      base = run(*hybrid(m, Mode::window, W, Precision::bf16), x, T);
+    }
+    const EnvScope tma("HOTPATH_HYBRID_TUNE", ("stage=tma," + products).c_str());
+    auto b = hybrid(m, Mode::window, W, Precision::bf16);
+    EXPECT_EQ(b->counters().at("gpu_precompute_mma"), 1);
+    EXPECT_EQ(b->counters().at("gpu_precompute_stage_tma"), products == "products=fp16" ? 1 : 0);
+    EXPECT_EQ(run(*b, x, T), base);
+    EXPECT_LE(reference::normalized_error(base, exact), error_bound(Precision::bf16));
   }
-  const EnvScope tma("HOTPATH_HYBRID_TUNE", "stage=tma");
-  auto b = hybrid(m, Mode::window, W, Precision::bf16);
-  EXPECT_EQ(b->counters().at("gpu_precompute_mma"), 1);
-  EXPECT_EQ(b->counters().at("gpu_precompute_stage_tma"), 0);
-  EXPECT_EQ(run(*b, x, T), base);
-  EXPECT_LE(reference::normalized_error(base, reference_run(m, Mode::window, x, T, W)), error_bound(Precision::bf16));
 }
 
 // The staging shared over thread-block clusters, stopped mid-run and started again: each stop finds the blocks

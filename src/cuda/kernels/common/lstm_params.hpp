@@ -356,7 +356,7 @@ struct LstmParams {
   const float* pre_w = nullptr;  // per block: [pre_block_floats]
   int pre_block_floats = 0;
   int pre_ih[kMaxLayers] = {}, pre_hh[kMaxLayers] = {}, pre_b[kMaxLayers] = {};  // float offsets in a block
-  float* h_state = nullptr;   // [L][nslots][H] (the hybrid's mma form: each h as its hi_lo word)
+  float* h_state = nullptr;   // [L][nslots][H] (the hybrid's mma form: [L][nslots][hy_row_words] words)
   float* pub_P = nullptr;     // [L][4H]
   float* pub_c = nullptr;     // [L][H]
   float* xbuf = nullptr;      // [I]
@@ -380,8 +380,16 @@ struct LstmParams {
   int hy_block_frags = 0;
   int hy_ih_off[kMaxLayers] = {}, hy_hh_off[kMaxLayers] = {};  // uint4 offsets (hy_ih_off[0]: unused)
   int hy_kt = 0;     // k16 tiles of H
-  // words in a window's row of the staged h, each h as hi | lo << 16 (16 hy_kt + 8: a warp's 8-byte B loads,
-  // rows 8 or 24 banks apart, conflict-free; rows 16-byte aligned for the bulk copies)
+  // 1: the products' operands are plain fp16 (the weights' hi halves, each h rounded to fp16): one mma a tile
+  // instead of three, the h as fp16 in h_state and in the staging, half the bytes (plan_hybrid: where the CPU's
+  // critical step rounds coarser, bf16 or int8). 0: hi + lo halves of both, near fp32.
+  int hy_fp16 = 0;
+  // words in a window's row of h_state: H (each h as its hi_lo word), or with hy_fp16 H halves rounded up to
+  // 8 (whole 16-byte rows whatever H; the padding stays zero)
+  int hy_row_words = 0;
+  // words in a window's row of the staged h: each h as hi | lo << 16, 16 hy_kt + 8 (a warp's 8-byte B loads,
+  // rows 8 or 24 banks apart, conflict-free); with hy_fp16 two halves a word, 8 hy_kt + 4 (4-byte B loads,
+  // rows 4, 12, 20 or 28 banks apart). Rows 16-byte aligned for the bulk copies.
   int hy_kpad = 0;
   int hy_ncols = 0;  // open windows rounded up to whole n8 tiles
   // shared memory: fragments, staged h [hy_ncols][hy_kpad] words, the W_ih products, the bulk copies' mbarrier
@@ -395,7 +403,7 @@ struct LstmParams {
   // reads every hy_cluster-th row from L2 and stores its words into each block of the cluster. 1: each block
   // stages every row itself.
   int hy_cluster = 1;
-  // mma form, hy_cluster 1, H a multiple of 4: 1, a block stages the rows by bulk copies (cp.async.bulk, one a
+  // mma form, hy_cluster 1, hy_row_words a multiple of 4: 1, a block stages the rows by bulk copies (cp.async.bulk, one a
   // row, counted on an mbarrier); 0, by its warps' loads and stores.
   int hy_stage_tma = 0;
   // mma form: 0, the last layer pass does the completing window's tile, publishes, then the other tiles;

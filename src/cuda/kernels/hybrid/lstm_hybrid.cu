@@ -119,6 +119,60 @@ __device__ bool mirror_round_input(const LstmParams& p, long long t, float* sx, 
   return *quit == 0;
 }
 
+// A warp's job in a layer pass's products: one unit tile of a matrix (A: its fragments, [kt][hi, lo][32 lanes]
+// uint4) against n (<= NT) n8 tiles of staged windows from nt0 on, over all kt k16 steps, into d[0 .. n).
+// FP16: one mma a tile, the weights' hi halves and the staged fp16 h (LstmParams::hy_fp16), the odd k steps
+// into a second accumulator; else hi.hi, and hi.lo + lo.hi into a second accumulator. Either way two
+// independent MMA chains a tile. The A fragments are loaded once a k step for all n tiles.
+template <int NT, bool FP16>
+__device__ __forceinline__ void mma_job(const uint4* A, const uint32_t* sh, int kpad, int kt, int nt0, int n, float (&d)[4][4]) {
+  const int lane = int(threadIdx.x & 31), gid = lane >> 2, tig = lane & 3;
+  float x[4][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) d[j][e] = 0.f, x[j][e] = 0.f;
+  // window nt 8 + gid's row: FP16, the words of halves k = 16 k16 + 2 tig, +1 (b0) and +8, +9 (b1); else its
+  // hi_lo words k = 16 k16 + 2 tig, +1 and +8, +9, their hi halves, then their lo
+  const uint32_t* bw = sh + (nt0 * 8 + gid) * kpad + (FP16 ? tig : 2 * tig);
+  if constexpr (FP16) {
+    auto step = [&](int k, float (&acc)[4][4]) {
+      const uint4 ahi = A[(2 * k) * 32];
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        if (j < n) {
+          const uint32_t* r = bw + j * 8 * kpad + 8 * k;
+          dev::mma16816<false>(acc[j], ahi, r[0], r[4]);
+        }
+    };
+    for (int k = 0; k < kt; k += 2) {
+      step(k, d);
+      if (k + 1 < kt) step(k + 1, x);
+    }
+  } else {
+#pragma unroll 2
+    for (int k = 0; k < kt; ++k) {
+      const uint4 ahi = A[(2 * k) * 32];
+      const uint4 alo = A[(2 * k + 1) * 32];
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        if (j < n) {
+          const uint32_t* r = bw + j * 8 * kpad + 16 * k;
+          const uint2 w0 = *reinterpret_cast<const uint2*>(r), w1 = *reinterpret_cast<const uint2*>(r + 8);
+          const uint32_t h0 = dev::b_pair(w0.x, w0.y, 0x5410u), h1 = dev::b_pair(w1.x, w1.y, 0x5410u);
+          const uint32_t l0 = dev::b_pair(w0.x, w0.y, 0x7632u), l1 = dev::b_pair(w1.x, w1.y, 0x7632u);
+          dev::mma16816<false>(d[j], ahi, h0, h1);
+          dev::mma16816<false>(x[j], ahi, l0, l1);
+          dev::mma16816<false>(x[j], alo, h0, h1);
+        }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) d[j][e] += x[j][e];
+}
+
 // The precompute's tensor-core form (LstmParams::hy_*), block b: the block's units of every open window, as the
 // shared fp32 form (common/precompute.cuh) computes them, but each layer's products of all open windows' h
 // (W_ih,l for l > 0, W_hh,l-1) as m16n8k16 MMAs: a warp a (matrix, unit tile, n8 tile of windows) job over all
@@ -141,9 +195,16 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
   float* sz = dev::smem_at<float>(smem, p.s_hyz);    // W_ih,l h of each open window [ncols][4U]
   auto Q = [&](int l, int slot) { return sQ + (l * nslots + slot) * 4 * U; };
   auto C = [&](int l, int slot) { return scs + (l * nslots + slot) * U; };
-  // h of (layer, window slot) as hi_lo words (LstmParams::h_state): made once by the block that computes it,
-  // copied as they are by every block that stages it
-  auto hstate = [&](int l, int slot) { return reinterpret_cast<uint32_t*>(p.h_state) + (size_t(l) * nslots + slot) * H; };
+  // h of (layer, window slot) as words (LstmParams::h_state: hi_lo words, or two fp16 a word), hy_row_words a
+  // row: made once by the block that computes it, copied as they are by every block that stages it
+  const int RW = p.hy_row_words;
+  auto hstate = [&](int l, int slot) { return reinterpret_cast<uint32_t*>(p.h_state) + (size_t(l) * nslots + slot) * RW; };
+  auto store_h = [&](int l, int slot, int u, float h) {
+    if (p.hy_fp16)
+      __stcg(reinterpret_cast<unsigned short*>(hstate(l, slot)) + u0 + u, __half_as_ushort(__float2half_rn(h)));
+    else
+      __stcg(hstate(l, slot) + u0 + u, dev::hi_lo<false>(h));
+  };
 
   {
     const float* src = p.pre_w + size_t(b) * p.pre_block_floats;
@@ -217,7 +278,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
       float c = C(0, slot)[u];
       const float h = dev::lstm_cell(su0[4 * u] + q[0], su0[4 * u + 1] + q[1], su0[4 * u + 2] + q[2], su0[4 * u + 3] + q[3], c);
       C(0, slot)[u] = c;
-      __stcg(hstate(0, slot) + u0 + u, dev::hi_lo<false>(h));
+      store_h(0, slot, u, h);
     }
     const long long t_layer0 = clock64();
     if (nw > 0 && !barrier()) return leave_cluster(p);
@@ -235,7 +296,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
 #pragma unroll
         for (int j = 0; j < kStageLoads; ++j) {
           const int k = k0 + 32 * j;
-          v[r][j] = src[r] && k < H ? __ldcg(src[r] + k) : 0u;
+          v[r][j] = src[r] && k < RW ? __ldcg(src[r] + k) : 0u;
         }
     };
     auto stage_own = [&](int l, int lo, int hi) {
@@ -247,7 +308,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
           const int w = w0 + r * nwarps;
           src[r] = r < R && w < hi ? hstate(l - 1, slot_of(w)) : nullptr;
         }
-        for (int k0 = lane; k0 < H; k0 += kStageLoads * 32) {
+        for (int k0 = lane; k0 < RW; k0 += kStageLoads * 32) {
           uint32_t v[kMaxHybridStageRows][kStageLoads];
           load_rows(src, k0, v);
 #pragma unroll
@@ -255,13 +316,13 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
 #pragma unroll
             for (int j = 0; j < kStageLoads; ++j) {
               const int k = k0 + 32 * j;
-              if (src[r] && k < H) sh[(w0 + r * nwarps) * kpad + k] = v[r][j];
+              if (src[r] && k < RW) sh[(w0 + r * nwarps) * kpad + k] = v[r][j];
             }
         }
       }
       __syncthreads();
     };
-    // The same by the copy engine (hy_stage_tma): warp 0 issues one bulk copy a row (H words, all of them in
+    // The same by the copy engine (hy_stage_tma): warp 0 issues one bulk copy a row (RW words, all of them in
     // flight at once), and every thread waits for the mbarrier's phase that counts their bytes. Before the
     // copies, the proxy fence: the rows' h (other blocks' stores, seen through the grid barrier) and this
     // block's reads of the staged words before (the products, behind a bar.sync) come first. Words past H
@@ -269,10 +330,10 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
     auto stage_tma = [&](int l, int lo, int hi) {
       if (warp == 0) {
         dev::fence_proxy_async();
-        if (lane == 0) dev::mbar_expect_tx(sbar, unsigned(hi - lo) * unsigned(H) * 4u);
+        if (lane == 0) dev::mbar_expect_tx(sbar, unsigned(hi - lo) * unsigned(RW) * 4u);
         __syncwarp();
         for (int w = lo + lane; w < hi; w += 32)
-          dev::bulk_copy_to_smem(dev::smem_u32(sh + w * kpad), hstate(l - 1, slot_of(w)), unsigned(H) * 4u, sbar);
+          dev::bulk_copy_to_smem(dev::smem_u32(sh + w * kpad), hstate(l - 1, slot_of(w)), unsigned(RW) * 4u, sbar);
       }
       while (!dev::mbar_try_wait(sbar, tma_parity)) {
       }
@@ -296,7 +357,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
           row[r] = first + cs * i;
           src[r] = r < R && i < mine ? hstate(l - 1, slot_of(row[r])) : nullptr;
         }
-        for (int k0 = lane; k0 < H; k0 += kStageLoads * 32) {
+        for (int k0 = lane; k0 < RW; k0 += kStageLoads * 32) {
           uint32_t v[kMaxHybridStageRows][kStageLoads];
           load_rows(src, k0, v);
 #pragma unroll
@@ -304,7 +365,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
 #pragma unroll
             for (int j = 0; j < kStageLoads; ++j) {
               const int k = k0 + 32 * j;
-              if (!src[r] || k >= H) continue;
+              if (!src[r] || k >= RW) continue;
               const uint32_t off = uint32_t(row[r] * kpad + k) * uint32_t(sizeof(uint32_t));
               for (int d = 0; d < cs; ++d) dev::st_u32_remote(dev::peer_smem(base + off, unsigned(d)), v[r][j]);
             }
@@ -325,42 +386,42 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
       t_stage += clock64() - t0;
     };
     // The products of the staged windows' n8 tiles [nt_lo, nt_hi): W_hh,l-1 (the next round's Q of layer
-    // l - 1) and, with_ih, W_ih,l (this round's layer l input term, into sz); then the block's barrier.
+    // l - 1) and, with_ih, W_ih,l (this round's layer l input term, into sz); then the block's barrier. A warp's
+    // job (mma_job) takes 1, 2 or 4 n8 tiles: the fewest that leave no warp more than one job, else 4.
     auto products = [&](int l, int nt_lo, int nt_hi, bool with_ih) {
       const long long t0 = clock64();
-      const int ntl = nt_hi - nt_lo, jobs_per = G * ntl, jobs = (with_ih ? 2 : 1) * jobs_per;
+      const int ntl = nt_hi - nt_lo, mats = with_ih ? 2 : 1;
+      int NT = 1;
+      while (NT < 4 && mats * G * ((ntl + NT - 1) / NT) > nwarps) NT *= 2;
+      const int groups = (ntl + NT - 1) / NT, jobs_per = G * groups, jobs = mats * jobs_per;
       for (int job = warp; job < jobs; job += nwarps) {
         const bool ih = job >= jobs_per;
-        const int q = (job % jobs_per) / ntl, nt = nt_lo + job % ntl;
+        const int q = (job % jobs_per) / groups, nt0 = nt_lo + (job % groups) * NT, n = min(NT, nt_hi - nt0);
         const uint4* A = sf + (ih ? p.hy_ih_off[l] : p.hy_hh_off[l - 1]) + q * kt * 2 * 32 + lane;
-        const int gid = lane >> 2, tig = lane & 3;
-        // window nt 8 + gid's words k = 16 k16 + 2 tig, +1 (b0) and +8, +9 (b1): their hi halves, then their lo
-        const uint32_t* bw = sh + (nt * 8 + gid) * kpad + 2 * tig;
-        // two accumulators (hi.hi; the cross terms): two independent MMA chains instead of one of 3 kt
-        float d[4] = {0.f, 0.f, 0.f, 0.f}, x[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
-        for (int k = 0; k < kt; ++k) {
-          const uint4 ahi = A[(2 * k) * 32], alo = A[(2 * k + 1) * 32];
-          const uint2 w0 = *reinterpret_cast<const uint2*>(bw + 16 * k), w1 = *reinterpret_cast<const uint2*>(bw + 16 * k + 8);
-          const uint32_t h0 = dev::b_pair(w0.x, w0.y, 0x5410u), h1 = dev::b_pair(w1.x, w1.y, 0x5410u);
-          const uint32_t l0 = dev::b_pair(w0.x, w0.y, 0x7632u), l1 = dev::b_pair(w1.x, w1.y, 0x7632u);
-          dev::mma16816<false>(d, ahi, h0, h1);
-          dev::mma16816<false>(x, ahi, l0, l1);
-          dev::mma16816<false>(x, alo, h0, h1);
+        float d[4][4];
+        if (p.hy_fp16) {
+          if (NT == 1) mma_job<1, true>(A, sh, kpad, kt, nt0, n, d);
+          else if (NT == 2) mma_job<2, true>(A, sh, kpad, kt, nt0, n, d);
+          else mma_job<4, true>(A, sh, kpad, kt, nt0, n, d);
+        } else {
+          if (NT == 1) mma_job<1, false>(A, sh, kpad, kt, nt0, n, d);
+          else if (NT == 2) mma_job<2, false>(A, sh, kpad, kt, nt0, n, d);
+          else mma_job<4, false>(A, sh, kpad, kt, nt0, n, d);
         }
+        // d[j]: rows gid (gate gid >> 2) and gid + 8 (gate 2 + (gid >> 2)) of unit 4q + (gid & 3), windows
+        // (nt0 + j) 8 + 2 tig (+1)
+        const int gid = lane >> 2, tig = lane & 3, u = 4 * q + (gid & 3);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) d[e] += x[e];
-        // d: rows gid (gate gid >> 2) and gid + 8 (gate 2 + (gid >> 2)) of unit 4q + (gid & 3), windows nt 8 + 2 tig (+1)
-        const int u = 4 * q + (gid & 3);
+        for (int j = 0; j < 4; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int gate = (gid >> 2) + (e & 2), wi = nt * 8 + 2 * tig + (e & 1);
-          if (wi >= nw || u >= nu) continue;
-          if (ih)
-            sz[wi * 4 * U + 4 * u + gate] = d[e];
-          else
-            Q(l - 1, slot_of(wi))[4 * u + gate] = d[e] + sw[p.pre_b[l - 1] + 4 * u + gate];
-        }
+          for (int e = 0; e < 4; ++e) {
+            const int gate = (gid >> 2) + (e & 2), wi = (nt0 + j) * 8 + 2 * tig + (e & 1);
+            if (j >= n || wi >= nw || u >= nu) continue;
+            if (ih)
+              sz[wi * 4 * U + 4 * u + gate] = d[j][e];
+            else
+              Q(l - 1, slot_of(wi))[4 * u + gate] = d[j][e] + sw[p.pre_b[l - 1] + 4 * u + gate];
+          }
       }
       __syncthreads();
       t_mma += clock64() - t0;
@@ -391,7 +452,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
           float c = C(l, slot)[u];
           const float h = dev::lstm_cell(z[0] + q[0], z[1] + q[1], z[2] + q[2], z[3] + q[3], c);
           C(l, slot)[u] = c;
-          __stcg(hstate(l, slot) + u0 + u, dev::hi_lo<false>(h));
+          store_h(l, slot, u, h);
         }
         t_cells += clock64() - t0;
         if (!barrier()) return leave_cluster(p);
@@ -441,7 +502,9 @@ cudaError_t launch_hybrid(const LstmParams& p, cudaStream_t stream, long long* m
   if (p.hy_cluster > 1 && (!p.hy_mma || p.hy_cluster > kMaxHybridStageCluster || p.np % p.hy_cluster != 0))
     return cudaErrorInvalidValue;
   // the bulk copies: whole 16-byte rows, and a block's own staging (the shared one stores into its peers)
-  if (p.hy_stage_tma && (!p.hy_mma || p.H % 4 != 0 || p.hy_cluster > 1)) return cudaErrorInvalidValue;
+  if (p.hy_stage_tma && (!p.hy_mma || p.hy_row_words % 4 != 0 || p.hy_cluster > 1)) return cudaErrorInvalidValue;
+  if (p.hy_mma && (p.hy_row_words < (p.hy_fp16 ? (p.H + 1) / 2 : p.H) || p.hy_kpad < (p.hy_fp16 ? 8 : 16) * p.hy_kt))
+    return cudaErrorInvalidValue;
   LstmParams arg = p;
   const void* fn = reinterpret_cast<const void*>(&lstm_hybrid);
   if (p.hy_cluster <= 1) return cooperative_launch(fn, hybrid_grid(p), kHybridThreads, p.smem_bytes, &arg, stream, max_coresident);
