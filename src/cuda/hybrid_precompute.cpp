@@ -40,7 +40,8 @@ HybridPrecompute::HybridPrecompute(const Model& model, Mode mode, int window, co
   if (!device_available(&why, device)) throw UnsupportedError("hybrid backend: " + why);
   const DeviceLimits limits = query_device_limits(device);
   gpu_name_ = limits.name;
-  plan_ = plan_hybrid(model, mode, window, MailboxOptions{}, limits, 0, form, tuning.fp16_products);
+  if (tuning.max_blocks < 0) throw Error("hybrid precompute: max blocks " + std::to_string(tuning.max_blocks) + ": 0 (all) or more");
+  plan_ = plan_hybrid(model, mode, window, MailboxOptions{}, limits, tuning.max_blocks, form, tuning.fp16_products);
   plan_.params.hy_stage_rows = tuning.stage_rows;
   plan_.params.hy_round_fence = tuning.round_fence ? 1 : 0;
   plan_.params.hy_release_barrier = tuning.release_barrier ? 1 : 0;

@@ -334,7 +334,8 @@ int plan_hybrid_mma(LstmPlan& plan, const Model& model, Mode mode, int window, i
   const int U = 4 * G, np = (H + U - 1) / U, kt = (H + 15) / 16;
   const int nslots = mode == Mode::window ? std::max(1, window - 1) : 1;  // also the most windows a round advances
   const int ncols = (nslots + 7) / 8 * 8, kpad = fp16_products ? 8 * kt + 4 : 16 * kt + 8;
-  const int per_matrix = G * kt * 2 * 32;  // uint4
+  const int fh = fp16_products ? 1 : 2;        // fragments a (tile, k step): hi, or hi and lo
+  const int per_matrix = G * kt * fh * 32;  // uint4
   int f = 0, ih_off[kMaxLayers] = {}, hh_off[kMaxLayers] = {};
   for (int l = 0; l < L; ++l) {
     if (l > 0) ih_off[l] = f, f += per_matrix;
@@ -379,7 +380,7 @@ int plan_hybrid_mma(LstmPlan& plan, const Model& model, Mode mode, int window, i
     auto pack_matrix = [&](const std::vector<double>& m, int off) {
       for (int q = 0; q < G; ++q)
         for (int k = 0; k < kt; ++k)
-          for (int half = 0; half < 2; ++half) {
+          for (int half = 0; half < fh; ++half) {
             auto a = [&](int r, int c) -> uint16_t {
               const int unit = b * U + 4 * q + (r & 3), col = 16 * k + c;
               if (unit >= H || col >= H) return 0;
@@ -387,7 +388,7 @@ int plan_hybrid_mma(LstmPlan& plan, const Model& model, Mode mode, int window, i
               const uint16_t hi = to_bits(v, false);
               return half == 0 ? hi : to_bits(v - double(from_bits(hi, false)), false);
             };
-            pack_tile(a, fr + (size_t(off) + (size_t(q * kt + k) * 2 + half) * 32) * 4);
+            pack_tile(a, fr + (size_t(off) + (size_t(q * kt + k) * fh + half) * 32) * 4);
           }
     };
     for (int l = 0; l < L; ++l) {

@@ -103,6 +103,9 @@ struct HybridTuning {
   // mma form: the products' operands plain fp16, one mma a tile (LstmParams::hy_fp16); false: hi + lo halves,
   // near fp32. The hybrid backend sets it by its critical step's precision (docs/hybrid.md).
   bool fp16_products = false;
+  // the precompute blocks at most (0: one on every SM but the feeder's): fewer blocks of more units each, fewer
+  // SMs staging every row and meeting at each barrier, more products a block.
+  int max_blocks = 0;
 };
 // fp16_products (mma form): the products' operands plain fp16, one mma a tile (LstmParams::hy_fp16); for a
 // consumer that rounds coarser itself (the hybrid's bf16 and int8 critical steps).

@@ -58,7 +58,7 @@ class GpuFeed final : public cpu::WindowStateFeed {
     throw Error("HOTPATH_HYBRID_SEND='" + s + "': early or late");
   }
   // HOTPATH_HYBRID_TUNE=rows=N,fence=block|round,barrier=fence|release,input=feeder|mirror,last=split|whole,
-  // cluster=1|2|4|8,stage=loads|tma,products=fp16|exact
+  // cluster=1|2|4|8,stage=loads|tma,products=fp16|exact,blocks=N
   // (docs/hybrid.md): the kernel's variants
   // (cuda::HybridTuning), to compare them; unset: the defaults. The products' default by the critical step's
   // precision: plain fp16 operands where it rounds coarser (bf16, int8), hi + lo halves for fp32.
@@ -71,7 +71,7 @@ class GpuFeed final : public cpu::WindowStateFeed {
       return Error("HOTPATH_HYBRID_TUNE='" + all + "': '" + item +
                    "' (comma-separated rows=1.." + std::to_string(cuda::HybridTuning::kMaxStageRows) +
                    ", fence=block|round, barrier=fence|release, input=feeder|mirror, last=split|whole, cluster=1|2|4|8, "
-                   "stage=loads|tma, products=fp16|exact)");
+                   "stage=loads|tma, products=fp16|exact, blocks=1..4096)");
     };
     size_t at = 0;
     while (!all.empty() && at <= all.size()) {  // an empty item anywhere (",", "a,,b", "a,") is refused
@@ -96,6 +96,9 @@ class GpuFeed final : public cpu::WindowStateFeed {
         t.stage_tma = value == "tma";
       else if (key == "products" && (value == "fp16" || value == "exact"))
         t.fp16_products = value == "fp16";
+      else if (key == "blocks" && !value.empty() && value.size() <= 4 &&
+               value.find_first_not_of("0123456789") == std::string::npos && value[0] != '0' && std::stoi(value) <= 4096)
+        t.max_blocks = std::stoi(value);
       else
         throw bad(item);
     }

@@ -895,6 +895,20 @@ TEST(HybridPlan, BothFormsHoldTheWeights) {
       for (int row = 0; row < 8; ++row)
         for (int w = 0; w < 4; ++w) banks.insert((row * f.hy_kpad + w) % 32);
       EXPECT_EQ(banks.size(), 32u);
+      // the fragments hold the hi halves alone: half the bytes, each W_hh weight to fp16's rounding (2^-11 of it)
+      EXPECT_EQ(2 * f.hy_block_frags, p.hy_block_frags);
+      const cuda::LstmPlan fplan = cuda::plan_hybrid(m, mode, W, cuda::MailboxOptions{}, lim, 0,
+                                                     cuda::HybridForm::automatic, true);
+      const int b = f.np - 1, l = f.L - 1, H = f.H, kt = f.hy_kt;
+      for (int r = 0; r < 16; ++r)
+        for (int c = 0; c < kt * 16; c += 3) {
+          const int g = r & 7, t = (c % 16 & 7) >> 1, word = (c % 16 >= 8 ? 2 : 0) + (r >> 3), unit = b * f.U + (r & 3);
+          const uint32_t v = fplan.frags[(size_t(b) * f.hy_block_frags + size_t(f.hy_hh_off[l]) + size_t(c / 16) * 32 +
+                                          size_t(g * 4 + t)) * 4 + size_t(word)];
+          const double got = fp16_to_float(uint16_t((c & 1) ? v >> 16 : v & 0xffffu));
+          const double w = unit < H && c < H ? m.layers[size_t(l)].w_hh[(size_t(r >> 2) * H + unit) * H + c] : 0.0;
+          ASSERT_NEAR(got, w, std::abs(w) * 0x1p-11 + 0x1p-24) << "row " << r << " col " << c;
+        }
     }
     EXPECT_GE(p.hy_ncols, mode == Mode::window ? W - 1 : 1);
     const int H = p.H, I = p.I, U = p.U, kt = p.hy_kt, G = U / 4;

@@ -133,7 +133,11 @@ TEST(Hybrid, ABadKnobIsNamed) {
       {"HOTPATH_HYBRID_TUNE", "cluster=16", "'cluster=16' (comma-separated"},
       {"HOTPATH_HYBRID_TUNE", "stage=dma", "'stage=dma' (comma-separated"},
       {"HOTPATH_HYBRID_TUNE", "stage=tma,stage=", "'stage=' (comma-separated"},
-      {"HOTPATH_HYBRID_TUNE", "products=bf16", "'products=bf16' (comma-separated"}};
+      {"HOTPATH_HYBRID_TUNE", "products=bf16", "'products=bf16' (comma-separated"},
+      {"HOTPATH_HYBRID_TUNE", "blocks=0", "'blocks=0' (comma-separated"},
+      {"HOTPATH_HYBRID_TUNE", "blocks=-3", "'blocks=-3' (comma-separated"},
+      {"HOTPATH_HYBRID_TUNE", "blocks=5000", "'blocks=5000' (comma-separated"},
+      {"HOTPATH_HYBRID_TUNE", "blocks=8x", "'blocks=8x' (comma-separated"}};
   for (const Knob& k : knobs) {
     SCOPED_TRACE(std::string(k.name) + "=" + k.value);
     const EnvScope scope(k.name, k.value);
@@ -273,8 +277,10 @@ TEST_F(HybridGpu, TunedVariantsAnswerAsTheDefault) {
     for (const char* tune : {"rows=1", "rows=2", "fence=block", "barrier=fence", "input=feeder", "last=whole",
                              "rows=2,fence=block,barrier=fence,input=feeder", "cluster=2", "cluster=4", "cluster=8",
                              "cluster=8,rows=3,last=whole", "stage=tma", "stage=loads", "stage=tma,last=whole",
-                             "stage=tma,cluster=2"}) {
+                             "stage=tma,cluster=2", "blocks=32", "blocks=32,stage=loads"}) {
       const std::string t = products.empty() ? std::string(tune) : products + "," + tune;
+      // 8 units a block in the hi + lo form need more shared memory than a block has (twice the fragments)
+      if (!products.empty() && t.find("blocks=") != std::string::npos) continue;
       SCOPED_TRACE(form + " " + t);
       const EnvScope tuned("HOTPATH_HYBRID_TUNE", t.c_str());
       auto b = hybrid(m, Mode::window, W, Precision::bf16);
@@ -282,6 +288,8 @@ TEST_F(HybridGpu, TunedVariantsAnswerAsTheDefault) {
       const auto c = b->counters();
       const bool mma = form == "mma";
       EXPECT_EQ(c.at("gpu_precompute_fp16_products"), mma && products.empty() ? 1 : 0);
+      // fewer blocks of more units: lstm_m's 256 units in 32 blocks (8 units, two m16 tiles, in the mma form)
+      if (t.find("blocks=32") != std::string::npos) EXPECT_EQ(c.at("gpu_precompute_blocks"), 32);
       EXPECT_EQ(c.at("gpu_precompute_round_fence"), t.find("fence=block") == std::string::npos ? 1 : 0);
       EXPECT_EQ(c.at("gpu_precompute_release_barrier"), t.find("barrier=fence") == std::string::npos ? 1 : 0);
       // the mirror and the shared staging are the mma form's: the fp32 form reads the feeder's buffer as before

@@ -373,7 +373,8 @@ struct LstmParams {
   // [b U, b U + U) as U / 4 m16 tiles (tile q, row r: gate r >> 2 of unit 4q + (r & 3)). Each layer's
   // products of the open windows' h (W_ih,l for l > 0, W_hh,l) run on the tensor cores with fp16 hi + lo
   // halves of both operands (three mma a tile: near fp32); W_ih,0 x stays an fp32 product. hy_frags: per
-  // block [hy_block_frags] uint4, a matrix's at its offset as [U / 4 tiles][hy_kt][hi, lo][32 lanes].
+  // block [hy_block_frags] uint4, a matrix's at its offset as [U / 4 tiles][hy_kt][hi, lo][32 lanes] (hy_fp16:
+  // [U / 4 tiles][hy_kt][hi][32 lanes]).
   // pre_w then holds per block W_ih,0's rows [4U][I] (row 4u + gate) and the biases [L][4U], fp32.
   int hy_mma = 0;
   const void* hy_frags = nullptr;

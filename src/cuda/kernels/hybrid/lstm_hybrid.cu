@@ -120,7 +120,7 @@ __device__ bool mirror_round_input(const LstmParams& p, long long t, float* sx, 
 }
 
 // A warp's job in a layer pass's products: one unit tile of a matrix (A: its fragments, [kt][hi, lo][32 lanes]
-// uint4) against n (<= NT) n8 tiles of staged windows from nt0 on, over all kt k16 steps, into d[0 .. n).
+// uint4, FP16 [kt][hi][32 lanes]) against n (<= NT) n8 tiles of staged windows from nt0 on, over all kt k16 steps, into d[0 .. n).
 // FP16: one mma a tile, the weights' hi halves and the staged fp16 h (LstmParams::hy_fp16), the odd k steps
 // into a second accumulator; else hi.hi, and hi.lo + lo.hi into a second accumulator. Either way two
 // independent MMA chains a tile. The A fragments are loaded once a k step for all n tiles.
@@ -137,7 +137,7 @@ __device__ __forceinline__ void mma_job(const uint4* A, const uint32_t* sh, int 
   const uint32_t* bw = sh + (nt0 * 8 + gid) * kpad + (FP16 ? tig : 2 * tig);
   if constexpr (FP16) {
     auto step = [&](int k, float (&acc)[4][4]) {
-      const uint4 ahi = A[(2 * k) * 32];
+      const uint4 ahi = A[k * 32];
 #pragma unroll
       for (int j = 0; j < NT; ++j)
         if (j < n) {
@@ -397,7 +397,7 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
       for (int job = warp; job < jobs; job += nwarps) {
         const bool ih = job >= jobs_per;
         const int q = (job % jobs_per) / groups, nt0 = nt_lo + (job % groups) * NT, n = min(NT, nt_hi - nt0);
-        const uint4* A = sf + (ih ? p.hy_ih_off[l] : p.hy_hh_off[l - 1]) + q * kt * 2 * 32 + lane;
+        const uint4* A = sf + (ih ? p.hy_ih_off[l] : p.hy_hh_off[l - 1]) + q * kt * (p.hy_fp16 ? 1 : 2) * 32 + lane;
         float d[4][4];
         if (p.hy_fp16) {
           if (NT == 1) mma_job<1, true>(A, sh, kpad, kt, nt0, n, d);
