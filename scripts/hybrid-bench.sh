@@ -22,7 +22,7 @@ HOTPATH=
 OUT=${OUT:-gpu-out}
 TICKS=200000
 MODELS="lstm_m stac_b"
-TUNES="rows=2 fence=block barrier=fence input=feeder last=whole rows=2,fence=block,barrier=fence,input=feeder cluster=2 cluster=4 cluster=8 stage=loads"
+TUNES="rows=2 fence=block barrier=fence input=feeder last=whole rows=2,fence=block,barrier=fence,input=feeder cluster=2 cluster=4 cluster=8 stage=loads products=fp16"
 FLAGS=(--build:BUILD --hotpath:HOTPATH --out:OUT --ticks:TICKS:count --models:MODELS --tunes:TUNES)
 flag_parse 15 "$@"
 [ ${#pos[@]} -eq 0 ] || flag_die "unknown argument '${pos[0]}' (--help lists them)"

@@ -101,7 +101,7 @@ struct HybridTuning {
   // over clusters.
   bool stage_tma = true;
   // mma form: the products' operands plain fp16, one mma a tile (LstmParams::hy_fp16); false: hi + lo halves,
-  // near fp32. The hybrid backend sets it by its critical step's precision (docs/hybrid.md).
+  // near fp32 (docs/hybrid.md, `products`).
   bool fp16_products = false;
   // the precompute blocks at most (0: one on every SM but the feeder's): fewer blocks of more units each, fewer
   // SMs staging every row and meeting at each barrier, more products a block.

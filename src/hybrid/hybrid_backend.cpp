@@ -60,11 +60,10 @@ class GpuFeed final : public cpu::WindowStateFeed {
   // HOTPATH_HYBRID_TUNE=rows=N,fence=block|round,barrier=fence|release,input=feeder|mirror,last=split|whole,
   // cluster=1|2|4|8,stage=loads|tma,products=fp16|exact,blocks=N
   // (docs/hybrid.md): the kernel's variants
-  // (cuda::HybridTuning), to compare them; unset: the defaults. The products' default by the critical step's
-  // precision: plain fp16 operands where it rounds coarser (bf16, int8), hi + lo halves for fp32.
+  // (cuda::HybridTuning), to compare them; unset: the defaults. products=fp16 only where the critical step
+  // rounds coarser than fp16 (bf16, int8): with the fp32 step it would be the error's main source.
   static cuda::HybridTuning tuning_from_env(Precision precision) {
     cuda::HybridTuning t;
-    t.fp16_products = precision == Precision::bf16 || precision == Precision::int8;
     const char* v = std::getenv("HOTPATH_HYBRID_TUNE");
     const std::string all = v ? v : "";
     auto bad = [&](const std::string& item) {
@@ -94,8 +93,12 @@ class GpuFeed final : public cpu::WindowStateFeed {
         t.stage_cluster = value[0] - '0';
       else if (key == "stage" && (value == "loads" || value == "tma"))
         t.stage_tma = value == "tma";
-      else if (key == "products" && (value == "fp16" || value == "exact"))
+      else if (key == "products" && (value == "fp16" || value == "exact")) {
+        if (value == "fp16" && precision == Precision::fp32)
+          throw Error("HOTPATH_HYBRID_TUNE='" + all + "': 'products=fp16' with the fp32 critical step (fp16 operands "
+                      "round coarser than its own bound; bf16 or int8)");
         t.fp16_products = value == "fp16";
+      }
       else if (key == "blocks" && !value.empty() && value.size() <= 4 &&
                value.find_first_not_of("0123456789") == std::string::npos && value[0] != '0' && std::stoi(value) <= 4096)
         t.max_blocks = std::stoi(value);

@@ -387,12 +387,13 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
     };
     // The products of the staged windows' n8 tiles [nt_lo, nt_hi): W_hh,l-1 (the next round's Q of layer
     // l - 1) and, with_ih, W_ih,l (this round's layer l input term, into sz); then the block's barrier. A warp's
-    // job (mma_job) takes 1, 2 or 4 n8 tiles: the fewest that leave no warp more than one job, else 4.
+    // job (mma_job) takes one n8 tile (hi + lo products: the form measured), or with plain fp16 products 1, 2 or
+    // 4: the fewest that leave no warp more than one job, else 4.
     auto products = [&](int l, int nt_lo, int nt_hi, bool with_ih) {
       const long long t0 = clock64();
       const int ntl = nt_hi - nt_lo, mats = with_ih ? 2 : 1;
       int NT = 1;
-      while (NT < 4 && mats * G * ((ntl + NT - 1) / NT) > nwarps) NT *= 2;
+      while (p.hy_fp16 && NT < 4 && mats * G * ((ntl + NT - 1) / NT) > nwarps) NT *= 2;
       const int groups = (ntl + NT - 1) / NT, jobs_per = G * groups, jobs = mats * jobs_per;
       for (int job = warp; job < jobs; job += nwarps) {
         const bool ih = job >= jobs_per;
