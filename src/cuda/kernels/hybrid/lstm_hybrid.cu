@@ -400,15 +400,10 @@ __device__ void mma_precompute_block(const LstmParams& p, char* smem, int b) {
         const int q = (job % jobs_per) / groups, nt0 = nt_lo + (job % groups) * NT, n = min(NT, nt_hi - nt0);
         const uint4* A = sf + (ih ? p.hy_ih_off[l] : p.hy_hh_off[l - 1]) + q * kt * (p.hy_fp16 ? 1 : 2) * 32 + lane;
         float d[4][4];
-        if (p.hy_fp16) {
-          if (NT == 1) mma_job<1, true>(A, sh, kpad, kt, nt0, n, d);
-          else if (NT == 2) mma_job<2, true>(A, sh, kpad, kt, nt0, n, d);
-          else mma_job<4, true>(A, sh, kpad, kt, nt0, n, d);
-        } else {
-          if (NT == 1) mma_job<1, false>(A, sh, kpad, kt, nt0, n, d);
-          else if (NT == 2) mma_job<2, false>(A, sh, kpad, kt, nt0, n, d);
-          else mma_job<4, false>(A, sh, kpad, kt, nt0, n, d);
-        }
+        if (!p.hy_fp16) mma_job<1, false>(A, sh, kpad, kt, nt0, n, d);  // NT is 1 there
+        else if (NT == 1) mma_job<1, true>(A, sh, kpad, kt, nt0, n, d);
+        else if (NT == 2) mma_job<2, true>(A, sh, kpad, kt, nt0, n, d);
+        else mma_job<4, true>(A, sh, kpad, kt, nt0, n, d);
         // d[j]: rows gid (gate gid >> 2) and gid + 8 (gate 2 + (gid >> 2)) of unit 4q + (gid & 3), windows
         // (nt0 + j) 8 + 2 tig (+1)
         const int gid = lane >> 2, tig = lane & 3, u = 4 * q + (gid & 3);
